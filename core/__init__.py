@@ -1,0 +1,1 @@
+"""Tether core: the harness. Never imports Textual."""
