@@ -1,0 +1,303 @@
+"""The ``tether`` command.
+
+Exit codes: 0 completed, 1 failed, 2 usage error, 3 max_turns_exceeded,
+4 budget_exceeded, 5 interrupted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from core.cancel import CancelSignal
+from core.state import Limits, Policies, RunState, StateError
+from core.store import SaveError
+
+USAGE_ERROR = 2
+
+
+class UsageError(Exception):
+    pass
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return value
+
+
+def _money(text: str) -> float:
+    try:
+        value = float(text.lstrip("$"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not an amount in dollars: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than zero, got {text}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = float(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
+    return value
+
+
+def _tool_list(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+def _place_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--runs-dir", type=Path, help="where runs are saved (default $TETHER_HOME/runs)")
+    p.add_argument("--workspace", type=Path, help="the agent's folder (default $TETHER_HOME/workspace)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="tether", description="Supervise AI agent runs.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    console = sub.add_parser("console", help="open the console (the default)")
+    console.add_argument("--start", action="append", default=[], metavar="SCENARIO",
+                         help="start a run of SCENARIO at launch (repeatable)")
+    console.add_argument("--base-url", help="a chat-completions endpoint instead of the scripted provider")
+    console.add_argument("--model", help="the model to use with --base-url")
+    _place_options(console)
+
+    run = sub.add_parser("run", help="start a run and wait for it to stop")
+    run.add_argument("scenario", nargs="?", help="a scripted-provider scenario (without --base-url)")
+    run.add_argument("--base-url", help="a chat-completions endpoint (or LLM_BASE_URL)")
+    run.add_argument("--model", help="the model name at --base-url (or LLM_MODEL)")
+    run.add_argument("--prompt", help="the task, with --base-url")
+    run.add_argument("--run-id")
+    run.add_argument("--max-turns", type=_positive_int, default=20)
+    run.add_argument("--budget", type=_money, metavar="USD")
+    run.add_argument("--budget-mode", choices=["soft", "strict"], default="soft")
+    run.add_argument("--max-tokens", type=_positive_int, default=Limits().max_tokens)
+    run.add_argument("--tool-errors", choices=["fatal", "generic", "descriptive"], default="descriptive")
+    run.add_argument("--no-triage", action="store_true", help="retry permanent tool errors like any other")
+    run.add_argument("--dedupe", choices=["off", "read-only", "all"], default="read-only")
+    run.add_argument("--auto-approve", type=_tool_list, default=[], metavar="TOOL[,TOOL]")
+    run.add_argument("--latency-ms", type=_non_negative, default=0.0, help="scripted provider: added latency")
+    run.add_argument("--fail", metavar="SPEC", help="scripted provider: inject faults, e.g. 429@1,500@2x2")
+    run.add_argument("--stream", action="store_true", help="ask for streamed replies")
+    run.add_argument("--cancel-after", type=_non_negative, metavar="SECONDS",
+                     help="fire the run's Stop signal after this many seconds")
+    run.add_argument("--json", action="store_true")
+    _place_options(run)
+
+    resume = sub.add_parser("resume", help="resume a stopped run, optionally with raised limits")
+    resume.add_argument("run_id")
+    resume.add_argument("--max-turns", type=_positive_int)
+    resume.add_argument("--budget", type=_money, metavar="USD")
+    resume.add_argument("--json", action="store_true")
+    _place_options(resume)
+
+    for name, field, what in (("approve", "--note", "approve the pending call, then resume"),
+                              ("reject", "--reason", "reject the pending call in words, then resume")):
+        p = sub.add_parser(name, help=what)
+        p.add_argument("run_id")
+        p.add_argument(field, default="")
+        p.add_argument("--json", action="store_true")
+        _place_options(p)
+
+    runs = sub.add_parser("runs", help="list every run in the runs dir")
+    runs.add_argument("--json", action="store_true")
+    _place_options(runs)
+
+    show = sub.add_parser("show", help="show a run and its transcript")
+    show.add_argument("run_id")
+    show.add_argument("--json", action="store_true")
+    _place_options(show)
+
+    trace = sub.add_parser("trace", help="print a run's JSONL trace")
+    trace.add_argument("run_id")
+    _place_options(trace)
+
+    provider = sub.add_parser("provider", help="serve the scripted provider over HTTP")
+    provider.add_argument("--host", default="127.0.0.1")
+    provider.add_argument("--port", type=int, default=8787)
+    provider.add_argument("--latency-ms", type=_non_negative, default=0.0)
+    provider.add_argument("--fail", metavar="SPEC", help="e.g. 429@1,500@2x2,401@0,garbage@1,drip@1")
+    provider.add_argument("--retry-after", type=_non_negative, default=1.0, help="seconds sent with a 429")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    command = args.command or "console"
+    try:
+        if command == "console":
+            return _console(args)
+        if command == "provider":
+            return _provider(args)
+        return asyncio.run(_COMMANDS[command](args))
+    except (UsageError, StateError, ValueError) as exc:
+        print(f"tether: error: {exc}", file=sys.stderr)
+        return USAGE_ERROR
+    except SaveError as exc:
+        print(f"tether: error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+
+
+def _harness(args: argparse.Namespace, **kw: Any) -> Any:
+    from core.harness import Harness
+
+    return Harness(getattr(args, "runs_dir", None), getattr(args, "workspace", None), **kw)
+
+
+def _emit_outcome(args: argparse.Namespace, outcome: Any) -> int:
+    from core.report import summary, text_summary
+
+    state: RunState = outcome.state
+    if args.json:
+        print(json.dumps(summary(state, outcome.tool_runs, outcome.ms)))
+    else:
+        print(text_summary(state, len(outcome.tool_runs), outcome.ms))
+    return state.status.exit_code
+
+
+def _signal(args: argparse.Namespace) -> CancelSignal:
+    signal = CancelSignal()
+    seconds = getattr(args, "cancel_after", None)
+    if seconds is not None:
+        asyncio.get_running_loop().call_later(seconds, signal.cancel, f"cancelled after {seconds:g} s (--cancel-after)")
+    return signal
+
+
+async def _run(args: argparse.Namespace) -> int:
+    base_url = args.base_url or (os.environ.get("LLM_BASE_URL") if not args.scenario else None)
+    if base_url:
+        model = args.model or os.environ.get("LLM_MODEL")
+        if not model or not args.prompt:
+            raise UsageError("with --base-url, give --model NAME (or LLM_MODEL) and --prompt TEXT")
+        if args.scenario:
+            raise UsageError("give either a SCENARIO or --base-url, not both")
+    else:
+        if not args.scenario:
+            raise UsageError("give a SCENARIO (see tether provider's /v1/models) or --base-url URL")
+        model = args.scenario
+    limits = Limits(max_turns=args.max_turns, budget_usd=args.budget, budget_mode=args.budget_mode,
+                    max_tokens=args.max_tokens)
+    policies = Policies(tool_errors=args.tool_errors, triage=not args.no_triage, dedupe=args.dedupe,
+                        auto_approve=args.auto_approve)
+    harness = _harness(args, base_url=base_url, api_key=os.environ.get("LLM_API_KEY"),
+                       latency_ms=args.latency_ms, fail=args.fail, stream=args.stream)
+    async with harness:
+        state = harness.new_run(model, args.prompt, run_id=args.run_id, limits=limits, policies=policies)
+        outcome = await harness.run(state.run_id, signal=_signal(args))
+    return _emit_outcome(args, outcome)
+
+
+def _harness_for(args: argparse.Namespace) -> Any:
+    """A harness pointed where the run was made: its endpoint, or the embedded provider."""
+    from core.store import RunStore
+    from core.harness import tether_home
+
+    store = RunStore(args.runs_dir or tether_home() / "runs")
+    state = store.load(args.run_id)
+    return _harness(args, base_url=state.base_url, api_key=os.environ.get("LLM_API_KEY"))
+
+
+async def _resume(args: argparse.Namespace) -> int:
+    async with _harness_for(args) as harness:
+        outcome = await harness.run(args.run_id, signal=_signal(args), max_turns=args.max_turns,
+                                    budget_usd=args.budget)
+    return _emit_outcome(args, outcome)
+
+
+async def _approve(args: argparse.Namespace) -> int:
+    async with _harness_for(args) as harness:
+        outcome = await harness.approve(args.run_id, args.note, signal=_signal(args))
+    return _emit_outcome(args, outcome)
+
+
+async def _reject(args: argparse.Namespace) -> int:
+    async with _harness_for(args) as harness:
+        outcome = await harness.reject(args.run_id, args.reason, signal=_signal(args))
+    return _emit_outcome(args, outcome)
+
+
+async def _runs(args: argparse.Namespace) -> int:
+    from core.harness import tether_home
+    from core.report import recorded_ms, recorded_tool_runs, summary
+    from core.store import RunStore
+
+    store = RunStore(args.runs_dir or tether_home() / "runs")
+    states, problems = store.load_all()
+    rows = [summary(s, recorded_tool_runs(store.run_dir(s.run_id)), recorded_ms(store.run_dir(s.run_id)))
+            for s in states]
+    if args.json:
+        print(json.dumps(rows))
+    else:
+        for row, state in zip(rows, states):
+            print(f"{row['run_id']:<40} {row['status']:<20} {state.model:<16} turns={row['turns']:<4} "
+                  f"cost=${row['cost_usd']:.4f}")
+        if not rows:
+            print(f"no runs in {store.root}")
+    for run_id, problem in problems.items():
+        print(f"tether: skipped {run_id}: {problem}", file=sys.stderr)
+    return 0
+
+
+async def _show(args: argparse.Namespace) -> int:
+    from core.harness import tether_home
+    from core.report import recorded_ms, recorded_tool_runs, summary, text_summary
+    from core.store import RunStore
+
+    store = RunStore(args.runs_dir or tether_home() / "runs")
+    state = store.load(args.run_id)
+    run_dir = store.run_dir(args.run_id)
+    tool_runs, ms = recorded_tool_runs(run_dir), recorded_ms(run_dir)
+    if args.json:
+        print(json.dumps({**summary(state, tool_runs, ms), "messages": state.messages}))
+        return 0
+    print(text_summary(state, len(tool_runs), ms))
+    for message in state.messages:
+        role = message.get("role")
+        if message.get("content"):
+            print(f"[{role}] {message['content']}")
+        for call in message.get("tool_calls") or ():
+            print(f"[{role} → {call['function']['name']}] {call['function']['arguments']}  ({call['id']})")
+    return 0
+
+
+async def _trace(args: argparse.Namespace) -> int:
+    from core.harness import tether_home
+    from core.store import RunStore, TRACE_FILE
+
+    store = RunStore(args.runs_dir or tether_home() / "runs")
+    path = store.run_dir(args.run_id) / TRACE_FILE
+    if not path.exists():
+        raise StateError(f"no trace for run {args.run_id} at {path}")
+    sys.stdout.write(path.read_text(encoding="utf-8"))
+    return 0
+
+
+def _provider(args: argparse.Namespace) -> int:
+    from core.provider.server import serve
+
+    serve(args.host, args.port, args.latency_ms, args.fail, args.retry_after)
+    return 0
+
+
+def _console(args: argparse.Namespace) -> int:
+    try:
+        from tui.app import run_console
+    except ImportError:
+        print("tether: the console is not built yet. Commands: "
+              "run, resume, approve, reject, runs, show, trace, provider (tether --help)")
+        return 0
+    return run_console(args)
+
+
+_COMMANDS = {"run": _run, "resume": _resume, "approve": _approve, "reject": _reject,
+             "runs": _runs, "show": _show, "trace": _trace}

@@ -1,0 +1,504 @@
+"""The chat-completions client the run loop talks to.
+
+One seam points Tether at any endpoint shaped like the chat-completions API: the base
+URL (``LLM_BASE_URL``, e.g. ``http://127.0.0.1:8000/v1``), with ``LLM_API_KEY``. This
+module owns everything between "ask the model" and "here is its reply, with its cost":
+
+* **Failures are classified once, here.** Transient ones (429, 5xx, a 200 whose body is
+  not a usable reply, refused or dropped connections, timeouts) are retried with
+  exponential backoff and full jitter, honouring ``Retry-After``. Permanent ones (400,
+  401, 403, 404, 422, ...) raise :class:`ProviderError` at once with ``retryable=False``:
+  asking again cannot fix a bad key, and each retry would only delay the operator.
+* **Nothing hangs.** Connect and read timeouts bound each step, and one overall deadline
+  bounds the whole call (attempts and waits), so a server that drips a byte a second
+  cannot hold a run forever although it never trips the read timeout.
+* **Stop is immediate.** Every wait goes through the run's :class:`CancelSignal`, so
+  :class:`RunCancelled` interrupts an HTTP exchange or a ``Retry-After`` wait at once.
+* **The key stays in the Authorization header.** Every text that leaves this module
+  (errors, retry notices, reply content and tool-call arguments, in case a provider
+  echoes headers back) goes through a redactor first.
+* **Cost is always known.** When a provider omits ``usage``, the request and reply are
+  counted locally with the documented rendering (:mod:`core.tokens`) and the reply says
+  its usage is estimated.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import http
+import json
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from email.utils import parsedate_to_datetime
+from typing import Any
+
+import httpx
+
+from core.cancel import CancelSignal
+from core.tokens import TokenCounter
+
+REDACTED = "[redacted]"
+# Keys shorter than this are placeholders ("none", "x", "EMPTY") that local servers
+# accept; they are not secrets, and redacting them would mangle ordinary replies.
+MIN_SECRET_LEN = 8
+_DETAIL_LIMIT = 300
+# Besides 5xx: a request timeout and rate limiting are the transient 4xx.
+_RETRY_STATUSES = frozenset({408, 429})
+
+
+@dataclass(frozen=True, slots=True)
+class ModelReply:
+    content: str | None
+    tool_calls: list[dict]
+    finish_reason: str
+    prompt_tokens: int
+    completion_tokens: int
+    usage_estimated: bool
+    """True when the provider gave no usage and the tokens were counted locally."""
+    provider_ms: float
+    """Wall time of the whole call: every attempt and every wait between attempts."""
+
+    def message(self) -> dict:
+        """The assistant message to append to the transcript.
+
+        ``tool_calls`` is left out when empty: several servers reject an empty list.
+        """
+        if self.tool_calls:
+            return {"role": "assistant", "content": self.content, "tool_calls": list(self.tool_calls)}
+        return {"role": "assistant", "content": self.content or ""}
+
+
+@dataclass(frozen=True, slots=True)
+class RetryNotice:
+    """Handed to ``on_retry`` before each wait, so the loop can trace why a turn is slow."""
+
+    attempt: int
+    """The attempt that just failed (1-based)."""
+    status: int | None
+    reason: str
+    wait_s: float
+
+
+class ProviderError(Exception):
+    """The model call failed; ``message`` is for the operator and is already redacted.
+
+    ``retryable`` tells whether the failure was transient (the run may be resumed
+    later) or permanent (a bad key, a bad request: resuming would fail the same way).
+    """
+
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.retryable = retryable
+
+
+class _Transient(Exception):
+    """An attempt failed in a way that asking again may fix; never leaves this module."""
+
+    def __init__(self, status: int | None, reason: str, retry_after: float | None = None) -> None:
+        super().__init__(reason)
+        self.status = status
+        self.reason = reason
+        self.retry_after = retry_after
+
+
+@dataclass(slots=True)
+class _Parsed:
+    content: str | None
+    tool_calls: list[dict]
+    finish_reason: str
+    usage: tuple[int, int] | None
+
+
+class _Redactor:
+    """Replaces the API key, and any ``Bearer <key>``, with ``[redacted]``."""
+
+    __slots__ = ("_bearer", "_key")
+
+    def __init__(self, key: str | None) -> None:
+        self._key = key if key and len(key) >= MIN_SECRET_LEN else None
+        self._bearer = f"Bearer {key}"
+
+    def __call__(self, text: str) -> str:
+        if self._key is None or self._key not in text:
+            return text
+        return text.replace(self._bearer, REDACTED).replace(self._key, REDACTED)
+
+
+class ModelClient:
+    """A chat-completions client: one connection pool, retries, a deadline, redaction."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str | None = None,
+        *,
+        transport: httpx.AsyncBaseTransport | None = None,
+        connect_timeout: float = 5.0,
+        read_timeout: float = 60.0,
+        deadline_s: float = 120.0,
+        max_retries: int = 4,
+        backoff_base_s: float = 0.5,
+        backoff_cap_s: float = 8.0,
+        retry_after_cap_s: float = 30.0,
+        stream: bool = False,
+        counter: TokenCounter | None = None,
+        rng: random.Random | None = None,
+    ) -> None:
+        base = httpx.URL(base_url.rstrip("/"))
+        if base.scheme not in ("http", "https") or not base.host:
+            raise ValueError(f"base URL must be http(s)://host[:port]/path, got {base_url!r}")
+        self._url = f"{base}/chat/completions"
+        # The URL as shown to people: without any user:password part.
+        self.url = str(httpx.URL(self._url).copy_with(userinfo=b""))
+        headers = {"Content-Type": "application/json"}
+        if api_key:
+            headers["Authorization"] = f"Bearer {api_key}"
+        # One client for the ModelClient's life: reusing its connections is what makes
+        # a turn cost little more than the raw round trip.
+        self._http = httpx.AsyncClient(
+            headers=headers,
+            transport=transport,
+            timeout=httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout, pool=connect_timeout),
+        )
+        self._redact = _Redactor(api_key)
+        self._connect_timeout = connect_timeout
+        self._read_timeout = read_timeout
+        self._deadline_s = deadline_s
+        self._max_retries = max_retries
+        self._backoff_base_s = backoff_base_s
+        self._backoff_cap_s = backoff_cap_s
+        self._retry_after_cap_s = retry_after_cap_s
+        self._stream = stream
+        self._counter = counter or TokenCounter()
+        self._rng = rng or random.Random()
+
+    @classmethod
+    def from_env(cls, **kw: Any) -> ModelClient:
+        """Build from ``LLM_BASE_URL`` and ``LLM_API_KEY`` (``LLM_MODEL`` is the CLI's)."""
+        base_url = os.environ.get("LLM_BASE_URL")
+        if not base_url:
+            raise ValueError("LLM_BASE_URL is not set (e.g. http://127.0.0.1:8000/v1)")
+        return cls(base_url, os.environ.get("LLM_API_KEY") or None, **kw)
+
+    async def aclose(self) -> None:
+        await self._http.aclose()
+
+    async def __aenter__(self) -> ModelClient:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def complete(
+        self,
+        model: str,
+        messages: list[dict],
+        tools: list[dict] | None,
+        *,
+        max_tokens: int | None,
+        signal: CancelSignal,
+        on_retry: Callable[[RetryNotice], None] | None = None,
+    ) -> ModelReply:
+        """Ask for one assistant message, retrying transient failures within the deadline.
+
+        Raises :class:`ProviderError` (redacted) when no reply can be had, and
+        :class:`RunCancelled` the moment ``signal`` fires.
+        """
+        payload: dict[str, Any] = {"model": model, "messages": messages}
+        if tools:
+            payload["tools"] = tools
+        if max_tokens is not None:
+            payload["max_tokens"] = max_tokens
+        if self._stream:
+            payload["stream"] = True
+            payload["stream_options"] = {"include_usage": True}
+        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+
+        started = time.perf_counter()
+        parsed = await self._send(body, signal, on_retry)
+        provider_ms = (time.perf_counter() - started) * 1000.0
+
+        content = None if parsed.content is None else self._redact(parsed.content)
+        for call in parsed.tool_calls:
+            fn = call["function"]
+            fn["arguments"] = self._redact(fn["arguments"])
+        if parsed.usage is None:
+            prompt = self._counter.prompt_tokens(messages, tools)
+            completion = self._counter.completion_tokens(content, parsed.tool_calls)
+        else:
+            prompt, completion = parsed.usage
+        return ModelReply(
+            content=content,
+            tool_calls=parsed.tool_calls,
+            finish_reason=parsed.finish_reason,
+            prompt_tokens=prompt,
+            completion_tokens=completion,
+            usage_estimated=parsed.usage is None,
+            provider_ms=provider_ms,
+        )
+
+    async def _send(
+        self, body: bytes, signal: CancelSignal, on_retry: Callable[[RetryNotice], None] | None
+    ) -> _Parsed:
+        """The retry loop, all of it under one deadline."""
+        last: _Transient | None = None
+        try:
+            async with asyncio.timeout(self._deadline_s) as deadline:
+                attempt = 0
+                while True:
+                    attempt += 1
+                    try:
+                        return await signal.guard(self._attempt(body))
+                    except _Transient as exc:
+                        last = exc
+                        if attempt > self._max_retries:
+                            raise ProviderError(
+                                self._redact(f"{exc.reason} (gave up after {attempt} attempts)"),
+                                status=exc.status,
+                                retryable=True,
+                            ) from None
+                        wait = self._wait_s(attempt, exc.retry_after)
+                        if on_retry is not None:
+                            on_retry(RetryNotice(attempt, exc.status, self._redact(exc.reason), wait))
+                        await signal.sleep(wait)
+        except TimeoutError:
+            if not deadline.expired():
+                raise
+            message = f"no complete reply within {self._deadline_s:g} s (deadline)"
+            if last is not None:
+                message += f"; last failure: {last.reason}"
+            raise ProviderError(self._redact(message), retryable=True) from None
+
+    def _wait_s(self, attempt: int, retry_after: float | None) -> float:
+        """The provider's ``Retry-After`` when it gave one (capped), else full jitter:
+        uniform over [0, min(cap, base * 2^(attempt-1))], so clients that failed
+        together do not retry together."""
+        if retry_after is not None:
+            return min(retry_after, self._retry_after_cap_s)
+        ceiling = min(self._backoff_cap_s, self._backoff_base_s * 2 ** (attempt - 1))
+        return self._rng.uniform(0.0, ceiling)
+
+    async def _attempt(self, body: bytes) -> _Parsed:
+        """One HTTP exchange; transport failures become :class:`_Transient`."""
+        try:
+            if not self._stream:
+                response = await self._http.post(self._url, content=body)
+                self._check_status(response)
+                return self._parse_body(response)
+            async with self._http.stream("POST", self._url, content=body) as response:
+                if not response.is_success or not response.headers.get("content-type", "").startswith(
+                    "text/event-stream"
+                ):
+                    # An error, or a server that ignored ``stream``: a whole body either way.
+                    await response.aread()
+                    self._check_status(response)
+                    return self._parse_body(response)
+                return await self._read_stream(response)
+        except httpx.RequestError as exc:
+            raise _Transient(None, self._describe_transport(exc)) from exc
+
+    def _check_status(self, response: httpx.Response) -> None:
+        status = response.status_code
+        if 200 <= status < 300:
+            return
+        phrase = response.reason_phrase or _phrase(status)
+        if status == 401:
+            what = "provider rejected the API key"
+        elif status == 403:
+            what = "provider refused access"
+        elif status == 404:
+            what = "provider has no such endpoint or model"
+        elif status == 429:
+            what = "provider is rate limiting"
+        elif status >= 500:
+            what = "provider failed"
+        elif status >= 400:
+            what = "provider rejected the request"
+        else:
+            what = "provider answered with an unexpected status"
+        reason = f"{what} ({status} {phrase}) at {self.url}"
+        detail = _provider_detail(response.content)
+        if detail:
+            reason += f": {detail}"
+        if status in _RETRY_STATUSES or status >= 500:
+            raise _Transient(status, reason, _retry_after(response.headers.get("retry-after")))
+        raise ProviderError(self._redact(reason), status=status, retryable=False)
+
+    def _parse_body(self, response: httpx.Response) -> _Parsed:
+        try:
+            data = json.loads(response.content)
+        except ValueError:
+            raise _Transient(response.status_code, f"malformed reply from {self.url}: the body is not JSON") from None
+        return self._parse_completion(data, response.status_code)
+
+    def _parse_completion(self, data: Any, status: int) -> _Parsed:
+        """Validate a ``chat.completion`` object; a reply we cannot use is transient."""
+        choices = data.get("choices") if isinstance(data, dict) else None
+        if not isinstance(choices, list) or not choices:
+            raise _Transient(status, f"malformed reply from {self.url}: no choices")
+        choice = choices[0]
+        message = choice.get("message") if isinstance(choice, dict) else None
+        if not isinstance(message, dict):
+            raise _Transient(status, f"malformed reply from {self.url}: no choices[0].message")
+        usage = data.get("usage")
+        return self._parsed(message.get("content"), message.get("tool_calls"), choice.get("finish_reason"),
+                            usage, status)
+
+    def _parsed(self, content: Any, raw_calls: Any, finish: Any, usage: Any, status: int) -> _Parsed:
+        """Normalise a reply (whole or assembled from a stream) to one shape."""
+        if content is not None and not isinstance(content, str):
+            raise _Transient(status, f"malformed reply from {self.url}: content is not text")
+        if raw_calls is not None and not isinstance(raw_calls, list):
+            raise _Transient(status, f"malformed reply from {self.url}: tool_calls is not a list")
+        calls = []
+        for i, call in enumerate(raw_calls or ()):
+            fn = call.get("function") if isinstance(call, dict) else None
+            name = fn.get("name") if isinstance(fn, dict) else None
+            if not isinstance(name, str) or not name:
+                raise _Transient(status, f"malformed reply from {self.url}: tool call {i} has no function name")
+            args = fn.get("arguments")
+            if not isinstance(args, str):
+                # Some servers send an object; the transcript must hold the JSON text.
+                args = json.dumps(args, separators=(",", ":"))
+            calls.append({
+                "id": call.get("id") or f"call_{i}",
+                "type": "function",
+                "function": {"name": name, "arguments": args},
+            })
+        if not isinstance(finish, str) or not finish:
+            finish = "tool_calls" if calls else "stop"
+        return _Parsed(content, calls, finish, _usage(usage))
+
+    async def _read_stream(self, response: httpx.Response) -> _Parsed:
+        """Assemble SSE ``chat.completion.chunk``s into one reply.
+
+        A stream cut after the message is complete (finish_reason seen) loses only its
+        usage chunk, which is then counted locally; cut earlier, it is transient.
+        """
+        parts: list[str] = []
+        calls: dict[int, dict] = {}
+        finish: str | None = None
+        usage: Any = None
+        try:
+            async for line in response.aiter_lines():
+                if not line.startswith("data:"):
+                    continue  # blank separators, ": keep-alive" comments, "event:" lines
+                data = line[5:].strip()
+                if data == "[DONE]":
+                    break
+                try:
+                    chunk = json.loads(data)
+                    if "error" in chunk:
+                        detail = _error_message(chunk) or "an error chunk"
+                        raise _Transient(response.status_code, f"provider failed mid-stream at {self.url}: {detail}")
+                    if chunk.get("usage") is not None:
+                        usage = chunk["usage"]
+                    for choice in chunk.get("choices") or ():
+                        delta = choice.get("delta") or {}
+                        if delta.get("content"):
+                            parts.append(delta["content"])
+                        for position, piece in enumerate(delta.get("tool_calls") or ()):
+                            _merge_call(calls, piece, position)
+                        if choice.get("finish_reason"):
+                            finish = choice["finish_reason"]
+                except (ValueError, TypeError, AttributeError):
+                    raise _Transient(
+                        response.status_code, f"malformed stream from {self.url}: a chunk is not a completion chunk"
+                    ) from None
+        except httpx.TransportError:
+            if finish is None:
+                raise
+        if finish is None:
+            raise _Transient(response.status_code, f"stream from {self.url} ended before the message was complete")
+        content = "".join(parts) if parts else None
+        return self._parsed(content, [calls[i] for i in sorted(calls)], finish, usage, response.status_code)
+
+    def _describe_transport(self, exc: httpx.RequestError) -> str:
+        if isinstance(exc, httpx.ConnectTimeout):
+            return f"could not connect to {self.url}: no answer within {self._connect_timeout:g} s (connect timeout)"
+        if isinstance(exc, httpx.ConnectError):
+            return f"could not connect to {self.url}: {_root_cause(exc)}"
+        if isinstance(exc, httpx.ReadTimeout):
+            return f"no data from {self.url} for {self._read_timeout:g} s (read timeout)"
+        return f"exchange with {self.url} failed: {exc or type(exc).__name__}"
+
+
+def _merge_call(calls: dict[int, dict], piece: dict, position: int) -> None:
+    """Fold one tool-call delta in: id and name arrive first, arguments in pieces."""
+    slot = calls.setdefault(piece.get("index", position), {"id": None, "function": {"name": "", "arguments": ""}})
+    if piece.get("id"):
+        slot["id"] = piece["id"]
+    fn = piece.get("function") or {}
+    if fn.get("name"):
+        slot["function"]["name"] = fn["name"]
+    if fn.get("arguments"):
+        slot["function"]["arguments"] += fn["arguments"]
+
+
+def _usage(usage: Any) -> tuple[int, int] | None:
+    if not isinstance(usage, dict):
+        return None
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if type(prompt) is int and type(completion) is int:
+        return prompt, completion
+    return None
+
+
+def _retry_after(value: str | None) -> float | None:
+    """``Retry-After`` as seconds: a number, or an HTTP-date (RFC 9110 allows both)."""
+    if not value:
+        return None
+    try:
+        return max(0.0, float(value))
+    except ValueError:
+        pass
+    try:
+        when = parsedate_to_datetime(value)
+    except (TypeError, ValueError):
+        return None
+    if when.tzinfo is None:
+        when = when.replace(tzinfo=timezone.utc)
+    return max(0.0, (when - datetime.now(timezone.utc)).total_seconds())
+
+
+def _provider_detail(body: bytes) -> str:
+    """The provider's own words, when it used the OpenAI error shape."""
+    try:
+        return _error_message(json.loads(body))
+    except ValueError:
+        return ""
+
+
+def _error_message(data: Any) -> str:
+    error = data.get("error") if isinstance(data, dict) else None
+    if isinstance(error, dict):
+        error = error.get("message")
+    if not isinstance(error, str):
+        return ""
+    text = " ".join(error.split())
+    return text if len(text) <= _DETAIL_LIMIT else text[: _DETAIL_LIMIT - 1] + "…"
+
+
+def _root_cause(exc: BaseException) -> str:
+    """Why a connection failed, in words: httpx wraps the OS error a few levels deep."""
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(seen, OSError) and seen.strerror:
+            return seen.strerror.lower()
+        seen = seen.__cause__ or seen.__context__
+    return str(exc) or type(exc).__name__
+
+
+def _phrase(status: int) -> str:
+    try:
+        return http.HTTPStatus(status).phrase
+    except ValueError:
+        return "unknown status"

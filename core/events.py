@@ -1,0 +1,118 @@
+"""The run's event stream: the one thing both the trace and the console read.
+
+The loop emits these objects; the trace writes each as one JSON line, the console
+maps each to widgets. Nothing is shown that was not emitted, so what the operator
+saw and what the trace says cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, fields
+from typing import Any, ClassVar
+
+
+@dataclass(slots=True, kw_only=True)
+class Event:
+    kind: ClassVar[str] = "event"
+    run_id: str
+    seq: int = 0  # assigned by the trace when written; increases across resumes
+    ts: float = 0.0
+
+    def record(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind}
+        for f in fields(self):
+            out[f.name] = getattr(self, f.name)
+        return out
+
+
+@dataclass(slots=True, kw_only=True)
+class RunStarted(Event):
+    kind: ClassVar[str] = "run_started"
+    model: str
+    resumed: bool
+    parent_run_id: str | None = None
+    pid: int = 0
+
+
+@dataclass(slots=True, kw_only=True)
+class Turn(Event):
+    kind: ClassVar[str] = "turn"
+    turn: int
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    cost_usd: float  # running (tree) cost after this turn
+    finish_reason: str
+    provider_ms: float
+    estimated: bool = False
+    tool_calls: int = 0
+
+
+@dataclass(slots=True, kw_only=True)
+class ProviderRetry(Event):
+    kind: ClassVar[str] = "provider_retry"
+    attempt: int
+    status: int | None
+    reason: str
+    wait_s: float
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolStart(Event):
+    kind: ClassVar[str] = "tool_start"
+    call_id: str
+    name: str
+    args: str
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolProgress(Event):
+    kind: ClassVar[str] = "tool_progress"
+    call_id: str
+    name: str
+    label: str
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolResult(Event):
+    kind: ClassVar[str] = "tool_result"
+    call_id: str
+    name: str
+    ms: float
+    ok: bool
+    cached: bool = False
+    error: str | None = None
+    preview: str = ""
+
+
+@dataclass(slots=True, kw_only=True)
+class ApprovalRequired(Event):
+    kind: ClassVar[str] = "approval_required"
+    call_id: str
+    tool: str
+    args: str
+    why: str
+
+
+@dataclass(slots=True, kw_only=True)
+class ApprovalDecision(Event):
+    kind: ClassVar[str] = "approval_decision"
+    call_id: str
+    tool: str
+    verdict: str
+    text: str
+    by: str
+
+
+@dataclass(slots=True, kw_only=True)
+class RunStopped(Event):
+    kind: ClassVar[str] = "run_stopped"
+    status: str
+    reason: str
+    turns: int
+    cost_usd: float
+    interruption: dict[str, Any] | None = None
+
+
+EventSink = Callable[[Event], None]

@@ -1,0 +1,429 @@
+"""The loop: a function over :class:`RunState` with five exits.
+
+Each iteration first drains the *pending* calls (tool calls of the last assistant
+message with no result yet) and asks the model only when nothing is outstanding,
+so resuming a saved run and running a new one are the same code path. Limits are
+checked before every model call; cost is added the moment a reply is back. Every
+decision about a call (run, cached, declined, cancelled, failed) is written into the
+transcript in words, and emitted as an event that the trace and the console share.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import jsonschema
+
+from core import faultpoints
+from core.cancel import CancelSignal, RunCancelled
+from core.client import ModelClient, ProviderError, RetryNotice
+from core.events import (
+    ApprovalDecision,
+    ApprovalRequired,
+    Event,
+    EventSink,
+    ProviderRetry,
+    RunStarted,
+    RunStopped,
+    ToolProgress,
+    ToolResult,
+    ToolStart,
+    Turn,
+)
+from core.ledger import Ledger
+from core.state import Decision, RunState, StateError, Status, args_hash, pending_calls
+from core.store import RunHandle
+from core.tokens import TokenCounter
+from core.tools.base import Tool, ToolContext, ToolError
+from core.trace import TraceWriter
+from core.workspace import Workspace
+
+MAX_TOOL_OUTPUT_CHARS = 16_000
+StopCondition = Callable[[RunState], "str | None"]
+ErrorFormatter = Callable[[BaseException, str], str]
+
+
+def declined_words(reason: str) -> str:
+    reason = reason.strip().rstrip(".")
+    return f"The operator declined this call: {reason or 'no reason given'}. Nothing was done."
+
+
+def approved_words(note: str) -> str:
+    note = note.strip().rstrip(".")
+    return f"Approved by the operator{f' ({note})' if note else ''}."
+
+
+@dataclass
+class Stop:
+    status: Status
+    reason: str
+    interruption: dict[str, Any] | None = None
+    error: str | None = None
+
+
+@dataclass
+class LoopEnv:
+    """What a process supplies to run a loop; none of it is saved."""
+
+    client: ModelClient
+    tools: dict[str, Tool]
+    workspace: Workspace
+    counter: TokenCounter = field(default_factory=TokenCounter)
+    sinks: list[EventSink] = field(default_factory=list)
+    stop_conditions: list[StopCondition] = field(default_factory=list)
+    error_formatter: ErrorFormatter | None = None
+    # Runs a subagent for the research tool: (parent, call id, question, signal) -> child.
+    spawn: Callable[[RunState, str, str, CancelSignal], Awaitable[RunState]] | None = None
+
+
+class RunLoop:
+    def __init__(
+        self,
+        state: RunState,
+        env: LoopEnv,
+        handle: RunHandle,
+        trace: TraceWriter,
+        signal: CancelSignal,
+    ) -> None:
+        self.state = state
+        self.env = env
+        self.handle = handle
+        self.trace = trace
+        self.signal = signal
+        self.ledger = Ledger(handle.ledger_path)
+        self.tool_runs: list[dict[str, Any]] = []  # executed in this process
+        self._schemas = [t.schema() for t in env.tools.values()]
+        self._validators = {n: jsonschema.Draft202012Validator(t.parameters) for n, t in env.tools.items()}
+        self._cache: dict[tuple[str, str], str] | None = None
+
+    # ---- events and saving ---------------------------------------------
+    def emit(self, event: Event) -> None:
+        event.run_id = self.state.run_id
+        self.trace.write(event)
+        for sink in self.env.sinks:
+            sink(event)
+
+    async def save(self) -> None:
+        self.state.updated_at = time.time()
+        faultpoints.boundary("before_save")
+        await self.handle.save(self.state)
+        faultpoints.boundary("after_save")
+
+    # ---- the loop --------------------------------------------------------
+    async def run(self) -> RunState:
+        st = self.state
+        if st.status is Status.COMPLETED or st.status is Status.FAILED:
+            raise StateError(f"run {st.run_id} has already ended ({st.status.value}); it cannot be resumed")
+        resumed = st.turns > 0
+        st.status, st.interruption, st.error = Status.RUNNING, None, None
+        self.emit(RunStarted(run_id=st.run_id, model=st.model, resumed=resumed,
+                             parent_run_id=st.parent_run_id, pid=os.getpid()))
+        try:
+            while True:
+                calls = pending_calls(st)
+                if calls:
+                    stop = None
+                    for call in calls:
+                        stop = await self._execute(call)
+                        if stop:
+                            break
+                    if stop:
+                        return await self._finish(stop)
+                    continue
+                stop = self._check_limits()
+                if stop:
+                    return await self._finish(stop)
+                stop = await self._ask_model()
+                if stop:
+                    return await self._finish(stop)
+        except RunCancelled as cancelled:
+            return await self._finish(Stop(Status.INTERRUPTED, cancelled.reason,
+                                           {"type": "cancelled", "reason": cancelled.reason}))
+        except ProviderError as exc:
+            return await self._finish(Stop(Status.FAILED, str(exc), error=str(exc)))
+
+    def _check_limits(self) -> Stop | None:
+        st, limits = self.state, self.state.limits
+        if limits.max_turns is not None and st.turns >= limits.max_turns:
+            return Stop(Status.MAX_TURNS_EXCEEDED, f"turn cap reached: {st.turns} of {limits.max_turns} turns",
+                        {"type": "max_turns"})
+        if limits.budget_usd is not None:
+            if st.cost_usd >= limits.budget_usd:
+                over = st.cost_usd - limits.budget_usd
+                return Stop(Status.BUDGET_EXCEEDED,
+                            f"budget reached: spent ${st.cost_usd:.4f} of ${limits.budget_usd:.4f}"
+                            + (f" (over by ${over:.4f}, less than the last turn's cost)" if over > 0 else ""),
+                            {"type": "max_budget"})
+            if limits.budget_mode == "strict":
+                prompt = self.env.counter.prompt_tokens(st.messages, self._schemas)
+                reserve = st.pricing.cost(prompt, limits.max_tokens)
+                if st.cost_usd + reserve > limits.budget_usd:
+                    return Stop(Status.BUDGET_EXCEEDED,
+                                f"strict budget: the next turn could cost up to ${reserve:.4f} "
+                                f"({prompt} prompt tokens + {limits.max_tokens} max_tokens), and "
+                                f"${st.cost_usd:.4f} of ${limits.budget_usd:.4f} is spent",
+                                {"type": "max_budget"})
+        for condition in self.env.stop_conditions:
+            reason = condition(st)
+            if reason:
+                return Stop(Status.INTERRUPTED, reason, {"type": "stop_condition", "reason": reason})
+        return None
+
+    async def _ask_model(self) -> Stop | None:
+        st = self.state
+
+        def on_retry(notice: RetryNotice) -> None:
+            self.emit(ProviderRetry(run_id=st.run_id, attempt=notice.attempt, status=notice.status,
+                                    reason=notice.reason, wait_s=notice.wait_s))
+
+        reply = await self.env.client.complete(
+            st.model, st.messages, self._schemas, max_tokens=st.limits.max_tokens,
+            signal=self.signal, on_retry=on_retry,
+        )
+        # The money is spent: account for it before anything else happens with the reply.
+        st.turns += 1
+        st.prompt_tokens += reply.prompt_tokens
+        st.completion_tokens += reply.completion_tokens
+        st.cost_usd += st.pricing.cost(reply.prompt_tokens, reply.completion_tokens)
+        st.per_turn_prompt_tokens.append(reply.prompt_tokens)
+        if reply.usage_estimated:
+            st.estimated_turns.append(st.turns)
+        message = reply.message()
+        for i, call in enumerate(message.get("tool_calls") or ()):
+            if not call.get("id"):
+                call["id"] = f"call_{st.turns}_{i}"
+        st.messages.append(message)
+        faultpoints.boundary("before_save_reply")
+        await self.save()
+        faultpoints.boundary("after_save_reply")
+        self.emit(Turn(run_id=st.run_id, turn=st.turns, prompt_tokens=reply.prompt_tokens,
+                       completion_tokens=reply.completion_tokens,
+                       total_tokens=reply.prompt_tokens + reply.completion_tokens,
+                       cost_usd=st.cost_usd, finish_reason=reply.finish_reason,
+                       provider_ms=reply.provider_ms, estimated=reply.usage_estimated,
+                       tool_calls=len(message.get("tool_calls") or ())))
+        if not message.get("tool_calls"):
+            return Stop(Status.COMPLETED, "the model answered")
+        return None
+
+    async def _finish(self, stop: Stop) -> RunState:
+        st = self.state
+        st.status, st.interruption, st.error = stop.status, stop.interruption, stop.error
+        await self.save()
+        self.emit(RunStopped(run_id=st.run_id, status=st.status.value, reason=stop.reason, turns=st.turns,
+                             cost_usd=st.cost_usd, interruption=st.interruption))
+        return st
+
+    # ---- one tool call ---------------------------------------------------
+    async def _execute(self, call: dict[str, Any]) -> Stop | None:
+        st = self.state
+        call_id = call["id"]
+        fn = call.get("function") or {}
+        name, raw_args = str(fn.get("name", "")), fn.get("arguments") or "{}"
+        tool = self.env.tools.get(name)
+        if tool is None:
+            return await self._record(call_id, name, self._unknown_tool(name), ok=False, error="unknown tool")
+        args, problem = self._parse_args(name, raw_args)
+        if problem:
+            return await self._record(call_id, name, problem, ok=False, error="invalid arguments")
+
+        approval_note: str | None = None
+        if tool.needs_approval and name not in st.policies.auto_approve:
+            decision = st.approvals.get(call_id)
+            # A recorded intent means this very call was approved and started before a crash.
+            consumed_here = call_id in st.intents and decision is not None and decision.verdict == "approved"
+            if not consumed_here and (decision is None or decision.used
+                                      or decision.args_hash != args_hash(raw_args)):
+                return self._await_approval(call_id, tool, raw_args, decision)
+            decision.used = True
+            if decision.verdict == "rejected":  # reject() normally answers the call itself
+                text = "" if st.policies.silent_rejections else declined_words(decision.text)
+                return await self._record(call_id, name, text, ok=False, error="declined")
+            approval_note = approved_words(decision.text)
+
+        dedupe_key = (name, _canonical(args))
+        if self._dedupes(tool) and dedupe_key in self._result_cache():
+            return await self._record(call_id, name, self._result_cache()[dedupe_key], ok=True, cached=True)
+
+        if not tool.read_only:
+            st.intents[call_id] = f"{st.run_id}:{call_id}"
+            await self.save()
+        return await self._run_tool(call_id, tool, args, raw_args, approval_note, dedupe_key)
+
+    async def _run_tool(self, call_id: str, tool: Tool, args: dict[str, Any], raw_args: str,
+                        approval_note: str | None, dedupe_key: tuple[str, str]) -> Stop | None:
+        st = self.state
+        ctx = ToolContext(run_id=st.run_id, call_id=call_id, signal=self.signal,
+                          progress=lambda label: self.emit(ToolProgress(run_id=st.run_id, call_id=call_id,
+                                                                         name=tool.name, label=label)),
+                          workspace=self.env.workspace, ledger=self.ledger)
+        if self.env.spawn is not None:
+            ctx.extras["spawn"] = lambda question: self.env.spawn(st, call_id, question, self.signal)
+        self.emit(ToolStart(run_id=st.run_id, call_id=call_id, name=tool.name, args=raw_args))
+        self.tool_runs.append({"name": tool.name, "args": args})
+        st.tool_runs += 1
+        started = time.perf_counter()
+        faultpoints.boundary("before_tool")
+        try:
+            text = await tool.run(args, ctx)
+        except RunCancelled as cancelled:
+            self._add_child_cost(ctx)
+            elapsed = time.perf_counter() - started
+            partial = ctx.extras.get("partial")
+            text = (f"cancelled by the operator after {elapsed:.1f} s: {cancelled.reason}; "
+                    f"the {tool.name} call did not finish" + (f" ({partial})" if partial else "") + ".")
+            await self._record(call_id, tool.name, text, ok=False, error="cancelled", started=started)
+            raise
+        except Exception as exc:  # a tool that throws does not crash the loop
+            self._add_child_cost(ctx)
+            return await self._tool_failed(call_id, tool, exc, started)
+        finally:
+            faultpoints.boundary("after_tool")
+        self._add_child_cost(ctx)
+        if self._dedupes(tool):
+            self._result_cache()[dedupe_key] = text
+        if approval_note:
+            text = f"{approval_note} {text}"
+        return await self._record(call_id, tool.name, text, ok=True, started=started)
+
+    async def _tool_failed(self, call_id: str, tool: Tool, exc: Exception, started: float) -> Stop | None:
+        st = self.state
+        own_words = str(exc) or type(exc).__name__
+        permanent = isinstance(exc, ToolError) and exc.permanent
+        policy = st.policies.tool_errors
+        if policy == "fatal" or (permanent and st.policies.triage):
+            await self._record(call_id, tool.name, f"Error: {own_words}", ok=False, error=own_words, started=started)
+            why = "no message can fix it" if permanent else "the tool-error policy is fatal"
+            reason = f"tool {tool.name} failed ({why}): {own_words}"
+            return Stop(Status.FAILED, reason, error=reason)
+        if self.env.error_formatter is not None:
+            text = self.env.error_formatter(exc, tool.name)
+        elif policy == "generic":
+            text = "Error"
+        else:
+            text = f"Error: {own_words}"
+        return await self._record(call_id, tool.name, text, ok=False, error=own_words, started=started)
+
+    def _await_approval(self, call_id: str, tool: Tool, raw_args: str, earlier: Decision | None) -> Stop:
+        why = f"{tool.name} needs approval: " + ("it writes to the workspace" if not tool.read_only
+                                                   else "it is marked as needing approval")
+        if earlier is not None and not earlier.used and earlier.args_hash != args_hash(raw_args):
+            why += "; the arguments changed after the earlier decision, so that decision no longer applies"
+        interruption = {"type": "approval", "callId": call_id, "toolName": tool.name, "args": raw_args, "why": why}
+        self.emit(ApprovalRequired(run_id=self.state.run_id, call_id=call_id, tool=tool.name, args=raw_args, why=why))
+        return Stop(Status.INTERRUPTED, f"waiting for approval of {tool.name} ({call_id})", interruption)
+
+    async def _record(self, call_id: str, name: str, text: str, *, ok: bool, cached: bool = False,
+                      error: str | None = None, started: float | None = None) -> None:
+        if len(text) > MAX_TOOL_OUTPUT_CHARS:
+            cut = len(text) - MAX_TOOL_OUTPUT_CHARS
+            text = text[:MAX_TOOL_OUTPUT_CHARS] + f"\n[output truncated: {cut} more characters not shown]"
+        st = self.state
+        st.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
+        st.intents.pop(call_id, None)
+        await self.save()
+        ms = (time.perf_counter() - started) * 1000 if started is not None else 0.0
+        self.emit(ToolResult(run_id=st.run_id, call_id=call_id, name=name, ms=round(ms, 3), ok=ok,
+                             cached=cached, error=error, preview=text[:200]))
+        return None
+
+    # ---- helpers -----------------------------------------------------------
+    def _add_child_cost(self, ctx: ToolContext) -> None:
+        child_cost = ctx.extras.get("child_cost_usd", 0.0)
+        if child_cost:
+            self.state.cost_usd += child_cost
+            self.state.child_cost_usd += child_cost
+            child_id = ctx.extras.get("child_run_id")
+            if child_id and child_id not in self.state.children:
+                self.state.children.append(child_id)
+
+    def _dedupes(self, tool: Tool) -> bool:
+        mode = self.state.policies.dedupe
+        return mode == "all" or (mode == "read-only" and tool.read_only)
+
+    def _result_cache(self) -> dict[tuple[str, str], str]:
+        """Answered calls of this run by (tool, arguments), rebuilt from the transcript on resume."""
+        if self._cache is None:
+            self._cache = {}
+            calls: dict[str, tuple[str, str]] = {}
+            for message in self.state.messages:
+                if message.get("role") == "assistant":
+                    for call in message.get("tool_calls") or ():
+                        fn = call.get("function") or {}
+                        try:
+                            key = (fn.get("name", ""), _canonical(json.loads(fn.get("arguments") or "{}")))
+                        except ValueError:
+                            continue
+                        calls[call.get("id", "")] = key
+                elif message.get("role") == "tool" and message.get("tool_call_id") in calls:
+                    key = calls[message["tool_call_id"]]
+                    tool = self.env.tools.get(key[0])
+                    content = message.get("content") or ""
+                    if tool and self._dedupes(tool) and not content.startswith(("Error", "cancelled", "The operator")):
+                        self._cache.setdefault(key, content)
+        return self._cache
+
+    def _unknown_tool(self, name: str) -> str:
+        known = sorted(self.env.tools)
+        hint = next((k for k in known if k.lower() == name.lower()), None)
+        text = f"Error: unknown tool {name!r}."
+        if hint:
+            text += f" Tool names are case-sensitive: did you mean {hint!r}?"
+        return text + f" Available tools: {', '.join(known)}."
+
+    def _parse_args(self, name: str, raw: Any) -> tuple[dict[str, Any], str | None]:
+        try:
+            args = json.loads(raw) if isinstance(raw, str) else raw
+        except ValueError as exc:
+            return {}, f"Error: the arguments for {name} are not valid JSON ({exc.msg} at position {exc.pos}). Send a JSON object."
+        if not isinstance(args, dict):
+            return {}, f"Error: the arguments for {name} must be a JSON object, got {type(args).__name__}."
+        problems = sorted(self._validators[name].iter_errors(args), key=lambda e: list(e.path))
+        if problems:
+            where = "/".join(str(p) for p in problems[0].path) or "arguments"
+            return {}, f"Error: invalid arguments for {name}: {where}: {problems[0].message}."
+        return args, None
+
+
+def _canonical(args: Any) -> str:
+    return json.dumps(args, sort_keys=True, separators=(",", ":"))
+
+
+# ---- decisions: plain functions over the state -----------------------------
+
+def _waiting_call(state: RunState, call_id: str | None) -> dict[str, Any]:
+    interruption = state.interruption or {}
+    if state.status is not Status.INTERRUPTED or interruption.get("type") != "approval":
+        raise StateError(f"run {state.run_id} is not waiting for an approval (status {state.status.value})")
+    wanted = call_id or interruption.get("callId")
+    for call in pending_calls(state):
+        if call.get("id") == wanted:
+            return call
+    raise StateError(f"run {state.run_id} has no pending call {wanted!r}")
+
+
+def approve(state: RunState, call_id: str | None = None, note: str = "", by: str = "operator") -> ApprovalDecision:
+    """Approve the waiting call, bound to its id and exact arguments; it runs on resume."""
+    call = _waiting_call(state, call_id)
+    fn = call["function"]
+    state.approvals[call["id"]] = Decision(call["id"], "approved", args_hash(fn.get("arguments") or "{}"), note, by)
+    return ApprovalDecision(run_id=state.run_id, call_id=call["id"], tool=fn.get("name", ""),
+                            verdict="approved", text=approved_words(note), by=by)
+
+
+def reject(state: RunState, call_id: str | None = None, reason: str = "", by: str = "operator") -> ApprovalDecision:
+    """Decline the waiting call and write the decision, in words, into its result slot."""
+    call = _waiting_call(state, call_id)
+    fn = call["function"]
+    decision = Decision(call["id"], "rejected", args_hash(fn.get("arguments") or "{}"), reason, by, used=True)
+    state.approvals[call["id"]] = decision
+    words = declined_words(reason)
+    state.messages.append({"role": "tool", "tool_call_id": call["id"],
+                           "content": "" if state.policies.silent_rejections else words})
+    return ApprovalDecision(run_id=state.run_id, call_id=call["id"], tool=fn.get("name", ""),
+                            verdict="rejected", text=words, by=by)

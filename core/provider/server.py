@@ -1,0 +1,94 @@
+"""Serving the scripted provider over HTTP with uvicorn.
+
+``serve`` is the blocking entry point behind ``tether provider``. ``running_provider``
+runs the same app on a free loopback port inside the caller's event loop, for tests
+and for the console's embedded default, and always stops it on exit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import socket
+from collections.abc import AsyncIterator, Iterator
+
+import uvicorn
+
+from core.provider.app import create_app
+from core.provider.faults import FaultPlan
+from core.tokens import TokenCounter
+
+_LOG_LEVEL = "warning"
+_SHUTDOWN_GRACE_S = 2.0
+
+
+def serve(
+    host: str = "127.0.0.1",
+    port: int = 8787,
+    latency_ms: float = 0,
+    fail_spec: str | None = None,
+    retry_after: float = 1.0,
+) -> None:
+    """Serve until interrupted. A bad ``fail_spec`` raises ValueError before anything binds."""
+    faults = FaultPlan.parse(fail_spec) if fail_spec else None
+    app = create_app(latency_ms=latency_ms, faults=faults, retry_after=retry_after)
+    uvicorn.run(app, host=host, port=port, log_level=_LOG_LEVEL, access_log=False)
+
+
+class _EmbeddedServer(uvicorn.Server):
+    """A uvicorn server that can be awaited until it listens, and leaves signals alone:
+    the host process (pytest, the console) owns Ctrl+C, not a server it embeds."""
+
+    def __init__(self, config: uvicorn.Config) -> None:
+        super().__init__(config)
+        self.listening = asyncio.Event()
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:
+            self.listening.set()
+
+    @contextlib.contextmanager
+    def capture_signals(self) -> Iterator[None]:
+        yield
+
+
+@contextlib.asynccontextmanager
+async def running_provider(
+    *,
+    latency_ms: float = 0,
+    faults: FaultPlan | None = None,
+    retry_after: float = 1.0,
+    counter: TokenCounter | None = None,
+) -> AsyncIterator[str]:
+    """Run the provider on 127.0.0.1 (a free port) in this event loop; yield its base URL,
+    e.g. ``http://127.0.0.1:40123/v1``; stop the server on exit."""
+    app = create_app(latency_ms=latency_ms, faults=faults, retry_after=retry_after, counter=counter)
+    config = uvicorn.Config(
+        app,
+        host="127.0.0.1",
+        port=0,
+        log_level=_LOG_LEVEL,
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=_SHUTDOWN_GRACE_S,
+    )
+    server = _EmbeddedServer(config)
+    serving = asyncio.create_task(server.serve())
+    try:
+        await _until_listening(server, serving)
+        port = server.servers[0].sockets[0].getsockname()[1]
+        yield f"http://127.0.0.1:{port}/v1"
+    finally:
+        server.should_exit = True
+        await serving  # also re-raises whatever stopped a server that never listened
+
+
+async def _until_listening(server: _EmbeddedServer, serving: asyncio.Task[None]) -> None:
+    listening = asyncio.create_task(server.listening.wait())
+    try:
+        await asyncio.wait({serving, listening}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        listening.cancel()
+    if not server.listening.is_set():
+        raise RuntimeError("the scripted provider stopped before it started listening")

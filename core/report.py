@@ -1,0 +1,90 @@
+"""Summaries of runs, as the CLI prints them and the lab and tests read them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from core.state import RunState
+from core.store import TRACE_FILE
+from core.trace import read_trace
+
+SUMMARY_KEYS = (
+    "run_id", "status", "interruption", "error", "turns", "tool_runs", "prompt_tokens",
+    "completion_tokens", "cost_usd", "child_cost_usd", "per_turn_prompt_tokens", "answer", "ms",
+)
+
+
+def summary(state: RunState, tool_runs: list[dict[str, Any]], ms: float) -> dict[str, Any]:
+    """The CLI's ``--json`` object: exactly :data:`SUMMARY_KEYS`."""
+    return {
+        "run_id": state.run_id,
+        "status": state.status.value,
+        "interruption": state.interruption,
+        "error": state.error,
+        "turns": state.turns,
+        "tool_runs": tool_runs,
+        "prompt_tokens": state.prompt_tokens,
+        "completion_tokens": state.completion_tokens,
+        "cost_usd": round(state.cost_usd, 8),
+        "child_cost_usd": round(state.child_cost_usd, 8),
+        "per_turn_prompt_tokens": list(state.per_turn_prompt_tokens),
+        "answer": state.answer,
+        "ms": round(ms, 1),
+    }
+
+
+def recorded_tool_runs(run_dir: Path) -> list[dict[str, Any]]:
+    """Every tool run the trace records, across all the processes that ran it."""
+    runs = []
+    for record in read_trace(run_dir / TRACE_FILE):
+        if record.get("kind") == "tool_start":
+            try:
+                args = json.loads(record.get("args") or "{}")
+            except ValueError:
+                args = record.get("args")
+            runs.append({"name": record.get("name"), "args": args})
+    return runs
+
+
+def recorded_ms(run_dir: Path) -> float:
+    """Wall time the run was being worked on: each process's start to its stop."""
+    total, started = 0.0, None
+    for record in read_trace(run_dir / TRACE_FILE):
+        kind = record.get("kind")
+        if kind == "run_started":
+            started = record.get("ts")
+        elif kind == "run_stopped" and started is not None:
+            total += (record.get("ts", started) - started) * 1000
+            started = None
+    return total
+
+
+def text_summary(state: RunState, tool_runs: int, ms: float) -> str:
+    """The chapter's one-line summary, the answer, and the per-turn prompt tokens."""
+    cap = state.limits.max_turns if state.limits.max_turns is not None else "none"
+    line = (f"{state.model}, cap {cap}  turns={state.turns}  tools={tool_runs}  in={state.prompt_tokens}  "
+            f"out={state.completion_tokens}  cost=${state.cost_usd:.4f}  ms={ms:.0f}  status={state.status.value}")
+    if state.child_cost_usd:
+        line += f"  (children ${state.child_cost_usd:.4f})"
+    out = [line]
+    if state.answer is not None:
+        out.append(f"answer: {state.answer}")
+    if state.interruption:
+        kind = state.interruption.get("type")
+        if kind == "approval":
+            out.append(f"waiting for approval: {state.interruption['toolName']} {state.interruption['args']} "
+                       f"(call {state.interruption['callId']}); tether approve|reject {state.run_id}")
+        elif kind == "cancelled":
+            out.append(f"cancelled: {state.interruption.get('reason')}")
+        else:
+            out.append(f"stopped by {kind}; raise the limit with tether resume {state.run_id}")
+    budget = state.limits.budget_usd
+    if budget is not None and state.cost_usd > budget:
+        out.append(f"note: spend ${state.cost_usd:.4f} exceeds the ${budget:.4f} budget by "
+                   f"${state.cost_usd - budget:.4f} (soft mode overshoots by at most one turn)")
+    if state.error:
+        out.append(f"error: {state.error}")
+    out.append("per-turn prompt tokens: " + " ".join(str(n) for n in state.per_turn_prompt_tokens))
+    return "\n".join(out)

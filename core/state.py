@@ -1,0 +1,219 @@
+"""The run as plain, serialisable data.
+
+Everything that decides what a run does next lives here, not in variables of the
+process running it: a run killed mid-task and resumed elsewhere continues from this
+object alone, and its cost is the sum of what it paid, whichever process paid it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+import uuid
+from dataclasses import dataclass, field, fields
+from enum import StrEnum
+from typing import Any, Literal
+
+SCHEMA_VERSION = 1
+
+BudgetMode = Literal["soft", "strict"]
+ToolErrorPolicy = Literal["fatal", "generic", "descriptive"]
+DedupeMode = Literal["off", "read-only", "all"]
+
+
+class Status(StrEnum):
+    RUNNING = "running"
+    COMPLETED = "completed"
+    FAILED = "failed"
+    MAX_TURNS_EXCEEDED = "max_turns_exceeded"
+    BUDGET_EXCEEDED = "budget_exceeded"
+    INTERRUPTED = "interrupted"
+
+    @property
+    def resumable(self) -> bool:
+        return self in (Status.MAX_TURNS_EXCEEDED, Status.BUDGET_EXCEEDED, Status.INTERRUPTED)
+
+    @property
+    def exit_code(self) -> int:
+        return _EXIT_CODES[self]
+
+
+_EXIT_CODES = {
+    Status.COMPLETED: 0,
+    Status.FAILED: 1,
+    Status.MAX_TURNS_EXCEEDED: 3,
+    Status.BUDGET_EXCEEDED: 4,
+    Status.INTERRUPTED: 5,
+    Status.RUNNING: 5,
+}
+
+
+@dataclass(slots=True)
+class Pricing:
+    input_per_million: float = 2.00
+    output_per_million: float = 12.00
+
+    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
+        return (prompt_tokens * self.input_per_million + completion_tokens * self.output_per_million) / 1e6
+
+
+@dataclass(slots=True)
+class Limits:
+    max_turns: int | None = 20  # None: no turn cap (a budget should then bound the run)
+    budget_usd: float | None = None
+    budget_mode: BudgetMode = "soft"
+    max_tokens: int = 512
+
+
+@dataclass(slots=True)
+class Policies:
+    tool_errors: ToolErrorPolicy = "descriptive"
+    triage: bool = True
+    dedupe: DedupeMode = "read-only"
+    auto_approve: list[str] = field(default_factory=list)
+    # Lab-only: record a rejection as an empty tool result, to show why words matter.
+    silent_rejections: bool = False
+
+
+@dataclass(slots=True)
+class Decision:
+    """An operator's verdict on one call, bound to its exact arguments, used once."""
+
+    call_id: str
+    verdict: Literal["approved", "rejected"]
+    args_hash: str
+    text: str = ""  # the note (approved) or the reason (rejected)
+    by: str = "operator"
+    used: bool = False
+    ts: float = field(default_factory=time.time)
+
+
+def args_hash(arguments: str) -> str:
+    """Hash of a call's arguments, canonicalised when they are valid JSON."""
+    try:
+        canonical = json.dumps(json.loads(arguments), sort_keys=True, separators=(",", ":"))
+    except (ValueError, TypeError):
+        canonical = arguments
+    return hashlib.sha256(canonical.encode()).hexdigest()[:16]
+
+
+def new_run_id(prefix: str = "run") -> str:
+    return f"{prefix}-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:6]}"
+
+
+@dataclass(slots=True)
+class RunState:
+    run_id: str
+    model: str
+    messages: list[dict[str, Any]] = field(default_factory=list)
+    turns: int = 0
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    cost_usd: float = 0.0  # tree cost: this run's turns plus its children's
+    child_cost_usd: float = 0.0
+    per_turn_prompt_tokens: list[int] = field(default_factory=list)
+    estimated_turns: list[int] = field(default_factory=list)
+    status: Status = Status.RUNNING
+    interruption: dict[str, Any] | None = None
+    error: str | None = None
+    approvals: dict[str, Decision] = field(default_factory=dict)
+    parent_run_id: str | None = None
+    children: list[str] = field(default_factory=list)
+    limits: Limits = field(default_factory=Limits)
+    pricing: Pricing = field(default_factory=Pricing)
+    policies: Policies = field(default_factory=Policies)
+    base_url: str | None = None  # None: the embedded scripted provider
+    workspace: str | None = None
+    # Write calls whose side effect may have started: call id -> idempotency key.
+    intents: dict[str, str] = field(default_factory=dict)
+    tool_runs: int = 0
+    created_at: float = field(default_factory=time.time)
+    updated_at: float = field(default_factory=time.time)
+    version: int = SCHEMA_VERSION
+
+    # ---- derived views -------------------------------------------------
+    @property
+    def answer(self) -> str | None:
+        if self.status is not Status.COMPLETED:
+            return None
+        for message in reversed(self.messages):
+            if message.get("role") == "assistant":
+                return message.get("content")
+        return None
+
+    @property
+    def own_cost_usd(self) -> float:
+        return self.cost_usd - self.child_cost_usd
+
+    @property
+    def task(self) -> str:
+        for message in self.messages:
+            if message.get("role") == "user":
+                return str(message.get("content") or "")
+        return ""
+
+    # ---- serialisation -------------------------------------------------
+    def header(self) -> dict[str, Any]:
+        """Everything but the transcript: small, rewritten atomically after each step."""
+        out: dict[str, Any] = {}
+        for f in fields(self):
+            if f.name == "messages":
+                continue
+            value = getattr(self, f.name)
+            if f.name == "approvals":
+                value = {k: _plain(v) for k, v in value.items()}
+            elif isinstance(value, (Limits, Pricing, Policies)):
+                value = _plain(value)
+            elif isinstance(value, Status):
+                value = value.value
+            elif isinstance(value, list):
+                value = list(value)
+            elif isinstance(value, dict):
+                value = dict(value)
+            out[f.name] = value
+        return out
+
+    def to_dict(self) -> dict[str, Any]:
+        return {**self.header(), "messages": self.messages}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "RunState":
+        version = data.get("version")
+        if version != SCHEMA_VERSION:
+            raise StateError(f"unknown state version {version!r} (this Tether reads version {SCHEMA_VERSION})")
+        known = {f.name for f in fields(cls)}
+        kwargs = {k: v for k, v in data.items() if k in known}
+        try:
+            kwargs["status"] = Status(kwargs.get("status", "running"))
+            kwargs["limits"] = Limits(**kwargs.get("limits", {}))
+            kwargs["pricing"] = Pricing(**kwargs.get("pricing", {}))
+            kwargs["policies"] = Policies(**kwargs.get("policies", {}))
+            kwargs["approvals"] = {k: Decision(**v) for k, v in kwargs.get("approvals", {}).items()}
+            return cls(**kwargs)
+        except (TypeError, ValueError) as exc:
+            raise StateError(f"state does not match the schema: {exc}") from exc
+
+
+class StateError(Exception):
+    """A saved run that cannot be used as it is (corrupt, unknown version, locked)."""
+
+
+def _plain(obj: Any) -> dict[str, Any]:
+    return {f.name: getattr(obj, f.name) for f in fields(obj)}
+
+
+# ---- transcript queries, shared by the loop, the CLI and the console --------
+
+def pending_calls(state: RunState) -> list[dict[str, Any]]:
+    """Tool calls of the last assistant message that have no tool result yet."""
+    answered: set[str] = set()
+    for message in reversed(state.messages):
+        role = message.get("role")
+        if role == "tool":
+            answered.add(message.get("tool_call_id", ""))
+        elif role == "assistant":
+            return [c for c in message.get("tool_calls") or () if c.get("id") not in answered]
+        else:
+            return []
+    return []

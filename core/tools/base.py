@@ -1,0 +1,89 @@
+"""What a tool is, what it receives, and how it fails.
+
+A tool declares its name, description, JSON schema, whether it is read-only and
+whether it needs approval; the loop does the rest (approvals, dedupe, error policy).
+Failures are exceptions of the classes below so the loop can triage them: an error
+the model can act on goes back into the transcript, a permanent one ends the run.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from core.cancel import CancelSignal
+
+if TYPE_CHECKING:
+    from core.ledger import Ledger
+    from core.workspace import Workspace
+
+
+class ToolError(Exception):
+    """A tool failed in a way the model may be able to act on."""
+
+    permanent: ClassVar[bool] = False
+
+
+class PathRefused(ToolError):
+    """A path that would leave the workspace (or is malformed) was refused."""
+
+
+class NotFound(ToolError):
+    pass
+
+
+class InvalidArguments(ToolError):
+    pass
+
+
+class PermissionDenied(ToolError):
+    """No message can fix this: retrying only burns turns."""
+
+    permanent = True
+
+
+@dataclass(slots=True)
+class ToolContext:
+    """What a tool gets besides its arguments: the run's signal, a progress callback,
+    the workspace, and the ledger that makes writes idempotent.
+
+    Convention: a tool cut off by the signal sets ``extras["partial"]`` to how far it got
+    (e.g. "400 of 1200 entries scanned") before re-raising ``RunCancelled``.
+    """
+
+    run_id: str
+    call_id: str
+    signal: CancelSignal
+    progress: Callable[[str], None]
+    workspace: "Workspace"
+    ledger: "Ledger"
+    extras: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def idempotency_key(self) -> str:
+        return f"{self.run_id}:{self.call_id}"
+
+
+class Tool(ABC):
+    name: ClassVar[str]
+    description: ClassVar[str]
+    parameters: ClassVar[dict[str, Any]]
+    read_only: ClassVar[bool] = True
+    needs_approval: ClassVar[bool] = False
+
+    @abstractmethod
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        """Do the work and return the text the model reads."""
+
+    def schema(self) -> dict[str, Any]:
+        """The chat-completions tool definition."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }

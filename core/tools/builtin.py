@@ -1,0 +1,184 @@
+"""The four built-in tools: list, read, delete (a write that needs approval), and a slow scan.
+
+Every path goes through :meth:`Workspace.resolve` before anything touches the disk,
+and errors are worded for the model: a missing file says to call ``list_files``,
+because the ``recover`` scenario (and a real model) acts on exactly that hint.
+"""
+
+from __future__ import annotations
+
+import stat
+from pathlib import Path
+from typing import Any, ClassVar
+
+import aiofiles
+import aiofiles.os
+
+from core.cancel import RunCancelled
+from core.tools.base import (
+    InvalidArguments,
+    NotFound,
+    PermissionDenied,
+    Tool,
+    ToolContext,
+    ToolError,
+)
+from core.workspace import Workspace
+
+_NO_ARGS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
+
+
+def _path_schema(description: str) -> dict[str, Any]:
+    return {
+        "type": "object",
+        "properties": {"path": {"type": "string", "description": description}},
+        "required": ["path"],
+        "additionalProperties": False,
+    }
+
+
+def _target(workspace: Workspace, args: dict[str, Any], verb: str) -> tuple[str, Path]:
+    """Confine ``args["path"]`` and apply the forbidden-file policy. Returns the name
+    shown to the model and the real path (which need not exist).
+
+    The policy is checked on the requested name *and* the resolved one, so neither
+    ``x.env -> notes.txt`` nor ``alias.txt -> secrets.env`` gets around it.
+    """
+    if "path" not in args:
+        raise InvalidArguments("missing argument 'path': name a file from list_files")
+    requested = args["path"]
+    real = workspace.resolve(requested)
+    rel = workspace.relative(real)
+    if workspace.is_forbidden(requested) or workspace.is_forbidden(rel):
+        raise PermissionDenied(f"permission denied: {rel} may not be {verb} by this agent")
+    return rel, real
+
+
+def _require_file(rel: str, real: Path) -> int:
+    """Check that ``real`` is a regular file and return its size, or raise the error the
+    model should see instead (missing, a directory, a device or FIFO that would block)."""
+    try:
+        info = real.stat()
+    except FileNotFoundError:
+        raise NotFound(f"no such file: {rel}. Call list_files to see what exists.") from None
+    except OSError as exc:
+        raise ToolError(f"could not access {rel}: {exc.strerror}") from None
+    if stat.S_ISDIR(info.st_mode):
+        raise ToolError(f"{rel} is a directory, not a file. Call list_files to see the files.")
+    if not stat.S_ISREG(info.st_mode):
+        raise ToolError(f"{rel} is not a regular file")
+    return info.st_size
+
+
+class ListFiles(Tool):
+    name = "list_files"
+    description = "List the files in the workspace with their sizes in bytes."
+    parameters = _NO_ARGS
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        entries = ctx.workspace.list_entries()
+        lines = [
+            f"{name}  {size} bytes{'  (not readable)' if ctx.workspace.is_forbidden(name) else ''}"
+            for name, size in entries
+        ]
+        lines.append(f"{len(entries)} file{'' if len(entries) == 1 else 's'}")
+        return "\n".join(lines)
+
+
+class ReadFile(Tool):
+    name = "read_file"
+    description = "Read a text file from the workspace. Paths are relative to the workspace."
+    parameters = _path_schema("File to read, relative to the workspace, e.g. 'errors.log'.")
+    max_bytes: ClassVar[int] = 1_000_000  # a huge file must not exhaust memory
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        rel, real = _target(ctx.workspace, args, "read")
+        _require_file(rel, real)
+        try:
+            async with aiofiles.open(real, "rb") as handle:
+                data = await handle.read(self.max_bytes + 1)
+        except OSError as exc:
+            raise ToolError(f"could not read {rel}: {exc.strerror}") from None
+        text = data[: self.max_bytes].decode("utf-8", errors="replace")
+        if len(data) > self.max_bytes:
+            text += f"\n[truncated: only the first {self.max_bytes} bytes of {rel} are shown]"
+        return text
+
+
+class DeleteFile(Tool):
+    """A write: the ledger entry under ``run_id:call_id`` decides whether to act, replay the
+    recorded result, or settle a deletion a crash left unrecorded. A symlink inside the
+    workspace is followed, like read_file: the file it names is what is deleted."""
+
+    name = "delete_file"
+    description = "Delete a file from the workspace. Needs the operator's approval."
+    parameters = _path_schema("File to delete, relative to the workspace.")
+    read_only = False
+    needs_approval = True
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        key = ctx.idempotency_key
+        entry = ctx.ledger.lookup(key)
+        rel, real = _target(ctx.workspace, args, "deleted")
+        if entry is not None and entry.intent.get("path") != rel:
+            recorded = entry.intent.get("path")
+            raise ToolError(f"call {key} was recorded as deleting {recorded}, not {rel}")
+        if entry is not None and entry.status == "done":
+            return f"already done: {entry.result}"
+        if entry is not None and not real.exists():
+            # Begun, never recorded, file gone: the deletion happened, then the process died.
+            result = f"Deleted {rel} ({entry.intent['size']} bytes)."
+            ctx.ledger.complete(key, result)
+            return f"{result} (It had happened before an interruption; now recorded.)"
+        size = _require_file(rel, real)
+        ctx.ledger.begin(key, {"tool": self.name, "path": rel, "size": size})
+        await aiofiles.os.remove(real)
+        result = f"Deleted {rel} ({size} bytes)."
+        ctx.ledger.complete(key, result)
+        return result
+
+
+class ScanArchive(Tool):
+    """Deliberately slow, to show progress and cancellation.
+
+    It sleeps in batches (not one timer per entry) on the run's signal, so a Stop wakes
+    it at once; before re-raising it leaves ``ctx.extras["partial"]`` saying how far it got.
+    """
+
+    name = "scan_archive"
+    description = "Scan the log archive for old archives. Slow: takes a few seconds."
+    parameters = _NO_ARGS
+    total_entries: ClassVar[int] = 1200
+    seconds: ClassVar[float] = 3.0
+    report_every: ClassVar[int] = 200
+    batch: ClassVar[int] = 10
+
+    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
+        total = self.total_entries
+        per_entry = self.seconds / total
+        scanned = 0
+        try:
+            while scanned < total:
+                step = min(self.batch, total - scanned)
+                await ctx.signal.sleep(step * per_entry)
+                before, scanned = scanned, scanned + step
+                if scanned // self.report_every > before // self.report_every:
+                    ctx.progress(f"scanned {scanned} of {total} entries")
+        except RunCancelled:
+            ctx.extras["partial"] = f"{scanned} of {total} entries scanned"
+            raise
+        return f"scanned {total} of {total} entries; 3 archives older than 30 days"
+
+
+def builtin_tools() -> list[Tool]:
+    return [ListFiles(), ReadFile(), DeleteFile(), ScanArchive()]
+
+
+def tool_catalog(tools: list[Tool]) -> dict[str, Tool]:
+    """Tools by name; two tools with one name would make calls ambiguous, so that is an error."""
+    catalog: dict[str, Tool] = {}
+    for tool in tools:
+        if tool.name in catalog:
+            raise ValueError(f"two tools are named {tool.name!r}")
+        catalog[tool.name] = tool
+    return catalog
