@@ -9,6 +9,7 @@ wake the moment it fires, instead of when their sleep would have ended.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from collections.abc import Awaitable
 from typing import TypeVar
@@ -62,22 +63,22 @@ class CancelSignal:
     async def guard(self, awaitable: Awaitable[T]) -> T:
         """Await ``awaitable`` unless the signal fires first, in which case it is
         cancelled (and awaited, so its cleanup runs) and RunCancelled is raised."""
-        self.raise_if_cancelled()
+        if self.cancelled:
+            if asyncio.iscoroutine(awaitable):
+                awaitable.close()  # never started: close it so it is not reported as leaked
+            raise RunCancelled(self.reason or "cancelled")
         work = asyncio.ensure_future(awaitable)
         stop = asyncio.ensure_future(self._event.wait())
         try:
             await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            if not stop.done():
-                stop.cancel()
+            stop.cancel()
             if not work.done():
                 work.cancel()
-                try:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
                     await work
-                except (asyncio.CancelledError, Exception):
-                    pass
-        if work.cancelled() and self.cancelled:
+            elif not work.cancelled():
+                work.exception()  # mark retrieved: we may be leaving by another exception
+        if work.cancelled():
             raise RunCancelled(self.reason or "cancelled")
-        if work.done() and not work.cancelled():
-            return work.result()
-        raise RunCancelled(self.reason or "cancelled")
+        return work.result()

@@ -259,7 +259,7 @@ class ModelClient:
                         last = exc
                         if attempt > self._max_retries:
                             raise ProviderError(
-                                self._redact(f"{exc.reason} (gave up after {attempt} attempts)"),
+                                self._redact(f"{exc.reason} (gave up after {attempt} attempt{'s' if attempt > 1 else ''})"),
                                 status=exc.status,
                                 retryable=True,
                             ) from None

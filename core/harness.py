@@ -99,6 +99,9 @@ class Harness:
                                      counter=self.counter)
         self.client = client
         self.sinks = list(sinks)
+        # The in-memory state of every run this process is driving, for views that
+        # want the transcript as it grows (the console); removed when the run stops.
+        self.live: dict[str, RunState] = {}
         self.stop_conditions = list(stop_conditions)
         self.error_formatter = error_formatter
 
@@ -176,6 +179,7 @@ class Harness:
                 raise StateError(f"run {run_id} has already ended ({state.status.value}); it cannot be resumed")
             events = prepare(state)
             loop = RunLoop(state, self._env(sinks), handle, trace, signal or CancelSignal())
+            self.live[run_id] = state
             if events:
                 await loop.save()
                 for event in events:
@@ -183,6 +187,7 @@ class Harness:
             final = await loop.run()
             return Outcome(final, loop.tool_runs, (time.perf_counter() - started) * 1000)
         finally:
+            self.live.pop(run_id, None)
             trace.close()
             handle.release()
 
@@ -234,8 +239,10 @@ class Harness:
                 if state.status is not Status.RUNNING:
                     return state  # finished before a crash: its result stands
                 loop = RunLoop(state, self._env(sinks, child=True), handle, trace, signal)
+                self.live[child_id] = state
                 return await loop.run()
             finally:
+                self.live.pop(child_id, None)
                 trace.close()
                 handle.release()
 

@@ -39,6 +39,7 @@ import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
+from pathlib import Path
 from typing import Any
 from unittest import mock
 
@@ -66,7 +67,11 @@ def encoding() -> tiktoken.Encoding:
     if _encoding is None:
         with _encoding_lock:
             if _encoding is None:
-                ranks = tiktoken.load.load_tiktoken_bpe(rank_file_path(), expected_hash=O200K_SHA256)
+                path = rank_file_path()
+                # tiktoken checks the hash too, except when TIKTOKEN_CACHE_DIR is "": check it ourselves.
+                if not tiktoken.load.check_hash(Path(path).read_bytes(), O200K_SHA256):
+                    raise ValueError(f"{path} does not match its sha256 {O200K_SHA256}; reinstall tether")
+                ranks = tiktoken.load.load_tiktoken_bpe(path, expected_hash=O200K_SHA256)
                 # Reuse tiktoken's own definition of o200k_base (split pattern, special
                 # tokens); only where the ranks come from is ours.
                 with mock.patch.object(openai_public, "load_tiktoken_bpe", return_value=ranks):
@@ -84,13 +89,13 @@ def render_message(message: Mapping[str, Any]) -> str:
     marker = f"<|{role}|>"
     if role == "tool":
         marker += str(message.get("tool_call_id") or "")
-    parts = [marker, _text(message.get("content"))]
+    parts = [marker, content_text(message.get("content"))]
     parts.extend(_render_calls(message.get("tool_calls")))
     return "\n".join(parts)
 
 
 def render_completion(content: str | None, tool_calls: Sequence[Mapping[str, Any]] | None) -> str:
-    return "\n".join([_text(content), *_render_calls(tool_calls)])
+    return "\n".join([content_text(content), *_render_calls(tool_calls)])
 
 
 def render_tools(tools: Sequence[Mapping[str, Any]] | None) -> str:
@@ -141,7 +146,8 @@ class TokenCounter:
         return count_text(render_completion(content, tool_calls))
 
 
-def _text(content: Any) -> str:
+def content_text(content: Any) -> str:
+    """The text of a message's content, string or list-of-parts form."""
     if content is None:
         return ""
     if isinstance(content, str):

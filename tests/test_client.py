@@ -517,9 +517,13 @@ async def test_stream_cut_before_usage_is_estimated() -> None:
     assert (reply.prompt_tokens, reply.completion_tokens) == counted(TOOL_MESSAGE)
 
 
-async def test_stream_connection_dropped_before_usage_on_loopback() -> None:
-    """The server dies after the finish chunk: the message is whole, only usage is lost."""
+@pytest.mark.parametrize("whole", [True, False])
+async def test_stream_connection_dropped_on_loopback(whole: bool) -> None:
+    """The server dies mid-stream. After the finish chunk the message is whole and only
+    usage is lost; before it, the attempt failed."""
     events = chunks(TOOL_MESSAGE, usage=None)
+    if not whole:
+        events = events[:-1]
 
     async def cut(request: Request) -> Response:
         async def body():
@@ -531,8 +535,12 @@ async def test_stream_connection_dropped_before_usage_on_loopback() -> None:
 
     app = Starlette(routes=[Route("/v1/chat/completions", cut, methods=["POST"])])
     async with serving(app) as url, ModelClient(url, KEY, stream=True, max_retries=0) as client:
-        reply = await ask(client)
-    assert reply.usage_estimated and reply.tool_calls == TOOL_MESSAGE["tool_calls"]
+        if whole:
+            reply = await ask(client)
+            assert reply.usage_estimated and reply.tool_calls == TOOL_MESSAGE["tool_calls"]
+        else:
+            with pytest.raises(ProviderError, match=r"failed: peer closed connection .*\(gave up after 1 attempt\)$"):
+                await ask(client)
 
 
 async def test_stream_cut_mid_message_is_retried() -> None:
@@ -613,3 +621,27 @@ async def test_placeholder_keys_are_not_secrets() -> None:
     async with ModelClient(BASE, "none", transport=httpx.ASGITransport(app=fake.app)) as client:
         reply = await ask(client)
     assert reply.content == "none of the files"
+
+
+# --- against the scripted provider ------------------------------------------------------------
+
+
+async def test_scripted_provider_faults_and_stream() -> None:
+    """The provider's own injections: a 429, a 500 and a garbage body before turn 0's
+    reply; the streamed reply equals the whole one and usage matches local counting."""
+    provider = pytest.importorskip("core.provider")
+    faults = provider.FaultPlan.parse("429@0,500@0,garbage@0")
+    app = provider.create_app(faults=faults, retry_after=0.01)
+    notices: list[RetryNotice] = []
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        ModelClient(BASE, KEY, transport=transport, backoff_base_s=0.001) as plain,
+        ModelClient(BASE, KEY, transport=transport, stream=True) as streaming,
+    ):
+        whole = await plain.complete("plan", MESSAGES, TOOLS, max_tokens=None, signal=CancelSignal(), on_retry=notices.append)
+        assembled = await streaming.complete("plan", MESSAGES, TOOLS, max_tokens=None, signal=CancelSignal())
+    assert [n.status for n in notices] == [429, 500, 200]
+    assert notices[0].wait_s == 0.01
+    assert same_reply(whole, assembled) and not whole.usage_estimated
+    assert whole.tool_calls[0]["function"]["name"] == "list_files"
+    assert (whole.prompt_tokens, whole.completion_tokens) == counted(whole.message())

@@ -93,7 +93,7 @@ async def drive(
     client: openai.AsyncOpenAI,
     model: str,
     turns: int,
-    overrides: Mapping[tuple[str, str], str] = {},
+    overrides: Mapping[tuple[str, str], str] | None = None,
     messages: list[dict[str, Any]] | None = None,
 ) -> tuple[list[Turn], list[list[dict[str, Any]]]]:
     """A minimal harness: ask, run the calls with plausible results, repeat until an
@@ -114,7 +114,7 @@ async def drive(
         (tc,) = msg.tool_calls
         args = json.loads(tc.function.arguments)
         replies.append(Turn(name=tc.function.name, args=args, call_id=tc.id))
-        content = _result_for(tc.function.name, args, overrides)
+        content = _result_for(tc.function.name, args, overrides or {})
         messages.append({"role": "tool", "tool_call_id": tc.id, "content": content})
     return replies, requests
 
@@ -165,14 +165,14 @@ SCRIPTS: list[tuple[str, str, Mapping[tuple[str, str], str], list[Turn]]] = [
         "repeat",
         "repeat",
         {},
-        [call("read_file", path="notes.txt"), call("read_file", path="notes.txt"), answer(sc.REPEAT_ANSWER)],
+        [call("read_file", path="notes.txt")] * 2 + [answer(sc.REPEAT_ANSWER)],
     ),
     ("repeat_baseline", "repeat_baseline", {}, [call("read_file", path="notes.txt"), answer(sc.REPEAT_ANSWER)]),
     (
         "repeat_write",
         "repeat_write",
         {},
-        [call("delete_file", path="access.log"), call("delete_file", path="access.log"), answer(sc.REPEAT_WRITE_ANSWER)],
+        [call("delete_file", path="access.log")] * 2 + [answer(sc.REPEAT_WRITE_ANSWER)],
     ),
     ("slow-finished", "slow", {}, [call("scan_archive"), answer(sc.SLOW_ANSWER.format(n=1200))]),
     ("slow-cancelled", "slow", SCAN_CANCELLED, [call("scan_archive"), answer(sc.SLOW_UNFINISHED.format(n=400))]),
@@ -191,7 +191,7 @@ async def test_scenario_script(client: openai.AsyncOpenAI, model: str, overrides
     assert [_decision(r) for r in replies] == expected
 
 
-async def test_every_scenario_is_scripted_here() -> None:
+def test_every_scenario_is_scripted_here() -> None:
     never_answering = {"runaway", "forbidden"}
     assert {s[1] for s in SCRIPTS} | never_answering == set(SCENARIOS)
 
@@ -214,7 +214,8 @@ async def test_repeats_carry_two_call_ids(client: openai.AsyncOpenAI, model: str
 
 
 def test_slow_reads_a_count_with_thousands_separator() -> None:
-    messages = [*_start(), {"role": "assistant", "content": None}, {"role": "tool", "tool_call_id": "x", "content": "scanned 1,200 of 1,200"}]
+    result = {"role": "tool", "tool_call_id": "x", "content": "scanned 1,200 of 1,200"}
+    messages = [*_start(), {"role": "assistant", "content": None}, result]
     assert SCENARIOS["slow"].reply(messages).content == sc.SLOW_ANSWER.format(n=1200)
 
 
@@ -327,6 +328,12 @@ async def http() -> AsyncIterator[httpx.AsyncClient]:
 
 
 GOOD_MESSAGES = [{"role": "user", "content": "hi"}]
+
+
+def _plan_with(**fields: Any) -> dict[str, Any]:
+    return {"model": "plan", "messages": GOOD_MESSAGES, **fields}
+
+
 MALFORMED: list[tuple[str, bytes | dict[str, Any], str]] = [
     ("not-json", b"{not json", "not valid JSON"),
     ("not-utf8", b"\xff\xfe", "not valid JSON"),
@@ -336,7 +343,7 @@ MALFORMED: list[tuple[str, bytes | dict[str, Any], str]] = [
     ("messages-not-list", {"model": "plan", "messages": "hi"}, "'messages' must be a non-empty list"),
     ("messages-empty", {"model": "plan", "messages": []}, "'messages' must be a non-empty list"),
     ("message-not-object", {"model": "plan", "messages": ["hi"]}, "'messages[0]' must be an object"),
-    ("bad-role", {"model": "plan", "messages": [{"role": "robot", "content": "x"}]}, "'messages[0].role' must be one of"),
+    ("bad-role", _plan_with(messages=[{"role": "robot", "content": "x"}]), "'messages[0].role' must be one of"),
     ("bad-content", {"model": "plan", "messages": [{"role": "user", "content": 7}]}, "'messages[0].content'"),
     (
         "tool-without-id",
@@ -348,11 +355,11 @@ MALFORMED: list[tuple[str, bytes | dict[str, Any], str]] = [
         {"model": "plan", "messages": [{"role": "assistant", "tool_calls": [{"function": {"name": "x"}}]}]},
         "'messages[0].tool_calls[0].function'",
     ),
-    ("tools-not-list", {"model": "plan", "messages": GOOD_MESSAGES, "tools": {"a": 1}}, "'tools' must be a list"),
-    ("max-tokens-zero", {"model": "plan", "messages": GOOD_MESSAGES, "max_tokens": 0}, "'max_tokens' must be a positive"),
-    ("max-tokens-str", {"model": "plan", "messages": GOOD_MESSAGES, "max_tokens": "5"}, "'max_tokens' must be a positive"),
-    ("max-tokens-bool", {"model": "plan", "messages": GOOD_MESSAGES, "max_completion_tokens": True}, "'max_completion_tokens'"),
-    ("stream-not-bool", {"model": "plan", "messages": GOOD_MESSAGES, "stream": "yes"}, "'stream' must be a boolean"),
+    ("tools-not-list", _plan_with(tools={"a": 1}), "'tools' must be a list"),
+    ("max-tokens-zero", _plan_with(max_tokens=0), "'max_tokens' must be a positive"),
+    ("max-tokens-str", _plan_with(max_tokens="5"), "'max_tokens' must be a positive"),
+    ("max-tokens-bool", _plan_with(max_completion_tokens=True), "'max_completion_tokens'"),
+    ("stream-not-bool", _plan_with(stream="yes"), "'stream' must be a boolean"),
 ]
 
 
@@ -590,7 +597,9 @@ async def test_max_tokens_cuts_an_answer(client: openai.AsyncOpenAI) -> None:
 
 async def test_max_completion_tokens_cuts_tool_call_arguments(client: openai.AsyncOpenAI) -> None:
     full = await client.chat.completions.create(model="research", messages=_start(), tools=TOOLS)
-    cut = await client.chat.completions.create(model="research", messages=_start(), tools=TOOLS, max_completion_tokens=10)
+    cut = await client.chat.completions.create(
+        model="research", messages=_start(), tools=TOOLS, max_completion_tokens=10
+    )
     full_args = full.choices[0].message.tool_calls[0].function.arguments
     cut_call = cut.choices[0].message.tool_calls[0]
     assert full.usage.completion_tokens > 10
@@ -613,7 +622,7 @@ async def test_latency_is_awaited_before_the_reply(monkeypatch: pytest.MonkeyPat
     async def record(seconds: float) -> None:
         delays.append(seconds)
 
-    monkeypatch.setattr("core.provider.app.asyncio.sleep", record)
+    monkeypatch.setattr(asyncio, "sleep", record)
     client = _openai_client(create_app(latency_ms=250))
     await client.chat.completions.create(model="plan", messages=_start())
     assert delays == [0.25]

@@ -38,6 +38,7 @@ logger = logging.getLogger(__name__)
 # Fixed rather than the clock: a reply must be a pure function of the request.
 CREATED = 1_735_689_600
 _ROLES = ("assistant", "developer", "system", "tool", "user")
+# Small, so that even a short reply streams in several deltas, as a real one does.
 _STREAM_PIECE_CHARS = 12
 _DRIP_INTERVAL_S = 0.5
 # 120 bytes at one every 0.5 s: about a minute, and never a complete JSON document.
@@ -57,6 +58,8 @@ class RequestError(ValueError):
 
 @dataclass(frozen=True)
 class ChatRequest:
+    """A validated request: only the fields the provider acts on."""
+
     completion_id: str
     model: str
     messages: list[dict[str, Any]]
@@ -68,6 +71,8 @@ class ChatRequest:
 
 @dataclass(frozen=True)
 class Completion:
+    """A reply after ``max_tokens``, with its finish reason and usage."""
+
     reply: Reply
     finish_reason: str
     usage: dict[str, int]
@@ -93,6 +98,8 @@ def create_app(
 
 
 class _Provider:
+    """The endpoints, sharing one configuration and one fault plan."""
+
     def __init__(self, latency_s: float, faults: FaultPlan, retry_after: float, counter: TokenCounter) -> None:
         self.latency_s = latency_s
         self.faults = faults
@@ -103,9 +110,9 @@ class _Provider:
         if self.latency_s > 0:
             await asyncio.sleep(self.latency_s)
         try:
-            chat = parse_request(await request.body())
+            chat = _parse_request(await request.body())
         except RequestError as exc:
-            return error_response(400, str(exc), "invalid_request_error", param=exc.param)
+            return _error_response(400, str(exc), "invalid_request_error", param=exc.param)
         scenario = SCENARIOS.get(chat.model)
         if scenario is None:
             return _model_not_found(chat.model)
@@ -115,9 +122,10 @@ class _Provider:
             return self._fault_response(fault, turn)
         completion = self._complete(chat, scenario)
         if chat.stream:
-            return StreamingResponse(
-                _sse(chat, completion), media_type="text/event-stream", headers={"Cache-Control": "no-cache"}
-            )
+            # Every event is built before the first byte is sent: a stream never fails half-way.
+            events = _sse_events(chat, completion)
+            headers = {"Cache-Control": "no-cache"}
+            return StreamingResponse(_replay(events), media_type="text/event-stream", headers=headers)
         return JSONResponse(_completion_body(chat, completion))
 
     async def list_models(self, request: Request) -> Response:
@@ -146,7 +154,7 @@ class _Provider:
     def _fault_response(self, fault: FaultKind, turn: int) -> Response:
         where = f"(injected fault at turn {turn})"
         if fault is FaultKind.RATE_LIMIT:
-            return error_response(
+            return _error_response(
                 429,
                 f"Rate limit reached {where}. Please try again in {self.retry_after:g}s.",
                 "requests",
@@ -154,15 +162,16 @@ class _Provider:
                 headers={"Retry-After": f"{self.retry_after:g}"},
             )
         if fault is FaultKind.SERVER_ERROR:
-            return error_response(500, f"The server had an error processing your request {where}.", "server_error")
+            return _error_response(500, f"The server had an error processing your request {where}.", "server_error")
         if fault is FaultKind.UNAUTHORIZED:
-            return error_response(401, f"Incorrect API key provided {where}.", "invalid_request_error", "invalid_api_key")
+            message = f"Incorrect API key provided {where}."
+            return _error_response(401, message, "invalid_request_error", "invalid_api_key")
         if fault is FaultKind.GARBAGE:
             return Response(_GARBAGE_BODY, media_type="application/json")
         return StreamingResponse(_drip(), media_type="application/json")
 
 
-def parse_request(body: bytes) -> ChatRequest:
+def _parse_request(body: bytes) -> ChatRequest:
     """Validate a chat-completions body; raise RequestError saying what is wrong."""
     try:
         data = json.loads(body)
@@ -312,12 +321,14 @@ def _pieces(text: str) -> list[str]:
     return [text[i : i + _STREAM_PIECE_CHARS] for i in range(0, len(text), _STREAM_PIECE_CHARS)]
 
 
-async def _sse(chat: ChatRequest, completion: Completion) -> AsyncIterator[bytes]:
-    # Built before the first byte: a stream never fails half-way through.
+def _sse_events(chat: ChatRequest, completion: Completion) -> list[bytes]:
     events = [f"data: {json.dumps(chunk)}\n\n".encode() for chunk in _chunks(chat, completion)]
+    return [*events, b"data: [DONE]\n\n"]
+
+
+async def _replay(events: list[bytes]) -> AsyncIterator[bytes]:
     for event in events:
         yield event
-    yield b"data: [DONE]\n\n"
 
 
 async def _drip() -> AsyncIterator[bytes]:
@@ -335,10 +346,10 @@ def _model_object(name: str) -> dict[str, Any]:
 def _model_not_found(model: str) -> Response:
     known = ", ".join(SCENARIOS)
     message = f"The model {model!r} does not exist: it must name a scenario ({known})."
-    return error_response(404, message, "invalid_request_error", "model_not_found", param="model")
+    return _error_response(404, message, "invalid_request_error", "model_not_found", param="model")
 
 
-def error_response(
+def _error_response(
     status: int,
     message: str,
     type_: str,
@@ -356,7 +367,7 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     """Routing errors (unknown path, wrong method) in the same shape as every other error."""
     assert isinstance(exc, HTTPException)
     message = f"{exc.detail}: {request.method} {request.url.path}"
-    return error_response(exc.status_code, message, "invalid_request_error", headers=exc.headers)
+    return _error_response(exc.status_code, message, "invalid_request_error", headers=exc.headers)
 
 
 def _guarded(endpoint: Endpoint) -> Endpoint:
@@ -370,6 +381,6 @@ def _guarded(endpoint: Endpoint) -> Endpoint:
             return await endpoint(request)
         except Exception:
             logger.exception("scripted provider failed on %s %s", request.method, request.url.path)
-            return error_response(500, "The scripted provider failed to handle the request.", "server_error")
+            return _error_response(500, "The scripted provider failed to handle the request.", "server_error")
 
     return guarded

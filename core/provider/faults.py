@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import re
 import threading
+from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import StrEnum
 
@@ -49,7 +50,7 @@ class Fault:
 class FaultPlan:
     """Which faults fire at which turns, with how many firings are left (thread-safe)."""
 
-    def __init__(self, faults: list[Fault] | tuple[Fault, ...] = ()) -> None:
+    def __init__(self, faults: Iterable[Fault] = ()) -> None:
         self.faults = tuple(faults)
         self._left = [f.times for f in self.faults]
         self._lock = threading.Lock()

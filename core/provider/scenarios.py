@@ -22,9 +22,9 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-# Imported under a public name: the provider must read message content exactly the
-# way the token counter renders it (string or list of text parts).
-from core.tokens import _text as content_text
+# Message content is read exactly as the token counter renders it (a string, or the
+# text of its parts); core.tokens keeps that helper private, hence the alias.
+from core.tokens import content_text
 
 PLAN_ANSWER = "errors.log mentions a timeout: worker 7 timed out after 30000 ms."
 RECOVER_HINT = "Call list_files"

@@ -1,0 +1,6 @@
+"""``make bench``: every benchmark, one after the other."""
+
+from tests.benchmarks import bench_provider
+
+if __name__ == "__main__":
+    bench_provider.main()

@@ -1,0 +1,61 @@
+"""Shared fixtures: a harness over a temp runs dir and a fresh sample workspace."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+
+from core.events import Event
+from core.harness import Harness
+
+
+class Recorder:
+    """An event sink that keeps every event and can wake a waiter on a condition."""
+
+    def __init__(self) -> None:
+        self.events: list[Event] = []
+        self._changed = asyncio.Event()
+
+    def __call__(self, event: Event) -> None:
+        self.events.append(event)
+        self._changed.set()
+
+    def kinds(self, run_id: str | None = None) -> list[str]:
+        return [e.kind for e in self.events if run_id is None or e.run_id == run_id]
+
+    async def wait_for(self, predicate, timeout: float = 30.0) -> Event:
+        """Wait until an event satisfies ``predicate`` (a generous cap fails the test)."""
+        async def scan() -> Event:
+            seen = 0
+            while True:
+                for event in self.events[seen:]:
+                    if predicate(event):
+                        return event
+                seen = len(self.events)
+                self._changed.clear()
+                await self._changed.wait()
+        return await asyncio.wait_for(scan(), timeout)
+
+
+@pytest.fixture
+def runs_dir(tmp_path: Path) -> Path:
+    return tmp_path / "runs"
+
+
+@pytest.fixture
+def workspace(tmp_path: Path) -> Path:
+    return tmp_path / "workspace"
+
+
+@pytest.fixture
+def recorder() -> Recorder:
+    return Recorder()
+
+
+@pytest.fixture
+async def harness(runs_dir: Path, workspace: Path, recorder: Recorder) -> AsyncIterator[Harness]:
+    async with Harness(runs_dir, workspace, sinks=[recorder]) as h:
+        yield h
