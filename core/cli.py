@@ -126,6 +126,22 @@ def build_parser() -> argparse.ArgumentParser:
     provider.add_argument("--latency-ms", type=_non_negative, default=0.0)
     provider.add_argument("--fail", metavar="SPEC", help="e.g. 429@1,500@2x2,401@0,garbage@1,drip@1")
     provider.add_argument("--retry-after", type=_non_negative, default=1.0, help="seconds sent with a 429")
+
+    lab = sub.add_parser("lab", help="rerun the experiments against the scripted provider, print their tables")
+    lab.add_argument("--json", action="store_true", help="one JSON object keyed by experiment")
+    lab.add_argument("--out", type=Path, metavar="FILE.md", help="also write the tables as markdown")
+    lab.add_argument("--quick", action="store_true", help="a reduced lab (fewer, smaller rows)")
+    lab.add_argument("--only", action="append", default=[], metavar="EXPERIMENT", help="repeatable")
+
+    evaluate = sub.add_parser("eval", help="run the six eval tasks against a model and grade the answers")
+    evaluate.add_argument("--base-url", default=os.environ.get("LLM_BASE_URL"),
+                          help="a chat-completions endpoint (or LLM_BASE_URL); default: the scripted provider")
+    evaluate.add_argument("--model", default=os.environ.get("LLM_MODEL"), help="the model name (or LLM_MODEL)")
+    evaluate.add_argument("--max-turns", type=_positive_int, default=8)
+    evaluate.add_argument("--task-timeout", type=_non_negative, metavar="SECONDS",
+                          help="stop a task through its signal after this long")
+    evaluate.add_argument("--out", type=Path, metavar="FILE.md", help="also write the table as markdown")
+    evaluate.add_argument("--json", action="store_true")
     return parser
 
 
@@ -299,5 +315,22 @@ def _console(args: argparse.Namespace) -> int:
     return run_console(args)
 
 
+async def _lab(args: argparse.Namespace) -> int:
+    from core.lab import command
+
+    return await command(args)
+
+
+async def _eval(args: argparse.Namespace) -> int:
+    from core.evaluate import command
+
+    return await command(args)
+
+
 _COMMANDS = {"run": _run, "resume": _resume, "approve": _approve, "reject": _reject,
-             "runs": _runs, "show": _show, "trace": _trace}
+             "runs": _runs, "show": _show, "trace": _trace,
+             "lab": _lab, "eval": _eval}
+
+
+if __name__ == "__main__":
+    sys.exit(main())

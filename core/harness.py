@@ -218,10 +218,11 @@ class Harness:
         async def spawn(parent: RunState, call_id: str, question: str, signal: CancelSignal) -> RunState:
             child_id = f"{parent.run_id}.{call_id}"
             if not self.store.exists(child_id):
-                child_model = f"{parent.model}_child" if f"{parent.model}_child" in SCENARIOS else parent.model
+                # A scripted scenario X runs its subagents on X_child; a real model on itself.
+                scripted_child = f"{parent.model}_child"
                 child = RunState(
                     run_id=child_id,
-                    model=child_model if not self.base_url else parent.model,
+                    model=scripted_child if scripted_child in SCENARIOS else parent.model,
                     messages=[{"role": "system", "content": CHILD_SYSTEM_PROMPT},
                               {"role": "user", "content": question}],
                     limits=replace(parent.limits, max_turns=CHILD_MAX_TURNS,

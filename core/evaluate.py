@@ -1,0 +1,185 @@
+"""``tether eval``: the six tasks of SPEC §10, over a fresh sample workspace each.
+
+A harness makes an agent governable, not correct; the eval tells which. Each task is
+a live run through :class:`~core.harness.Harness` against any chat-completions
+endpoint (``--base-url``), graded by a check written for that task. Every task ends
+in one of the run's five exits: a task that outlives ``--task-timeout`` is stopped
+through its run's :class:`~core.cancel.CancelSignal`, like the console's Stop key,
+so it still has its cost and its trace.
+
+Without ``--base-url`` the tasks run against the embedded scripted provider (model
+``plan`` by default). That proves the plumbing only: a scripted model answers the
+same thing whatever it is asked ("errors.log mentions a timeout..."), so it gets the
+timeout task right and most others wrong.
+
+Grading decisions (the sample workspace has four files: ``access.log``,
+``errors.log`` (the largest), ``notes.txt`` and ``secrets.env``, which no tool reads):
+
+* *count*: ``list_files`` reports four files, of which three are readable; an answer
+  giving either number (digits or words) is right, any other number wrong.
+* *largest*: names ``errors.log`` and no other sample file.
+* *list and read each*: mentions something only each readable file says.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from core.harness import Harness
+from core.lab import cell, live_run, markdown_table, outcome_words
+from core.report import summary
+from core.state import Limits
+
+SAMPLE_FILES = ("access.log", "errors.log", "notes.txt", "secrets.env")
+EMBEDDED_MODEL = "plan"
+
+
+def _has(answer: str, *words: str) -> bool:
+    text = answer.lower()
+    return all(w in text for w in words)
+
+
+def _names(answer: str) -> set[str]:
+    return {name for name in SAMPLE_FILES if name in answer.lower()}
+
+
+def grade_timeout(answer: str) -> bool:
+    return "errors.log" in _names(answer)
+
+
+_COUNT = re.compile(r"\b(\d+|one|two|three|four|five|six|seven|eight|nine|ten)\b", re.IGNORECASE)
+
+
+def grade_count(answer: str) -> bool:
+    """Right if every count it states is 4 (files listed) or 3 (files readable)."""
+    counts = {m.lower() for m in _COUNT.findall(answer)}
+    return bool(counts) and counts <= {"3", "4", "three", "four"}
+
+
+def grade_notes(answer: str) -> bool:
+    return _has(answer, "rotate", "log")
+
+
+# Something each readable file says, and no other file does.
+CONTENT_MARKERS = {
+    "errors.log": ("timed out", "timeout", "worker 7", "error"),
+    "access.log": ("get /", "post /", "/api/", "http/1.1", "10.0."),
+    "notes.txt": ("rotate",),
+}
+
+
+def grade_list_and_read(answer: str) -> bool:
+    text = answer.lower()
+    return all(any(marker in text for marker in markers) for markers in CONTENT_MARKERS.values())
+
+
+def grade_largest(answer: str) -> bool:
+    return _names(answer) == {"errors.log"}
+
+
+def grade_rotating(answer: str) -> bool:
+    return "notes.txt" in _names(answer)
+
+
+@dataclass(frozen=True)
+class Task:
+    name: str
+    prompt: str
+    grade: Callable[[str], bool]
+
+
+TASKS = (
+    Task("timeout", "Which file mentions a timeout?", grade_timeout),
+    Task("count", "How many files are in the directory?", grade_count),
+    Task("notes", "Read notes.txt and tell me what it says.", grade_notes),
+    Task("list_and_read", "List the files and then read each one.", grade_list_and_read),
+    Task("largest", "Which file is the largest?", grade_largest),
+    Task("rotating", "Is there a file about rotating logs?", grade_rotating),
+)
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    base_url: str | None = None
+    model: str = EMBEDDED_MODEL
+    api_key: str | None = None
+    max_turns: int = 8
+    max_tokens: int = 512
+    task_timeout_s: float | None = None
+
+
+async def run_task(task: Task, cfg: EvalConfig, root: Path) -> dict[str, Any]:
+    """One task in its own runs dir and sample workspace under ``root``; stopped through its
+    signal if it outlives the per-task timeout."""
+    async with Harness(root / "runs", root / "workspace", base_url=cfg.base_url, api_key=cfg.api_key) as harness:
+        started = time.perf_counter()
+        outcome = await live_run(harness, cfg.model, task.prompt,
+                                 limits=Limits(max_turns=cfg.max_turns, max_tokens=cfg.max_tokens),
+                                 stop_after_s=cfg.task_timeout_s,
+                                 stop_reason=f"task timeout: {cfg.task_timeout_s} s")
+        wall_ms = (time.perf_counter() - started) * 1000
+    s = summary(outcome.state, outcome.tool_runs, wall_ms)
+    answer = s["answer"]
+    return {"task": task.name, "prompt": task.prompt, "status": s["status"], "turns": s["turns"],
+            "tool_runs": len(s["tool_runs"]), "wall_ms": s["ms"], "cost_usd": s["cost_usd"],
+            "right": answer is not None and task.grade(answer), "answer": outcome_words(s),
+            "run_id": s["run_id"], "runs_dir": str(root / "runs")}
+
+
+def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    turns = sum(r["turns"] for r in rows)
+    wall = sum(r["wall_ms"] for r in rows)
+    return {"turns": turns, "tool_runs": sum(r["tool_runs"] for r in rows), "wall_ms": round(wall, 1),
+            "mean_turn_ms": round(wall / turns, 1) if turns else None,
+            "cost_usd": round(sum(r["cost_usd"] for r in rows), 8),
+            "right": sum(r["right"] for r in rows), "tasks": len(rows)}
+
+
+async def run_eval(cfg: EvalConfig, keep_dir: Path | None = None) -> dict[str, Any]:
+    """All six tasks, one after the other (a local model serves one request at a time).
+    With ``keep_dir`` the runs stay on disk under it (for inspecting their traces)."""
+    with tempfile.TemporaryDirectory(prefix="tether-eval-") as tmp:
+        root = keep_dir or Path(tmp)
+        rows = [await run_task(task, cfg, root / task.name) for task in TASKS]
+    return {"model": cfg.model, "base_url": cfg.base_url or "embedded scripted provider",
+            "tasks": rows, "totals": totals(rows)}
+
+
+TABLE_COLUMNS = ("task", "status", "turns", "tool_runs", "wall_ms", "cost_usd", "right", "answer")
+
+
+def markdown(result: dict[str, Any]) -> str:
+    """The eval as a markdown table, with the totals as its last row."""
+    rows = [{k: r[k] for k in TABLE_COLUMNS} for r in result["tasks"]]
+    t = result["totals"]
+    rows.append({"task": "**total**", "status": f"mean turn {cell('ms', t['mean_turn_ms'])} ms",
+                 "turns": t["turns"], "tool_runs": t["tool_runs"], "wall_ms": t["wall_ms"],
+                 "cost_usd": t["cost_usd"], "right": f"{t['right']}/{t['tasks']}", "answer": ""})
+    return f"model `{result['model']}` at {result['base_url']}\n\n{markdown_table(rows)}\n"
+
+
+def emit(result: dict[str, Any], as_json: bool, out: Path | None = None) -> None:
+    text = markdown(result)
+    if out is not None:
+        out.write_text(text, encoding="utf-8")
+    print(json.dumps(result) if as_json else text)
+
+
+async def command(args: argparse.Namespace) -> int:
+    """``tether eval``: exit 0 when every task ended in one of the five exits (wrong
+    answers are data, not failures of the command)."""
+    cfg = EvalConfig(base_url=args.base_url, model=args.model or EMBEDDED_MODEL, api_key=os.environ.get("LLM_API_KEY"),
+                     max_turns=args.max_turns, task_timeout_s=args.task_timeout)
+    if cfg.base_url is None and args.model and args.model != EMBEDDED_MODEL:
+        print(f"note: without --base-url, {args.model!r} names a scripted scenario", flush=True)
+    emit(await run_eval(cfg), args.json, args.out)
+    return 0

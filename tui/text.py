@@ -1,0 +1,140 @@
+"""Turning run data into screen text, safely.
+
+Everything a run produces (model output, tool output, file contents, arguments, error
+messages, even run ids read from disk) is untrusted: it is never parsed as markup and its
+control characters are replaced by visible stand-ins before it reaches a widget, so a file
+holding ``[/]``, ``[bold red]`` or ``\\x1b[2J`` cannot break, restyle or clear the screen.
+Build :class:`rich.text.Text` from :func:`clean` strings and append styles separately.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from typing import Any
+
+from rich.text import Text
+
+from core.state import RunState, Status
+
+# C0 controls except \n and \t, DEL, and C1 controls; plus the bidi overrides and isolates
+# that can make displayed text read differently from what it is.
+_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
+
+
+def _picture(match: re.Match[str]) -> str:
+    ch = match.group(0)
+    code = ord(ch)
+    if code < 0x20:
+        return chr(0x2400 + code)  # ␛ ␍ ␇ …
+    if code == 0x7F:
+        return "\u2421"  # ␡
+    return "\ufffd"
+
+
+def clean(value: Any, *, keep_newlines: bool = True) -> str:
+    """``value`` as display-safe text: control characters made visible, tabs expanded."""
+    text = value if isinstance(value, str) else str(value)
+    text = text.replace("\r\n", "\n").expandtabs(4)
+    text = _CONTROL.sub(_picture, text)
+    if not keep_newlines:
+        text = text.replace("\n", "⏎ ")
+    return text
+
+
+def one_line(value: Any, limit: int = 120) -> str:
+    text = clean(value, keep_newlines=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def plain(value: Any, style: str = "") -> Text:
+    """Untrusted text as a Text object (no markup is ever parsed)."""
+    return Text(clean(value), style=style)
+
+
+def pretty_args(raw: Any) -> str:
+    """Tool-call arguments, pretty-printed when they are JSON (for dialogs)."""
+    try:
+        return json.dumps(json.loads(raw), indent=2, ensure_ascii=False) if isinstance(raw, str) else \
+            json.dumps(raw, indent=2, ensure_ascii=False)
+    except (TypeError, ValueError):
+        return str(raw)
+
+
+# ---- status -------------------------------------------------------------------
+
+_BADGES: dict[str, str] = {
+    "running": "● running",
+    "completed": "✔ completed",
+    "failed": "✖ failed",
+    "max_turns_exceeded": "⏹ turn cap",
+    "budget_exceeded": "$ budget",
+    "approval": "⏸ approval",
+    "cancelled": "■ stopped",
+    "interrupted": "■ interrupted",
+    "stale": "◌ not running",
+    "worker_error": "✖ failed",
+}
+_COLOURS = {
+    "running": "bold yellow", "completed": "green", "failed": "bold red",
+    "max_turns_exceeded": "magenta", "budget_exceeded": "magenta", "approval": "bold cyan",
+    "cancelled": "bright_black", "interrupted": "bright_black", "stale": "bright_black",
+    "worker_error": "bold red",
+}
+
+
+def badge_key(state: RunState, *, live: bool, worker_error: str | None = None) -> str:
+    if worker_error and not live:
+        return "worker_error"
+    status = state.status
+    if status is Status.RUNNING:
+        return "running" if live else "stale"
+    if status is Status.INTERRUPTED:
+        kind = (state.interruption or {}).get("type")
+        if kind == "approval":
+            return "approval"
+        if kind == "cancelled":
+            return "cancelled"
+        return "interrupted"
+    return status.value
+
+
+def badge(key: str) -> Text:
+    return Text(_BADGES.get(key, key), style=_COLOURS.get(key, ""))
+
+
+def money(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"${value:.4f}" if value < 100 else f"${value:,.2f}"
+
+
+def stop_reason(state: RunState, *, live: bool, last_reason: str | None = None,
+                worker_error: str | None = None) -> str:
+    """Why the run is where it is, in words."""
+    if worker_error and not live:
+        return f"the console's worker for this run failed: {worker_error}"
+    status = state.status
+    if status is Status.RUNNING:
+        if live:
+            return "running"
+        return ("not running in this console: another process holds it, or the process that ran it "
+                "ended without saving a stop (R resumes it)")
+    if last_reason:
+        return last_reason
+    it = state.interruption or {}
+    if status is Status.COMPLETED:
+        return "the model answered"
+    if status is Status.FAILED:
+        return state.error or "failed"
+    if status is Status.MAX_TURNS_EXCEEDED:
+        return f"turn cap reached: {state.turns} of {state.limits.max_turns} turns"
+    if status is Status.BUDGET_EXCEEDED:
+        budget = state.limits.budget_usd
+        return f"budget reached: spent {money(state.cost_usd)} of {money(budget)}"
+    kind = it.get("type")
+    if kind == "approval":
+        return f"waiting for approval of {it.get('toolName')} ({it.get('callId')})"
+    if kind in ("cancelled", "stop_condition"):
+        return str(it.get("reason") or "cancelled")
+    return status.value
