@@ -130,6 +130,31 @@ class _Redactor:
         return text.replace(self._bearer, REDACTED).replace(self._key, REDACTED)
 
 
+def _dumps(obj: Any) -> str:
+    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
+
+
+class EncodedTranscript:
+    """A run's messages as JSON, each encoded once.
+
+    Every turn resends the whole transcript; encoding it whole each time would make
+    a turn cost grow with the run. Messages are append-only, so the encodings of the
+    ones already sent are kept and a turn encodes only what is new.
+    """
+
+    __slots__ = ("_parts",)
+
+    def __init__(self) -> None:
+        self._parts: list[str] = []
+
+    def json(self, messages: list[dict]) -> str:
+        parts = self._parts
+        if len(parts) > len(messages):
+            parts.clear()
+        parts.extend(_dumps(m) for m in messages[len(parts):])
+        return "[" + ",".join(parts) + "]"
+
+
 class ModelClient:
     """A chat-completions client: one connection pool, retries, a deadline, redaction."""
 
@@ -204,13 +229,17 @@ class ModelClient:
         max_tokens: int | None,
         signal: CancelSignal,
         on_retry: Callable[[RetryNotice], None] | None = None,
+        transcript: EncodedTranscript | None = None,
     ) -> ModelReply:
         """Ask for one assistant message, retrying transient failures within the deadline.
+
+        Pass the run's ``transcript`` so each message is JSON-encoded once for the
+        run's life rather than once per turn.
 
         Raises :class:`ProviderError` (redacted) when no reply can be had, and
         :class:`RunCancelled` the moment ``signal`` fires.
         """
-        payload: dict[str, Any] = {"model": model, "messages": messages}
+        payload: dict[str, Any] = {"model": model}
         if tools:
             payload["tools"] = tools
         if max_tokens is not None:
@@ -218,7 +247,8 @@ class ModelClient:
         if self._stream:
             payload["stream"] = True
             payload["stream_options"] = {"include_usage": True}
-        body = json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+        encoded = (transcript or EncodedTranscript()).json(messages)
+        body = (_dumps(payload)[:-1] + ',"messages":' + encoded + "}").encode()
 
         started = time.perf_counter()
         parsed = await self._send(body, signal, on_retry)

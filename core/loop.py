@@ -21,7 +21,7 @@ import jsonschema
 
 from core import faultpoints
 from core.cancel import CancelSignal, RunCancelled
-from core.client import ModelClient, ProviderError, RetryNotice
+from core.client import EncodedTranscript, ModelClient, ProviderError, RetryNotice
 from core.events import (
     ApprovalDecision,
     ApprovalRequired,
@@ -100,6 +100,7 @@ class RunLoop:
         self._schemas = [t.schema() for t in env.tools.values()]
         self._validators = {n: jsonschema.Draft202012Validator(t.parameters) for n, t in env.tools.items()}
         self._cache: dict[tuple[str, str], str] | None = None
+        self._wire = EncodedTranscript()
 
     # ---- events and saving ---------------------------------------------
     def emit(self, event: Event) -> None:
@@ -183,7 +184,7 @@ class RunLoop:
 
         reply = await self.env.client.complete(
             st.model, st.messages, self._schemas, max_tokens=st.limits.max_tokens,
-            signal=self.signal, on_retry=on_retry,
+            signal=self.signal, on_retry=on_retry, transcript=self._wire,
         )
         # The money is spent: account for it before anything else happens with the reply.
         st.turns += 1
