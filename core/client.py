@@ -239,7 +239,7 @@ class ModelClient:
         Raises :class:`ProviderError` (redacted) when no reply can be had, and
         :class:`RunCancelled` the moment ``signal`` fires.
         """
-        payload: dict[str, Any] = {"model": model}
+        payload: dict[str, Any] = {}
         if tools:
             payload["tools"] = tools
         if max_tokens is not None:
@@ -248,7 +248,8 @@ class ModelClient:
             payload["stream"] = True
             payload["stream_options"] = {"include_usage": True}
         encoded = (transcript or EncodedTranscript()).json(messages)
-        body = (_dumps(payload)[:-1] + ',"messages":' + encoded + "}").encode()
+        rest = _dumps(payload)[1:-1]
+        body = f'{{"model":{_dumps(model)},"messages":{encoded}{"," + rest if rest else ""}}}'.encode()
 
         started = time.perf_counter()
         parsed = await self._send(body, signal, on_retry)
