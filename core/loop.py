@@ -10,7 +10,9 @@ transcript in words, and emitted as an event that the trace and the console shar
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -37,13 +39,14 @@ from core.events import (
 )
 from core.ledger import Ledger
 from core.state import Decision, RunState, StateError, Status, args_hash, pending_calls
-from core.store import RunHandle
+from core.store import RunHandle, SaveError
 from core.tokens import TokenCounter
 from core.tools.base import Tool, ToolContext, ToolError
 from core.trace import TraceWriter
 from core.workspace import Workspace
 
 MAX_TOOL_OUTPUT_CHARS = 16_000
+log = logging.getLogger(__name__)
 StopCondition = Callable[[RunState], "str | None"]
 ErrorFormatter = Callable[[BaseException, str], str]
 
@@ -107,7 +110,10 @@ class RunLoop:
         event.run_id = self.state.run_id
         self.trace.write(event)
         for sink in self.env.sinks:
-            sink(event)
+            try:
+                sink(event)
+            except Exception:  # a broken view must not break the run it is watching
+                log.exception("event sink %r failed on %s", sink, event.kind)
 
     async def save(self) -> None:
         self.state.updated_at = time.time()
@@ -147,6 +153,16 @@ class RunLoop:
                                            {"type": "cancelled", "reason": cancelled.reason}))
         except ProviderError as exc:
             return await self._finish(Stop(Status.FAILED, str(exc), error=str(exc)))
+        except asyncio.CancelledError:
+            # The task itself was cancelled (the process is shutting down): record why, then go.
+            reason = "the process running this run was shut down"
+            await self._finish(Stop(Status.INTERRUPTED, reason, {"type": "cancelled", "reason": reason}))
+            raise
+        except SaveError:
+            raise  # the disk refused; the last saved state stands and says so
+        except Exception as exc:  # a bug must still end the run in a known way
+            reason = f"harness error: {type(exc).__name__}: {exc}"
+            return await self._finish(Stop(Status.FAILED, reason, error=reason))
 
     def _check_limits(self) -> Stop | None:
         st, limits = self.state, self.state.limits

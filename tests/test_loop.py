@@ -363,3 +363,38 @@ async def test_budget_stop_and_failure_look_different_in_the_trace(harness: Harn
     last = lambda rid: [r for r in read_trace(harness.store.run_dir(rid) / "trace.jsonl")][-1]
     assert last(budget.run_id)["status"] == "budget_exceeded" and "budget" in last(budget.run_id)["reason"]
     assert last(failed.run_id)["status"] == "failed" and "permission denied" in last(failed.run_id)["reason"]
+
+
+async def test_a_broken_sink_does_not_break_the_run(runs_dir, workspace):
+    def broken(event):
+        raise RuntimeError("view bug")
+
+    async with Harness(runs_dir, workspace, sinks=[broken]) as h:
+        out = await start(h, "plan")
+    assert out.state.status is Status.COMPLETED
+
+
+async def test_a_harness_bug_ends_the_run_failed_with_the_reason(harness: Harness, monkeypatch):
+    def boom(self):
+        raise RuntimeError("schema exploded")
+
+    state = harness.new_run("plan")
+    monkeypatch.setattr("core.loop.RunLoop._check_limits", lambda self: boom(self))
+    out = await harness.run(state.run_id)
+    assert out.state.status is Status.FAILED
+    assert out.state.error == "harness error: RuntimeError: schema exploded"
+    assert harness.load(state.run_id).status is Status.FAILED
+
+
+async def test_task_cancellation_saves_an_interrupted_run_then_propagates(harness: Harness, recorder):
+    state = harness.new_run("slow")
+    task = asyncio.create_task(harness.run(state.run_id))
+    await recorder.wait_for(lambda e: e.kind == "tool_progress")
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    saved = harness.load(state.run_id)
+    assert saved.status is Status.INTERRUPTED
+    assert saved.interruption["type"] == "cancelled"
+    again = await harness.run(state.run_id)  # resumable: the scan runs again, then the answer
+    assert again.state.status is Status.COMPLETED
