@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test bench screenshots lab campaign clean
+.PHONY: run test bench screenshots lab eval-local campaign clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -17,6 +17,12 @@ $(VENV)/.installed: pyproject.toml | $(BIN)/python
 
 $(VENV)/.installed-test: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[test]'
+	touch $@
+
+# The local model: llama-cpp-python compiles from source (about 6 minutes on 2 cores,
+# once per machine; pip caches the wheel). GGML_NATIVE=OFF: portable, not tuned to this CPU.
+$(VENV)/.installed-local: pyproject.toml | $(BIN)/python
+	CMAKE_ARGS="-DGGML_NATIVE=OFF" $(BIN)/python -m pip install -q -e '.[local]'
 	touch $@
 
 $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
@@ -37,6 +43,14 @@ screenshots: $(VENV)/.installed-test
 
 lab: $(VENV)/.installed
 	$(BIN)/tether lab
+
+# Crashes at every event boundary (and SIGKILLs), provider and disk faults, hostile input:
+# several minutes; prints three tables. `make test` runs a reduced crash campaign.
+campaign: $(VENV)/.installed-test
+	$(BIN)/python -m tests.campaign
+
+eval-local: $(VENV)/.installed-local
+	$(BIN)/python -m core.local_model
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -66,9 +66,10 @@ class ModelReply:
         """The assistant message to append to the transcript.
 
         ``tool_calls`` is left out when empty: several servers reject an empty list.
+        ``content`` is a string even beside tool calls: some servers (llama.cpp's) reject null.
         """
         if self.tool_calls:
-            return {"role": "assistant", "content": self.content, "tool_calls": list(self.tool_calls)}
+            return {"role": "assistant", "content": self.content or "", "tool_calls": list(self.tool_calls)}
         return {"role": "assistant", "content": self.content or ""}
 
 
@@ -138,21 +139,38 @@ class EncodedTranscript:
     """A run's messages as JSON, each encoded once.
 
     Every turn resends the whole transcript; encoding it whole each time would make
-    a turn cost grow with the run. Messages are append-only, so the encodings of the
-    ones already sent are kept and a turn encodes only what is new.
+    a turn cost grow with the run. Messages are append-only, so the UTF-8 encodings
+    of the ones already sent are kept, comma-joined, in one growing buffer: a turn
+    encodes only what is new, and building the request body is a single copy of
+    bytes (about 10 us for a 1,000-turn transcript), not a join, a format and an
+    encode of the whole text (about 0.3 ms at that length).
     """
 
-    __slots__ = ("_parts",)
+    __slots__ = ("_buf", "_count")
 
     def __init__(self) -> None:
-        self._parts: list[str] = []
+        self._buf = bytearray()  # the messages' JSON, comma-separated, without brackets
+        self._count = 0
+
+    def _sync(self, messages: list[dict]) -> None:
+        if self._count > len(messages):  # not the transcript it was built from: start over
+            self._buf.clear()
+            self._count = 0
+        if len(messages) > self._count:
+            new = ",".join(_dumps(m) for m in messages[self._count:]).encode()
+            if self._count:
+                self._buf += b","
+            self._buf += new
+            self._count = len(messages)
 
     def json(self, messages: list[dict]) -> str:
-        parts = self._parts
-        if len(parts) > len(messages):
-            parts.clear()
-        parts.extend(_dumps(m) for m in messages[len(parts):])
-        return "[" + ",".join(parts) + "]"
+        self._sync(messages)
+        return "[" + self._buf.decode() + "]"
+
+    def body(self, head: bytes, messages: list[dict], tail: bytes) -> bytes:
+        """``head`` + the messages as a JSON array + ``tail``, as one bytes object."""
+        self._sync(messages)
+        return b"".join((head, b"[", self._buf, b"]", tail))
 
 
 class ModelClient:
@@ -242,14 +260,17 @@ class ModelClient:
         payload: dict[str, Any] = {}
         if tools:
             payload["tools"] = tools
+            # Explicit, because some servers only offer the tools to the model when asked to.
+            payload["tool_choice"] = "auto"
         if max_tokens is not None:
             payload["max_tokens"] = max_tokens
         if self._stream:
             payload["stream"] = True
             payload["stream_options"] = {"include_usage": True}
-        encoded = (transcript or EncodedTranscript()).json(messages)
         rest = _dumps(payload)[1:-1]
-        body = f'{{"model":{_dumps(model)},"messages":{encoded}{"," + rest if rest else ""}}}'.encode()
+        body = (transcript or EncodedTranscript()).body(
+            f'{{"model":{_dumps(model)},"messages":'.encode(), messages, f'{"," + rest if rest else ""}}}'.encode()
+        )
 
         started = time.perf_counter()
         parsed = await self._send(body, signal, on_retry)

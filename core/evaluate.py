@@ -16,14 +16,17 @@ Grading decisions (the sample workspace has four files: ``access.log``,
 ``errors.log`` (the largest), ``notes.txt`` and ``secrets.env``, which no tool reads):
 
 * *count*: ``list_files`` reports four files, of which three are readable; an answer
-  giving either number (digits or words) is right, any other number wrong.
+  whose first number (digits or words) is either is right, any other number wrong.
 * *largest*: names ``errors.log`` and no other sample file.
+* a call that needs approval (``delete_file``) is declined in words, since an eval runs
+  unattended; the run goes on, and the table counts the declined calls.
 * *list and read each*: mentions something only each readable file says.
 """
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import os
 import re
@@ -35,9 +38,10 @@ from pathlib import Path
 from typing import Any
 
 from core.harness import Harness
-from core.lab import cell, live_run, markdown_table, outcome_words
+from core.lab import cell, markdown_table, outcome_words, stop_after
 from core.report import summary
-from core.state import Limits
+from core.state import Limits, RunState, Status
+from core.tokens import encoding
 
 SAMPLE_FILES = ("access.log", "errors.log", "notes.txt", "secrets.env")
 EMBEDDED_MODEL = "plan"
@@ -60,9 +64,9 @@ _COUNT = re.compile(r"\b(\d+|one|two|three|four|five|six|seven|eight|nine|ten)\b
 
 
 def grade_count(answer: str) -> bool:
-    """Right if every count it states is 4 (files listed) or 3 (files readable)."""
-    counts = {m.lower() for m in _COUNT.findall(answer)}
-    return bool(counts) and counts <= {"3", "4", "three", "four"}
+    """Right if the first count it states is 4 (files listed) or 3 (files readable)."""
+    first = _COUNT.search(answer)
+    return first is not None and first.group(1).lower() in {"3", "4", "three", "four"}
 
 
 def grade_notes(answer: str) -> bool:
@@ -117,28 +121,42 @@ class EvalConfig:
     task_timeout_s: float | None = None
 
 
+UNATTENDED = "this eval runs unattended and allows no changes to the workspace"
+
+
+def waiting_for_approval(state: RunState) -> bool:
+    return state.status is Status.INTERRUPTED and (state.interruption or {}).get("type") == "approval"
+
+
 async def run_task(task: Task, cfg: EvalConfig, root: Path) -> dict[str, Any]:
-    """One task in its own runs dir and sample workspace under ``root``; stopped through its
-    signal if it outlives the per-task timeout."""
+    """One task in its own runs dir and sample workspace under ``root``. Nobody is there to
+    approve, so a call that needs approval is declined in words (the model reads why and
+    goes on); the task is stopped through its signal if it outlives the timeout."""
     async with Harness(root / "runs", root / "workspace", base_url=cfg.base_url, api_key=cfg.api_key) as harness:
+        state = harness.new_run(cfg.model, task.prompt,
+                                limits=Limits(max_turns=cfg.max_turns, max_tokens=cfg.max_tokens))
         started = time.perf_counter()
-        outcome = await live_run(harness, cfg.model, task.prompt,
-                                 limits=Limits(max_turns=cfg.max_turns, max_tokens=cfg.max_tokens),
-                                 stop_after_s=cfg.task_timeout_s,
-                                 stop_reason=f"task timeout: {cfg.task_timeout_s} s")
+        with stop_after(cfg.task_timeout_s, f"task timeout: {cfg.task_timeout_s} s") as signal:
+            outcome = await harness.run(state.run_id, signal=signal)
+            tool_runs, declined = list(outcome.tool_runs), 0
+            while waiting_for_approval(outcome.state) and declined < cfg.max_turns:
+                outcome = await harness.reject(state.run_id, UNATTENDED, signal=signal)
+                tool_runs += outcome.tool_runs
+                declined += 1
         wall_ms = (time.perf_counter() - started) * 1000
-    s = summary(outcome.state, outcome.tool_runs, wall_ms)
+    s = summary(outcome.state, tool_runs, wall_ms)
     answer = s["answer"]
     return {"task": task.name, "prompt": task.prompt, "status": s["status"], "turns": s["turns"],
-            "tool_runs": len(s["tool_runs"]), "wall_ms": s["ms"], "cost_usd": s["cost_usd"],
-            "right": answer is not None and task.grade(answer), "answer": outcome_words(s),
-            "run_id": s["run_id"], "runs_dir": str(root / "runs")}
+            "tool_runs": len(s["tool_runs"]), "declined": declined, "wall_ms": s["ms"],
+            "cost_usd": s["cost_usd"], "right": answer is not None and task.grade(answer),
+            "answer": outcome_words(s), "run_id": s["run_id"], "runs_dir": str(root / "runs")}
 
 
 def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
     turns = sum(r["turns"] for r in rows)
     wall = sum(r["wall_ms"] for r in rows)
-    return {"turns": turns, "tool_runs": sum(r["tool_runs"] for r in rows), "wall_ms": round(wall, 1),
+    return {"turns": turns, "tool_runs": sum(r["tool_runs"] for r in rows),
+            "declined": sum(r["declined"] for r in rows), "wall_ms": round(wall, 1),
             "mean_turn_ms": round(wall / turns, 1) if turns else None,
             "cost_usd": round(sum(r["cost_usd"] for r in rows), 8),
             "right": sum(r["right"] for r in rows), "tasks": len(rows)}
@@ -147,6 +165,7 @@ def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
 async def run_eval(cfg: EvalConfig, keep_dir: Path | None = None) -> dict[str, Any]:
     """All six tasks, one after the other (a local model serves one request at a time).
     With ``keep_dir`` the runs stay on disk under it (for inspecting their traces)."""
+    await asyncio.to_thread(encoding)  # load the rank file once, outside the first task's wall time
     with tempfile.TemporaryDirectory(prefix="tether-eval-") as tmp:
         root = keep_dir or Path(tmp)
         rows = [await run_task(task, cfg, root / task.name) for task in TASKS]
@@ -154,7 +173,7 @@ async def run_eval(cfg: EvalConfig, keep_dir: Path | None = None) -> dict[str, A
             "tasks": rows, "totals": totals(rows)}
 
 
-TABLE_COLUMNS = ("task", "status", "turns", "tool_runs", "wall_ms", "cost_usd", "right", "answer")
+TABLE_COLUMNS = ("task", "status", "turns", "tool_runs", "declined", "wall_ms", "cost_usd", "right", "answer")
 
 
 def markdown(result: dict[str, Any]) -> str:
@@ -162,7 +181,7 @@ def markdown(result: dict[str, Any]) -> str:
     rows = [{k: r[k] for k in TABLE_COLUMNS} for r in result["tasks"]]
     t = result["totals"]
     rows.append({"task": "**total**", "status": f"mean turn {cell('ms', t['mean_turn_ms'])} ms",
-                 "turns": t["turns"], "tool_runs": t["tool_runs"], "wall_ms": t["wall_ms"],
+                 "turns": t["turns"], "tool_runs": t["tool_runs"], "declined": t["declined"], "wall_ms": t["wall_ms"],
                  "cost_usd": t["cost_usd"], "right": f"{t['right']}/{t['tasks']}", "answer": ""})
     return f"model `{result['model']}` at {result['base_url']}\n\n{markdown_table(rows)}\n"
 

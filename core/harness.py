@@ -26,9 +26,9 @@ from core.provider import SCENARIOS, FaultPlan, create_app
 from core.state import Limits, Policies, Pricing, RunState, StateError, Status, new_run_id
 from core.store import RunStore
 from core.subagent import CHILD_MAX_TURNS, ResearchTool, child_limits_budget
-from core.tokens import TokenCounter, encoding
+from core.tokens import TokenCounter, encoding, encoding_loaded
 from core.tools.base import Tool
-from core.tools.builtin import builtin_tools
+from core.tools.builtin import builtin_tools, tool_catalog
 from core.trace import TraceWriter
 from core.workspace import Workspace, ensure_sample
 
@@ -170,7 +170,8 @@ class Harness:
 
     async def _operate(self, run_id: str, prepare: Any, signal: CancelSignal | None,
                        sinks: Sequence[EventSink]) -> Outcome:
-        await asyncio.to_thread(encoding)  # load the rank file off the event loop, once
+        if not encoding_loaded():
+            await asyncio.to_thread(encoding)  # load the rank file off the event loop, once
         started = time.perf_counter()
         state, handle = self.store.open(run_id)
         trace = TraceWriter(handle.trace_path, secrets=self._secrets())
@@ -199,7 +200,7 @@ class Harness:
         tools: list[Tool] = [t for t in builtin_tools() if not child or t.read_only]
         if not child:
             tools.append(ResearchTool())
-        return {t.name: t for t in tools}
+        return tool_catalog(tools)
 
     def _env(self, sinks: Sequence[EventSink], *, child: bool = False) -> LoopEnv:
         all_sinks = [*self.sinks, *sinks]

@@ -21,8 +21,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from contextlib import asynccontextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -88,22 +88,26 @@ async def sandbox(**harness_options: Any) -> AsyncIterator[Harness]:
             yield harness
 
 
-async def live_run(harness: Harness, model: str, prompt: str | None = None, *, limits: Limits | None = None,
-                   policies: Policies | None = None, stop_after_s: float | None = None,
-                   stop_reason: str = STOP_REASON, recorder: Recorder | None = None) -> Outcome:
-    """Start one run and wait for it to stop; ``stop_after_s`` presses Stop that long after
-    the start, through the run's own signal as the console's Stop key does, so the run
-    still ends in one of its five exits with its cost and trace."""
-    state = harness.new_run(model, prompt, limits=limits, policies=policies)
+@contextmanager
+def stop_after(seconds: float | None, reason: str = STOP_REASON) -> Iterator[CancelSignal]:
+    """A run signal that presses Stop by itself after ``seconds`` (the console's Stop key on
+    a timer), so a stopped run still ends in one of its five exits with cost and trace."""
     signal = CancelSignal()
-    timer = None
-    if stop_after_s is not None:
-        timer = asyncio.get_running_loop().call_later(stop_after_s, signal.cancel, stop_reason)
+    timer = None if seconds is None else asyncio.get_running_loop().call_later(seconds, signal.cancel, reason)
     try:
-        return await harness.run(state.run_id, signal=signal, sinks=[recorder] if recorder else ())
+        yield signal
     finally:
         if timer is not None:
             timer.cancel()
+
+
+async def live_run(harness: Harness, model: str, *, limits: Limits | None = None,
+                   policies: Policies | None = None, stop_after_s: float | None = None,
+                   recorder: Recorder | None = None) -> Outcome:
+    """Start one run and wait for it to stop, Stop pressed after ``stop_after_s`` if given."""
+    state = harness.new_run(model, limits=limits, policies=policies)
+    with stop_after(stop_after_s) as signal:
+        return await harness.run(state.run_id, signal=signal, sinks=[recorder] if recorder else ())
 
 
 async def fresh_run(model: str, *, latency_ms: float = 0, **run_options: Any) -> tuple[Outcome, Row]:
@@ -284,6 +288,18 @@ def _tool_names(runs: list[dict[str, Any]]) -> str:
     return ", ".join(r["name"] for r in runs) or "none"
 
 
+def killed_process_tools(trace: Path, saved: RunState) -> str:
+    """The tool runs a killed process started whose results it saved, and the one it was
+    killed in, if any. The saved transcript decides, as it does for the resume: a run
+    whose result was not saved is run again (a read is redone; a write is settled by
+    the idempotency ledger)."""
+    answered = {m.get("tool_call_id") for m in saved.messages if m.get("role") == "tool"}
+    starts = [r for r in read_trace(trace) if r.get("kind") == "tool_start"]
+    text = _tool_names([r for r in starts if r["call_id"] in answered])
+    cut = [r["name"] for r in starts if r["call_id"] not in answered]
+    return text + (f" (killed during {', '.join(cut)})" if cut else "")
+
+
 async def crash_resume(cfg: LabConfig) -> list[Row]:
     """A real process is SIGKILLed after turn 2 and another resumes from disk: the tool runs
     across both are the ones the task needs and the cost is that of a run that never crashed."""
@@ -296,13 +312,13 @@ async def crash_resume(cfg: LabConfig) -> list[Row]:
                                                               "--json"), trace, 2)
         async with Harness(runs, workspace) as harness:
             killed = harness.load(run_id)
-        first_runs = [r for r in read_trace(trace) if r.get("kind") == "tool_start"]
+        first_runs = killed_process_tools(trace, killed)
         resumed = await asyncio.to_thread(subprocess.run, _cli("resume", run_id, *place, "--json"),
                                           capture_output=True, text=True, check=False)
         after = json.loads(resumed.stdout)
     _, clean = await fresh_run("plan")
     return [
-        {"process": f"1: run, SIGKILL after turn 2 (exit {code})", "tool_runs": _tool_names(first_runs),
+        {"process": f"1: run, SIGKILL after turn 2 (exit {code})", "tool_runs": first_runs,
          "turns": killed.turns, "cost_usd": round(killed.cost_usd, 8), "status": killed.status.value},
         {"process": "2: tether resume", "tool_runs": _tool_names(after["tool_runs"]), "turns": after["turns"],
          "cost_usd": after["cost_usd"], "status": after["status"]},

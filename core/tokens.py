@@ -80,6 +80,12 @@ def encoding() -> tiktoken.Encoding:
     return _encoding
 
 
+def encoding_loaded() -> bool:
+    """True once :func:`encoding` has loaded the rank file: callers that load it off the
+    event loop (a thread hop, ~0.1 ms or more) need not do so again."""
+    return _encoding is not None
+
+
 def count_text(text: str) -> int:
     return len(encoding().encode_ordinary(text))
 

@@ -221,7 +221,7 @@ async def test_reply_and_request_shape() -> None:
     assert (reply.prompt_tokens, reply.completion_tokens, reply.usage_estimated) == (42, 7, False)
     assert reply.provider_ms > 0
     assert reply.message() == TOOL_MESSAGE
-    expected = {"model": "m", "messages": MESSAGES, "tools": TOOLS, "max_tokens": 64}
+    expected = {"model": "m", "messages": MESSAGES, "tools": TOOLS, "tool_choice": "auto", "max_tokens": 64}
     assert fake.bodies == [json.dumps(expected, separators=(",", ":")).encode()]
     assert fake.auth == [f"Bearer {KEY}"]
 
