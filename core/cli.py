@@ -214,13 +214,15 @@ async def _run(args: argparse.Namespace) -> int:
 
 
 def _harness_for(args: argparse.Namespace) -> Any:
-    """A harness pointed where the run was made: its endpoint, or the embedded provider."""
+    """A harness pointed where the run was made: its endpoint (or the embedded provider)
+    and its workspace, unless --workspace says otherwise."""
+    from core.harness import Harness, tether_home
     from core.store import RunStore
-    from core.harness import tether_home
 
     store = RunStore(args.runs_dir or tether_home() / "runs")
     state = store.load(args.run_id)
-    return _harness(args, base_url=state.base_url, api_key=os.environ.get("LLM_API_KEY"))
+    return Harness(store.root, args.workspace or state.workspace, base_url=state.base_url,
+                   api_key=os.environ.get("LLM_API_KEY"))
 
 
 async def _resume(args: argparse.Namespace) -> int:
@@ -246,6 +248,7 @@ async def _runs(args: argparse.Namespace) -> int:
     from core.harness import tether_home
     from core.report import recorded_ms, recorded_tool_runs, summary
     from core.store import RunStore
+    from core.text import clean
 
     store = RunStore(args.runs_dir or tether_home() / "runs")
     states, problems = store.load_all()
@@ -255,8 +258,8 @@ async def _runs(args: argparse.Namespace) -> int:
         print(json.dumps(rows))
     else:
         for row, state in zip(rows, states):
-            print(f"{row['run_id']:<40} {row['status']:<20} {state.model:<16} turns={row['turns']:<4} "
-                  f"cost=${row['cost_usd']:.4f}")
+            print(clean(f"{row['run_id']:<40} {row['status']:<20} {state.model:<16} turns={row['turns']:<4} "
+                        f"cost=${row['cost_usd']:.4f}"))
         if not rows:
             print(f"no runs in {store.root}")
     for run_id, problem in problems.items():
@@ -268,6 +271,7 @@ async def _show(args: argparse.Namespace) -> int:
     from core.harness import tether_home
     from core.report import recorded_ms, recorded_tool_runs, summary, text_summary
     from core.store import RunStore
+    from core.text import clean
 
     store = RunStore(args.runs_dir or tether_home() / "runs")
     state = store.load(args.run_id)
@@ -280,9 +284,10 @@ async def _show(args: argparse.Namespace) -> int:
     for message in state.messages:
         role = message.get("role")
         if message.get("content"):
-            print(f"[{role}] {message['content']}")
+            print(f"[{role}] {clean(message['content'])}")
         for call in message.get("tool_calls") or ():
-            print(f"[{role} → {call['function']['name']}] {call['function']['arguments']}  ({call['id']})")
+            fn = call.get("function") or {}
+            print(clean(f"[{role} → {fn.get('name')}] {fn.get('arguments')}  ({call.get('id')})"))
     return 0
 
 
@@ -294,7 +299,7 @@ async def _trace(args: argparse.Namespace) -> int:
     path = store.run_dir(args.run_id) / TRACE_FILE
     if not path.exists():
         raise StateError(f"no trace for run {args.run_id} at {path}")
-    sys.stdout.write(path.read_text(encoding="utf-8"))
+    sys.stdout.write(path.read_text(encoding="utf-8"))  # JSON lines: controls are escaped
     return 0
 
 

@@ -419,7 +419,7 @@ class ModelClient:
                 # Some servers send an object; the transcript must hold the JSON text.
                 args = json.dumps(args, separators=(",", ":"))
             calls.append({
-                "id": call.get("id") or f"call_{i}",
+                "id": call.get("id") or "",  # the loop gives it an id unique in the run
                 "type": "function",
                 "function": {"name": name, "arguments": args},
             })

@@ -137,7 +137,7 @@ class Harness:
             limits=limits or Limits(),
             policies=policies or Policies(),
             pricing=pricing or Pricing(),
-            base_url=self.base_url,
+            base_url=_without_credentials(self.base_url),
             workspace=str(self.workspace.root),
         )
         self.store.create(state).release()
@@ -182,9 +182,9 @@ class Harness:
             loop = RunLoop(state, self._env(sinks), handle, trace, signal or CancelSignal())
             self.live[run_id] = state
             if events:
-                await loop.save()
                 for event in events:
                     loop.emit(event)
+                loop.save()
             final = await loop.run()
             return Outcome(final, loop.tool_runs, (time.perf_counter() - started) * 1000)
         finally:
@@ -249,3 +249,8 @@ class Harness:
                 handle.release()
 
         return spawn
+
+
+def _without_credentials(url: str | None) -> str | None:
+    """The URL to save: never with a ``user:password@`` part (the key comes from LLM_API_KEY)."""
+    return None if url is None else str(httpx.URL(url).copy_with(userinfo=b""))

@@ -104,6 +104,7 @@ class RunLoop:
         self._validators = {n: jsonschema.Draft202012Validator(t.parameters) for n, t in env.tools.items()}
         self._cache: dict[tuple[str, str], str] | None = None
         self._wire = EncodedTranscript()
+        self._call_ids: set[str] | None = None
 
     # ---- events and saving ---------------------------------------------
     def emit(self, event: Event) -> None:
@@ -115,10 +116,10 @@ class RunLoop:
             except Exception:  # a broken view must not break the run it is watching
                 log.exception("event sink %r failed on %s", sink, event.kind)
 
-    async def save(self) -> None:
+    def save(self) -> None:
         self.state.updated_at = time.time()
         faultpoints.boundary("before_save")
-        await self.handle.save(self.state)
+        self.handle.save(self.state)
         faultpoints.boundary("after_save")
 
     # ---- the loop --------------------------------------------------------
@@ -142,6 +143,8 @@ class RunLoop:
                     if stop:
                         return await self._finish(stop)
                     continue
+                if _answered(st):  # the answer was saved before a crash: do not pay for it again
+                    return await self._finish(Stop(Status.COMPLETED, "the model answered"))
                 stop = self._check_limits()
                 if stop:
                     return await self._finish(stop)
@@ -211,29 +214,42 @@ class RunLoop:
         if reply.usage_estimated:
             st.estimated_turns.append(st.turns)
         message = reply.message()
-        for i, call in enumerate(message.get("tool_calls") or ()):
-            if not call.get("id"):
-                call["id"] = f"call_{st.turns}_{i}"
+        self._give_unique_ids(message.get("tool_calls") or ())
         st.messages.append(message)
-        faultpoints.boundary("before_save_reply")
-        await self.save()
-        faultpoints.boundary("after_save_reply")
+        # Traced before it is saved: a crash in between leaves a turn that was paid for
+        # in the trace (and asked again on resume), never a saved turn the trace lacks.
         self.emit(Turn(run_id=st.run_id, turn=st.turns, prompt_tokens=reply.prompt_tokens,
                        completion_tokens=reply.completion_tokens,
                        total_tokens=reply.prompt_tokens + reply.completion_tokens,
                        cost_usd=st.cost_usd, finish_reason=reply.finish_reason,
                        provider_ms=reply.provider_ms, estimated=reply.usage_estimated,
                        tool_calls=len(message.get("tool_calls") or ())))
+        faultpoints.boundary("before_save_reply")
+        self.save()
+        faultpoints.boundary("after_save_reply")
         if not message.get("tool_calls"):
             return Stop(Status.COMPLETED, "the model answered")
         return None
 
+    def _give_unique_ids(self, calls: Any) -> None:
+        """Call ids key approvals, results and the idempotency ledger, so each must be new
+        to the run: a missing, repeated or reused id gets one of ours."""
+        if self._call_ids is None:
+            self._call_ids = {c.get("id") for m in self.state.messages if m.get("role") == "assistant"
+                              for c in m.get("tool_calls") or ()}
+        for i, call in enumerate(calls):
+            if not call.get("id") or call["id"] in self._call_ids:
+                call["id"] = f"call_{self.state.turns}_{i}"
+                while call["id"] in self._call_ids:
+                    call["id"] += "_"
+            self._call_ids.add(call["id"])
+
     async def _finish(self, stop: Stop) -> RunState:
         st = self.state
         st.status, st.interruption, st.error = stop.status, stop.interruption, stop.error
-        await self.save()
         self.emit(RunStopped(run_id=st.run_id, status=st.status.value, reason=stop.reason, turns=st.turns,
                              cost_usd=st.cost_usd, interruption=st.interruption))
+        self.save()
         return st
 
     # ---- one tool call ---------------------------------------------------
@@ -269,7 +285,7 @@ class RunLoop:
 
         if not tool.read_only:
             st.intents[call_id] = f"{st.run_id}:{call_id}"
-            await self.save()
+            self.save()
         return await self._run_tool(call_id, tool, args, raw_args, approval_note, dedupe_key)
 
     async def _run_tool(self, call_id: str, tool: Tool, args: dict[str, Any], raw_args: str,
@@ -343,10 +359,10 @@ class RunLoop:
         st = self.state
         st.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
         st.intents.pop(call_id, None)
-        await self.save()
         ms = (time.perf_counter() - started) * 1000 if started is not None else 0.0
         self.emit(ToolResult(run_id=st.run_id, call_id=call_id, name=name, ms=round(ms, 3), ok=ok,
                              cached=cached, error=error, preview=text[:200]))
+        self.save()
         return None
 
     # ---- helpers -----------------------------------------------------------
@@ -405,6 +421,11 @@ class RunLoop:
             where = "/".join(str(p) for p in problems[0].path) or "arguments"
             return {}, f"Error: invalid arguments for {name}: {where}: {problems[0].message}."
         return args, None
+
+
+def _answered(state: RunState) -> bool:
+    last = state.messages[-1] if state.messages else {}
+    return last.get("role") == "assistant" and not last.get("tool_calls")
 
 
 def _canonical(args: Any) -> str:

@@ -8,6 +8,7 @@ from typing import Any
 
 from core.state import RunState
 from core.store import TRACE_FILE
+from core.text import clean
 from core.trace import read_trace
 
 SUMMARY_KEYS = (
@@ -87,4 +88,4 @@ def text_summary(state: RunState, tool_runs: int, ms: float) -> str:
     if state.error:
         out.append(f"error: {state.error}")
     out.append("per-turn prompt tokens: " + " ".join(str(n) for n in state.per_turn_prompt_tokens))
-    return "\n".join(out)
+    return clean("\n".join(out))

@@ -1,29 +1,31 @@
-"""Runs on disk: a directory per run, written so that every step costs the same.
+"""Runs on disk: one append-only journal per run, so every step costs the same.
 
 Layout of ``<runs_dir>/<run_id>/``:
 
-* ``state.json``: the run without its transcript (:meth:`RunState.header`) plus
-  ``message_count``; replaced atomically (write a temp file, ``os.replace``) after
-  every step, so a crash leaves the old header or the new one, never a torn one.
-* ``messages.jsonl``: the transcript, one message per line, append-only. Only the
-  first ``message_count`` lines are committed; lines past that (a crash between the
-  append and the header) are dropped when the run is next opened.
+* ``journal.jsonl``: the run. Two kinds of line: ``{"m": message}`` adds a message to
+  the transcript; ``{"commit": header}`` makes everything before it the saved state.
+  The header is the run without its transcript (:meth:`RunState.header`), its
+  ``message_count``, and, for the list fields that only grow, just the entries added
+  since the previous commit. A save is a single ``write`` of its new messages and its
+  commit line. Loading keeps the last complete commit; anything after it (a crash
+  mid-write leaves at most a torn tail) is cut off before the next write.
 * ``trace.jsonl``: the event trace (:mod:`core.trace`).
 * ``ledger.jsonl``: the idempotency ledger of the run's writes (:mod:`core.ledger`).
 * ``lock``: held by the one process running the run.
 
-Rewriting the whole transcript each turn would make a long run quadratic; here a
-step writes only its new messages and a header whose size does not depend on the
-transcript's length.
+Rewriting the state each step would make a long run quadratic; here a step writes
+its new messages and a header whose size does not grow with the run. A save is one
+append to the page cache (microseconds, less than a hop to a worker thread), so it is
+made inline; durability against a crashed *process* comes from the single write and
+the commit rule, not from fsync (a power cut may lose the last steps, never tear one).
 """
 
 from __future__ import annotations
 
-import asyncio
+import contextlib
+import errno
 import json
 import os
-from collections.abc import Iterator
-from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -31,11 +33,12 @@ import filelock
 
 from core.state import RunState, StateError
 
-STATE_FILE = "state.json"
-MESSAGES_FILE = "messages.jsonl"
+JOURNAL_FILE = "journal.jsonl"
 TRACE_FILE = "trace.jsonl"
 LEDGER_FILE = "ledger.jsonl"
 LOCK_FILE = "lock"
+# Header fields that only grow: a commit carries what was appended since the last one.
+GROWING_FIELDS = ("per_turn_prompt_tokens", "estimated_turns")
 
 
 class SaveError(Exception):
@@ -58,17 +61,16 @@ class RunStore:
         return self.root / run_id
 
     def exists(self, run_id: str) -> bool:
-        return (self.run_dir(run_id) / STATE_FILE).exists()
+        return (self.run_dir(run_id) / JOURNAL_FILE).exists()
 
     def run_ids(self) -> list[str]:
         if not self.root.is_dir():
             return []
-        return sorted(p.parent.name for p in self.root.glob(f"*/{STATE_FILE}"))
+        return sorted(p.parent.name for p in self.root.glob(f"*/{JOURNAL_FILE}"))
 
     def load(self, run_id: str) -> RunState:
         """Read a run without taking its lock (for listing and showing)."""
-        state, _ = _read(self.run_dir(run_id))
-        return state
+        return _read(self.run_dir(run_id) / JOURNAL_FILE)[0]
 
     def load_all(self) -> tuple[list[RunState], dict[str, str]]:
         """Every readable run, and the reason each unreadable one was skipped."""
@@ -81,40 +83,47 @@ class RunStore:
         states.sort(key=lambda s: s.created_at)
         return states, problems
 
-    def create(self, state: RunState) -> "RunHandle":
+    def create(self, state: RunState) -> RunHandle:
         directory = self.run_dir(state.run_id)
-        if (directory / STATE_FILE).exists():
+        if (directory / JOURNAL_FILE).exists():
             raise StateError(f"run {state.run_id} already exists")
         directory.mkdir(parents=True, exist_ok=True)
-        handle = RunHandle(directory, state.run_id, committed=0)
-        handle.acquire()
-        handle.save_now(state)
-        return handle
-
-    def open(self, run_id: str) -> tuple[RunState, "RunHandle"]:
-        """Lock a run for this process and load it; the second process gets a clear error."""
-        directory = self.run_dir(run_id)
-        if not (directory / STATE_FILE).exists():
-            raise StateError(f"no run {run_id} in {self.root}")
-        handle = RunHandle(directory, run_id, committed=0)
+        handle = RunHandle(directory, state.run_id)
         handle.acquire()
         try:
-            state, committed_bytes = _read(directory)
+            handle.attach(state, committed_bytes=0)
+            handle.save(state)
         except BaseException:
             handle.release()
             raise
-        handle.adopt(len(state.messages), committed_bytes)
+        return handle
+
+    def open(self, run_id: str) -> tuple[RunState, RunHandle]:
+        """Lock a run for this process and load it; the second process gets a clear error."""
+        directory = self.run_dir(run_id)
+        if not (directory / JOURNAL_FILE).exists():
+            raise StateError(f"no run {run_id} in {self.root}")
+        handle = RunHandle(directory, run_id)
+        handle.acquire()
+        try:
+            state, committed_bytes = _read(directory / JOURNAL_FILE)
+            handle.attach(state, committed_bytes)
+        except BaseException:
+            handle.release()
+            raise
         return state, handle
 
 
 class RunHandle:
     """One process's exclusive hold on a run directory, and its saves."""
 
-    def __init__(self, directory: Path, run_id: str, committed: int) -> None:
+    def __init__(self, directory: Path, run_id: str) -> None:
         self.directory = directory
         self.run_id = run_id
-        self._committed = committed
         self._lock = filelock.FileLock(str(directory / LOCK_FILE), timeout=0)
+        self._fd = -1
+        self._messages = 0
+        self._grown = dict.fromkeys(GROWING_FIELDS, 0)
 
     @property
     def trace_path(self) -> Path:
@@ -133,81 +142,91 @@ class RunHandle:
             ) from None
 
     def release(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
         self._lock.release()
 
-    def adopt(self, committed_messages: int, committed_bytes: int) -> None:
-        """Drop transcript lines written after the last committed header."""
-        self._committed = committed_messages
-        path = self.directory / MESSAGES_FILE
-        if path.exists() and path.stat().st_size != committed_bytes:
-            with open(path, "r+b") as f:
-                f.truncate(committed_bytes)
+    def attach(self, state: RunState, committed_bytes: int) -> None:
+        """Start appending after the last commit, cutting off anything a crash left past it."""
+        path = self.directory / JOURNAL_FILE
+        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
+        if os.fstat(self._fd).st_size != committed_bytes:
+            os.ftruncate(self._fd, committed_bytes)
+        os.lseek(self._fd, committed_bytes, os.SEEK_SET)
+        self._messages = len(state.messages) if committed_bytes else 0
+        self._grown = {f: len(getattr(state, f)) if committed_bytes else 0 for f in GROWING_FIELDS}
 
-    async def save(self, state: RunState) -> None:
-        await asyncio.to_thread(self.save_now, state)
-
-    def save_now(self, state: RunState) -> None:
-        """Append new messages, then replace the header; either both land or the old state stands."""
-        new = state.messages[self._committed :]
+    def save(self, state: RunState) -> None:
+        """Commit the state: its new messages and a header, in one write."""
         header = state.header()
+        for name in GROWING_FIELDS:
+            header[name] = header[name][self._grown[name]:]
         header["message_count"] = len(state.messages)
-        tmp = self.directory / f".{STATE_FILE}.{os.getpid()}.tmp"
+        lines = [_dumps({"m": m}) for m in state.messages[self._messages:]]
+        lines.append(_dumps({"commit": header}))
+        data = ("\n".join(lines) + "\n").encode()
+        start = os.lseek(self._fd, 0, os.SEEK_CUR)
         try:
-            if new:
-                with open(self.directory / MESSAGES_FILE, "a", encoding="utf-8") as f:
-                    f.write("".join(_dumps(m) + "\n" for m in new))
-            with open(tmp, "w", encoding="utf-8") as f:
-                f.write(_dumps(header))
-            os.replace(tmp, self.directory / STATE_FILE)
+            self._append(data)
         except OSError as exc:
-            with suppress(OSError):
-                tmp.unlink()
+            # Cut back to the last commit, so the next save does not follow a torn line.
+            with contextlib.suppress(OSError):
+                os.ftruncate(self._fd, start)
+                os.lseek(self._fd, start, os.SEEK_SET)
             raise SaveError(f"could not save run {self.run_id}: {exc.strerror or exc}") from exc
-        self._committed = len(state.messages)
+        self._messages = len(state.messages)
+        self._grown = {f: len(getattr(state, f)) for f in GROWING_FIELDS}
+
+    def _append(self, data: bytes) -> None:
+        written = os.write(self._fd, data)
+        if written != len(data):
+            raise OSError(errno.ENOSPC, f"short write ({written} of {len(data)} bytes)")
+
+    def compact(self, state: RunState) -> None:
+        """Rewrite the journal as the state alone (one commit), atomically."""
+        tmp = self.directory / f".{JOURNAL_FILE}.{os.getpid()}.tmp"
+        lines = [_dumps({"m": m}) for m in state.messages]
+        lines.append(_dumps({"commit": {**state.header(), "message_count": len(state.messages)}}))
+        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        os.replace(tmp, self.directory / JOURNAL_FILE)
+        os.close(self._fd)
+        self.attach(state, (self.directory / JOURNAL_FILE).stat().st_size)
 
 
-def _read(directory: Path) -> tuple[RunState, int]:
-    """Load a run: the header, then exactly the committed transcript lines."""
-    state_path = directory / STATE_FILE
-    try:
-        raw = state_path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise StateError(f"no saved state at {state_path}") from None
-    try:
-        header = json.loads(raw)
-        if not isinstance(header, dict):
-            raise ValueError("not an object")
-    except ValueError as exc:
-        raise StateError(f"corrupt state file {state_path}: {exc}") from None
-    count = header.pop("message_count", None)
-    if not isinstance(count, int) or count < 0:
-        raise StateError(f"corrupt state file {state_path}: message_count missing")
-    messages, committed_bytes = _read_messages(directory / MESSAGES_FILE, count)
-    state = RunState.from_dict({**header, "messages": messages})
-    return state, committed_bytes
-
-
-def _read_messages(path: Path, count: int) -> tuple[list[dict[str, Any]], int]:
+def _read(path: Path) -> tuple[RunState, int]:
+    """Replay a journal up to its last complete commit; return the state and where it ends."""
     messages: list[dict[str, Any]] = []
-    offset = 0
-    if count:
-        try:
-            with open(path, "rb") as f:
-                for line in _lines(f, count):
-                    try:
-                        messages.append(json.loads(line))
-                    except ValueError as exc:
-                        raise StateError(f"corrupt transcript {path} at message {len(messages) + 1}: {exc}") from None
-                    offset += len(line)
-        except FileNotFoundError:
-            raise StateError(f"transcript {path} is missing") from None
-    if len(messages) != count:
-        raise StateError(f"transcript {path} has {len(messages)} of {count} committed messages")
-    return messages, offset
-
-
-def _lines(f: Any, limit: int) -> Iterator[bytes]:
-    for n, line in enumerate(f):
-        if n >= limit or not line.endswith(b"\n"):
-            return
-        yield line
+    uncommitted: list[dict[str, Any]] = []
+    grown: dict[str, list[Any]] = {f: [] for f in GROWING_FIELDS}
+    header: dict[str, Any] | None = None
+    committed_bytes = offset = 0
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        raise StateError(f"no saved run at {path}") from None
+    with f:
+        for number, line in enumerate(f, 1):
+            offset += len(line)
+            if not line.endswith(b"\n"):
+                break  # a torn tail: the write a crash interrupted
+            try:
+                record = json.loads(line)
+                if "m" in record:
+                    uncommitted.append(record["m"])
+                    continue
+                header = dict(record["commit"])
+                for name in GROWING_FIELDS:
+                    grown[name].extend(header.pop(name, ()))
+            except (ValueError, TypeError, KeyError) as exc:
+                raise StateError(f"corrupt journal {path} at line {number}: {exc}") from None
+            messages.extend(uncommitted)
+            uncommitted.clear()
+            committed_bytes = offset
+            if header.get("message_count") != len(messages):
+                raise StateError(f"corrupt journal {path} at line {number}: "
+                                 f"{len(messages)} messages, the commit says {header.get('message_count')}")
+    if header is None:
+        raise StateError(f"corrupt journal {path}: no committed state")
+    del header["message_count"]
+    return RunState.from_dict({**header, **grown, "messages": messages}), committed_bytes

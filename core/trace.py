@@ -35,7 +35,9 @@ class TraceWriter:
         self._seq += 1
         event.seq = self._seq
         event.ts = time.time()
-        line = json.dumps(event.record(), ensure_ascii=False, separators=(",", ":"), default=str)
+        # ASCII-only: U+2028, U+2029 and NEL inside a string would split the line for readers
+        # that honour Unicode line breaks.
+        line = json.dumps(event.record(), separators=(",", ":"), default=str)
         for secret in self._secrets:
             if secret in line:
                 line = line.replace(secret, "[redacted]")

@@ -242,7 +242,7 @@ async def test_odd_but_usable_tool_calls_are_normalised() -> None:
     async with fake.client() as client:
         reply = await ask(client)
     assert reply.tool_calls == [
-        {"id": "call_0", "type": "function", "function": {"name": "read_file", "arguments": '{"path":"a"}'}}
+        {"id": "", "type": "function", "function": {"name": "read_file", "arguments": '{"path":"a"}'}}
     ]
     assert reply.finish_reason == "tool_calls"
 

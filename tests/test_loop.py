@@ -253,11 +253,7 @@ async def test_approval_does_not_apply_to_changed_arguments(harness: Harness):
     approve(state, note="ok")
     call = state.messages[-1]["tool_calls"][0]
     call["function"]["arguments"] = json.dumps({"path": "errors.log"})
-    handle._committed = len(state.messages) - 1  # rewrite the tampered message
-    messages_file = handle.directory / "messages.jsonl"
-    lines = messages_file.read_text().splitlines(keepends=True)[:-1]
-    messages_file.write_text("".join(lines))
-    handle.save_now(state)
+    handle.compact(state)  # rewrite the journal with the tampered call
     handle.release()
 
     out = await harness.run(run_id)

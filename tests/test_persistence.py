@@ -36,10 +36,6 @@ def wait_until(predicate, what: str, cap_s: float = 60.0) -> None:
         time.sleep(0.01)
 
 
-def turns_in_trace(trace: Path) -> int:
-    return sum(1 for r in read_trace(trace) if r.get("kind") == "turn")
-
-
 def test_sigkill_mid_run_then_resume_costs_what_an_uninterrupted_run_costs(tmp_path: Path):
     baseline = json.loads(tether("run", "plan", "--json", *place(tmp_path / "a")).stdout)
 
@@ -47,8 +43,16 @@ def test_sigkill_mid_run_then_resume_costs_what_an_uninterrupted_run_costs(tmp_p
     proc = subprocess.Popen([sys.executable, "-m", "core.cli", "run", "plan", "--run-id", "victim",
                              "--latency-ms", "300", "--json", *where], stdout=subprocess.PIPE, text=True)
     trace = tmp_path / "b" / "runs" / "victim" / "trace.jsonl"
-    try:
-        wait_until(lambda: turns_in_trace(trace) >= 2, "two turns in the trace")
+    store = RunStore(tmp_path / "b" / "runs")
+
+    def both_results_saved() -> bool:
+        try:
+            return sum(m["role"] == "tool" for m in store.load("victim").messages) == 2
+        except StateError:
+            return False
+
+    try:  # after turn 2 and its tool: the kill lands while turn 3 waits on the provider
+        wait_until(both_results_saved, "turn 2's tool result to be saved")
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -90,12 +94,13 @@ def test_crash_between_a_write_and_its_record_does_not_repeat_it(tmp_path: Path)
 
 def test_two_processes_cannot_resume_one_run(tmp_path: Path):
     where = place(tmp_path)
-    tether("run", "runaway", "--run-id", "r", "--max-turns", "2", *where)
-    holder = subprocess.Popen([sys.executable, "-m", "core.cli", "resume", "r", "--max-turns", "400",
-                               "--json", *where], stdout=subprocess.PIPE, text=True)
+    # The holder is slowed by provider latency so it cannot finish before the second starts.
+    holder = subprocess.Popen([sys.executable, "-m", "core.cli", "run", "runaway", "--run-id", "r",
+                               "--max-turns", "400", "--latency-ms", "100", "--json", *where],
+                              stdout=subprocess.PIPE, text=True)
     trace = tmp_path / "runs" / "r" / "trace.jsonl"
     try:
-        wait_until(lambda: sum(1 for r in read_trace(trace) if r["kind"] == "run_started") >= 2, "the holder to start")
+        wait_until(lambda: any(r["kind"] == "turn" for r in read_trace(trace)), "the holder's first turn")
         second = tether("resume", "r", "--max-turns", "400", *where)
     finally:
         holder.kill()
@@ -104,44 +109,47 @@ def test_two_processes_cannot_resume_one_run(tmp_path: Path):
     assert "already being run by another process" in second.stderr
 
 
-def test_corrupt_state_file_gives_a_clear_error_and_is_left_untouched(tmp_path: Path):
+def test_corrupt_journal_gives_a_clear_error_and_is_left_untouched(tmp_path: Path):
     where = place(tmp_path)
     tether("run", "plan", "--run-id", "p", *where)
-    state_file = tmp_path / "runs" / "p" / "state.json"
-    state_file.write_text('{"run_id": "p", "turns": 3,')
-    before = state_file.read_bytes()
+    journal = tmp_path / "runs" / "p" / "journal.jsonl"
+    lines = journal.read_bytes().splitlines(keepends=True)
+    lines[1] = b'{"m": {"role": "user", "content": "half\n'
+    journal.write_bytes(b"".join(lines))
+    before = journal.read_bytes()
     result = tether("show", "p", *where)
-    assert result.returncode == 2 and "corrupt state file" in result.stderr
-    assert state_file.read_bytes() == before
+    assert result.returncode == 2 and "corrupt journal" in result.stderr and "line 2" in result.stderr
+    assert journal.read_bytes() == before
+    assert tether("resume", "p", *where).returncode == 2
+    assert journal.read_bytes() == before
     listing = tether("runs", *where)
-    assert "skipped p: corrupt state file" in listing.stderr
+    assert "skipped p: corrupt journal" in listing.stderr
 
 
 def test_unknown_state_version_is_refused(tmp_path: Path):
     where = place(tmp_path)
     tether("run", "runaway", "--run-id", "v", "--max-turns", "1", *where)
-    state_file = tmp_path / "runs" / "v" / "state.json"
-    data = json.loads(state_file.read_text())
-    data["version"] = 99
-    state_file.write_text(json.dumps(data))
-    before = state_file.read_bytes()
+    journal = tmp_path / "runs" / "v" / "journal.jsonl"
+    journal.write_bytes(journal.read_bytes().replace(b'"version":1', b'"version":99'))
+    before = journal.read_bytes()
     result = tether("resume", "v", *where)
     assert result.returncode == 2 and "unknown state version 99" in result.stderr
-    assert state_file.read_bytes() == before
+    assert journal.read_bytes() == before
 
 
-def test_torn_transcript_line_is_dropped_on_open(tmp_path: Path):
+def test_torn_journal_tail_is_dropped_on_open(tmp_path: Path):
     store = RunStore(tmp_path / "runs")
     where = place(tmp_path)
     tether("run", "runaway", "--run-id", "t", "--max-turns", "2", *where)
-    messages = tmp_path / "runs" / "t" / "messages.jsonl"
-    committed = messages.read_bytes()
-    with open(messages, "ab") as f:
-        f.write(b'{"role": "assistant", "content": "half a li')
+    journal = tmp_path / "runs" / "t" / "journal.jsonl"
+    committed = journal.read_bytes()
+    expected = store.load("t")
+    with open(journal, "ab") as f:  # a save cut short: a message, no commit, a torn line
+        f.write(b'{"m":{"role":"assistant","content":"whole"}}\n{"m":{"role":"assistant","content":"half a li')
     state, handle = store.open("t")
     handle.release()
-    assert messages.read_bytes() == committed
-    assert len(state.messages) == len(committed.splitlines())
+    assert journal.read_bytes() == committed
+    assert state.messages == expected.messages and state.turns == expected.turns
 
 
 def test_cli_exit_codes_and_json_keys(tmp_path: Path):

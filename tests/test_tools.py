@@ -224,7 +224,7 @@ async def test_delete_file_deletes_once_and_the_key_replays_the_result(ws: Works
     assert not (ws.root / "access.log").exists()
     (ws.root / "access.log").write_text("recreated by someone else")
     again = await DeleteFile().run({"path": "access.log"}, make_ctx(ws))
-    assert again == f"already done: {first}"
+    assert again == first  # the model reads what it read the first time
     assert (ws.root / "access.log").read_text() == "recreated by someone else"
 
 

@@ -123,13 +123,17 @@ class DeleteFile(Tool):
         if entry is not None and entry.intent.get("path") != rel:
             recorded = entry.intent.get("path")
             raise ToolError(f"call {key} was recorded as deleting {recorded}, not {rel}")
+        # A replay answers exactly as the first time did, so the model reads the same
+        # transcript as in a run that never crashed; the trace says it was a replay.
         if entry is not None and entry.status == "done":
-            return f"already done: {entry.result}"
+            ctx.progress(f"already done under {key}: replaying the recorded result")
+            return entry.result or ""
         if entry is not None and not real.exists():
             # Begun, never recorded, file gone: the deletion happened, then the process died.
             result = f"Deleted {rel} ({entry.intent['size']} bytes)."
             ctx.ledger.complete(key, result)
-            return f"{result} (It had happened before an interruption; now recorded.)"
+            ctx.progress(f"deleted before an interruption under {key}: now recorded")
+            return result
         size = _require_file(rel, real)
         ctx.ledger.begin(key, {"tool": self.name, "path": rel, "size": size})
         await aiofiles.os.remove(real)

@@ -294,7 +294,7 @@ async def _profile(url: str, workdir: Path, out: Path, sizes: tuple[int, ...]) -
 # Where a turn's wall time goes: inclusive time of these frames (outermost occurrence).
 BUCKETS = (
     ("ModelClient._attempt", "provider round trip (HTTP exchange, server time included)"),
-    ("RunHandle.save", "persistence: RunHandle.save (to_thread + state.json replace)"),
+    ("RunHandle.save", "persistence: RunHandle.save (one journal append)"),
     ("CancelSignal.guard", "cancel guard around the exchange (tasks + asyncio.wait)"),
     ("EncodedTranscript.body", "request body (EncodedTranscript.body)"),
     ("TraceWriter.write", "trace writes (TraceWriter.write)"),
