@@ -32,7 +32,9 @@ $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed
 	$(BIN)/tether
 
-test: $(VENV)/.installed-test
+# The tests include a real local model (tests/test_local_model.py), so they need the
+# local extra too: the first install compiles llama.cpp (about 6 minutes on 2 cores).
+test: $(VENV)/.installed-test $(VENV)/.installed-local
 	$(BIN)/python -m pytest -q
 
 bench: $(VENV)/.installed-bench
