@@ -84,15 +84,24 @@ class RunStore:
         return states, problems
 
     def create(self, state: RunState) -> RunHandle:
+        """Save a new run. Its journal appears complete (first commit included) or not at
+        all: a crash mid-create leaves nothing to trip over, and of two processes creating
+        one id, the second gets "already exists" instead of truncating the first's run."""
         directory = self.run_dir(state.run_id)
-        if (directory / JOURNAL_FILE).exists():
-            raise StateError(f"run {state.run_id} already exists")
         directory.mkdir(parents=True, exist_ok=True)
+        journal = directory / JOURNAL_FILE
+        tmp = directory / f".{JOURNAL_FILE}.{os.getpid()}.new"
+        tmp.write_bytes(_commit_bytes(state.messages, _header(state)))
+        try:
+            os.link(tmp, journal)
+        except FileExistsError:
+            raise StateError(f"run {state.run_id} already exists") from None
+        finally:
+            tmp.unlink()
         handle = RunHandle(directory, state.run_id)
         handle.acquire()
         try:
-            handle.attach(state, committed_bytes=0)
-            handle.save(state)
+            handle.attach(state, committed_bytes=journal.stat().st_size)
         except BaseException:
             handle.release()
             raise
@@ -159,13 +168,10 @@ class RunHandle:
 
     def save(self, state: RunState) -> None:
         """Commit the state: its new messages and a header, in one write."""
-        header = state.header()
+        header = _header(state)
         for name in GROWING_FIELDS:
             header[name] = header[name][self._grown[name]:]
-        header["message_count"] = len(state.messages)
-        lines = [_dumps({"m": m}) for m in state.messages[self._messages:]]
-        lines.append(_dumps({"commit": header}))
-        data = ("\n".join(lines) + "\n").encode()
+        data = _commit_bytes(state.messages[self._messages:], header)
         start = os.lseek(self._fd, 0, os.SEEK_CUR)
         try:
             self._append(data)
@@ -186,12 +192,21 @@ class RunHandle:
     def compact(self, state: RunState) -> None:
         """Rewrite the journal as the state alone (one commit), atomically."""
         tmp = self.directory / f".{JOURNAL_FILE}.{os.getpid()}.tmp"
-        lines = [_dumps({"m": m}) for m in state.messages]
-        lines.append(_dumps({"commit": {**state.header(), "message_count": len(state.messages)}}))
-        tmp.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        tmp.write_bytes(_commit_bytes(state.messages, _header(state)))
         os.replace(tmp, self.directory / JOURNAL_FILE)
         os.close(self._fd)
         self.attach(state, (self.directory / JOURNAL_FILE).stat().st_size)
+
+
+def _header(state: RunState) -> dict[str, Any]:
+    return {**state.header(), "message_count": len(state.messages)}
+
+
+def _commit_bytes(messages: list[dict[str, Any]], header: dict[str, Any]) -> bytes:
+    """Journal lines for ``messages`` followed by the commit of ``header``."""
+    lines = [_dumps({"m": m}) for m in messages]
+    lines.append(_dumps({"commit": header}))
+    return ("\n".join(lines) + "\n").encode()
 
 
 def _read(path: Path) -> tuple[RunState, int]:

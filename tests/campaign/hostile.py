@@ -60,9 +60,9 @@ INVENTORY: dict[str, list[str]] = {
     "tampered or damaged run dirs": [
         "tests/test_loop.py::test_approval_does_not_apply_to_changed_arguments",
         "tests/test_loop.py::test_approval_is_single_use_and_bound_to_the_call",
-        "tests/test_persistence.py::test_corrupt_state_file_gives_a_clear_error_and_is_left_untouched",
+        "tests/test_persistence.py::test_corrupt_journal_gives_a_clear_error_and_is_left_untouched",
         "tests/test_persistence.py::test_unknown_state_version_is_refused",
-        "tests/test_persistence.py::test_torn_transcript_line_is_dropped_on_open",
+        "tests/test_persistence.py::test_torn_journal_tail_is_dropped_on_open",
         "tests/test_persistence.py::test_store_refuses_path_like_run_ids",
         "tests/test_tools.py::test_ledger_tolerates_a_torn_last_line_and_appends_after_it",
         H + "test_damaged_run_dir_is_refused_in_words_and_left_alone",
@@ -97,4 +97,7 @@ def run_all() -> tuple[list[tuple[str, int, int]], list[str]]:
                 if any(nodeid == node or nodeid.startswith(node + "[") for node in nodes)}
         rows.append((kind, len(mine), sum(o == "passed" for o in mine.values())))
         failed += [nodeid for nodeid, outcome in mine.items() if outcome != "passed"]
+        # A listed test that no longer exists ran nothing: that is a failure, not a pass.
+        failed += [f"{node} (listed, but no such test ran)" for node in nodes
+                   if not any(n == node or n.startswith(node + "[") for n in plugin.outcomes)]
     return rows, failed
