@@ -10,36 +10,12 @@ Build :class:`rich.text.Text` from :func:`clean` strings and append styles separ
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from rich.text import Text
 
 from core.state import RunState, Status
-
-# C0 controls except \n and \t, DEL, and C1 controls; plus the bidi overrides and isolates
-# that can make displayed text read differently from what it is.
-_CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069]")
-
-
-def _picture(match: re.Match[str]) -> str:
-    ch = match.group(0)
-    code = ord(ch)
-    if code < 0x20:
-        return chr(0x2400 + code)  # ␛ ␍ ␇ …
-    if code == 0x7F:
-        return "\u2421"  # ␡
-    return "\ufffd"
-
-
-def clean(value: Any, *, keep_newlines: bool = True) -> str:
-    """``value`` as display-safe text: control characters made visible, tabs expanded."""
-    text = value if isinstance(value, str) else str(value)
-    text = text.replace("\r\n", "\n").expandtabs(4)
-    text = _CONTROL.sub(_picture, text)
-    if not keep_newlines:
-        text = text.replace("\n", "⏎ ")
-    return text
+from core.text import clean
 
 
 def one_line(value: Any, limit: int = 120) -> str:
@@ -71,14 +47,14 @@ _BADGES: dict[str, str] = {
     "budget_exceeded": "$ budget",
     "approval": "⏸ approval",
     "cancelled": "■ stopped",
-    "interrupted": "■ interrupted",
-    "stale": "◌ not running",
+    "interrupted": "■ stopped",
+    "stale": "◌ not live",
     "worker_error": "✖ failed",
 }
 _COLOURS = {
     "running": "bold yellow", "completed": "green", "failed": "bold red",
     "max_turns_exceeded": "magenta", "budget_exceeded": "magenta", "approval": "bold cyan",
-    "cancelled": "bright_black", "interrupted": "bright_black", "stale": "bright_black",
+    "cancelled": "yellow", "interrupted": "yellow", "stale": "bright_black",
     "worker_error": "bold red",
 }
 

@@ -40,7 +40,8 @@ SLOW_NO_COUNT = "The archive scan did not report how many entries it scanned."
 RESEARCH_QUESTION = "Which file mentions a timeout?"
 RESEARCH_PREFIX = "Research result: "
 
-_SCANNED = re.compile(r"scanned\s+(\d[\d,]*)", re.IGNORECASE)
+# "scanned 1200 of 1200 entries" (finished) or "(630 of 1200 entries scanned)" (stopped).
+_SCANNED = re.compile(r"scanned\s+(\d[\d,]*)|(\d[\d,]*) of \d[\d,]* entries scanned", re.IGNORECASE)
 _UNFINISHED = re.compile(r"cancel|did not finish|interrupted", re.IGNORECASE)
 
 Message = Mapping[str, Any]
@@ -175,7 +176,7 @@ def _slow(t: int, tool_text: str, messages: Sequence[Message]) -> Reply:
     found = _SCANNED.search(tool_text)
     if found is None:
         return _answer(SLOW_NO_COUNT)
-    n = int(found.group(1).replace(",", ""))
+    n = int((found.group(1) or found.group(2)).replace(",", ""))
     template = SLOW_UNFINISHED if _UNFINISHED.search(tool_text) else SLOW_ANSWER
     return _answer(template.format(n=n))
 

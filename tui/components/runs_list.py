@@ -9,7 +9,8 @@ from textual.widgets import DataTable
 
 from tui.text import badge, money, one_line
 
-COLUMNS = (("status", "Status"), ("run", "Run"), ("model", "Scenario"), ("turns", "Turns"), ("cost", "Cost"))
+COLUMNS = (("status", "Status"), ("run", "Run (scenario-…)"), ("turns", "Turns"), ("cost", "Cost"))
+WIDTHS = {"status": 11, "turns": 8, "cost": 8}  # fixed, so updating a cell never reflows the table
 
 
 @dataclass(frozen=True)
@@ -23,17 +24,26 @@ class RunRow:
     depth: int = 0
 
     def cells(self) -> dict[str, Text]:
-        name = one_line(self.run_id, 48)
-        if self.depth:
-            name = "  " * (self.depth - 1) + "└ " + name.rsplit(".", 1)[-1]
         cap = "" if self.max_turns is None else f"/{self.max_turns}"
         return {
             "status": badge(self.badge_key),
-            "run": Text(name, style="dim" if self.depth else ""),
-            "model": Text(one_line(self.model, 24)),
+            "run": self.name(),
             "turns": Text(f"{self.turns}{cap}", justify="right"),
             "cost": Text(money(self.cost), justify="right"),
         }
+
+
+    def name(self) -> Text:
+        """The run id with its scenario (model) part in bold; a child shows its call id."""
+        if self.depth:
+            out = Text("  " * (self.depth - 1) + "└ subagent ", style="dim")
+            out.append(one_line(self.run_id.rsplit(".", 1)[-1], 30), style="dim")
+            return out
+        rid, model = one_line(self.run_id, 48), one_line(self.model, 30)
+        prefix = model.replace("/", "_")[:24]
+        if rid.startswith(prefix):
+            return Text.assemble((prefix, "bold"), (rid[len(prefix):], ""))
+        return Text.assemble((rid, ""), (f" ({model})", "dim"))
 
 
 class RunsList(DataTable[Text]):
@@ -48,7 +58,7 @@ class RunsList(DataTable[Text]):
 
     def on_mount(self) -> None:
         for key, label in COLUMNS:
-            self.add_column(Text(label), key=key)
+            self.add_column(Text(label), key=key, width=WIDTHS.get(key))
 
     @property
     def order(self) -> list[str]:
@@ -85,7 +95,7 @@ class RunsList(DataTable[Text]):
         new, before = row.cells(), old.cells()
         for key, _ in COLUMNS:
             if new[key] != before[key]:
-                self.update_cell(row.run_id, key, new[key], update_width=True)
+                self.update_cell(row.run_id, key, new[key], update_width=key not in WIDTHS)
 
     def select(self, run_id: str) -> None:
         if run_id in self._rows and self.highlighted_run != run_id:

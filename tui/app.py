@@ -1,0 +1,844 @@
+"""The Tether console: a Textual app that supervises runs of the harness.
+
+The console is a view over the run contract and its event stream, never a second
+implementation of it: every operation (start, resume, approve, reject) is a call on
+:class:`core.harness.Harness` executed in an async Textual worker, and every update of
+the screen comes from the run's events.
+
+Event flow: the harness calls :meth:`TetherApp._sink` synchronously from the run's loop
+(the same asyncio loop as the app). The sink does almost nothing: it keeps a reference to
+the run's live :class:`RunState`, queues the event, marks the run dirty and, if no refresh
+is pending, posts one :class:`Flush` message. The app handles it at most every
+``FLUSH_INTERVAL_S``: it formats the queued events into the per-run trace buffers
+(bounded), updates the changed rows of the runs list, the approvals pane when an
+approval-related event came, and the detail panes of the selected run incrementally.
+So a run emitting thousands of events a second costs the UI a few refreshes a second.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import App, ComposeResult, SystemCommand
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.css.query import NoMatches
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Header, OptionList, Static
+from textual.worker import Worker
+
+from core.cancel import CancelSignal
+from core.events import Event
+from core.harness import Harness, Outcome
+from core.provider import SCENARIOS
+from core.state import RunState, Status
+from core.store import TRACE_FILE
+from tui.components.approvals import ApprovalsPane, Pending
+from tui.components.cost_meter import CostMeter
+from tui.components.dialogs import (
+    GRACE_S,
+    ApproveDialog,
+    HelpScreen,
+    NewRunDialog,
+    NewRunRequest,
+    RejectDialog,
+    ResumeDialog,
+    ResumeRequest,
+)
+from tui.components.key_bar import KeyBar
+from tui.components.runs_list import RunRow, RunsList
+from tui.components.trace_view import MAX_LINES, TraceView, format_record, tail_records
+from tui.components.transcript import TranscriptView
+from tui.components.view_cache import ViewCache
+from tui.text import badge, badge_key, clean, one_line, stop_reason
+
+FLUSH_INTERVAL_S = 0.05
+TRACED_PER_FLUSH = 300  # events formatted into trace lines per refresh, the newest
+URGENT = frozenset({"run_started", "run_stopped", "approval_required", "approval_decision"})  # shown at once
+STOP_REASON = "operator pressed Stop"
+QUIT_REASON = "operator quit the console"
+QUIT_TIMEOUT_S = 15.0
+VIEWS_KEPT = 6  # rendered transcripts and traces kept per run, least recently shown evicted
+
+
+def scenario_choices() -> dict[str, str]:
+    """Scenario name -> description, without the internal ``*_child`` scripts."""
+    return {name: s.description for name, s in SCENARIOS.items() if not name.endswith("_child")}
+
+
+class Flush(Message):
+    """Posted by the event sink when the views are out of date (at most one pending)."""
+
+
+class ConsoleScreen(Screen[None]):
+    """The main screen. Its bindings act on the selected run and are greyed out in the
+    footer (``App.check_action`` returns None) when they do not apply to it."""
+
+    BINDINGS = [
+        Binding("s", "app.stop", "Stop", id="tether.stop", tooltip="Stop the selected run"),
+        Binding("a", "app.approve", "Approve", id="tether.approve", tooltip="Approve the pending call"),
+        Binding("r", "app.reject", "Reject", id="tether.reject", tooltip="Reject the pending call, in words"),
+        Binding("n", "app.new_run", "New run", id="tether.new_run"),
+        Binding("R", "app.resume", "Resume", key_display="R", id="tether.resume",
+                tooltip="Resume with raised limits"),
+        Binding("f1", "app.help", "Help", id="tether.help"),
+        Binding("q", "app.quit", "Quit", id="tether.quit", tooltip="Stop running runs cleanly, then quit"),
+    ]
+
+    def compose(self) -> ComposeResult:
+        yield Header(show_clock=False, icon="⛓")
+        with Horizontal(id="body"):
+            with Vertical(id="left"):
+                yield RunsList(id="runs")
+                yield ApprovalsPane(id="approvals")
+            with Vertical(id="right"):
+                yield Static(id="run-header")
+                yield CostMeter(id="cost")
+                yield Vertical(id="transcripts")
+                yield Vertical(id="traces")
+        yield KeyBar(id="keys")
+
+    def on_mount(self) -> None:
+        self.app.console_ready()  # type: ignore[attr-defined]
+
+
+class TetherApp(App[int]):
+    CSS_PATH = "app.tcss"
+    TITLE = "Tether"
+    SUB_TITLE = "agent runs"
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
+    VERTICAL_BREAKPOINTS = [(0, "-short"), (36, "-tall")]
+    BINDINGS = [
+        Binding("ctrl+q", "quit", "Quit", show=False, priority=True, id="tether.ctrl_quit"),
+    ]
+
+    def __init__(
+        self,
+        *,
+        harness: Harness | None = None,
+        runs_dir: Path | str | None = None,
+        workspace: Path | str | None = None,
+        base_url: str | None = None,
+        api_key: str | None = None,
+        model: str | None = None,
+        start: Sequence[str] = (),
+        latency_ms: float = 0.0,
+        timings: bool = True,
+        deterministic: bool = False,
+        grace_s: float = GRACE_S,
+    ) -> None:
+        super().__init__()
+        self._owns_harness = harness is None
+        self.harness = harness or Harness(runs_dir, workspace, base_url=base_url, api_key=api_key,
+                                          latency_ms=latency_ms)
+        self.default_model = model
+        self.start_requests = list(start)
+        self.timings = timings and not deterministic
+        self.deterministic = deterministic
+        self.grace_s = grace_s
+        # what the console knows about each run
+        self.states: dict[str, RunState] = {}
+        self.signals: dict[str, CancelSignal] = {}
+        self.active: dict[str, Worker[Any]] = {}
+        self.worker_errors: dict[str, str] = {}
+        self.last_reason: dict[str, str] = {}
+        self.activity: dict[str, str] = {}
+        self.load_problems: dict[str, str] = {}
+        self.selected: str | None = None
+        # event intake, drained by _flush
+        self._events: deque[Event] = deque(maxlen=50_000)
+        self._dirty: set[str] = set()
+        self._structure_dirty = True
+        self._approvals_dirty = True
+        self._flush_pending = False
+        self._urgent = False
+        self._last_flush = 0.0
+        self.events_seen = 0
+        # per-run trace lines (bounded), and the last seq each holds per source run
+        self._trace: dict[str, deque[tuple[int, str]]] = {}
+        self._line_no = 0
+        self._trace_seq: dict[tuple[str, str], int] = {}
+        self._quitting = False
+        self._transcripts: ViewCache[TranscriptView]
+        self._traces: ViewCache[TraceView]
+        self._bindings_dirty = True
+        self._applies: tuple[Any, ...] = (None, None, None, None)
+        self._console_up = False
+        self._console_screen: ConsoleScreen
+        self.painted: deque[tuple[str, str, float]] = deque(maxlen=1000)  # (what, run id, when) shown
+
+    # ---- set-up ----------------------------------------------------------------
+    def get_default_screen(self) -> Screen[Any]:
+        self._console_screen = ConsoleScreen(id="console")
+        return self._console_screen
+
+    @property
+    def console_screen(self) -> ConsoleScreen:
+        return self._console_screen
+
+    def console_ready(self) -> None:
+        """The console screen is composed: read the runs on disk, start the --start runs."""
+        self._console_up = True
+        screen = self.console_screen
+        self._transcripts = ViewCache(screen.query_one("#transcripts"),
+                                      lambda: TranscriptView(classes="transcript"), VIEWS_KEPT)
+        self._traces = ViewCache(screen.query_one("#traces"), lambda: TraceView(classes="trace"), VIEWS_KEPT)
+        self.reload_runs()
+        first_started: str | None = None
+        for request in self.start_requests:
+            try:
+                if self.harness.base_url:
+                    rid = self.create_run(NewRunRequest(self.default_model or "", request), start=True)
+                else:
+                    rid = self.create_run(NewRunRequest(request), start=True)
+            except Exception as exc:  # an unknown scenario must not stop the console
+                self.notify(f"could not start {one_line(request)}: {one_line(exc)}", severity="error", markup=False)
+                continue
+            first_started = first_started or rid
+        if first_started:
+            self.select(first_started)
+        elif self.states and self.selected is None:
+            self.select(self._ordered_ids()[-1])
+        if self.selected is None:
+            self._refresh_detail()
+        self._flush()
+        self.query_one("#runs", RunsList).focus()
+        if self.load_problems:
+            self.notify(f"skipped {len(self.load_problems)} unreadable run(s): "
+                        + "; ".join(f"{one_line(k, 40)}: {one_line(v, 80)}" for k, v in self.load_problems.items()),
+                        severity="warning", markup=False, timeout=10)
+
+    def reload_runs(self) -> None:
+        """Read every run on disk (runs this console is driving keep their live state)."""
+        states, problems = self.harness.store.load_all()
+        for state in states:
+            if state.run_id not in self.active and state.run_id not in self.harness.live:
+                self.states[state.run_id] = state
+        self.load_problems = problems
+        self._structure_dirty = self._approvals_dirty = True
+
+    # ---- the event sink ------------------------------------------------------------
+    def _sink(self, event: Event) -> None:
+        """Called synchronously by the run's loop for every event: keep it cheap."""
+        rid = event.run_id
+        live = self.harness.live.get(rid)
+        if live is not None and self.states.get(rid) is not live:
+            if rid not in self.states:
+                self._structure_dirty = True
+            self.states[rid] = live
+        self._events.append(event)
+        self._dirty.add(rid)
+        self.events_seen += 1
+        if event.kind in URGENT:
+            self._urgent = True
+        if not self._flush_pending:
+            self._flush_pending = True
+            self.post_message(Flush())
+
+    def _mark(self, run_id: str | None = None, *, structure: bool = False) -> None:
+        if run_id:
+            self._dirty.add(run_id)
+        if structure:
+            self._structure_dirty = self._approvals_dirty = True
+        if not self._flush_pending:
+            self._flush_pending = True
+            self.post_message(Flush())
+
+    def on_flush(self, message: Flush) -> None:
+        wait = self._last_flush + FLUSH_INTERVAL_S - time.monotonic()
+        if wait > 0 and not self._urgent:
+            self.set_timer(wait, self._flush)
+        else:
+            self._flush()
+
+    def _flush(self) -> None:
+        try:
+            self._flush_views()
+        except NoMatches:  # the console is being torn down; the states are already up to date
+            pass
+
+    def _flush_views(self) -> None:
+        self._flush_pending = False
+        self._urgent = False
+        self._last_flush = time.monotonic()
+        if not self._console_up:
+            return
+        events = list(self._events)
+        self._events.clear()
+        dirty, self._dirty = self._dirty, set()
+        new_lines: dict[str, list[str]] = {}
+        # Under a flood only the newest events can still be on screen: format those, and say
+        # how many were left out (the trace file has every one of them).
+        traced_from = max(0, len(events) - TRACED_PER_FLUSH)
+        if traced_from:
+            skipped: dict[str, int] = {}
+            for event in events[:traced_from]:
+                skipped[event.run_id] = skipped.get(event.run_id, 0) + 1
+            for run_id, count in skipped.items():
+                self._trace_note(run_id, f"… {count:,} events not shown here (all are in the trace file)",
+                                 new_lines)
+        for index, event in enumerate(events):
+            kind = event.kind
+            if kind == "run_stopped":
+                self.last_reason[event.run_id] = getattr(event, "reason", "")
+                self._approvals_dirty = True
+                self.call_after_refresh(self._painted, "stopped", event.run_id)
+            elif kind == "run_started":
+                self.last_reason.pop(event.run_id, None)
+                self._approvals_dirty = True
+            elif kind.startswith("approval"):
+                self._approvals_dirty = True
+            self._note_activity(event)
+            if index >= traced_from:
+                self._trace_event(event, new_lines)
+        screen = self.console_screen
+        changed_status = any(e.kind in ("run_started", "run_stopped") or e.kind.startswith("approval")
+                             for e in events)
+        self._refresh_runs_list(dirty)
+        if self._approvals_dirty:
+            self._approvals_dirty = False
+            screen.query_one("#approvals", ApprovalsPane).set_items(self.pending_approvals())
+        sel = self.selected
+        if sel is not None and (sel in dirty or sel in new_lines):
+            self._refresh_detail()
+        if changed_status or self._bindings_dirty:
+            self._bindings_dirty = False
+            self._refresh_bindings_if_changed()
+            self._refresh_subtitle()
+
+    def _note_activity(self, event: Event) -> None:
+        """What a live run is doing right now, for its header (tool progress included)."""
+        rid, kind = event.run_id, event.kind
+        root = self.root_of(rid)
+        where = "" if root == rid else f"subagent {rid[len(root) + 1:]}: "
+        if kind == "tool_start":
+            text = f"{where}{getattr(event, 'name', '')} running"
+        elif kind == "tool_progress":
+            text = f"{where}{getattr(event, 'name', '')}: {getattr(event, 'label', '')}"
+        elif kind in ("turn", "tool_result", "run_started"):
+            text = f"{where}asking the model" if kind != "tool_result" or where else ""
+        else:
+            text = ""
+        for target in {rid, root}:
+            if text:
+                self.activity[target] = text
+            else:
+                self.activity.pop(target, None)
+        if kind == "run_stopped":
+            self.activity.pop(rid, None)
+            if root != rid:
+                self.activity[root] = "asking the model"
+
+    # ---- trace buffers ---------------------------------------------------------------
+    def _trace_buffer(self, rid: str, below_seq: int | None = None) -> deque[tuple[int, str]]:
+        """A run's trace lines, numbered (so a view knows which it has shown), bounded."""
+        buf = self._trace.get(rid)
+        if buf is None:
+            buf = deque(maxlen=MAX_LINES)
+            last = 0
+            try:
+                path = self.harness.store.run_dir(rid) / TRACE_FILE
+            except Exception:
+                path = None
+            if path is not None:
+                for record in tail_records(path):
+                    seq = int(record.get("seq") or 0)
+                    if below_seq is not None and seq >= below_seq:
+                        continue
+                    self._line_no += 1
+                    buf.append((self._line_no, format_record(record, timings=self.timings)))
+                    last = max(last, seq)
+            self._trace[rid] = buf
+            self._trace_seq[(rid, rid)] = last
+        return buf
+
+    def trace_lines(self, rid: str) -> list[str]:
+        """The trace lines the console holds for a run (bounded)."""
+        return [line for _, line in self._trace_buffer(rid)]
+
+    def _trace_note(self, rid: str, text: str, new_lines: dict[str, list[str]]) -> None:
+        buf = self._trace_buffer(rid)
+        self._line_no += 1
+        buf.append((self._line_no, text))
+        new_lines.setdefault(rid, []).append(text)
+
+    def _trace_event(self, event: Event, new_lines: dict[str, list[str]]) -> None:
+        rid = event.run_id
+        targets = [(rid, "")]
+        root = self.root_of(rid)
+        if root != rid:
+            suffix = rid[len(root) + 1:] if rid.startswith(root + ".") else rid
+            targets.append((root, f"↳ {suffix} "))
+        for target, prefix in targets:
+            if target not in self._trace:
+                if target != rid:
+                    self._trace_buffer(target)
+                else:
+                    self._trace_buffer(target, below_seq=event.seq)
+            key = (target, rid)
+            if event.seq and event.seq <= self._trace_seq.get(key, 0):
+                continue
+            self._trace_seq[key] = event.seq
+            line = format_record(event.record(), timings=self.timings, prefix=prefix)
+            self._line_no += 1
+            self._trace[target].append((self._line_no, line))
+            new_lines.setdefault(target, []).append(line)
+
+    # ---- derived views -----------------------------------------------------------------
+    def is_live(self, rid: str) -> bool:
+        return rid in self.active or rid in self.harness.live
+
+    def root_of(self, rid: str) -> str:
+        seen = set()
+        while rid not in seen:
+            seen.add(rid)
+            st = self.states.get(rid)
+            parent = st.parent_run_id if st else None
+            if not parent:
+                return rid
+            rid = parent
+        return rid
+
+    def _ordered_ids(self) -> list[str]:
+        states = self.states
+        children: dict[str, list[str]] = {}
+        roots: list[str] = []
+        for rid, st in states.items():
+            parent = st.parent_run_id
+            if parent and parent in states:
+                children.setdefault(parent, []).append(rid)
+            else:
+                roots.append(rid)
+        key = lambda r: (states[r].created_at, r)  # noqa: E731
+        out: list[str] = []
+
+        def walk(rid: str, depth: int) -> None:
+            out.append(rid)
+            if depth < 8:
+                for child in sorted(children.get(rid, ()), key=key):
+                    walk(child, depth + 1)
+
+        for rid in sorted(roots, key=key):
+            walk(rid, 0)
+        return out
+
+    def _depth(self, rid: str) -> int:
+        depth, st = 0, self.states.get(rid)
+        while st is not None and st.parent_run_id and st.parent_run_id in self.states and depth < 8:
+            depth += 1
+            st = self.states.get(st.parent_run_id)
+        return depth
+
+    def badge_key(self, rid: str) -> str:
+        return badge_key(self.states[rid], live=self.is_live(rid), worker_error=self.worker_errors.get(rid))
+
+    def _row(self, rid: str) -> RunRow:
+        st = self.states[rid]
+        return RunRow(rid, self.badge_key(rid), st.model, st.turns, st.limits.max_turns, st.cost_usd,
+                      self._depth(rid))
+
+    def _refresh_runs_list(self, dirty: set[str] | None = None) -> None:
+        runs = self.console_screen.query_one("#runs", RunsList)
+        if self._structure_dirty:
+            self._structure_dirty = False
+            order = self._ordered_ids()
+            runs.set_rows([self._row(r) for r in order], self.selected)
+        else:
+            targets = set(runs.order) if dirty is None else {r for d in dirty for r in (d, self.root_of(d))}
+            for rid in targets:
+                if rid in self.states:
+                    runs.update_row(self._row(rid))
+        runs.border_subtitle = f"{len(self.states)} runs"
+
+    def pending_approvals(self) -> list[Pending]:
+        out = []
+        for rid in self._ordered_ids():
+            st = self.states[rid]
+            it = st.interruption or {}
+            if st.status is Status.INTERRUPTED and it.get("type") == "approval" and not self.is_live(rid):
+                out.append(Pending(rid, str(it.get("callId", "")), str(it.get("toolName", "")),
+                                   str(it.get("args", "")), str(it.get("why", ""))))
+        return out
+
+    def reason(self, rid: str) -> str:
+        return stop_reason(self.states[rid], live=self.is_live(rid), last_reason=self.last_reason.get(rid),
+                           worker_error=self.worker_errors.get(rid))
+
+    def _header_text(self, rid: str) -> Text:
+        st = self.states[rid]
+        key = self.badge_key(rid)
+        out = Text()
+        out.append(one_line(rid, 80), style="bold")
+        out.append("  ")
+        out.append_text(badge(key))
+        out.append(f"   {one_line(st.model, 40)}", style="dim")
+        if st.parent_run_id:
+            out.append(f"   subagent of {one_line(st.parent_run_id, 60)}", style="dim")
+        out.append("\ntask    ", style="dim")
+        out.append(one_line(st.task, 200))
+        it = st.interruption or {}
+        out.append("\n")
+        if st.status is Status.COMPLETED:
+            out.append("answer  ", style="dim")
+            out.append(one_line(st.answer or "", 300), style="green")
+        elif key == "approval":
+            out.append("waiting ", style="dim")
+            out.append(f"{clean(it.get('toolName'))} {one_line(it.get('args'), 120)} ({clean(it.get('callId'))})",
+                       style="bold")
+            out.append("  a approves · r rejects", style="dim")
+        elif key == "running":
+            out.append("running ", style="dim")
+            out.append(one_line(self.activity.get(rid) or "asking the model", 200), style="bold")
+            out.append("  s stops it", style="dim")
+        else:
+            out.append("stopped ", style="dim")
+            out.append(one_line(self.reason(rid), 300), style="yellow" if key != "failed" else "red")
+            if self.can_resume(rid):
+                out.append("  R resumes", style="dim")
+        return out
+
+    def _transcript_footer(self, rid: str) -> Text | None:
+        st = self.states[rid]
+        if st.status is Status.RUNNING and self.is_live(rid):
+            return None
+        key = self.badge_key(rid)
+        if st.status is Status.COMPLETED and key != "worker_error":
+            return Text("── completed: the model answered ──", style="dim green")
+        return Text(f"── {st.status.value}: {clean(self.reason(rid))} ──", style="bold yellow")
+
+    @property
+    def transcript_view(self) -> TranscriptView:
+        """The transcript view of the selected run."""
+        return self._transcripts.get(self.selected or "")
+
+    @property
+    def trace_view(self) -> TraceView:
+        """The trace view of the selected run."""
+        return self._traces.get(self.selected or "")
+
+    def _refresh_detail(self) -> None:
+        screen = self.console_screen
+        rid = self.selected
+        header = screen.query_one("#run-header", Static)
+        key_rid = rid if rid is not None and rid in self.states else ""
+        transcript = self._transcripts.show(key_rid)
+        trace = self._traces.show(key_rid)
+        cost = screen.query_one("#cost", CostMeter)
+        if rid is None or rid not in self.states:
+            self._update_static(header, Text("No run selected. Press n to start one.", style="dim"))
+            transcript.show(None)
+            cost.show(None)
+            return
+        st = self.states[rid]
+        self._update_static(header, self._header_text(rid))
+        transcript.show(st, self._transcript_footer(rid))
+        trace.sync(self._trace_buffer(rid))
+        cost.show(st)
+
+    @staticmethod
+    def _update_static(widget: Static, text: Text) -> None:
+        """Update only when the text changed: every refresh repaints the widget."""
+        if getattr(widget, "_tether_last", None) != text:
+            widget._tether_last = text  # type: ignore[attr-defined]
+            widget.update(text)
+
+    def _refresh_subtitle(self) -> None:
+        running = sum(1 for r in self.states if self.is_live(r) and self.states[r].parent_run_id is None)
+        waiting = len(self.console_screen.query_one("#approvals", ApprovalsPane).items)
+        self.sub_title = f"{len(self.states)} runs · {running} running · {waiting} waiting for approval"
+
+    # ---- selection ------------------------------------------------------------------------
+    def select(self, rid: str | None) -> None:
+        if rid is None or rid not in self.states:
+            return
+        changed = rid != self.selected
+        self.selected = rid
+        runs = self.console_screen.query_one("#runs", RunsList)
+        runs.select(rid)
+        if changed:
+            self._refresh_detail()
+            self._refresh_bindings_if_changed()
+            self.call_after_refresh(self._painted, "selected", rid)
+
+    def _refresh_bindings_if_changed(self) -> None:
+        rid = self.selected
+        applies = (rid, rid is not None and self.can_stop(rid), rid is not None and self.can_decide(rid),
+                   rid is not None and self.can_resume(rid))
+        if applies[1:] != self._applies[1:]:
+            self.console_screen.refresh_bindings()
+        self._applies = applies
+
+    def _painted(self, what: str, rid: str) -> None:
+        """Record when a change reached the screen (the benchmark's key-to-effect clock)."""
+        self.painted.append((what, rid, time.perf_counter()))
+
+    @on(DataTable.RowHighlighted, "#runs")
+    def _run_highlighted(self, event: DataTable.RowHighlighted) -> None:
+        rid = event.row_key.value
+        if rid and rid != self.selected:
+            self.select(rid)
+
+    @on(OptionList.OptionHighlighted, "#approvals")
+    def _approval_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        pane = self.console_screen.query_one("#approvals", ApprovalsPane)
+        if pane.has_focus and pane.current is not None:
+            self.select(pane.current.run_id)
+
+    @on(OptionList.OptionSelected, "#approvals")
+    def _approval_chosen(self, event: OptionList.OptionSelected) -> None:
+        pane = self.console_screen.query_one("#approvals", ApprovalsPane)
+        if pane.current is not None:
+            self.select(pane.current.run_id)
+            self.action_approve()
+
+    def on_descendant_focus(self, event: Any) -> None:
+        widget = getattr(event, "widget", None)
+        if isinstance(widget, ApprovalsPane) and widget.current is not None:
+            self.select(widget.current.run_id)
+
+    # ---- what applies to a run ---------------------------------------------------------------
+    def can_stop(self, rid: str) -> bool:
+        root = self.root_of(rid)
+        signal = self.signals.get(root)
+        return root in self.active and signal is not None and not signal.cancelled
+
+    def can_decide(self, rid: str) -> bool:
+        st = self.states.get(rid)
+        return (st is not None and not self.is_live(rid) and st.status is Status.INTERRUPTED
+                and (st.interruption or {}).get("type") == "approval")
+
+    def can_resume(self, rid: str) -> bool:
+        st = self.states.get(rid)
+        if st is None or self.is_live(rid) or st.parent_run_id:
+            return False
+        if st.status in (Status.MAX_TURNS_EXCEEDED, Status.BUDGET_EXCEEDED):
+            return True
+        if st.status is Status.INTERRUPTED:
+            return (st.interruption or {}).get("type") != "approval"
+        return st.status is Status.RUNNING  # saved as running, but nobody is running it
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        checks: dict[str, Callable[[str], bool]] = {
+            "stop": self.can_stop, "approve": self.can_decide, "reject": self.can_decide,
+            "resume": self.can_resume,
+        }
+        check = checks.get(action)
+        if check is None:
+            return True
+        rid = self.selected
+        return True if rid is not None and check(rid) else None
+
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        rid = self.selected
+        name = one_line(rid or "", 40)
+        yield SystemCommand("New run", "Start a run: scenario, limits and policies", self.action_new_run)
+        yield SystemCommand("Help", "Keys and what they do (F1)", self.action_help)
+        if rid and self.can_stop(rid):
+            yield SystemCommand("Stop run", f"Stop {name}: fire its cancellation signal", self.action_stop)
+        if rid and self.can_decide(rid):
+            yield SystemCommand("Approve call", f"Approve the pending call of {name}", self.action_approve)
+            yield SystemCommand("Reject call", f"Reject the pending call of {name}, in words", self.action_reject)
+        if rid and self.can_resume(rid):
+            yield SystemCommand("Resume run", f"Resume {name} with raised limits", self.action_resume)
+        for p in self.pending_approvals():
+            if p.run_id != rid:
+                yield SystemCommand(f"Go to {one_line(p.run_id, 40)}", f"waiting for approval of {p.tool}",
+                                    lambda r=p.run_id: self.select(r), discover=False)
+
+    # ---- operations ------------------------------------------------------------------------------
+    def create_run(self, request: NewRunRequest, *, run_id: str | None = None, start: bool = True) -> str:
+        state = self.harness.new_run(request.model, request.prompt, run_id=run_id, limits=request.limits,
+                                     policies=request.policies)
+        self.states[state.run_id] = state
+        self._structure_dirty = True
+        if start:
+            self.start_run(state.run_id)
+        else:
+            self._mark(state.run_id, structure=True)
+        return state.run_id
+
+    def start_run(self, rid: str, *, max_turns: int | None = None, budget_usd: float | None = None) -> Worker[Any]:
+        return self._launch(rid, lambda sig: self.harness.run(rid, signal=sig, sinks=[self._sink],
+                                                              max_turns=max_turns, budget_usd=budget_usd))
+
+    def approve_run(self, rid: str, note: str = "", call_id: str | None = None) -> Worker[Any]:
+        return self._launch(rid, lambda sig: self.harness.approve(rid, note, call_id=call_id, signal=sig,
+                                                                  sinks=[self._sink]))
+
+    def reject_run(self, rid: str, reason: str = "", call_id: str | None = None) -> Worker[Any]:
+        return self._launch(rid, lambda sig: self.harness.reject(rid, reason, call_id=call_id, signal=sig,
+                                                                 sinks=[self._sink]))
+
+    def stop_run(self, rid: str, reason: str = STOP_REASON) -> bool:
+        root = self.root_of(rid)
+        signal = self.signals.get(root)
+        if signal is None or root not in self.active:
+            return False
+        signal.cancel(reason)
+        self._bindings_dirty = True
+        return True
+
+    def _launch(self, rid: str, op: Callable[[CancelSignal], Awaitable[Outcome]]) -> Worker[Any]:
+        signal = CancelSignal()
+        self.signals[rid] = signal
+        self.worker_errors.pop(rid, None)
+        self.last_reason.pop(rid, None)
+        worker = self.run_worker(self._drive(rid, op, signal), name=f"run {rid}", group="runs",
+                                 exit_on_error=False, description=f"runs {rid}")
+        self.active[rid] = worker
+        self._bindings_dirty = True
+        self._mark(rid, structure=True)
+        return worker
+
+    async def _drive(self, rid: str, op: Callable[[CancelSignal], Awaitable[Outcome]], signal: CancelSignal) -> None:
+        try:
+            outcome = await op(signal)
+            self.states[rid] = outcome.state
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # a worker error never crashes the app: it is the run's failure reason
+            self.worker_errors[rid] = f"{type(exc).__name__}: {exc}"
+            try:
+                self.states[rid] = await asyncio.to_thread(self.harness.store.load, rid)
+            except Exception:
+                pass
+        finally:
+            if self.active.get(rid) is not None:
+                self.active.pop(rid, None)
+            self._bindings_dirty = True
+            self._mark(rid, structure=True)
+
+    def _check_endpoint(self, rid: str) -> bool:
+        st = self.states[rid]
+        if (st.base_url or None) != (self.harness.base_url or None):
+            where = st.base_url or "the embedded scripted provider"
+            self.notify(f"{rid} was made against {where}; open the console with that endpoint to continue it",
+                        severity="warning", markup=False)
+            return False
+        return True
+
+    # ---- actions (keys, palette) -------------------------------------------------------------------
+    def action_stop(self) -> None:
+        rid = self.selected
+        if rid and self.can_stop(rid):
+            self.stop_run(rid)
+
+    def action_approve(self) -> None:
+        rid = self.selected
+        if not rid or not self.can_decide(rid) or not self._check_endpoint(rid):
+            return
+        it = dict(self.states[rid].interruption or {})
+
+        def done(note: str | None) -> None:
+            if note is not None and self.can_decide(rid):
+                self.approve_run(rid, note, call_id=it.get("callId"))
+
+        self.push_screen(ApproveDialog(rid, it, grace_s=self.grace_s), done)
+
+    def action_reject(self) -> None:
+        rid = self.selected
+        if not rid or not self.can_decide(rid) or not self._check_endpoint(rid):
+            return
+        it = dict(self.states[rid].interruption or {})
+
+        def done(reason: str | None) -> None:
+            if reason is not None and self.can_decide(rid):
+                self.reject_run(rid, reason, call_id=it.get("callId"))
+
+        self.push_screen(RejectDialog(rid, it, grace_s=self.grace_s), done)
+
+    def action_new_run(self) -> None:
+        def done(request: NewRunRequest | None) -> None:
+            if request is None:
+                return
+            try:
+                rid = self.create_run(request)
+            except Exception as exc:
+                self.notify(f"could not start the run: {one_line(exc)}", severity="error", markup=False)
+                return
+            self._flush()
+            self.select(rid)
+
+        self.push_screen(NewRunDialog(scenario_choices(), base_url=self.harness.base_url,
+                                      default_model=self.default_model), done)
+
+    def action_resume(self) -> None:
+        rid = self.selected
+        if not rid or not self.can_resume(rid) or not self._check_endpoint(rid):
+            return
+
+        def done(request: ResumeRequest | None) -> None:
+            if request is not None and self.can_resume(rid):
+                self.start_run(rid, max_turns=request.max_turns, budget_usd=request.budget_usd)
+
+        self.push_screen(ResumeDialog(self.states[rid], self.last_reason.get(rid)), done)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    async def action_quit(self) -> None:
+        """Stop running runs cleanly (fire their signals, wait for their workers so the
+        state is saved), then exit. Runs waiting for approval just stay on disk."""
+        if self._quitting:
+            return
+        self._quitting = True
+        workers = [w for w in self.active.values() if not w.is_finished]
+        for rid in list(self.active):
+            signal = self.signals.get(rid)
+            if signal is not None:
+                signal.cancel(QUIT_REASON)
+        if workers:
+            self.notify(f"stopping {len(workers)} running run(s) before quitting…", markup=False)
+            try:
+                await asyncio.wait_for(self.workers.wait_for_complete(workers), QUIT_TIMEOUT_S)
+            except TimeoutError:
+                pass
+        if self._owns_harness:
+            await self.harness.aclose()
+        self.exit(0)
+
+    async def stop_all(self) -> None:
+        """Stop every run this console drives and wait for their workers (tests, screenshots)."""
+        workers = [w for w in self.active.values() if not w.is_finished]
+        for rid in list(self.active):
+            signal = self.signals.get(rid)
+            if signal is not None:
+                signal.cancel(QUIT_REASON)
+        if workers:
+            await self.workers.wait_for_complete(workers)
+
+
+def run_console(args: Any = None) -> int:
+    """Entry point of ``tether`` and ``tether console``; returns the exit code."""
+    start = list(getattr(args, "start", None) or [])
+    base_url = getattr(args, "base_url", None)
+    model = getattr(args, "model", None) or (os.environ.get("LLM_MODEL") if base_url else None)
+    if base_url and not model:
+        print("tether: error: with --base-url, give --model NAME (or LLM_MODEL)", file=sys.stderr)
+        return 2
+    if not base_url:
+        unknown = [s for s in start if s not in scenario_choices()]
+        if unknown:
+            known = ", ".join(scenario_choices())
+            print(f"tether: error: unknown scenario {unknown[0]!r}; the scripted provider knows: {known}",
+                  file=sys.stderr)
+            return 2
+    app = TetherApp(runs_dir=getattr(args, "runs_dir", None), workspace=getattr(args, "workspace", None),
+                    base_url=base_url, api_key=os.environ.get("LLM_API_KEY") if base_url else None,
+                    model=model, start=start)
+    result = app.run()
+    if isinstance(result, int):
+        return result
+    return app.return_code or 0

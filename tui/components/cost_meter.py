@@ -1,0 +1,120 @@
+"""The cost meter: turns against the cap, tokens, dollars against the budget, and the
+per-turn prompt tokens as a sparkline, so a runaway's quadratic growth is visible."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from rich.text import Text
+from textual.app import ComposeResult
+from rich.progress_bar import ProgressBar as Bar
+from textual.containers import Horizontal, Vertical
+from textual.widgets import Sparkline, Static
+
+from core.state import RunState
+from tui.text import money
+
+
+def numbers(state: RunState) -> Text:
+    """Two lines: turns, tokens and dollars; then the tree cost, or the budget overshoot."""
+    limits = state.limits
+    cap = "no cap" if limits.max_turns is None else f"{limits.max_turns}"
+    out = Text()
+    out.append("turns ", style="dim")
+    out.append(f"{state.turns}", style="bold")
+    out.append(f" / {cap}", style="dim")
+    out.append("   in ", style="dim")
+    out.append(f"{state.prompt_tokens:,}", style="bold")
+    out.append("  out ", style="dim")
+    out.append(f"{state.completion_tokens:,}", style="bold")
+    out.append(" tokens", style="dim")
+    out.append("   cost ", style="dim")
+    out.append(money(state.cost_usd), style="bold")
+    if limits.budget_usd is not None:
+        out.append(f" of {money(limits.budget_usd)} ({limits.budget_mode})", style="dim")
+    else:
+        out.append("  no budget", style="dim")
+    out.append("\n")
+    if state.child_cost_usd or state.children:
+        out.append("tree ", style="dim")
+        out.append(money(state.cost_usd), style="bold")
+        out.append(f" = own {money(state.own_cost_usd)} + subagents {money(state.child_cost_usd)}  ", style="dim")
+    if limits.budget_usd is not None and state.cost_usd > limits.budget_usd:
+        over = state.cost_usd - limits.budget_usd
+        out.append(f"over budget by {money(over)}: a soft budget is checked before each turn, "
+                   "so spend can pass it by at most one turn's cost", style="yellow")
+    return out
+
+
+def spark_caption(per_turn: list[int]) -> Text:
+    out = Text("prompt tokens per turn", style="dim")
+    if per_turn:
+        out.append(f"  {per_turn[0]:,} → {per_turn[-1]:,}", style="bold")
+        out.append(f"  (max {max(per_turn):,}; each turn resends the transcript)", style="dim")
+    return out
+
+
+class CostMeter(Vertical):
+    BORDER_TITLE = "Cost"
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="cost-numbers")
+        with Horizontal(id="budget-row"):
+            yield Static(Text("budget ", style="dim"), id="budget-label")
+            yield Static(id="budget-bar")
+            yield Static(id="budget-pct")
+        yield Static(id="spark-caption")
+        yield Sparkline([], summary_function=max, id="spark")
+
+    SPARK_INTERVAL_S = 0.25  # a live run's sparkline is redrawn at most this often
+
+    def __init__(self, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._shown: dict[str, Any] = {}
+        self._spark_key: tuple[Any, ...] = ()
+        self._spark_at = 0.0
+
+    def _put(self, widget_id: str, content: Any) -> None:
+        """Update a part only when its content changed (every update repaints it)."""
+        if self._shown.get(widget_id) != content:
+            self._shown[widget_id] = content
+            self.query_one(f"#{widget_id}", Static).update(content)
+
+    def show(self, state: RunState | None, *, run_id: str | None = None) -> None:
+        spark = self.query_one("#spark", Sparkline)
+        if state is None:
+            self._put("cost-numbers", Text("no run selected", style="dim"))
+            self._put("budget-bar", "")
+            self._put("budget-pct", "")
+            self._put("spark-caption", "")
+            spark.data = []
+            self._spark_key = ()
+            return
+        self._put("cost-numbers", numbers(state))
+        budget = state.limits.budget_usd
+        if not budget:
+            self._put("budget-bar", Text("no budget: only the turn cap bounds this run", style="dim"))
+            self._put("budget-pct", "")
+        else:
+            spent = state.cost_usd / budget
+            key = ("bar", round(min(spent, 1.0), 3))
+            if self._shown.get("budget-bar-key") != key:
+                self._shown["budget-bar-key"] = key
+                self.query_one("#budget-bar", Static).update(
+                    Bar(total=1.0, completed=min(spent, 1.0), style="grey23",
+                        complete_style="green" if spent < 0.8 else "yellow", finished_style="red"))
+                self._shown.pop("budget-bar", None)
+            self._put("budget-pct", Text(f" {spent:.0%}", style="bold"))
+        per_turn = state.per_turn_prompt_tokens
+        self._put("spark-caption", spark_caption(per_turn))
+        # Redrawing the sparkline is the meter's costliest part: for a live run do it a few
+        # times a second, at once when another run is shown or the run stopped.
+        key = (run_id or state.run_id, len(per_turn), state.status)
+        now = time.monotonic()
+        other_run = not self._spark_key or key[0] != self._spark_key[0]
+        other_status = key[2:] != self._spark_key[2:]
+        due = now - self._spark_at >= self.SPARK_INTERVAL_S
+        if key != self._spark_key and (other_run or other_status or due):
+            self._spark_key, self._spark_at = key, now
+            spark.data = list(per_turn) if len(per_turn) >= 2 else []  # one bar says nothing about growth

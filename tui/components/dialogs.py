@@ -1,0 +1,371 @@
+"""Keyboard-driven dialogs: approve, reject, new run, resume with raised limits, help.
+
+Every dialog dismisses with a value (or ``None`` when cancelled with Esc); the app acts on
+it. The approve and reject dialogs ignore Enter for a short grace period after they open,
+so a stray Enter meant for something else cannot approve a deletion.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.table import Table
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Button, Input, Label, Select, Static
+
+from core.state import Limits, Policies, RunState, Status
+from tui.text import clean, money, one_line, pretty_args, stop_reason
+
+GRACE_S = 0.4
+
+
+def _kv(key: str, value: str, style: str = "") -> Text:
+    out = Text()
+    out.append(f"{key:<10}", style="dim")
+    out.append(clean(value), style=style)
+    return out
+
+
+class _Dialog(ModalScreen[Any]):
+    """Common frame: Esc cancels; inputs do not blink in deterministic (test) mode."""
+
+    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel")]
+
+    def on_mount(self) -> None:
+        if getattr(self.app, "deterministic", False):
+            for widget in self.query(Input):
+                widget.cursor_blink = False
+
+    def action_cancel(self) -> None:
+        self.dismiss(None)
+
+
+class _DecisionDialog(_Dialog):
+    """Approve or reject one pending call; Enter confirms once the grace period is over."""
+
+    verb = "Approve"
+    field_label = "Note (optional)"
+    placeholder = "why you approve, kept with the decision"
+    button_variant = "success"
+
+    def __init__(self, run_id: str, interruption: dict[str, Any], grace_s: float = GRACE_S) -> None:
+        super().__init__()
+        self.run_id = run_id
+        self.call_id = str(interruption.get("callId", ""))
+        self.tool = str(interruption.get("toolName", ""))
+        self.args = interruption.get("args", "{}")
+        self.why = str(interruption.get("why", ""))
+        self.grace_s = grace_s
+        self.armed = False
+
+    def compose(self) -> ComposeResult:
+        with Vertical(classes="dialog", id="decision"):
+            yield Label(Text(f"{self.verb} {clean(self.tool)}?", style="bold"), classes="dialog-title")
+            yield Static(_kv("run", self.run_id))
+            yield Static(_kv("call id", self.call_id))
+            yield Static(_kv("tool", self.tool, "bold"))
+            yield Static(_kv("why", self.why))
+            yield Static(Text("arguments", style="dim"))
+            with VerticalScroll(classes="args"):
+                yield Static(Text(clean(pretty_args(self.args))), id="args")
+            yield Label(self.field_label, classes="field-label")
+            yield Input(placeholder=self.placeholder, id="text")
+            yield from self.extra()
+            with Horizontal(classes="buttons"):
+                yield Button(self.verb, variant=self.button_variant, id="confirm", disabled=True)  # type: ignore[arg-type]
+                yield Button("Cancel", id="cancel")
+            yield Static(Text("Enter confirms · Esc cancels", style="dim"), id="hint")
+
+    def extra(self) -> ComposeResult:
+        yield from ()
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        self.query_one("#text", Input).focus()
+        if self.grace_s <= 0:
+            self._arm()
+        else:
+            self.set_timer(self.grace_s, self._arm)
+
+    def _arm(self) -> None:
+        self.armed = True
+        self.query_one("#confirm", Button).disabled = False
+
+    @on(Input.Submitted, "#text")
+    def _submitted(self) -> None:
+        self.action_confirm()
+
+    @on(Button.Pressed, "#confirm")
+    def _pressed(self) -> None:
+        self.action_confirm()
+
+    @on(Button.Pressed, "#cancel")
+    def _cancel(self) -> None:
+        self.dismiss(None)
+
+    def action_confirm(self) -> None:
+        if not self.armed:
+            self.query_one("#hint", Static).update(
+                Text(f"Enter is ignored for {self.grace_s:g} s after the dialog opens; press it again", style="yellow"))
+            return
+        self.dismiss(self.query_one("#text", Input).value)
+
+
+class ApproveDialog(_DecisionDialog):
+    verb = "Approve"
+
+
+class RejectDialog(_DecisionDialog):
+    verb = "Reject"
+    field_label = "Reason (written into the transcript, in words)"
+    placeholder = "e.g. access.log is still needed"
+    button_variant = "error"
+
+    def extra(self) -> ComposeResult:
+        yield Static(Text("An empty reason still records \"The operator declined this call: no reason given. "
+                          "Nothing was done.\"", style="dim"))
+
+
+# ---- new run -------------------------------------------------------------------
+
+@dataclass
+class NewRunRequest:
+    model: str
+    prompt: str | None = None
+    limits: Limits = field(default_factory=Limits)
+    policies: Policies = field(default_factory=Policies)
+
+
+def _parse_int(text: str, what: str) -> int | None:
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{what} must be a whole number, not {text!r}") from None
+    if value < 1:
+        raise ValueError(f"{what} must be at least 1")
+    return value
+
+
+def _parse_money(text: str, what: str) -> float | None:
+    text = text.strip().lstrip("$")
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{what} must be an amount in dollars, not {text!r}") from None
+    if value <= 0:
+        raise ValueError(f"{what} must be more than zero")
+    return value
+
+
+class NewRunDialog(_Dialog):
+    def __init__(self, scenarios: dict[str, str], *, base_url: str | None = None,
+                 default_model: str | None = None, initial: str | None = None) -> None:
+        super().__init__()
+        self.scenarios = scenarios
+        self.base_url = base_url
+        self.default_model = default_model
+        self.initial = initial
+
+    def compose(self) -> ComposeResult:
+        defaults = Limits()
+        with Vertical(classes="dialog", id="new-run"):
+            yield Label(Text("New run", style="bold"), classes="dialog-title")
+            with Grid(classes="form"):
+                if self.base_url:
+                    yield Label("Model")
+                    yield Input(value=self.default_model or "", id="model")
+                    yield Label("Task")
+                    yield Input(placeholder="what the agent should do", id="prompt")
+                else:
+                    yield Label("Scenario")
+                    options = [(Text(f"{name}  ", style="bold") + Text(clean(desc), style="dim"), name)
+                               for name, desc in self.scenarios.items()]
+                    first = self.initial if self.initial in self.scenarios else next(iter(self.scenarios))
+                    yield Select(options, value=first, allow_blank=False, id="scenario")
+                yield Label("Max turns")
+                yield Input(value=str(defaults.max_turns), placeholder="blank: no cap", id="max-turns")
+                yield Label("Budget (USD)")
+                yield Input(placeholder="blank: no budget, e.g. 0.01", id="budget")
+                yield Label("Budget mode")
+                yield Select([("soft: check before each turn", "soft"),
+                              ("strict: reserve the next turn's worst case", "strict")],
+                             value="soft", allow_blank=False, id="budget-mode")
+                yield Label("Tool errors")
+                yield Select([("descriptive: the error's own words", "descriptive"),
+                              ("generic: just \"Error\"", "generic"),
+                              ("fatal: the run fails", "fatal")],
+                             value="descriptive", allow_blank=False, id="tool-errors")
+                yield Label("Dedupe")
+                yield Select([("read-only tools", "read-only"), ("all tools", "all"), ("off", "off")],
+                             value="read-only", allow_blank=False, id="dedupe")
+            yield Static("", id="error")
+            with Horizontal(classes="buttons"):
+                yield Button("Start", variant="primary", id="start")
+                yield Button("Cancel", id="cancel")
+            yield Static(Text("Enter in a field starts the run · Esc cancels", style="dim"))
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        first = "#model" if self.base_url else "#scenario"
+        self.query_one(first).focus()
+
+    def request(self) -> NewRunRequest:
+        max_turns = _parse_int(self.query_one("#max-turns", Input).value, "max turns")
+        budget = _parse_money(self.query_one("#budget", Input).value, "budget")
+        if max_turns is None and budget is None:
+            raise ValueError("give a turn cap or a budget: a run with neither can run forever")
+        mode = self.query_one("#budget-mode", Select).value
+        limits = Limits(max_turns=max_turns, budget_usd=budget, budget_mode=mode)  # type: ignore[arg-type]
+        policies = Policies(tool_errors=self.query_one("#tool-errors", Select).value,  # type: ignore[arg-type]
+                            dedupe=self.query_one("#dedupe", Select).value)  # type: ignore[arg-type]
+        if self.base_url:
+            model = self.query_one("#model", Input).value.strip()
+            prompt = self.query_one("#prompt", Input).value.strip()
+            if not model or not prompt:
+                raise ValueError("give a model name and a task")
+            return NewRunRequest(model, prompt, limits, policies)
+        return NewRunRequest(str(self.query_one("#scenario", Select).value), None, limits, policies)
+
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#start")
+    def _start(self) -> None:
+        try:
+            request = self.request()
+        except ValueError as exc:
+            self.query_one("#error", Static).update(Text(str(exc), style="bold red"))
+            return
+        self.dismiss(request)
+
+    @on(Button.Pressed, "#cancel")
+    def _cancel(self) -> None:
+        self.dismiss(None)
+
+
+# ---- resume with raised limits ---------------------------------------------------
+
+@dataclass
+class ResumeRequest:
+    max_turns: int | None
+    budget_usd: float | None
+
+
+class ResumeDialog(_Dialog):
+    def __init__(self, state: RunState, reason: str | None = None) -> None:
+        super().__init__()
+        self.state = state
+        self.reason = reason
+
+    def suggested(self) -> tuple[str, str]:
+        st, limits = self.state, self.state.limits
+        turns = limits.max_turns
+        budget = limits.budget_usd
+        if st.status is Status.MAX_TURNS_EXCEEDED and turns is not None:
+            turns = max(turns * 2, st.turns + 1)
+        if st.status is Status.BUDGET_EXCEEDED and budget is not None:
+            budget = round(max(budget * 2, st.cost_usd * 1.5), 4)
+        return ("" if turns is None else str(turns)), ("" if budget is None else f"{budget:g}")
+
+    def compose(self) -> ComposeResult:
+        st = self.state
+        turns, budget = self.suggested()
+        with Vertical(classes="dialog", id="resume"):
+            yield Label(Text(f"Resume {one_line(st.run_id, 60)}", style="bold"), classes="dialog-title")
+            yield Static(_kv("stopped", f"{st.status.value}: "
+                             + (self.reason or stop_reason(st, live=False))))
+            cap = "no turn cap" if st.limits.max_turns is None else f"a cap of {st.limits.max_turns}"
+            of_budget = ("no budget" if st.limits.budget_usd is None
+                         else f"a budget of {money(st.limits.budget_usd)}")
+            yield Static(_kv("so far", f"{st.turns} turn{'' if st.turns == 1 else 's'} ({cap}), "
+                             f"{money(st.cost_usd)} spent ({of_budget})"))
+            if st.status in (Status.MAX_TURNS_EXCEEDED, Status.BUDGET_EXCEEDED):
+                yield Static(Text("Each extra turn resends the whole transcript: the turns you add cost more "
+                                  "than the turns before them.", style="dim"))
+            with Grid(classes="form"):
+                yield Label("Max turns")
+                yield Input(value=turns, placeholder="blank: keep", id="max-turns")
+                yield Label("Budget (USD)")
+                yield Input(value=budget, placeholder="blank: keep", id="budget")
+            yield Static("", id="error")
+            with Horizontal(classes="buttons"):
+                yield Button("Resume", variant="primary", id="resume-button")
+                yield Button("Cancel", id="cancel")
+            yield Static(Text("Enter resumes · Esc cancels", style="dim"))
+
+    def on_mount(self) -> None:
+        super().on_mount()
+        target = "#budget" if self.state.status is Status.BUDGET_EXCEEDED else "#max-turns"
+        self.query_one(target, Input).focus()
+
+    def request(self) -> ResumeRequest:
+        st = self.state
+        max_turns = _parse_int(self.query_one("#max-turns", Input).value, "max turns")
+        budget = _parse_money(self.query_one("#budget", Input).value, "budget")
+        if st.status is Status.MAX_TURNS_EXCEEDED and (max_turns or 0) <= st.turns:
+            raise ValueError(f"raise max turns above the {st.turns} turns already taken")
+        if st.status is Status.BUDGET_EXCEEDED and (budget or 0) <= st.cost_usd:
+            raise ValueError(f"raise the budget above the {money(st.cost_usd)} already spent")
+        return ResumeRequest(max_turns, budget)
+
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#resume-button")
+    def _resume(self) -> None:
+        try:
+            request = self.request()
+        except ValueError as exc:
+            self.query_one("#error", Static).update(Text(str(exc), style="bold red"))
+            return
+        self.dismiss(request)
+
+    @on(Button.Pressed, "#cancel")
+    def _cancel(self) -> None:
+        self.dismiss(None)
+
+
+# ---- help ------------------------------------------------------------------------
+
+HELP_KEYS = (
+    ("s", "Stop the selected run: fires its signal, even inside a running tool (scan_archive)."),
+    ("a", "Approve the selected run's pending call (a dialog shows tool, arguments, call id)."),
+    ("r", "Reject it: the reason is written into the transcript in words; nothing is done."),
+    ("n", "New run: scenario, turn cap, budget and mode, tool-error policy, dedupe."),
+    ("R", "Resume a run stopped by its turn cap, its budget or Stop, with raised limits."),
+    ("↑ ↓", "Select a run (the mouse works too)."),
+    ("Tab", "Move between panes: runs, approvals, transcript, trace."),
+    ("ctrl+p", "Command palette: every action above, by name."),
+    ("F1", "This help."),
+    ("q", "Quit: running runs are stopped and saved first; runs waiting for approval stay on disk."),
+)
+
+
+class HelpScreen(_Dialog):
+    BINDINGS = [Binding("escape,f1,q", "cancel", "Close", id="help.close")]
+
+    def compose(self) -> ComposeResult:
+        keys = Table.grid(padding=(0, 2))
+        keys.add_column(style="bold cyan", no_wrap=True)
+        keys.add_column()
+        for key, what in HELP_KEYS:
+            keys.add_row(key, what)
+        with Vertical(classes="dialog", id="help"):
+            yield Label(Text("Tether console", style="bold"), classes="dialog-title")
+            yield Static(keys)
+            yield Static(Text("\nGreyed-out keys in the footer do not apply to the selected run. Runs live on "
+                              "disk: quit at any time and the console shows them again, approvals included.",
+                              style="dim"))
+            with Horizontal(classes="buttons"):
+                yield Button("Close", id="close")
+
+    @on(Button.Pressed, "#close")
+    def _close(self) -> None:
+        self.dismiss(None)
