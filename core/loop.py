@@ -141,31 +141,31 @@ class RunLoop:
                         if stop:
                             break
                     if stop:
-                        return await self._finish(stop)
+                        return self._finish(stop)
                     continue
                 if _answered(st):  # the answer was saved before a crash: do not pay for it again
-                    return await self._finish(Stop(Status.COMPLETED, "the model answered"))
+                    return self._finish(Stop(Status.COMPLETED, "the model answered"))
                 stop = self._check_limits()
                 if stop:
-                    return await self._finish(stop)
+                    return self._finish(stop)
                 stop = await self._ask_model()
                 if stop:
-                    return await self._finish(stop)
+                    return self._finish(stop)
         except RunCancelled as cancelled:
-            return await self._finish(Stop(Status.INTERRUPTED, cancelled.reason,
+            return self._finish(Stop(Status.INTERRUPTED, cancelled.reason,
                                            {"type": "cancelled", "reason": cancelled.reason}))
         except ProviderError as exc:
-            return await self._finish(Stop(Status.FAILED, str(exc), error=str(exc)))
+            return self._finish(Stop(Status.FAILED, str(exc), error=str(exc)))
         except asyncio.CancelledError:
             # The task itself was cancelled (the process is shutting down): record why, then go.
             reason = "the process running this run was shut down"
-            await self._finish(Stop(Status.INTERRUPTED, reason, {"type": "cancelled", "reason": reason}))
+            self._finish(Stop(Status.INTERRUPTED, reason, {"type": "cancelled", "reason": reason}))
             raise
         except SaveError:
             raise  # the disk refused; the last saved state stands and says so
         except Exception as exc:  # a bug must still end the run in a known way
             reason = f"harness error: {type(exc).__name__}: {exc}"
-            return await self._finish(Stop(Status.FAILED, reason, error=reason))
+            return self._finish(Stop(Status.FAILED, reason, error=reason))
 
     def _check_limits(self) -> Stop | None:
         st, limits = self.state, self.state.limits
@@ -244,7 +244,7 @@ class RunLoop:
                     call["id"] += "_"
             self._call_ids.add(call["id"])
 
-    async def _finish(self, stop: Stop) -> RunState:
+    def _finish(self, stop: Stop) -> RunState:
         st = self.state
         st.status, st.interruption, st.error = stop.status, stop.interruption, stop.error
         self.emit(RunStopped(run_id=st.run_id, status=st.status.value, reason=stop.reason, turns=st.turns,
@@ -260,10 +260,12 @@ class RunLoop:
         name, raw_args = str(fn.get("name", "")), fn.get("arguments") or "{}"
         tool = self.env.tools.get(name)
         if tool is None:
-            return await self._record(call_id, name, self._unknown_tool(name), ok=False, error="unknown tool")
+            self._record(call_id, name, self._unknown_tool(name), ok=False, error="unknown tool")
+            return None
         args, problem = self._parse_args(name, raw_args)
         if problem:
-            return await self._record(call_id, name, problem, ok=False, error="invalid arguments")
+            self._record(call_id, name, problem, ok=False, error="invalid arguments")
+            return None
 
         approval_note: str | None = None
         if tool.needs_approval and name not in st.policies.auto_approve:
@@ -276,12 +278,14 @@ class RunLoop:
             decision.used = True
             if decision.verdict == "rejected":  # reject() normally answers the call itself
                 text = "" if st.policies.silent_rejections else declined_words(decision.text)
-                return await self._record(call_id, name, text, ok=False, error="declined")
+                self._record(call_id, name, text, ok=False, error="declined")
+                return None
             approval_note = approved_words(decision.text)
 
         dedupe_key = (name, _canonical(args))
         if self._dedupes(tool) and dedupe_key in self._result_cache():
-            return await self._record(call_id, name, self._result_cache()[dedupe_key], ok=True, cached=True)
+            self._record(call_id, name, self._result_cache()[dedupe_key], ok=True, cached=True)
+            return None
 
         if not tool.read_only:
             st.intents[call_id] = f"{st.run_id}:{call_id}"
@@ -310,7 +314,7 @@ class RunLoop:
             partial = ctx.extras.get("partial")
             text = (f"cancelled by the operator after {elapsed:.1f} s: {cancelled.reason}; "
                     f"the {tool.name} call did not finish" + (f" ({partial})" if partial else "") + ".")
-            await self._record(call_id, tool.name, text, ok=False, error="cancelled", started=started)
+            self._record(call_id, tool.name, text, ok=False, error="cancelled", started=started)
             raise
         except Exception as exc:  # a tool that throws does not crash the loop
             self._add_child_cost(ctx)
@@ -322,7 +326,8 @@ class RunLoop:
             self._result_cache()[dedupe_key] = text
         if approval_note:
             text = f"{approval_note} {text}"
-        return await self._record(call_id, tool.name, text, ok=True, started=started)
+        self._record(call_id, tool.name, text, ok=True, started=started)
+        return None
 
     async def _tool_failed(self, call_id: str, tool: Tool, exc: Exception, started: float) -> Stop | None:
         st = self.state
@@ -330,7 +335,7 @@ class RunLoop:
         permanent = isinstance(exc, ToolError) and exc.permanent
         policy = st.policies.tool_errors
         if policy == "fatal" or (permanent and st.policies.triage):
-            await self._record(call_id, tool.name, f"Error: {own_words}", ok=False, error=own_words, started=started)
+            self._record(call_id, tool.name, f"Error: {own_words}", ok=False, error=own_words, started=started)
             why = "no message can fix it" if permanent else "the tool-error policy is fatal"
             reason = f"tool {tool.name} failed ({why}): {own_words}"
             return Stop(Status.FAILED, reason, error=reason)
@@ -340,7 +345,8 @@ class RunLoop:
             text = "Error"
         else:
             text = f"Error: {own_words}"
-        return await self._record(call_id, tool.name, text, ok=False, error=own_words, started=started)
+        self._record(call_id, tool.name, text, ok=False, error=own_words, started=started)
+        return None
 
     def _await_approval(self, call_id: str, tool: Tool, raw_args: str, earlier: Decision | None) -> Stop:
         why = f"{tool.name} needs approval: " + ("it writes to the workspace" if not tool.read_only
@@ -351,7 +357,7 @@ class RunLoop:
         self.emit(ApprovalRequired(run_id=self.state.run_id, call_id=call_id, tool=tool.name, args=raw_args, why=why))
         return Stop(Status.INTERRUPTED, f"waiting for approval of {tool.name} ({call_id})", interruption)
 
-    async def _record(self, call_id: str, name: str, text: str, *, ok: bool, cached: bool = False,
+    def _record(self, call_id: str, name: str, text: str, *, ok: bool, cached: bool = False,
                       error: str | None = None, started: float | None = None) -> None:
         if len(text) > MAX_TOOL_OUTPUT_CHARS:
             cut = len(text) - MAX_TOOL_OUTPUT_CHARS
@@ -363,7 +369,6 @@ class RunLoop:
         self.emit(ToolResult(run_id=st.run_id, call_id=call_id, name=name, ms=round(ms, 3), ok=ok,
                              cached=cached, error=error, preview=text[:200]))
         self.save()
-        return None
 
     # ---- helpers -----------------------------------------------------------
     def _add_child_cost(self, ctx: ToolContext) -> None:
