@@ -85,6 +85,7 @@ class CostMeter(Vertical):
         spark = self.query_one("#spark", Sparkline)
         if state is None:
             self._put("cost-numbers", Text("no run selected", style="dim"))
+            self._shown.pop("budget-bar-key", None)
             self._put("budget-bar", "")
             self._put("budget-pct", "")
             self._put("spark-caption", "")
@@ -94,6 +95,7 @@ class CostMeter(Vertical):
         self._put("cost-numbers", numbers(state))
         budget = state.limits.budget_usd
         if not budget:
+            self._shown.pop("budget-bar-key", None)  # the bar is gone: redraw it when it comes back
             self._put("budget-bar", Text("no budget: only the turn cap bounds this run", style="dim"))
             self._put("budget-pct", "")
         else:
