@@ -109,14 +109,8 @@ class _Provider:
     async def chat_completions(self, request: Request) -> Response:
         if self.latency_s > 0:
             await asyncio.sleep(self.latency_s)
-        body = await request.body()
-        # Parsing and counting a long transcript is CPU work: it runs off the event loop,
-        # so a process that embeds the provider (the console) stays responsive meanwhile.
-        return await asyncio.to_thread(self._answer, body)
-
-    def _answer(self, body: bytes) -> Response:
         try:
-            chat = _parse_request(body)
+            chat = _parse_request(await request.body())
         except RequestError as exc:
             return _error_response(400, str(exc), "invalid_request_error", param=exc.param)
         scenario = SCENARIOS.get(chat.model)
