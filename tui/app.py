@@ -458,7 +458,7 @@ class TetherApp(App[int]):
             for rid in targets:
                 if rid in self.states:
                     runs.update_row(self._row(rid))
-        runs.border_subtitle = f"{len(self.states)} runs"
+        runs.border_subtitle = _count(len(self.states), "run")
 
     def pending_approvals(self) -> list[Pending]:
         out = []
@@ -555,7 +555,7 @@ class TetherApp(App[int]):
     def _refresh_subtitle(self) -> None:
         running = sum(1 for r in self.states if self.is_live(r) and self.states[r].parent_run_id is None)
         waiting = len(self.console_screen.query_one("#approvals", ApprovalsPane).items)
-        self.sub_title = f"{len(self.states)} runs · {running} running · {waiting} waiting for approval"
+        self.sub_title = f"{_count(len(self.states), 'run')} · {running} running · {waiting} waiting for approval"
 
     # ---- selection ------------------------------------------------------------------------
     def select(self, rid: str | None) -> None:
@@ -842,3 +842,7 @@ def run_console(args: Any = None) -> int:
     if isinstance(result, int):
         return result
     return app.return_code or 0
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
