@@ -45,6 +45,28 @@ class _Dialog(ModalScreen[Any]):
     def action_cancel(self) -> None:
         self.dismiss(None)
 
+    @on(Button.Pressed, "#cancel")
+    def _cancel_pressed(self) -> None:
+        self.dismiss(None)
+
+
+class _FormDialog(_Dialog):
+    """A form that becomes a request: Enter in a field or the primary button (``#submit``)
+    submits it; a value that does not parse is shown in words and the dialog stays open."""
+
+    def request(self) -> Any:
+        raise NotImplementedError
+
+    @on(Input.Submitted)
+    @on(Button.Pressed, "#submit")
+    def _submit(self) -> None:
+        try:
+            request = self.request()
+        except ValueError as exc:
+            self.query_one("#error", Static).update(Text(str(exc), style="bold red"))
+            return
+        self.dismiss(request)
+
 
 class _DecisionDialog(_Dialog):
     """Approve or reject one pending call; Enter confirms once the grace period is over."""
@@ -105,10 +127,6 @@ class _DecisionDialog(_Dialog):
     def _pressed(self) -> None:
         self.action_confirm()
 
-    @on(Button.Pressed, "#cancel")
-    def _cancel(self) -> None:
-        self.dismiss(None)
-
     def action_confirm(self) -> None:
         if not self.armed:
             self.query_one("#hint", Static).update(
@@ -168,7 +186,7 @@ def _parse_money(text: str, what: str) -> float | None:
     return value
 
 
-class NewRunDialog(_Dialog):
+class NewRunDialog(_FormDialog):
     def __init__(self, scenarios: dict[str, str], *, base_url: str | None = None,
                  default_model: str | None = None, initial: str | None = None) -> None:
         super().__init__()
@@ -211,7 +229,7 @@ class NewRunDialog(_Dialog):
                              value="read-only", allow_blank=False, id="dedupe")
             yield Static("", id="error")
             with Horizontal(classes="buttons"):
-                yield Button("Start", variant="primary", id="start")
+                yield Button("Start", variant="primary", id="submit")
                 yield Button("Cancel", id="cancel")
             yield Static(Text("Enter in a field starts the run · Esc cancels", style="dim"))
 
@@ -237,20 +255,6 @@ class NewRunDialog(_Dialog):
             return NewRunRequest(model, prompt, limits, policies)
         return NewRunRequest(str(self.query_one("#scenario", Select).value), None, limits, policies)
 
-    @on(Input.Submitted)
-    @on(Button.Pressed, "#start")
-    def _start(self) -> None:
-        try:
-            request = self.request()
-        except ValueError as exc:
-            self.query_one("#error", Static).update(Text(str(exc), style="bold red"))
-            return
-        self.dismiss(request)
-
-    @on(Button.Pressed, "#cancel")
-    def _cancel(self) -> None:
-        self.dismiss(None)
-
 
 # ---- resume with raised limits ---------------------------------------------------
 
@@ -260,7 +264,7 @@ class ResumeRequest:
     budget_usd: float | None
 
 
-class ResumeDialog(_Dialog):
+class ResumeDialog(_FormDialog):
     def __init__(self, state: RunState, reason: str | None = None) -> None:
         super().__init__()
         self.state = state
@@ -298,7 +302,7 @@ class ResumeDialog(_Dialog):
                 yield Input(value=budget, placeholder="blank: keep", id="budget")
             yield Static("", id="error")
             with Horizontal(classes="buttons"):
-                yield Button("Resume", variant="primary", id="resume-button")
+                yield Button("Resume", variant="primary", id="submit")
                 yield Button("Cancel", id="cancel")
             yield Static(Text("Enter resumes · Esc cancels", style="dim"))
 
@@ -316,20 +320,6 @@ class ResumeDialog(_Dialog):
         if st.status is Status.BUDGET_EXCEEDED and (budget or 0) <= st.cost_usd:
             raise ValueError(f"raise the budget above the {money(st.cost_usd)} already spent")
         return ResumeRequest(max_turns, budget)
-
-    @on(Input.Submitted)
-    @on(Button.Pressed, "#resume-button")
-    def _resume(self) -> None:
-        try:
-            request = self.request()
-        except ValueError as exc:
-            self.query_one("#error", Static).update(Text(str(exc), style="bold red"))
-            return
-        self.dismiss(request)
-
-    @on(Button.Pressed, "#cancel")
-    def _cancel(self) -> None:
-        self.dismiss(None)
 
 
 # ---- help ------------------------------------------------------------------------
