@@ -41,7 +41,7 @@ def test_sigkill_mid_run_then_resume_costs_what_an_uninterrupted_run_costs(tmp_p
 
     where = place(tmp_path / "b")
     proc = subprocess.Popen([sys.executable, "-m", "core.cli", "run", "plan", "--run-id", "victim",
-                             "--latency-ms", "300", "--json", *where], stdout=subprocess.PIPE, text=True)
+                             "--latency-ms", "1000", "--json", *where], stdout=subprocess.PIPE, text=True)
     trace = tmp_path / "b" / "runs" / "victim" / "trace.jsonl"
     store = RunStore(tmp_path / "b" / "runs")
 
