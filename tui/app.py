@@ -735,28 +735,23 @@ class TetherApp(App[int]):
             self.stop_run(rid)
 
     def action_approve(self) -> None:
-        rid = self.selected
-        if not rid or not self.can_decide(rid) or not self._check_endpoint(rid):
-            return
-        it = dict(self.states[rid].interruption or {})
-
-        def done(note: str | None) -> None:
-            if note is not None and self.can_decide(rid):
-                self.approve_run(rid, note, call_id=it.get("callId"))
-
-        self.push_screen(ApproveDialog(rid, it, grace_s=self.grace_s), done)
+        self._decide(ApproveDialog, self.approve_run)
 
     def action_reject(self) -> None:
+        self._decide(RejectDialog, self.reject_run)
+
+    def _decide(self, dialog: Callable[..., Screen[Any]], apply: Callable[..., Worker[Any]]) -> None:
+        """Open ``dialog`` on the selected run's waiting call; ``apply`` the note or reason it returns."""
         rid = self.selected
         if not rid or not self.can_decide(rid) or not self._check_endpoint(rid):
             return
-        it = dict(self.states[rid].interruption or {})
+        waiting = dict(self.states[rid].interruption or {})
 
-        def done(reason: str | None) -> None:
-            if reason is not None and self.can_decide(rid):
-                self.reject_run(rid, reason, call_id=it.get("callId"))
+        def done(text: str | None) -> None:
+            if text is not None and self.can_decide(rid):
+                apply(rid, text, call_id=waiting.get("callId"))
 
-        self.push_screen(RejectDialog(rid, it, grace_s=self.grace_s), done)
+        self.push_screen(dialog(rid, waiting, grace_s=self.grace_s), done)
 
     def action_new_run(self) -> None:
         def done(request: NewRunRequest | None) -> None:
