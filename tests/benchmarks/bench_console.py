@@ -21,6 +21,7 @@ import statistics
 import tempfile
 import time
 import tracemalloc
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +74,28 @@ async def _painted_after(app: TetherApp, what: str, rid: str, t0: float, timeout
     return None
 
 
+async def _press_keys(app: TetherApp, rid: str, going: Callable[[], bool],
+                      rss_peak: float) -> tuple[list[float], int, float]:
+    """Alternate up/down every KEY_INTERVAL_S while ``going()``; per key, the time until the
+    new selection was painted. Returns the latencies (ms), the keys never answered, peak RSS."""
+    latencies: list[float] = []
+    timeouts = 0
+    up = True
+    while going():
+        expected = "b-plan" if up else rid
+        t0 = time.perf_counter()
+        _send_key(app, "up" if up else "down")
+        shown = await _painted_after(app, "selected", expected, t0)
+        if shown is None:
+            timeouts += 1
+        else:
+            latencies.append((shown - t0) * 1000)
+        up = not up
+        rss_peak = max(rss_peak, _rss_mb())
+        await asyncio.sleep(max(0.0, KEY_INTERVAL_S - (time.perf_counter() - t0)))
+    return latencies, timeouts, rss_peak
+
+
 async def keys_under_load(turns: int, use_tracemalloc: bool) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
         app = TetherApp(runs_dir=Path(tmp) / "runs", workspace=Path(tmp) / "workspace")
@@ -92,22 +115,7 @@ async def keys_under_load(turns: int, use_tracemalloc: bool) -> dict[str, Any]:
             app.console_screen.query_one("#runs").focus()
             events_before = app.events_seen
             started = time.perf_counter()
-            latencies: list[float] = []
-            timeouts = 0
-            rss_peak = _rss_mb()
-            up = True
-            while rid in app.active:
-                expected = "b-plan" if up else rid
-                t0 = time.perf_counter()
-                _send_key(app, "up" if up else "down")
-                shown = await _painted_after(app, "selected", expected, t0)
-                if shown is None:
-                    timeouts += 1
-                else:
-                    latencies.append((shown - t0) * 1000)
-                up = not up
-                rss_peak = max(rss_peak, _rss_mb())
-                await asyncio.sleep(max(0.0, KEY_INTERVAL_S - (time.perf_counter() - t0)))
+            latencies, timeouts, rss_peak = await _press_keys(app, rid, lambda: rid in app.active, _rss_mb())
             ran_s = time.perf_counter() - started
             emitted = app.events_seen - events_before
             traced = tracemalloc.get_traced_memory() if use_tracemalloc else None
@@ -170,23 +178,9 @@ async def flood(rate: int, seconds: float) -> dict[str, Any]:
                     await asyncio.sleep(0.001)
 
             task = asyncio.create_task(emit())
-            latencies: list[float] = []
-            timeouts = 0
-            rss_peak = rss_before
-            up = True
             started = time.perf_counter()
-            while time.perf_counter() - started < seconds:
-                expected = "b-plan" if up else rid
-                t0 = time.perf_counter()
-                _send_key(app, "up" if up else "down")
-                shown = await _painted_after(app, "selected", expected, t0)
-                if shown is None:
-                    timeouts += 1
-                else:
-                    latencies.append((shown - t0) * 1000)
-                up = not up
-                rss_peak = max(rss_peak, _rss_mb())
-                await asyncio.sleep(max(0.0, KEY_INTERVAL_S - (time.perf_counter() - t0)))
+            latencies, timeouts, rss_peak = await _press_keys(
+                app, rid, lambda: time.perf_counter() - started < seconds, rss_before)
             stop.set()
             await task
             elapsed = time.perf_counter() - started
