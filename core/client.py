@@ -131,6 +131,11 @@ class _Redactor:
         return text.replace(self._bearer, REDACTED).replace(self._key, REDACTED)
 
 
+def without_credentials(url: str) -> str:
+    """``url`` without a ``user:password@`` part: the form shown in messages and saved."""
+    return str(httpx.URL(url).copy_with(userinfo=b""))
+
+
 def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
@@ -198,7 +203,7 @@ class ModelClient:
             raise ValueError(f"base URL must be http(s)://host[:port]/path, got {base_url!r}")
         self._url = f"{base}/chat/completions"
         # The URL as shown to people: without any user:password part.
-        self.url = str(httpx.URL(self._url).copy_with(userinfo=b""))
+        self.url = without_credentials(self._url)
         headers = {"Content-Type": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"

@@ -19,7 +19,7 @@ from typing import Any
 import httpx
 
 from core.cancel import CancelSignal
-from core.client import ModelClient
+from core.client import ModelClient, without_credentials
 from core.events import EventSink
 from core.loop import ErrorFormatter, LoopEnv, RunLoop, StopCondition, approve, reject
 from core.provider import SCENARIOS, FaultPlan, create_app
@@ -137,7 +137,7 @@ class Harness:
             limits=limits or Limits(),
             policies=policies or Policies(),
             pricing=pricing or Pricing(),
-            base_url=_without_credentials(self.base_url),
+            base_url=without_credentials(self.base_url) if self.base_url else None,
             workspace=str(self.workspace.root),
         )
         self.store.create(state).release()
@@ -250,7 +250,3 @@ class Harness:
 
         return spawn
 
-
-def _without_credentials(url: str | None) -> str | None:
-    """The URL to save: never with a ``user:password@`` part (the key comes from LLM_API_KEY)."""
-    return None if url is None else str(httpx.URL(url).copy_with(userinfo=b""))
