@@ -789,11 +789,7 @@ class TetherApp(App[int]):
         if self._quitting:
             return
         self._quitting = True
-        workers = [w for w in self.active.values() if not w.is_finished]
-        for rid in list(self.active):
-            signal = self.signals.get(rid)
-            if signal is not None:
-                signal.cancel(QUIT_REASON)
+        workers = self._stop_active()
         if workers:
             self.notify(f"stopping {len(workers)} running run(s) before quitting…", markup=False)
             try:
@@ -806,13 +802,18 @@ class TetherApp(App[int]):
 
     async def stop_all(self) -> None:
         """Stop every run this console drives and wait for their workers (tests, screenshots)."""
+        workers = self._stop_active()
+        if workers:
+            await self.workers.wait_for_complete(workers)
+
+    def _stop_active(self) -> list[Worker[Any]]:
+        """Fire the signal of every run this console drives; return their unfinished workers."""
         workers = [w for w in self.active.values() if not w.is_finished]
         for rid in list(self.active):
             signal = self.signals.get(rid)
             if signal is not None:
                 signal.cancel(QUIT_REASON)
-        if workers:
-            await self.workers.wait_for_complete(workers)
+        return workers
 
 
 def run_console(args: Any = None) -> int:
