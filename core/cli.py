@@ -181,10 +181,15 @@ def _emit_outcome(args: argparse.Namespace, outcome: Any) -> int:
     return state.status.exit_code
 
 
-def _signal(args: argparse.Namespace) -> CancelSignal:
+async def _signal(args: argparse.Namespace) -> CancelSignal:
+    """The run's Stop signal. With --cancel-after it fires that long after the run starts:
+    the rank file is loaded first, so start-up does not eat into the time."""
+    from core.tokens import encoding
+
     signal = CancelSignal()
     seconds = getattr(args, "cancel_after", None)
     if seconds is not None:
+        await asyncio.to_thread(encoding)
         asyncio.get_running_loop().call_later(seconds, signal.cancel, f"cancelled after {seconds:g} s (--cancel-after)")
     return signal
 
@@ -209,7 +214,7 @@ async def _run(args: argparse.Namespace) -> int:
                        latency_ms=args.latency_ms, fail=args.fail, stream=args.stream)
     async with harness:
         state = harness.new_run(model, args.prompt, run_id=args.run_id, limits=limits, policies=policies)
-        outcome = await harness.run(state.run_id, signal=_signal(args))
+        outcome = await harness.run(state.run_id, signal=await _signal(args))
     return _emit_outcome(args, outcome)
 
 
@@ -227,20 +232,20 @@ def _harness_for(args: argparse.Namespace) -> Any:
 
 async def _resume(args: argparse.Namespace) -> int:
     async with _harness_for(args) as harness:
-        outcome = await harness.run(args.run_id, signal=_signal(args), max_turns=args.max_turns,
+        outcome = await harness.run(args.run_id, signal=await _signal(args), max_turns=args.max_turns,
                                     budget_usd=args.budget)
     return _emit_outcome(args, outcome)
 
 
 async def _approve(args: argparse.Namespace) -> int:
     async with _harness_for(args) as harness:
-        outcome = await harness.approve(args.run_id, args.note, signal=_signal(args))
+        outcome = await harness.approve(args.run_id, args.note, signal=await _signal(args))
     return _emit_outcome(args, outcome)
 
 
 async def _reject(args: argparse.Namespace) -> int:
     async with _harness_for(args) as harness:
-        outcome = await harness.reject(args.run_id, args.reason, signal=_signal(args))
+        outcome = await harness.reject(args.run_id, args.reason, signal=await _signal(args))
     return _emit_outcome(args, outcome)
 
 

@@ -218,7 +218,7 @@ def test_run_against_tether_provider_with_base_url(tmp_path: Path):
 
 
 def test_cancel_after_stops_the_scan_with_words(tmp_path: Path):
-    result = tether("run", "slow", "--cancel-after", "0.5", "--json", *place(tmp_path))
+    result = tether("run", "slow", "--cancel-after", "1", "--json", *place(tmp_path))
     out = json.loads(result.stdout)
     assert result.returncode == 5
     assert out["interruption"]["type"] == "cancelled"
