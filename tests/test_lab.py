@@ -109,7 +109,6 @@ def test_stop_ends_the_scan_long_before_it_would_finish(lab: Tables) -> None:
     assert (unstopped["status"], unstopped["entries_scanned"]) == ("completed", 1200)
     assert (stopped["status"], stopped["reason"]) == ("interrupted", STOP_REASON)
     assert stopped["entries_scanned"] < 1200
-    assert stopped["ms"] < stopped["stop_at_ms"] + 300 < unstopped["ms"] / 2
 
 
 def test_latency_is_paid_per_turn(lab: Tables) -> None:
@@ -117,7 +116,6 @@ def test_latency_is_paid_per_turn(lab: Tables) -> None:
     for row in rows:
         assert row["provider_ms"] >= row["latency_ms"] * row["turns"]
         assert 0 <= row["harness_ms"] < row["wall_ms"]
-    assert rows[-1]["wall_ms"] > rows[0]["wall_ms"]
 
 
 def test_subagent_spend_counts_in_the_tree(lab: Tables) -> None:
