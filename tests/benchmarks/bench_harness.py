@@ -28,7 +28,6 @@ import asyncio
 import contextlib
 import os
 import platform
-import socket
 import statistics
 import subprocess
 import sys
@@ -41,6 +40,7 @@ import httpx
 
 from core.events import Event, Turn
 from core.harness import Harness
+from core.processes import free_port, stop_process
 from core.trace import read_trace
 from tests.benchmarks import bench_stop, peers
 
@@ -71,16 +71,10 @@ def machine() -> str:
             f"{platform.system()} {platform.release()}{load}")
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @contextlib.contextmanager
 def provider_process() -> Iterator[str]:
     """``tether provider`` in its own process on loopback; yields its base URL."""
-    port = _free_port()
+    port = free_port()
     exe = Path(sys.executable).with_name("tether")
     command = [str(exe)] if exe.exists() else [sys.executable, "-m", "core.cli"]
     proc = subprocess.Popen([*command, "provider", "--host", "127.0.0.1", "--port", str(port)],
@@ -99,12 +93,7 @@ def provider_process() -> Iterator[str]:
             time.sleep(0.05)
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
 
 
 # ---- the table ----------------------------------------------------------------
