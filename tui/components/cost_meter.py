@@ -79,7 +79,7 @@ class CostMeter(Vertical):
         """Update a part only when its content changed (every update repaints it)."""
         if self._shown.get(widget_id) != content:
             self._shown[widget_id] = content
-            self.query_one(f"#{widget_id}", Static).update(content)
+            self.query_one(f"#{widget_id}", Static).update(content, layout=False)  # fixed sizes
 
     def show(self, state: RunState | None, *, run_id: str | None = None) -> None:
         spark = self.query_one("#spark", Sparkline)
@@ -105,7 +105,8 @@ class CostMeter(Vertical):
                 self._shown["budget-bar-key"] = key
                 self.query_one("#budget-bar", Static).update(
                     Bar(total=1.0, completed=min(spent, 1.0), style="grey23",
-                        complete_style="green" if spent < 0.8 else "yellow", finished_style="red"))
+                        complete_style="green" if spent < 0.8 else "yellow", finished_style="red"),
+                    layout=False)
                 self._shown.pop("budget-bar", None)
             self._put("budget-pct", Text(f" {spent:.0%}", style="bold"))
         per_turn = state.per_turn_prompt_tokens

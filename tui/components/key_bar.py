@@ -64,7 +64,7 @@ class KeyBar(Static):
         spans.append((len(text) - 15, len(text), "ctrl+p", True))
         if (spans, keys) != (self._spans, self.keys):
             self._spans, self.keys = spans, keys
-            self.update(text)
+            self.update(text, layout=False)  # always one line
 
     def on_click(self, event: events.Click) -> None:
         x = event.x - 1  # padding
