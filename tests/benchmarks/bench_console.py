@@ -138,7 +138,7 @@ async def keys_under_load(turns: int, use_tracemalloc: bool) -> dict[str, Any]:
                 "rss_before_mb": rss_before,
                 "rss_peak_mb": rss_peak,
                 "tracemalloc_peak_mb": traced[1] / 1e6 if traced else None,
-                "transcript_lines": len(transcript.lines),
+                "transcript_lines": transcript.line_count,
                 "trace_lines": trace.line_count,
                 "trace_buffer": len(app.trace_lines(rid)),
             }

@@ -1,21 +1,32 @@
 """The transcript of the selected run: messages, tool calls, results and decisions in words.
 
-Rendering is incremental: the transcript of a live run only grows, so each refresh writes
-the messages added since the last one. A change of run or of status renders it again.
-Only the last :attr:`TranscriptView.MAX_MESSAGES` messages are shown (a 1,000-turn run
-has 2,000 of them); ``tether show RUN_ID`` prints them all.
+Incremental: the transcript of a live run only grows, so each refresh adds the messages
+since the last one; a change of run renders it again, and a stop or resume replaces only
+the footer. Only the last :attr:`TranscriptView.MAX_MESSAGES` messages are kept (a
+1,000-turn run has 2,000 of them); ``tether show RUN_ID`` prints them all.
+
+Virtualised: the view keeps one renderable per message and the number of lines it wraps
+to, and renders lines only for the messages on screen (a few dozen kept, least recently
+shown dropped). A ``RichLog`` keeps every wrapped line as a rendered strip; thousands of
+them per kept view made the cyclic garbage collector's full passes, which stall the
+screen, several times longer.
 """
 
 from __future__ import annotations
 
+from bisect import bisect_right
+from collections import OrderedDict
+from itertools import accumulate
 from typing import Any
 
 from rich.console import Group
 from rich.padding import Padding
+from rich.segment import Segment
 from rich.text import Text
 from textual.events import Resize
 from textual.geometry import Size
-from textual.widgets import RichLog
+from textual.scroll_view import ScrollView
+from textual.strip import Strip
 
 from core.state import RunState
 from tui.components.trace_view import follow_tail
@@ -28,7 +39,7 @@ ROLE_STYLES = {
     "tool": "bold magenta",
 }
 TOOL_LINES = 24
-MAX_LINES = 4000  # rendered lines kept per view (a few hundred messages)
+MIN_WIDTH = 20  # narrower panes still wrap at this width (and scroll sideways)
 TOOL_CHARS = 4000
 
 
@@ -90,117 +101,180 @@ def _is_decision(text: str) -> bool:
     return text.startswith(("The operator declined", "Approved by the operator", "cancelled by the operator"))
 
 
-class TranscriptView(RichLog):
+class TranscriptView(ScrollView, can_focus=True):
     BORDER_TITLE = "Transcript"
     MAX_MESSAGES = 200
+    RENDERED_KEPT = 64  # messages whose wrapped lines are kept (those on screen and a few more)
+    DEFAULT_CSS = """
+    TranscriptView {
+        background: $surface;
+        color: $foreground;
+        overflow-y: scroll;
+        &:focus { background-tint: $foreground 5%; }
+    }
+    """
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(wrap=True, markup=False, highlight=False, auto_scroll=False, min_width=20,
-                         max_lines=MAX_LINES, **kwargs)
+        super().__init__(**kwargs)
         self._run_id: str | None = None
-        self._count = 0
-        self._footer: str | None = None  # plain text of the footer shown
-        self._footer_lines: int | None = 0  # strips it took (None: not known yet)
+        self._count = 0  # messages of the run rendered so far
+        self._hidden = 0  # of those, not kept (the oldest)
+        self._footer: str | None = None  # plain text of the footer shown (always the last item)
         self._names: dict[str, str] = {}
-        self._plain: list[str] = []
+        # what is shown: one renderable per item, with a stable id and its height at _width
+        self._items: list[Text | Group] = []
+        self._ids: list[int] = []
+        self._heights: list[int] = []
+        self._starts: list[int] | None = None  # first line of each item (None: to compute)
+        self._next_id = 0
+        self._width = 0
+        self._rendered: OrderedDict[int, list[Strip]] = OrderedDict()
 
     def on_mount(self) -> None:
         self.anchor()  # follow the tail until the operator scrolls up
         follow_tail(self)
 
     def on_resize(self, event: Resize) -> None:
-        # RichLog renders the lines written before its size was known on its first resize
-        # (its own handler runs too); keep the tail in view once they are there.
+        self._set_width(self.scrollable_content_region.width)
         follow_tail(self)
 
-    def _put(self, text: Text | Group, scroll_end: bool | None = None) -> None:
-        self._plain.append(text.plain)
-        if len(self._plain) > self.MAX_MESSAGES + 2:
-            del self._plain[: len(self._plain) - self.MAX_MESSAGES - 2]
-        self.write(text, scroll_end=scroll_end)
-
+    # ---- what is shown -------------------------------------------------------------
     def show(self, state: RunState | None, footer: Text | None = None) -> None:
         """Show ``state``'s transcript and, under it, ``footer`` (how the run stopped).
 
         Another run, or a transcript that shrank, is rendered again; otherwise only the new
-        messages are written, and a changed footer replaces the old one in place (a stop or
-        a resume does not re-render hundreds of messages)."""
+        messages are added, and a changed footer replaces the old one."""
         if state is None:
             if self._run_id is not None:
                 self._reset()
             return
         messages = state.messages
         footer_plain = footer.plain if footer is not None else None
-        footer_changed = footer_plain != self._footer
-        if (state.run_id != self._run_id or len(messages) < self._count
-                or (footer_changed and self._footer_lines is None)):
-            self._render_all(state, footer)
+        if state.run_id != self._run_id or len(messages) < self._count:
+            self._reset()
+            self._run_id = state.run_id
+            self.anchor()
+        elif footer_plain == self._footer and len(messages) == self._count:
             return
-        if footer_changed:
-            self._drop_footer()
-        if len(messages) > self._count:
-            new = messages[self._count:]
-            if len(new) > self.MAX_MESSAGES:
-                new = new[-self.MAX_MESSAGES:]
-            for message in new:
-                self._put(render_message(message, self._names), scroll_end=False)
-            self._count = len(messages)
-        if footer_changed and footer is not None:
-            self._put_footer(footer)
+        self._drop_footer()
+        new = messages[self._count:]
+        skipped = max(0, len(new) - self.MAX_MESSAGES)
+        if skipped:  # names of calls answered in the part shown but made before it
+            for m in new[:skipped]:
+                for call in m.get("tool_calls") or ():
+                    self._names[str(call.get("id", ""))] = str((call.get("function") or {}).get("name", ""))
+        for message in new[skipped:]:
+            self._add(render_message(message, self._names))
+        self._count = len(messages)
+        self._hidden += skipped
+        self._trim()
+        if footer is not None:
+            self._add(footer)
+            self._footer = footer_plain
+        self._changed()
         follow_tail(self)
 
     def _reset(self) -> None:
-        self.clear()
-        self._plain.clear()
         self._run_id = None
-        self._count = 0
-        self._footer, self._footer_lines = None, 0
-
-    def _render_all(self, state: RunState, footer: Text | None) -> None:
-        self._reset()
-        self._run_id = state.run_id
+        self._count = self._hidden = 0
+        self._footer = None
         self._names = {}
-        messages = state.messages
-        start = max(0, len(messages) - self.MAX_MESSAGES)
-        if start:
-            # names of calls answered in the shown part but made before it
-            for m in messages[:start]:
-                for call in m.get("tool_calls") or ():
-                    self._names[str(call.get("id", ""))] = str((call.get("function") or {}).get("name", ""))
-            self._put(Text(f"… {start} earlier messages not shown (tether show {one_line(state.run_id)})",
-                           style="dim italic"))
-        for message in messages[start:]:
-            self._put(render_message(message, self._names))
-        self._count = len(messages)
-        if footer is not None:
-            self._put_footer(footer)
-        self.anchor()
+        self._items.clear()
+        self._ids.clear()
+        self._heights.clear()
+        self._rendered.clear()
+        self._changed()
 
-    def _put_footer(self, footer: Text) -> None:
-        before = len(self.lines)
-        self._put(footer, scroll_end=False)
-        self._footer = footer.plain
-        # Lines written before the size is known are rendered later: their count is unknown.
-        self._footer_lines = len(self.lines) - before if self._size_known else None
+    def _add(self, item: Text | Group) -> None:
+        self._items.append(item)
+        self._ids.append(self._next_id)
+        self._next_id += 1
+        self._heights.append(len(self._lines_of(len(self._items) - 1)) if self._width else 0)
 
     def _drop_footer(self) -> None:
-        if self._footer is None:
+        if self._footer is not None and self._items:
+            self._items.pop()
+            self._heights.pop()
+            self._rendered.pop(self._ids.pop(), None)
+        self._footer = None
+
+    def _trim(self) -> None:
+        """Keep the newest MAX_MESSAGES messages, with a line saying how many are not shown."""
+        has_notice = bool(self._items) and self._ids[0] < 0
+        excess = len(self._items) - has_notice - self.MAX_MESSAGES
+        if excess > 0:
+            start = int(has_notice)
+            for item_id in self._ids[start:start + excess]:
+                self._rendered.pop(item_id, None)
+            del self._items[start:start + excess], self._ids[start:start + excess]
+            del self._heights[start:start + excess]
+            self._hidden += excess
+        if self._hidden:
+            notice = Text(f"… {self._hidden} earlier messages not shown (tether show {one_line(self._run_id)})",
+                          style="dim italic")
+            if has_notice:
+                self._rendered.pop(self._ids[0], None)
+                self._items[0], self._ids[0] = notice, -1 - self._next_id
+            else:
+                self._items.insert(0, notice)
+                self._ids.insert(0, -1 - self._next_id)
+                self._heights.insert(0, 0)
+            self._next_id += 1
+            self._heights[0] = len(self._lines_of(0)) if self._width else 0
+
+    # ---- lines --------------------------------------------------------------------------
+    def _set_width(self, width: int) -> None:
+        width = max(width, MIN_WIDTH)
+        if width == self._width:
             return
-        if self._footer_lines:
-            del self.lines[-self._footer_lines:]
-            self._line_cache.clear()
-            self.virtual_size = Size(self.virtual_size.width, len(self.lines))
-            self.refresh()
-        if self._plain and self._plain[-1] == self._footer:
-            self._plain.pop()
-        self._footer, self._footer_lines = None, 0
+        self._width = width
+        self._rendered.clear()
+        self._heights = [len(self._lines_of(i)) for i in range(len(self._items))]
+        self._changed()
+
+    def _lines_of(self, index: int) -> list[Strip]:
+        """The wrapped lines of item ``index`` at the current width (kept for a while)."""
+        item_id = self._ids[index]
+        strips = self._rendered.get(item_id)
+        if strips is not None:
+            self._rendered.move_to_end(item_id)
+            return strips
+        console = self.app.console
+        lines = Segment.split_lines(console.render(self._items[index], console.options.update_width(self._width)))
+        strips = Strip.from_lines(list(lines)) or [Strip.blank(self._width)]
+        self._rendered[item_id] = strips
+        while len(self._rendered) > self.RENDERED_KEPT:
+            self._rendered.popitem(last=False)
+        return strips
+
+    def _changed(self) -> None:
+        self._starts = None
+        self.virtual_size = Size(self._width, sum(self._heights))
+        self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        width = self.scrollable_content_region.width
+        line_no = scroll_y + y
+        if self._starts is None:
+            self._starts = list(accumulate(self._heights, initial=0))[:-1]
+        if not self._items or line_no >= self.virtual_size.height:
+            return Strip.blank(width, self.rich_style)
+        index = bisect_right(self._starts, line_no) - 1
+        strip = self._lines_of(index)[line_no - self._starts[index]]
+        return strip.crop_extend(scroll_x, scroll_x + width, self.rich_style).apply_style(self.rich_style)
+
+    @property
+    def line_count(self) -> int:
+        """Wrapped lines of what is shown."""
+        return self.virtual_size.height
 
     @property
     def text(self) -> str:
         """The plain text of what is shown, before wrapping (for tests)."""
-        return "\n".join(self._plain)
+        return "\n".join(item.plain for item in self._items)
 
     @property
     def screen_text(self) -> str:
-        """The rendered lines, as wrapped on screen."""
-        return "\n".join(strip.text for strip in self.lines)
+        """The lines as wrapped on screen."""
+        return "\n".join(strip.text for i in range(len(self._items)) for strip in self._lines_of(i))
