@@ -270,9 +270,13 @@ class TranscriptView(ScrollView, can_focus=True):
         return self.virtual_size.height
 
     @property
+    def items(self) -> list[str]:
+        """The plain text of each item shown (note, messages, footer), before wrapping."""
+        return [item.plain for item in self._items]
+
+    @property
     def text(self) -> str:
-        """The plain text of what is shown, before wrapping (for tests)."""
-        return "\n".join(item.plain for item in self._items)
+        return "\n".join(self.items)
 
     @property
     def screen_text(self) -> str:

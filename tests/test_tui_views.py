@@ -1,0 +1,153 @@
+"""The console's two hand-made views: the runs list and the virtualised transcript.
+
+Both replaced stock widgets for speed (see their modules); these tests hold them to what
+the stock widgets gave the operator: keys and clicks move the selection, a narrow pane
+never shows a number cut in half, a long transcript shows its newest messages with a
+note of how many are left out, the footer is replaced not stacked, and every kept line
+can be scrolled to, whether or not it was rendered before.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from rich.text import Text
+from textual.geometry import Offset
+
+from core.state import Limits, Status
+from tests.test_tui import SIZE, finish, make_app, settle
+from tui.components.dialogs import NewRunRequest
+from tui.components.runs_list import COLUMNS, RunRow, RunsList, row_text
+from tui.components.transcript import TranscriptView
+
+
+def _plans(app, *rids: str) -> None:
+    for rid in rids:
+        app.create_run(NewRunRequest("plan"), run_id=rid)
+
+
+async def test_keys_and_clicks_move_the_selection(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        _plans(app, "plan-a", "plan-b", "plan-c")
+        await settle(pilot, app)
+        runs = app.console_screen.query_one("#runs", RunsList)
+        runs.focus()
+        app.select("plan-a")
+        await pilot.pause()
+        await pilot.press("down")
+        await pilot.pause()
+        assert app.selected == "plan-b" and runs.highlighted_run == "plan-b"
+        await pilot.press("end")
+        await pilot.pause()
+        assert app.selected == "plan-c"
+        await pilot.press("down")  # past the last row: stays
+        await pilot.pause()
+        assert app.selected == "plan-c"
+        await pilot.press("home")
+        await pilot.pause()
+        assert app.selected == "plan-a"
+        assert "plan-a" in app.console_screen.query_one("#run-header").render().plain  # type: ignore[attr-defined]
+        # a click on the second row (below the header line) selects it
+        await pilot.click(RunsList, offset=Offset(3, 1 + 1 + 1))  # border, header, first row
+        await pilot.pause()
+        assert app.selected == "plan-b"
+        await finish(pilot, app)
+
+
+async def test_the_list_follows_a_live_run_and_its_status(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        app.create_run(NewRunRequest("runaway", limits=Limits(max_turns=4)), run_id="runaway-1")
+        await settle(pilot, app)
+        runs = app.console_screen.query_one("#runs", RunsList)
+        shown = "\n".join(runs.render_line(y).text for y in range(3))
+        assert "Status" in shown and "Turns" in shown  # the header line
+        assert "turn cap" in shown  # the badge of max_turns_exceeded
+        assert "4/4" in shown
+        await finish(pilot, app)
+
+
+def test_a_narrow_list_leaves_columns_out_rather_than_cut_them() -> None:
+    row = RunRow("plan-1", "completed", "plan", turns=3, max_turns=20, cost=0.0036)
+    for width in range(20, 80):
+        line = row_text(row.cells(), width).plain
+        assert len(line) == width
+        # the numbers are either whole or absent
+        assert ("3/20" in line) or ("3/2" not in line and "/20" not in line)
+        assert ("$0.0036" in line) or ("$0.00" not in line)
+    assert "$0.0036" in row_text(row.cells(), 60).plain
+    header = row_text({key: Text(label) for key, label in COLUMNS}, 60).plain
+    assert header.split() [:2] == ["Status", "Run"]
+
+
+async def test_a_long_transcript_keeps_the_newest_messages_and_says_how_many_are_left_out(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    keep = TranscriptView.MAX_MESSAGES
+    async with app.run_test(size=SIZE) as pilot:
+        rid = app.create_run(NewRunRequest("runaway", limits=Limits(max_turns=130)), run_id="runaway-long")
+        app.select(rid)
+        await settle(pilot, app)
+        state = app.states[rid]
+        assert state.status is Status.MAX_TURNS_EXCEEDED and len(state.messages) > keep + 50
+        view = app.transcript_view
+        lines = view.text.splitlines()
+        hidden = len(state.messages) - keep
+        assert lines[0] == f"… {hidden} earlier messages not shown (tether show {rid})"
+        footers = [line for line in lines if line.startswith("── ")]
+        assert footers == ["── max_turns_exceeded: turn cap reached: 130 of 130 turns ──"]
+        # the view follows the tail: the footer is on the last line on screen
+        bottom = [view.render_line(y).text.strip() for y in range(view.scrollable_content_region.height)]
+        assert [b for b in bottom if b][-1].startswith("── max_turns_exceeded")
+        # scroll to the top: the oldest kept lines render although they left the render cache
+        assert len(view._rendered) <= TranscriptView.RENDERED_KEPT
+        view.scroll_home(animate=False, immediate=True)
+        await pilot.pause()
+        assert view.render_line(0).text.startswith(f"… {hidden} earlier messages not shown")
+        wrapped = view.screen_text.splitlines()
+        assert len(wrapped) == view.line_count
+        await finish(pilot, app)
+
+
+async def test_a_live_transcript_grows_past_the_limit_and_the_note_counts_up(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(TranscriptView, "MAX_MESSAGES", 40)  # the same trimming, on shorter runs
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        rid = app.create_run(NewRunRequest("runaway", limits=Limits(max_turns=15)), run_id="runaway-live")
+        app.select(rid)
+        await settle(pilot, app)
+        view = app.transcript_view
+        assert not view.text.startswith("…")  # 32 messages: all shown
+        assert len(app.states[rid].messages) < 40
+        # resumed for more turns: the view trims its oldest messages as it grows
+        app.start_run(rid, max_turns=35)
+        await settle(pilot, app)
+        assert app.transcript_view is view
+        items = view.items
+        state = app.states[rid]
+        assert items[0] == f"… {len(state.messages) - 40} earlier messages not shown (tether show {rid})"
+        assert len(items) == 1 + 40 + 1  # the note, the kept messages, the footer
+        assert [item for item in items if item.startswith("── ")] == [
+            "── max_turns_exceeded: turn cap reached: 35 of 35 turns ──"]
+        last_call = state.messages[-1]["tool_call_id"]
+        assert last_call in items[-2]  # the newest message is right above the footer
+        await finish(pilot, app)
+
+
+async def test_a_narrower_pane_wraps_the_transcript_again(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        _plans(app, "plan-wrap")
+        await settle(pilot, app)
+        app.select("plan-wrap")
+        await pilot.pause()
+        view = app.transcript_view
+        wide = view.line_count
+        await pilot.resize_terminal(90, 45)
+        await pilot.pause()
+        await pilot.pause()
+        assert view.line_count > wide
+        assert view.text.splitlines()[-1].startswith("── completed")
+        await finish(pilot, app)
