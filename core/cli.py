@@ -126,6 +126,7 @@ def build_parser() -> argparse.ArgumentParser:
     provider.add_argument("--latency-ms", type=_non_negative, default=0.0)
     provider.add_argument("--fail", metavar="SPEC", help="e.g. 429@1,500@2x2,401@0,garbage@1,drip@1")
     provider.add_argument("--retry-after", type=_non_negative, default=1.0, help="seconds sent with a 429")
+    provider.add_argument("--until-stdin-closes", action="store_true", help=argparse.SUPPRESS)  # a child's lifeline
 
     lab = sub.add_parser("lab", help="rerun the experiments against the scripted provider, print their tables")
     lab.add_argument("--json", action="store_true", help="one JSON object keyed by experiment")
@@ -311,7 +312,7 @@ async def _trace(args: argparse.Namespace) -> int:
 def _provider(args: argparse.Namespace) -> int:
     from core.provider.server import serve
 
-    serve(args.host, args.port, args.latency_ms, args.fail, args.retry_after)
+    serve(args.host, args.port, args.latency_ms, args.fail, args.retry_after, args.until_stdin_closes)
     return 0
 
 

@@ -83,7 +83,11 @@ class Harness:
         sinks: Sequence[EventSink] = (),
         stop_conditions: Sequence[StopCondition] = (),
         error_formatter: ErrorFormatter | None = None,
+        embedded_url: str | None = None,
     ) -> None:
+        """``base_url``: a chat-completions endpoint; without it, the embedded scripted provider,
+        in this process, or at ``embedded_url`` when it is served by a child process (see
+        :func:`core.provider.server.provider_process`). Runs on either record no endpoint."""
         self.store = RunStore(runs_dir or tether_home() / "runs")
         self.workspace: Workspace = ensure_sample(Path(workspace or tether_home() / "workspace"))
         self.base_url = base_url
@@ -92,6 +96,8 @@ class Harness:
         if client is None:
             if base_url:
                 client = ModelClient(base_url, api_key, stream=stream, counter=self.counter)
+            elif embedded_url:
+                client = ModelClient(embedded_url, stream=stream, counter=self.counter)
             else:
                 app = create_app(latency_ms=latency_ms, faults=FaultPlan.parse(fail) if fail else None,
                                  counter=self.counter)

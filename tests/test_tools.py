@@ -299,6 +299,19 @@ async def test_scan_archive_full_run_reports_every_200(ws: Workspace) -> None:
     assert labels == [f"scanned {n} of 1200 entries" for n in range(200, 1201, 200)]
 
 
+class ChattyScan(ScanArchive):
+    seconds = 0.0
+    total_entries = 95
+    report_every = 5
+    batch = 20  # four report points per batch, and a last batch of 15
+
+
+async def test_scan_archive_reports_every_point_passed_even_within_a_batch(ws: Workspace) -> None:
+    labels: list[str] = []
+    await ChattyScan().run({}, make_ctx(ws, progress=labels.append))
+    assert labels == [f"scanned {n} of 95 entries" for n in range(5, 96, 5)]
+
+
 async def test_scan_archive_stops_when_the_signal_fires(ws: Workspace) -> None:
     signal = CancelSignal()
     labels: list[str] = []

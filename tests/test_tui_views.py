@@ -151,3 +151,19 @@ async def test_a_narrower_pane_wraps_the_transcript_again(tmp_path: Path) -> Non
         assert view.line_count > wide
         assert view.text.splitlines()[-1].startswith("── completed")
         await finish(pilot, app)
+
+
+async def test_a_key_right_after_a_new_run_is_selected_moves_from_it(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        _plans(app, "plan-a")
+        await settle(pilot, app)
+        runs = app.console_screen.query_one("#runs", RunsList)
+        runs.focus()
+        app.create_run(NewRunRequest("plan"), run_id="plan-b", start=False)  # its refresh is still pending
+        app.select("plan-b")
+        assert runs.highlighted_run == "plan-b"
+        await pilot.press("up")
+        await pilot.pause()
+        assert app.selected == "plan-a"
+        await finish(pilot, app)

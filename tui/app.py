@@ -18,6 +18,7 @@ So a run emitting thousands of events a second costs the UI a few refreshes a se
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import gc
 import os
 import sys
@@ -42,6 +43,7 @@ from core.cancel import CancelSignal
 from core.events import Event
 from core.harness import Harness, Outcome
 from core.provider import SCENARIOS
+from core.provider.server import provider_process
 from core.state import RunState, Status
 from core.store import TRACE_FILE
 from tui.components.approvals import ApprovalsPane, Pending
@@ -137,11 +139,17 @@ class TetherApp(App[int]):
         timings: bool = True,
         deterministic: bool = False,
         grace_s: float = GRACE_S,
+        provider_url: str | None = None,
+        notes: Sequence[str] = (),
     ) -> None:
+        """``provider_url``: where the embedded scripted provider is served by a child process
+        (:func:`core.provider.server.provider_process`, what ``tether`` does); without it and
+        without ``base_url`` the provider runs in this process. ``notes``: said at start-up."""
         super().__init__()
         self._owns_harness = harness is None
         self.harness = harness or Harness(runs_dir, workspace, base_url=base_url, api_key=api_key,
-                                          latency_ms=latency_ms)
+                                          latency_ms=latency_ms, embedded_url=provider_url)
+        self.startup_notes = list(notes)
         self.default_model = model
         self.start_requests = list(start)
         self.timings = timings and not deterministic
@@ -219,6 +227,8 @@ class TetherApp(App[int]):
         # for 70-100 ms every second or so under load. Undone when the app unmounts.
         gc.collect()
         gc.freeze()
+        for note in self.startup_notes:
+            self.notify(note, severity="warning", markup=False, timeout=10)
         if self.load_problems:
             self.notify(f"skipped {len(self.load_problems)} unreadable run(s): "
                         + "; ".join(f"{one_line(k, 40)}: {one_line(v, 80)}" for k, v in self.load_problems.items()),
@@ -573,6 +583,9 @@ class TetherApp(App[int]):
         changed = rid != self.selected
         self.selected = rid
         runs = self.console_screen.query_one("#runs", RunsList)
+        if rid not in runs.order:  # a run created since the last refresh: list it now, or keys act on a stale list
+            self._structure_dirty = True
+            self._refresh_runs_list()
         runs.select(rid)
         if changed:
             self._refresh_detail()
@@ -840,9 +853,22 @@ def run_console(args: Any = None) -> int:
             print(f"tether: error: unknown scenario {unknown[0]!r}; the scripted provider knows: {known}",
                   file=sys.stderr)
             return 2
-    app = TetherApp(runs_dir=getattr(args, "runs_dir", None), workspace=getattr(args, "workspace", None),
-                    base_url=base_url, api_key=os.environ.get("LLM_API_KEY") if base_url else None,
-                    model=model, start=start)
+    options = dict(runs_dir=getattr(args, "runs_dir", None), workspace=getattr(args, "workspace", None),
+                   base_url=base_url, api_key=os.environ.get("LLM_API_KEY") if base_url else None,
+                   model=model, start=start)
+    if base_url:
+        return _exit_code(TetherApp(**options))
+    with contextlib.ExitStack() as stack:
+        try:
+            url: str | None = stack.enter_context(provider_process())
+            notes = []
+        except RuntimeError as exc:  # no child process: the same provider, in this process
+            url, notes = None, [f"the scripted provider runs inside the console ({one_line(exc, 200)}); "
+                                "long runs will make the screen slower"]
+        return _exit_code(TetherApp(**options, provider_url=url, notes=notes))
+
+
+def _exit_code(app: TetherApp) -> int:
     result = app.run()
     if isinstance(result, int):
         return result

@@ -1,19 +1,31 @@
 """Serving the scripted provider over HTTP with uvicorn.
 
 ``serve`` is the blocking entry point behind ``tether provider``. ``running_provider``
-runs the same app on a free loopback port inside the caller's event loop, for tests
-and for the console's embedded default, and always stops it on exit.
+runs the same app on a free loopback port inside the caller's event loop (tests).
+``provider_process`` runs it in a child process, for the console's embedded default:
+parsing and counting a transcript that grows every turn is CPU work, and in the
+console's process it would compete with the screen for the one event loop (and the GIL).
+Both always stop what they started.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import signal
 import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
 from collections.abc import AsyncIterator, Iterator
 
+import httpx
 import uvicorn
 
+from core.processes import free_port, stop_process
 from core.provider.app import create_app
 from core.provider.faults import FaultPlan
 from core.tokens import TokenCounter
@@ -28,11 +40,57 @@ def serve(
     latency_ms: float = 0,
     fail_spec: str | None = None,
     retry_after: float = 1.0,
+    until_stdin_closes: bool = False,
 ) -> None:
-    """Serve until interrupted. A bad ``fail_spec`` raises ValueError before anything binds."""
+    """Serve until interrupted (or, with ``until_stdin_closes``, until the parent that holds
+    our stdin goes away, even if it was killed). A bad ``fail_spec`` raises ValueError
+    before anything binds."""
     faults = FaultPlan.parse(fail_spec) if fail_spec else None
     app = create_app(latency_ms=latency_ms, faults=faults, retry_after=retry_after)
+    if until_stdin_closes:
+        threading.Thread(target=_stop_at_stdin_eof, name="stdin-watch", daemon=True).start()
     uvicorn.run(app, host=host, port=port, log_level=_LOG_LEVEL, access_log=False)
+
+
+def _stop_at_stdin_eof() -> None:
+    with contextlib.suppress(OSError, ValueError):
+        while sys.stdin.buffer.read(4096):
+            pass
+    os.kill(os.getpid(), signal.SIGTERM)  # uvicorn's graceful shutdown
+
+
+@contextlib.contextmanager
+def provider_process(*, latency_ms: float = 0.0, fail_spec: str | None = None,
+                     start_timeout_s: float = 30.0) -> Iterator[str]:
+    """``tether provider`` in a child process on a free loopback port; yield its base URL
+    once it answers; stop it on exit. The child also stops when this process dies (it
+    watches its stdin), so a killed console leaves no server behind."""
+    port = free_port()
+    command = [sys.executable, "-m", "core.cli", "provider", "--host", "127.0.0.1", "--port", str(port),
+               "--latency-ms", repr(latency_ms), "--until-stdin-closes"]
+    if fail_spec:
+        command += ["--fail", fail_spec]
+    url = f"http://127.0.0.1:{port}/v1"
+    with tempfile.TemporaryFile() as errors:  # not the terminal: the console owns it
+        proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=errors)
+        try:
+            deadline = time.monotonic() + start_timeout_s
+            while True:
+                with contextlib.suppress(httpx.TransportError):
+                    if httpx.get(f"{url}/models", timeout=1.0).is_success:
+                        break
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    errors.seek(0)
+                    said = errors.read()[-600:].decode("utf-8", "replace").strip()
+                    why = (f"exited with code {proc.returncode}" if proc.returncode is not None
+                           else f"did not answer within {start_timeout_s:g} s")
+                    raise RuntimeError(f"the scripted provider on port {port} {why}" + (f": {said}" if said else ""))
+                time.sleep(0.05)
+            yield url
+        finally:
+            if proc.stdin is not None:
+                proc.stdin.close()
+            stop_process(proc)
 
 
 class _EmbeddedServer(uvicorn.Server):

@@ -166,8 +166,9 @@ class ScanArchive(Tool):
                 step = min(self.batch, total - scanned)
                 await ctx.signal.sleep(step * per_entry)
                 before, scanned = scanned, scanned + step
-                if scanned // self.report_every > before // self.report_every:
-                    ctx.progress(f"scanned {scanned} of {total} entries")
+                every = self.report_every
+                for mark in range(before // every + 1, scanned // every + 1):  # each report point passed
+                    ctx.progress(f"scanned {mark * every} of {total} entries")
         except RunCancelled:
             ctx.extras["partial"] = f"{scanned} of {total} entries scanned"
             raise

@@ -1,14 +1,23 @@
-"""The console under load: key-to-effect latency while a 0-latency runaway floods events.
+"""The console under load: key-to-effect latency while runs flood it with events.
 
-A runaway of 1,000 turns (max_turns 1000, the embedded scripted provider with no added
-latency) runs in the console, headless, while the benchmark presses up/down every ~20 ms,
-moving the selection between the runaway (the heaviest run to show) and another run.
-Each key is delivered the way a terminal delivers it (a Key event through the driver);
-its effect is the moment the newly selected run has been painted (the app records it
-after the next screen refresh). Also measured: Stop inside ``scan_archive``, key to the
-stopped status on screen; events/s the runaway emitted; resident memory.
+The console is set up as ``tether`` sets it up: the scripted provider in a child process
+(:func:`core.provider.server.provider_process`), everything else in the console's process.
+While a run goes, the benchmark presses up/down every ~20 ms, moving the selection between
+the busy run and another one. Each key is delivered the way a terminal delivers it (a Key
+event through the driver); its effect is the moment the newly selected run has been
+painted (the app records it after the next screen refresh). Measured:
 
-Run: ``.venv/bin/python -m tests.benchmarks.bench_console [--turns N] [--stop-trials N]``
+* a real run emitting over 5,000 events/s: ``slow``, its ``scan_archive`` set to report
+  every entry (each report is an event, traced to disk and shown);
+* a synthetic 10,000 events/s pushed through the console's event sink;
+* a 0-latency ``runaway`` of 1,000 turns, and the same with the provider inside the
+  console's process (the baseline: how the console ran before);
+* Stop inside ``scan_archive``: key to the stopped status on screen;
+* memory over a 10,000-turn runaway whose model answers from memory (the scripted
+  provider re-reads the whole transcript every turn, which makes 10,000 turns take hours;
+  the console, the loop, the journal and the trace are the real ones).
+
+Run: ``.venv/bin/python -m tests.benchmarks.bench_console [--turns N] [--stop-trials N] ...``
 """
 
 from __future__ import annotations
@@ -16,8 +25,11 @@ from __future__ import annotations
 import argparse
 import asyncio
 import gc
+import json
+import os
 import resource
 import statistics
+import sys
 import tempfile
 import time
 import tracemalloc
@@ -27,15 +39,21 @@ from typing import Any
 
 from textual import events
 
+from core.client import ModelReply
 from core.events import ToolProgress
+from core.harness import Harness
+from core.provider.server import provider_process
 from core.state import Limits, Status
+from core.tools.builtin import ScanArchive
 from tui.app import TetherApp
 from tui.components.dialogs import NewRunRequest
 
 KEY_INTERVAL_S = 0.020
+REAL_KEY_INTERVAL_S = 0.2  # a fast typist: every key's repaint also takes from the run's time
 KEY_TIMEOUT_S = 10.0
 TARGET_KEY_MS = 100.0
 TARGET_STOP_MS = 50.0
+TARGET_EVENTS_PER_S = 5_000
 
 
 def _rss_mb() -> float:
@@ -75,8 +93,8 @@ async def _painted_after(app: TetherApp, what: str, rid: str, t0: float, timeout
 
 
 async def _press_keys(app: TetherApp, rid: str, going: Callable[[], bool],
-                      rss_peak: float) -> tuple[list[float], int, float]:
-    """Alternate up/down every KEY_INTERVAL_S while ``going()``; per key, the time until the
+                      rss_peak: float, interval: float = KEY_INTERVAL_S) -> tuple[list[float], int, float]:
+    """Alternate up/down every ``interval`` s while ``going()``; per key, the time until the
     new selection was painted. Returns the latencies (ms), the keys never answered, peak RSS."""
     latencies: list[float] = []
     timeouts = 0
@@ -92,59 +110,91 @@ async def _press_keys(app: TetherApp, rid: str, going: Callable[[], bool],
             latencies.append((shown - t0) * 1000)
         up = not up
         rss_peak = max(rss_peak, _rss_mb())
-        await asyncio.sleep(max(0.0, KEY_INTERVAL_S - (time.perf_counter() - t0)))
+        await asyncio.sleep(max(0.0, interval - (time.perf_counter() - t0)))
     return latencies, timeouts, rss_peak
 
 
-async def keys_under_load(turns: int, use_tracemalloc: bool) -> dict[str, Any]:
+def _app(tmp: str, provider_url: str | None, **kw: Any) -> TetherApp:
+    return TetherApp(runs_dir=Path(tmp) / "runs", workspace=Path(tmp) / "workspace", provider_url=provider_url, **kw)
+
+
+def _key_figures(latencies: list[float], timeouts: int) -> dict[str, Any]:
+    return {"keys": len(latencies) + timeouts, "timeouts": timeouts,
+            "median_ms": statistics.median(latencies) if latencies else float("nan"),
+            "p99_ms": _pct(latencies, 0.99), "max_ms": max(latencies) if latencies else float("nan")}
+
+
+async def _busy_run_with_keys(app: TetherApp, pilot: Any, request: NewRunRequest, rid: str,
+                              use_tracemalloc: bool = False, interval: float = KEY_INTERVAL_S) -> dict[str, Any]:
+    """Start ``rid`` beside a finished ``b-plan``, press keys until it stops; the figures."""
+    app.create_run(NewRunRequest("plan"), run_id="b-plan")
+    await app.workers.wait_for_complete()
+    await pilot.pause()
+    gc.collect()
+    rss_before = _rss_mb()
+    if use_tracemalloc:
+        tracemalloc.start()
+    app.create_run(request, run_id=rid)
+    app.select(rid)
+    app.console_screen.query_one("#runs").focus()
+    events_before = app.events_seen
+    started = time.perf_counter()
+    latencies, timeouts, rss_peak = await _press_keys(app, rid, lambda: rid in app.active, _rss_mb(), interval)
+    ran_s = time.perf_counter() - started
+    emitted = app.events_seen - events_before
+    traced = tracemalloc.get_traced_memory() if use_tracemalloc else None
+    if use_tracemalloc:
+        tracemalloc.stop()
+    state = app.states[rid]
+    app.select(rid)
+    await pilot.pause()
+    result = {
+        "turns": state.turns, "status": state.status.value, "run_s": ran_s, "events": emitted,
+        "events_per_s": emitted / ran_s if ran_s else 0.0, **_key_figures(latencies, timeouts),
+        "rss_before_mb": rss_before, "rss_peak_mb": rss_peak,
+        "tracemalloc_peak_mb": traced[1] / 1e6 if traced else None,
+        "transcript_lines": app.transcript_view.line_count, "trace_lines": app.trace_view.line_count,
+        "trace_buffer": len(app.trace_lines(rid)),
+    }
+    await app.stop_all()
+    await app.workers.wait_for_complete()
+    return result
+
+
+async def keys_under_load(turns: int, use_tracemalloc: bool, provider_url: str | None) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
-        app = TetherApp(runs_dir=Path(tmp) / "runs", workspace=Path(tmp) / "workspace")
+        app = _app(tmp, provider_url)
         async with app.run_test(size=(160, 45)) as pilot:
-            app.create_run(NewRunRequest("plan"), run_id="a-plan")
-            await app.workers.wait_for_complete()
-            app.create_run(NewRunRequest("plan"), run_id="b-plan")
-            await app.workers.wait_for_complete()
-            await pilot.pause()
-            gc.collect()
-            rss_before = _rss_mb()
-            if use_tracemalloc:
-                tracemalloc.start()
-            rid = "runaway-bench"
-            app.create_run(NewRunRequest("runaway", limits=Limits(max_turns=turns)), run_id=rid)
-            app.select(rid)
-            app.console_screen.query_one("#runs").focus()
-            events_before = app.events_seen
-            started = time.perf_counter()
-            latencies, timeouts, rss_peak = await _press_keys(app, rid, lambda: rid in app.active, _rss_mb())
-            ran_s = time.perf_counter() - started
-            emitted = app.events_seen - events_before
-            traced = tracemalloc.get_traced_memory() if use_tracemalloc else None
-            if use_tracemalloc:
-                tracemalloc.stop()
-            state = app.states[rid]
-            transcript = app.transcript_view
-            trace = app.trace_view
-            result = {
-                "turns": state.turns,
-                "status": state.status.value,
-                "run_s": ran_s,
-                "events": emitted,
-                "events_per_s": emitted / ran_s if ran_s else 0.0,
-                "keys": len(latencies) + timeouts,
-                "timeouts": timeouts,
-                "median_ms": statistics.median(latencies) if latencies else float("nan"),
-                "p99_ms": _pct(latencies, 0.99),
-                "max_ms": max(latencies) if latencies else float("nan"),
-                "rss_before_mb": rss_before,
-                "rss_peak_mb": rss_peak,
-                "tracemalloc_peak_mb": traced[1] / 1e6 if traced else None,
-                "transcript_lines": transcript.line_count,
-                "trace_lines": trace.line_count,
-                "trace_buffer": len(app.trace_lines(rid)),
-            }
-            await app.stop_all()
-            await app.workers.wait_for_complete()
+            result = await _busy_run_with_keys(app, pilot, NewRunRequest("runaway", limits=Limits(max_turns=turns)),
+                                               "runaway-bench", use_tracemalloc)
     assert result["status"] == Status.MAX_TURNS_EXCEEDED.value, result
+    return result
+
+
+class _ChattyScan:
+    """``scan_archive`` reporting every entry: ``entries`` events in about ``seconds``."""
+
+    def __init__(self, entries: int, seconds: float) -> None:
+        self.values = {"total_entries": entries, "seconds": seconds, "report_every": 1, "batch": 25}
+
+    def __enter__(self) -> None:
+        self.saved = {name: getattr(ScanArchive, name) for name in self.values}
+        for name, value in self.values.items():
+            setattr(ScanArchive, name, value)
+
+    def __exit__(self, *exc: object) -> None:
+        for name, value in self.saved.items():
+            setattr(ScanArchive, name, value)
+
+
+async def real_flood(entries: int, seconds: float, provider_url: str | None,
+                     interval: float = KEY_INTERVAL_S) -> dict[str, Any]:
+    """A real run whose tool reports progress thousands of times a second, with keys."""
+    with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp, _ChattyScan(entries, seconds):
+        app = _app(tmp, provider_url)
+        async with app.run_test(size=(160, 45)) as pilot:
+            result = await _busy_run_with_keys(app, pilot, NewRunRequest("slow"), "slow-chatty", interval=interval)
+    assert result["status"] == Status.COMPLETED.value, result
     return result
 
 
@@ -152,12 +202,12 @@ async def flood(rate: int, seconds: float) -> dict[str, Any]:
     """The same key loop while a synthetic run pushes ``rate`` events/s through the console's
     sink (the harness's own speed is not the limit here: this is the console's coalescing)."""
     with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
-        app = TetherApp(runs_dir=Path(tmp) / "runs", workspace=Path(tmp) / "workspace")
+        app = _app(tmp, None)
         async with app.run_test(size=(160, 45)) as pilot:
             app.create_run(NewRunRequest("plan"), run_id="b-plan")
             await app.workers.wait_for_complete()
             rid = "flood"
-            state = app.create_run(NewRunRequest("runaway"), run_id=rid, start=False)
+            app.create_run(NewRunRequest("runaway"), run_id=rid, start=False)
             app.harness.live[rid] = app.states[rid]  # shown as a live run
             app.select(rid)
             await pilot.pause()
@@ -185,23 +235,17 @@ async def flood(rate: int, seconds: float) -> dict[str, Any]:
             await task
             elapsed = time.perf_counter() - started
             app.harness.live.pop(rid, None)
-            del state
-            result = {
-                "events": emitted, "events_per_s": emitted / elapsed, "keys": len(latencies) + timeouts,
-                "timeouts": timeouts, "median_ms": statistics.median(latencies) if latencies else float("nan"),
-                "p99_ms": _pct(latencies, 0.99), "max_ms": max(latencies) if latencies else float("nan"),
-                "rss_before_mb": rss_before, "rss_peak_mb": rss_peak,
-                "trace_buffer": len(app.trace_lines(rid)),
-            }
+            result = {"events": emitted, "events_per_s": emitted / elapsed, **_key_figures(latencies, timeouts),
+                      "rss_before_mb": rss_before, "rss_peak_mb": rss_peak, "trace_buffer": len(app.trace_lines(rid))}
             await app.stop_all()
     return result
 
 
-async def stop_latency(trials: int) -> list[float]:
+async def stop_latency(trials: int, provider_url: str | None) -> list[float]:
     """Key ``s`` during scan_archive to the stopped status painted, per trial."""
     out: list[float] = []
     with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
-        app = TetherApp(runs_dir=Path(tmp) / "runs", workspace=Path(tmp) / "workspace")
+        app = _app(tmp, provider_url)
         async with app.run_test(size=(160, 45)) as pilot:
             for n in range(trials):
                 rid = f"slow-{n}"
@@ -223,43 +267,124 @@ async def stop_latency(trials: int) -> list[float]:
     return out
 
 
+class _MemoryModel:
+    """The runaway's model, answering from memory after 1 ms (about a loopback round trip):
+    each turn one ``list_files`` call, prompt tokens growing as the scripted provider's do.
+    Every ``every`` turns it notes the console process's resident memory."""
+
+    def __init__(self, every: int) -> None:
+        self.every = every
+        self.samples: list[tuple[int, float, int]] = []  # turn, RSS MB, Python heap blocks
+
+    async def complete(self, model: str, messages: list[dict], tools: Any, **kw: Any) -> ModelReply:
+        turn = sum(1 for m in messages if m.get("role") == "assistant")
+        if turn and turn % self.every == 0:
+            gc.collect()
+            self.samples.append((turn, _rss_mb(), sys.getallocatedblocks()))
+        await asyncio.sleep(0.001)
+        return ModelReply(content="", tool_calls=[{"id": f"c{turn}", "type": "function",
+                                                   "function": {"name": "list_files", "arguments": "{}"}}],
+                          finish_reason="tool_calls", prompt_tokens=356 + 60 * turn, completion_tokens=9,
+                          usage_estimated=False, provider_ms=1.0)
+
+    async def aclose(self) -> None:
+        pass
+
+
+async def memory_over(turns: int, every: int) -> dict[str, Any]:
+    """RSS every ``every`` turns of a ``turns``-turn runaway shown in the console, keys pressed."""
+    with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
+        model = _MemoryModel(every)
+        harness = Harness(Path(tmp) / "runs", Path(tmp) / "workspace", client=model)  # type: ignore[arg-type]
+        app = TetherApp(harness=harness)
+        rid = "runaway-10k"
+        async with app.run_test(size=(160, 45)) as pilot:
+            result = await _busy_run_with_keys(app, pilot, NewRunRequest("runaway", limits=Limits(max_turns=turns)),
+                                               rid, interval=0.2)
+            state = app.states[rid]
+            result["samples"] = model.samples
+            result["messages"] = len(state.messages)
+            result["transcript_mb"] = len(json.dumps(state.messages)) / 1e6
+            result["transcript_items"] = len(app.transcript_view.items)
+        await harness.aclose()
+    return result
+
+
+async def memory_without_console(turns: int, every: int) -> list[tuple[int, float, int]]:
+    """The same runaway driven by the harness alone: what the run itself holds as it grows."""
+    with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
+        model = _MemoryModel(every)
+        async with Harness(Path(tmp) / "runs", Path(tmp) / "workspace", client=model) as harness:  # type: ignore[arg-type]
+            state = harness.new_run("runaway", limits=Limits(max_turns=turns))
+            await harness.run(state.run_id)
+    return model.samples
+
+
+def _growth_per_k(samples: list[tuple[int, float, int]], field: int) -> float:
+    first, last = samples[0], samples[-1]
+    return (last[field] - first[field]) / max(1e-9, (last[0] - first[0]) / 1000)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--turns", type=int, default=1000)
     parser.add_argument("--stop-trials", type=int, default=20)
     parser.add_argument("--tracemalloc", action="store_true", help="also trace Python allocations (slower)")
     parser.add_argument("--flood-rate", type=int, default=10_000, help="synthetic events/s (0: skip)")
-    parser.add_argument("--flood-seconds", type=float, default=10.0)
+    parser.add_argument("--flood-seconds", type=float, default=8.0)
+    parser.add_argument("--real-entries", type=int, default=60_000, help="scan_archive reports (0: skip)")
+    parser.add_argument("--real-seconds", type=float, default=4.0, help="the scan's nominal duration")
+    parser.add_argument("--memory-turns", type=int, default=10_000, help="0: skip")
     args = parser.parse_args(argv)
 
-    r = asyncio.run(keys_under_load(args.turns, args.tracemalloc))
-    print(f"console under load: 0-latency runaway, {r['turns']} turns ({r['status']}) in {r['run_s']:.1f} s, "
-          f"{r['events']:,} events = {r['events_per_s']:,.0f} events/s")
-    print(f"  keys (up/down every {KEY_INTERVAL_S * 1000:.0f} ms): {r['keys']} pressed, {r['timeouts']} unanswered "
-          f"within {KEY_TIMEOUT_S:g} s")
-    print(f"  key to effect (selection painted): median {r['median_ms']:.1f} ms, p99 {r['p99_ms']:.1f} ms, "
-          f"max {r['max_ms']:.1f} ms   (target p99 <= {TARGET_KEY_MS:.0f} ms)")
-    mem = (f"  memory: RSS {r['rss_before_mb']:.0f} MB before the run, peak {r['rss_peak_mb']:.0f} MB during it "
-           f"(process peak {_peak_rss_mb():.0f} MB)")
-    if r["tracemalloc_peak_mb"] is not None:
-        mem += f"; tracemalloc peak {r['tracemalloc_peak_mb']:.1f} MB"
-    print(mem)
-    print(f"  views bounded: transcript {r['transcript_lines']} lines, trace view {r['trace_lines']} lines, "
-          f"trace buffer {r['trace_buffer']} lines")
-    if args.flood_rate:
-        f = asyncio.run(flood(args.flood_rate, args.flood_seconds))
-        print(f"console under a synthetic flood: {f['events']:,} events in {args.flood_seconds:g} s = "
-              f"{f['events_per_s']:,.0f} events/s through the sink")
-        print(f"  key to effect: {f['keys']} keys, {f['timeouts']} unanswered; median {f['median_ms']:.1f} ms, "
-              f"p99 {f['p99_ms']:.1f} ms, max {f['max_ms']:.1f} ms   (target p99 <= {TARGET_KEY_MS:.0f} ms)")
-        print(f"  memory: RSS {f['rss_before_mb']:.0f} MB before, peak {f['rss_peak_mb']:.0f} MB; "
-              f"trace buffer {f['trace_buffer']} lines (bounded)")
-    if args.stop_trials:
-        stops = asyncio.run(stop_latency(args.stop_trials))
-        print(f"stop inside scan_archive, key to the stopped status on screen ({len(stops)} trials): "
-              f"median {statistics.median(stops):.1f} ms, p99 {_pct(stops, 0.99):.1f} ms, max {max(stops):.1f} ms"
-              f"   (target p99 <= {TARGET_STOP_MS:.0f} ms)")
+    with provider_process() as url:
+        print(f"console as `tether` runs it (the scripted provider in its own process), {os.cpu_count()} cores; "
+              f"keys up/down every {KEY_INTERVAL_S * 1000:.0f} ms; target key-to-effect p99 <= {TARGET_KEY_MS:.0f} ms")
+        if args.real_entries:
+            r = asyncio.run(real_flood(args.real_entries, args.real_seconds, url, interval=REAL_KEY_INTERVAL_S))
+            print(f"real run emitting events: `slow`, scan_archive reporting every entry: {r['events']:,} events "
+                  f"in {r['run_s']:.1f} s = {r['events_per_s']:,.0f} events/s (target >= {TARGET_EVENTS_PER_S:,}); "
+                  f"keys every {REAL_KEY_INTERVAL_S * 1000:.0f} ms")
+            _print_keys(r)
+        if args.flood_rate:
+            f = asyncio.run(flood(args.flood_rate, args.flood_seconds))
+            print(f"synthetic flood through the console's sink: {f['events']:,} events = "
+                  f"{f['events_per_s']:,.0f} events/s; trace buffer {f['trace_buffer']} lines (bounded)")
+            _print_keys(f)
+        runaway = asyncio.run(keys_under_load(args.turns, args.tracemalloc, url))
+        print(f"0-latency runaway, {runaway['turns']} turns in {runaway['run_s']:.1f} s "
+              f"({runaway['events_per_s']:,.0f} events/s)")
+        _print_keys(runaway)
+        inside = asyncio.run(keys_under_load(args.turns, False, None))
+        print(f"  baseline, the provider inside the console's process: {inside['run_s']:.1f} s; "
+              f"key to effect median {inside['median_ms']:.1f} ms, p99 {inside['p99_ms']:.1f} ms "
+              f"(own process: p99 x{runaway['p99_ms'] / inside['p99_ms']:.2f})")
+        print(f"  memory: RSS {runaway['rss_before_mb']:.0f} MB before, peak {runaway['rss_peak_mb']:.0f} MB"
+              + (f"; tracemalloc peak {runaway['tracemalloc_peak_mb']:.1f} MB" if runaway["tracemalloc_peak_mb"] else ""))
+        if args.stop_trials:
+            stops = asyncio.run(stop_latency(args.stop_trials, url))
+            print(f"stop inside scan_archive, key to the stopped status on screen ({len(stops)} trials): "
+                  f"median {statistics.median(stops):.1f} ms, p99 {_pct(stops, 0.99):.1f} ms, max {max(stops):.1f} ms"
+                  f"   (target p99 <= {TARGET_STOP_MS:.0f} ms)")
+    if args.memory_turns:
+        every = max(1, args.memory_turns // 10)
+        m = asyncio.run(memory_over(args.memory_turns, every))
+        alone = asyncio.run(memory_without_console(args.memory_turns, every))
+        print(f"memory over a {m['turns']:,}-turn runaway (a 1 ms model answering from memory) in {m['run_s']:.0f} s, "
+              f"keys every 200 ms (key to effect median {m['median_ms']:.1f} ms, p99 {m['p99_ms']:.1f} ms):")
+        print("  RSS by turn: " + ", ".join(f"{t:,}: {rss:.0f} MB" for t, rss, _ in m["samples"]))
+        print(f"  growth after turn {m['samples'][0][0]:,}, per 1,000 turns: RSS {_growth_per_k(m['samples'], 1):.2f} MB, "
+              f"Python heap {_growth_per_k(m['samples'], 2):,.0f} blocks; the same run without a console: "
+              f"{_growth_per_k(alone, 2):,.0f} blocks (the transcript the run holds to resend it: "
+              f"{m['messages']:,} messages, {m['transcript_mb']:.1f} MB as JSON)")
+        print(f"  the console's own views stay bounded: {m['transcript_items']} transcript items, "
+              f"{m['trace_buffer']} trace lines")
     return 0
+
+
+def _print_keys(r: dict[str, Any]) -> None:
+    print(f"  key to effect: {r['keys']} keys, {r['timeouts']} unanswered; median {r['median_ms']:.1f} ms, "
+          f"p99 {r['p99_ms']:.1f} ms, max {r['max_ms']:.1f} ms   (target p99 <= {TARGET_KEY_MS:.0f} ms)")
 
 
 if __name__ == "__main__":

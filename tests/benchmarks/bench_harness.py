@@ -29,18 +29,14 @@ import contextlib
 import os
 import platform
 import statistics
-import subprocess
-import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import httpx
 
 from core.events import Event, Turn
 from core.harness import Harness
-from core.processes import free_port, stop_process
+from core.provider.server import provider_process
 from core.trace import read_trace
 from tests.benchmarks import bench_stop, peers
 
@@ -69,31 +65,6 @@ def machine() -> str:
         load = ", load average " + " ".join(Path("/proc/loadavg").read_text().split()[:3])
     return (f"{os.cpu_count()} cores ({model}), Python {platform.python_version()}, "
             f"{platform.system()} {platform.release()}{load}")
-
-
-@contextlib.contextmanager
-def provider_process() -> Iterator[str]:
-    """``tether provider`` in its own process on loopback; yields its base URL."""
-    port = free_port()
-    exe = Path(sys.executable).with_name("tether")
-    command = [str(exe)] if exe.exists() else [sys.executable, "-m", "core.cli"]
-    proc = subprocess.Popen([*command, "provider", "--host", "127.0.0.1", "--port", str(port)],
-                            stdout=subprocess.DEVNULL)
-    url = f"http://127.0.0.1:{port}/v1"
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            try:
-                if httpx.get(f"{url}/models", timeout=1).is_success:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"tether provider did not start on port {port}")
-            time.sleep(0.05)
-        yield url
-    finally:
-        stop_process(proc)
 
 
 # ---- the table ----------------------------------------------------------------

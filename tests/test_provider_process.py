@@ -1,0 +1,89 @@
+"""The scripted provider in a child process: what ``tether`` (the console) runs by default.
+
+It must answer like the in-process one, say in words why it could not start, never outlive
+its parent (even one killed with SIGKILL), and leave runs that record no endpoint, so
+``tether resume`` and the console continue them alike.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import httpx
+import pytest
+
+from core.provider.server import provider_process
+from core.state import Status
+from tests.test_tui import SIZE, finish, settle
+from tui.app import TetherApp
+from tui.components.dialogs import NewRunRequest
+
+CAP_S = 30.0
+
+
+def _answers(url: str) -> bool:
+    try:
+        return httpx.get(f"{url}/models", timeout=1.0).is_success
+    except httpx.TransportError:
+        return False
+
+
+def test_it_serves_and_is_gone_after_the_block() -> None:
+    with provider_process() as url:
+        models = httpx.get(f"{url}/models", timeout=5).json()
+        assert "runaway" in {m["id"] for m in models["data"]}
+    assert not _answers(url)
+
+
+def test_a_start_that_fails_is_explained() -> None:
+    with pytest.raises(RuntimeError, match=r"exited with code 2: .*bad fault .nonsense@@."):
+        with provider_process(fail_spec="nonsense@@"):
+            pass
+
+
+def test_it_does_not_outlive_a_killed_parent(tmp_path: Path) -> None:
+    parent = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time\n"
+         "from core.provider.server import provider_process\n"
+         "with provider_process() as url:\n"
+         "    print(url, flush=True)\n"
+         "    time.sleep(600)\n"],
+        stdout=subprocess.PIPE, cwd=Path(__file__).resolve().parents[1], text=True)
+    try:
+        assert parent.stdout is not None
+        url = parent.stdout.readline().strip()
+        assert _answers(url)
+        os.kill(parent.pid, signal.SIGKILL)
+        parent.wait()
+        deadline = time.monotonic() + CAP_S
+        while _answers(url):
+            assert time.monotonic() < deadline, "the provider outlived its killed parent"
+            time.sleep(0.1)
+    finally:
+        if parent.poll() is None:
+            parent.kill()
+            parent.wait()
+
+
+async def test_the_console_on_a_provider_process(tmp_path: Path) -> None:
+    with provider_process() as url:
+        app = TetherApp(runs_dir=tmp_path / "runs", workspace=tmp_path / "workspace", deterministic=True,
+                        provider_url=url)
+        async with app.run_test(size=SIZE) as pilot:
+            rid = app.create_run(NewRunRequest("plan"), run_id="plan-remote")
+            app.select(rid)
+            await settle(pilot, app)
+            assert app.states[rid].status is Status.COMPLETED
+            assert "completed" in app.transcript_view.text
+            await finish(pilot, app)
+    saved = (tmp_path / "runs" / rid / "journal.jsonl").read_text()
+    assert url not in saved and "127.0.0.1" not in saved  # an embedded run: no endpoint recorded
+    header = [json.loads(line)["commit"] for line in saved.splitlines() if '"commit"' in line][-1]
+    assert header.get("base_url") in (None, "")
