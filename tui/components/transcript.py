@@ -209,6 +209,9 @@ class TranscriptView(ScrollView, can_focus=True):
             del self._items[start:start + excess], self._ids[start:start + excess]
             del self._heights[start:start + excess]
             self._hidden += excess
+        if len(self._names) > 2 * self.MAX_MESSAGES:  # results follow their calls: old names are done with
+            for call_id in list(self._names)[: len(self._names) - self.MAX_MESSAGES]:
+                del self._names[call_id]
         if self._hidden:
             notice = Text(f"… {self._hidden} earlier messages not shown (tether show {one_line(self._run_id)})",
                           style="dim italic")
