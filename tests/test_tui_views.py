@@ -9,6 +9,7 @@ can be scrolled to, whether or not it was rendered before.
 
 from __future__ import annotations
 
+import gc
 from pathlib import Path
 
 import pytest
@@ -167,3 +168,15 @@ async def test_a_key_right_after_a_new_run_is_selected_moves_from_it(tmp_path: P
         await pilot.pause()
         assert app.selected == "plan-a"
         await finish(pilot, app)
+
+
+async def test_the_console_tunes_the_garbage_collector_only_while_it_is_up(tmp_path: Path) -> None:
+    before = gc.get_threshold()
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.pause()
+        assert gc.get_freeze_count() > 0  # the start-up heap is out of the full passes
+        assert gc.get_threshold()[0] > before[0]
+        await finish(pilot, app)
+    assert gc.get_threshold() == before
+    assert gc.get_freeze_count() == 0
