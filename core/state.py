@@ -13,6 +13,7 @@ import time
 import uuid
 from dataclasses import dataclass, field, fields
 from enum import StrEnum
+from collections.abc import Mapping
 from typing import Any, Literal
 
 SCHEMA_VERSION = 1
@@ -154,13 +155,17 @@ class RunState:
         return ""
 
     # ---- serialisation -------------------------------------------------
-    def header(self) -> dict[str, Any]:
-        """Everything but the transcript: small, rewritten atomically after each step."""
+    def header(self, since: Mapping[str, int] | None = None) -> dict[str, Any]:
+        """Everything but the transcript. ``since`` gives, for list fields that only grow, the
+        index from which to include them (the store writes only what a step added)."""
         out: dict[str, Any] = {}
         for f in fields(self):
             if f.name == "messages":
                 continue
             value = getattr(self, f.name)
+            if since and f.name in since:
+                out[f.name] = value[since[f.name]:]
+                continue
             if f.name == "approvals":
                 value = {k: _plain(v) for k, v in value.items()}
             elif isinstance(value, (Limits, Pricing, Policies)):

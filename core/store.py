@@ -168,9 +168,7 @@ class RunHandle:
 
     def save(self, state: RunState) -> None:
         """Commit the state: its new messages and a header, in one write."""
-        header = _header(state)
-        for name in GROWING_FIELDS:
-            header[name] = header[name][self._grown[name]:]
+        header = _header(state, since=self._grown)
         data = _commit_bytes(state.messages[self._messages:], header)
         start = os.lseek(self._fd, 0, os.SEEK_CUR)
         try:
@@ -198,8 +196,8 @@ class RunHandle:
         self.attach(state, (self.directory / JOURNAL_FILE).stat().st_size)
 
 
-def _header(state: RunState) -> dict[str, Any]:
-    return {**state.header(), "message_count": len(state.messages)}
+def _header(state: RunState, since: dict[str, int] | None = None) -> dict[str, Any]:
+    return {**state.header(since), "message_count": len(state.messages)}
 
 
 def _commit_bytes(messages: list[dict[str, Any]], header: dict[str, Any]) -> bytes:

@@ -7,12 +7,15 @@ its parent (even one killed with SIGKILL), and leave runs that record no endpoin
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
@@ -21,7 +24,7 @@ import pytest
 from core.provider.server import provider_process
 from core.state import Status
 from tests.test_tui import SIZE, finish, settle
-from tui.app import TetherApp
+from tui.app import TetherApp, run_console
 from tui.components.dialogs import NewRunRequest
 
 CAP_S = 30.0
@@ -87,3 +90,43 @@ async def test_the_console_on_a_provider_process(tmp_path: Path) -> None:
     assert url not in saved and "127.0.0.1" not in saved  # an embedded run: no endpoint recorded
     header = [json.loads(line)["commit"] for line in saved.splitlines() if '"commit"' in line][-1]
     assert header.get("base_url") in (None, "")
+
+
+def _console_args(tmp_path: Path) -> argparse.Namespace:
+    return argparse.Namespace(runs_dir=tmp_path / "runs", workspace=tmp_path / "workspace", start=[],
+                              base_url=None, model=None)
+
+
+def test_tether_serves_the_embedded_provider_from_a_child_and_stops_it(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, object] = {}
+
+    def run(app: TetherApp) -> int:  # instead of taking over the terminal
+        seen.update(url=app.provider_url, answered=_answers(str(app.provider_url)), notes=app.startup_notes)
+        return 0
+
+    monkeypatch.setattr(TetherApp, "run", run)
+    assert run_console(_console_args(tmp_path)) == 0
+    assert str(seen["url"]).startswith("http://127.0.0.1:") and seen["answered"] and not seen["notes"]
+    assert not _answers(str(seen["url"]))  # stopped with the console
+
+
+def test_without_a_child_the_console_runs_the_provider_itself_and_says_so(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    seen: dict[str, object] = {}
+
+    @contextlib.contextmanager
+    def no_child(**kw: object) -> Iterator[str]:
+        raise RuntimeError("the scripted provider on port 1 exited with code 1: no room")
+        yield ""  # pragma: no cover
+
+    def run(app: TetherApp) -> int:
+        seen.update(url=app.provider_url, notes=app.startup_notes)
+        return 0
+
+    monkeypatch.setattr("tui.app.provider_process", no_child)
+    monkeypatch.setattr(TetherApp, "run", run)
+    assert run_console(_console_args(tmp_path)) == 0
+    assert seen["url"] is None
+    assert seen["notes"] == ["the scripted provider runs inside the console (the scripted provider on port 1 "
+                             "exited with code 1: no room); long runs will make the screen slower"]

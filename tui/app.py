@@ -150,6 +150,7 @@ class TetherApp(App[int]):
         self._owns_harness = harness is None
         self.harness = harness or Harness(runs_dir, workspace, base_url=base_url, api_key=api_key,
                                           latency_ms=latency_ms, embedded_url=provider_url)
+        self.provider_url = provider_url
         self.startup_notes = list(notes)
         self.default_model = model
         self.start_requests = list(start)
@@ -871,7 +872,7 @@ def run_console(args: Any = None) -> int:
         try:
             url: str | None = stack.enter_context(provider_process())
             notes = []
-        except RuntimeError as exc:  # no child process: the same provider, in this process
+        except (RuntimeError, OSError) as exc:  # no child process: the same provider, in this process
             url, notes = None, [f"the scripted provider runs inside the console ({one_line(exc, 200)}); "
                                 "long runs will make the screen slower"]
         return _exit_code(TetherApp(**options, provider_url=url, notes=notes))
