@@ -30,6 +30,7 @@ import os
 import platform
 import statistics
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -193,6 +194,32 @@ def flat_cost(traces: list[Path]) -> Flat:
     return Flat(med(early_h), med(late_h), med(early_w), med(late_w), last)
 
 
+@contextlib.contextmanager
+def one_cpu() -> Iterator[None]:
+    """This process, and the processes it starts meanwhile, on one CPU (restored after)."""
+    before = os.sched_getaffinity(0)
+    os.sched_setaffinity(0, {min(before)})
+    try:
+        yield
+    finally:
+        os.sched_setaffinity(0, before)
+
+
+async def _tether_traces(url: str, workdir: Path, turns: int, runs: int) -> list[Path]:
+    tether = peers.Tether(url, workdir)
+    await tether.setup()
+    try:
+        await tether.run(turns)  # warm the provider's count cache
+        out = []
+        for _ in range(runs):
+            await tether.run(turns)
+            assert tether.last_run_id is not None
+            out.append(tether.trace_path(tether.last_run_id))
+        return out
+    finally:
+        await tether.aclose()
+
+
 # ---- the 3-turn plan -----------------------------------------------------------------
 
 async def plan_overhead(workdir: Path, base_url: str | None, runs: int) -> tuple[float, float, float]:
@@ -320,6 +347,10 @@ def main(argv: list[str] | None = None) -> None:
         embedded = asyncio.run(plan_overhead(workdir / "plan-embedded", None, plan_runs))
         loopback = asyncio.run(plan_overhead(workdir / "plan-loopback", url, plan_runs))
         flat = flat_cost(traces)
+    # The same measure with the harness and its provider on one CPU: whether a growing figure
+    # is the harness's work, or its core idling longer while the provider works on the other.
+    with one_cpu(), peers.scratch_dir("harness-one-cpu") as tmp, provider_process() as url:
+        flat_one_cpu = flat_cost(asyncio.run(_tether_traces(url, Path(tmp), max(sizes), len(traces))))
     stop = bench_stop.measure(20 if args.quick else bench_stop.TRIALS)
 
     print("Targets (issue 6):")
@@ -335,6 +366,9 @@ def main(argv: list[str] | None = None) -> None:
         (f"cost per turn flat: harness time, turn ~{flat.turns} vs ~10",
          f"{flat.late_harness:.2f} vs {flat.early_harness:.2f} ms = {flat.late_harness / flat.early_harness:.2f}x",
          f"<= {TARGET_FLAT:g}x", flat.late_harness / flat.early_harness <= TARGET_FLAT),
+        ("  (same, harness and provider on one CPU)",
+         f"{flat_one_cpu.late_harness:.2f} vs {flat_one_cpu.early_harness:.2f} ms = "
+         f"{flat_one_cpu.late_harness / flat_one_cpu.early_harness:.2f}x", "(diagnostic)", None),
         (f"  (per-turn wall incl. provider, turn ~{flat.turns} vs ~10)",
          f"{flat.late_wall:.2f} vs {flat.early_wall:.2f} ms = {flat.late_wall / flat.early_wall:.2f}x",
          "(grows with the provider)", None),
