@@ -57,6 +57,14 @@ class _FormDialog(_Dialog):
     def request(self) -> Any:
         raise NotImplementedError
 
+    def form_footer(self, submit: str, hint: str) -> ComposeResult:
+        """The line ``_submit`` writes a bad value's error to, the buttons, and the key hint."""
+        yield Static("", id="error")
+        with Horizontal(classes="buttons"):
+            yield Button(submit, variant="primary", id="submit")
+            yield Button("Cancel", id="cancel")
+        yield Static(Text(hint, style="dim"))
+
     @on(Input.Submitted)
     @on(Button.Pressed, "#submit")
     def _submit(self) -> None:
@@ -227,11 +235,7 @@ class NewRunDialog(_FormDialog):
                 yield Label("Dedupe")
                 yield Select([("read-only tools", "read-only"), ("all tools", "all"), ("off", "off")],
                              value="read-only", allow_blank=False, id="dedupe")
-            yield Static("", id="error")
-            with Horizontal(classes="buttons"):
-                yield Button("Start", variant="primary", id="submit")
-                yield Button("Cancel", id="cancel")
-            yield Static(Text("Enter in a field starts the run · Esc cancels", style="dim"))
+            yield from self.form_footer("Start", "Enter in a field starts the run · Esc cancels")
 
     def on_mount(self) -> None:
         super().on_mount()
@@ -300,11 +304,7 @@ class ResumeDialog(_FormDialog):
                 yield Input(value=turns, placeholder="blank: keep", id="max-turns")
                 yield Label("Budget (USD)")
                 yield Input(value=budget, placeholder="blank: keep", id="budget")
-            yield Static("", id="error")
-            with Horizontal(classes="buttons"):
-                yield Button("Resume", variant="primary", id="submit")
-                yield Button("Cancel", id="cancel")
-            yield Static(Text("Enter resumes · Esc cancels", style="dim"))
+            yield from self.form_footer("Resume", "Enter resumes · Esc cancels")
 
     def on_mount(self) -> None:
         super().on_mount()
