@@ -9,10 +9,9 @@ wake the moment it fires, instead of when their sleep would have ended.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import time
 from collections.abc import Awaitable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 
@@ -31,6 +30,7 @@ class CancelSignal:
         self._event = asyncio.Event()
         self.reason: str | None = None
         self.fired_at: float | None = None
+        self._guarded: set[asyncio.Future[Any]] = set()
 
     @property
     def cancelled(self) -> bool:
@@ -43,6 +43,8 @@ class CancelSignal:
         self.reason = reason
         self.fired_at = time.perf_counter()
         self._event.set()
+        for work in tuple(self._guarded):
+            work.cancel()
 
     def raise_if_cancelled(self) -> None:
         if self._event.is_set():
@@ -62,23 +64,23 @@ class CancelSignal:
 
     async def guard(self, awaitable: Awaitable[T]) -> T:
         """Await ``awaitable`` unless the signal fires first, in which case it is
-        cancelled (and awaited, so its cleanup runs) and RunCancelled is raised."""
+        cancelled (and awaited, so its cleanup runs) and RunCancelled is raised.
+
+        The signal cancels the work itself (one task, no watcher beside it): this
+        wraps every model call, so it should cost little more than the ``await``."""
         if self.cancelled:
             if asyncio.iscoroutine(awaitable):
                 awaitable.close()  # never started: close it so it is not reported as leaked
             raise RunCancelled(self.reason or "cancelled")
         work = asyncio.ensure_future(awaitable)
-        stop = asyncio.ensure_future(self._event.wait())
+        self._guarded.add(work)
         try:
-            await asyncio.wait({work, stop}, return_when=asyncio.FIRST_COMPLETED)
+            # Cancelling this task cancels ``work`` too, and resumes only once it has finished.
+            return await work
+        except asyncio.CancelledError:
+            current = asyncio.current_task()
+            if work.cancelled() and (current is None or not current.cancelling()):
+                raise RunCancelled(self.reason or "cancelled") from None
+            raise
         finally:
-            stop.cancel()
-            if not work.done():
-                work.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await work
-            elif not work.cancelled():
-                work.exception()  # mark retrieved: we may be leaving by another exception
-        if work.cancelled():
-            raise RunCancelled(self.reason or "cancelled")
-        return work.result()
+            self._guarded.discard(work)

@@ -8,8 +8,10 @@ saw and what the trace says cannot disagree.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, ClassVar
+
+from core.records import field_names
 
 
 @dataclass(slots=True, kw_only=True)
@@ -21,8 +23,8 @@ class Event:
 
     def record(self) -> dict[str, Any]:
         out: dict[str, Any] = {"kind": self.kind}
-        for f in fields(self):
-            out[f.name] = getattr(self, f.name)
+        for name in field_names(type(self)):
+            out[name] = getattr(self, name)
         return out
 
 

@@ -146,7 +146,7 @@ class Harness:
             base_url=without_credentials(self.base_url) if self.base_url else None,
             workspace=str(self.workspace.root),
         )
-        self.store.create(state).release()
+        self.store.create(state)
         return state
 
     def load(self, run_id: str) -> RunState:
@@ -240,7 +240,7 @@ class Harness:
                     base_url=parent.base_url,
                     workspace=parent.workspace,
                 )
-                self.store.create(child).release()
+                self.store.create(child)
             state, handle = self.store.open(child_id)
             trace = TraceWriter(handle.trace_path, secrets=self._secrets())
             try:

@@ -19,8 +19,6 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-import jsonschema
-
 from core import faultpoints
 from core.cancel import CancelSignal, RunCancelled
 from core.client import EncodedTranscript, ModelClient, ProviderError, RetryNotice
@@ -101,7 +99,7 @@ class RunLoop:
         self.ledger = Ledger(handle.ledger_path)
         self.tool_runs: list[dict[str, Any]] = []  # executed in this process
         self._schemas = [t.schema() for t in env.tools.values()]
-        self._validators = {n: jsonschema.Draft202012Validator(t.parameters) for n, t in env.tools.items()}
+        self._validators = {n: t.validator() for n, t in env.tools.items()}
         self._cache: dict[tuple[str, str], str] | None = None
         self._wire = EncodedTranscript()
         self._call_ids: set[str] | None = None

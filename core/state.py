@@ -11,10 +11,12 @@ import hashlib
 import json
 import time
 import uuid
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from enum import StrEnum
 from collections.abc import Mapping
 from typing import Any, Literal
+
+from core.records import field_names, plain
 
 SCHEMA_VERSION = 1
 
@@ -159,24 +161,24 @@ class RunState:
         """Everything but the transcript. ``since`` gives, for list fields that only grow, the
         index from which to include them (the store writes only what a step added)."""
         out: dict[str, Any] = {}
-        for f in fields(self):
-            if f.name == "messages":
+        for name in field_names(RunState):
+            if name == "messages":
                 continue
-            value = getattr(self, f.name)
-            if since and f.name in since:
-                out[f.name] = value[since[f.name]:]
+            value = getattr(self, name)
+            if since and name in since:
+                out[name] = value[since[name]:]
                 continue
-            if f.name == "approvals":
-                value = {k: _plain(v) for k, v in value.items()}
+            if name == "approvals":
+                value = {k: plain(v) for k, v in value.items()}
             elif isinstance(value, (Limits, Pricing, Policies)):
-                value = _plain(value)
+                value = plain(value)
             elif isinstance(value, Status):
                 value = value.value
             elif isinstance(value, list):
                 value = list(value)
             elif isinstance(value, dict):
                 value = dict(value)
-            out[f.name] = value
+            out[name] = value
         return out
 
     def to_dict(self) -> dict[str, Any]:
@@ -187,7 +189,7 @@ class RunState:
         version = data.get("version")
         if version != SCHEMA_VERSION:
             raise StateError(f"unknown state version {version!r} (this Tether reads version {SCHEMA_VERSION})")
-        known = {f.name for f in fields(cls)}
+        known = set(field_names(cls))
         kwargs = {k: v for k, v in data.items() if k in known}
         try:
             kwargs["status"] = Status(kwargs.get("status", "running"))
@@ -202,10 +204,6 @@ class RunState:
 
 class StateError(Exception):
     """A saved run that cannot be used as it is (corrupt, unknown version, locked)."""
-
-
-def _plain(obj: Any) -> dict[str, Any]:
-    return {f.name: getattr(obj, f.name) for f in fields(obj)}
 
 
 # ---- transcript queries, shared by the loop, the CLI and the console --------

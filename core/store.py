@@ -11,7 +11,10 @@ Layout of ``<runs_dir>/<run_id>/``:
   mid-write leaves at most a torn tail) is cut off before the next write.
 * ``trace.jsonl``: the event trace (:mod:`core.trace`).
 * ``ledger.jsonl``: the idempotency ledger of the run's writes (:mod:`core.ledger`).
-* ``lock``: held by the one process running the run.
+
+The process running a run holds an exclusive ``flock`` on the journal's descriptor,
+the one its saves append through: one system call, released by the kernel when the
+process ends however it ends, and no lock file to create or clean up.
 
 Rewriting the state each step would make a long run quadratic; here a step writes
 its new messages and a header whose size does not grow with the run. A save is one
@@ -24,19 +27,17 @@ from __future__ import annotations
 
 import contextlib
 import errno
+import fcntl
 import json
 import os
 from pathlib import Path
 from typing import Any
-
-import filelock
 
 from core.state import RunState, StateError
 
 JOURNAL_FILE = "journal.jsonl"
 TRACE_FILE = "trace.jsonl"
 LEDGER_FILE = "ledger.jsonl"
-LOCK_FILE = "lock"
 # Header fields that only grow: a commit carries what was appended since the last one.
 GROWING_FIELDS = ("per_turn_prompt_tokens", "estimated_turns")
 
@@ -83,35 +84,25 @@ class RunStore:
         states.sort(key=lambda s: s.created_at)
         return states, problems
 
-    def create(self, state: RunState) -> RunHandle:
+    def create(self, state: RunState) -> None:
         """Save a new run. Its journal appears complete (first commit included) or not at
         all: a crash mid-create leaves nothing to trip over, and of two processes creating
-        one id, the second gets "already exists" instead of truncating the first's run."""
+        one id, the second gets "already exists" instead of truncating the first's run.
+        Running it is :meth:`open`'s business, like any saved run."""
         directory = self.run_dir(state.run_id)
         directory.mkdir(parents=True, exist_ok=True)
-        journal = directory / JOURNAL_FILE
         tmp = directory / f".{JOURNAL_FILE}.{os.getpid()}.new"
         tmp.write_bytes(_commit_bytes(state.messages, _header(state)))
         try:
-            os.link(tmp, journal)
+            os.link(tmp, directory / JOURNAL_FILE)
         except FileExistsError:
             raise StateError(f"run {state.run_id} already exists") from None
         finally:
             tmp.unlink()
-        handle = RunHandle(directory, state.run_id)
-        handle.acquire()
-        try:
-            handle.attach(state, committed_bytes=journal.stat().st_size)
-        except BaseException:
-            handle.release()
-            raise
-        return handle
 
     def open(self, run_id: str) -> tuple[RunState, RunHandle]:
         """Lock a run for this process and load it; the second process gets a clear error."""
         directory = self.run_dir(run_id)
-        if not (directory / JOURNAL_FILE).exists():
-            raise StateError(f"no run {run_id} in {self.root}")
         handle = RunHandle(directory, run_id)
         handle.acquire()
         try:
@@ -129,7 +120,6 @@ class RunHandle:
     def __init__(self, directory: Path, run_id: str) -> None:
         self.directory = directory
         self.run_id = run_id
-        self._lock = filelock.FileLock(str(directory / LOCK_FILE), timeout=0)
         self._fd = -1
         self._messages = 0
         self._grown = dict.fromkeys(GROWING_FIELDS, 0)
@@ -143,23 +133,31 @@ class RunHandle:
         return self.directory / LEDGER_FILE
 
     def acquire(self) -> None:
+        """Open the journal for appending and lock it; a run someone else holds is refused."""
+        path = self.directory / JOURNAL_FILE
         try:
-            self._lock.acquire()
-        except filelock.Timeout:
-            raise StateError(
-                f"run {self.run_id} is already being run by another process (lock {self.directory / LOCK_FILE})"
-            ) from None
+            fd = os.open(path, os.O_WRONLY)
+        except FileNotFoundError:
+            raise StateError(f"no run {self.run_id} in {self.directory.parent}") from None
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            raise StateError(f"run {self.run_id} is already being run by another process "
+                             f"(it holds the lock on {path})") from None
+        except BaseException:
+            os.close(fd)
+            raise
+        self._fd = fd
 
     def release(self) -> None:
+        """Closing the descriptor drops the lock."""
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
-        self._lock.release()
 
     def attach(self, state: RunState, committed_bytes: int) -> None:
         """Start appending after the last commit, cutting off anything a crash left past it."""
-        path = self.directory / JOURNAL_FILE
-        self._fd = os.open(path, os.O_WRONLY | os.O_CREAT, 0o644)
         if os.fstat(self._fd).st_size != committed_bytes:
             os.ftruncate(self._fd, committed_bytes)
         os.lseek(self._fd, committed_bytes, os.SEEK_SET)
@@ -188,12 +186,13 @@ class RunHandle:
             raise OSError(errno.ENOSPC, f"short write ({written} of {len(data)} bytes)")
 
     def compact(self, state: RunState) -> None:
-        """Rewrite the journal as the state alone (one commit), atomically."""
+        """Rewrite the journal as the state alone (one commit), atomically, and hold the new file."""
         tmp = self.directory / f".{JOURNAL_FILE}.{os.getpid()}.tmp"
         tmp.write_bytes(_commit_bytes(state.messages, _header(state)))
         os.replace(tmp, self.directory / JOURNAL_FILE)
-        os.close(self._fd)
-        self.attach(state, (self.directory / JOURNAL_FILE).stat().st_size)
+        self.release()
+        self.acquire()
+        self.attach(state, os.fstat(self._fd).st_size)
 
 
 def _header(state: RunState, since: dict[str, int] | None = None) -> dict[str, Any]:

@@ -88,16 +88,21 @@ class Workspace:
         """(name, size) of the top-level files, sorted by name; dotfiles and anything
         that resolves outside the root (a symlink leaving it) are left out."""
         entries: list[tuple[str, int]] = []
-        for name in sorted(os.listdir(self.root)):
-            if name.startswith("."):
-                continue
-            try:
-                real = self.resolve(name)
-            except PathRefused:
-                continue
-            if real.is_file():
-                entries.append((name, real.stat().st_size))
-        return entries
+        with os.scandir(self.root) as listing:
+            for entry in listing:
+                if entry.name.startswith("."):
+                    continue
+                try:
+                    if entry.is_symlink():
+                        # Only a link can lead elsewhere: it is confined like a path a model sends.
+                        real = self.resolve(entry.name)
+                        if real.is_file():
+                            entries.append((entry.name, real.stat().st_size))
+                    elif entry.is_file(follow_symlinks=False):
+                        entries.append((entry.name, entry.stat(follow_symlinks=False).st_size))
+                except (PathRefused, OSError):  # refused, or gone since the listing
+                    continue
+        return sorted(entries)
 
 
 def ensure_sample(root: Path) -> Workspace:

@@ -278,12 +278,12 @@ async def test_damaged_run_dir_is_refused_in_words_and_left_alone(tmp_path: Path
     store, run_id = await _saved_run(tmp_path)
     directory = store.run_dir(run_id)
     damage(directory)
-    before = {p.name: p.read_bytes() for p in directory.iterdir() if p.is_file() and p.name != "lock"}
+    before = {p.name: p.read_bytes() for p in directory.iterdir() if p.is_file()}
     with pytest.raises(StateError, match=words):
         store.load(run_id)
     resumed = tether("resume", run_id, "--runs-dir", str(tmp_path / "runs"), "--workspace", str(tmp_path / "ws"))
     assert resumed.returncode == 2 and words in resumed.stderr and "Traceback" not in resumed.stderr
-    assert {p.name: p.read_bytes() for p in directory.iterdir() if p.is_file() and p.name != "lock"} == before
+    assert {p.name: p.read_bytes() for p in directory.iterdir() if p.is_file()} == before
 
 
 def _edit_line(directory: Path, index: int, line: bytes) -> None:

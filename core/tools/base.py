@@ -8,10 +8,13 @@ the model can act on goes back into the transcript, a permanent one ends the run
 
 from __future__ import annotations
 
+import functools
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar
+
+import jsonschema
 
 from core.cancel import CancelSignal
 
@@ -77,6 +80,10 @@ class Tool(ABC):
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         """Do the work and return the text the model reads."""
 
+    def validator(self) -> jsonschema.Draft202012Validator:
+        """The checker of this tool's arguments, built once per tool class."""
+        return _validator(type(self))
+
     def schema(self) -> dict[str, Any]:
         """The chat-completions tool definition."""
         return {
@@ -87,3 +94,9 @@ class Tool(ABC):
                 "parameters": self.parameters,
             },
         }
+
+
+@functools.cache
+def _validator(tool_class: type[Tool]) -> jsonschema.Draft202012Validator:
+    # Building a validator costs far more than a check, and every run of every tool needs one.
+    return jsonschema.Draft202012Validator(tool_class.parameters)
