@@ -473,6 +473,27 @@ async def test_stop_during_the_request_and_task_cancellation_propagate() -> None
                     await call
 
 
+
+async def test_stop_lets_the_guarded_work_finish_its_cleanup_first() -> None:
+    signal, started, cleaned = CancelSignal(), asyncio.Event(), []
+
+    async def work() -> None:
+        started.set()
+        try:
+            await asyncio.Event().wait()
+        finally:
+            await asyncio.sleep(0)  # cleanup that itself awaits (closing a connection)
+            cleaned.append("closed")
+
+    guarded = asyncio.create_task(signal.guard(work()))
+    await started.wait()
+    signal.cancel("operator pressed Stop")
+    with pytest.raises(RunCancelled, match="operator pressed Stop"):
+        await guarded
+    assert cleaned == ["closed"]
+    with pytest.raises(RunCancelled):  # once fired, nothing more is started
+        await signal.guard(asyncio.sleep(0))
+
 # --- usage ---------------------------------------------------------------------------------
 
 

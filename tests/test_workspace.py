@@ -98,4 +98,11 @@ def test_list_entries_sorted_without_dotfiles_or_escaping_links(
     (ws.root / "sub").mkdir()
     (tmp_path / "outside.txt").write_text("outside")
     (ws.root / "out-link").symlink_to(tmp_path / "outside.txt")
+    (ws.root / "dangling").symlink_to(ws.root / "gone.txt")
     assert ws.list_entries() == [(n, (ws.root / n).stat().st_size) for n in sorted(SAMPLE)]
+
+
+def test_list_entries_shows_a_link_that_stays_inside_with_its_target_size(ws: Workspace) -> None:
+    target = sorted(SAMPLE)[0]
+    (ws.root / "alias.txt").symlink_to(ws.root / target)
+    assert ("alias.txt", (ws.root / target).stat().st_size) in ws.list_entries()
