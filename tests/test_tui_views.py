@@ -180,3 +180,28 @@ async def test_the_console_tunes_the_garbage_collector_only_while_it_is_up(tmp_p
         await finish(pilot, app)
     assert gc.get_threshold() == before
     assert gc.get_freeze_count() == 0
+
+
+async def test_progress_that_changes_no_row_does_not_repaint_the_runs_list(tmp_path: Path) -> None:
+    """Under a flood of tool progress the list must not redraw itself on every flush."""
+    from core.events import ToolProgress
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        _plans(app, "plan-a", "plan-b")
+        await settle(pilot, app)
+        runs = app.console_screen.query_one("#runs", RunsList)
+        rendered: list[int] = []
+        render_line = runs.render_line
+        runs.render_line = lambda y: rendered.append(y) or render_line(y)  # type: ignore[method-assign]
+        for n in range(200):
+            app._sink(ToolProgress(run_id="plan-a", seq=n, call_id="c1", name="scan_archive", label=f"{n}"))
+            if n % 50 == 0:
+                await pilot.pause(0.06)  # a few flushes
+        await settle(pilot, app)
+        assert rendered == []
+        app.select("plan-b")  # a change it must show still repaints
+        await pilot.pause()
+        await settle(pilot, app)
+        assert rendered
+        await finish(pilot, app)

@@ -487,7 +487,9 @@ class TetherApp(App[int]):
             for rid in targets:
                 if rid in self.states:
                     runs.update_row(self._row(rid))
-        runs.border_subtitle = _count(len(self.states), "run")
+        label = _count(len(self.states), "run")
+        if runs.border_subtitle != label:  # setting it repaints the whole list, every flush
+            runs.border_subtitle = label
 
     def pending_approvals(self) -> list[Pending]:
         out = []

@@ -18,9 +18,9 @@ from textual import events
 from textual.binding import Binding, BindingType
 from textual.geometry import Region, Size
 from textual.message import Message
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
+from tui.components.line_view import LineView
 from tui.text import badge, money, one_line
 
 COLUMNS = (("status", "Status"), ("run", "Run (scenario-…)"), ("turns", "Turns"), ("cost", "Cost"))
@@ -85,7 +85,7 @@ def row_text(cells: dict[str, Text], width: int) -> Text:
     return Text(" ").join(_fit(cells[key], cell_width) for key, cell_width in _columns(width))
 
 
-class RunsList(ScrollView, can_focus=True):
+class RunsList(LineView, can_focus=True):
     """A row per run, keyed by run id. The app owns the data; this widget only shows it
     and says which run the operator moved to (:class:`RunsList.Highlighted`)."""
 
@@ -247,7 +247,7 @@ class RunsList(ScrollView, can_focus=True):
             return self._strip(header, width, style)
         index = y - HEADER_LINES + int(self.scroll_y)
         if not 0 <= index < len(self._order):
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, self.base_style)
         rid = self._order[index]
         row = self._rows[rid]
         look = "" if index != self._cursor else "cursor" if self.has_focus else "cursor-blurred"
@@ -256,10 +256,10 @@ class RunsList(ScrollView, can_focus=True):
         if cached is not None and cached[0] == row:
             return cached[1]
         if look:  # the cursor's colours win over the badge's, as in a table
-            strip = self._strip(row_text(row.cells(), width), width, self.rich_style,
+            strip = self._strip(row_text(row.cells(), width), width, self.base_style,
                                 over=self.get_component_rich_style(f"runs-list--{look}"))
         else:
-            strip = self._strip(row_text(row.cells(), width), width, self.rich_style)
+            strip = self._strip(row_text(row.cells(), width), width, self.base_style)
         self._lines[key] = (row, strip)
         return strip
 

@@ -25,10 +25,10 @@ from rich.segment import Segment
 from rich.text import Text
 from textual.events import Resize
 from textual.geometry import Size
-from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from core.state import RunState
+from tui.components.line_view import LineView
 from tui.components.trace_view import follow_tail
 from tui.text import clean, one_line
 
@@ -101,7 +101,7 @@ def _is_decision(text: str) -> bool:
     return text.startswith(("The operator declined", "Approved by the operator", "cancelled by the operator"))
 
 
-class TranscriptView(ScrollView, can_focus=True):
+class TranscriptView(LineView, can_focus=True):
     BORDER_TITLE = "Transcript"
     MAX_MESSAGES = 200
     RENDERED_KEPT = 64  # messages whose wrapped lines are kept (those on screen and a few more)
@@ -261,11 +261,12 @@ class TranscriptView(ScrollView, can_focus=True):
         line_no = scroll_y + y
         if self._starts is None:
             self._starts = list(accumulate(self._heights, initial=0))[:-1]
+        style = self.base_style
         if not self._items or line_no >= self.virtual_size.height:
-            return Strip.blank(width, self.rich_style)
+            return Strip.blank(width, style)
         index = bisect_right(self._starts, line_no) - 1
         strip = self._lines_of(index)[line_no - self._starts[index]]
-        return strip.crop_extend(scroll_x, scroll_x + width, self.rich_style).apply_style(self.rich_style)
+        return strip.crop_extend(scroll_x, scroll_x + width, style).apply_style(style)
 
     @property
     def line_count(self) -> int:
