@@ -267,6 +267,24 @@ async def stop_latency(trials: int, provider_url: str | None) -> list[float]:
     return out
 
 
+def _capped_caches() -> dict[str, tuple[int, int]]:
+    """Entries and capacity of every ``functools.lru_cache`` with a cap in Rich, Textual and
+    the console: where tracemalloc put the console's growth over a long run."""
+    out: dict[str, tuple[int, int]] = {}
+    for name, module in list(sys.modules.items()):
+        if not name.startswith(("rich", "textual", "tui")):
+            continue
+        for value in list(vars(module).values()):
+            for candidate in (value, *(vars(value).values() if isinstance(value, type) else ())):
+                function = getattr(candidate, "__func__", candidate)
+                info = getattr(function, "cache_info", None)
+                if callable(info) and hasattr(function, "__qualname__"):
+                    entries, cap = info().currsize, info().maxsize
+                    if cap:
+                        out[f"{function.__module__}.{function.__qualname__}"] = (entries, cap)
+    return out
+
+
 class _MemoryModel:
     """The runaway's model, answering from memory after 1 ms (about a loopback round trip):
     each turn one ``list_files`` call, prompt tokens growing as the scripted provider's do.
@@ -275,12 +293,14 @@ class _MemoryModel:
     def __init__(self, every: int) -> None:
         self.every = every
         self.samples: list[tuple[int, float, int]] = []  # turn, RSS MB, Python heap blocks
+        self.caches: list[dict[str, tuple[int, int]]] = []  # at each sample
 
     async def complete(self, model: str, messages: list[dict], tools: Any, **kw: Any) -> ModelReply:
         turn = sum(1 for m in messages if m.get("role") == "assistant")
         if turn and turn % self.every == 0:
             gc.collect()
             self.samples.append((turn, _rss_mb(), sys.getallocatedblocks()))
+            self.caches.append(_capped_caches())
         await asyncio.sleep(0.001)
         return ModelReply(content="", tool_calls=[{"id": f"c{turn}", "type": "function",
                                                    "function": {"name": "list_files", "arguments": "{}"}}],
@@ -303,6 +323,7 @@ async def memory_over(turns: int, every: int) -> dict[str, Any]:
                                                rid, interval=0.2)
             state = app.states[rid]
             result["samples"] = model.samples
+            result["caches"] = model.caches
             result["messages"] = len(state.messages)
             result["transcript_mb"] = len(json.dumps(state.messages)) / 1e6
             result["transcript_items"] = len(app.transcript_view.items)
@@ -379,7 +400,20 @@ def main(argv: list[str] | None = None) -> int:
               f"{m['messages']:,} messages, {m['transcript_mb']:.1f} MB as JSON)")
         print(f"  the console's own views stay bounded: {m['transcript_items']} transcript items, "
               f"{m['trace_buffer']} trace lines")
+        print("  " + _cache_growth(m["samples"], m["caches"]))
     return 0
+
+
+def _cache_growth(samples: list[tuple[int, float, int]], caches: list[dict[str, tuple[int, int]]]) -> str:
+    """The capped caches that grew after the first sample, with how full they are."""
+    first, last = caches[0], caches[-1]
+    grown = sorted(((last[k][0] - first.get(k, (0, 0))[0], k, *last[k]) for k in last), reverse=True)
+    grown = [g for g in grown if g[0] > 0]
+    if not grown:
+        return f"capped caches (lru_cache in Rich and Textual): none grew after turn {samples[0][0]:,}"
+    shown = ", ".join(f"{k.split('.', 1)[1]} +{d:,} ({n:,} of {cap:,})" for d, k, n, cap in grown[:3])
+    return (f"capped caches that grew after turn {samples[0][0]:,} (lru_cache in Rich and Textual, "
+            f"entries, now of cap): {shown}" + (f"; {len(grown) - 3} more" if len(grown) > 3 else ""))
 
 
 def _print_keys(r: dict[str, Any]) -> None:
