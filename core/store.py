@@ -186,13 +186,24 @@ class RunHandle:
             raise OSError(errno.ENOSPC, f"short write ({written} of {len(data)} bytes)")
 
     def compact(self, state: RunState) -> None:
-        """Rewrite the journal as the state alone (one commit), atomically, and hold the new file."""
+        """Rewrite the journal as the state alone (one commit), atomically. The new file is
+        locked before it replaces the old one, so the run is never unheld in between."""
         tmp = self.directory / f".{JOURNAL_FILE}.{os.getpid()}.tmp"
-        tmp.write_bytes(_commit_bytes(state.messages, _header(state)))
-        os.replace(tmp, self.directory / JOURNAL_FILE)
-        self.release()
-        self.acquire()
-        self.attach(state, os.fstat(self._fd).st_size)
+        data = _commit_bytes(state.messages, _header(state))
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a file no one else knows yet
+            if os.write(fd, data) != len(data):
+                raise OSError(errno.ENOSPC, "short write while compacting")
+            os.replace(tmp, self.directory / JOURNAL_FILE)
+        except BaseException:
+            os.close(fd)
+            with contextlib.suppress(OSError):
+                tmp.unlink()
+            raise
+        os.close(self._fd)
+        self._fd = fd
+        self.attach(state, len(data))
 
 
 def _header(state: RunState, since: dict[str, int] | None = None) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from core.report import SUMMARY_KEYS
-from core.state import StateError
+from core.state import RunState, StateError
 from core.store import RunStore
 from core.trace import read_trace
 
@@ -108,6 +108,22 @@ def test_two_processes_cannot_resume_one_run(tmp_path: Path):
     assert second.returncode == 2
     assert "already being run by another process" in second.stderr
 
+
+
+def test_the_lock_is_the_journal_itself_and_survives_a_compaction(tmp_path: Path):
+    store = RunStore(tmp_path / "runs")
+    store.create(RunState(run_id="r", model="plan", messages=[{"role": "user", "content": "hi"}]))
+    assert sorted(p.name for p in (tmp_path / "runs" / "r").iterdir()) == ["journal.jsonl"]  # no lock file
+    state, handle = store.open("r")
+    try:
+        handle.compact(state)  # the journal is replaced by a new file...
+        with pytest.raises(StateError, match="already being run by another process"):
+            store.open("r")  # ...which is locked from the start
+    finally:
+        handle.release()
+    again, other = store.open("r")  # released: the next holder gets it
+    other.release()
+    assert again.messages == state.messages
 
 def test_corrupt_journal_gives_a_clear_error_and_is_left_untouched(tmp_path: Path):
     where = place(tmp_path)
