@@ -277,11 +277,11 @@ def _capped_caches() -> dict[str, tuple[int, int]]:
         for value in list(vars(module).values()):
             for candidate in (value, *(vars(value).values() if isinstance(value, type) else ())):
                 function = getattr(candidate, "__func__", candidate)
-                info = getattr(function, "cache_info", None)
-                if callable(info) and hasattr(function, "__qualname__"):
-                    entries, cap = info().currsize, info().maxsize
-                    if cap:
-                        out[f"{function.__module__}.{function.__qualname__}"] = (entries, cap)
+                cache_info = getattr(function, "cache_info", None)
+                if callable(cache_info) and hasattr(function, "__qualname__"):
+                    info = cache_info()
+                    if info.maxsize:
+                        out[f"{function.__module__}.{function.__qualname__}"] = (info.currsize, info.maxsize)
     return out
 
 
