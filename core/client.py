@@ -30,7 +30,7 @@ import json
 import os
 import random
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from email.utils import parsedate_to_datetime
@@ -140,42 +140,103 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False)
 
 
-class EncodedTranscript:
-    """A run's messages as JSON, each encoded once.
+# Messages are kept in frozen segments of about this size; a request copies at most one.
+SEGMENT_BYTES = 64 * 1024
 
-    Every turn resends the whole transcript; encoding it whole each time would make
-    a turn cost grow with the run. Messages are append-only, so the UTF-8 encodings
-    of the ones already sent are kept, comma-joined, in one growing buffer: a turn
-    encodes only what is new, and building the request body is a single copy of
-    bytes (about 10 us for a 1,000-turn transcript), not a join, a format and an
-    encode of the whole text (about 0.3 ms at that length).
+
+@dataclass(frozen=True, slots=True)
+class RequestBody:
+    """A request body as the chunks it is written in, and its total length."""
+
+    chunks: tuple[bytes, ...]
+    length: int
+
+    def __bytes__(self) -> bytes:
+        return b"".join(self.chunks)
+
+    def content(self) -> bytes | AsyncIterator[bytes]:
+        """What httpx sends: the one chunk as it is, or the chunks one after another
+        (the caller sets ``Content-Length``, so nothing is re-framed as chunked)."""
+        if len(self.chunks) == 1:
+            return self.chunks[0]
+
+        async def each() -> AsyncIterator[bytes]:
+            for chunk in self.chunks:
+                yield chunk
+
+        return each()
+
+
+class EncodedTranscript:
+    """A run's requests, kept encoded from one turn to the next.
+
+    Every turn resends the whole transcript. Encoding it whole each time would make a
+    turn cost grow with the run, and so would copying it into one body: at 1,000 turns
+    that is a 700 KB copy per turn, work that grows with the run and pushes the rest of
+    the turn out of the CPU's caches. Messages are append-only, so each is encoded once,
+    when it is new, into an open segment; a segment that reaches ``SEGMENT_BYTES`` is
+    frozen as ``bytes`` and never copied again. A request is a tuple of chunks (its
+    head, the frozen segments, the open one, its tail) that httpx writes out in turn, so
+    building it copies at most one segment however long the run. The head and tail
+    (model, tools, options) are encoded once per run as well.
     """
 
-    __slots__ = ("_buf", "_count")
+    __slots__ = ("_frozen", "_open", "_count", "_length", "_frame_key", "_frame_tools", "_frame")
 
     def __init__(self) -> None:
-        self._buf = bytearray()  # the messages' JSON, comma-separated, without brackets
-        self._count = 0
+        self._frozen: list[bytes] = []  # full segments of the messages' JSON, comma-separated
+        self._open = bytearray()  # the segment still being filled
+        self._count = 0  # messages encoded
+        self._length = 0  # bytes in the frozen segments
+        self._frame_key: tuple[Any, ...] | None = None
+        self._frame_tools: list[dict] | None = None
+        self._frame = (b"", b"")
 
     def _sync(self, messages: list[dict]) -> None:
         if self._count > len(messages):  # not the transcript it was built from: start over
-            self._buf.clear()
-            self._count = 0
-        if len(messages) > self._count:
-            new = ",".join(_dumps(m) for m in messages[self._count:]).encode()
+            self._frozen.clear()
+            self._open.clear()
+            self._count = self._length = 0
+        for message in messages[self._count:]:
             if self._count:
-                self._buf += b","
-            self._buf += new
-            self._count = len(messages)
+                self._open += b","
+            self._open += _dumps(message).encode()
+            self._count += 1
+            if len(self._open) >= SEGMENT_BYTES:
+                self._frozen.append(bytes(self._open))
+                self._length += len(self._open)
+                self._open.clear()
 
-    def json(self, messages: list[dict]) -> str:
-        self._sync(messages)
-        return "[" + self._buf.decode() + "]"
+    def frame(self, model: str, tools: list[dict] | None, max_tokens: int | None,
+              stream: bool) -> tuple[bytes, bytes]:
+        """The body's bytes before and after the messages array. Kept while the run asks
+        with the same model, options and tools list (the loop builds that list once and
+        never changes it, so it is recognised by identity)."""
+        key = (model, max_tokens, stream)
+        if key != self._frame_key or tools is not self._frame_tools:
+            payload: dict[str, Any] = {}
+            if tools:
+                payload["tools"] = tools
+                # Explicit, because some servers only offer the tools to the model when asked to.
+                payload["tool_choice"] = "auto"
+            if max_tokens is not None:
+                payload["max_tokens"] = max_tokens
+            if stream:
+                payload["stream"] = True
+                payload["stream_options"] = {"include_usage": True}
+            rest = _dumps(payload)[1:-1]
+            head = f'{{"model":{_dumps(model)},"messages":['.encode()
+            tail = f']{"," + rest if rest else ""}}}'.encode()
+            self._frame_key, self._frame_tools, self._frame = key, tools, (head, tail)
+        return self._frame
 
-    def body(self, head: bytes, messages: list[dict], tail: bytes) -> bytes:
-        """``head`` + the messages as a JSON array + ``tail``, as one bytes object."""
+    def body(self, frame: tuple[bytes, bytes], messages: list[dict]) -> RequestBody:
+        """The request: ``frame``'s head, the messages as a JSON array, its tail."""
         self._sync(messages)
-        return b"".join((head, b"[", self._buf, b"]", tail))
+        head, tail = frame
+        last = head + self._open + tail if not self._frozen else self._open + tail
+        chunks = (head, *self._frozen, last) if self._frozen else (last,)
+        return RequestBody(chunks, len(head) + self._length + len(self._open) + len(tail))
 
 
 class ModelClient:
@@ -262,20 +323,8 @@ class ModelClient:
         Raises :class:`ProviderError` (redacted) when no reply can be had, and
         :class:`RunCancelled` the moment ``signal`` fires.
         """
-        payload: dict[str, Any] = {}
-        if tools:
-            payload["tools"] = tools
-            # Explicit, because some servers only offer the tools to the model when asked to.
-            payload["tool_choice"] = "auto"
-        if max_tokens is not None:
-            payload["max_tokens"] = max_tokens
-        if self._stream:
-            payload["stream"] = True
-            payload["stream_options"] = {"include_usage": True}
-        rest = _dumps(payload)[1:-1]
-        body = (transcript or EncodedTranscript()).body(
-            f'{{"model":{_dumps(model)},"messages":'.encode(), messages, f'{"," + rest if rest else ""}}}'.encode()
-        )
+        transcript = transcript or EncodedTranscript()
+        body = transcript.body(transcript.frame(model, tools, max_tokens, self._stream), messages)
 
         started = time.perf_counter()
         parsed = await self._send(body, signal, on_retry)
@@ -301,7 +350,7 @@ class ModelClient:
         )
 
     async def _send(
-        self, body: bytes, signal: CancelSignal, on_retry: Callable[[RetryNotice], None] | None
+        self, body: RequestBody, signal: CancelSignal, on_retry: Callable[[RetryNotice], None] | None
     ) -> _Parsed:
         """The retry loop, all of it under one deadline."""
         last: _Transient | None = None
@@ -341,14 +390,15 @@ class ModelClient:
         ceiling = min(self._backoff_cap_s, self._backoff_base_s * 2 ** (attempt - 1))
         return self._rng.uniform(0.0, ceiling)
 
-    async def _attempt(self, body: bytes) -> _Parsed:
+    async def _attempt(self, body: RequestBody) -> _Parsed:
         """One HTTP exchange; transport failures become :class:`_Transient`."""
+        headers = {"Content-Length": str(body.length)}
         try:
             if not self._stream:
-                response = await self._http.post(self._url, content=body)
+                response = await self._http.post(self._url, content=body.content(), headers=headers)
                 self._check_status(response)
                 return self._parse_body(response)
-            async with self._http.stream("POST", self._url, content=body) as response:
+            async with self._http.stream("POST", self._url, content=body.content(), headers=headers) as response:
                 if not response.is_success or not response.headers.get("content-type", "").startswith(
                     "text/event-stream"
                 ):

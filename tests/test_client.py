@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from core.cancel import CancelSignal, RunCancelled
-from core.client import ModelClient, ModelReply, ProviderError, RetryNotice
+from core.client import SEGMENT_BYTES, EncodedTranscript, ModelClient, ModelReply, ProviderError, RetryNotice
 from core.tokens import TokenCounter
 
 KEY = "sk-test-SECRET-0123456789abcdef"
@@ -123,12 +123,14 @@ class Fake:
         self.default = default or ok()
         self.bodies: list[bytes] = []
         self.auth: list[str | None] = []
+        self.framing: list[tuple[str | None, str | None]] = []  # (content-length, transfer-encoding)
         self.app = Starlette(routes=[Route("/v1/chat/completions", self.endpoint, methods=["POST"])])
 
     async def endpoint(self, request: Request) -> Response:
         raw_body = await request.body()
         self.bodies.append(raw_body)
         self.auth.append(request.headers.get("authorization"))
+        self.framing.append((request.headers.get("content-length"), request.headers.get("transfer-encoding")))
         handler = self.handlers.pop(0) if self.handlers else self.default
         return handler(json.loads(raw_body), request)
 
@@ -224,6 +226,59 @@ async def test_reply_and_request_shape() -> None:
     expected = {"model": "m", "messages": MESSAGES, "tools": TOOLS, "tool_choice": "auto", "max_tokens": 64}
     assert fake.bodies == [json.dumps(expected, separators=(",", ":")).encode()]
     assert fake.auth == [f"Bearer {KEY}"]
+
+
+def _long_transcript(turns: int) -> list[dict]:
+    """A transcript whose tool results are 10 KB each (non-ASCII included)."""
+    messages = list(MESSAGES)
+    for t in range(turns):
+        messages.append({"role": "assistant", "content": "", "tool_calls": [
+            {"id": f"c{t}", "type": "function", "function": {"name": "read_file", "arguments": '{"path":"a.log"}'}}]})
+        messages.append({"role": "tool", "tool_call_id": f"c{t}", "content": f"line {t} é " * 1000})
+    return messages
+
+
+@pytest.mark.parametrize("loopback", [False, True], ids=["asgi", "loopback"])
+async def test_a_long_transcript_arrives_whole_with_its_length(loopback: bool) -> None:
+    """Past one segment the body goes out in chunks: the server must still get exactly
+    the JSON of the whole request, framed by Content-Length (not re-framed as chunked)."""
+    fake = Fake(default=ok(TOOL_MESSAGE))
+    transcript = EncodedTranscript()
+    messages = _long_transcript(10)
+    async with contextlib.AsyncExitStack() as stack:
+        if loopback:
+            client = ModelClient(await stack.enter_async_context(serving(fake.app)), KEY)
+        else:
+            client = fake.client()
+        await stack.enter_async_context(client)
+        for _ in range(4):  # the transcript grows across segment boundaries between requests
+            await client.complete("m", messages, TOOLS, max_tokens=64, signal=CancelSignal(), transcript=transcript)
+            messages += _long_transcript(10)[2:]
+    sent = [json.loads(body) for body in fake.bodies]
+    assert [len(s["messages"]) for s in sent] == [22, 42, 62, 82]
+    assert sent[-1] == {"model": "m", "messages": messages[:82], "tools": TOOLS, "tool_choice": "auto", "max_tokens": 64}
+    assert len(fake.bodies[-1]) > 4 * SEGMENT_BYTES
+    assert fake.framing == [(str(len(body)), None) for body in fake.bodies]
+
+
+def test_a_request_copies_at_most_one_segment_of_the_transcript() -> None:
+    """What was sent before is reused as it is (the same bytes objects); only the open
+    segment, at most about SEGMENT_BYTES, is copied per request."""
+    transcript = EncodedTranscript()
+    frame = transcript.frame("m", TOOLS, 64, False)
+    messages = _long_transcript(30)
+    first = transcript.body(frame, messages)
+    messages += _long_transcript(1)[2:]
+    second = transcript.body(frame, messages)
+    expected = {"model": "m", "messages": messages, "tools": TOOLS, "tool_choice": "auto", "max_tokens": 64}
+    assert bytes(second) == json.dumps(expected, separators=(",", ":"), ensure_ascii=False).encode()
+    assert second.length == len(bytes(second))
+    reused = [c for c in second.chunks if any(c is old for old in first.chunks)]
+    assert len(reused) >= len(bytes(second)) // SEGMENT_BYTES - 1
+    fresh = [c for c in second.chunks if c not in reused]
+    assert max(map(len, fresh)) < SEGMENT_BYTES + 12_000 + len(frame[1])
+    # The same transcript object given a different (shorter) transcript starts over.
+    assert json.loads(bytes(transcript.body(frame, MESSAGES)))["messages"] == MESSAGES
 
 
 async def test_optional_fields_left_out() -> None:
