@@ -312,7 +312,7 @@ async def _profile(url: str, workdir: Path, out: Path, sizes: tuple[int, ...]) -
 BUCKETS = (
     ("ModelClient._attempt", "provider round trip (HTTP exchange, server time included)"),
     ("RunHandle.save", "persistence: RunHandle.save (one journal append)"),
-    ("CancelSignal.guard", "cancel guard around the exchange (tasks + asyncio.wait)"),
+    ("CancelSignal.guard", "cancel guard around the exchange (the call's own task)"),
     ("EncodedTranscript.body", "request body (EncodedTranscript.body)"),
     ("TraceWriter.write", "trace writes (TraceWriter.write)"),
     ("ModelClient._parse_body", "reply parsing"),
