@@ -234,9 +234,10 @@ class EncodedTranscript:
         """The request: ``frame``'s head, the messages as a JSON array, its tail."""
         self._sync(messages)
         head, tail = frame
-        last = head + self._open + tail if not self._frozen else self._open + tail
-        chunks = (head, *self._frozen, last) if self._frozen else (last,)
-        return RequestBody(chunks, len(head) + self._length + len(self._open) + len(tail))
+        length = len(head) + self._length + len(self._open) + len(tail)
+        if not self._frozen:
+            return RequestBody((b"".join((head, self._open, tail)),), length)
+        return RequestBody((head, *self._frozen, b"".join((self._open, tail))), length)
 
 
 class ModelClient:

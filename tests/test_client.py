@@ -273,6 +273,7 @@ def test_a_request_copies_at_most_one_segment_of_the_transcript() -> None:
     expected = {"model": "m", "messages": messages, "tools": TOOLS, "tool_choice": "auto", "max_tokens": 64}
     assert bytes(second) == json.dumps(expected, separators=(",", ":"), ensure_ascii=False).encode()
     assert second.length == len(bytes(second))
+    assert all(type(chunk) is bytes for chunk in second.chunks)  # immutable: httpx may hold them
     reused = [c for c in second.chunks if any(c is old for old in first.chunks)]
     assert len(reused) >= len(bytes(second)) // SEGMENT_BYTES - 1
     fresh = [c for c in second.chunks if c not in reused]
