@@ -241,13 +241,15 @@ def _long_transcript(turns: int) -> list[dict]:
 @pytest.mark.parametrize("loopback", [False, True], ids=["asgi", "loopback"])
 async def test_a_long_transcript_arrives_whole_with_its_length(loopback: bool) -> None:
     """Past one segment the body goes out in chunks: the server must still get exactly
-    the JSON of the whole request, framed by Content-Length (not re-framed as chunked)."""
-    fake = Fake(default=ok(TOOL_MESSAGE))
+    the JSON of the whole request, framed by Content-Length (not re-framed as chunked),
+    and a retried request sends all of it again."""
+    fake = Fake(ok(TOOL_MESSAGE), ok(TOOL_MESSAGE), ok(TOOL_MESSAGE), status(503), default=ok(TOOL_MESSAGE))
     transcript = EncodedTranscript()
     messages = _long_transcript(10)
     async with contextlib.AsyncExitStack() as stack:
         if loopback:
-            client = ModelClient(await stack.enter_async_context(serving(fake.app)), KEY)
+            url = await stack.enter_async_context(serving(fake.app))
+            client = ModelClient(url, KEY, backoff_base_s=0.001, backoff_cap_s=0.002)
         else:
             client = fake.client()
         await stack.enter_async_context(client)
@@ -255,9 +257,9 @@ async def test_a_long_transcript_arrives_whole_with_its_length(loopback: bool) -
             await client.complete("m", messages, TOOLS, max_tokens=64, signal=CancelSignal(), transcript=transcript)
             messages += _long_transcript(10)[2:]
     sent = [json.loads(body) for body in fake.bodies]
-    assert [len(s["messages"]) for s in sent] == [22, 42, 62, 82]
+    assert [len(s["messages"]) for s in sent] == [22, 42, 62, 82, 82]  # the last one answered 503 once
     assert sent[-1] == {"model": "m", "messages": messages[:82], "tools": TOOLS, "tool_choice": "auto", "max_tokens": 64}
-    assert len(fake.bodies[-1]) > 4 * SEGMENT_BYTES
+    assert fake.bodies[-2] == fake.bodies[-1] and len(fake.bodies[-1]) > 4 * SEGMENT_BYTES
     assert fake.framing == [(str(len(body)), None) for body in fake.bodies]
 
 
