@@ -282,6 +282,12 @@ def test_a_request_copies_at_most_one_segment_of_the_transcript() -> None:
     assert max(map(len, fresh)) < SEGMENT_BYTES + 12_000 + len(frame[1])
     # The same transcript object given a different (shorter) transcript starts over.
     assert json.loads(bytes(transcript.body(frame, MESSAGES)))["messages"] == MESSAGES
+    # The frame is kept only while model, options and tools stay the same.
+    assert transcript.frame("m", TOOLS, 64, False) is frame
+    other = json.loads(bytes(transcript.body(transcript.frame("m2", list(TOOLS), 32, True), MESSAGES)))
+    assert {k: v for k, v in other.items() if k != "messages"} == {
+        "model": "m2", "tools": TOOLS, "tool_choice": "auto", "max_tokens": 32,
+        "stream": True, "stream_options": {"include_usage": True}}
 
 
 async def test_optional_fields_left_out() -> None:
