@@ -102,7 +102,7 @@ async def test_a_long_transcript_keeps_the_newest_messages_and_says_how_many_are
         bottom = [view.render_line(y).text.strip() for y in range(view.scrollable_content_region.height)]
         assert [b for b in bottom if b][-1].startswith("── max_turns_exceeded")
         # scroll to the top: the oldest kept lines render although they left the render cache
-        assert len(view._rendered) <= TranscriptView.RENDERED_KEPT
+        assert view.document is not None and len(view.document.rendered) <= TranscriptView.RENDERED_KEPT
         view.scroll_home(animate=False, immediate=True)
         await pilot.pause()
         assert view.render_line(0).text.startswith(f"… {hidden} earlier messages not shown")
@@ -204,4 +204,97 @@ async def test_progress_that_changes_no_row_does_not_repaint_the_runs_list(tmp_p
         await pilot.pause()
         await settle(pilot, app)
         assert rendered
+        await finish(pilot, app)
+
+
+async def test_a_key_paints_the_cursor_and_the_run_it_moved_to_in_the_same_frame(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The screen never shows the cursor on one run beside the detail of another (and the
+    run's detail does not wait a frame behind the cursor)."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        _plans(app, "plan-a", "plan-b")
+        await settle(pilot, app)
+        runs = app.console_screen.query_one("#runs", RunsList)
+        runs.focus()
+        app.select("plan-a")
+        await pilot.pause()
+        compositor = app.console_screen._compositor
+        frames: list[tuple[bool, bool, str | None, str | None]] = []
+        update_widgets = compositor.update_widgets
+
+        def painted(widgets: set) -> None:  # one call per frame, with the widgets it repaints
+            frames.append((runs in widgets, app.transcript_view in widgets, runs.highlighted_run, app.selected))
+            update_widgets(widgets)
+
+        monkeypatch.setattr(compositor, "update_widgets", painted)
+        for key in ("down", "up", "down", "up"):
+            await pilot.press(key)
+            await pilot.pause()
+        cursor_frames = [f for f in frames if f[0]]
+        assert len(cursor_frames) >= 4
+        for _, transcript_too, cursor, selected in cursor_frames:
+            assert cursor == selected and transcript_too
+        assert app.selected == "plan-a"
+        await finish(pilot, app)
+
+
+async def test_coming_back_to_a_run_shows_it_where_the_operator_left_it(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        app.create_run(NewRunRequest("runaway", limits=Limits(max_turns=30)), run_id="runaway-a")
+        _plans(app, "plan-b")
+        await settle(pilot, app)
+        app.select("runaway-a")
+        await pilot.pause()
+        transcript, trace = app.transcript_view, app.trace_view
+        kept = transcript.document
+        assert kept is not None and transcript.max_scroll_y > 0 and trace.max_scroll_y > 0
+        transcript.scroll_to(y=5, animate=False, immediate=True)  # the operator reads back
+        trace.scroll_to(y=3, animate=False, immediate=True)
+        app.select("plan-b")
+        await pilot.pause()
+        assert transcript.items[-1].startswith("── completed")
+        assert transcript.scroll_y == transcript.max_scroll_y  # a run not read back follows its tail
+        assert trace.scroll_y == trace.max_scroll_y
+        app.select("runaway-a")
+        await pilot.pause()
+        assert transcript.document is kept  # not rendered again
+        assert transcript.scroll_y == 5 and trace.scroll_y == 3
+        assert transcript.items[-1].startswith("── max_turns_exceeded")
+        # the transcripts kept are bounded: the least recently shown are dropped
+        _plans(app, *(f"plan-{n}" for n in range(TranscriptView.RUNS_KEPT + 1)))
+        await settle(pilot, app)
+        for n in range(TranscriptView.RUNS_KEPT + 1):
+            app.select(f"plan-{n}")
+            await pilot.pause()
+        app.select("runaway-a")
+        await pilot.pause()
+        assert transcript.document is not kept and transcript.scroll_y == transcript.max_scroll_y
+        await finish(pilot, app)
+
+
+async def test_switching_runs_repaints_the_views_without_a_layout_pass_and_their_scroll_bars_follow(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        app.create_run(NewRunRequest("runaway", limits=Limits(max_turns=12)), run_id="runaway-short")
+        app.create_run(NewRunRequest("runaway", limits=Limits(max_turns=40)), run_id="runaway-long")
+        await settle(pilot, app)
+        app.select("runaway-short")
+        await pilot.pause()
+        screen = app.console_screen
+        layouts: list[int] = []
+        refresh_layout = screen._refresh_layout
+        monkeypatch.setattr(screen, "_refresh_layout", lambda *a, **kw: layouts.append(1) or refresh_layout(*a, **kw))
+        transcript, trace = app.transcript_view, app.trace_view
+        for rid in ("runaway-long", "runaway-short", "runaway-long"):
+            app.select(rid)
+            await pilot.pause()
+            await pilot.pause()
+            assert transcript.vertical_scrollbar.window_virtual_size == transcript.line_count
+            assert trace.vertical_scrollbar.window_virtual_size == trace.line_count
+            assert transcript.scroll_y == transcript.max_scroll_y > 0
+        assert app.states["runaway-long"].turns == 40 and transcript.line_count > 0
+        assert layouts == []
         await finish(pilot, app)

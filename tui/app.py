@@ -62,7 +62,6 @@ from tui.components.key_bar import KeyBar
 from tui.components.runs_list import RunRow, RunsList
 from tui.components.trace_view import MAX_LINES, TraceView, format_record, tail_records
 from tui.components.transcript import TranscriptView
-from tui.components.view_cache import ViewCache
 from tui.text import badge, badge_key, clean, one_line, stop_reason
 
 FLUSH_INTERVAL_S = 0.05
@@ -72,7 +71,6 @@ STOP_REASON = "operator pressed Stop"
 QUIT_REASON = "operator quit the console"
 QUIT_TIMEOUT_S = 15.0
 YOUNG_GC_THRESHOLD = 10_000  # allocations between young collections while the console is up (Python: 700)
-VIEWS_KEPT = 6  # rendered transcripts and traces kept per run, least recently shown evicted
 
 
 def scenario_choices() -> dict[str, str]:
@@ -108,8 +106,10 @@ class ConsoleScreen(Screen[None]):
             with Vertical(id="right"):
                 yield Static(id="run-header")
                 yield CostMeter(id="cost")
-                yield Vertical(id="transcripts")
-                yield Vertical(id="traces")
+                with Vertical(id="transcripts"):
+                    yield TranscriptView(classes="transcript")
+                with Vertical(id="traces"):
+                    yield TraceView(classes="trace")
         yield KeyBar(id="keys")
 
     def on_mount(self) -> None:
@@ -180,12 +180,12 @@ class TetherApp(App[int]):
         self._line_no = 0
         self._trace_seq: dict[tuple[str, str], int] = {}
         self._quitting = False
-        self._transcripts: ViewCache[TranscriptView]
-        self._traces: ViewCache[TraceView]
         self._bindings_dirty = True
         self._applies: tuple[Any, ...] = (None, None, None, None)
         self._console_up = False
         self._console_screen: ConsoleScreen
+        self._transcript_view: TranscriptView
+        self._trace_view: TraceView
         self.painted: deque[tuple[str, str, float]] = deque(maxlen=1000)  # (what, run id, when) shown
         self._gc_thresholds: tuple[int, ...] = ()
 
@@ -202,9 +202,8 @@ class TetherApp(App[int]):
         """The console screen is composed: read the runs on disk, start the --start runs."""
         self._console_up = True
         screen = self.console_screen
-        self._transcripts = ViewCache(screen.query_one("#transcripts"),
-                                      lambda: TranscriptView(classes="transcript"), VIEWS_KEPT)
-        self._traces = ViewCache(screen.query_one("#traces"), lambda: TraceView(classes="trace"), VIEWS_KEPT)
+        self._transcript_view = screen.query_one(TranscriptView)
+        self._trace_view = screen.query_one(TraceView)
         self.reload_runs()
         first_started: str | None = None
         for request in self.start_requests:
@@ -549,31 +548,30 @@ class TetherApp(App[int]):
 
     @property
     def transcript_view(self) -> TranscriptView:
-        """The transcript view of the selected run."""
-        return self._transcripts.get(self.selected or "")
+        """The transcript view (of the selected run)."""
+        return self._transcript_view
 
     @property
     def trace_view(self) -> TraceView:
-        """The trace view of the selected run."""
-        return self._traces.get(self.selected or "")
+        """The trace view (of the selected run)."""
+        return self._trace_view
 
     def _refresh_detail(self) -> None:
         screen = self.console_screen
         rid = self.selected
         header = screen.query_one("#run-header", Static)
-        key_rid = rid if rid is not None and rid in self.states else ""
-        transcript = self._transcripts.show(key_rid)
-        trace = self._traces.show(key_rid)
+        transcript, trace = self.transcript_view, self.trace_view
         cost = screen.query_one("#cost", CostMeter)
         if rid is None or rid not in self.states:
             self._update_static(header, Text("No run selected. Press n to start one.", style="dim"))
             transcript.show(None)
+            trace.show(None, ())
             cost.show(None)
             return
         st = self.states[rid]
         self._update_static(header, self._header_text(rid))
         transcript.show(st, self._transcript_footer(rid))
-        trace.sync(self._trace_buffer(rid))
+        trace.show(rid, self._trace_buffer(rid))
         cost.show(st)
 
     @staticmethod
@@ -618,9 +616,8 @@ class TetherApp(App[int]):
 
     @on(RunsList.Highlighted, "#runs")
     def _run_highlighted(self, event: RunsList.Highlighted) -> None:
-        rid = event.run_id
-        if rid != self.selected:
-            self.select(rid)
+        self.select(event.run_id)
+        event.runs_list.show_cursor()  # in the same frame as the run it moved to
 
     @on(OptionList.OptionHighlighted, "#approvals")
     def _approval_highlighted(self, event: OptionList.OptionHighlighted) -> None:

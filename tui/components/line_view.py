@@ -1,20 +1,39 @@
-"""The base of the console's line-API views: their style is read once per repaint.
+"""The base of the console's line-API views: their style is read once per repaint, and a
+change of their scrollable size repaints them alone.
 
 ``rich_style`` walks every ancestor's styles and blends their colours; asked for on each
 line (blank rows, padding, the cursor row), it was most of the time these views took to
 repaint while a run flooded the console with events.
+
+Textual's ``virtual_size`` asks for a layout pass of the whole screen when it changes,
+which a view that only grows (or shows another run) does on every refresh; that pass took
+as long again as the repaint. What it does for a view is update the scroll bars, which
+:func:`scroll_bars_follow` does directly (a scroll bar that appears or goes still asks for
+the layout pass, as it changes the view's content width).
 """
 
 from __future__ import annotations
 
 from rich.style import Style
-from textual.geometry import Region
+from textual.geometry import Region, Size
+from textual.reactive import Reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
+from textual.widget import Widget
+
+
+def scroll_bars_follow(view: Widget, virtual_size: Size) -> None:
+    """Bring ``view``'s scroll bars (thumbs, and whether they show) to ``virtual_size``
+    and keep its scroll offset within it, as Textual's layout pass does."""
+    view._scroll_update(virtual_size)
 
 
 class LineView(ScrollView):
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)
     _pass_style: Style | None = None
+
+    def watch_virtual_size(self, virtual_size: Size) -> None:
+        scroll_bars_follow(self, virtual_size)
 
     def render_lines(self, crop: Region) -> list[Strip]:
         self._pass_style = self.rich_style

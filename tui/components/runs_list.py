@@ -87,7 +87,12 @@ def row_text(cells: dict[str, Text], width: int) -> Text:
 
 class RunsList(LineView, can_focus=True):
     """A row per run, keyed by run id. The app owns the data; this widget only shows it
-    and says which run the operator moved to (:class:`RunsList.Highlighted`)."""
+    and says which run the operator moved to (:class:`RunsList.Highlighted`).
+
+    A move by the operator is painted when the app answers with :meth:`show_cursor`,
+    after it has shown the run moved to: the screen's update timer runs a frame at most
+    every 17 ms and, after a pause, lets 17 to 33 ms pass before the next one, so a
+    cursor painted on its own would hold the run's detail back by one or two frames."""
 
     BORDER_TITLE = "Runs"
     BINDINGS: ClassVar[list[BindingType]] = [
@@ -137,6 +142,7 @@ class RunsList(LineView, can_focus=True):
         self._order: list[str] = []
         self._cursor = 0
         self._lines: dict[tuple[str, int, str], tuple[RunRow, Strip]] = {}  # (run, width, look)
+        self._unpainted: set[int] = set()  # rows the cursor left or reached, not repainted yet
 
     # ---- data -----------------------------------------------------------------------
     @property
@@ -163,6 +169,7 @@ class RunsList(LineView, can_focus=True):
             self.virtual_size = Size(0, len(order) + HEADER_LINES)
             self._cursor = order.index(selected) if selected in self._rows else min(self._cursor, len(order) - 1)
             self._cursor = max(0, self._cursor)
+            self._unpainted.clear()
             self.refresh()
             self._scroll_to_cursor()
             return
@@ -181,6 +188,14 @@ class RunsList(LineView, can_focus=True):
         if run_id in self._rows and self.highlighted_run != run_id:
             self._move_to(self._order.index(run_id), announce=False)
 
+    def show_cursor(self) -> None:
+        """Paint the cursor where the operator moved it (the app's answer to
+        :class:`RunsList.Highlighted`)."""
+        for index in self._unpainted:
+            self._refresh_row(index)
+        self._unpainted.clear()
+        self._scroll_to_cursor()
+
     # ---- moving -------------------------------------------------------------------------
     def _move_to(self, index: int, *, announce: bool = True) -> None:
         if not self._order:
@@ -189,11 +204,11 @@ class RunsList(LineView, can_focus=True):
         if index == self._cursor:
             return
         previous, self._cursor = self._cursor, index
-        self._refresh_row(previous)
-        self._refresh_row(index)
-        self._scroll_to_cursor()
+        self._unpainted.update((previous, index))
         if announce:
             self.post_message(self.Highlighted(self, self._order[index]))
+        else:
+            self.show_cursor()
 
     def _scroll_to_cursor(self) -> None:
         visible = max(1, self.scrollable_content_region.height - HEADER_LINES)

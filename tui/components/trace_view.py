@@ -20,11 +20,14 @@ from typing import Any, Self
 from rich.cells import cell_len
 from rich.highlighter import Highlighter
 from rich.text import Text
+from textual.cache import LRUCache
 from textual.events import Resize
 from textual.geometry import Size
+from textual.reactive import Reactive
 from textual.widgets import Log
 
 
+from tui.components.line_view import scroll_bars_follow
 from tui.text import money, one_line
 
 MAX_LINES = 1000
@@ -126,12 +129,24 @@ class KindHighlighter(Highlighter):
 
 
 class TraceView(Log):
+    """The selected run's trace. Showing another run writes its lines into this one view
+    (a millisecond for a full buffer) rather than displaying another view, which costs a
+    layout pass of the whole screen; where the operator left each recent run's trace is
+    kept."""
+
     BORDER_TITLE = "Trace"
+    RUNS_KEPT = 6  # runs whose scroll position is kept
+    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)  # see line_view
+
+    def watch_virtual_size(self, virtual_size: Size) -> None:
+        scroll_bars_follow(self, virtual_size)
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(max_lines=MAX_LINES, highlight=True, auto_scroll=False, **kwargs)
         self.highlighter = KindHighlighter()
         self._last = 0  # number of the last buffer line shown
+        self._run_id: str | None = None
+        self._left_at: LRUCache[str, float] = LRUCache(self.RUNS_KEPT)  # scroll_y, for runs not followed
 
     def write_lines(self, lines: Iterable[str], scroll_end: bool | None = None) -> Self:
         lines = list(lines)
@@ -153,6 +168,29 @@ class TraceView(Log):
         # RichLog renders the lines written before its size was known on its first resize
         # (its own handler runs too); keep the tail in view once they are there.
         follow_tail(self)
+
+    def show(self, run_id: str | None, buffer: Sequence[tuple[int, str]]) -> None:
+        """Show ``run_id``'s trace lines, ``buffer``; for the run already shown, add those
+        not shown yet."""
+        if run_id == self._run_id:
+            self.sync(buffer)
+            return
+        if self._run_id is not None:
+            if self.is_anchored and not getattr(self, "_anchor_released", False):
+                self._left_at.discard(self._run_id)
+            else:
+                self._left_at.set(self._run_id, self.scroll_y)
+        self._run_id = run_id
+        self.clear()
+        self._last = 0
+        left_at = self._left_at.get(run_id) if run_id is not None else None
+        if left_at is None:
+            self.anchor()
+        else:
+            self.release_anchor()  # the lines written next do not scroll to the tail
+        self.sync(buffer)
+        if left_at is not None:
+            self.scroll_to(y=left_at, animate=False, immediate=True)
 
     def sync(self, buffer: Sequence[tuple[int, str]]) -> None:
         """Show the lines of ``buffer`` (numbered, oldest first) not shown yet."""
@@ -176,4 +214,6 @@ def follow_tail(widget: Any) -> None:
     """Keep an anchored view at the end after new content (the anchor is released when
     the operator scrolls up, and then this does nothing)."""
     if widget.is_anchored and not getattr(widget, "_anchor_released", False):
-        widget.scroll_end(animate=False, immediate=False, x_axis=False)  # after layout: sizes are known
+        # now: a later scroll would override a position restored meanwhile (the views'
+        # sizes are set at once, see line_view)
+        widget.scroll_end(animate=False, immediate=True, x_axis=False)

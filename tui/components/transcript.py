@@ -1,8 +1,9 @@
 """The transcript of the selected run: messages, tool calls, results and decisions in words.
 
 Incremental: the transcript of a live run only grows, so each refresh adds the messages
-since the last one; a change of run renders it again, and a stop or resume replaces only
-the footer. Only the last :attr:`TranscriptView.MAX_MESSAGES` messages are kept (a
+since the last one, and a stop or resume replaces only the footer. The transcripts of the
+runs shown last are kept (:class:`TranscriptDocument`): coming back to one adds only what
+its run did since. Only the last :attr:`TranscriptView.MAX_MESSAGES` messages are kept (a
 1,000-turn run has 2,000 of them); ``tether show RUN_ID`` prints them all.
 
 Virtualised: the view keeps one renderable per message and the number of lines it wraps
@@ -19,10 +20,11 @@ from collections import OrderedDict
 from itertools import accumulate
 from typing import Any
 
-from rich.console import Group
+from rich.console import Console, Group
 from rich.padding import Padding
 from rich.segment import Segment
 from rich.text import Text
+from textual.cache import LRUCache
 from textual.events import Resize
 from textual.geometry import Size
 from textual.strip import Strip
@@ -101,10 +103,148 @@ def _is_decision(text: str) -> bool:
     return text.startswith(("The operator declined", "Approved by the operator", "cancelled by the operator"))
 
 
+class TranscriptDocument:
+    """One run's transcript as shown: a renderable per item (a note of the messages left
+    out, the messages, the footer), the number of lines each wraps to at ``width``, and
+    the wrapped lines of a few dozen items (those on screen and a few more).
+
+    The view keeps the documents of the runs shown last, and where the operator left each
+    one, so coming back to a run renders only what it added since."""
+
+    def __init__(self, run_id: str, console: Console, max_messages: int, rendered_kept: int) -> None:
+        self.run_id = run_id
+        self.console = console
+        self.max_messages = max_messages
+        self.rendered_kept = rendered_kept
+        self.scroll_y = 0.0  # where the operator left it, when not following the tail
+        self.following = True
+        self.width = 0
+        self.clear()
+
+    def clear(self) -> None:
+        """Forget what was rendered (the transcript shrank: it is rendered again)."""
+        self.count = 0  # messages of the run rendered so far
+        self.hidden = 0  # of those, not kept (the oldest)
+        self.footer: str | None = None  # plain text of the footer shown (always the last item)
+        self.names: dict[str, str] = {}
+        self.items: list[Text | Group] = []
+        self.ids: list[int] = []
+        self.heights: list[int] = []
+        self.starts: list[int] | None = None  # first line of each item (None: to compute)
+        self.next_id = 0
+        self.rendered: OrderedDict[int, list[Strip]] = OrderedDict()
+
+    @property
+    def height(self) -> int:
+        return sum(self.heights)
+
+    def update(self, messages: list[dict[str, Any]], footer: Text | None) -> bool:
+        """Add the messages since the last update and put ``footer`` under them; False when
+        nothing changed."""
+        footer_plain = footer.plain if footer is not None else None
+        if footer_plain == self.footer and len(messages) == self.count:
+            return False
+        self._drop_footer()
+        new = messages[self.count:]
+        skipped = max(0, len(new) - self.max_messages)
+        if skipped:  # names of calls answered in the part shown but made before it
+            for m in new[:skipped]:
+                for call in m.get("tool_calls") or ():
+                    self.names[str(call.get("id", ""))] = str((call.get("function") or {}).get("name", ""))
+        for message in new[skipped:]:
+            self._add(render_message(message, self.names))
+        self.count = len(messages)
+        self.hidden += skipped
+        self._trim()
+        if footer is not None:
+            self._add(footer)
+            self.footer = footer_plain
+        self.starts = None
+        return True
+
+    def _add(self, item: Text | Group) -> None:
+        self.items.append(item)
+        self.ids.append(self.next_id)
+        self.next_id += 1
+        self.heights.append(len(self.lines_of(len(self.items) - 1)) if self.width else 0)
+
+    def _drop_footer(self) -> None:
+        if self.footer is not None and self.items:
+            self.items.pop()
+            self.heights.pop()
+            self.rendered.pop(self.ids.pop(), None)
+        self.footer = None
+
+    def _trim(self) -> None:
+        """Keep the newest ``max_messages`` messages, with a line saying how many are not shown."""
+        has_notice = bool(self.items) and self.ids[0] < 0
+        excess = len(self.items) - has_notice - self.max_messages
+        if excess > 0:
+            start = int(has_notice)
+            for item_id in self.ids[start:start + excess]:
+                self.rendered.pop(item_id, None)
+            del self.items[start:start + excess], self.ids[start:start + excess]
+            del self.heights[start:start + excess]
+            self.hidden += excess
+        if len(self.names) > 2 * self.max_messages:  # results follow their calls: old names are done with
+            for call_id in list(self.names)[: len(self.names) - self.max_messages]:
+                del self.names[call_id]
+        if self.hidden:
+            notice = Text(f"… {self.hidden} earlier messages not shown (tether show {one_line(self.run_id)})",
+                          style="dim italic")
+            if has_notice:
+                self.rendered.pop(self.ids[0], None)
+                self.items[0], self.ids[0] = notice, -1 - self.next_id
+            else:
+                self.items.insert(0, notice)
+                self.ids.insert(0, -1 - self.next_id)
+                self.heights.insert(0, 0)
+            self.next_id += 1
+            self.heights[0] = len(self.lines_of(0)) if self.width else 0
+
+    def set_width(self, width: int) -> bool:
+        """Wrap at ``width`` cells; False when it already does."""
+        width = max(width, MIN_WIDTH)
+        if width == self.width:
+            return False
+        self.width = width
+        self.rendered.clear()
+        self.heights = [len(self.lines_of(i)) for i in range(len(self.items))]
+        self.starts = None
+        return True
+
+    def lines_of(self, index: int) -> list[Strip]:
+        """The wrapped lines of item ``index`` (kept for a while)."""
+        item_id = self.ids[index]
+        strips = self.rendered.get(item_id)
+        if strips is not None:
+            self.rendered.move_to_end(item_id)
+            return strips
+        console = self.console
+        lines = Segment.split_lines(console.render(self.items[index], console.options.update_width(self.width)))
+        strips = Strip.from_lines(list(lines)) or [Strip.blank(self.width)]
+        self.rendered[item_id] = strips
+        while len(self.rendered) > self.rendered_kept:
+            self.rendered.popitem(last=False)
+        return strips
+
+    def line(self, line_no: int) -> Strip:
+        """Wrapped line ``line_no`` (0 <= line_no < height)."""
+        if self.starts is None:
+            self.starts = list(accumulate(self.heights, initial=0))[:-1]
+        index = bisect_right(self.starts, line_no) - 1
+        return self.lines_of(index)[line_no - self.starts[index]]
+
+
 class TranscriptView(LineView, can_focus=True):
+    """The selected run's transcript. Showing another run swaps the document this one
+    view draws, rather than displaying another view: a change of ``display`` costs a
+    layout pass of the whole screen, which took as long again as the repaint itself."""
+
     BORDER_TITLE = "Transcript"
     MAX_MESSAGES = 200
     RENDERED_KEPT = 64  # messages whose wrapped lines are kept (those on screen and a few more)
+    RUNS_KEPT = 6  # documents kept, the least recently shown dropped
     DEFAULT_CSS = """
     TranscriptView {
         background: $surface;
@@ -116,157 +256,78 @@ class TranscriptView(LineView, can_focus=True):
 
     def __init__(self, **kwargs: Any) -> None:
         super().__init__(**kwargs)
-        self._run_id: str | None = None
-        self._count = 0  # messages of the run rendered so far
-        self._hidden = 0  # of those, not kept (the oldest)
-        self._footer: str | None = None  # plain text of the footer shown (always the last item)
-        self._names: dict[str, str] = {}
-        # what is shown: one renderable per item, with a stable id and its height at _width
-        self._items: list[Text | Group] = []
-        self._ids: list[int] = []
-        self._heights: list[int] = []
-        self._starts: list[int] | None = None  # first line of each item (None: to compute)
-        self._next_id = 0
-        self._width = 0
-        self._rendered: OrderedDict[int, list[Strip]] = OrderedDict()
+        self._documents: LRUCache[str, TranscriptDocument] = LRUCache(self.RUNS_KEPT)
+        self._document: TranscriptDocument | None = None
+
+    @property
+    def document(self) -> TranscriptDocument | None:
+        """What is shown (None: no run)."""
+        return self._document
 
     def on_mount(self) -> None:
         self.anchor()  # follow the tail until the operator scrolls up
         follow_tail(self)
 
     def on_resize(self, event: Resize) -> None:
-        self._set_width(self.scrollable_content_region.width)
+        if self._document is not None and self._document.set_width(self.scrollable_content_region.width):
+            self._changed()
         follow_tail(self)
 
     # ---- what is shown -------------------------------------------------------------
     def show(self, state: RunState | None, footer: Text | None = None) -> None:
         """Show ``state``'s transcript and, under it, ``footer`` (how the run stopped).
 
-        Another run, or a transcript that shrank, is rendered again; otherwise only the new
-        messages are added, and a changed footer replaces the old one."""
+        A run shown recently is shown as it was left, with only its new messages added;
+        a changed footer replaces the old one."""
         if state is None:
-            if self._run_id is not None:
-                self._reset()
+            if self._document is not None:
+                self._open(None)
             return
-        messages = state.messages
-        footer_plain = footer.plain if footer is not None else None
-        if state.run_id != self._run_id or len(messages) < self._count:
-            self._reset()
-            self._run_id = state.run_id
+        if self._document is None or self._document.run_id != state.run_id:
+            document = self._documents.get(state.run_id)
+            if document is None:
+                document = TranscriptDocument(state.run_id, self.app.console, self.MAX_MESSAGES, self.RENDERED_KEPT)
+                self._documents.set(state.run_id, document)
+            self._open(document)
+        document = self._document
+        assert document is not None
+        if len(state.messages) < document.count:
+            document.clear()
             self.anchor()
-        elif footer_plain == self._footer and len(messages) == self._count:
-            return
-        self._drop_footer()
-        new = messages[self._count:]
-        skipped = max(0, len(new) - self.MAX_MESSAGES)
-        if skipped:  # names of calls answered in the part shown but made before it
-            for m in new[:skipped]:
-                for call in m.get("tool_calls") or ():
-                    self._names[str(call.get("id", ""))] = str((call.get("function") or {}).get("name", ""))
-        for message in new[skipped:]:
-            self._add(render_message(message, self._names))
-        self._count = len(messages)
-        self._hidden += skipped
-        self._trim()
-        if footer is not None:
-            self._add(footer)
-            self._footer = footer_plain
+        if document.update(state.messages, footer):
+            self._changed()
+            follow_tail(self)
+
+    def _open(self, document: TranscriptDocument | None) -> None:
+        """Draw ``document``, from where the operator left it; remember where they left
+        the one shown before."""
+        previous = self._document
+        if previous is not None:
+            previous.following = self.is_anchored and not getattr(self, "_anchor_released", False)
+            previous.scroll_y = self.scroll_y
+        self._document = document
+        if document is not None:
+            document.set_width(self.scrollable_content_region.width)
         self._changed()
-        follow_tail(self)
-
-    def _reset(self) -> None:
-        self._run_id = None
-        self._count = self._hidden = 0
-        self._footer = None
-        self._names = {}
-        self._items.clear()
-        self._ids.clear()
-        self._heights.clear()
-        self._rendered.clear()
-        self._changed()
-
-    def _add(self, item: Text | Group) -> None:
-        self._items.append(item)
-        self._ids.append(self._next_id)
-        self._next_id += 1
-        self._heights.append(len(self._lines_of(len(self._items) - 1)) if self._width else 0)
-
-    def _drop_footer(self) -> None:
-        if self._footer is not None and self._items:
-            self._items.pop()
-            self._heights.pop()
-            self._rendered.pop(self._ids.pop(), None)
-        self._footer = None
-
-    def _trim(self) -> None:
-        """Keep the newest MAX_MESSAGES messages, with a line saying how many are not shown."""
-        has_notice = bool(self._items) and self._ids[0] < 0
-        excess = len(self._items) - has_notice - self.MAX_MESSAGES
-        if excess > 0:
-            start = int(has_notice)
-            for item_id in self._ids[start:start + excess]:
-                self._rendered.pop(item_id, None)
-            del self._items[start:start + excess], self._ids[start:start + excess]
-            del self._heights[start:start + excess]
-            self._hidden += excess
-        if len(self._names) > 2 * self.MAX_MESSAGES:  # results follow their calls: old names are done with
-            for call_id in list(self._names)[: len(self._names) - self.MAX_MESSAGES]:
-                del self._names[call_id]
-        if self._hidden:
-            notice = Text(f"… {self._hidden} earlier messages not shown (tether show {one_line(self._run_id)})",
-                          style="dim italic")
-            if has_notice:
-                self._rendered.pop(self._ids[0], None)
-                self._items[0], self._ids[0] = notice, -1 - self._next_id
-            else:
-                self._items.insert(0, notice)
-                self._ids.insert(0, -1 - self._next_id)
-                self._heights.insert(0, 0)
-            self._next_id += 1
-            self._heights[0] = len(self._lines_of(0)) if self._width else 0
-
-    # ---- lines --------------------------------------------------------------------------
-    def _set_width(self, width: int) -> None:
-        width = max(width, MIN_WIDTH)
-        if width == self._width:
-            return
-        self._width = width
-        self._rendered.clear()
-        self._heights = [len(self._lines_of(i)) for i in range(len(self._items))]
-        self._changed()
-
-    def _lines_of(self, index: int) -> list[Strip]:
-        """The wrapped lines of item ``index`` at the current width (kept for a while)."""
-        item_id = self._ids[index]
-        strips = self._rendered.get(item_id)
-        if strips is not None:
-            self._rendered.move_to_end(item_id)
-            return strips
-        console = self.app.console
-        lines = Segment.split_lines(console.render(self._items[index], console.options.update_width(self._width)))
-        strips = Strip.from_lines(list(lines)) or [Strip.blank(self._width)]
-        self._rendered[item_id] = strips
-        while len(self._rendered) > self.RENDERED_KEPT:
-            self._rendered.popitem(last=False)
-        return strips
+        if document is None or document.following:
+            self.anchor()
+        else:
+            self.scroll_to(y=document.scroll_y, animate=False, immediate=True)  # releases the anchor
 
     def _changed(self) -> None:
-        self._starts = None
-        self.virtual_size = Size(self._width, sum(self._heights))
+        document = self._document
+        self.virtual_size = Size(document.width, document.height) if document is not None else Size(0, 0)
         self.refresh()
 
     def render_line(self, y: int) -> Strip:
         scroll_x, scroll_y = self.scroll_offset
         width = self.scrollable_content_region.width
         line_no = scroll_y + y
-        if self._starts is None:
-            self._starts = list(accumulate(self._heights, initial=0))[:-1]
         style = self.base_style
-        if not self._items or line_no >= self.virtual_size.height:
+        document = self._document
+        if document is None or not document.items or line_no >= self.virtual_size.height:
             return Strip.blank(width, style)
-        index = bisect_right(self._starts, line_no) - 1
-        strip = self._lines_of(index)[line_no - self._starts[index]]
-        return strip.crop_extend(scroll_x, scroll_x + width, style).apply_style(style)
+        return document.line(line_no).crop_extend(scroll_x, scroll_x + width, style).apply_style(style)
 
     @property
     def line_count(self) -> int:
@@ -276,7 +337,7 @@ class TranscriptView(LineView, can_focus=True):
     @property
     def items(self) -> list[str]:
         """The plain text of each item shown (note, messages, footer), before wrapping."""
-        return [item.plain for item in self._items]
+        return [item.plain for item in self._document.items] if self._document is not None else []
 
     @property
     def text(self) -> str:
@@ -285,4 +346,7 @@ class TranscriptView(LineView, can_focus=True):
     @property
     def screen_text(self) -> str:
         """The lines as wrapped on screen."""
-        return "\n".join(strip.text for i in range(len(self._items)) for strip in self._lines_of(i))
+        document = self._document
+        if document is None:
+            return ""
+        return "\n".join(strip.text for i in range(len(document.items)) for strip in document.lines_of(i))
