@@ -1,10 +1,10 @@
 """The live trace of the selected run: one line per event, following the tail.
 
-A plain :class:`~textual.widgets.Log` (strings, never markup, bounded by ``max_lines``,
-rendered lazily: only the visible lines), written only with the lines added since the
-last refresh, keeps a run that emits thousands of events a second cheap to show; it is anchored to the tail
-(``Widget.anchor``) until the operator scrolls up, so they are not yanked back, and
-follows again once they scroll to the end. Lines are formatted once, when their event arrives, by :func:`format_record`.
+The view draws the app's bounded buffer of the run's lines (strings, never markup,
+formatted once, when their event arrives, by :func:`format_record`), rendering only the
+lines on screen and keeping them, so a run that emits thousands of events a second stays
+cheap to show. It is anchored to the tail (``Widget.anchor``) until the operator scrolls
+up, so they are not yanked back, and follows again once they scroll to the end.
 """
 
 from __future__ import annotations
@@ -12,22 +12,22 @@ from __future__ import annotations
 import json
 import time
 from collections import deque
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from itertools import takewhile
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 
 from rich.cells import cell_len
 from rich.highlighter import Highlighter
 from rich.text import Text
+from rich.style import Style
 from textual.cache import LRUCache
 from textual.events import Resize
 from textual.geometry import Size
-from textual.reactive import Reactive
-from textual.widgets import Log
+from textual.selection import Selection
+from textual.strip import Strip
 
-
-from tui.components.line_view import scroll_bars_follow
+from tui.components.line_view import LineView
 from tui.text import money, one_line
 
 MAX_LINES = 1000
@@ -128,92 +128,130 @@ class KindHighlighter(Highlighter):
         text.stylize("dim", 0, min(len(plain), 6))
 
 
-class TraceView(Log):
-    """The selected run's trace. Showing another run writes its lines into this one view
-    (a millisecond for a full buffer) rather than displaying another view, which costs a
-    layout pass of the whole screen; where the operator left each recent run's trace is
-    kept."""
+class TraceView(LineView, can_focus=True):
+    """The selected run's trace, drawn from the app's buffer of the run's lines.
+
+    A line is rendered once, when it first comes on screen, and kept (by its number,
+    unique across runs) while it may come back: ``Log`` renders every visible line on
+    every repaint, which under a flood is every frame. Showing another run points this
+    one view at that run's buffer, and where the operator left each recent run is kept.
+    Text can be selected with the mouse, as in ``Log``."""
 
     BORDER_TITLE = "Trace"
     RUNS_KEPT = 6  # runs whose scroll position is kept
-    virtual_size: Reactive[Size] = Reactive(Size(0, 0), layout=False)  # see line_view
-
-    def watch_virtual_size(self, virtual_size: Size) -> None:
-        scroll_bars_follow(self, virtual_size)
+    STRIPS_KEPT = 600  # rendered lines kept: a screenful for each of a few runs
+    DEFAULT_CSS = """
+    TraceView {
+        background: $surface;
+        color: $text;
+        overflow: scroll;
+        &:focus { background-tint: $foreground 5%; }
+    }
+    """
 
     def __init__(self, **kwargs: Any) -> None:
-        super().__init__(max_lines=MAX_LINES, highlight=True, auto_scroll=False, **kwargs)
+        super().__init__(**kwargs)
         self.highlighter = KindHighlighter()
-        self._last = 0  # number of the last buffer line shown
         self._run_id: str | None = None
+        self._buffer: Sequence[tuple[int, str]] = ()
+        self._shown = (0, 0)  # (lines, number of the last) when last synced
         self._left_at: LRUCache[str, float] = LRUCache(self.RUNS_KEPT)  # scroll_y, for runs not followed
+        self._strips: LRUCache[tuple[int, Style], Strip] = LRUCache(self.STRIPS_KEPT)
 
-    def write_lines(self, lines: Iterable[str], scroll_end: bool | None = None) -> Self:
-        lines = list(lines)
-        super().write_lines(lines, scroll_end)
-        # Log measures the widest line in a thread and applies it later; do it now, so what
-        # is on screen does not depend on when that thread finishes (it finds the same width).
-        if lines:
-            widest = max(cell_len(line) for line in lines)
-            if widest > self._width:
-                self._width = widest
-                self.virtual_size = Size(self._width, self.line_count)
-        return self
+    @property
+    def lines(self) -> list[str]:
+        return [line for _, line in self._buffer]
+
+    @property
+    def line_count(self) -> int:
+        return len(self._buffer)
 
     def on_mount(self) -> None:
         self.anchor()  # follow the tail; scrolling up releases it, scrolling to the end re-anchors
         follow_tail(self)
 
     def on_resize(self, event: Resize) -> None:
-        # RichLog renders the lines written before its size was known on its first resize
-        # (its own handler runs too); keep the tail in view once they are there.
         follow_tail(self)
 
     def show(self, run_id: str | None, buffer: Sequence[tuple[int, str]]) -> None:
-        """Show ``run_id``'s trace lines, ``buffer``; for the run already shown, add those
-        not shown yet."""
-        if run_id == self._run_id:
-            self.sync(buffer)
-            return
-        if self._run_id is not None:
-            if self.is_anchored and not getattr(self, "_anchor_released", False):
-                self._left_at.discard(self._run_id)
+        """Show ``run_id``'s trace lines, ``buffer`` (numbered, oldest first, bounded: the
+        oldest are dropped as new ones come); for the run already shown, what changed."""
+        if run_id != self._run_id:
+            if self._run_id is not None:
+                if is_following(self):
+                    self._left_at.discard(self._run_id)
+                else:
+                    self._left_at.set(self._run_id, self.scroll_y)
+            self._run_id, self._buffer, self._shown = run_id, buffer, (0, 0)
+            left_at = self._left_at.get(run_id) if run_id is not None else None
+            self._set_height()
+            if left_at is None:
+                self.anchor()
             else:
-                self._left_at.set(self._run_id, self.scroll_y)
-        self._run_id = run_id
-        self.clear()
-        self._last = 0
-        left_at = self._left_at.get(run_id) if run_id is not None else None
-        if left_at is None:
-            self.anchor()
-        else:
-            self.release_anchor()  # the lines written next do not scroll to the tail
-        self.sync(buffer)
-        if left_at is not None:
-            self.scroll_to(y=left_at, animate=False, immediate=True)
-
-    def sync(self, buffer: Sequence[tuple[int, str]]) -> None:
-        """Show the lines of ``buffer`` (numbered, oldest first) not shown yet."""
-        if not buffer:
+                self.scroll_to(y=left_at, animate=False, immediate=True)  # releases the anchor
             return
-        first, last = buffer[0][0], buffer[-1][0]
-        if last <= self._last:
+        self._buffer = buffer
+        count, last = self._shown
+        if buffer and buffer[-1][0] == last and len(buffer) == count:
             return
-        if self._last < first and self._last:  # lines were dropped from the buffer since: start over
-            self.clear()
-            lines = [line for _, line in buffer]
-        else:  # line numbers increase but are not contiguous (one counter for every buffer)
-            new = list(takewhile(lambda item: item[0] > self._last, reversed(buffer)))
-            lines = [line for _, line in reversed(new)]
-        self.write_lines(lines)
-        self._last = last
+        # line numbers increase but are not contiguous (one counter for every buffer)
+        added = sum(1 for _ in takewhile(lambda item: item[0] > last, reversed(buffer)))
+        dropped = count + added - len(buffer)
+        self._set_height()
+        if dropped > 0 and not is_following(self):  # an operator reading back keeps their lines
+            self.scroll_to(y=max(0, self.scroll_y - dropped), animate=False, immediate=True)
         follow_tail(self)
+
+    def _set_height(self) -> None:
+        buffer = self._buffer
+        self._shown = (len(buffer), buffer[-1][0] if buffer else 0)
+        self.virtual_size = Size(0, len(buffer))
+        self.refresh()
+
+    def render_line(self, y: int) -> Strip:
+        scroll_x, scroll_y = self.scroll_offset
+        line_no = scroll_y + y
+        width = self.scrollable_content_region.width
+        style = self.base_style
+        if line_no >= len(self._buffer):
+            return Strip.blank(width, style)
+        number, line = self._buffer[line_no]
+        selection = self.text_selection
+        if selection is None:
+            strip = self._strips.get((number, style))
+            if strip is None:
+                strip = self._render(line, style)
+                self._strips.set((number, style), strip)
+        else:
+            strip = self._render(line, style, selection.get_span(line_no))
+        return strip.crop_extend(scroll_x, scroll_x + width, style).apply_offsets(scroll_x, line_no)
+
+    def _render(self, line: str, style: Style, selected: tuple[int, int] | None = None) -> Strip:
+        text = Text(line, no_wrap=True)
+        text.stylize(style)
+        text = self.highlighter(text)
+        if selected is not None:
+            start, end = selected
+            text.stylize(self.screen.get_component_rich_style("screen--selection"),
+                         start, len(text) if end == -1 else end)
+        return Strip(text.render(self.app.console), cell_len(line))
+
+    def get_selection(self, selection: Selection) -> tuple[str, str] | None:
+        return selection.extract("\n".join(self.lines)), "\n"
+
+    def selection_updated(self, selection: Selection | None) -> None:
+        self.refresh()
+
+
+def is_following(widget: Any) -> bool:
+    """Whether an anchored view still follows its tail (the operator did not scroll up)."""
+    return bool(widget.is_anchored and not getattr(widget, "_anchor_released", False))
 
 
 def follow_tail(widget: Any) -> None:
     """Keep an anchored view at the end after new content (the anchor is released when
     the operator scrolls up, and then this does nothing)."""
-    if widget.is_anchored and not getattr(widget, "_anchor_released", False):
+    if is_following(widget):
         # now: a later scroll would override a position restored meanwhile (the views'
         # sizes are set at once, see line_view)
         widget.scroll_end(animate=False, immediate=True, x_axis=False)

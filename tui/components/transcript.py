@@ -31,7 +31,7 @@ from textual.strip import Strip
 
 from core.state import RunState
 from tui.components.line_view import LineView
-from tui.components.trace_view import follow_tail
+from tui.components.trace_view import follow_tail, is_following
 from tui.text import clean, one_line
 
 ROLE_STYLES = {
@@ -303,7 +303,7 @@ class TranscriptView(LineView, can_focus=True):
         the one shown before."""
         previous = self._document
         if previous is not None:
-            previous.following = self.is_anchored and not getattr(self, "_anchor_released", False)
+            previous.following = is_following(self)
             previous.scroll_y = self.scroll_y
         self._document = document
         if document is not None:
