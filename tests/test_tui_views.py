@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from rich.text import Text
 from textual.geometry import Offset
+from textual.selection import Selection
 
 from core.state import Limits, Status
 from tests.test_tui import SIZE, finish, make_app, settle
@@ -297,4 +298,41 @@ async def test_switching_runs_repaints_the_views_without_a_layout_pass_and_their
             assert transcript.scroll_y == transcript.max_scroll_y > 0
         assert app.states["runaway-long"].turns == 40 and transcript.line_count > 0
         assert layouts == []
+        await finish(pilot, app)
+
+
+async def test_an_operator_reading_back_in_the_trace_keeps_their_lines_while_old_ones_are_dropped(
+        tmp_path: Path) -> None:
+    from core.events import ToolProgress
+    from tui.components.trace_view import MAX_LINES
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        _plans(app, "plan-a")
+        await settle(pilot, app)
+        app.select("plan-a")
+        trace = app.trace_view
+
+        async def progress(first: int, count: int) -> None:
+            for n in range(first, first + count):
+                app._sink(ToolProgress(run_id="plan-a", seq=10_000 + n, call_id="c1", name="scan_archive",
+                                       label=f"entry {n}"))
+                if n % 200 == 199:
+                    await pilot.pause(0.06)  # let a flush pass
+            await settle(pilot, app)
+
+        await progress(0, MAX_LINES)  # the buffer is full: every new line drops the oldest
+        assert trace.line_count == MAX_LINES and trace.scroll_y == trace.max_scroll_y
+        trace.scroll_to(y=trace.max_scroll_y - 300, animate=False, immediate=True)  # the operator reads back
+        await pilot.pause()
+        top = trace.render_line(0).text
+        assert "scan_archive: entry" in top
+        await progress(MAX_LINES, 100)
+        assert trace.line_count == MAX_LINES
+        assert trace.render_line(0).text == top  # the same line, not 100 lines further on
+        selected = trace.get_selection(Selection(Offset(0, 0), Offset(0, 1)))
+        assert selected is not None and selected[0] == trace.lines[0] + "\n"
+        trace.scroll_end(animate=False, immediate=True)  # back at the end: it follows again
+        await progress(MAX_LINES + 100, 10)
+        assert trace.scroll_y == trace.max_scroll_y and "entry 1109" in trace.lines[-1]
         await finish(pilot, app)

@@ -139,7 +139,7 @@ class TraceView(LineView, can_focus=True):
 
     BORDER_TITLE = "Trace"
     RUNS_KEPT = 6  # runs whose scroll position is kept
-    STRIPS_KEPT = 600  # rendered lines kept: a screenful for each of a few runs
+    STRIPS_KEPT = 200  # lines kept rendered: a screenful for a few runs (a line is a dozen objects for the GC)
     DEFAULT_CSS = """
     TraceView {
         background: $surface;
