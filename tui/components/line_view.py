@@ -8,8 +8,8 @@ repaint while a run flooded the console with events.
 Textual's ``virtual_size`` asks for a layout pass of the whole screen when it changes,
 which a view that only grows (or shows another run) does on every refresh; that pass took
 as long again as the repaint. What it does for a view is update the scroll bars, which
-:func:`scroll_bars_follow` does directly (a scroll bar that appears or goes still asks for
-the layout pass, as it changes the view's content width).
+:func:`scroll_bars_follow` does directly (a scroll bar that appears or goes away still asks
+for the layout pass, as it changes the view's content width).
 """
 
 from __future__ import annotations

@@ -19,8 +19,8 @@ from typing import Any
 
 from rich.cells import cell_len
 from rich.highlighter import Highlighter
-from rich.text import Text
 from rich.style import Style
+from rich.text import Text
 from textual.cache import LRUCache
 from textual.events import Resize
 from textual.geometry import Size
@@ -192,7 +192,7 @@ class TraceView(LineView, can_focus=True):
             return
         self._buffer = buffer
         count, last = self._shown
-        if buffer and buffer[-1][0] == last and len(buffer) == count:
+        if (len(buffer), buffer[-1][0] if buffer else 0) == self._shown:
             return
         # line numbers increase but are not contiguous (one counter for every buffer)
         added = sum(1 for _ in takewhile(lambda item: item[0] > last, reversed(buffer)))
