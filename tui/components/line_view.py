@@ -6,10 +6,11 @@ line (blank rows, padding, the cursor row), it was most of the time these views 
 repaint while a run flooded the console with events.
 
 Textual's ``virtual_size`` asks for a layout pass of the whole screen when it changes,
-which a view that only grows (or shows another run) does on every refresh; that pass took
-as long again as the repaint. What it does for a view is update the scroll bars, which
-:func:`scroll_bars_follow` does directly (a scroll bar that appears or goes away still asks
-for the layout pass, as it changes the view's content width).
+which a view that only grows (or shows another run) does on every refresh (repainting the
+views a switch changes took 21.8 ms with that pass, 11.6 ms without). What the pass does
+for a view is update its scroll bars, which :func:`scroll_bars_follow` does directly (a
+scroll bar that appears or goes away still asks for the pass, as it changes the view's
+content width).
 """
 
 from __future__ import annotations

@@ -239,7 +239,7 @@ class TranscriptDocument:
 class TranscriptView(LineView, can_focus=True):
     """The selected run's transcript. Showing another run swaps the document this one
     view draws, rather than displaying another view: a change of ``display`` costs a
-    layout pass of the whole screen, which took as long again as the repaint itself."""
+    layout pass of the whole screen."""
 
     BORDER_TITLE = "Transcript"
     MAX_MESSAGES = 200
