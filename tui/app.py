@@ -304,7 +304,7 @@ class TetherApp(App[int]):
         events = list(self._events)
         self._events.clear()
         dirty, self._dirty = self._dirty, set()
-        new_lines: dict[str, list[str]] = {}
+        traced: set[str] = set()  # runs whose trace buffer got lines
         # Under a flood only the newest events can still be on screen: format those, and say
         # how many were left out (the trace file has every one of them).
         traced_from = max(0, len(events) - TRACED_PER_FLUSH)
@@ -314,7 +314,7 @@ class TetherApp(App[int]):
                 skipped[event.run_id] = skipped.get(event.run_id, 0) + 1
             for run_id, count in skipped.items():
                 self._trace_note(run_id, f"… {count:,} events not shown here (all are in the trace file)",
-                                 new_lines)
+                                 traced)
         for index, event in enumerate(events):
             kind = event.kind
             if kind == "run_stopped":
@@ -328,7 +328,7 @@ class TetherApp(App[int]):
                 self._approvals_dirty = True
             self._note_activity(event)
             if index >= traced_from:
-                self._trace_event(event, new_lines)
+                self._trace_event(event, traced)
         screen = self.console_screen
         changed_status = any(e.kind in ("run_started", "run_stopped") or e.kind.startswith("approval")
                              for e in events)
@@ -337,7 +337,7 @@ class TetherApp(App[int]):
             self._approvals_dirty = False
             screen.query_one("#approvals", ApprovalsPane).set_items(self.pending_approvals())
         sel = self.selected
-        if sel is not None and (sel in dirty or sel in new_lines):
+        if sel is not None and (sel in dirty or sel in traced):
             self._refresh_detail()
         if changed_status or self._bindings_dirty:
             self._bindings_dirty = False
@@ -394,13 +394,13 @@ class TetherApp(App[int]):
         """The trace lines the console holds for a run (bounded)."""
         return [line for _, line in self._trace_buffer(rid)]
 
-    def _trace_note(self, rid: str, text: str, new_lines: dict[str, list[str]]) -> None:
+    def _trace_note(self, rid: str, text: str, traced: set[str]) -> None:
         buf = self._trace_buffer(rid)
         self._line_no += 1
         buf.append((self._line_no, text))
-        new_lines.setdefault(rid, []).append(text)
+        traced.add(rid)
 
-    def _trace_event(self, event: Event, new_lines: dict[str, list[str]]) -> None:
+    def _trace_event(self, event: Event, traced: set[str]) -> None:
         rid = event.run_id
         targets = [(rid, "")]
         root = self.root_of(rid)
@@ -420,7 +420,7 @@ class TetherApp(App[int]):
             line = format_record(event.record(), timings=self.timings, prefix=prefix)
             self._line_no += 1
             self._trace[target].append((self._line_no, line))
-            new_lines.setdefault(target, []).append(line)
+            traced.add(target)
 
     # ---- derived views -----------------------------------------------------------------
     def is_live(self, rid: str) -> bool:
