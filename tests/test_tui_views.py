@@ -9,16 +9,19 @@ can be scrolled to, whether or not it was rendered before.
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import time
 from pathlib import Path
 
 import pytest
 from rich.text import Text
+from textual import events
 from textual.geometry import Offset
 from textual.selection import Selection
 
 from core.state import Limits, Status
-from tests.test_tui import SIZE, finish, make_app, settle
+from tests.test_tui import SIZE, finish, make_app, settle, wait_for
 from tui.components.dialogs import NewRunRequest
 from tui.components.runs_list import COLUMNS, RunRow, RunsList, row_text
 from tui.components.transcript import TranscriptView
@@ -335,4 +338,114 @@ async def test_an_operator_reading_back_in_the_trace_keeps_their_lines_while_old
         trace.scroll_end(animate=False, immediate=True)  # back at the end: it follows again
         await progress(MAX_LINES + 100, 10)
         assert trace.scroll_y == trace.max_scroll_y and "entry 1109" in trace.lines[-1]
+        await finish(pilot, app)
+
+
+async def test_the_sparkline_redraws_for_new_data_and_a_kept_drawing_matches_a_fresh_one() -> None:
+    from textual.app import App, ComposeResult
+    from textual.geometry import Region
+    from textual.widgets import Sparkline
+
+    from tui.components.cost_meter import TurnsSparkline
+
+    class Pair(App):
+        CSS = "Sparkline { height: 3; width: 40; }"
+
+        def compose(self) -> ComposeResult:
+            yield TurnsSparkline([], summary_function=max, id="kept")
+            yield Sparkline([], summary_function=max, id="stock")
+
+    def drawn(widget: Sparkline) -> list[list[tuple[str, object]]]:
+        region = Region(0, 0, widget.size.width, widget.size.height)
+        return [[(seg.text, seg.style) for seg in strip] for strip in widget.render_lines(region)]
+
+    growing, falling = [356, 416, 476, 536, 900], [900, 500, 100, 50, 20]
+    app = Pair()
+    async with app.run_test(size=(60, 8)) as pilot:
+        kept, stock = app.query_one("#kept", TurnsSparkline), app.query_one("#stock", Sparkline)
+        seen = []
+        for data in (growing, falling, growing, growing + [1200]):
+            kept.data, stock.data = list(data), list(data)
+            await pilot.pause()
+            assert drawn(kept) == drawn(stock)  # what Textual's own sparkline draws
+            seen.append("".join(text for text, _ in drawn(kept)[-1]))
+        assert seen[0] != seen[1] and seen[2] == seen[0] and seen[3] != seen[0]
+        assert len(kept._drawings) == 4  # empty, then three data: coming back to the first drew nothing new
+
+
+async def _painted(app, what: str, rid: str, cap: float = 10.0) -> bool:
+    """Whether ``what`` for ``rid`` reached the screen within ``cap`` s, without Pilot's
+    pauses (each of those paints the screen itself)."""
+    deadline = time.monotonic() + cap
+    while time.monotonic() < deadline:
+        if any(kind == what and run_id == rid for kind, run_id, _ in app.painted):
+            return True
+        await asyncio.sleep(0.01)
+    return False
+
+
+async def test_a_key_and_a_stop_are_painted_without_waiting_for_the_next_frame(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The operator's changes are painted once they reach the screen: with Textual's
+    frame timer an hour apart, a key's selection and a stopped run still show."""
+    import textual.screen
+
+    monkeypatch.setattr(textual.screen, "UPDATE_PERIOD", 3600.0)
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        _plans(app, "plan-a", "plan-b")
+        await settle(pilot, app)
+        runs = app.console_screen.query_one("#runs", RunsList)
+        runs.focus()
+        app.select("plan-a")
+        await pilot.pause()
+        app.painted.clear()
+        key = events.Key("down", None)
+        key.set_sender(app)
+        app._driver.send_message(key)  # as a terminal delivers it
+        assert await _painted(app, "selected", "plan-b")
+        assert "plan-b" in app.console_screen.query_one("#run-header").render().plain  # type: ignore[attr-defined]
+
+        rid = app.create_run(NewRunRequest("slow"), run_id="slow-1")
+        app.select(rid)
+        await wait_for(pilot, lambda: any("scanned 200 of 1200" in line for line in app.trace_lines(rid)),
+                       "scan_archive to report progress")
+        app.painted.clear()
+        app.action_stop()
+        assert await _painted(app, "stopped", rid)
+        await finish(pilot, app)
+
+
+async def test_a_new_count_in_the_header_repaints_the_title_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from textual.widgets._header import HeaderTitle
+
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        _plans(app, "plan-a")
+        await settle(pilot, app)
+        screen = app.console_screen
+        title = screen.query_one(HeaderTitle)
+        repainted: list[set] = []
+        layouts: list[bool] = []
+        update_widgets = screen._compositor.update_widgets
+        refresh_layout = screen._refresh_layout
+
+        def painted(widgets: set) -> None:
+            repainted.append(set(widgets))
+            update_widgets(widgets)
+
+        def laid_out(*args, **kwargs) -> None:
+            layouts.append(True)
+            refresh_layout(*args, **kwargs)
+
+        monkeypatch.setattr(screen._compositor, "update_widgets", painted)
+        monkeypatch.setattr(screen, "_refresh_layout", laid_out)
+        _plans(app, "plan-b")
+        await settle(pilot, app)
+        assert app.sub_title == "2 runs · 0 running · 0 waiting for approval"
+        assert "2 runs · 0 running" in title.render().plain  # type: ignore[attr-defined]
+        assert any(title in widgets for widgets in repainted)
+        assert not any(screen in widgets for widgets in repainted)  # not the whole screen
+        assert not layouts
         await finish(pilot, app)

@@ -29,14 +29,14 @@ from pathlib import Path
 from typing import Any
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import App, ComposeResult, SystemCommand
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.css.query import NoMatches
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import Header, OptionList, Static
+from textual.widgets import OptionList, Static
 from textual.worker import Worker
 
 from core.cancel import CancelSignal
@@ -58,6 +58,7 @@ from tui.components.dialogs import (
     ResumeDialog,
     ResumeRequest,
 )
+from tui.components.header import ConsoleHeader
 from tui.components.key_bar import KeyBar
 from tui.components.runs_list import RunRow, RunsList
 from tui.components.trace_view import MAX_LINES, TraceView, format_record, tail_records
@@ -97,8 +98,22 @@ class ConsoleScreen(Screen[None]):
         Binding("q", "app.quit", "Quit", id="tether.quit", tooltip="Stop running runs cleanly, then quit"),
     ]
 
+    paint_when_settled = False
+    """Set when the operator is waiting for a change: paint it once every widget it touched
+    has said so, not at the update timer's next frame."""
+
+    async def _on_idle(self, event: events.Idle) -> None:
+        # Textual's update timer, resumed by a change, fires 17-33 ms after its last frame,
+        # and under a flood of events there always was one: that wait was up to half the time
+        # from a key to its effect. The screen is idle once the widgets' repaint requests are
+        # in, so paint then, with the call Textual's Pilot makes to paint at once.
+        if self.paint_when_settled and self._dirty_widgets:
+            self.paint_when_settled = False
+            self._on_timer_update()
+        await super()._on_idle(event)
+
     def compose(self) -> ComposeResult:
-        yield Header(show_clock=False, icon="⛓")
+        yield ConsoleHeader(show_clock=False, icon="⛓")
         with Horizontal(id="body"):
             with Vertical(id="left"):
                 yield RunsList(id="runs")
@@ -297,7 +312,9 @@ class TetherApp(App[int]):
 
     def _flush_views(self) -> None:
         self._flush_pending = False
-        self._urgent = False
+        if self._urgent:  # a run started or stopped, or waits for the operator: show it now
+            self._urgent = False
+            self._paint_now()
         self._last_flush = time.monotonic()
         if not self._console_up:
             return
@@ -584,7 +601,8 @@ class TetherApp(App[int]):
     def _refresh_subtitle(self) -> None:
         running = sum(1 for r in self.states if self.is_live(r) and self.states[r].parent_run_id is None)
         waiting = len(self.console_screen.query_one("#approvals", ApprovalsPane).items)
-        self.sub_title = f"{_count(len(self.states), 'run')} · {running} running · {waiting} waiting for approval"
+        self.console_screen.query_one(ConsoleHeader).show_sub_title(
+            f"{_count(len(self.states), 'run')} · {running} running · {waiting} waiting for approval")
 
     # ---- selection ------------------------------------------------------------------------
     def select(self, rid: str | None) -> None:
@@ -618,6 +636,12 @@ class TetherApp(App[int]):
     def _run_highlighted(self, event: RunsList.Highlighted) -> None:
         self.select(event.run_id)
         event.runs_list.show_cursor()  # in the same frame as the run it moved to
+        self._paint_now()
+
+    def _paint_now(self) -> None:
+        """Paint the change being made as soon as it reaches the screen (see ConsoleScreen)."""
+        if self._console_up:
+            self.console_screen.paint_when_settled = True
 
     @on(OptionList.OptionHighlighted, "#approvals")
     def _approval_highlighted(self, event: OptionList.OptionHighlighted) -> None:
