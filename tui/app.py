@@ -65,7 +65,9 @@ from tui.components.trace_view import MAX_LINES, TraceView, format_record, tail_
 from tui.components.transcript import TranscriptView
 from tui.text import badge, badge_key, clean, one_line, stop_reason
 
-FLUSH_INTERVAL_S = 0.05
+# Under a flood the views are redrawn ten times a second. Each redraw costs the same however
+# many events it shows, and at twenty a second they took most of the CPU the run needed.
+FLUSH_INTERVAL_S = 0.1
 TRACED_PER_FLUSH = 300  # events formatted into trace lines per refresh, the newest
 URGENT = frozenset({"run_started", "run_stopped", "approval_required", "approval_decision"})  # shown at once
 STOP_REASON = "operator pressed Stop"
