@@ -1,10 +1,22 @@
-"""``make bench``: every benchmark, one after the other."""
+"""``make bench``: every benchmark, one after the other, each with how long it took and
+how fast the host was (:func:`~tests.benchmarks.bench_harness.host_speed_ms`) before it."""
+
+import time
+from collections.abc import Callable
 
 from tests.benchmarks import bench_console, bench_harness, bench_provider
 
+
+def _section(name: str, run: Callable[[], object]) -> None:
+    speed = bench_harness.host_speed_ms()
+    started = time.perf_counter()
+    run()
+    print(f"[{name}: {time.perf_counter() - started:.0f} s; host speed check before it: {speed:.1f} ms]\n",
+          flush=True)
+
+
 if __name__ == "__main__":
-    bench_provider.main()
-    print()
-    bench_harness.main([])
-    print()
-    bench_console.main()
+    _section("provider", bench_provider.main)
+    _section("harness", lambda: bench_harness.main([]))
+    _section("console", bench_console.main)
+    print(f"[host speed check at the end: {bench_harness.host_speed_ms():.1f} ms]")

@@ -75,6 +75,22 @@ def machine() -> str:
             f"{platform.system()} {platform.release()}{load}")
 
 
+def host_speed_ms() -> float:
+    """How long a fixed piece of pure-Python work takes right now (median of 5, ms).
+
+    This VM's speed changes by 2x and more from minute to minute (the same loop took 650
+    and 1,650 ms a minute apart), and every figure here moves with it; printed beside the
+    figures, it says how fast the host was while they were taken."""
+    def work() -> float:
+        started = time.perf_counter()
+        total = 0
+        for i in range(200_000):
+            total += i * i % 7
+        json.loads(json.dumps([{"i": i, "s": str(i)} for i in range(2_000)]))
+        return (time.perf_counter() - started) * 1000
+    return statistics.median(work() for _ in range(5))
+
+
 # ---- the table ----------------------------------------------------------------
 
 @dataclass
