@@ -41,7 +41,7 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python -m tests.benchmarks
 
 screenshots: $(VENV)/.installed-test
-	$(BIN)/python -m tui.screenshots screenshots
+	$(BIN)/python -m tether.tui.screenshots screenshots
 
 lab: $(VENV)/.installed
 	$(BIN)/tether lab
@@ -52,7 +52,7 @@ campaign: $(VENV)/.installed-test
 	$(BIN)/python -m tests.campaign
 
 eval-local: $(VENV)/.installed-local
-	$(BIN)/python -m core.local_model
+	$(BIN)/python -m tether.local_model
 
 clean:
 	rm -rf $(VENV) build *.egg-info

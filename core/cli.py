@@ -15,9 +15,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from core.cancel import CancelSignal
-from core.state import Limits, Policies, RunState, StateError
-from core.store import SaveError
+from tether.cancel import CancelSignal
+from tether.state import Limits, Policies, RunState, StateError
+from tether.store import SaveError
 
 USAGE_ERROR = 2
 
@@ -166,13 +166,13 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _harness(args: argparse.Namespace, **kw: Any) -> Any:
-    from core.harness import Harness
+    from tether.harness import Harness
 
     return Harness(getattr(args, "runs_dir", None), getattr(args, "workspace", None), **kw)
 
 
 def _emit_outcome(args: argparse.Namespace, outcome: Any) -> int:
-    from core.report import summary, text_summary
+    from tether.report import summary, text_summary
 
     state: RunState = outcome.state
     if args.json:
@@ -185,7 +185,7 @@ def _emit_outcome(args: argparse.Namespace, outcome: Any) -> int:
 async def _signal(args: argparse.Namespace) -> CancelSignal:
     """The run's Stop signal. With --cancel-after it fires that long after the run starts:
     the rank file is loaded first, so start-up does not eat into the time."""
-    from core.tokens import encoding
+    from tether.tokens import encoding
 
     signal = CancelSignal()
     seconds = getattr(args, "cancel_after", None)
@@ -222,8 +222,8 @@ async def _run(args: argparse.Namespace) -> int:
 def _harness_for(args: argparse.Namespace) -> Any:
     """A harness pointed where the run was made: its endpoint (or the embedded provider)
     and its workspace, unless --workspace says otherwise."""
-    from core.harness import Harness, tether_home
-    from core.store import RunStore
+    from tether.harness import Harness, tether_home
+    from tether.store import RunStore
 
     store = RunStore(args.runs_dir or tether_home() / "runs")
     state = store.load(args.run_id)
@@ -251,10 +251,10 @@ async def _reject(args: argparse.Namespace) -> int:
 
 
 async def _runs(args: argparse.Namespace) -> int:
-    from core.harness import tether_home
-    from core.report import recorded_ms, recorded_tool_runs, summary
-    from core.store import RunStore
-    from core.text import clean
+    from tether.harness import tether_home
+    from tether.report import recorded_ms, recorded_tool_runs, summary
+    from tether.store import RunStore
+    from tether.text import clean
 
     store = RunStore(args.runs_dir or tether_home() / "runs")
     states, problems = store.load_all()
@@ -274,10 +274,10 @@ async def _runs(args: argparse.Namespace) -> int:
 
 
 async def _show(args: argparse.Namespace) -> int:
-    from core.harness import tether_home
-    from core.report import recorded_ms, recorded_tool_runs, summary, text_summary
-    from core.store import RunStore
-    from core.text import clean
+    from tether.harness import tether_home
+    from tether.report import recorded_ms, recorded_tool_runs, summary, text_summary
+    from tether.store import RunStore
+    from tether.text import clean
 
     store = RunStore(args.runs_dir or tether_home() / "runs")
     state = store.load(args.run_id)
@@ -298,8 +298,8 @@ async def _show(args: argparse.Namespace) -> int:
 
 
 async def _trace(args: argparse.Namespace) -> int:
-    from core.harness import tether_home
-    from core.store import RunStore, TRACE_FILE
+    from tether.harness import tether_home
+    from tether.store import RunStore, TRACE_FILE
 
     store = RunStore(args.runs_dir or tether_home() / "runs")
     path = store.run_dir(args.run_id) / TRACE_FILE
@@ -310,7 +310,7 @@ async def _trace(args: argparse.Namespace) -> int:
 
 
 def _provider(args: argparse.Namespace) -> int:
-    from core.provider.server import serve
+    from tether.provider.server import serve
 
     serve(args.host, args.port, args.latency_ms, args.fail, args.retry_after, args.until_stdin_closes)
     return 0
@@ -318,7 +318,7 @@ def _provider(args: argparse.Namespace) -> int:
 
 def _console(args: argparse.Namespace) -> int:
     try:
-        from tui.app import run_console
+        from tether.tui.app import run_console
     except ImportError:
         print("tether: the console is not built yet. Commands: "
               "run, resume, approve, reject, runs, show, trace, provider (tether --help)")
@@ -327,13 +327,13 @@ def _console(args: argparse.Namespace) -> int:
 
 
 async def _lab(args: argparse.Namespace) -> int:
-    from core.lab import command
+    from tether.lab import command
 
     return await command(args)
 
 
 async def _eval(args: argparse.Namespace) -> int:
-    from core.evaluate import command
+    from tether.evaluate import command
 
     return await command(args)
 

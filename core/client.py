@@ -18,7 +18,7 @@ module owns everything between "ask the model" and "here is its reply, with its 
   (errors, retry notices, reply content and tool-call arguments, in case a provider
   echoes headers back) goes through a redactor first.
 * **Cost is always known.** When a provider omits ``usage``, the request and reply are
-  counted locally with the documented rendering (:mod:`core.tokens`) and the reply says
+  counted locally with the documented rendering (:mod:`tether.tokens`) and the reply says
   its usage is estimated.
 """
 
@@ -38,8 +38,8 @@ from typing import Any
 
 import httpx
 
-from core.cancel import CancelSignal
-from core.tokens import TokenCounter
+from tether.cancel import CancelSignal
+from tether.tokens import TokenCounter
 
 REDACTED = "[redacted]"
 # Keys shorter than this are placeholders ("none", "x", "EMPTY") that local servers

@@ -1,10 +1,10 @@
 """``tether eval``: the six tasks of SPEC §10, over a fresh sample workspace each.
 
 A harness makes an agent governable, not correct; the eval tells which. Each task is
-a live run through :class:`~core.harness.Harness` against any chat-completions
+a live run through :class:`~tether.harness.Harness` against any chat-completions
 endpoint (``--base-url``), graded by a check written for that task. Every task ends
 in one of the run's five exits: a task that outlives ``--task-timeout`` is stopped
-through its run's :class:`~core.cancel.CancelSignal`, like the console's Stop key,
+through its run's :class:`~tether.cancel.CancelSignal`, like the console's Stop key,
 so it still has its cost and its trace.
 
 Without ``--base-url`` the tasks run against the embedded scripted provider (model
@@ -37,11 +37,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from core.harness import Harness
-from core.lab import cell, markdown_table, outcome_words, stop_after
-from core.report import summary
-from core.state import Limits, RunState, Status
-from core.tokens import encoding
+from tether.harness import Harness
+from tether.lab import cell, markdown_table, outcome_words, stop_after
+from tether.report import summary
+from tether.state import Limits, RunState, Status
+from tether.tokens import encoding
 
 SAMPLE_FILES = ("access.log", "errors.log", "notes.txt", "secrets.env")
 EMBEDDED_MODEL = "plan"

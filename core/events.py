@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from core.records import field_names
+from tether.records import field_names
 
 
 @dataclass(slots=True, kw_only=True)

@@ -18,19 +18,19 @@ from typing import Any
 
 import httpx
 
-from core.cancel import CancelSignal
-from core.client import ModelClient, without_credentials
-from core.events import EventSink
-from core.loop import ErrorFormatter, LoopEnv, RunLoop, StopCondition, approve, reject
-from core.provider import SCENARIOS, FaultPlan, create_app
-from core.state import Limits, Policies, Pricing, RunState, StateError, Status, new_run_id
-from core.store import RunStore
-from core.subagent import CHILD_MAX_TURNS, ResearchTool, child_limits_budget
-from core.tokens import TokenCounter, encoding, encoding_loaded
-from core.tools.base import Tool
-from core.tools.builtin import builtin_tools, tool_catalog
-from core.trace import TraceWriter
-from core.workspace import Workspace, ensure_sample
+from tether.cancel import CancelSignal
+from tether.client import ModelClient, without_credentials
+from tether.events import EventSink
+from tether.loop import ErrorFormatter, LoopEnv, RunLoop, StopCondition, approve, reject
+from tether.provider import SCENARIOS, FaultPlan, create_app
+from tether.state import Limits, Policies, Pricing, RunState, StateError, Status, new_run_id
+from tether.store import RunStore
+from tether.subagent import CHILD_MAX_TURNS, ResearchTool, child_limits_budget
+from tether.tokens import TokenCounter, encoding, encoding_loaded
+from tether.tools.base import Tool
+from tether.tools.builtin import builtin_tools, tool_catalog
+from tether.trace import TraceWriter
+from tether.workspace import Workspace, ensure_sample
 
 EMBEDDED_BASE_URL = "http://tether.embedded/v1"
 SYSTEM_PROMPT = (
@@ -87,7 +87,7 @@ class Harness:
     ) -> None:
         """``base_url``: a chat-completions endpoint; without it, the embedded scripted provider,
         in this process, or at ``embedded_url`` when it is served by a child process (see
-        :func:`core.provider.server.provider_process`). Runs on either record no endpoint."""
+        :func:`tether.provider.server.provider_process`). Runs on either record no endpoint."""
         self.store = RunStore(runs_dir or tether_home() / "runs")
         self.workspace: Workspace = ensure_sample(Path(workspace or tether_home() / "workspace"))
         self.base_url = base_url

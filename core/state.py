@@ -16,7 +16,7 @@ from enum import StrEnum
 from collections.abc import Mapping
 from typing import Any, Literal
 
-from core.records import field_names, plain
+from tether.records import field_names, plain
 
 SCHEMA_VERSION = 1
 

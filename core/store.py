@@ -9,8 +9,8 @@ Layout of ``<runs_dir>/<run_id>/``:
   since the previous commit. A save is a single ``write`` of its new messages and its
   commit line. Loading keeps the last complete commit; anything after it (a crash
   mid-write leaves at most a torn tail) is cut off before the next write.
-* ``trace.jsonl``: the event trace (:mod:`core.trace`).
-* ``ledger.jsonl``: the idempotency ledger of the run's writes (:mod:`core.ledger`).
+* ``trace.jsonl``: the event trace (:mod:`tether.trace`).
+* ``ledger.jsonl``: the idempotency ledger of the run's writes (:mod:`tether.ledger`).
 
 The process running a run holds an exclusive ``flock`` on the journal's descriptor,
 the one its saves append through: one system call, released by the kernel when the
@@ -33,7 +33,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from core.state import RunState, StateError
+from tether.state import RunState, StateError
 
 JOURNAL_FILE = "journal.jsonl"
 TRACE_FILE = "trace.jsonl"

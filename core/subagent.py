@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from core.cancel import RunCancelled
-from core.state import RunState, Status
-from core.tools.base import Tool, ToolContext, ToolError
+from tether.cancel import RunCancelled
+from tether.state import RunState, Status
+from tether.tools.base import Tool, ToolContext, ToolError
 
 CHILD_MAX_TURNS = 6
 CHILD_BUDGET_USD = 0.05

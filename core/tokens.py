@@ -58,7 +58,7 @@ _encoding_lock = threading.Lock()
 
 def rank_file_path() -> str:
     """Path of the rank file shipped as package data."""
-    return str(resources.files("core") / "data" / "o200k_base.tiktoken")
+    return str(resources.files("tether") / "data" / "o200k_base.tiktoken")
 
 
 def encoding() -> tiktoken.Encoding:

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from core.events import Event
+from tether.events import Event
 
 _TAIL_BYTES = 64 * 1024
 

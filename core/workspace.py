@@ -15,7 +15,7 @@ import shutil
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
-from core.tools.base import PathRefused
+from tether.tools.base import PathRefused
 
 MAX_PATH_BYTES = 4096
 MAX_COMPONENT_BYTES = 255
@@ -110,7 +110,7 @@ def ensure_sample(root: Path) -> Workspace:
     (it is someone's workspace, not ours to overwrite)."""
     root.mkdir(parents=True, exist_ok=True)
     if not any(root.iterdir()):
-        sample = resources.files("core").joinpath("data", "sample")
+        sample = resources.files("tether").joinpath("data", "sample")
         for item in sample.iterdir():
             with item.open("rb") as src, open(root / item.name, "wb") as dst:
                 shutil.copyfileobj(src, dst)

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core.events import Event
-from core.harness import Harness
+from tether.events import Event
+from tether.harness import Harness
 
 
 class Recorder:

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import pytest
 
-from core.state import Status
-from core.store import RunStore
+from tether.state import Status
+from tether.store import RunStore
 from tests.campaign.crash import CRASH, DOUBLE, SIGKILL, Campaign, Process, failures, table, trace_problems
 
 
@@ -70,7 +70,7 @@ def test_lost_reply_window_is_read_from_the_boundary_log():
 
 def test_trace_check_names_what_is_missing(tmp_path: Path):
     """The campaign's trace check itself: a trace without its last turn and stop is caught."""
-    subprocess.run([sys.executable, "-m", "core.cli", "run", "plan", "--run-id", "p", "--runs-dir",
+    subprocess.run([sys.executable, "-m", "tether.cli", "run", "plan", "--run-id", "p", "--runs-dir",
                     str(tmp_path / "runs"), "--workspace", str(tmp_path / "ws")], check=True, capture_output=True)
     state = RunStore(tmp_path / "runs").load("p")
     lines = (tmp_path / "runs" / "p" / "trace.jsonl").read_bytes().splitlines(keepends=True)
@@ -86,7 +86,7 @@ def test_resume_and_approve_act_on_the_runs_own_workspace(tmp_path: Path):
     runs = ["--runs-dir", str(tmp_path / "runs")]
 
     def tether(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "core.cli", *args, *runs], capture_output=True, text=True,
+        return subprocess.run([sys.executable, "-m", "tether.cli", *args, *runs], capture_output=True, text=True,
                               env=env, timeout=120)
 
     started = tether("run", "destructive", "--run-id", "d", "--workspace", str(tmp_path / "own"))

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from core.cli import main
-from core.evaluate import TASKS, EvalConfig, run_eval
-from core.provider.scenarios import DESTRUCTIVE_DECLINED, PLAN_ANSWER
+from tether.cli import main
+from tether.evaluate import TASKS, EvalConfig, run_eval
+from tether.provider.scenarios import DESTRUCTIVE_DECLINED, PLAN_ANSWER
 
 GRADED = {
     "timeout": (["errors.log mentions a timeout.", "The timeout is in ERRORS.LOG (worker 7)."],

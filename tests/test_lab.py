@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from core.cli import main
-from core.lab import QUICK, STOP_REASON, fresh_run, run_lab
-from core.provider.scenarios import DESTRUCTIVE_DECLINED, DESTRUCTIVE_DELETED, RECOVER_ANSWER
-from core.state import Limits
+from tether.cli import main
+from tether.lab import QUICK, STOP_REASON, fresh_run, run_lab
+from tether.provider.scenarios import DESTRUCTIVE_DECLINED, DESTRUCTIVE_DELETED, RECOVER_ANSWER
+from tether.state import Limits
 
 Tables = dict[str, list[dict[str, Any]]]
 

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from core.evaluate import TASKS, EvalConfig, run_eval
-from core.local_model import MODEL_ALIAS, MODEL_PACKAGE, find_gguf, local_server, missing_extra
-from core.state import Pricing, Status
-from core.store import TRACE_FILE
-from core.trace import read_trace
+from tether.evaluate import TASKS, EvalConfig, run_eval
+from tether.local_model import MODEL_ALIAS, MODEL_PACKAGE, find_gguf, local_server, missing_extra
+from tether.state import Pricing, Status
+from tether.store import TRACE_FILE
+from tether.trace import read_trace
 
 MISSING = missing_extra()
 pytestmark = [

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
-from core.cancel import CancelSignal
-from core.harness import Harness
-from core.provider import scenarios
-from core.state import Limits, Policies, Status
-from core.trace import read_trace
+from tether.cancel import CancelSignal
+from tether.harness import Harness
+from tether.provider import scenarios
+from tether.state import Limits, Policies, Status
+from tether.trace import read_trace
 
 
 async def start(h: Harness, model: str, **kw):
@@ -246,7 +246,7 @@ async def test_approval_is_single_use_and_bound_to_the_call(harness: Harness):
 
 async def test_approval_does_not_apply_to_changed_arguments(harness: Harness):
     run_id = (await start(harness, "destructive")).state.run_id
-    from core.loop import approve
+    from tether.loop import approve
 
     # Approve, then tamper with the pending call's arguments in the saved state.
     state, handle = harness.store.open(run_id)
@@ -375,7 +375,7 @@ async def test_a_harness_bug_ends_the_run_failed_with_the_reason(harness: Harnes
         raise RuntimeError("schema exploded")
 
     state = harness.new_run("plan")
-    monkeypatch.setattr("core.loop.RunLoop._check_limits", lambda self: boom(self))
+    monkeypatch.setattr("tether.loop.RunLoop._check_limits", lambda self: boom(self))
     out = await harness.run(state.run_id)
     assert out.state.status is Status.FAILED
     assert out.state.error == "harness error: RuntimeError: schema exploded"

@@ -8,13 +8,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from core.client import ModelClient
-from core.harness import Harness
-from core.loop import MAX_TOOL_OUTPUT_CHARS
-from core.provider import FaultPlan, scenarios
-from core.provider.server import running_provider
-from core.state import Limits, Policies, Status
-from core.trace import read_trace
+from tether.client import ModelClient
+from tether.harness import Harness
+from tether.loop import MAX_TOOL_OUTPUT_CHARS
+from tether.provider import FaultPlan, scenarios
+from tether.provider.server import running_provider
+from tether.state import Limits, Policies, Status
+from tether.trace import read_trace
 from tests.endpoints import call, completion, scripted_app, turns
 
 SECRET = "sk-test-SECRET-0123456789abcdef"

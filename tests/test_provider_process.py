@@ -21,11 +21,11 @@ from pathlib import Path
 import httpx
 import pytest
 
-from core.provider.server import provider_process
-from core.state import Status
+from tether.provider.server import provider_process
+from tether.state import Status
 from tests.test_tui import SIZE, finish, settle
-from tui.app import TetherApp, run_console
-from tui.components.dialogs import NewRunRequest
+from tether.tui.app import TetherApp, run_console
+from tether.tui.components.dialogs import NewRunRequest
 
 CAP_S = 30.0
 
@@ -54,7 +54,7 @@ def test_it_does_not_outlive_a_killed_parent(tmp_path: Path) -> None:
     parent = subprocess.Popen(
         [sys.executable, "-c",
          "import sys, time\n"
-         "from core.provider.server import provider_process\n"
+         "from tether.provider.server import provider_process\n"
          "with provider_process() as url:\n"
          "    print(url, flush=True)\n"
          "    time.sleep(600)\n"],
@@ -124,7 +124,7 @@ def test_without_a_child_the_console_runs_the_provider_itself_and_says_so(
         seen.update(url=app.provider_url, notes=app.startup_notes)
         return 0
 
-    monkeypatch.setattr("tui.app.provider_process", no_child)
+    monkeypatch.setattr("tether.tui.app.provider_process", no_child)
     monkeypatch.setattr(TetherApp, "run", run)
     assert run_console(_console_args(tmp_path)) == 0
     assert seen["url"] is None

@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from core.cancel import CancelSignal, RunCancelled
-from core.ledger import Ledger, LedgerEntry
-from core.tools.base import (
+from tether.cancel import CancelSignal, RunCancelled
+from tether.ledger import Ledger, LedgerEntry
+from tether.tools.base import (
     InvalidArguments,
     NotFound,
     PathRefused,
@@ -25,7 +25,7 @@ from core.tools.base import (
     ToolContext,
     ToolError,
 )
-from core.tools.builtin import (
+from tether.tools.builtin import (
     DeleteFile,
     ListFiles,
     ReadFile,
@@ -33,7 +33,7 @@ from core.tools.builtin import (
     builtin_tools,
     tool_catalog,
 )
-from core.workspace import Workspace, ensure_sample
+from tether.workspace import Workspace, ensure_sample
 
 OUTSIDE_TEXT = "OUTSIDE SECRET\n"
 

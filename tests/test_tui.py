@@ -17,13 +17,13 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, Select
 
-from core.provider.scenarios import DESTRUCTIVE_DECLINED, DESTRUCTIVE_DELETED, PLAN_ANSWER
-from core.state import Limits, Status
-from tui.app import STOP_REASON, TetherApp, run_console
-from tui.components.approvals import ApprovalsPane
-from tui.components.dialogs import ApproveDialog, HelpScreen, NewRunDialog, NewRunRequest, RejectDialog, ResumeDialog
-from tui.components.runs_list import RunsList
-from tui.text import clean
+from tether.provider.scenarios import DESTRUCTIVE_DECLINED, DESTRUCTIVE_DELETED, PLAN_ANSWER
+from tether.state import Limits, Status
+from tether.tui.app import STOP_REASON, TetherApp, run_console
+from tether.tui.components.approvals import ApprovalsPane
+from tether.tui.components.dialogs import ApproveDialog, HelpScreen, NewRunDialog, NewRunRequest, RejectDialog, ResumeDialog
+from tether.tui.components.runs_list import RunsList
+from tether.tui.text import clean
 
 SIZE = (160, 45)
 CAP_S = 30.0

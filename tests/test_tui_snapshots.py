@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
-from core.state import Limits
-from tui.app import TetherApp
-from tui.components.dialogs import NewRunRequest
+from tether.state import Limits
+from tether.tui.app import TetherApp
+from tether.tui.components.dialogs import NewRunRequest
 
 SIZE = (150, 42)
 

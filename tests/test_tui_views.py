@@ -20,11 +20,11 @@ from textual import events
 from textual.geometry import Offset
 from textual.selection import Selection
 
-from core.state import Limits, Status
+from tether.state import Limits, Status
 from tests.test_tui import SIZE, finish, make_app, settle, wait_for
-from tui.components.dialogs import NewRunRequest
-from tui.components.runs_list import COLUMNS, RunRow, RunsList, row_text
-from tui.components.transcript import TranscriptView
+from tether.tui.components.dialogs import NewRunRequest
+from tether.tui.components.runs_list import COLUMNS, RunRow, RunsList, row_text
+from tether.tui.components.transcript import TranscriptView
 
 
 def _plans(app, *rids: str) -> None:
@@ -188,7 +188,7 @@ async def test_the_console_tunes_the_garbage_collector_only_while_it_is_up(tmp_p
 
 async def test_progress_that_changes_no_row_does_not_repaint_the_runs_list(tmp_path: Path) -> None:
     """Under a flood of tool progress the list must not redraw itself on every flush."""
-    from core.events import ToolProgress
+    from tether.events import ToolProgress
 
     app = make_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -306,8 +306,8 @@ async def test_switching_runs_repaints_the_views_without_a_layout_pass_and_their
 
 async def test_an_operator_reading_back_in_the_trace_keeps_their_lines_while_old_ones_are_dropped(
         tmp_path: Path) -> None:
-    from core.events import ToolProgress
-    from tui.components.trace_view import MAX_LINES
+    from tether.events import ToolProgress
+    from tether.tui.components.trace_view import MAX_LINES
 
     app = make_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -346,7 +346,7 @@ async def test_the_sparkline_redraws_for_new_data_and_a_kept_drawing_matches_a_f
     from textual.geometry import Region
     from textual.widgets import Sparkline
 
-    from tui.components.cost_meter import TurnsSparkline
+    from tether.tui.components.cost_meter import TurnsSparkline
 
     class Pair(App):
         CSS = "Sparkline { height: 3; width: 40; }"

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from core.tools.base import PathRefused
-from core.workspace import Workspace, ensure_sample
+from tether.tools.base import PathRefused
+from tether.workspace import Workspace, ensure_sample
 
 SAMPLE = {"errors.log", "access.log", "notes.txt", "secrets.env"}
 

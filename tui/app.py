@@ -2,7 +2,7 @@
 
 The console is a view over the run contract and its event stream, never a second
 implementation of it: every operation (start, resume, approve, reject) is a call on
-:class:`core.harness.Harness` executed in an async Textual worker, and every update of
+:class:`tether.harness.Harness` executed in an async Textual worker, and every update of
 the screen comes from the run's events.
 
 Event flow: the harness calls :meth:`TetherApp._sink` synchronously from the run's loop
@@ -39,16 +39,16 @@ from textual.screen import Screen
 from textual.widgets import OptionList, Static
 from textual.worker import Worker
 
-from core.cancel import CancelSignal
-from core.events import Event
-from core.harness import Harness, Outcome
-from core.provider import SCENARIOS
-from core.provider.server import provider_process
-from core.state import RunState, Status
-from core.store import TRACE_FILE
-from tui.components.approvals import ApprovalsPane, Pending
-from tui.components.cost_meter import CostMeter
-from tui.components.dialogs import (
+from tether.cancel import CancelSignal
+from tether.events import Event
+from tether.harness import Harness, Outcome
+from tether.provider import SCENARIOS
+from tether.provider.server import provider_process
+from tether.state import RunState, Status
+from tether.store import TRACE_FILE
+from tether.tui.components.approvals import ApprovalsPane, Pending
+from tether.tui.components.cost_meter import CostMeter
+from tether.tui.components.dialogs import (
     GRACE_S,
     ApproveDialog,
     HelpScreen,
@@ -58,12 +58,12 @@ from tui.components.dialogs import (
     ResumeDialog,
     ResumeRequest,
 )
-from tui.components.header import ConsoleHeader
-from tui.components.key_bar import KeyBar
-from tui.components.runs_list import RunRow, RunsList
-from tui.components.trace_view import MAX_LINES, TraceView, format_record, tail_records
-from tui.components.transcript import TranscriptView
-from tui.text import badge, badge_key, clean, one_line, stop_reason
+from tether.tui.components.header import ConsoleHeader
+from tether.tui.components.key_bar import KeyBar
+from tether.tui.components.runs_list import RunRow, RunsList
+from tether.tui.components.trace_view import MAX_LINES, TraceView, format_record, tail_records
+from tether.tui.components.transcript import TranscriptView
+from tether.tui.text import badge, badge_key, clean, one_line, stop_reason
 
 # Under a flood the views are redrawn ten times a second. Each redraw costs the same however
 # many events it shows; at twenty a second they took up to 42% of a slow host's CPU from the run.
@@ -161,7 +161,7 @@ class TetherApp(App[int]):
         notes: Sequence[str] = (),
     ) -> None:
         """``provider_url``: where the embedded scripted provider is served by a child process
-        (:func:`core.provider.server.provider_process`, what ``tether`` does); without it and
+        (:func:`tether.provider.server.provider_process`, what ``tether`` does); without it and
         without ``base_url`` the provider runs in this process. ``notes``: said at start-up."""
         super().__init__()
         self._owns_harness = harness is None

@@ -1,4 +1,4 @@
-"""Regenerate the console's demo screenshots: ``python -m tui.screenshots [OUT_DIR]``.
+"""Regenerate the console's demo screenshots: ``python -m tether.tui.screenshots [OUT_DIR]``.
 
 Drives the app headlessly (``App.run_test``) on a temp runs dir and workspace, through
 the states worth showing, and saves one SVG per state. Waits are on conditions (a trace
@@ -17,9 +17,9 @@ from typing import Any
 
 from textual.pilot import Pilot
 
-from core.state import Limits, Status
-from tui.app import TetherApp
-from tui.components.dialogs import ApproveDialog, NewRunRequest, RejectDialog
+from tether.state import Limits, Status
+from tether.tui.app import TetherApp
+from tether.tui.components.dialogs import ApproveDialog, NewRunRequest, RejectDialog
 
 SIZE = (160, 45)
 LATENCY_MS = 400  # so a run is visibly running for a moment (the pictures wait on conditions)

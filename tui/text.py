@@ -14,8 +14,8 @@ from typing import Any
 
 from rich.text import Text
 
-from core.state import RunState, Status
-from core.text import clean
+from tether.state import RunState, Status
+from tether.text import clean
 
 
 def one_line(value: Any, limit: int = 120) -> str:

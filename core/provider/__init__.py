@@ -4,8 +4,8 @@ See ``scenarios`` for the scripts, ``faults`` for fault injection (its only stat
 ``app`` for the wire format, and ``server`` for running it over HTTP.
 """
 
-from core.provider.app import create_app
-from core.provider.faults import FaultPlan
-from core.provider.scenarios import SCENARIOS
+from tether.provider.app import create_app
+from tether.provider.faults import FaultPlan
+from tether.provider.scenarios import SCENARIOS
 
 __all__ = ["SCENARIOS", "FaultPlan", "create_app"]

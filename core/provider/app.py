@@ -8,7 +8,7 @@ the request body (see ``scenarios``); even ``created`` and the completion id are
 derived from it, so the same request always gets the same bytes back. The only
 state is the fault plan's counters (see ``faults``).
 
-Usage is counted with ``core.tokens`` over its documented rendering, so a harness
+Usage is counted with ``tether.tokens`` over its documented rendering, so a harness
 holding the same transcript reproduces every number exactly.
 """
 
@@ -29,9 +29,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from core.provider.faults import FaultKind, FaultPlan
-from core.provider.scenarios import SCENARIOS, Reply, Scenario, turn_index
-from core.tokens import TokenCounter, encoding, render_completion
+from tether.provider.faults import FaultKind, FaultPlan
+from tether.provider.scenarios import SCENARIOS, Reply, Scenario, turn_index
+from tether.tokens import TokenCounter, encoding, render_completion
 
 logger = logging.getLogger(__name__)
 

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 from typing import Any
 
 # Message content is read exactly as the token counter renders it (a string, or the
-# text of its parts); core.tokens keeps that helper private, hence the alias.
-from core.tokens import content_text
+# text of its parts); tether.tokens keeps that helper private, hence the alias.
+from tether.tokens import content_text
 
 PLAN_ANSWER = "errors.log mentions a timeout: worker 7 timed out after 30000 ms."
 RECOVER_HINT = "Call list_files"

@@ -23,10 +23,10 @@ from collections.abc import AsyncIterator, Iterator
 
 import uvicorn
 
-from core.processes import free_port, stop_process, wait_until_serving
-from core.provider.app import create_app
-from core.provider.faults import FaultPlan
-from core.tokens import TokenCounter
+from tether.processes import free_port, stop_process, wait_until_serving
+from tether.provider.app import create_app
+from tether.provider.faults import FaultPlan
+from tether.tokens import TokenCounter
 
 _LOG_LEVEL = "warning"
 _SHUTDOWN_GRACE_S = 2.0
@@ -64,7 +64,7 @@ def provider_process(*, latency_ms: float = 0.0, fail_spec: str | None = None,
     once it answers; stop it on exit. The child also stops when this process dies (it
     watches its stdin), so a killed console leaves no server behind."""
     port = free_port()
-    command = [sys.executable, "-m", "core.cli", "provider", "--host", "127.0.0.1", "--port", str(port),
+    command = [sys.executable, "-m", "tether.cli", "provider", "--host", "127.0.0.1", "--port", str(port),
                "--latency-ms", repr(latency_ms), "--until-stdin-closes"]
     if fail_spec:
         command += ["--fail", fail_spec]

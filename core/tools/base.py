@@ -16,11 +16,11 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 import jsonschema
 
-from core.cancel import CancelSignal
+from tether.cancel import CancelSignal
 
 if TYPE_CHECKING:
-    from core.ledger import Ledger
-    from core.workspace import Workspace
+    from tether.ledger import Ledger
+    from tether.workspace import Workspace
 
 
 class ToolError(Exception):

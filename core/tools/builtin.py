@@ -13,8 +13,8 @@ from typing import Any, ClassVar
 
 import aiofiles.os
 
-from core.cancel import RunCancelled
-from core.tools.base import (
+from tether.cancel import RunCancelled
+from tether.tools.base import (
     InvalidArguments,
     NotFound,
     PermissionDenied,
@@ -22,7 +22,7 @@ from core.tools.base import (
     ToolContext,
     ToolError,
 )
-from core.workspace import Workspace
+from tether.workspace import Workspace
 
 _NO_ARGS: dict[str, Any] = {"type": "object", "properties": {}, "additionalProperties": False}
 

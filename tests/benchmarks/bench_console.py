@@ -1,7 +1,7 @@
 """The console under load: key-to-effect latency while runs flood it with events.
 
 The console is set up as ``tether`` sets it up: the scripted provider in a child process
-(:func:`core.provider.server.provider_process`), everything else in the console's process.
+(:func:`tether.provider.server.provider_process`), everything else in the console's process.
 While a run goes, the benchmark presses up/down every ~20 ms, moving the selection between
 the busy run and another one. Each key is delivered the way a terminal delivers it (a Key
 event through the driver); its effect is the moment the newly selected run has been
@@ -39,14 +39,14 @@ from typing import Any
 
 from textual import events
 
-from core.client import ModelReply
-from core.events import ToolProgress
-from core.harness import Harness
-from core.provider.server import provider_process
-from core.state import Limits, Status
-from core.tools.builtin import ScanArchive
-from tui.app import TetherApp
-from tui.components.dialogs import NewRunRequest
+from tether.client import ModelReply
+from tether.events import ToolProgress
+from tether.harness import Harness
+from tether.provider.server import provider_process
+from tether.state import Limits, Status
+from tether.tools.builtin import ScanArchive
+from tether.tui.app import TetherApp
+from tether.tui.components.dialogs import NewRunRequest
 
 KEY_INTERVAL_S = 0.020
 REAL_KEY_INTERVAL_S = 0.2  # a fast typist: every key's repaint also takes from the run's time
@@ -272,7 +272,7 @@ def _capped_caches() -> dict[str, tuple[int, int]]:
     the console: where tracemalloc put the console's growth over a long run."""
     out: dict[str, tuple[int, int]] = {}
     for name, module in list(sys.modules.items()):
-        if not name.startswith(("rich", "textual", "tui")):
+        if not name.startswith(("rich", "textual", "tether.tui")):
             continue
         for value in list(vars(module).values()):
             for candidate in (value, *(vars(value).values() if isinstance(value, type) else ())):

@@ -22,8 +22,8 @@ from typing import Any
 
 import httpx
 
-from core.provider import create_app
-from core.tokens import TokenCounter
+from tether.provider import create_app
+from tether.tokens import TokenCounter
 
 SIZES = (10, 100, 1000)
 REPETITIONS = 15

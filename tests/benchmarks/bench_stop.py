@@ -20,10 +20,10 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from core.cancel import CancelSignal
-from core.events import Event, RunStopped, ToolStart
-from core.harness import Harness
-from core.tools.builtin import ScanArchive
+from tether.cancel import CancelSignal
+from tether.events import Event, RunStopped, ToolStart
+from tether.harness import Harness
+from tether.tools.builtin import ScanArchive
 from tests.benchmarks.peers import scratch_dir
 
 TRIALS = 100

@@ -7,7 +7,7 @@ Every one of them talks to the same ``tether provider`` process over loopback, a
 
 * **floor**: a raw ``httpx.AsyncClient`` loop that resends the growing transcript and
   appends a fixed tool result per turn; no validation, no persistence, no trace.
-* **tether**: ``core.harness.Harness`` with ``Limits(max_turns=turns)``: a full run,
+* **tether**: ``tether.harness.Harness`` with ``Limits(max_turns=turns)``: a full run,
   saved after every step, with its JSONL trace.
 * **pydantic-ai**: ``Agent`` on ``OpenAIChatModel`` + ``OpenAIProvider(base_url=...)``,
   stopped by ``UsageLimits(request_limit=turns)``.
@@ -29,9 +29,9 @@ from typing import Any
 
 import httpx
 
-from core.harness import SCENARIO_TASKS, SYSTEM_PROMPT, Harness
-from core.state import Limits
-from core.workspace import Workspace, ensure_sample
+from tether.harness import SCENARIO_TASKS, SYSTEM_PROMPT, Harness
+from tether.state import Limits
+from tether.workspace import Workspace, ensure_sample
 
 MODEL = "runaway"
 TASK = SCENARIO_TASKS[MODEL]

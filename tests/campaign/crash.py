@@ -41,11 +41,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from core.faultpoints import CRASH_EXIT_CODE
-from core.harness import SCENARIO_TASKS
-from core.provider import create_app
-from core.state import RunState, StateError, Status
-from core.store import LEDGER_FILE, TRACE_FILE, RunStore
+from tether.faultpoints import CRASH_EXIT_CODE
+from tether.harness import SCENARIO_TASKS
+from tether.provider import create_app
+from tether.state import RunState, StateError, Status
+from tether.store import LEDGER_FILE, TRACE_FILE, RunStore
 
 from tests.campaign.server import CountingApp, serving
 

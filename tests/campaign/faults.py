@@ -23,15 +23,15 @@ from unittest import mock
 
 import httpx
 
-import core.store
-from core import cli
-from core.client import ModelClient
-from core.harness import Harness
-from core.provider import FaultPlan, create_app, scenarios
-from core.provider.server import running_provider
-from core.state import RunState, StateError, Status
-from core.store import TRACE_FILE, RunStore, SaveError
-from core.trace import read_trace
+import tether.store
+from tether import cli
+from tether.client import ModelClient
+from tether.harness import Harness
+from tether.provider import FaultPlan, create_app, scenarios
+from tether.provider.server import running_provider
+from tether.state import RunState, StateError, Status
+from tether.store import TRACE_FILE, RunStore, SaveError
+from tether.trace import read_trace
 
 from tests.campaign.server import CountingApp
 
@@ -237,10 +237,10 @@ def stream_cut_before_usage(tmp: Path) -> str:
 def disk_full_at(save: int, store: RunStore, seen: dict[str, Any]) -> Iterator[None]:
     """The ``save``-th save after the run's creation fails with ENOSPC while appending to
     the journal; just before, the state on disk is read, to compare with what is left after."""
-    real_append = core.store.RunHandle._append
+    real_append = tether.store.RunHandle._append
     count = 0
 
-    def failing_append(self: core.store.RunHandle, data: bytes) -> None:
+    def failing_append(self: tether.store.RunHandle, data: bytes) -> None:
         nonlocal count
         count += 1
         if count == save + 1:  # the first is store.create's
@@ -248,7 +248,7 @@ def disk_full_at(save: int, store: RunStore, seen: dict[str, Any]) -> Iterator[N
             raise OSError(errno.ENOSPC, "No space left on device")
         real_append(self, data)
 
-    with mock.patch.object(core.store.RunHandle, "_append", failing_append):
+    with mock.patch.object(tether.store.RunHandle, "_append", failing_append):
         yield
 
 
@@ -276,8 +276,8 @@ def disk_full(tmp: Path) -> str:
 
 def _count_saves(tmp: Path) -> int:
     """How many saves a plan run makes (the failing save is swept over all of them)."""
-    with mock.patch.object(core.store.RunHandle, "save", autospec=True,
-                           side_effect=core.store.RunHandle.save) as save:
+    with mock.patch.object(tether.store.RunHandle, "save", autospec=True,
+                           side_effect=tether.store.RunHandle.save) as save:
         run_plan(tmp, create_app())
     return save.call_count - 1  # the first is store.create's, before any loop boundary
 

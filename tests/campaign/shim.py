@@ -2,7 +2,7 @@
 
 The crash campaign must know which boundaries a process passes (to find N, and to tell
 whether a crash fell between a model reply arriving and its save, the one window where
-resuming re-asks the model). ``core.faultpoints`` keeps no such log, so this wrapper
+resuming re-asks the model). ``tether.faultpoints`` keeps no such log, so this wrapper
 appends each boundary's name to ``$TETHER_BOUNDARY_LOG`` before the real hook runs;
 the log's last line is therefore the boundary a crashed process died at.
 """
@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import sys
 
-from core import faultpoints
+from tether import faultpoints
 
 _LOG = os.environ.get("TETHER_BOUNDARY_LOG")
 _hook = faultpoints.boundary
@@ -28,6 +28,6 @@ def _logged(name: str) -> None:
 faultpoints.boundary = _logged
 
 if __name__ == "__main__":
-    from core.cli import main
+    from tether.cli import main
 
     sys.exit(main(sys.argv[1:]))

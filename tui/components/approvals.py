@@ -8,7 +8,7 @@ from rich.text import Text
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from tui.text import one_line
+from tether.tui.text import one_line
 
 
 @dataclass(frozen=True)

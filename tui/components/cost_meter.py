@@ -16,8 +16,8 @@ from textual.strip import Strip
 from textual.visual import Visual, visualize
 from textual.widgets import Sparkline, Static
 
-from core.state import RunState
-from tui.text import money
+from tether.state import RunState
+from tether.tui.text import money
 
 
 def numbers(state: RunState) -> Text:

@@ -19,8 +19,8 @@ from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
-from core.state import Limits, Policies, RunState, Status
-from tui.text import clean, money, one_line, pretty_args, stop_reason
+from tether.state import Limits, Policies, RunState, Status
+from tether.tui.text import clean, money, one_line, pretty_args, stop_reason
 
 GRACE_S = 0.4
 

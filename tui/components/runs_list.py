@@ -20,8 +20,8 @@ from textual.geometry import Region, Size
 from textual.message import Message
 from textual.strip import Strip
 
-from tui.components.line_view import LineView
-from tui.text import badge, money, one_line
+from tether.tui.components.line_view import LineView
+from tether.tui.text import badge, money, one_line
 
 COLUMNS = (("status", "Status"), ("run", "Run (scenario-…)"), ("turns", "Turns"), ("cost", "Cost"))
 WIDTHS = {"status": 11, "turns": 8, "cost": 8}  # fixed; the run column takes the rest

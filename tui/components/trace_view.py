@@ -27,8 +27,8 @@ from textual.geometry import Size
 from textual.selection import Selection
 from textual.strip import Strip
 
-from tui.components.line_view import LineView
-from tui.text import money, one_line
+from tether.tui.components.line_view import LineView
+from tether.tui.text import money, one_line
 
 MAX_LINES = 1000
 KIND_STYLES = {

@@ -29,10 +29,10 @@ from textual.events import Resize
 from textual.geometry import Size
 from textual.strip import Strip
 
-from core.state import RunState
-from tui.components.line_view import LineView
-from tui.components.trace_view import follow_tail, is_following
-from tui.text import clean, one_line
+from tether.state import RunState
+from tether.tui.components.line_view import LineView
+from tether.tui.components.trace_view import follow_tail, is_following
+from tether.tui.text import clean, one_line
 
 ROLE_STYLES = {
     "system": "dim",
