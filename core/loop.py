@@ -99,7 +99,6 @@ class RunLoop:
         self.ledger = Ledger(handle.ledger_path)
         self.tool_runs: list[dict[str, Any]] = []  # executed in this process
         self._schemas = [t.schema() for t in env.tools.values()]
-        self._validators = {n: t.validator() for n, t in env.tools.items()}
         self._cache: dict[tuple[str, str], str] | None = None
         self._wire = EncodedTranscript()
         self._call_ids: set[str] | None = None
@@ -419,10 +418,9 @@ class RunLoop:
             return {}, f"Error: the arguments for {name} are not valid JSON ({exc.msg} at position {exc.pos}). Send a JSON object."
         if not isinstance(args, dict):
             return {}, f"Error: the arguments for {name} must be a JSON object, got {type(args).__name__}."
-        problems = sorted(self._validators[name].iter_errors(args), key=lambda e: list(e.path))
-        if problems:
-            where = "/".join(str(p) for p in problems[0].path) or "arguments"
-            return {}, f"Error: invalid arguments for {name}: {where}: {problems[0].message}."
+        problem = self.env.tools[name].check_args(args)
+        if problem:
+            return {}, f"Error: {problem}"
         return args, None
 
 

@@ -4,6 +4,10 @@ A tool declares its name, description, JSON schema, whether it is read-only and
 whether it needs approval; the loop does the rest (approvals, dedupe, error policy).
 Failures are exceptions of the classes below so the loop can triage them: an error
 the model can act on goes back into the transcript, a permanent one ends the run.
+
+The built-in tools declare all of this on the class; tools made at run time (from a
+plain function by :func:`tether.tool`, or listed by an MCP server) set the same
+attributes on the instance. The loop reads only the attributes and :meth:`Tool.check_args`.
 """
 
 from __future__ import annotations
@@ -70,19 +74,42 @@ class ToolContext:
 
 
 class Tool(ABC):
-    name: ClassVar[str]
-    description: ClassVar[str]
-    parameters: ClassVar[dict[str, Any]]
-    read_only: ClassVar[bool] = True
-    needs_approval: ClassVar[bool] = False
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    read_only: bool = True
+    needs_approval: bool = False
+    idempotent: bool = False
+    """Recorded (from an MCP server's ``idempotentHint``, or the decorator's option); calling it
+    twice with one input has no more effect than once."""
+    source: str = "tether"
+    """Where the tool comes from, as ``tether agents`` shows it: ``tether``, a module, ``mcp:time``."""
+    ref: str | None = None
+    """How a run saves this tool so another process can rebuild it (``module:function``), or None
+    when it is rebuilt another way (an MCP server lists it again)."""
 
     @abstractmethod
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         """Do the work and return the text the model reads."""
 
+    def check_args(self, args: dict[str, Any]) -> str | None:
+        """Why ``args`` cannot be passed to :meth:`run`, in words for the model, or None.
+        Called by the loop before the call; a problem is a tool error as data."""
+        problems = sorted(self.validator().iter_errors(args), key=lambda e: list(e.path))
+        if not problems:
+            return None
+        where = "/".join(str(p) for p in problems[0].path) or "arguments"
+        return f"invalid arguments for {self.name}: {where}: {problems[0].message}."
+
     def validator(self) -> jsonschema.Draft202012Validator:
-        """The checker of this tool's arguments, built once per tool class."""
-        return _validator(type(self))
+        """The checker of this tool's arguments: built once per tool class for the built-ins
+        (their schema is the class's), once per instance for tools made at run time."""
+        if "parameters" in type(self).__dict__:
+            return _validator(type(self))
+        cached = self.__dict__.get("_validator")
+        if cached is None:
+            cached = self.__dict__["_validator"] = jsonschema.Draft202012Validator(self.parameters)
+        return cached
 
     def schema(self) -> dict[str, Any]:
         """The chat-completions tool definition."""
