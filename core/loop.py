@@ -36,7 +36,20 @@ from tether.events import (
     Turn,
 )
 from tether.ledger import Ledger
-from tether.state import Decision, RunState, StateError, Status, args_hash, pending_calls
+from tether.state import (
+    Cancelled,
+    Decision,
+    Interruption,
+    MaxBudget,
+    MaxTurns,
+    NeedsApproval,
+    RunState,
+    StateError,
+    Status,
+    StopConditionMet,
+    args_hash,
+    pending_calls,
+)
 from tether.store import RunHandle, SaveError
 from tether.tokens import TokenCounter
 from tether.tools.base import Tool, ToolContext, ToolError
@@ -63,7 +76,7 @@ def approved_words(note: str) -> str:
 class Stop:
     status: Status
     reason: str
-    interruption: dict[str, Any] | None = None
+    interruption: Interruption | None = None
     error: str | None = None
 
 
@@ -149,14 +162,13 @@ class RunLoop:
                 if stop:
                     return self._finish(stop)
         except RunCancelled as cancelled:
-            return self._finish(Stop(Status.INTERRUPTED, cancelled.reason,
-                                           {"type": "cancelled", "reason": cancelled.reason}))
+            return self._finish(Stop(Status.INTERRUPTED, cancelled.reason, Cancelled(cancelled.reason)))
         except ProviderError as exc:
             return self._finish(Stop(Status.FAILED, str(exc), error=str(exc)))
         except asyncio.CancelledError:
             # The task itself was cancelled (the process is shutting down): record why, then go.
             reason = "the process running this run was shut down"
-            self._finish(Stop(Status.INTERRUPTED, reason, {"type": "cancelled", "reason": reason}))
+            self._finish(Stop(Status.INTERRUPTED, reason, Cancelled(reason)))
             raise
         except SaveError:
             raise  # the disk refused; the last saved state stands and says so
@@ -168,14 +180,14 @@ class RunLoop:
         st, limits = self.state, self.state.limits
         if limits.max_turns is not None and st.turns >= limits.max_turns:
             return Stop(Status.MAX_TURNS_EXCEEDED, f"turn cap reached: {st.turns} of {limits.max_turns} turns",
-                        {"type": "max_turns"})
+                        MaxTurns())
         if limits.budget_usd is not None:
             if st.cost_usd >= limits.budget_usd:
                 over = st.cost_usd - limits.budget_usd
                 return Stop(Status.BUDGET_EXCEEDED,
                             f"budget reached: spent ${st.cost_usd:.4f} of ${limits.budget_usd:.4f}"
                             + (f" (over by ${over:.4f}, less than the last turn's cost)" if over > 0 else ""),
-                            {"type": "max_budget"})
+                            MaxBudget())
             if limits.budget_mode == "strict":
                 prompt = self.env.counter.prompt_tokens(st.messages, self._schemas)
                 reserve = st.pricing.cost(prompt, limits.max_tokens)
@@ -184,11 +196,11 @@ class RunLoop:
                                 f"strict budget: the next turn could cost up to ${reserve:.4f} "
                                 f"({prompt} prompt tokens + {limits.max_tokens} max_tokens), and "
                                 f"${st.cost_usd:.4f} of ${limits.budget_usd:.4f} is spent",
-                                {"type": "max_budget"})
+                                MaxBudget())
         for condition in self.env.stop_conditions:
             reason = condition(st)
             if reason:
-                return Stop(Status.INTERRUPTED, reason, {"type": "stop_condition", "reason": reason})
+                return Stop(Status.INTERRUPTED, reason, StopConditionMet(reason))
         return None
 
     async def _ask_model(self) -> Stop | None:
@@ -245,7 +257,8 @@ class RunLoop:
         st = self.state
         st.status, st.interruption, st.error = stop.status, stop.interruption, stop.error
         self.emit(RunStopped(run_id=st.run_id, status=st.status.value, reason=stop.reason, turns=st.turns,
-                             cost_usd=st.cost_usd, interruption=st.interruption))
+                             cost_usd=st.cost_usd,
+                             interruption=None if st.interruption is None else st.interruption.to_dict()))
         self.save()
         return st
 
@@ -350,7 +363,7 @@ class RunLoop:
                                                    else "it is marked as needing approval")
         if earlier is not None and not earlier.used and earlier.args_hash != args_hash(raw_args):
             why += "; the arguments changed after the earlier decision, so that decision no longer applies"
-        interruption = {"type": "approval", "callId": call_id, "toolName": tool.name, "args": raw_args, "why": why}
+        interruption = NeedsApproval(call_id, tool.name, raw_args, why)
         self.emit(ApprovalRequired(run_id=self.state.run_id, call_id=call_id, tool=tool.name, args=raw_args, why=why))
         return Stop(Status.INTERRUPTED, f"waiting for approval of {tool.name} ({call_id})", interruption)
 
@@ -436,10 +449,10 @@ def _canonical(args: Any) -> str:
 # ---- decisions: plain functions over the state -----------------------------
 
 def _waiting_call(state: RunState, call_id: str | None) -> dict[str, Any]:
-    interruption = state.interruption or {}
-    if state.status is not Status.INTERRUPTED or interruption.get("type") != "approval":
+    waiting = state.interruption
+    if state.status is not Status.INTERRUPTED or not isinstance(waiting, NeedsApproval):
         raise StateError(f"run {state.run_id} is not waiting for an approval (status {state.status.value})")
-    wanted = call_id or interruption.get("callId")
+    wanted = call_id or waiting.call_id
     for call in pending_calls(state):
         if call.get("id") == wanted:
             return call

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tether.state import RunState
+from tether.state import Cancelled, MaxBudget, MaxTurns, NeedsApproval, RunState, StopConditionMet
 from tether.store import TRACE_FILE
 from tether.text import clean
 from tether.trace import read_trace
@@ -22,7 +22,7 @@ def summary(state: RunState, tool_runs: list[dict[str, Any]], ms: float) -> dict
     return {
         "run_id": state.run_id,
         "status": state.status.value,
-        "interruption": state.interruption,
+        "interruption": None if state.interruption is None else state.interruption.to_dict(),
         "error": state.error,
         "turns": state.turns,
         "tool_runs": tool_runs,
@@ -72,15 +72,16 @@ def text_summary(state: RunState, tool_runs: int, ms: float) -> str:
     out = [line]
     if state.answer is not None:
         out.append(f"answer: {state.answer}")
-    if state.interruption:
-        kind = state.interruption.get("type")
-        if kind == "approval":
-            out.append(f"waiting for approval: {state.interruption['toolName']} {state.interruption['args']} "
-                       f"(call {state.interruption['callId']}); tether approve|reject {state.run_id}")
-        elif kind == "cancelled":
-            out.append(f"cancelled: {state.interruption.get('reason')}")
-        else:
-            out.append(f"stopped by {kind}; raise the limit with tether resume {state.run_id}")
+    match state.interruption:
+        case NeedsApproval(call_id=call_id, tool_name=tool, args=args):
+            out.append(f"waiting for approval: {tool} {args} (call {call_id}); "
+                       f"tether approve|reject {state.run_id}")
+        case Cancelled(reason=reason):
+            out.append(f"cancelled: {reason}")
+        case StopConditionMet(reason=reason):
+            out.append(f"stopped by a stop condition: {reason}; tether resume {state.run_id} goes on")
+        case MaxTurns() | MaxBudget() as limit:
+            out.append(f"stopped by {limit.type}; raise the limit with tether resume {state.run_id}")
     budget = state.limits.budget_usd
     if budget is not None and state.cost_usd > budget:
         out.append(f"note: spend ${state.cost_usd:.4f} exceeds the ${budget:.4f} budget by "

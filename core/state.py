@@ -14,7 +14,7 @@ import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
 from collections.abc import Mapping
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 from tether.records import field_names, plain
 
@@ -79,6 +79,115 @@ class Policies:
     silent_rejections: bool = False
 
 
+# ---- why a run stopped without an answer ----------------------------------------
+#
+# One class per shape, so callers match on the type instead of reaching into a dict.
+# On disk (the journal, the trace, ``--json``) each is the dict it always was: its
+# ``type`` and the keys below, spelled as before (``callId``, ``toolName``).
+
+
+@dataclass(frozen=True, slots=True)
+class NeedsApproval:
+    """A call that needs the operator's approval, with everything needed to decide it."""
+
+    type: ClassVar[str] = "approval"
+    call_id: str
+    tool_name: str
+    args: str
+    why: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "callId": self.call_id, "toolName": self.tool_name, "args": self.args,
+                "why": self.why}
+
+
+@dataclass(frozen=True, slots=True)
+class MaxTurns:
+    """The turn cap was reached; resuming with a higher cap goes on."""
+
+    type: ClassVar[str] = "max_turns"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type}
+
+
+@dataclass(frozen=True, slots=True)
+class MaxBudget:
+    """The budget was reached (or, in strict mode, the next turn could pass it)."""
+
+    type: ClassVar[str] = "max_budget"
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type}
+
+
+@dataclass(frozen=True, slots=True)
+class Cancelled:
+    """The run's Stop signal fired: an operator, a deadline, or the process shutting down."""
+
+    type: ClassVar[str] = "cancelled"
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "reason": self.reason}
+
+
+@dataclass(frozen=True, slots=True)
+class StopConditionMet:
+    """One of the run's stop conditions said stop, and why."""
+
+    type: ClassVar[str] = "stop_condition"
+    reason: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "reason": self.reason}
+
+
+Interruption = NeedsApproval | MaxTurns | MaxBudget | Cancelled | StopConditionMet
+"""Why an ``interrupted``, ``max_turns_exceeded`` or ``budget_exceeded`` run stopped."""
+
+
+def interruption_from_dict(data: Mapping[str, Any] | None) -> Interruption | None:
+    """Read the saved form back; an unknown shape is a :class:`StateError`, not a guess."""
+    if data is None:
+        return None
+    try:
+        match data.get("type"):
+            case "approval":
+                return NeedsApproval(str(data["callId"]), str(data["toolName"]), str(data.get("args") or "{}"),
+                                     str(data.get("why") or ""))
+            case "max_turns":
+                return MaxTurns()
+            case "max_budget":
+                return MaxBudget()
+            case "cancelled":
+                return Cancelled(str(data.get("reason") or "cancelled"))
+            case "stop_condition":
+                return StopConditionMet(str(data.get("reason") or ""))
+    except (KeyError, AttributeError) as exc:
+        raise StateError(f"interruption {data!r} lacks {exc}") from None
+    raise StateError(f"unknown interruption {data!r}")
+
+
+@dataclass(slots=True)
+class AgentRef:
+    """What a run remembers of its agent, so that any process can rebuild the same one.
+
+    ``config`` is the agent file it came from (rebuilt from there by ``name``); ``spec``
+    is its definition by reference (models, tool and stop-condition references, MCP
+    servers without their environment values), used when there is no file. ``tools``
+    maps each tool name to a hash of its schema and policy, to say what changed.
+    Secrets are never part of it: an API key is named by the variable that holds it.
+    """
+
+    name: str
+    source: Literal["demo", "config", "library"]
+    fingerprint: str
+    tools: dict[str, str] = field(default_factory=dict)
+    config: str | None = None
+    spec: dict[str, Any] = field(default_factory=dict)
+
+
 @dataclass(slots=True)
 class Decision:
     """An operator's verdict on one call, bound to its exact arguments, used once."""
@@ -118,7 +227,7 @@ class RunState:
     per_turn_prompt_tokens: list[int] = field(default_factory=list)
     estimated_turns: list[int] = field(default_factory=list)
     status: Status = Status.RUNNING
-    interruption: dict[str, Any] | None = None
+    interruption: Interruption | None = None
     error: str | None = None
     approvals: dict[str, Decision] = field(default_factory=dict)
     parent_run_id: str | None = None
@@ -133,6 +242,7 @@ class RunState:
     tool_runs: int = 0
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
+    agent: AgentRef | None = None  # None: a run made before agents, rebuilt as the demo or ad hoc
     version: int = SCHEMA_VERSION
 
     # ---- derived views -------------------------------------------------
@@ -170,7 +280,9 @@ class RunState:
                 continue
             if name == "approvals":
                 value = {k: plain(v) for k, v in value.items()}
-            elif isinstance(value, (Limits, Pricing, Policies)):
+            elif name == "interruption":
+                value = None if value is None else value.to_dict()
+            elif isinstance(value, (Limits, Pricing, Policies, AgentRef)):
                 value = plain(value)
             elif isinstance(value, Status):
                 value = value.value
@@ -197,6 +309,9 @@ class RunState:
             kwargs["pricing"] = Pricing(**kwargs.get("pricing", {}))
             kwargs["policies"] = Policies(**kwargs.get("policies", {}))
             kwargs["approvals"] = {k: Decision(**v) for k, v in kwargs.get("approvals", {}).items()}
+            kwargs["interruption"] = interruption_from_dict(kwargs.get("interruption"))
+            if kwargs.get("agent") is not None:
+                kwargs["agent"] = AgentRef(**kwargs["agent"])
             return cls(**kwargs)
         except (TypeError, ValueError) as exc:
             raise StateError(f"state does not match the schema: {exc}") from exc

@@ -40,6 +40,9 @@ TRACE_FILE = "trace.jsonl"
 LEDGER_FILE = "ledger.jsonl"
 # Header fields that only grow: a commit carries what was appended since the last one.
 GROWING_FIELDS = ("per_turn_prompt_tokens", "estimated_turns")
+# Header fields that seldom change: a commit carries them only when they did (a run's
+# agent reference is written at creation and when its MCP tools are first listed).
+STICKY_FIELDS = ("agent",)
 
 
 class SaveError(Exception):
@@ -123,6 +126,7 @@ class RunHandle:
         self._fd = -1
         self._messages = 0
         self._grown = dict.fromkeys(GROWING_FIELDS, 0)
+        self._sticky: dict[str, Any] = {}
 
     @property
     def trace_path(self) -> Path:
@@ -163,10 +167,15 @@ class RunHandle:
         os.lseek(self._fd, committed_bytes, os.SEEK_SET)
         self._messages = len(state.messages) if committed_bytes else 0
         self._grown = {f: len(getattr(state, f)) if committed_bytes else 0 for f in GROWING_FIELDS}
+        self._sticky = {f: state.header()[f] for f in STICKY_FIELDS} if committed_bytes else {}
 
     def save(self, state: RunState) -> None:
         """Commit the state: its new messages and a header, in one write."""
         header = _header(state, since=self._grown)
+        sticky = {f: header[f] for f in STICKY_FIELDS}
+        for name in STICKY_FIELDS:
+            if name in self._sticky and self._sticky[name] == header[name]:
+                del header[name]
         data = _commit_bytes(state.messages[self._messages:], header)
         start = os.lseek(self._fd, 0, os.SEEK_CUR)
         try:
@@ -179,6 +188,7 @@ class RunHandle:
             raise SaveError(f"could not save run {self.run_id}: {exc.strerror or exc}") from exc
         self._messages = len(state.messages)
         self._grown = {f: len(getattr(state, f)) for f in GROWING_FIELDS}
+        self._sticky = sticky
 
     def _append(self, data: bytes) -> None:
         written = os.write(self._fd, data)
@@ -223,6 +233,7 @@ def _read(path: Path) -> tuple[RunState, int]:
     uncommitted: list[dict[str, Any]] = []
     grown: dict[str, list[Any]] = {f: [] for f in GROWING_FIELDS}
     header: dict[str, Any] | None = None
+    sticky: dict[str, Any] = {}
     committed_bytes = offset = 0
     try:
         f = open(path, "rb")
@@ -241,6 +252,11 @@ def _read(path: Path) -> tuple[RunState, int]:
                 header = dict(record["commit"])
                 for name in GROWING_FIELDS:
                     grown[name].extend(header.pop(name, ()))
+                for name in STICKY_FIELDS:
+                    if name in header:
+                        sticky[name] = header[name]
+                    elif name in sticky:
+                        header[name] = sticky[name]
             except (ValueError, TypeError, KeyError) as exc:
                 raise StateError(f"corrupt journal {path} at line {number}: {exc}") from None
             messages.extend(uncommitted)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from tether.cancel import RunCancelled
-from tether.state import RunState, Status
+from tether.state import Cancelled, RunState, Status
 from tether.tools.base import Tool, ToolContext, ToolError
 
 CHILD_MAX_TURNS = 6
@@ -38,10 +38,9 @@ class ResearchTool(Tool):
         child: RunState = await spawn(args["question"])
         ctx.extras["child_cost_usd"] = child.cost_usd
         ctx.extras["child_run_id"] = child.run_id
-        interruption = child.interruption or {}
-        if child.status is Status.INTERRUPTED and interruption.get("type") == "cancelled":
+        if isinstance(child.interruption, Cancelled):
             ctx.extras["partial"] = f"subagent {child.run_id} stopped after {child.turns} turns"
-            raise RunCancelled(str(interruption.get("reason") or "cancelled"))
+            raise RunCancelled(child.interruption.reason)
         if child.status is Status.COMPLETED:
             return child.answer or ""
         return (f"The research subagent {child.run_id} stopped without an answer "

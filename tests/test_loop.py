@@ -10,7 +10,7 @@ import pytest
 from tether.cancel import CancelSignal
 from tether.harness import Harness
 from tether.provider import scenarios
-from tether.state import Limits, Policies, Status
+from tether.state import Cancelled, Limits, MaxBudget, MaxTurns, NeedsApproval, Policies, Status, StopConditionMet
 from tether.trace import read_trace
 
 
@@ -43,7 +43,7 @@ async def test_cost_is_the_price_of_the_tokens(harness: Harness):
 async def test_runaway_stops_at_the_turn_cap(harness: Harness):
     out = await start(harness, "runaway", limits=Limits(max_turns=5))
     assert out.state.status is Status.MAX_TURNS_EXCEEDED
-    assert out.state.interruption == {"type": "max_turns"}
+    assert out.state.interruption == MaxTurns()
     assert out.state.turns == 5
     assert out.state.status.resumable
 
@@ -57,7 +57,7 @@ async def test_default_cap_is_twenty_and_a_budget_does_not_lift_it(harness: Harn
 async def test_runaway_capped_by_budget(harness: Harness):
     out = await start(harness, "runaway", limits=Limits(max_turns=None, budget_usd=0.01))
     assert out.state.status is Status.BUDGET_EXCEEDED
-    assert out.state.interruption == {"type": "max_budget"}
+    assert out.state.interruption == MaxBudget()
 
 
 async def test_soft_budget_overshoots_by_less_than_one_turn(harness: Harness, recorder):
@@ -87,7 +87,7 @@ async def test_stop_condition_is_a_predicate_over_the_run(runs_dir, workspace):
                        stop_conditions=[lambda s: "three turns is enough" if s.turns >= 3 else None]) as h:
         out = await start(h, "runaway")
     assert out.state.status is Status.INTERRUPTED
-    assert out.state.interruption == {"type": "stop_condition", "reason": "three turns is enough"}
+    assert out.state.interruption == StopConditionMet("three turns is enough")
     assert out.state.turns == 3
 
 
@@ -195,10 +195,10 @@ async def test_destructive_stops_for_approval_with_what_a_person_needs(harness: 
     out = await start(harness, "destructive")
     s = out.state
     assert s.status is Status.INTERRUPTED
-    assert s.interruption["type"] == "approval"
-    assert s.interruption["toolName"] == "delete_file"
-    assert json.loads(s.interruption["args"]) == {"path": "access.log"}
-    assert s.interruption["callId"] and s.interruption["why"]
+    assert isinstance(s.interruption, NeedsApproval)
+    assert s.interruption.tool_name == "delete_file"
+    assert json.loads(s.interruption.args) == {"path": "access.log"}
+    assert s.interruption.call_id and s.interruption.why
     assert (harness.workspace.root / "access.log").exists()
     assert "approval_required" in recorder.kinds(s.run_id)
 
@@ -258,8 +258,8 @@ async def test_approval_does_not_apply_to_changed_arguments(harness: Harness):
 
     out = await harness.run(run_id)
     assert out.state.status is Status.INTERRUPTED
-    assert out.state.interruption["type"] == "approval"
-    assert "no longer applies" in out.state.interruption["why"]
+    assert isinstance(out.state.interruption, NeedsApproval)
+    assert "no longer applies" in out.state.interruption.why
     assert (harness.workspace.root / "errors.log").exists()
 
 
@@ -284,7 +284,7 @@ async def test_stop_inside_scan_archive(harness: Harness, recorder):
     await stopper
     s = out.state
     assert s.status is Status.INTERRUPTED
-    assert s.interruption == {"type": "cancelled", "reason": "operator pressed Stop"}
+    assert s.interruption == Cancelled("operator pressed Stop")
     result = [m for m in s.messages if m["role"] == "tool"][-1]["content"]
     assert result.startswith("cancelled by the operator after")
     assert "operator pressed Stop" in result and "did not finish" in result
@@ -309,7 +309,7 @@ async def test_one_stop_cancels_parent_and_child(runs_dir, workspace, recorder):
         child = h.load(out.state.children[0])
     assert out.state.status is Status.INTERRUPTED
     assert child.status is Status.INTERRUPTED
-    assert child.interruption["type"] == "cancelled"
+    assert isinstance(child.interruption, Cancelled)
     assert child.parent_run_id == out.state.run_id
     assert out.state.child_cost_usd == pytest.approx(child.cost_usd)
 
@@ -391,6 +391,6 @@ async def test_task_cancellation_saves_an_interrupted_run_then_propagates(harnes
         await task
     saved = harness.load(state.run_id)
     assert saved.status is Status.INTERRUPTED
-    assert saved.interruption["type"] == "cancelled"
+    assert isinstance(saved.interruption, Cancelled)
     again = await harness.run(state.run_id)  # resumable: the scan runs again, then the answer
     assert again.state.status is Status.COMPLETED

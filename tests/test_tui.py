@@ -18,7 +18,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input, Select
 
 from tether.provider.scenarios import DESTRUCTIVE_DECLINED, DESTRUCTIVE_DELETED, PLAN_ANSWER
-from tether.state import Limits, Status
+from tether.state import Cancelled, Limits, NeedsApproval, Status
 from tether.tui.app import STOP_REASON, TetherApp, run_console
 from tether.tui.components.approvals import ApprovalsPane
 from tether.tui.components.dialogs import ApproveDialog, HelpScreen, NewRunDialog, NewRunRequest, RejectDialog, ResumeDialog
@@ -77,7 +77,7 @@ async def destructive_waiting(pilot: Pilot[Any], app: TetherApp, rid: str = "des
     app.create_run(NewRunRequest("destructive"), run_id=rid)
     app.select(rid)
     await settle(pilot, app, "destructive to stop for approval")
-    assert app.states[rid].interruption["type"] == "approval"
+    assert isinstance(app.states[rid].interruption, NeedsApproval)
     return rid
 
 
@@ -95,7 +95,7 @@ async def test_stop_during_scan_archive(tmp_path: Path) -> None:
         await settle(pilot, app)
         st = app.states[rid]
         assert st.status is Status.INTERRUPTED
-        assert st.interruption == {"type": "cancelled", "reason": STOP_REASON}
+        assert st.interruption == Cancelled(STOP_REASON)
         text = transcript(app)
         assert STOP_REASON in text
         assert "cancelled by the operator" in text
@@ -277,7 +277,7 @@ async def test_quit_stops_running_runs_and_saves_them(tmp_path: Path) -> None:
     again = make_app(tmp_path)
     saved = again.harness.store.load(rid)
     assert saved.status is Status.INTERRUPTED
-    assert saved.interruption == {"type": "cancelled", "reason": "operator quit the console"}
+    assert saved.interruption == Cancelled("operator quit the console")
 
 
 # ---- hostile text --------------------------------------------------------------------------------------

@@ -44,7 +44,7 @@ from tether.events import Event
 from tether.harness import Harness, Outcome
 from tether.provider import SCENARIOS
 from tether.provider.server import provider_process
-from tether.state import RunState, Status
+from tether.state import NeedsApproval, RunState, Status
 from tether.store import TRACE_FILE
 from tether.tui.components.approvals import ApprovalsPane, Pending
 from tether.tui.components.cost_meter import CostMeter
@@ -513,10 +513,9 @@ class TetherApp(App[int]):
         out = []
         for rid in self._ordered_ids():
             st = self.states[rid]
-            it = st.interruption or {}
-            if st.status is Status.INTERRUPTED and it.get("type") == "approval" and not self.is_live(rid):
-                out.append(Pending(rid, str(it.get("callId", "")), str(it.get("toolName", "")),
-                                   str(it.get("args", "")), str(it.get("why", ""))))
+            it = st.interruption
+            if st.status is Status.INTERRUPTED and isinstance(it, NeedsApproval) and not self.is_live(rid):
+                out.append(Pending(rid, it.call_id, it.tool_name, it.args, it.why))
         return out
 
     def reason(self, rid: str) -> str:
@@ -535,15 +534,14 @@ class TetherApp(App[int]):
             out.append(f"   subagent of {one_line(st.parent_run_id, 60)}", style="dim")
         out.append("\ntask    ", style="dim")
         out.append(one_line(st.task, 200))
-        it = st.interruption or {}
+        it = st.interruption
         out.append("\n")
         if st.status is Status.COMPLETED:
             out.append("answer  ", style="dim")
             out.append(one_line(st.answer or "", 300), style="green")
-        elif key == "approval":
+        elif key == "approval" and isinstance(it, NeedsApproval):
             out.append("waiting ", style="dim")
-            out.append(f"{clean(it.get('toolName'))} {one_line(it.get('args'), 120)} ({clean(it.get('callId'))})",
-                       style="bold")
+            out.append(f"{clean(it.tool_name)} {one_line(it.args, 120)} ({clean(it.call_id)})", style="bold")
             out.append("  a approves · r rejects", style="dim")
         elif key == "running":
             out.append("running ", style="dim")
@@ -672,7 +670,7 @@ class TetherApp(App[int]):
     def can_decide(self, rid: str) -> bool:
         st = self.states.get(rid)
         return (st is not None and not self.is_live(rid) and st.status is Status.INTERRUPTED
-                and (st.interruption or {}).get("type") == "approval")
+                and isinstance(st.interruption, NeedsApproval))
 
     def can_resume(self, rid: str) -> bool:
         st = self.states.get(rid)
@@ -681,7 +679,7 @@ class TetherApp(App[int]):
         if st.status in (Status.MAX_TURNS_EXCEEDED, Status.BUDGET_EXCEEDED):
             return True
         if st.status is Status.INTERRUPTED:
-            return (st.interruption or {}).get("type") != "approval"
+            return not isinstance(st.interruption, NeedsApproval)
         return st.status is Status.RUNNING  # saved as running, but nobody is running it
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
@@ -802,11 +800,13 @@ class TetherApp(App[int]):
         rid = self.selected
         if not rid or not self.can_decide(rid) or not self._check_endpoint(rid):
             return
-        waiting = dict(self.states[rid].interruption or {})
+        waiting = self.states[rid].interruption
+        if not isinstance(waiting, NeedsApproval):
+            return
 
         def done(text: str | None) -> None:
             if text is not None and self.can_decide(rid):
-                apply(rid, text, call_id=waiting.get("callId"))
+                apply(rid, text, call_id=waiting.call_id)
 
         self.push_screen(dialog(rid, waiting, grace_s=self.grace_s), done)
 

@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.text import Text
 
-from tether.state import RunState, Status
+from tether.state import Cancelled, NeedsApproval, StopConditionMet, RunState, Status
 from tether.text import clean
 
 
@@ -66,11 +66,11 @@ def badge_key(state: RunState, *, live: bool, worker_error: str | None = None) -
     if status is Status.RUNNING:
         return "running" if live else "stale"
     if status is Status.INTERRUPTED:
-        kind = (state.interruption or {}).get("type")
-        if kind == "approval":
-            return "approval"
-        if kind == "cancelled":
-            return "cancelled"
+        match state.interruption:
+            case NeedsApproval():
+                return "approval"
+            case Cancelled():
+                return "cancelled"
         return "interrupted"
     return status.value
 
@@ -98,7 +98,6 @@ def stop_reason(state: RunState, *, live: bool, last_reason: str | None = None,
                 "ended without saving a stop (R resumes it)")
     if last_reason:
         return last_reason
-    it = state.interruption or {}
     if status is Status.COMPLETED:
         return "the model answered"
     if status is Status.FAILED:
@@ -108,9 +107,9 @@ def stop_reason(state: RunState, *, live: bool, last_reason: str | None = None,
     if status is Status.BUDGET_EXCEEDED:
         budget = state.limits.budget_usd
         return f"budget reached: spent {money(state.cost_usd)} of {money(budget)}"
-    kind = it.get("type")
-    if kind == "approval":
-        return f"waiting for approval of {it.get('toolName')} ({it.get('callId')})"
-    if kind in ("cancelled", "stop_condition"):
-        return str(it.get("reason") or "cancelled")
+    match state.interruption:
+        case NeedsApproval(tool_name=tool, call_id=call_id):
+            return f"waiting for approval of {tool} ({call_id})"
+        case Cancelled(reason=reason) | StopConditionMet(reason=reason):
+            return reason or "cancelled"
     return status.value

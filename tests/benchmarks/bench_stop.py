@@ -70,7 +70,7 @@ async def _trials(n: int, workdir: Path) -> StopFigures:
 
                 state = harness.new_run("slow")
                 outcome = await harness.run(state.run_id, signal=signal, sinks=[sink])
-                statuses.add(f"{outcome.state.status.value}/{(outcome.state.interruption or {}).get('type')}")
+                statuses.add(f"{outcome.state.status.value}/{outcome.state.interruption and outcome.state.interruption.type}")
                 if "cancel" not in marks:
                     raise RuntimeError("the scan finished before the stop was fired; lengthen SCAN_SECONDS")
                 latencies.append((marks["stopped"] - marks["cancel"]) * 1000)

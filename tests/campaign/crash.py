@@ -44,7 +44,7 @@ from typing import Any
 from tether.faultpoints import CRASH_EXIT_CODE
 from tether.harness import SCENARIO_TASKS
 from tether.provider import create_app
-from tether.state import RunState, StateError, Status
+from tether.state import NeedsApproval, RunState, StateError, Status
 from tether.store import LEDGER_FILE, TRACE_FILE, RunStore
 
 from tests.campaign.server import CountingApp, serving
@@ -216,7 +216,7 @@ def drive(cell: Path, scenario: Scenario, base_url: str, plan: CrashPlan, counte
         if unreadable:
             flow.problems.append(f"unloadable runs after {process.command}: {unreadable}")
             break
-        waiting = state.status is Status.INTERRUPTED and (state.interruption or {}).get("type") == "approval"
+        waiting = state.status is Status.INTERRUPTED and isinstance(state.interruption, NeedsApproval)
         if state.status is Status.RUNNING:
             args = ["resume", RUN_ID]
         elif waiting and scenario.approve:

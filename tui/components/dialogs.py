@@ -19,7 +19,7 @@ from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
-from tether.state import Limits, Policies, RunState, Status
+from tether.state import Limits, NeedsApproval, Policies, RunState, Status
 from tether.tui.text import clean, money, one_line, pretty_args, stop_reason
 
 GRACE_S = 0.4
@@ -84,13 +84,13 @@ class _DecisionDialog(_Dialog):
     placeholder = "why you approve, kept with the decision"
     button_variant = "success"
 
-    def __init__(self, run_id: str, interruption: dict[str, Any], grace_s: float = GRACE_S) -> None:
+    def __init__(self, run_id: str, waiting: NeedsApproval, grace_s: float = GRACE_S) -> None:
         super().__init__()
         self.run_id = run_id
-        self.call_id = str(interruption.get("callId", ""))
-        self.tool = str(interruption.get("toolName", ""))
-        self.args = interruption.get("args", "{}")
-        self.why = str(interruption.get("why", ""))
+        self.call_id = waiting.call_id
+        self.tool = waiting.tool_name
+        self.args = waiting.args
+        self.why = waiting.why
         self.grace_s = grace_s
         self.armed = False
 
