@@ -56,7 +56,15 @@ def _tool_list(text: str) -> list[str]:
 
 def _place_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--runs-dir", type=Path, help="where runs are saved (default $TETHER_HOME/runs)")
-    p.add_argument("--workspace", type=Path, help="the agent's folder (default $TETHER_HOME/workspace)")
+    p.add_argument("--workspace", type=Path,
+                   help="the folder the file tools may touch: the demo's (default $TETHER_HOME/workspace), "
+                        "or, with --base-url alone, the agent's (default: the current directory)")
+    _config_option(p)
+
+
+def _config_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", type=Path, metavar="FILE",
+                   help="the agent file (default $TETHER_CONFIG, else ./tether.toml when there is one)")
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -66,24 +74,33 @@ def build_parser() -> argparse.ArgumentParser:
     console = sub.add_parser("console", help="open the console (the default)")
     console.add_argument("--start", action="append", default=[], metavar="SCENARIO",
                          help="start a run of SCENARIO at launch (repeatable)")
+    console.add_argument("--agent", metavar="NAME", help="preselect this agent in the New run dialog")
     console.add_argument("--base-url", help="a chat-completions endpoint instead of the scripted provider")
     console.add_argument("--model", help="the model to use with --base-url")
     _place_options(console)
 
+    agents = sub.add_parser("agents", help="list the agents: their model, endpoint and tools")
+    agents.add_argument("--json", action="store_true")
+    _config_option(agents)
+
     run = sub.add_parser("run", help="start a run and wait for it to stop")
-    run.add_argument("scenario", nargs="?", help="a scripted-provider scenario (without --base-url)")
-    run.add_argument("--base-url", help="a chat-completions endpoint (or LLM_BASE_URL)")
+    run.add_argument("scenario", nargs="?", help="a demo scenario (tether agents lists them)")
+    run.add_argument("--agent", metavar="NAME", help="an agent from the agent file")
+    run.add_argument("--base-url", help="a chat-completions endpoint: with a SCENARIO, where the scripted "
+                                        "provider is served; alone, an agent with the file tools (or LLM_BASE_URL)")
     run.add_argument("--model", help="the model name at --base-url (or LLM_MODEL)")
-    run.add_argument("--prompt", help="the task, with --base-url")
+    run.add_argument("--prompt", help="the task (an agent's or scenario's own task by default)")
     run.add_argument("--run-id")
-    run.add_argument("--max-turns", type=_positive_int, default=20)
+    # Unset options keep the agent's own settings (its file's, or the defaults).
+    run.add_argument("--max-turns", type=_positive_int)
     run.add_argument("--budget", type=_money, metavar="USD")
-    run.add_argument("--budget-mode", choices=["soft", "strict"], default="soft")
-    run.add_argument("--max-tokens", type=_positive_int, default=Limits().max_tokens)
-    run.add_argument("--tool-errors", choices=["fatal", "generic", "descriptive"], default="descriptive")
-    run.add_argument("--no-triage", action="store_true", help="retry permanent tool errors like any other")
-    run.add_argument("--dedupe", choices=["off", "read-only", "all"], default="read-only")
-    run.add_argument("--auto-approve", type=_tool_list, default=[], metavar="TOOL[,TOOL]")
+    run.add_argument("--budget-mode", choices=["soft", "strict"])
+    run.add_argument("--max-tokens", type=_positive_int)
+    run.add_argument("--tool-errors", choices=["fatal", "generic", "descriptive"])
+    run.add_argument("--no-triage", action="store_true", default=None,
+                     help="retry permanent tool errors like any other")
+    run.add_argument("--dedupe", choices=["off", "read-only", "all"])
+    run.add_argument("--auto-approve", type=_tool_list, metavar="TOOL[,TOOL]")
     run.add_argument("--latency-ms", type=_non_negative, default=0.0, help="scripted provider: added latency")
     run.add_argument("--fail", metavar="SPEC", help="scripted provider: inject faults, e.g. 429@1,500@2x2")
     run.add_argument("--stream", action="store_true", help="ask for streamed replies")
@@ -165,10 +182,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 130
 
 
+def _config(args: argparse.Namespace) -> Any:
+    """The agent file in force, checked, or None (the demo agents only)."""
+    from tether.config import find_config, load_config
+
+    path = find_config(getattr(args, "config", None))
+    return load_config(path) if path is not None else None
+
+
 def _harness(args: argparse.Namespace, **kw: Any) -> Any:
     from tether.harness import Harness
 
-    return Harness(getattr(args, "runs_dir", None), getattr(args, "workspace", None), **kw)
+    return Harness(getattr(args, "runs_dir", None), getattr(args, "workspace", None), config=_config(args), **kw)
 
 
 def _emit_outcome(args: argparse.Namespace, outcome: Any) -> int:
@@ -195,40 +220,59 @@ async def _signal(args: argparse.Namespace) -> CancelSignal:
     return signal
 
 
+def _run_agent(args: argparse.Namespace, harness: Any) -> Any:
+    """The agent ``tether run`` runs: ``--agent`` from the agent file, a demo SCENARIO
+    (at ``--base-url`` when the scripted provider is served there), or ``--base-url`` with
+    ``--model`` alone: that model, offered the file tools on ``--workspace``."""
+    from tether import demo
+    from tether.harness import adhoc_agent
+
+    if args.scenario and args.agent:
+        raise UsageError("give a SCENARIO or --agent NAME, not both")
+    if args.agent:
+        if harness.config is None:
+            raise UsageError(f"no agent file: --agent {args.agent} needs ./tether.toml, --config FILE "
+                             "or $TETHER_CONFIG")
+        if args.base_url:
+            raise UsageError("--base-url does not apply to --agent: the agent file says where its model is")
+        return harness.config.agent(args.agent)
+    if args.scenario:
+        if not demo.is_scenario(args.scenario):
+            known = ", ".join(demo.scenarios())
+            hint = " (an agent from the agent file is run with --agent NAME)" if harness.config else ""
+            raise UsageError(f"unknown scenario {args.scenario!r}; the demo scenarios are: {known}{hint}")
+        return harness.demo_agent(args.scenario).with_endpoint(args.base_url)
+    base_url = args.base_url or os.environ.get("LLM_BASE_URL")
+    if not base_url:
+        raise UsageError("give a SCENARIO (tether agents lists them), --agent NAME, or --base-url URL")
+    model = args.model or os.environ.get("LLM_MODEL")
+    if not model or not args.prompt:
+        raise UsageError("with --base-url, give --model NAME (or LLM_MODEL) and --prompt TEXT")
+    return adhoc_agent(model, base_url, Path(args.workspace or Path.cwd()))
+
+
 async def _run(args: argparse.Namespace) -> int:
-    base_url = args.base_url or (os.environ.get("LLM_BASE_URL") if not args.scenario else None)
-    if base_url:
-        model = args.model or os.environ.get("LLM_MODEL")
-        if not model or not args.prompt:
-            raise UsageError("with --base-url, give --model NAME (or LLM_MODEL) and --prompt TEXT")
-        if args.scenario:
-            raise UsageError("give either a SCENARIO or --base-url, not both")
-    else:
-        if not args.scenario:
-            raise UsageError("give a SCENARIO (see tether provider's /v1/models) or --base-url URL")
-        model = args.scenario
-    limits = Limits(max_turns=args.max_turns, budget_usd=args.budget, budget_mode=args.budget_mode,
-                    max_tokens=args.max_tokens)
-    policies = Policies(tool_errors=args.tool_errors, triage=not args.no_triage, dedupe=args.dedupe,
-                        auto_approve=args.auto_approve)
-    harness = _harness(args, base_url=base_url, api_key=os.environ.get("LLM_API_KEY"),
-                       latency_ms=args.latency_ms, fail=args.fail, stream=args.stream)
+    from dataclasses import replace
+
+    harness = _harness(args, latency_ms=args.latency_ms, fail=args.fail, stream=args.stream)
     async with harness:
-        state = harness.new_run(model, args.prompt, run_id=args.run_id, limits=limits, policies=policies)
+        agent = _run_agent(args, harness)
+        overrides = {k: v for k, v in (("max_turns", args.max_turns), ("budget_usd", args.budget),
+                                       ("budget_mode", args.budget_mode), ("max_tokens", args.max_tokens))
+                     if v is not None}
+        policy = {k: v for k, v in (("tool_errors", args.tool_errors), ("dedupe", args.dedupe),
+                                    ("auto_approve", args.auto_approve),
+                                    ("triage", None if args.no_triage is None else not args.no_triage))
+                  if v is not None}
+        state = harness.create(agent, args.prompt, run_id=args.run_id, limits=replace(agent.limits, **overrides),
+                               policies=replace(agent.policies, **policy))
         outcome = await harness.run(state.run_id, signal=await _signal(args))
     return _emit_outcome(args, outcome)
 
 
 def _harness_for(args: argparse.Namespace) -> Any:
-    """A harness pointed where the run was made: its endpoint (or the embedded provider)
-    and its workspace, unless --workspace says otherwise."""
-    from tether.harness import Harness, tether_home
-    from tether.store import RunStore
-
-    store = RunStore(args.runs_dir or tether_home() / "runs")
-    state = store.load(args.run_id)
-    return Harness(store.root, args.workspace or state.workspace, base_url=state.base_url,
-                   api_key=os.environ.get("LLM_API_KEY"))
+    """A harness on the run's runs dir; the run's agent is rebuilt from what the run saved."""
+    return _harness(args, api_key=os.environ.get("LLM_API_KEY"))
 
 
 async def _resume(args: argparse.Namespace) -> int:
@@ -248,6 +292,75 @@ async def _reject(args: argparse.Namespace) -> int:
     async with _harness_for(args) as harness:
         outcome = await harness.reject(args.run_id, args.reason, signal=await _signal(args))
     return _emit_outcome(args, outcome)
+
+
+async def _agents(args: argparse.Namespace) -> int:
+    """Every agent in the agent file (its MCP servers started to list their tools), then the demo."""
+    from tether import demo
+    from tether.text import clean
+
+    config = _config(args)
+    rows: list[dict[str, Any]] = []
+    if config is not None:
+        for name, agent in config.agents().items():
+            rows.append(await _describe(agent, "config"))
+    demo_tools = [{"name": t.name, "source": t.source, "ref": t.ref, "read_only": t.read_only,
+                   "needs_approval": t.needs_approval, "idempotent": t.idempotent} for t in demo.tools()]
+    for name, description in demo.scenarios().items():
+        rows.append({"name": name, "set": "demo", "model": name, "base_url": None, "config": None,
+                     "description": description, "tools": demo_tools, "mcp": []})
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    for row in rows:
+        if row["set"] == "demo":
+            continue
+        where = row["base_url"] or "the embedded scripted provider"
+        print(clean(f"{row['name']}  {row['model']} at {where}  ({row['config']})"))
+        for tool in row["tools"]:
+            print(clean(f"  {tool['name']:<28} {tool['source']:<20} {_policy_words(tool)}"))
+        for server in row["mcp"]:
+            if server.get("error"):
+                print(clean(f"  [mcp {server['name']}] {server['error']}"))
+    names = [r["name"] for r in rows if r["set"] == "demo"]
+    print(clean("demo (the scripted provider): " + ", ".join(names)))
+    print(clean("  tools: " + ", ".join(f"{t['name']} ({_policy_words(t)})" for t in demo_tools)))
+    if config is None:
+        print("no agent file: write ./tether.toml (or give --config FILE) to add your own agents")
+    return 0
+
+
+def _policy_words(tool: dict[str, Any]) -> str:
+    words = ["read-only" if tool["read_only"] else "writes"]
+    if tool["needs_approval"]:
+        words.append("needs approval")
+    if tool.get("idempotent"):
+        words.append("idempotent")
+    return ", ".join(words)
+
+
+async def _describe(agent: Any, kind: str) -> dict[str, Any]:
+    """An agent as ``tether agents`` shows it, its MCP servers' tools listed by starting them."""
+    from tether.agents import AgentError
+
+    tools = agent.describe_tools()
+    servers: list[dict[str, Any]] = []
+    if agent.mcp_servers:
+        from tether.mcp import MCPStartError, mcp_tools
+
+        for server in agent.mcp_servers:
+            try:
+                async with mcp_tools([server], reserved=[t["name"] for t in tools]) as listed:
+                    for tool in listed:
+                        auto = tool.name in agent.policies.auto_approve
+                        tools.append({"name": tool.name, "source": tool.source, "ref": None,
+                                      "read_only": tool.read_only, "needs_approval": tool.needs_approval and not auto,
+                                      "idempotent": tool.idempotent})
+                servers.append({"name": server.name})
+            except (MCPStartError, AgentError) as exc:
+                servers.append({"name": server.name, "error": str(exc).splitlines()[0]})
+    return {"name": agent.name, "set": kind, "model": agent.model, "base_url": agent.base_url,
+            "config": str(agent.config) if agent.config else None, "tools": tools, "mcp": servers}
 
 
 async def _runs(args: argparse.Namespace) -> int:
@@ -338,7 +451,7 @@ async def _eval(args: argparse.Namespace) -> int:
     return await command(args)
 
 
-_COMMANDS = {"run": _run, "resume": _resume, "approve": _approve, "reject": _reject,
+_COMMANDS = {"agents": _agents, "run": _run, "resume": _resume, "approve": _approve, "reject": _reject,
              "runs": _runs, "show": _show, "trace": _trace,
              "lab": _lab, "eval": _eval}
 

@@ -35,6 +35,7 @@ class RunStarted(Event):
     resumed: bool
     parent_run_id: str | None = None
     pid: int = 0
+    agent: str = ""  # the agent's name (a demo scenario's is the scenario)
 
 
 @dataclass(slots=True, kw_only=True)

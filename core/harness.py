@@ -1,58 +1,49 @@
-"""The harness: runs on disk, a model endpoint, a workspace, and the loop between them.
+"""The harness: agents, runs on disk, and the loop between them.
 
-This is the one entry point the CLI, the console and the lab share. Every
-operation (start, resume, approve, reject) takes the run's lock, runs the same
-loop, and releases the lock, so the process that does it may be gone a moment
-later without anything being lost.
+This is the one entry point the library, the CLI, the console and the lab share. A run
+is made from an :class:`~tether.agents.Agent` and remembers it by reference; every
+operation (start, resume, approve, reject) takes the run's lock, rebuilds the run's
+agent (its endpoint, its tools, its MCP servers), runs the same loop, and releases
+everything, so the process that does it may be gone a moment later without anything
+being lost. MCP servers live exactly as long as the operation: started before the loop,
+stopped after it however it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
 import httpx
 
+from tether.agents import Agent, AgentError, changed_tools
 from tether.cancel import CancelSignal
 from tether.client import ModelClient, without_credentials
 from tether.events import EventSink
-from tether.loop import ErrorFormatter, LoopEnv, RunLoop, StopCondition, approve, reject
+from tether.loop import LoopEnv, RunLoop, approve, reject
 from tether.provider import SCENARIOS, FaultPlan, create_app
 from tether.state import Limits, Policies, Pricing, RunState, StateError, Status, new_run_id
 from tether.store import RunStore
-from tether.subagent import CHILD_MAX_TURNS, ResearchTool, child_limits_budget
+from tether.subagent import CHILD_MAX_TURNS, child_limits_budget
 from tether.tokens import TokenCounter, encoding, encoding_loaded
 from tether.tools.base import Tool
-from tether.tools.builtin import builtin_tools, tool_catalog
 from tether.trace import TraceWriter
 from tether.workspace import Workspace, ensure_sample
 
 EMBEDDED_BASE_URL = "http://tether.embedded/v1"
-SYSTEM_PROMPT = (
-    "You are an agent working on a folder of files through tools. Use the tools to find "
-    "out what you need, then answer the user in one or two sentences."
-)
 CHILD_SYSTEM_PROMPT = (
     "You are a research subagent. Answer the question using the read-only tools, then reply "
     "with a short summary of what you found."
 )
-SCENARIO_TASKS = {
-    "plan": "Which file mentions a timeout?",
-    "runaway": "Keep an eye on the workspace.",
-    "recover": "What does timeout.log say?",
-    "destructive": "Free some space in the workspace.",
-    "repeat": "What does notes.txt say?",
-    "repeat_baseline": "What does notes.txt say?",
-    "repeat_write": "Delete access.log.",
-    "forbidden": "What is in secrets.env?",
-    "slow": "How many entries are in the archive?",
-    "research": "Which file mentions a timeout?",
-}
+ADHOC_AGENT = "default"
+"""The name of the agent made from ``--base-url``/``--model`` alone: the file tools, no more."""
+STOP_REASON = "operator pressed Stop"
 
 
 def tether_home() -> Path:
@@ -67,13 +58,28 @@ class Outcome:
     tool_runs: list[dict[str, Any]] = field(default_factory=list)
     ms: float = 0.0
 
+    @property
+    def status(self) -> Status:
+        return self.state.status
+
 
 class Harness:
+    """Runs agents, and goes on with their runs whichever process made them.
+
+    ``runs_dir`` holds the runs (default ``$TETHER_HOME/runs``). ``config`` is the agent
+    file whose agents runs may refer to (a run made from another file rebuilds its agent
+    from that file). The remaining options serve the demo and tests: ``workspace`` is the
+    demo agents' folder, ``base_url``/``embedded_url`` serve the scripted provider over
+    HTTP, ``client`` answers for every agent, ``latency_ms``/``fail`` shape the embedded
+    provider, ``stream`` asks every endpoint for streamed replies.
+    """
+
     def __init__(
         self,
         runs_dir: Path | str | None = None,
         workspace: Path | str | None = None,
         *,
+        config: Any = None,
         base_url: str | None = None,
         api_key: str | None = None,
         client: ModelClient | None = None,
@@ -81,38 +87,33 @@ class Harness:
         fail: str | None = None,
         stream: bool = False,
         sinks: Sequence[EventSink] = (),
-        stop_conditions: Sequence[StopCondition] = (),
-        error_formatter: ErrorFormatter | None = None,
         embedded_url: str | None = None,
     ) -> None:
-        """``base_url``: a chat-completions endpoint; without it, the embedded scripted provider,
-        in this process, or at ``embedded_url`` when it is served by a child process (see
-        :func:`tether.provider.server.provider_process`). Runs on either record no endpoint."""
         self.store = RunStore(runs_dir or tether_home() / "runs")
-        self.workspace: Workspace = ensure_sample(Path(workspace or tether_home() / "workspace"))
+        self.config = config
         self.base_url = base_url
         self.counter = TokenCounter()
-        self._api_key = api_key
-        if client is None:
-            if base_url:
-                client = ModelClient(base_url, api_key, stream=stream, counter=self.counter)
-            elif embedded_url:
-                client = ModelClient(embedded_url, stream=stream, counter=self.counter)
-            else:
-                app = create_app(latency_ms=latency_ms, faults=FaultPlan.parse(fail) if fail else None,
-                                 counter=self.counter)
-                client = ModelClient(EMBEDDED_BASE_URL, transport=httpx.ASGITransport(app=app),
-                                     counter=self.counter)
-        self.client = client
         self.sinks = list(sinks)
+        self._demo_root = Path(workspace) if workspace is not None else tether_home() / "workspace"
+        self._demo_workspace: Workspace | None = None
+        self._api_key = api_key
+        self._client = client
+        self._embedded_url = embedded_url
+        self._latency_ms = latency_ms
+        self._fail = fail
+        self._stream = stream
+        self._clients: dict[tuple[str, str | None], ModelClient] = {}
+        self._agents: dict[tuple[str, str], Agent] = {}
+        self._signals: dict[str, CancelSignal] = {}
         # The in-memory state of every run this process is driving, for views that
         # want the transcript as it grows (the console); removed when the run stops.
         self.live: dict[str, RunState] = {}
-        self.stop_conditions = list(stop_conditions)
-        self.error_formatter = error_formatter
 
     async def aclose(self) -> None:
-        await self.client.aclose()
+        clients = {id(c): c for c in [*self._clients.values(), *([self._client] if self._client else [])]}
+        for client in clients.values():
+            await client.aclose()
+        self._clients.clear()
 
     async def __aenter__(self) -> "Harness":
         return self
@@ -120,10 +121,66 @@ class Harness:
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
 
-    # ---- creating and reading runs ---------------------------------------
-    def new_run(
+    @property
+    def workspace(self) -> Workspace:
+        """The demo agents' workspace, with the sample files laid out the first time it is used."""
+        if self._demo_workspace is None:
+            self._demo_workspace = ensure_sample(self._demo_root)
+        return self._demo_workspace
+
+    @property
+    def client(self) -> ModelClient:
+        """The client of the embedded (or shared) endpoint."""
+        return self._client_for(None, None)
+
+    # ---- agents ----------------------------------------------------------------------
+    def demo_agent(self, scenario: str) -> Agent:
+        from tether import demo
+
+        return demo.agent(scenario, self.workspace.root)
+
+    def agent_for_model(self, model: str) -> Agent:
+        """A demo scenario's agent, or, with a ``base_url``, an ad hoc agent for ``model``
+        offered the file tools on the demo workspace (what ``new_run`` has always made)."""
+        from tether import demo
+
+        if demo.is_scenario(model):
+            return self.demo_agent(model)
+        if not self.base_url and self._client is None:
+            raise ValueError(f"unknown scenario {model!r}; the scripted provider knows: "
+                             + ", ".join(demo.scenarios()))
+        return adhoc_agent(model, self.base_url, self.workspace.root, api_key_env=None)
+
+    def agent_of(self, state: RunState) -> Agent:
+        """Rebuild the agent a run was made with: the one this process was given, else its
+        agent file, else its saved definition. Raises :class:`StateError` in words."""
+        from tether import demo
+        from tether.config import ConfigError, load_config
+
+        ref = state.agent
+        if ref is None:  # made before agents: the demo, or an ad hoc endpoint
+            if demo.is_scenario(state.model):
+                return self.demo_agent(state.model)
+            return adhoc_agent(state.model, state.base_url or self.base_url, Path(state.workspace or "."),
+                               api_key_env=None)
+        known = self._agents.get((ref.name, ref.fingerprint))
+        if known is not None:
+            return known
+        try:
+            if ref.source == "config" and ref.config and Path(ref.config).is_file():
+                config = self.config if self.config is not None and str(self.config.path) == ref.config \
+                    else load_config(ref.config)
+                return config.agent(ref.name)
+            if ref.source == "demo" and state.workspace:
+                ensure_sample(Path(state.workspace))  # the demo's folder, laid out again if it was emptied
+            return Agent.from_spec(ref.name, ref.spec, source=ref.source)
+        except (AgentError, ConfigError) as exc:
+            raise StateError(f"run {state.run_id}: its agent {ref.name} cannot be rebuilt: {exc}") from None
+
+    # ---- creating and reading runs --------------------------------------------------
+    def create(
         self,
-        model: str,
+        agent: Agent,
         prompt: str | None = None,
         *,
         run_id: str | None = None,
@@ -131,28 +188,44 @@ class Harness:
         policies: Policies | None = None,
         pricing: Pricing | None = None,
     ) -> RunState:
-        """A fresh run, saved to disk but not started."""
-        if not self.base_url and model not in SCENARIOS:
-            known = ", ".join(sorted(s for s in SCENARIOS if not s.endswith("_child")))
-            raise ValueError(f"unknown scenario {model!r}; the scripted provider knows: {known}")
-        task = prompt or SCENARIO_TASKS.get(model) or f"Run the {model} scenario."
+        """A fresh run of ``agent`` on ``prompt`` (its default task if None), saved but not started."""
+        task = prompt or agent.prompt
+        if not task:
+            raise ValueError(f"agent {agent.name} has no default task: give a prompt")
+        self._agents[(agent.name, agent.ref().fingerprint)] = agent
+        endpoint = agent.base_url or (self.base_url if agent.source == "demo" else None)
         state = RunState(
-            run_id=run_id or new_run_id(model.replace("/", "_")[:24]),
-            model=model,
-            messages=[{"role": "system", "content": SYSTEM_PROMPT}, {"role": "user", "content": task}],
-            limits=limits or Limits(),
-            policies=policies or Policies(),
-            pricing=pricing or Pricing(),
-            base_url=without_credentials(self.base_url) if self.base_url else None,
-            workspace=str(self.workspace.root),
+            run_id=run_id or new_run_id(agent.name.replace("/", "_")[:24]),
+            model=agent.model,
+            messages=[{"role": "system", "content": agent.instructions}, {"role": "user", "content": task}],
+            limits=replace(limits or agent.limits),
+            policies=replace(policies or agent.policies, auto_approve=list((policies or agent.policies).auto_approve)),
+            pricing=pricing or agent.pricing or Pricing(),
+            base_url=without_credentials(endpoint) if endpoint else None,
+            workspace=str(agent.workspace) if agent.workspace is not None else None,
+            agent=agent.ref(),
         )
         self.store.create(state)
         return state
 
+    def new_run(self, model: str, prompt: str | None = None, *, run_id: str | None = None,
+                limits: Limits | None = None, policies: Policies | None = None,
+                pricing: Pricing | None = None) -> RunState:
+        """A run of the demo scenario ``model`` (or, with a ``base_url``, of that model with
+        the file tools): the short form the lab and the tests use."""
+        return self.create(self.agent_for_model(model), prompt, run_id=run_id, limits=limits,
+                           policies=policies, pricing=pricing)
+
     def load(self, run_id: str) -> RunState:
         return self.store.load(run_id)
 
-    # ---- operations --------------------------------------------------------
+    # ---- operations -------------------------------------------------------------------
+    async def start(self, agent: Agent, prompt: str | None = None, *, run_id: str | None = None,
+                    signal: CancelSignal | None = None, sinks: Sequence[EventSink] = ()) -> Outcome:
+        """Make a run of ``agent`` and run it until it stops, one of five ways."""
+        state = self.create(agent, prompt, run_id=run_id)
+        return await self.run(state.run_id, signal=signal, sinks=sinks)
+
     async def run(self, run_id: str, *, signal: CancelSignal | None = None, sinks: Sequence[EventSink] = (),
                   max_turns: int | None = None, budget_usd: float | None = None) -> Outcome:
         """Start or resume a run; raising limits is how a capped run goes on."""
@@ -166,62 +239,142 @@ class Harness:
 
         return await self._operate(run_id, raise_limits, signal, sinks)
 
-    async def approve(self, run_id: str, note: str = "", *, call_id: str | None = None,
+    resume = run
+
+    async def approve(self, run_id: str, note: str = "", *, call_id: str | None = None, by: str = "operator",
                       signal: CancelSignal | None = None, sinks: Sequence[EventSink] = ()) -> Outcome:
-        return await self._operate(run_id, lambda s: [approve(s, call_id, note)], signal, sinks)
+        """Approve the waiting call (bound to its arguments, used once), then go on."""
+        return await self._operate(run_id, lambda s: [approve(s, call_id, note, by)], signal, sinks)
 
-    async def reject(self, run_id: str, reason: str = "", *, call_id: str | None = None,
+    async def reject(self, run_id: str, reason: str = "", *, call_id: str | None = None, by: str = "operator",
                      signal: CancelSignal | None = None, sinks: Sequence[EventSink] = ()) -> Outcome:
-        return await self._operate(run_id, lambda s: [reject(s, call_id, reason)], signal, sinks)
+        """Decline the waiting call, in words in its result slot, then go on."""
+        return await self._operate(run_id, lambda s: [reject(s, call_id, reason, by)], signal, sinks)
 
-    async def _operate(self, run_id: str, prepare: Any, signal: CancelSignal | None,
+    def stop(self, run_id: str, reason: str = STOP_REASON) -> bool:
+        """Fire the Stop signal of a run this harness is driving (its children stop with it).
+        False when this process is not running it."""
+        signal = self._signals.get(run_id)
+        if signal is None:
+            return False
+        signal.cancel(reason)
+        return True
+
+    async def _operate(self, run_id: str, prepare: Callable[[RunState], list[Any]], signal: CancelSignal | None,
                        sinks: Sequence[EventSink]) -> Outcome:
         if not encoding_loaded():
             await asyncio.to_thread(encoding)  # load the rank file off the event loop, once
         started = time.perf_counter()
+        signal = signal or CancelSignal()
         state, handle = self.store.open(run_id)
-        trace = TraceWriter(handle.trace_path, secrets=self._secrets())
+        trace: TraceWriter | None = None
         try:
             if state.status in (Status.COMPLETED, Status.FAILED):
                 raise StateError(f"run {run_id} has already ended ({state.status.value}); it cannot be resumed")
-            events = prepare(state)
-            loop = RunLoop(state, self._env(sinks), handle, trace, signal or CancelSignal())
-            self.live[run_id] = state
-            if events:
-                for event in events:
-                    loop.emit(event)
-                loop.save()
-            final = await loop.run()
-            return Outcome(final, loop.tool_runs, (time.perf_counter() - started) * 1000)
+            agent = self.agent_of(state)
+            client = self._client_for(agent, state)
+            trace = TraceWriter(handle.trace_path, secrets=self._secrets(agent))
+            tools = {t.name: t for t in agent.tool_list}
+            async with contextlib.AsyncExitStack() as stack:
+                failure: str | None = None
+                if agent.mcp_servers:
+                    from tether.mcp import MCPStartError, mcp_tools
+
+                    try:
+                        listed = await stack.enter_async_context(
+                            mcp_tools(agent.mcp_servers, reserved=tools.keys(), stderr_dir=handle.directory))
+                        tools.update({t.name: t for t in listed})
+                    except MCPStartError as exc:
+                        failure = str(exc)
+                if failure is None:
+                    self._check_tools(state, tools)
+                env = self._env(agent, client, tools, sinks)
+                loop = RunLoop(state, env, handle, trace, signal)
+                self.live[run_id] = state
+                self._signals[run_id] = signal
+                if failure is not None:
+                    return Outcome(loop.fail(failure), [], (time.perf_counter() - started) * 1000)
+                events = prepare(state)
+                if events:
+                    for event in events:
+                        loop.emit(event)
+                    loop.save()
+                final = await loop.run()
+                return Outcome(final, loop.tool_runs, (time.perf_counter() - started) * 1000)
         finally:
             self.live.pop(run_id, None)
-            trace.close()
+            self._signals.pop(run_id, None)
+            if trace is not None:
+                trace.close()
             handle.release()
 
-    # ---- wiring --------------------------------------------------------------
-    def _secrets(self) -> tuple[str, ...]:
-        return tuple(s for s in (self._api_key, os.environ.get("LLM_API_KEY")) if s)
+    def _check_tools(self, state: RunState, tools: dict[str, Tool]) -> None:
+        """Refuse, before anything is used up, a run whose tools are gone or changed; note
+        tools it has not seen before (MCP tools, listed on the first operation)."""
+        ref = state.agent
+        if ref is None:
+            return
+        problems = changed_tools(ref, tools)
+        if problems:
+            raise StateError(f"run {state.run_id} cannot go on with agent {ref.name} as it is now: "
+                             + "; ".join(problems) + ". Nothing was changed: restore the tool, "
+                             "or start a new run")
+        from tether.agents import tool_hashes
 
-    def _tools(self, *, child: bool = False) -> dict[str, Tool]:
-        tools: list[Tool] = [t for t in builtin_tools() if not child or t.read_only]
-        if not child:
-            tools.append(ResearchTool())
-        return tool_catalog(tools)
+        new = {name: digest for name, digest in tool_hashes(tools.values()).items() if name not in ref.tools}
+        if new:
+            state.agent = replace(ref, tools={**ref.tools, **new})
 
-    def _env(self, sinks: Sequence[EventSink], *, child: bool = False) -> LoopEnv:
+    # ---- wiring -------------------------------------------------------------------------
+    def _secrets(self, agent: Agent | None = None) -> tuple[str, ...]:
+        keys = [self._api_key, os.environ.get("LLM_API_KEY")]
+        if agent is not None and agent.api_key_env:
+            keys.append(os.environ.get(agent.api_key_env))
+        return tuple(k for k in keys if k)
+
+    def _client_for(self, agent: Agent | None, state: RunState | None) -> ModelClient:
+        """One client per endpoint for the harness's life: reused connections are what
+        keep a turn close to the raw round trip."""
+        if self._client is not None:
+            return self._client
+        if agent is not None and agent.base_url:
+            key_env = agent.api_key_env
+            api_key = os.environ.get(key_env) if key_env else self._api_key
+            slot = (agent.base_url, key_env)
+            if slot not in self._clients:
+                self._clients[slot] = ModelClient(agent.base_url, api_key, stream=self._stream, counter=self.counter)
+            return self._clients[slot]
+        slot = ("embedded", None)
+        if slot not in self._clients:
+            if self.base_url:
+                client = ModelClient(self.base_url, self._api_key, stream=self._stream, counter=self.counter)
+            elif self._embedded_url:
+                client = ModelClient(self._embedded_url, stream=self._stream, counter=self.counter)
+            else:
+                app = create_app(latency_ms=self._latency_ms,
+                                 faults=FaultPlan.parse(self._fail) if self._fail else None, counter=self.counter)
+                client = ModelClient(EMBEDDED_BASE_URL, transport=httpx.ASGITransport(app=app), counter=self.counter)
+            self._clients[slot] = client
+        return self._clients[slot]
+
+    def _env(self, agent: Agent, client: ModelClient, tools: dict[str, Tool], sinks: Sequence[EventSink],
+             *, child: bool = False) -> LoopEnv:
         all_sinks = [*self.sinks, *sinks]
+        if child:
+            tools = {name: t for name, t in tools.items() if t.read_only and name != "research"}
+        workspace = Workspace(agent.workspace) if agent.workspace is not None else None
         return LoopEnv(
-            client=self.client,
-            tools=self._tools(child=child),
-            workspace=self.workspace,
+            client=client,
+            tools=tools,
+            workspace=workspace,  # type: ignore[arg-type]
             counter=self.counter,
             sinks=all_sinks,
-            stop_conditions=self.stop_conditions,
-            error_formatter=self.error_formatter,
-            spawn=None if child else self._spawner(all_sinks),
+            stop_conditions=[] if child else list(agent.stop_when),  # type: ignore[arg-type]
+            error_formatter=agent.error_formatter,  # type: ignore[arg-type]
+            spawn=None if child else self._spawner(agent, client, tools, all_sinks),
         )
 
-    def _spawner(self, sinks: list[EventSink]) -> Any:
+    def _spawner(self, agent: Agent, client: ModelClient, tools: dict[str, Tool], sinks: list[EventSink]) -> Any:
         async def spawn(parent: RunState, call_id: str, question: str, signal: CancelSignal) -> RunState:
             child_id = f"{parent.run_id}.{call_id}"
             if not self.store.exists(child_id):
@@ -239,14 +392,15 @@ class Harness:
                     parent_run_id=parent.run_id,
                     base_url=parent.base_url,
                     workspace=parent.workspace,
+                    agent=parent.agent,
                 )
                 self.store.create(child)
             state, handle = self.store.open(child_id)
-            trace = TraceWriter(handle.trace_path, secrets=self._secrets())
+            trace = TraceWriter(handle.trace_path, secrets=self._secrets(agent))
             try:
                 if state.status is not Status.RUNNING:
                     return state  # finished before a crash: its result stands
-                loop = RunLoop(state, self._env(sinks, child=True), handle, trace, signal)
+                loop = RunLoop(state, self._env(agent, client, tools, sinks, child=True), handle, trace, signal)
                 self.live[child_id] = state
                 return await loop.run()
             finally:
@@ -256,3 +410,11 @@ class Harness:
 
         return spawn
 
+
+def adhoc_agent(model: str, base_url: str | None, workspace: Path, *, api_key_env: str | None = "LLM_API_KEY",
+                prompt: str | None = None) -> Agent:
+    """The agent ``tether run --base-url URL --model M`` makes when no agent is named: the
+    model at that endpoint, offered the file tools on ``workspace``, and nothing else."""
+    return Agent(name=ADHOC_AGENT, model=model, base_url=base_url, api_key_env=api_key_env,
+                 tools=["tether:list_files", "tether:read_file", "tether:delete_file"], workspace=workspace,
+                 prompt=prompt)

@@ -60,6 +60,7 @@ MAX_TOOL_OUTPUT_CHARS = 16_000
 log = logging.getLogger(__name__)
 StopCondition = Callable[[RunState], "str | None"]
 ErrorFormatter = Callable[[BaseException, str], str]
+# (Also declared, with their contracts, in tether.agents; the loop needs only the shapes.)
 
 
 def declined_words(reason: str) -> str:
@@ -86,7 +87,7 @@ class LoopEnv:
 
     client: ModelClient
     tools: dict[str, Tool]
-    workspace: Workspace
+    workspace: Workspace | None
     counter: TokenCounter = field(default_factory=TokenCounter)
     sinks: list[EventSink] = field(default_factory=list)
     stop_conditions: list[StopCondition] = field(default_factory=list)
@@ -133,6 +134,14 @@ class RunLoop:
         faultpoints.boundary("after_save")
 
     # ---- the loop --------------------------------------------------------
+    def fail(self, reason: str) -> RunState:
+        """End the run ``failed`` before its loop could start (an MCP server that would not
+        start): traced like any stop, so the run says why."""
+        st = self.state
+        self.emit(RunStarted(run_id=st.run_id, model=st.model, resumed=st.turns > 0, parent_run_id=st.parent_run_id,
+                             pid=os.getpid(), agent=st.agent.name if st.agent else st.model))
+        return self._finish(Stop(Status.FAILED, reason, error=reason))
+
     async def run(self) -> RunState:
         st = self.state
         if st.status is Status.COMPLETED or st.status is Status.FAILED:
@@ -140,7 +149,8 @@ class RunLoop:
         resumed = st.turns > 0
         st.status, st.interruption, st.error = Status.RUNNING, None, None
         self.emit(RunStarted(run_id=st.run_id, model=st.model, resumed=resumed,
-                             parent_run_id=st.parent_run_id, pid=os.getpid()))
+                             parent_run_id=st.parent_run_id, pid=os.getpid(),
+                             agent=st.agent.name if st.agent else st.model))
         try:
             while True:
                 calls = pending_calls(st)

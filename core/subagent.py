@@ -19,6 +19,7 @@ CHILD_BUDGET_USD = 0.05
 
 class ResearchTool(Tool):
     name = "research"
+    ref = "tether:research"
     description = (
         "Delegate a question about the workspace to a research subagent, which reads files "
         "on its own and returns a short summary."

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from dataclasses import replace
 
 import pytest
 
@@ -82,13 +83,26 @@ async def test_limits_are_checked_before_the_first_call(harness: Harness):
     assert out.state.turns == 0 and out.state.cost_usd == 0
 
 
+def three_turns_is_enough(state) -> str | None:
+    return "three turns is enough" if state.turns >= 3 else None
+
+
+def model_says(exc: BaseException, tool: str) -> str:
+    return f"{tool} says: {exc}. Call list_files first."
+
+
 async def test_stop_condition_is_a_predicate_over_the_run(runs_dir, workspace):
-    async with Harness(runs_dir, workspace,
-                       stop_conditions=[lambda s: "three turns is enough" if s.turns >= 3 else None]) as h:
-        out = await start(h, "runaway")
+    async with Harness(runs_dir, workspace) as h:
+        agent = replace(h.demo_agent("runaway"), stop_when=[three_turns_is_enough])
+        out = await h.start(agent)
     assert out.state.status is Status.INTERRUPTED
     assert out.state.interruption == StopConditionMet("three turns is enough")
     assert out.state.turns == 3
+    # Saved by reference: a harness that never saw the agent object still applies it.
+    async with Harness(runs_dir, workspace) as other:
+        again = await other.resume(out.state.run_id)
+    assert again.state.interruption == StopConditionMet("three turns is enough")
+    assert again.state.turns == 3
 
 
 async def test_resume_with_a_higher_cap_continues(harness: Harness):
@@ -133,11 +147,11 @@ async def test_recover_only_descriptive_reaches_the_answer(harness: Harness, pol
 
 
 async def test_custom_error_formatter(runs_dir, workspace):
-    def formatter(exc: BaseException, tool: str) -> str:
-        return f"{tool} says: {exc}. Call list_files first."
-
-    async with Harness(runs_dir, workspace, error_formatter=formatter) as h:
-        out = await start(h, "recover", policies=Policies(tool_errors="generic"))
+    async with Harness(runs_dir, workspace) as h:
+        agent = replace(h.demo_agent("recover"), error_formatter=model_says,
+                        policies=Policies(tool_errors="generic"))
+        out = await h.start(agent)
+    assert out.state.agent.spec["error_formatter"].endswith("test_loop:model_says")
     assert out.state.answer == scenarios.RECOVER_ANSWER
     tool_text = [m["content"] for m in out.state.messages if m["role"] == "tool"]
     assert tool_text[0].startswith("read_file says: no such file")

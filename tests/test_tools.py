@@ -29,10 +29,10 @@ from tether.tools.builtin import (
     DeleteFile,
     ListFiles,
     ReadFile,
-    ScanArchive,
     builtin_tools,
     tool_catalog,
 )
+from tether.demo import ScanArchive
 from tether.workspace import Workspace, ensure_sample
 
 OUTSIDE_TEXT = "OUTSIDE SECRET\n"
@@ -340,7 +340,7 @@ async def test_scan_archive_stops_when_the_signal_fires(ws: Workspace) -> None:
 
 def test_builtin_tools_and_catalog() -> None:
     catalog = tool_catalog(builtin_tools())
-    assert list(catalog) == ["list_files", "read_file", "delete_file", "scan_archive"]
+    assert list(catalog) == ["list_files", "read_file", "delete_file"]  # scan_archive is the demo's
     delete = catalog["delete_file"]
     assert delete.needs_approval and not delete.read_only
     others = [tool for name, tool in catalog.items() if name != "delete_file"]

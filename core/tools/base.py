@@ -64,7 +64,7 @@ class ToolContext:
     call_id: str
     signal: CancelSignal
     progress: Callable[[str], None]
-    workspace: "Workspace"
+    workspace: "Workspace | None"  # None: the agent has no folder (it lists no file tools)
     ledger: "Ledger"
     extras: dict[str, Any] = field(default_factory=dict)
 

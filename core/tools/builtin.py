@@ -1,4 +1,4 @@
-"""The four built-in tools: list, read, delete (a write that needs approval), and a slow scan.
+"""The built-in file tools: list, read, and delete (a write that needs approval).
 
 Every path goes through :meth:`Workspace.resolve` before anything touches the disk,
 and errors are worded for the model: a missing file says to call ``list_files``,
@@ -13,7 +13,6 @@ from typing import Any, ClassVar
 
 import aiofiles.os
 
-from tether.cancel import RunCancelled
 from tether.tools.base import (
     InvalidArguments,
     NotFound,
@@ -34,6 +33,12 @@ def _path_schema(description: str) -> dict[str, Any]:
         "required": ["path"],
         "additionalProperties": False,
     }
+
+
+def _workspace(ctx: ToolContext) -> Workspace:
+    if ctx.workspace is None:  # an Agent with file tools always has one; a hand-made loop may not
+        raise PermissionDenied("this agent has no workspace: the file tools have no folder to work in")
+    return ctx.workspace
 
 
 def _target(workspace: Workspace, args: dict[str, Any], verb: str) -> tuple[str, Path]:
@@ -80,13 +85,15 @@ def _require_file(rel: str, real: Path) -> int:
 
 class ListFiles(Tool):
     name = "list_files"
+    ref = "tether:list_files"
     description = "List the files in the workspace with their sizes in bytes."
     parameters = _NO_ARGS
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        entries = ctx.workspace.list_entries()
+        workspace = _workspace(ctx)
+        entries = workspace.list_entries()
         lines = [
-            f"{name}  {size} bytes{'  (not readable)' if ctx.workspace.is_forbidden(name) else ''}"
+            f"{name}  {size} bytes{'  (not readable)' if workspace.is_forbidden(name) else ''}"
             for name, size in entries
         ]
         lines.append(f"{len(entries)} file{'' if len(entries) == 1 else 's'}")
@@ -95,12 +102,13 @@ class ListFiles(Tool):
 
 class ReadFile(Tool):
     name = "read_file"
+    ref = "tether:read_file"
     description = "Read a text file from the workspace. Paths are relative to the workspace."
     parameters = _path_schema("File to read, relative to the workspace, e.g. 'errors.log'.")
     max_bytes: ClassVar[int] = 1_000_000  # a huge file must not exhaust memory
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        rel, real = _target(ctx.workspace, args, "read")
+        rel, real = _target(_workspace(ctx), args, "read")
         _require_file(rel, real)
         try:
             data = await _read_head_off_loop(real, self.max_bytes + 1)
@@ -118,6 +126,7 @@ class DeleteFile(Tool):
     workspace is followed, like read_file: the file it names is what is deleted."""
 
     name = "delete_file"
+    ref = "tether:delete_file"
     description = "Delete a file from the workspace. Needs the operator's approval."
     parameters = _path_schema("File to delete, relative to the workspace.")
     read_only = False
@@ -126,7 +135,7 @@ class DeleteFile(Tool):
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         key = ctx.idempotency_key
         entry = ctx.ledger.lookup(key)
-        rel, real = _target(ctx.workspace, args, "deleted")
+        rel, real = _target(_workspace(ctx), args, "deleted")
         if entry is not None and entry.intent.get("path") != rel:
             recorded = entry.intent.get("path")
             raise ToolError(f"call {key} was recorded as deleting {recorded}, not {rel}")
@@ -149,41 +158,9 @@ class DeleteFile(Tool):
         return result
 
 
-class ScanArchive(Tool):
-    """Deliberately slow, to show progress and cancellation.
-
-    It sleeps in batches (not one timer per entry) on the run's signal, so a Stop wakes
-    it at once; before re-raising it leaves ``ctx.extras["partial"]`` saying how far it got.
-    """
-
-    name = "scan_archive"
-    description = "Scan the log archive for old archives. Slow: takes a few seconds."
-    parameters = _NO_ARGS
-    total_entries: ClassVar[int] = 1200
-    seconds: ClassVar[float] = 3.0
-    report_every: ClassVar[int] = 200
-    batch: ClassVar[int] = 10
-
-    async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        total = self.total_entries
-        per_entry = self.seconds / total
-        scanned = 0
-        try:
-            while scanned < total:
-                step = min(self.batch, total - scanned)
-                await ctx.signal.sleep(step * per_entry)
-                before, scanned = scanned, scanned + step
-                every = self.report_every
-                for mark in range(before // every + 1, scanned // every + 1):  # each report point passed
-                    ctx.progress(f"scanned {mark * every} of {total} entries")
-        except RunCancelled:
-            ctx.extras["partial"] = f"{scanned} of {total} entries scanned"
-            raise
-        return f"scanned {total} of {total} entries; 3 archives older than 30 days"
-
-
 def builtin_tools() -> list[Tool]:
-    return [ListFiles(), ReadFile(), DeleteFile(), ScanArchive()]
+    """The file tools (the demo's slow ``scan_archive`` lives in :mod:`tether.demo`)."""
+    return [ListFiles(), ReadFile(), DeleteFile()]
 
 
 def tool_catalog(tools: list[Tool]) -> dict[str, Tool]:

@@ -44,7 +44,7 @@ from tether.events import ToolProgress
 from tether.harness import Harness
 from tether.provider.server import provider_process
 from tether.state import Limits, Status
-from tether.tools.builtin import ScanArchive
+from tether.demo import ScanArchive
 from tether.tui.app import TetherApp
 from tether.tui.components.dialogs import NewRunRequest
 

@@ -23,7 +23,7 @@ from pathlib import Path
 from tether.cancel import CancelSignal
 from tether.events import Event, RunStopped, ToolStart
 from tether.harness import Harness
-from tether.tools.builtin import ScanArchive
+from tether.demo import ScanArchive
 from tests.benchmarks.peers import scratch_dir
 
 TRIALS = 100

@@ -29,7 +29,9 @@ from typing import Any
 
 import httpx
 
-from tether.harness import SCENARIO_TASKS, SYSTEM_PROMPT, Harness
+from tether.agents import DEFAULT_INSTRUCTIONS as SYSTEM_PROMPT
+from tether.demo import SCENARIO_TASKS
+from tether.harness import Harness
 from tether.state import Limits
 from tether.workspace import Workspace, ensure_sample
 

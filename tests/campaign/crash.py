@@ -42,7 +42,6 @@ from pathlib import Path
 from typing import Any
 
 from tether.faultpoints import CRASH_EXIT_CODE
-from tether.harness import SCENARIO_TASKS
 from tether.provider import create_app
 from tether.state import NeedsApproval, RunState, StateError, Status
 from tether.store import LEDGER_FILE, TRACE_FILE, RunStore
@@ -62,8 +61,7 @@ class Scenario:
     auto_approve: tuple[str, ...] = ()
 
     def run_args(self, base_url: str) -> list[str]:
-        args = ["run", "--base-url", base_url, "--model", self.name, "--prompt", SCENARIO_TASKS[self.name],
-                "--run-id", RUN_ID]
+        args = ["run", self.name, "--base-url", base_url, "--run-id", RUN_ID]
         if self.auto_approve:
             args += ["--auto-approve", ",".join(self.auto_approve)]
         return args

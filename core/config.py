@@ -1,0 +1,250 @@
+"""Agent files: ``tether.toml`` declares agents, MCP servers and per-model prices.
+
+Found as ``--config FILE``, else ``$TETHER_CONFIG``, else ``./tether.toml``; without
+one, the demo agents are all there is. The file's shape is checked with pydantic models
+that refuse unknown keys, so a typo is an error that names the file, the key and the
+fix, before any run is created, never a setting silently ignored. Paths in the file
+(``workspace``, an MCP server's ``cwd``) are relative to the file's folder, and the
+folder is on the import path for ``module:function`` references, with the current
+directory.
+
+```toml
+[agents.triage]
+model = "qwen2.5-7b-instruct"
+base_url = "http://127.0.0.1:8080/v1"
+api_key_env = "TRIAGE_API_KEY"
+instructions = "You triage tickets."
+tools = ["mytools:get_ticket", "tether:read_file"]
+workspace = "./tickets"
+mcp = ["time"]
+max_turns = 20
+budget_usd = 0.50
+stop_when = ["mytools:too_many_errors"]
+
+[mcp.time]
+command = "python"
+args = ["-m", "mcp_server_time"]
+trust_annotations = true
+
+[pricing."qwen2.5-7b-instruct"]
+input_per_million = 0.20
+output_per_million = 0.60
+```
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from tether.agents import DEFAULT_INSTRUCTIONS, Agent, AgentError
+from tether.state import Limits, Policies, Pricing
+
+if TYPE_CHECKING:
+    from tether.mcp import MCPServer
+
+CONFIG_FILE = "tether.toml"
+CONFIG_ENV = "TETHER_CONFIG"
+
+
+class ConfigError(ValueError):
+    """A problem with an agent file, in one line: the file, the key, and the fix."""
+
+
+# ---- the file's shape ------------------------------------------------------------------
+
+class _Entry(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class AgentEntry(_Entry):
+    model: str = Field(min_length=1)
+    base_url: str | None = None
+    api_key_env: str | None = None
+    instructions: str = DEFAULT_INSTRUCTIONS
+    prompt: str | None = None
+    tools: list[str] = []
+    workspace: str | None = None
+    mcp: list[str] = []
+    max_turns: int | None = Field(default=Limits().max_turns, ge=1)
+    budget_usd: float | None = Field(default=None, gt=0)
+    budget_mode: Literal["soft", "strict"] = "soft"
+    max_tokens: int = Field(default=Limits().max_tokens, ge=1)
+    tool_errors: Literal["fatal", "generic", "descriptive"] = "descriptive"
+    triage: bool = True
+    dedupe: Literal["off", "read-only", "all"] = "read-only"
+    auto_approve: list[str] = []
+    stop_when: list[str] = []
+    error_formatter: str | None = None
+
+
+class MCPEntry(_Entry):
+    command: str | None = None
+    args: list[str] = []
+    env: dict[str, str] = {}
+    cwd: str | None = None
+    url: str | None = None
+    trust_annotations: bool = False
+    startup_timeout_s: float = Field(default=20.0, gt=0)
+
+
+class PriceEntry(_Entry):
+    input_per_million: float = Field(ge=0)
+    output_per_million: float = Field(ge=0)
+
+
+class ConfigFile(_Entry):
+    agents: dict[str, AgentEntry] = {}
+    mcp: dict[str, MCPEntry] = {}
+    pricing: dict[str, PriceEntry] = {}
+
+
+_FIXES = {
+    "missing": "add it",
+    "extra_forbidden": "remove it or fix its spelling",
+}
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The section model a key sits in, to suggest what was meant."""
+    sections: dict[str, type[BaseModel]] = {"agents": AgentEntry, "mcp": MCPEntry, "pricing": PriceEntry}
+    if len(loc) == 1:
+        return ConfigFile
+    if len(loc) >= 3 and loc[0] in sections:
+        return sections[str(loc[0])]
+    return None
+
+
+def _one_line(path: Path, exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    loc = tuple(error["loc"])
+    key = _loc(loc)
+    if error["type"] == "extra_forbidden":
+        model = _model_at(loc)
+        known = sorted(model.model_fields) if model else []
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
+        return f"{path}: unknown key {key!r}: {hint}"
+    if error["type"] == "missing":
+        return f"{path}: {key} is missing: add it"
+    got = error.get("input")
+    shown = f" (got {got!r})" if not isinstance(got, (dict, list)) else ""
+    return f"{path}: {key}: {error['msg'].lower()}{shown}"
+
+
+# ---- the loaded configuration ----------------------------------------------------------
+
+@dataclass
+class Config:
+    """An agent file, checked; its agents are built when first asked for (importing
+    their tool modules), or all at once by :meth:`agents`."""
+
+    path: Path
+    data: ConfigFile
+    _built: dict[str, Agent] = field(default_factory=dict)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.data.agents)
+
+    def pricing(self, model: str) -> Pricing | None:
+        entry = self.data.pricing.get(model)
+        return None if entry is None else Pricing(entry.input_per_million, entry.output_per_million)
+
+    def agent(self, name: str) -> Agent:
+        """The agent ``name``, or a :class:`ConfigError` that says what is wrong with it."""
+        if name in self._built:
+            return self._built[name]
+        entry = self.data.agents.get(name)
+        if entry is None:
+            known = ", ".join(self.names) or "none"
+            raise ConfigError(f"{self.path}: no agent {name!r} (agents in this file: {known})")
+        agent = self._build(name, entry)
+        self._built[name] = agent
+        return agent
+
+    def agents(self) -> dict[str, Agent]:
+        """Every agent, built (the first error raised)."""
+        return {name: self.agent(name) for name in self.names}
+
+    def mcp_server(self, name: str, *, where: str) -> MCPServer:
+        from tether.mcp import MCPServer
+
+        entry = self.data.mcp.get(name)
+        if entry is None:
+            known = ", ".join(self.data.mcp) or "none is declared"
+            raise ConfigError(f"{self.path}: {where}: no MCP server {name!r}: declare [mcp.{name}] "
+                              f"or remove it from the list (servers in this file: {known})")
+        cwd = str(self._path(entry.cwd)) if entry.cwd else None
+        try:
+            return MCPServer(name=name, command=entry.command, args=tuple(entry.args), env=dict(entry.env),
+                             cwd=cwd, url=entry.url, trust_annotations=entry.trust_annotations,
+                             startup_timeout_s=entry.startup_timeout_s)
+        except ValueError as exc:
+            raise ConfigError(f"{self.path}: mcp.{name}: {exc}") from None
+
+    def _path(self, value: str) -> Path:
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else (self.path.parent / path).resolve()
+
+    def _build(self, name: str, entry: AgentEntry) -> Agent:
+        where = f"agents.{name}"
+        workspace = None
+        if entry.workspace is not None:
+            workspace = self._path(entry.workspace)
+            if not workspace.is_dir():
+                raise ConfigError(f"{self.path}: {where}.workspace: {workspace} is not a folder: "
+                                  "create it or fix the path")
+        servers = [self.mcp_server(server, where=f"{where}.mcp") for server in entry.mcp]
+        limits = Limits(max_turns=entry.max_turns, budget_usd=entry.budget_usd, budget_mode=entry.budget_mode,
+                        max_tokens=entry.max_tokens)
+        policies = Policies(tool_errors=entry.tool_errors, triage=entry.triage, dedupe=entry.dedupe,
+                            auto_approve=list(entry.auto_approve))
+        try:
+            return Agent(
+                name=name, model=entry.model, base_url=entry.base_url, api_key_env=entry.api_key_env,
+                instructions=entry.instructions, tools=list(entry.tools), mcp_servers=servers, limits=limits,
+                policies=policies, pricing=self.pricing(entry.model), stop_when=list(entry.stop_when),
+                error_formatter=entry.error_formatter, workspace=workspace, prompt=entry.prompt,
+                config=self.path, source="config", import_roots=(str(self.path.parent),),
+            )
+        except AgentError as exc:
+            raise ConfigError(f"{self.path}: {where}: {exc}") from None
+
+
+def find_config(explicit: Path | str | None = None) -> Path | None:
+    """The agent file in force: ``explicit``, ``$TETHER_CONFIG``, or ``./tether.toml``."""
+    if explicit:
+        return Path(explicit)
+    if os.environ.get(CONFIG_ENV):
+        return Path(os.environ[CONFIG_ENV])
+    here = Path.cwd() / CONFIG_FILE
+    return here if here.is_file() else None
+
+
+def load_config(path: Path | str) -> Config:
+    """Read and check an agent file (its shape; agents are built on demand)."""
+    path = Path(path).expanduser().resolve()
+    try:
+        raw = tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file: create it, or point --config / ${CONFIG_ENV} elsewhere") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    try:
+        data = ConfigFile.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_one_line(path, exc)) from None
+    return Config(path, data)
