@@ -1,1 +1,104 @@
-"""Tether core: the harness. Never imports Textual."""
+"""Tether: run your agents so that every run ends in a known way, for a known reason,
+at a known cost, with nothing lost, and supervise them from a terminal console.
+
+```python
+import tether
+
+@tether.tool(read_only=True)
+def get_ticket(ticket_id: int) -> str:
+    "The ticket's title and body."
+    ...
+
+agent = tether.Agent("triage", model="qwen2.5-7b-instruct", base_url="http://127.0.0.1:8080/v1",
+                     tools=[get_ticket], limits=tether.Limits(max_turns=10, budget_usd=0.50))
+async with tether.Harness() as harness:
+    outcome = await harness.start(agent, "Triage ticket 42.")
+```
+
+The names below are the public surface. They are imported when first used, so that
+``import tether`` (and every ``tether`` command) does not pay for the MCP SDK or
+pydantic until an agent needs them. The harness core never imports the console.
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+__all__ = [
+    # agents and running them
+    "Agent", "AgentError", "Harness", "Outcome", "load_config", "ConfigError",
+    # tools
+    "tool", "Tool", "ToolContext", "ToolError", "PermissionDenied", "MCPServer",
+    # the run contract
+    "RunState", "Status", "Limits", "Policies", "Pricing", "StateError", "CancelSignal",
+    "Interruption", "NeedsApproval", "MaxTurns", "MaxBudget", "Cancelled", "StopConditionMet",
+    # events
+    "Event", "EventSink", "RunStarted", "Turn", "ProviderRetry", "ToolStart", "ToolProgress", "ToolResult",
+    "ApprovalRequired", "ApprovalDecision", "RunStopped",
+]
+
+_WHERE = {
+    "Agent": "tether.agents", "AgentError": "tether.agents",
+    "Harness": "tether.harness", "Outcome": "tether.harness",
+    "load_config": "tether.config", "ConfigError": "tether.config",
+    "tool": "tether.tools.function",
+    "Tool": "tether.tools.base", "ToolContext": "tether.tools.base", "ToolError": "tether.tools.base",
+    "PermissionDenied": "tether.tools.base",
+    "MCPServer": "tether.mcp",
+    "CancelSignal": "tether.cancel",
+    **dict.fromkeys(["RunState", "Status", "Limits", "Policies", "Pricing", "StateError", "Interruption",
+                     "NeedsApproval", "MaxTurns", "MaxBudget", "Cancelled", "StopConditionMet"], "tether.state"),
+    **dict.fromkeys(["Event", "EventSink", "RunStarted", "Turn", "ProviderRetry", "ToolStart", "ToolProgress",
+                     "ToolResult", "ApprovalRequired", "ApprovalDecision", "RunStopped"], "tether.events"),
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module 'tether' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value  # once imported, a plain attribute
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(__all__)
+
+
+if TYPE_CHECKING:
+    from tether.agents import Agent, AgentError
+    from tether.cancel import CancelSignal
+    from tether.config import ConfigError, load_config
+    from tether.events import (
+        ApprovalDecision,
+        ApprovalRequired,
+        Event,
+        EventSink,
+        ProviderRetry,
+        RunStarted,
+        RunStopped,
+        ToolProgress,
+        ToolResult,
+        ToolStart,
+        Turn,
+    )
+    from tether.harness import Harness, Outcome
+    from tether.mcp import MCPServer
+    from tether.state import (
+        Cancelled,
+        Interruption,
+        Limits,
+        MaxBudget,
+        MaxTurns,
+        NeedsApproval,
+        Policies,
+        Pricing,
+        RunState,
+        StateError,
+        Status,
+        StopConditionMet,
+    )
+    from tether.tools.base import PermissionDenied, Tool, ToolContext, ToolError
+    from tether.tools.function import tool

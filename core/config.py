@@ -6,7 +6,8 @@ that refuse unknown keys, so a typo is an error that names the file, the key and
 fix, before any run is created, never a setting silently ignored. Paths in the file
 (``workspace``, an MCP server's ``cwd``) are relative to the file's folder, and the
 folder is on the import path for ``module:function`` references, with the current
-directory.
+directory. An MCP server's ``command = "python"`` is the Python that runs Tether, so a
+server installed beside Tether is found however Tether was started.
 
 ```toml
 [agents.triage]
@@ -36,6 +37,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import sys
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -186,8 +188,10 @@ class Config:
             raise ConfigError(f"{self.path}: {where}: no MCP server {name!r}: declare [mcp.{name}] "
                               f"or remove it from the list (servers in this file: {known})")
         cwd = str(self._path(entry.cwd)) if entry.cwd else None
+        # "python" is the Python that runs Tether, where a server installed beside it is.
+        command = sys.executable if entry.command in ("python", "python3") else entry.command
         try:
-            return MCPServer(name=name, command=entry.command, args=tuple(entry.args), env=dict(entry.env),
+            return MCPServer(name=name, command=command, args=tuple(entry.args), env=dict(entry.env),
                              cwd=cwd, url=entry.url, trust_annotations=entry.trust_annotations,
                              startup_timeout_s=entry.startup_timeout_s)
         except ValueError as exc:

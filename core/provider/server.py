@@ -20,6 +20,7 @@ import sys
 import tempfile
 import threading
 from collections.abc import AsyncIterator, Iterator
+from typing import Any
 
 import uvicorn
 
@@ -113,6 +114,14 @@ async def running_provider(
     """Run the provider on 127.0.0.1 (a free port) in this event loop; yield its base URL,
     e.g. ``http://127.0.0.1:40123/v1``; stop the server on exit."""
     app = create_app(latency_ms=latency_ms, faults=faults, retry_after=retry_after, counter=counter)
+    async with running_app(app) as url:
+        yield url
+
+
+@contextlib.asynccontextmanager
+async def running_app(app: Any) -> AsyncIterator[str]:
+    """Serve any ASGI chat-completions app on a free loopback port in this event loop;
+    yield its ``/v1`` base URL; stop the server on exit."""
     config = uvicorn.Config(
         app,
         host="127.0.0.1",
