@@ -1,7 +1,8 @@
 """The ``tether`` command.
 
-Exit codes: 0 completed, 1 failed, 2 usage error, 3 max_turns_exceeded,
-4 budget_exceeded, 5 interrupted.
+Exit codes: 0 completed, 1 failed, 2 usage error (or a config error), 3 max_turns_exceeded,
+4 budget_exceeded, 5 interrupted (an approval, a Stop, a stop condition), 6 interrupted by a
+provider outage (``tether resume`` goes on once the endpoint is back).
 """
 
 from __future__ import annotations
@@ -204,7 +205,7 @@ def _emit_outcome(args: argparse.Namespace, outcome: Any) -> int:
         print(json.dumps(summary(state, outcome.tool_runs, outcome.ms)))
     else:
         print(text_summary(state, len(outcome.tool_runs), outcome.ms))
-    return state.status.exit_code
+    return state.exit_code
 
 
 async def _signal(args: argparse.Namespace) -> CancelSignal:

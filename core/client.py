@@ -91,11 +91,14 @@ class ProviderError(Exception):
     later) or permanent (a bad key, a bad request: resuming would fail the same way).
     """
 
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False) -> None:
+    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False,
+                 attempts: int = 1, seconds: float = 0.0) -> None:
         super().__init__(message)
         self.message = message
         self.status = status
         self.retryable = retryable
+        self.attempts = attempts
+        self.seconds = seconds
 
 
 class _Transient(Exception):
@@ -355,9 +358,10 @@ class ModelClient:
     ) -> _Parsed:
         """The retry loop, all of it under one deadline."""
         last: _Transient | None = None
+        started = time.monotonic()
+        attempt = 0
         try:
             async with asyncio.timeout(self._deadline_s) as deadline:
-                attempt = 0
                 while True:
                     attempt += 1
                     try:
@@ -365,10 +369,14 @@ class ModelClient:
                     except _Transient as exc:
                         last = exc
                         if attempt > self._max_retries:
+                            took = time.monotonic() - started
                             raise ProviderError(
-                                self._redact(f"{exc.reason} (gave up after {attempt} attempt{'s' if attempt > 1 else ''})"),
+                                self._redact(f"{exc.reason} (gave up after {attempt} attempt{'s' if attempt > 1 else ''}"
+                                             f" over {took:.1f} s)"),
                                 status=exc.status,
                                 retryable=True,
+                                attempts=attempt,
+                                seconds=took,
                             ) from None
                         wait = self._wait_s(attempt, exc.retry_after)
                         if on_retry is not None:
@@ -377,10 +385,12 @@ class ModelClient:
         except TimeoutError:
             if not deadline.expired():
                 raise
-            message = f"no complete reply within {self._deadline_s:g} s (deadline)"
+            message = f"no complete reply within {self._deadline_s:g} s (deadline, {attempt} attempt" \
+                      f"{'s' if attempt > 1 else ''})"
             if last is not None:
                 message += f"; last failure: {last.reason}"
-            raise ProviderError(self._redact(message), retryable=True) from None
+            raise ProviderError(self._redact(message), status=last.status if last else None, retryable=True,
+                                attempts=attempt, seconds=time.monotonic() - started) from None
 
     def _wait_s(self, attempt: int, retry_after: float | None) -> float:
         """The provider's ``Retry-After`` when it gave one (capped), else full jitter:

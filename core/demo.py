@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from tether.agents import DEFAULT_INSTRUCTIONS, Agent
+from tether.state import Pricing
 from tether.cancel import RunCancelled
 from tether.provider import SCENARIOS
 from tether.tools.base import Tool, ToolContext
@@ -112,5 +113,6 @@ def agent(scenario: str, workspace: Path | str | None = None, *, base_url: str |
         tools=list(TOOLS),
         workspace=root,
         prompt=SCENARIO_TASKS.get(scenario),
+        pricing=Pricing(),  # the documented demo price, not an assumption
         source="demo",
     )

@@ -200,7 +200,7 @@ class Harness:
             messages=[{"role": "system", "content": agent.instructions}, {"role": "user", "content": task}],
             limits=replace(limits or agent.limits),
             policies=replace(policies or agent.policies, auto_approve=list((policies or agent.policies).auto_approve)),
-            pricing=pricing or agent.pricing or Pricing(),
+            pricing=pricing or agent.pricing or Pricing(assumed=True),
             base_url=without_credentials(endpoint) if endpoint else None,
             workspace=str(agent.workspace) if agent.workspace is not None else None,
             agent=agent.ref(),

@@ -27,9 +27,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import httpx
+
 from tether.cancel import CancelSignal
+from tether.client import ModelClient
 from tether.events import Event, Turn
-from tether.harness import Harness, Outcome
+from tether.harness import EMBEDDED_BASE_URL, Harness, Outcome
+from tether.provider import create_app
 from tether.ledger import Ledger
 from tether.report import summary
 from tether.state import Limits, Policies, RunState
@@ -156,17 +160,30 @@ async def runaway_caps(cfg: LabConfig) -> list[Row]:
 
 async def budgets(cfg: LabConfig) -> list[Row]:
     """A soft budget is checked before each turn, so it overshoots by under one turn;
-    a strict one reserves the next turn's worst case, so it never goes over."""
+    a strict one reserves the next turn's worst case, so it never goes over, also against an
+    endpoint that counts more prompt tokens than Tether does (the last rows): the reserve is
+    scaled by the largest ratio the endpoint has shown, and by two before it has shown any."""
     rows = []
-    for budget in cfg.budgets:
-        for mode in ("soft", "strict"):
-            recorder = Recorder()
-            _, s = await fresh_run("runaway", limits=Limits(max_turns=None, budget_usd=budget, budget_mode=mode),
-                                   recorder=recorder)
-            rows.append({"mode": mode, "budget_usd": budget, "turns": s["turns"], "spend_usd": s["cost_usd"],
-                         "overshoot_usd": round(s["cost_usd"] - budget, 8),
-                         "last_turn_usd": round(recorder.last_turn_cost, 8), "status": s["status"]})
+    endpoints = [("counts like Tether", 1.0, mode, budget) for budget in cfg.budgets for mode in ("soft", "strict")]
+    endpoints += [(f"counts +{round((scale - 1) * 100)}%", scale, "strict", cfg.budgets[-1]) for scale in (1.1, 1.5)]
+    for endpoint, scale, mode, budget in endpoints:
+        recorder = Recorder()
+        limits = Limits(max_turns=None, budget_usd=budget, budget_mode=mode)
+        async with sandbox(**_scaled_usage(scale)) as harness:
+            outcome = await live_run(harness, "runaway", limits=limits, recorder=recorder)
+        s = summary(outcome.state, outcome.tool_runs, outcome.ms)
+        rows.append({"endpoint": endpoint, "mode": mode, "budget_usd": budget, "turns": s["turns"],
+                     "spend_usd": s["cost_usd"], "overshoot_usd": round(s["cost_usd"] - budget, 8),
+                     "last_turn_usd": round(recorder.last_turn_cost, 8), "status": s["status"]})
     return rows
+
+
+def _scaled_usage(scale: float) -> dict[str, Any]:
+    """Harness options for the scripted provider reporting ``scale`` times its prompt tokens."""
+    if scale == 1.0:
+        return {}
+    app = create_app(usage_scale=scale)
+    return {"client": ModelClient(EMBEDDED_BASE_URL, transport=httpx.ASGITransport(app=app))}
 
 
 async def tool_error_policies(cfg: LabConfig) -> list[Row]:

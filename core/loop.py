@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
 import time
 from collections.abc import Awaitable, Callable
@@ -43,6 +44,7 @@ from tether.state import (
     MaxBudget,
     MaxTurns,
     NeedsApproval,
+    ProviderOutage,
     RunState,
     StateError,
     Status,
@@ -57,6 +59,8 @@ from tether.trace import TraceWriter
 from tether.workspace import Workspace
 
 MAX_TOOL_OUTPUT_CHARS = 16_000
+UNSEEN_USAGE_RATIO = 2.0  # strict budgets: how much more an endpoint may count before it has said
+USAGE_MARGIN = 1.05
 log = logging.getLogger(__name__)
 StopCondition = Callable[[RunState], "str | None"]
 ErrorFormatter = Callable[[BaseException, str], str]
@@ -116,6 +120,7 @@ class RunLoop:
         self._cache: dict[tuple[str, str], str] | None = None
         self._wire = EncodedTranscript()
         self._call_ids: set[str] | None = None
+        self._counted_prompt = 0  # our count of the request being asked (strict budgets only)
 
     # ---- events and saving ---------------------------------------------
     def emit(self, event: Event) -> None:
@@ -174,6 +179,11 @@ class RunLoop:
         except RunCancelled as cancelled:
             return self._finish(Stop(Status.INTERRUPTED, cancelled.reason, Cancelled(cancelled.reason)))
         except ProviderError as exc:
+            if exc.retryable:  # the endpoint is down, not the run: resumable once it is back
+                reason = f"{exc} ; tether resume {st.run_id} goes on once the endpoint answers again"
+                reason = reason.replace(" ;", ";")
+                return self._finish(Stop(Status.INTERRUPTED, reason,
+                                         ProviderOutage(str(exc), exc.status, exc.attempts, round(exc.seconds, 3))))
             return self._finish(Stop(Status.FAILED, str(exc), error=str(exc)))
         except asyncio.CancelledError:
             # The task itself was cancelled (the process is shutting down): record why, then go.
@@ -199,13 +209,19 @@ class RunLoop:
                             + (f" (over by ${over:.4f}, less than the last turn's cost)" if over > 0 else ""),
                             MaxBudget())
             if limits.budget_mode == "strict":
-                prompt = self.env.counter.prompt_tokens(st.messages, self._schemas)
+                counted = self.env.counter.prompt_tokens(st.messages, self._schemas)
+                self._counted_prompt = counted
+                # The endpoint's count, not ours, is what it bills: scale ours by the largest
+                # ratio it has shown, plus a margin; before it has shown any, assume it may
+                # count up to twice what we do.
+                ratio = (st.usage_ratio if st.usage_ratio is not None else UNSEEN_USAGE_RATIO) * USAGE_MARGIN
+                prompt = math.ceil(counted * max(1.0, ratio))
                 reserve = st.pricing.cost(prompt, limits.max_tokens)
                 if st.cost_usd + reserve > limits.budget_usd:
                     return Stop(Status.BUDGET_EXCEEDED,
                                 f"strict budget: the next turn could cost up to ${reserve:.4f} "
-                                f"({prompt} prompt tokens + {limits.max_tokens} max_tokens), and "
-                                f"${st.cost_usd:.4f} of ${limits.budget_usd:.4f} is spent",
+                                f"({prompt} prompt tokens as the endpoint counts them + {limits.max_tokens} "
+                                f"max_tokens), and ${st.cost_usd:.4f} of ${limits.budget_usd:.4f} is spent",
                                 MaxBudget())
         for condition in self.env.stop_conditions:
             reason = condition(st)
@@ -232,6 +248,11 @@ class RunLoop:
         st.per_turn_prompt_tokens.append(reply.prompt_tokens)
         if reply.usage_estimated:
             st.estimated_turns.append(st.turns)
+        elif self._counted_prompt:
+            ratio = reply.prompt_tokens / self._counted_prompt
+            if st.usage_ratio is None or ratio > st.usage_ratio:
+                st.usage_ratio = round(ratio, 4)
+        self._counted_prompt = 0
         message = reply.message()
         self._give_unique_ids(message.get("tool_calls") or ())
         st.messages.append(message)

@@ -6,14 +6,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tether.state import Cancelled, MaxBudget, MaxTurns, NeedsApproval, RunState, StopConditionMet
+from tether.state import Cancelled, MaxBudget, MaxTurns, NeedsApproval, ProviderOutage, RunState, StopConditionMet
 from tether.store import TRACE_FILE
 from tether.text import clean
 from tether.trace import read_trace
 
 SUMMARY_KEYS = (
     "run_id", "status", "interruption", "error", "turns", "tool_runs", "prompt_tokens",
-    "completion_tokens", "cost_usd", "child_cost_usd", "per_turn_prompt_tokens", "answer", "ms",
+    "completion_tokens", "cost_usd", "child_cost_usd", "per_turn_prompt_tokens", "assumed_price", "estimated_turns",
+    "answer", "ms",
 )
 
 
@@ -31,6 +32,8 @@ def summary(state: RunState, tool_runs: list[dict[str, Any]], ms: float) -> dict
         "cost_usd": round(state.cost_usd, 8),
         "child_cost_usd": round(state.child_cost_usd, 8),
         "per_turn_prompt_tokens": list(state.per_turn_prompt_tokens),
+        "assumed_price": state.pricing.assumed,
+        "estimated_turns": list(state.estimated_turns),
         "answer": state.answer,
         "ms": round(ms, 1),
     }
@@ -78,6 +81,8 @@ def text_summary(state: RunState, tool_runs: int, ms: float) -> str:
                        f"tether approve|reject {state.run_id}")
         case Cancelled(reason=reason):
             out.append(f"cancelled: {reason}")
+        case ProviderOutage(reason=reason):
+            out.append(f"provider outage: {reason}; tether resume {state.run_id} goes on once the endpoint is back")
         case StopConditionMet(reason=reason):
             out.append(f"stopped by a stop condition: {reason}; tether resume {state.run_id} goes on")
         case MaxTurns() | MaxBudget() as limit:
@@ -88,5 +93,12 @@ def text_summary(state: RunState, tool_runs: int, ms: float) -> str:
                    f"${state.cost_usd - budget:.4f} (soft mode overshoots by at most one turn)")
     if state.error:
         out.append(f"error: {state.error}")
+    if state.pricing.assumed:
+        out.append(f"assumed price: ${state.pricing.input_per_million:g} / ${state.pricing.output_per_million:g} "
+                   f"per million input / output tokens (no price configured for {state.model})")
+    if state.estimated_turns:
+        turns = ", ".join(map(str, state.estimated_turns))
+        out.append(f"usage not reported by the endpoint for turn{'s' if len(state.estimated_turns) > 1 else ''} "
+                   f"{turns}: those tokens were counted by Tether")
     out.append("per-turn prompt tokens: " + " ".join(str(n) for n in state.per_turn_prompt_tokens))
     return clean("\n".join(out))

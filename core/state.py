@@ -50,12 +50,15 @@ _EXIT_CODES = {
     Status.INTERRUPTED: 5,
     Status.RUNNING: 5,
 }
+OUTAGE_EXIT_CODE = 6  # interrupted by a provider outage: worth resuming later, unattended
 
 
 @dataclass(slots=True)
 class Pricing:
     input_per_million: float = 2.00
     output_per_million: float = 12.00
+    assumed: bool = False
+    """True when no price was configured for the model and these are the defaults."""
 
     def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
         return (prompt_tokens * self.input_per_million + completion_tokens * self.output_per_million) / 1e6
@@ -133,6 +136,23 @@ class Cancelled:
 
 
 @dataclass(frozen=True, slots=True)
+class ProviderOutage:
+    """The endpoint kept failing in ways that asking again may fix (429, 5xx, timeouts,
+    refused or dropped connections) until the retries ran out. Nothing is wrong with the
+    run: ``tether resume`` goes on once the endpoint is back."""
+
+    type: ClassVar[str] = "provider_outage"
+    reason: str
+    status: int | None = None
+    attempts: int = 0
+    seconds: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"type": self.type, "reason": self.reason, "status": self.status, "attempts": self.attempts,
+                "seconds": self.seconds}
+
+
+@dataclass(frozen=True, slots=True)
 class StopConditionMet:
     """One of the run's stop conditions said stop, and why."""
 
@@ -143,7 +163,7 @@ class StopConditionMet:
         return {"type": self.type, "reason": self.reason}
 
 
-Interruption = NeedsApproval | MaxTurns | MaxBudget | Cancelled | StopConditionMet
+Interruption = NeedsApproval | MaxTurns | MaxBudget | Cancelled | StopConditionMet | ProviderOutage
 """Why an ``interrupted``, ``max_turns_exceeded`` or ``budget_exceeded`` run stopped."""
 
 
@@ -164,6 +184,9 @@ def interruption_from_dict(data: Mapping[str, Any] | None) -> Interruption | Non
                 return Cancelled(str(data.get("reason") or "cancelled"))
             case "stop_condition":
                 return StopConditionMet(str(data.get("reason") or ""))
+            case "provider_outage":
+                return ProviderOutage(str(data.get("reason") or ""), data.get("status"), int(data.get("attempts") or 0),
+                                      float(data.get("seconds") or 0.0))
     except (KeyError, AttributeError) as exc:
         raise StateError(f"interruption {data!r} lacks {exc}") from None
     raise StateError(f"unknown interruption {data!r}")
@@ -226,6 +249,9 @@ class RunState:
     child_cost_usd: float = 0.0
     per_turn_prompt_tokens: list[int] = field(default_factory=list)
     estimated_turns: list[int] = field(default_factory=list)
+    # The largest ratio seen of the prompt tokens the endpoint reported to Tether's own count
+    # of the same request: strict budgets scale their reserve by it (None: nothing seen yet).
+    usage_ratio: float | None = None
     status: Status = Status.RUNNING
     interruption: Interruption | None = None
     error: str | None = None
@@ -254,6 +280,13 @@ class RunState:
             if message.get("role") == "assistant":
                 return message.get("content")
         return None
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI's exit code for this run: its status's, and 6 for a provider outage."""
+        if self.status is Status.INTERRUPTED and isinstance(self.interruption, ProviderOutage):
+            return OUTAGE_EXIT_CODE
+        return self.status.exit_code
 
     @property
     def own_cost_usd(self) -> float:

@@ -12,8 +12,8 @@ from tether.client import ModelClient
 from tether.harness import Harness
 from tether.loop import MAX_TOOL_OUTPUT_CHARS
 from tether.provider import FaultPlan, scenarios
-from tether.provider.server import running_provider
-from tether.state import Limits, NeedsApproval, Policies, Status
+from tether.provider.server import running_app, running_provider
+from tether.state import Limits, NeedsApproval, Policies, ProviderOutage, Status
 from tether.trace import read_trace
 from tests.endpoints import call, completion, scripted_app, turns
 
@@ -88,12 +88,45 @@ async def test_429_waits_then_succeeds_and_the_wait_is_traced(runs_dir, workspac
     assert len(retries) == 1 and retries[0]["status"] == 429 and retries[0]["wait_s"] == pytest.approx(0.05)
 
 
-async def test_refused_connection_fails_naming_the_url(runs_dir, workspace):
+async def test_refused_connection_is_a_resumable_outage_naming_the_url(runs_dir, workspace):
     client = ModelClient("http://127.0.0.1:9/v1", max_retries=1, backoff_base_s=0.01)
     async with Harness(runs_dir, workspace, client=client) as h:
         out = await h.run(h.new_run("plan", "q").run_id)
-    assert out.state.status is Status.FAILED
-    assert "http://127.0.0.1:9/v1/chat/completions" in out.state.error
+    assert out.state.status is Status.INTERRUPTED and out.state.status.resumable
+    outage = out.state.interruption
+    assert isinstance(outage, ProviderOutage) and outage.attempts == 2 and outage.status is None
+    assert "http://127.0.0.1:9/v1/chat/completions" in outage.reason and "refused" in outage.reason
+    assert out.state.exit_code == 6
+
+
+async def test_an_endpoint_that_always_answers_503_stops_resumably_and_resume_goes_on_once_it_is_back(
+        runs_dir, workspace):
+    up = {"ok": False}
+
+    async def flaky(request):
+        from starlette.responses import JSONResponse
+        if not up["ok"]:
+            return JSONResponse({"error": {"message": "overloaded"}}, status_code=503)
+        body = await request.json()
+        t = sum(1 for m in body["messages"] if m["role"] == "assistant")
+        return JSONResponse(completion(tool_calls=[call("list_files", {}, "l")]) if t == 0 else completion("back"))
+
+    from starlette.applications import Starlette
+    from starlette.routing import Route
+    app = Starlette(routes=[Route("/v1/chat/completions", flaky, methods=["POST"])])
+    async with running_app(app) as url:
+        client = ModelClient(url, max_retries=2, backoff_base_s=0.001)
+        async with Harness(runs_dir, workspace, client=client) as h:
+            out = await h.run(h.new_run("plan", "q").run_id)
+            assert out.state.status is Status.INTERRUPTED
+            outage = out.state.interruption
+            assert isinstance(outage, ProviderOutage) and outage.status == 503 and outage.attempts == 3
+            assert "503" in outage.reason and "3 attempts" in outage.reason and out.state.error is None
+            up["ok"] = True
+            again = await h.resume(out.state.run_id)
+    assert again.state.status is Status.COMPLETED and again.state.answer == "back"
+    stopped = [r for r in read_trace(runs_dir / out.state.run_id / "trace.jsonl") if r["kind"] == "run_stopped"]
+    assert stopped[0]["interruption"]["type"] == "provider_outage" and stopped[-1]["status"] == "completed"
 
 
 @pytest.mark.parametrize(

@@ -14,7 +14,7 @@ from typing import Any
 
 from rich.text import Text
 
-from tether.state import Cancelled, NeedsApproval, StopConditionMet, RunState, Status
+from tether.state import Cancelled, NeedsApproval, ProviderOutage, StopConditionMet, RunState, Status
 from tether.text import clean
 
 
@@ -48,13 +48,14 @@ _BADGES: dict[str, str] = {
     "approval": "⏸ approval",
     "cancelled": "■ stopped",
     "interrupted": "■ stopped",
+    "outage": "⚡ outage",
     "stale": "◌ not live",
     "worker_error": "✖ failed",
 }
 _COLOURS = {
     "running": "bold yellow", "completed": "green", "failed": "bold red",
     "max_turns_exceeded": "magenta", "budget_exceeded": "magenta", "approval": "bold cyan",
-    "cancelled": "yellow", "interrupted": "yellow", "stale": "bright_black",
+    "cancelled": "yellow", "interrupted": "yellow", "outage": "bold magenta", "stale": "bright_black",
     "worker_error": "bold red",
 }
 
@@ -71,6 +72,8 @@ def badge_key(state: RunState, *, live: bool, worker_error: str | None = None) -
                 return "approval"
             case Cancelled():
                 return "cancelled"
+            case ProviderOutage():
+                return "outage"
         return "interrupted"
     return status.value
 
@@ -112,4 +115,6 @@ def stop_reason(state: RunState, *, live: bool, last_reason: str | None = None,
             return f"waiting for approval of {tool} ({call_id})"
         case Cancelled(reason=reason) | StopConditionMet(reason=reason):
             return reason or "cancelled"
+        case ProviderOutage(reason=reason):
+            return f"provider outage: {reason} (R resumes once the endpoint is back)"
     return status.value

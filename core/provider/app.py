@@ -83,10 +83,13 @@ def create_app(
     faults: FaultPlan | None = None,
     retry_after: float = 1.0,
     counter: TokenCounter | None = None,
+    usage_scale: float = 1.0,
 ) -> Starlette:
     """The provider app: ``latency_ms`` delays every completion, ``faults`` injects failures,
-    ``retry_after`` is the 429's ``Retry-After`` in seconds."""
-    provider = _Provider(latency_ms / 1000, faults or FaultPlan(), retry_after, counter or TokenCounter())
+    ``retry_after`` is the 429's ``Retry-After`` in seconds, ``usage_scale`` multiplies the
+    prompt tokens it reports (an endpoint that counts more than Tether does, as real ones may)."""
+    provider = _Provider(latency_ms / 1000, faults or FaultPlan(), retry_after, counter or TokenCounter(),
+                         usage_scale)
     return Starlette(
         routes=[
             Route("/v1/chat/completions", _guarded(provider.chat_completions), methods=["POST"]),
@@ -100,11 +103,13 @@ def create_app(
 class _Provider:
     """The endpoints, sharing one configuration and one fault plan."""
 
-    def __init__(self, latency_s: float, faults: FaultPlan, retry_after: float, counter: TokenCounter) -> None:
+    def __init__(self, latency_s: float, faults: FaultPlan, retry_after: float, counter: TokenCounter,
+                 usage_scale: float = 1.0) -> None:
         self.latency_s = latency_s
         self.faults = faults
         self.retry_after = retry_after
         self.counter = counter
+        self.usage_scale = usage_scale
 
     async def chat_completions(self, request: Request) -> Response:
         if self.latency_s > 0:
@@ -144,6 +149,8 @@ class _Provider:
         if chat.max_tokens is not None and completion_tokens > chat.max_tokens:
             reply, completion_tokens, finish_reason = _truncate(reply, chat.max_tokens), chat.max_tokens, "length"
         prompt_tokens = self.counter.prompt_tokens(chat.messages, chat.tools)
+        if self.usage_scale != 1.0:
+            prompt_tokens = round(prompt_tokens * self.usage_scale)
         usage = {
             "prompt_tokens": prompt_tokens,
             "completion_tokens": completion_tokens,

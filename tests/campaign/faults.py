@@ -29,7 +29,7 @@ from tether.client import ModelClient
 from tether.harness import Harness
 from tether.provider import FaultPlan, create_app, scenarios
 from tether.provider.server import running_provider
-from tether.state import RunState, StateError, Status
+from tether.state import ProviderOutage, RunState, StateError, Status
 from tether.store import TRACE_FILE, RunStore, SaveError
 from tether.trace import read_trace
 
@@ -166,14 +166,15 @@ def server_errors_then_success(tmp: Path) -> str:
     return "completed after 3 traced retries (jittered waits under 10/20/40 ms); cost = fault-free run"
 
 
-@case("5xx, more than the retries", "gives up after max_retries+1 attempts: failed, with the reason")
+@case("5xx, more than the retries", "gives up after max_retries+1 attempts: a resumable outage, with the reason")
 def server_errors_exhausted(tmp: Path) -> str:
     ran = run_plan(tmp, create_app(faults=FaultPlan.parse("500@1x10")), max_retries=2, backoff_base_s=0.001)
-    assert ran.state.status is Status.FAILED
-    assert "500" in ran.state.error and "gave up after 3 attempts" in ran.state.error, ran.state.error
+    outage = ran.state.interruption
+    assert ran.state.status is Status.INTERRUPTED and isinstance(outage, ProviderOutage), ran.state
+    assert "500" in outage.reason and "gave up after 3 attempts" in outage.reason, outage
     assert ran.requests == 1 + 3 and ran.state.turns == 1
-    assert stopped(ran)["reason"] == ran.state.error
-    return f"failed after 3 attempts: {ran.state.error!r}"
+    assert outage.reason in stopped(ran)["reason"]
+    return f"interrupted (provider_outage) after 3 attempts: {outage.reason!r}"
 
 
 @case("401", "permanent: no retry, failed at once, not resumable")
@@ -196,17 +197,18 @@ def garbage(tmp: Path) -> str:
     return "completed; 1 traced retry ('the body is not JSON'); cost = fault-free run"
 
 
-@case("refused connection", "retried, then failed; the reason names the URL")
+@case("refused connection", "retried, then a resumable outage; the reason names the URL")
 def refused(tmp: Path) -> str:
     url = f"http://127.0.0.1:{closed_port()}/v1"
     ran = run_plan(tmp, client=ModelClient(url, max_retries=1, backoff_base_s=0.001))
-    assert ran.state.status is Status.FAILED
-    assert f"{url}/chat/completions" in ran.state.error and "refused" in ran.state.error, ran.state.error
+    outage = ran.state.interruption
+    assert ran.state.status is Status.INTERRUPTED and isinstance(outage, ProviderOutage), ran.state
+    assert f"{url}/chat/completions" in outage.reason and "refused" in outage.reason, outage
     stopped(ran)
-    return f"failed: {ran.state.error!r}"
+    return f"interrupted (provider_outage): {outage.reason!r}"
 
 
-@case("server drips bytes", "the overall deadline bounds the call: failed with 'deadline', no hang")
+@case("server drips bytes", "the overall deadline bounds the call: a resumable outage ('deadline'), no hang")
 def drip(tmp: Path) -> str:
     async def go() -> Ran:
         async with running_provider(faults=FaultPlan.parse("drip@0")) as url:
@@ -217,9 +219,10 @@ def drip(tmp: Path) -> str:
         return Ran(out.state, 0, list(read_trace(tmp / "runs" / state.run_id / TRACE_FILE)))
 
     ran = asyncio.run(go())
-    assert ran.state.status is Status.FAILED and "deadline" in ran.state.error, ran.state.error
+    outage = ran.state.interruption
+    assert isinstance(outage, ProviderOutage) and "deadline" in outage.reason, ran.state
     stopped(ran)
-    return f"failed: {ran.state.error!r}"
+    return f"interrupted (provider_outage): {outage.reason!r}"
 
 
 @case("stream cut before its usage chunk", "usage counted locally; the turn marked estimated in state and trace")

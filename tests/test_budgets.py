@@ -1,0 +1,56 @@
+"""Budgets in real dollars: strict mode against the endpoint's own counts, prices from the
+agent, and a summary that says when a price is assumed or a count is Tether's own."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tether.agents import Agent
+from tether.client import ModelClient
+from tether.harness import EMBEDDED_BASE_URL, Harness
+from tether.provider import create_app
+from tether.report import summary, text_summary
+from tether.state import Limits, MaxBudget, Pricing, Status
+from tests.endpoints import call, completion, turns
+
+
+def over_reporting(scale: float) -> ModelClient:
+    """The scripted provider, reporting ``scale`` times the prompt tokens Tether counts."""
+    return ModelClient(EMBEDDED_BASE_URL, transport=httpx.ASGITransport(app=create_app(usage_scale=scale)))
+
+
+@pytest.mark.parametrize("scale", [1.1, 1.5])
+@pytest.mark.parametrize("budget", [0.01, 0.02, 0.05])
+async def test_strict_spend_never_passes_the_budget_of_an_endpoint_that_over_reports(tmp_path, scale, budget):
+    async with Harness(tmp_path / "runs", tmp_path / "ws", client=over_reporting(scale)) as h:
+        out = await h.run(h.new_run("runaway", limits=Limits(max_turns=None, budget_usd=budget,
+                                                              budget_mode="strict")).run_id)
+    assert out.state.status is Status.BUDGET_EXCEEDED and out.state.interruption == MaxBudget()
+    assert out.state.cost_usd <= budget
+    assert out.state.turns >= 1
+    assert out.state.usage_ratio == pytest.approx(scale, abs=0.01)
+
+
+async def test_soft_mode_against_the_same_endpoint_overshoots_by_at_most_a_turn(tmp_path):
+    async with Harness(tmp_path / "runs", tmp_path / "ws", client=over_reporting(1.5)) as h:
+        out = await h.run(h.new_run("runaway", limits=Limits(max_turns=None, budget_usd=0.02)).run_id)
+    assert out.state.cost_usd > 0.02  # soft: the check before each turn cannot see the next turn's bill
+
+
+async def test_a_run_on_the_default_price_says_assumed_price(tmp_path):
+    app = turns(completion(tool_calls=[call("list_files", {}, "l")]), completion("done", usage=False))
+    client = ModelClient("http://test/v1", transport=httpx.ASGITransport(app=app))
+    agent = Agent("priced-not", "some-model", base_url="http://test/v1", tools=["tether:list_files"],
+                  workspace=tmp_path)
+    async with Harness(tmp_path / "runs", client=client) as h:
+        out = await h.start(agent, "go")
+        priced = await h.start(Agent("priced", "some-model", base_url="http://test/v1", tools=["tether:list_files"],
+                                     workspace=tmp_path, pricing=Pricing(0.2, 0.6)), "go")
+    words = text_summary(out.state, 1, 0)
+    assert out.state.pricing.assumed and "assumed price: $2 / $12 per million" in words
+    assert "usage not reported by the endpoint for turn 2" in words
+    assert summary(out.state, [], 0)["assumed_price"] is True
+    assert summary(out.state, [], 0)["estimated_turns"] == [2]
+    assert not priced.state.pricing.assumed and "assumed price" not in text_summary(priced.state, 1, 0)
+    assert priced.state.cost_usd < out.state.cost_usd
