@@ -35,7 +35,7 @@ __all__ = [
     "Interruption", "NeedsApproval", "MaxTurns", "MaxBudget", "Cancelled", "StopConditionMet",
     # events
     "Event", "EventSink", "RunStarted", "Turn", "ProviderRetry", "ToolStart", "ToolProgress", "ToolResult",
-    "ApprovalRequired", "ApprovalDecision", "RunStopped",
+    "ApprovalRequired", "ApprovalDecision", "RunStopped", "TextDelta",
 ]
 
 _WHERE = {
@@ -50,7 +50,9 @@ _WHERE = {
     **dict.fromkeys(["RunState", "Status", "Limits", "Policies", "Pricing", "StateError", "Interruption",
                      "NeedsApproval", "MaxTurns", "MaxBudget", "Cancelled", "StopConditionMet"], "tether.state"),
     **dict.fromkeys(["Event", "EventSink", "RunStarted", "Turn", "ProviderRetry", "ToolStart", "ToolProgress",
-                     "ToolResult", "ApprovalRequired", "ApprovalDecision", "RunStopped"], "tether.events"),
+                     "ToolResult", "ApprovalRequired", "ApprovalDecision", "RunStopped", "TextDelta"],
+                    "tether.events"),
+
 }
 
 
@@ -79,6 +81,7 @@ if TYPE_CHECKING:
         ProviderRetry,
         RunStarted,
         RunStopped,
+        TextDelta,
         ToolProgress,
         ToolResult,
         ToolStart,

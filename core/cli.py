@@ -267,8 +267,37 @@ async def _run(args: argparse.Namespace) -> int:
                   if v is not None}
         state = harness.create(agent, args.prompt, run_id=args.run_id, limits=replace(agent.limits, **overrides),
                                policies=replace(agent.policies, **policy))
-        outcome = await harness.run(state.run_id, signal=await _signal(args))
+        sinks = [_StreamPrinter(state.run_id)] if args.stream and not args.json else []
+        outcome = await harness.run(state.run_id, signal=await _signal(args), sinks=sinks)
     return _emit_outcome(args, outcome)
+
+
+class _StreamPrinter:
+    """Prints the run's streamed reply text as it arrives (``tether run --stream``)."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.open = False
+
+    def __call__(self, event: Any) -> None:
+        from tether.events import TextDelta, Turn
+        from tether.text import clean
+
+        if event.run_id != self.run_id:
+            return  # a subagent's reply is not the answer
+        if isinstance(event, TextDelta):
+            if event.text is None:
+                if self.open:
+                    sys.stdout.write("\n[the endpoint failed mid-reply: asking again]\n")
+                    self.open = False
+            else:
+                sys.stdout.write(clean(event.text))
+                self.open = True
+            sys.stdout.flush()
+        elif isinstance(event, Turn) and self.open:
+            sys.stdout.write("\n")
+            sys.stdout.flush()
+            self.open = False
 
 
 def _harness_for(args: argparse.Namespace) -> Any:

@@ -61,6 +61,10 @@ class ModelReply:
     """True when the provider gave no usage and the tokens were counted locally."""
     provider_ms: float
     """Wall time of the whole call: every attempt and every wait between attempts."""
+    ttft_ms: float | None = None
+    """Streamed replies: from sending the request that succeeded to its first delta."""
+    stream_ms: float | None = None
+    """Streamed replies: from the first delta to the end of the stream."""
 
     def message(self) -> dict:
         """The assistant message to append to the transcript.
@@ -117,6 +121,13 @@ class _Parsed:
     tool_calls: list[dict]
     finish_reason: str
     usage: tuple[int, int] | None
+    ttft_ms: float | None = None
+    stream_ms: float | None = None
+
+
+Deltas = Callable[[str | None], None]
+"""Receives a streamed reply's text as it arrives; ``None`` means the attempt failed and the
+text so far is void (a retry starts the reply over)."""
 
 
 class _Redactor:
@@ -318,6 +329,7 @@ class ModelClient:
         signal: CancelSignal,
         on_retry: Callable[[RetryNotice], None] | None = None,
         transcript: EncodedTranscript | None = None,
+        on_delta: Deltas | None = None,
     ) -> ModelReply:
         """Ask for one assistant message, retrying transient failures within the deadline.
 
@@ -331,7 +343,7 @@ class ModelClient:
         body = transcript.body(transcript.frame(model, tools, max_tokens, self._stream), messages)
 
         started = time.perf_counter()
-        parsed = await self._send(body, signal, on_retry)
+        parsed = await self._send(body, signal, on_retry, on_delta)
         provider_ms = (time.perf_counter() - started) * 1000.0
 
         content = None if parsed.content is None else self._redact(parsed.content)
@@ -351,10 +363,13 @@ class ModelClient:
             completion_tokens=completion,
             usage_estimated=parsed.usage is None,
             provider_ms=provider_ms,
+            ttft_ms=parsed.ttft_ms,
+            stream_ms=parsed.stream_ms,
         )
 
     async def _send(
-        self, body: RequestBody, signal: CancelSignal, on_retry: Callable[[RetryNotice], None] | None
+        self, body: RequestBody, signal: CancelSignal, on_retry: Callable[[RetryNotice], None] | None,
+        on_delta: Deltas | None = None,
     ) -> _Parsed:
         """The retry loop, all of it under one deadline."""
         last: _Transient | None = None
@@ -365,9 +380,11 @@ class ModelClient:
                 while True:
                     attempt += 1
                     try:
-                        return await signal.guard(self._attempt(body))
+                        return await signal.guard(self._attempt(body, on_delta))
                     except _Transient as exc:
                         last = exc
+                        if on_delta is not None:
+                            on_delta(None)  # what this attempt streamed is void
                         if attempt > self._max_retries:
                             took = time.monotonic() - started
                             raise ProviderError(
@@ -401,9 +418,10 @@ class ModelClient:
         ceiling = min(self._backoff_cap_s, self._backoff_base_s * 2 ** (attempt - 1))
         return self._rng.uniform(0.0, ceiling)
 
-    async def _attempt(self, body: RequestBody) -> _Parsed:
+    async def _attempt(self, body: RequestBody, on_delta: Deltas | None = None) -> _Parsed:
         """One HTTP exchange; transport failures become :class:`_Transient`."""
         headers = {"Content-Length": str(body.length)}
+        sent = time.perf_counter()
         try:
             if not self._stream:
                 response = await self._http.post(self._url, content=body.content(), headers=headers)
@@ -417,7 +435,7 @@ class ModelClient:
                     await response.aread()
                     self._check_status(response)
                     return self._parse_body(response)
-                return await self._read_stream(response)
+                return await self._read_stream(response, on_delta, sent)
         except httpx.RequestError as exc:
             raise _Transient(None, self._describe_transport(exc)) from exc
 
@@ -493,8 +511,10 @@ class ModelClient:
             finish = "tool_calls" if calls else "stop"
         return _Parsed(content, calls, finish, _usage(usage))
 
-    async def _read_stream(self, response: httpx.Response) -> _Parsed:
-        """Assemble SSE ``chat.completion.chunk``s into one reply.
+    async def _read_stream(self, response: httpx.Response, on_delta: Deltas | None = None,
+                           sent: float | None = None) -> _Parsed:
+        """Assemble SSE ``chat.completion.chunk``s into one reply, handing each piece of
+        text to ``on_delta`` as it arrives (redacted like everything else).
 
         A stream cut after the message is complete (finish_reason seen) loses only its
         usage chunk, which is then counted locally; cut earlier, it is transient.
@@ -503,6 +523,8 @@ class ModelClient:
         calls: dict[int, dict] = {}
         finish: str | None = None
         usage: Any = None
+        sent = time.perf_counter() if sent is None else sent
+        first: float | None = None
         try:
             async for line in response.aiter_lines():
                 if not line.startswith("data:"):
@@ -519,8 +541,12 @@ class ModelClient:
                         usage = chunk["usage"]
                     for choice in chunk.get("choices") or ():
                         delta = choice.get("delta") or {}
+                        if first is None and (delta.get("content") or delta.get("tool_calls")):
+                            first = time.perf_counter()
                         if delta.get("content"):
                             parts.append(delta["content"])
+                            if on_delta is not None:
+                                on_delta(self._redact(delta["content"]))
                         for position, piece in enumerate(delta.get("tool_calls") or ()):
                             _merge_call(calls, piece, position)
                         if choice.get("finish_reason"):
@@ -535,7 +561,11 @@ class ModelClient:
         if finish is None:
             raise _Transient(response.status_code, f"stream from {self.url} ended before the message was complete")
         content = "".join(parts) if parts else None
-        return self._parsed(content, [calls[i] for i in sorted(calls)], finish, usage, response.status_code)
+        parsed = self._parsed(content, [calls[i] for i in sorted(calls)], finish, usage, response.status_code)
+        if first is not None:
+            parsed.ttft_ms = (first - sent) * 1000.0
+            parsed.stream_ms = (time.perf_counter() - first) * 1000.0
+        return parsed
 
     def _describe_transport(self, exc: httpx.RequestError) -> str:
         if isinstance(exc, httpx.ConnectTimeout):

@@ -17,6 +17,9 @@ from tether.records import field_names
 @dataclass(slots=True, kw_only=True)
 class Event:
     kind: ClassVar[str] = "event"
+    traced: ClassVar[bool] = True
+    """False for events that only views want (a streamed reply's pieces): the trace keeps
+    one line per turn, with its usage, not one per delta."""
     run_id: str
     seq: int = 0  # assigned by the trace when written; increases across resumes
     ts: float = 0.0
@@ -50,6 +53,19 @@ class Turn(Event):
     provider_ms: float
     estimated: bool = False
     tool_calls: int = 0
+    ttft_ms: float | None = None  # streamed replies: time to the first token
+    tokens_per_s: float | None = None  # streamed replies: output tokens per second after the first
+
+
+@dataclass(slots=True, kw_only=True)
+class TextDelta(Event):
+    """A piece of the model's reply as it streams in; ``text=None`` voids the pieces so far
+    (the attempt failed and is being retried). Not traced: the Turn line has the reply."""
+
+    kind: ClassVar[str] = "text_delta"
+    traced: ClassVar[bool] = False
+    turn: int
+    text: str | None
 
 
 @dataclass(slots=True, kw_only=True)

@@ -31,6 +31,7 @@ from tether.events import (
     ProviderRetry,
     RunStarted,
     RunStopped,
+    TextDelta,
     ToolProgress,
     ToolResult,
     ToolStart,
@@ -125,7 +126,8 @@ class RunLoop:
     # ---- events and saving ---------------------------------------------
     def emit(self, event: Event) -> None:
         event.run_id = self.state.run_id
-        self.trace.write(event)
+        if event.traced:
+            self.trace.write(event)
         for sink in self.env.sinks:
             try:
                 sink(event)
@@ -236,9 +238,15 @@ class RunLoop:
             self.emit(ProviderRetry(run_id=st.run_id, attempt=notice.attempt, status=notice.status,
                                     reason=notice.reason, wait_s=notice.wait_s))
 
+        turn = st.turns + 1
+
+        def on_delta(text: str | None) -> None:
+            self.emit(TextDelta(run_id=st.run_id, turn=turn, text=text))
+
         reply = await self.env.client.complete(
             st.model, st.messages, self._schemas, max_tokens=st.limits.max_tokens,
             signal=self.signal, on_retry=on_retry, transcript=self._wire,
+            on_delta=on_delta if self.env.sinks else None,
         )
         # The money is spent: account for it before anything else happens with the reply.
         st.turns += 1
@@ -263,7 +271,9 @@ class RunLoop:
                        total_tokens=reply.prompt_tokens + reply.completion_tokens,
                        cost_usd=st.cost_usd, finish_reason=reply.finish_reason,
                        provider_ms=reply.provider_ms, estimated=reply.usage_estimated,
-                       tool_calls=len(message.get("tool_calls") or ())))
+                       tool_calls=len(message.get("tool_calls") or ()),
+                       ttft_ms=None if reply.ttft_ms is None else round(reply.ttft_ms, 1),
+                       tokens_per_s=_rate(reply.completion_tokens, reply.stream_ms)))
         faultpoints.boundary("before_save_reply")
         self.save()
         faultpoints.boundary("after_save_reply")
@@ -466,6 +476,13 @@ class RunLoop:
         if problem:
             return {}, f"Error: {problem}"
         return args, None
+
+
+def _rate(tokens: int, ms: float | None) -> float | None:
+    """Output tokens per second over a stream's duration (None when it was not streamed)."""
+    if ms is None:
+        return None
+    return round(tokens / (ms / 1000.0), 1) if ms > 0 else None
 
 
 def _answered(state: RunState) -> bool:

@@ -1,0 +1,122 @@
+"""Streaming: the reply's text reaches views as it arrives, the trace keeps one line a turn,
+and Stop closes a stream at once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+from starlette.routing import Route
+
+from tether.agents import Agent
+from tether.cancel import CancelSignal
+from tether.events import TextDelta, Turn
+from tether.harness import Harness
+from tether.provider.server import running_app
+from tether.state import Cancelled, Status
+from tether.trace import read_trace
+from tests.conftest import Recorder
+
+WORDS = ["The ", "archive ", "holds ", "1200 ", "entries."]
+
+
+def chunk(delta: dict, finish: str | None = None, usage: dict | None = None) -> str:
+    body = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    if usage:
+        body["usage"] = usage
+    return f"data: {json.dumps(body)}\n\n"
+
+
+class SlowStream:
+    """Streams WORDS one at a time, each after ``gate`` is released (or a pause); records
+    whether the client went away before the end."""
+
+    def __init__(self, *, hold_after: int | None = None) -> None:
+        self.hold_after = hold_after
+        self.sent: list[str] = []
+        self.closed_early = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def app(self) -> Starlette:
+        async def completions(request: Request) -> StreamingResponse:
+            async def events():
+                try:
+                    yield chunk({"role": "assistant"})
+                    for i, word in enumerate(WORDS):
+                        if self.hold_after is not None and i == self.hold_after:
+                            await self.release.wait()  # held mid-stream until the test says so
+                        await asyncio.sleep(0.01)
+                        self.sent.append(word)
+                        yield chunk({"content": word})
+                    yield chunk({}, "stop")
+                    yield chunk({}, None, {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55})
+                    yield "data: [DONE]\n\n"
+                except (asyncio.CancelledError, GeneratorExit):
+                    self.closed_early.set()
+                    raise
+            return StreamingResponse(events(), media_type="text/event-stream")
+        return Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+
+
+def agent(url: str, tmp: Path) -> Agent:
+    return Agent("streamer", "m", base_url=url, tools=["tether:list_files"], workspace=tmp)
+
+
+async def test_text_arrives_in_pieces_and_the_trace_keeps_one_turn_line(tmp_path: Path):
+    recorder = Recorder()
+    server = SlowStream()
+    async with running_app(server.app()) as url:
+        async with Harness(tmp_path / "runs", stream=True) as h:
+            out = await h.start(agent(url, tmp_path), "count", sinks=[recorder])
+    assert out.state.status is Status.COMPLETED and out.state.answer == "".join(WORDS)
+    deltas = [e.text for e in recorder.events if isinstance(e, TextDelta)]
+    assert deltas == WORDS
+    # Each piece was seen before the turn ended: the deltas come before the Turn event.
+    kinds = [e.kind for e in recorder.events]
+    assert kinds.index("turn") > max(i for i, k in enumerate(kinds) if k == "text_delta")
+    trace = list(read_trace(tmp_path / "runs" / out.state.run_id / "trace.jsonl"))
+    assert not [r for r in trace if r["kind"] == "text_delta"]
+    (turn,) = [r for r in trace if r["kind"] == "turn"]
+    assert turn["completion_tokens"] == 5 and turn["ttft_ms"] > 0 and turn["tokens_per_s"] > 0
+
+
+async def test_stop_during_a_stream_closes_it_at_once(tmp_path: Path):
+    recorder = Recorder()
+    server = SlowStream(hold_after=2)
+    signal = CancelSignal()
+    async with running_app(server.app()) as url:
+        async with Harness(tmp_path / "runs", stream=True) as h:
+            running = asyncio.create_task(h.start(agent(url, tmp_path), "count", sinks=[recorder], signal=signal))
+            await recorder.wait_for(lambda e: isinstance(e, TextDelta) and e.text == WORDS[1])
+            signal.cancel("operator pressed Stop")
+            out = await running
+            await asyncio.wait_for(server.closed_early.wait(), 10)  # the server saw the client go
+    assert out.state.status is Status.INTERRUPTED and out.state.interruption == Cancelled("operator pressed Stop")
+    assert server.sent == WORDS[:2] and out.state.turns == 0  # the cut reply was never paid for
+    server.release.set()
+
+
+async def test_cli_prints_the_stream_and_json_stays_one_object(tmp_path: Path):
+    server = SlowStream()
+    async with running_app(server.app()) as url:
+        async def tether(*args: str) -> tuple[int, str]:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "tether.cli", "run", "--base-url", url, "--model", "m", "--prompt", "count",
+                "--stream", "--runs-dir", str(tmp_path / "runs"), "--workspace", str(tmp_path), *args,
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ})
+            out, err = await proc.communicate()
+            assert not err, err
+            return proc.returncode or 0, out.decode()
+
+        code, human = await tether()
+        assert code == 0
+        assert human.splitlines()[0] == "".join(WORDS)  # the reply as it streamed, then the summary
+        code, text = await tether("--json")
+    assert code == 0 and json.loads(text)["answer"] == "".join(WORDS)
