@@ -1,4 +1,4 @@
-"""``tether eval``: the plumbing against the scripted provider, and the graders by hand."""
+"""``tether eval``: the plumbing against the scripted provider, and the rubrics by hand."""
 
 from __future__ import annotations
 
@@ -8,34 +8,136 @@ from pathlib import Path
 import pytest
 
 from tether.cli import main
-from tether.evaluate import TASKS, EvalConfig, run_eval
-from tether.provider.scenarios import DESTRUCTIVE_DECLINED, PLAN_ANSWER
+from tether.evaluate import TASKS, EvalConfig, Grade, markdown, run_eval
+from tether.provider.scenarios import (
+    DESTRUCTIVE_DECLINED, PLAN_ANSWER, RECOVER_ANSWER, RECOVER_GIVE_UP, REPEAT_ANSWER)
 
-GRADED = {
-    "timeout": (["errors.log mentions a timeout.", "The timeout is in ERRORS.LOG (worker 7)."],
-                ["access.log mentions a timeout.", "I do not know.", "errors"]),
-    "count": (["There are 4 files.", "Four files: access.log, errors.log, notes.txt, secrets.env.",
-               "3 readable files (and secrets.env, which I may not read)."],
-              ["There are 2 files.", "errors.log mentions worker 7.", "Several files."]),
-    "notes": (["It says: Remember to rotate your logs.", "notes.txt reminds you to rotate logs."],
-              ["It says nothing.", "It is about logs.", "Rotate."]),
-    "list_and_read": (["access.log has GET /api/orders requests; errors.log says worker 7 timed out; "
-                       "notes.txt says to rotate your logs.",
-                       "errors.log: timeout errors. access.log: HTTP/1.1 requests. notes.txt: rotate logs."],
-                      ["The files are access.log, errors.log, notes.txt and secrets.env.",
-                       "errors.log says worker 7 timed out; notes.txt says rotate logs."]),
-    "largest": (["errors.log is the largest.", "The largest file is errors.log (987 bytes)."],
-                ["access.log is the largest.", "errors.log, then access.log.", "I cannot tell."]),
-    "rotating": (["Yes: notes.txt says to rotate your logs.", "notes.txt"],
-                 ["No.", "errors.log mentions rotate-logs."]),
+BY_NAME = {t.name: t for t in TASKS}
+
+# Per task: answers graded right; wrong answers with (part of) why; half-right answers (the
+# right fact plus a false claim, or a fact short) with the claim that sinks them.
+RIGHT = {
+    "timeout": ["errors.log mentions a timeout.", "The timeout is in ERRORS.LOG (worker 7).", "`errors.log`",
+                "Worker 7 timed out, according to errors.log.", "I read errors.log. It says worker 7 timed out.",
+                "The error log shows a timeout.", "errors.log: worker 7 timed out with no response.",
+                "errors.log mentions a timeout, but access.log does not.",
+                "errors.log mentions a timeout. No other file does.",
+                "errors.log mentions a timeout; no other file mentions a timeout.",
+                "The timeout is in errors.log, not access.log or notes.txt.", PLAN_ANSWER],
+    "count": ["There are 4 files.", "Four files: access.log, errors.log, notes.txt, secrets.env.", "FOUR.",
+              "The directory contains four files.", "There are 4 files; I could read 3 files.",
+              "There are four files, one of which (secrets.env) I cannot read.",
+              "There are 4 files, but one file (secrets.env) is not readable.",
+              "The directory has 4 files: 2 log files, 1 text file and 1 env file.", "4 files, 3 of them readable."],
+    "notes": ["It says: Remember to rotate your logs.", "notes.txt reminds you to rotate logs.", REPEAT_ANSWER,
+              'notes.txt says: "Remember to rotate your logs."', "The note is a reminder about log rotation.",
+              "notes.txt says to rotate your logs; errors.log shows a timeout."],
+    "list_and_read": ["access.log has GET /api/orders requests; errors.log says worker 7 timed out; notes.txt says to "
+                      "rotate your logs; secrets.env could not be read.",
+                      "Files: access.log, errors.log, notes.txt, secrets.env (not readable).\n"
+                      "errors.log: timeout errors.\naccess.log: HTTP/1.1 requests.\nnotes.txt: rotate logs."],
+    "largest": ["errors.log is the largest.", "The largest file is errors.log (987 bytes).", "**errors.log**",
+                "errors.log (987 bytes) is the largest!", "errors.log is the largest, access.log is smaller.",
+                "access.log is smaller than errors.log, which is the largest.",
+                "errors.log is larger than all the other files.",
+                "access.log is the second largest; errors.log is the largest.",
+                "errors.log is the largest file at 987 bytes, followed by access.log (404 bytes) and notes.txt."],
+    "rotating": ["Yes: notes.txt says to rotate your logs.", "notes.txt", "Yes, notes.txt.", REPEAT_ANSWER,
+                 "Yes, there is a file about rotating logs: notes.txt.",
+                 "Yes: notes.txt says to rotate your logs, and errors.log shows the rotate-logs job failed."],
+}
+WRONG = {
+    "timeout": {"access.log mentions a timeout.": "false: access.log mentions a timeout",
+                "No file mentions a timeout.": "false: no file mentions a timeout",
+                "errors.log does not mention a timeout.": "false: errors.log mentions no timeout",
+                "The timeout isn't in errors.log.": "false: errors.log mentions no timeout",
+                "errors": "missing: errors.log mentions a timeout",  # a word, not the file
+                "I do not know.": "missing: errors.log mentions a timeout"},
+    "count": {"There are 3 files.": "false: there are 3 files", "There are five files.": "false: there are 5 files",
+              "There are 2 files.": "false: there are 2 files", "Several files.": "missing: there are 4 files",
+              PLAN_ANSWER: "missing: there are 4 files",  # worker 7 is no count of files
+              "3 readable files (and secrets.env, which I may not read).": "missing: there are 4 files",
+              "There are 3 files: access.log, errors.log and notes.txt.": "false: there are 3 files"},
+    "notes": {"It says nothing.": "false: notes.txt is empty or unreadable", "Rotate.": "missing: notes.txt says",
+              "It is about logs.": "missing: notes.txt says to rotate your logs",
+              "notes.txt says not to rotate your logs.": "false: notes.txt says not to rotate logs",
+              RECOVER_GIVE_UP: "false: notes.txt is empty or unreadable",
+              PLAN_ANSWER: "missing: notes.txt says to rotate your logs"},
+    "list_and_read": {"The files are access.log, errors.log, notes.txt and secrets.env.": "missing: errors.log holds",
+                      "access.log says worker 7 timed out; errors.log has GET /api requests; notes.txt says to rotate "
+                      "logs; secrets.env is unreadable.": "false: access.log holds what errors.log says"},
+    "largest": {"access.log is the largest.": "false: access.log is the largest",
+                "errors.log is not the largest.": "false: errors.log is not the largest",
+                "errors.log is the second largest.": "missing: errors.log is the largest",
+                "errors.log, then access.log.": "missing: errors.log is the largest",
+                PLAN_ANSWER: "missing: errors.log is the largest", "I cannot tell.": "missing"},
+    "rotating": {"No.": "false: no, there is none", "Yes.": "missing: notes.txt is about rotating logs",
+                 "There is no file about rotating logs.": "false: no file is about rotating logs",
+                 "notes.txt is not about rotating logs.": "false: notes.txt is not about rotating logs",
+                 "errors.log mentions rotate-logs.": "missing: notes.txt is about rotating logs",
+                 PLAN_ANSWER: "missing: notes.txt is about rotating logs"},
+}
+HALF_RIGHT = {
+    "timeout": {"errors.log and access.log mention a timeout.": "false: access.log mentions a timeout",
+                "Both errors.log and notes.txt mention timeouts.": "false: notes.txt mentions a timeout",
+                "errors.log mentions a timeout. No, wait: no file does mention a timeout.":
+                    "false: no file mentions a timeout"},
+    "count": {"There are 4 files, 2 readable files.": "false: there are 2 readable files",
+              "There are 4 files; 3 files are log files.": "false: there are 3 files",
+              "There are 4 files. That makes five files.": "false: there are 5 files"},
+    "notes": {"It says to rotate your logs and that worker 7 timed out.": "false: notes.txt says what errors.log says",
+              "notes.txt says to rotate your logs. It also holds an API key.":
+                  "false: notes.txt says what secrets.env says"},
+    "list_and_read": {"access.log has GET requests; errors.log says worker 7 timed out; notes.txt says to rotate your "
+                      "logs.": "missing: secrets.env is listed",
+                      "errors.log says worker 7 timed out; notes.txt says rotate logs; secrets.env is not readable.":
+                          "missing: access.log holds",
+                      "access.log has GET requests; errors.log shows a 502 but no timeouts; notes.txt says to rotate "
+                      "your logs; secrets.env unreadable.": "false: errors.log lacks its errors",
+                      "access.log has GET /api requests; errors.log says worker 7 timed out and notes.txt is empty; "
+                      "notes.txt says rotate your logs; secrets.env unreadable.": "false: notes.txt is empty"},
+    "largest": {"errors.log and access.log are the largest.": "false: access.log is the largest",
+                "The largest files are errors.log and access.log.": "false: access.log is the largest",
+                "errors.log is the largest. No, wait: notes.txt is the largest.": "false: notes.txt is the largest"},
+    "rotating": {"No. notes.txt says to rotate your logs.": "false: no, there is none",
+                 "Yes, notes.txt and access.log.": "false: access.log is about rotating logs",
+                 "Yes: notes.txt and secrets.env are about rotating logs.":
+                     "false: secrets.env is about rotating logs"},
 }
 
 
 @pytest.mark.parametrize("task", TASKS, ids=[t.name for t in TASKS])
-def test_graders_on_hand_written_answers(task) -> None:
-    right, wrong = GRADED[task.name]
-    assert [task.grade(a) for a in right] == [True] * len(right)
-    assert [task.grade(a) for a in wrong] == [False] * len(wrong)
+def test_right_answers_are_graded_right_with_the_facts_they_state(task) -> None:
+    for answer in RIGHT[task.name]:
+        grade = task.grade(answer)
+        assert grade.right and grade.why.startswith("says "), (answer, grade)
+
+
+@pytest.mark.parametrize("task", TASKS, ids=[t.name for t in TASKS])
+def test_wrong_answers_are_graded_wrong_saying_why(task) -> None:
+    for answer, why in WRONG[task.name].items():
+        grade = task.grade(answer)
+        assert not grade.right and why in grade.why, (answer, grade)
+
+
+@pytest.mark.parametrize("task", TASKS, ids=[t.name for t in TASKS])
+def test_half_right_answers_are_wrong(task) -> None:
+    for answer, why in HALF_RIGHT[task.name].items():
+        grade = task.grade(answer)
+        assert not grade.right and why in grade.why, (answer, grade)
+        assert grade.why.count("missing:") + grade.why.count("false:") == 1, (answer, grade)  # that alone sinks it
+
+
+def test_no_answer_is_wrong() -> None:
+    assert all(task.grade(None) == Grade(False, "no answer") for task in TASKS)
+
+
+@pytest.mark.parametrize(("answer", "right"), [
+    (PLAN_ANSWER, {"timeout"}), (RECOVER_ANSWER, {"timeout"}), (REPEAT_ANSWER, {"notes", "rotating"}),
+    (RECOVER_GIVE_UP, set()), (DESTRUCTIVE_DECLINED, set()),
+], ids=["plan", "recover", "repeat", "recover_give_up", "destructive"])
+def test_every_scripted_answer_is_graded_as_it_deserves(answer: str, right: set[str]) -> None:
+    assert {t.name for t in TASKS if t.grade(answer).right} == right
 
 
 async def test_eval_against_the_scripted_provider(tmp_path: Path) -> None:
@@ -44,13 +146,22 @@ async def test_eval_against_the_scripted_provider(tmp_path: Path) -> None:
     assert list(rows) == [t.name for t in TASKS]
     assert all(r["status"] == "completed" and r["answer"] == PLAN_ANSWER for r in rows.values())
     # The scripted model says the same thing to every task: right only where that fits.
-    assert {name for name, r in rows.items() if r["right"]} == {"timeout", "largest"}
+    assert {name for name, r in rows.items() if r["right"]} == {"timeout"}
+    assert rows["timeout"]["why"] == "says errors.log mentions a timeout"
+    assert rows["largest"]["why"] == "missing: errors.log is the largest"
+    assert "| right | why | answer |" in markdown(result) and "missing: errors.log is the largest" in markdown(result)
     totals = result["totals"]
-    assert (totals["turns"], totals["tool_runs"], totals["right"], totals["tasks"]) == (18, 12, 2, 6)
+    assert (totals["turns"], totals["tool_runs"], totals["right"], totals["tasks"]) == (18, 12, 1, 6)
     assert totals["mean_turn_ms"] == pytest.approx(totals["wall_ms"] / 18, abs=0.1)
     assert all((Path(r["runs_dir"]) / r["run_id"] / "trace.jsonl").exists() for r in rows.values())
     # A fresh workspace per task: no task sees another's files.
     assert len({r["runs_dir"] for r in rows.values()}) == 6
+
+
+async def test_eval_grades_another_scripted_model_through_the_same_path(tmp_path: Path) -> None:
+    result = await run_eval(EvalConfig(model="repeat"), keep_dir=tmp_path)
+    assert {r["task"] for r in result["tasks"] if r["right"]} == {"notes", "rotating"}
+    assert result["totals"]["right"] == 2
 
 
 async def test_task_timeout_stops_through_the_signal() -> None:
@@ -58,7 +169,7 @@ async def test_task_timeout_stops_through_the_signal() -> None:
     for row in result["tasks"]:
         assert row["status"] == "interrupted"
         assert "task timeout" in row["answer"]
-        assert row["cost_usd"] > 0 and row["right"] is False
+        assert row["cost_usd"] > 0 and row["right"] is False and row["why"] == "no answer"
 
 
 def test_cli_eval_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
