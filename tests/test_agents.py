@@ -177,7 +177,9 @@ async def test_a_changed_tool_refuses_the_approval_in_words_and_consumes_nothing
     (lambda t: t.replace('"helpdesk:get_ticket"', '"helpdesc:get_ticket"'),
      "agents.helpdesk: no module named 'helpdesc'"),
     (lambda t: t.replace('"helpdesk:get_ticket"', '"helpdesk:TICKETS"'),
-     "agents.helpdesk: helpdesk:TICKETS is not a valid tool"),
+     "agents.helpdesk: 'helpdesk:TICKETS' is not a tool: expected a function"),
+    (lambda t: t.replace('"helpdesk:get_ticket"', '"helpdesk:each_ticket"'),
+     "agents.helpdesk: 'helpdesk:each_ticket' is not a valid tool: each_ticket yields values"),
     (lambda t: t.replace('mcp = ["time"]', 'mcp = ["clock"]'),
      "agents.helpdesk.mcp: no MCP server 'clock': declare [mcp.clock]"),
     (lambda t: t.replace("max_turns = 12", 'max_turns = "twelve"'), "agents.helpdesk.max_turns: input should be"),
@@ -188,6 +190,8 @@ async def test_a_changed_tool_refuses_the_approval_in_words_and_consumes_nothing
 async def test_config_errors_are_one_line_exit_2_before_any_run(helpdesk: Path, change, words):
     config = helpdesk / "tether.toml"
     config.write_text(change(config.read_text()))
+    with (helpdesk / "helpdesk.py").open("a") as module:  # a function that cannot be a tool
+        module.write("\n\ndef each_ticket():\n    yield from open_tickets()\n")
     runs = helpdesk / "runs"
     code, out, err = await tether_cli("run", "--agent", "helpdesk", "--prompt", "x", "--runs-dir", str(runs),
                                       cwd=helpdesk)
