@@ -177,7 +177,7 @@ async def test_new_run_from_the_dialog(tmp_path: Path) -> None:
         await pilot.press("n")
         await wait_for(pilot, lambda: isinstance(app.screen, NewRunDialog), "the new-run dialog")
         dialog = app.screen
-        dialog.query_one("#scenario", Select).value = "recover"
+        dialog.query_one("#agent", Select).value = ("demo", "recover")
         dialog.query_one("#tool-errors", Select).value = "generic"
         dialog.query_one("#dedupe", Select).value = "off"
         dialog.query_one("#budget", Input).value = "0.5"

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from textual.pilot import Pilot
 
+from tether.config import load_config
 from tether.state import Limits
 from tether.tui.app import TetherApp
 from tether.tui.components.dialogs import NewRunRequest
@@ -101,6 +102,30 @@ def test_research_child_selected(snap_compare: Any, tmp_path: Path) -> None:
 
 def test_new_run_dialog(snap_compare: Any, tmp_path: Path) -> None:
     assert snap_compare(make_app(tmp_path), terminal_size=SIZE, press=["n"])
+
+
+def test_new_run_dialog_with_an_agent_file(snap_compare: Any, tmp_path: Path) -> None:
+    """The agent file's agents first (the preselected one's task asked for), then the demo."""
+    (tmp_path / "tickets").mkdir()
+    path = tmp_path / "tether.toml"
+    path.write_text('''
+[agents.triage]
+model = "qwen2.5-7b-instruct"
+base_url = "http://127.0.0.1:8080/v1"
+tools = ["tether:list_files", "tether:read_file"]
+workspace = "./tickets"
+max_turns = 8
+budget_usd = 0.25
+
+[agents.summarise]
+model = "qwen2.5-7b-instruct"
+base_url = "http://127.0.0.1:8080/v1"
+tools = ["tether:read_file"]
+workspace = "./tickets"
+prompt = "Summarise the open tickets."
+''', encoding="utf-8")
+    assert snap_compare(make_app(tmp_path, config=load_config(path), agent="triage"), terminal_size=SIZE,
+                        press=["n"])
 
 
 def test_help_screen(snap_compare: Any, tmp_path: Path) -> None:

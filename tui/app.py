@@ -39,17 +39,20 @@ from textual.screen import Screen
 from textual.widgets import OptionList, Static
 from textual.worker import Worker
 
+from tether import demo
+from tether.agents import Agent
 from tether.cancel import CancelSignal
+from tether.config import Config, ConfigError, find_config, load_config
 from tether.events import Event
-from tether.harness import Harness, Outcome
-from tether.provider import SCENARIOS
+from tether.harness import ADHOC_AGENT, Harness, Outcome, adhoc_agent
 from tether.provider.server import provider_process
-from tether.state import NeedsApproval, RunState, Status
+from tether.state import NeedsApproval, RunState, StateError, Status, new_run_id
 from tether.store import TRACE_FILE
 from tether.tui.components.approvals import ApprovalsPane, Pending
 from tether.tui.components.cost_meter import CostMeter
 from tether.tui.components.dialogs import (
     GRACE_S,
+    AgentChoice,
     ApproveDialog,
     HelpScreen,
     NewRunDialog,
@@ -78,7 +81,57 @@ YOUNG_GC_THRESHOLD = 10_000  # allocations between young collections while the c
 
 def scenario_choices() -> dict[str, str]:
     """Scenario name -> description, without the internal ``*_child`` scripts."""
-    return {name: s.description for name, s in SCENARIOS.items() if not name.endswith("_child")}
+    return demo.scenarios()
+
+
+def agent_label(state: RunState) -> str:
+    """What a run is listed as: its agent's name, or its model for a demo scenario (the
+    scenario; a subagent's script) and for a run made from a model alone (``--base-url``)."""
+    ref = state.agent
+    if ref is None or ref.source == "demo" or (ref.name == ADHOC_AGENT and ref.source == "library"):
+        return state.model
+    return ref.name
+
+
+def _where(base_url: str | None) -> str:
+    return base_url or "the scripted provider"
+
+
+def agent_choices(config: Config | None, *, base_url: str | None = None,
+                  workspace: Path | None = None) -> list[AgentChoice]:
+    """What the New run dialog offers: the agents of the agent file (built now, so one that
+    cannot be is listed with the reason), then, with ``base_url``, a model at that endpoint,
+    else the demo scenarios."""
+    choices: list[AgentChoice] = []
+    for name in config.names if config is not None else ():
+        try:
+            agent = config.agent(name)  # type: ignore[union-attr]
+        except ConfigError as exc:
+            choices.append(AgentChoice("agent", name, "cannot be built (choose it to see why)",
+                                       problem=f"agent {name} cannot be started: {exc}"))
+            continue
+        tools = ", ".join(t.name for t in agent.tool_list) or "no tools"
+        if agent.mcp_servers:
+            tools += "; MCP: " + ", ".join(s.name for s in agent.mcp_servers)
+        task = f" · its task: {agent.prompt}" if agent.prompt else " · no task of its own"
+        choices.append(AgentChoice(
+            "agent", name, f"{agent.model} at {_where(agent.base_url)}",
+            detail=f"{name} ({config.path.name}): {agent.model} at {_where(agent.base_url)} "  # type: ignore[union-attr]
+                   f"· tools: {tools}{task}",
+            model=agent.model, prompt=agent.prompt, limits=agent.limits, policies=agent.policies))
+    if base_url:
+        where = workspace if workspace is not None else Path.cwd()
+        choices.append(AgentChoice(
+            "model", ADHOC_AGENT, f"a model at {base_url} (type its name below)",
+            detail=f"the model you name, at {base_url}, with list_files, read_file and delete_file on {where}"))
+        return choices
+    for name, description in scenario_choices().items():
+        task = demo.SCENARIO_TASKS.get(name)
+        choices.append(AgentChoice(
+            "demo", name, f"demo · {description}",
+            detail=f"demo scenario {name}: {description}" + (f" · its task: {task}" if task else ""),
+            model=name, prompt=task))
+    return choices
 
 
 class Flush(Message):
@@ -159,14 +212,23 @@ class TetherApp(App[int]):
         grace_s: float = GRACE_S,
         provider_url: str | None = None,
         notes: Sequence[str] = (),
+        config: Config | None = None,
+        agent: str | None = None,
     ) -> None:
         """``provider_url``: where the embedded scripted provider is served by a child process
         (:func:`tether.provider.server.provider_process`, what ``tether`` does); without it and
-        without ``base_url`` the provider runs in this process. ``notes``: said at start-up."""
+        without ``base_url`` the provider runs in this process. ``notes``: said at start-up.
+        ``config``: the agent file, whose agents the New run dialog offers; ``agent``: the
+        one it preselects (an agent of the file, or a demo scenario). With ``base_url`` and
+        ``model``, the dialog also offers that model at that endpoint with the file tools on
+        ``workspace`` (default: the current directory), as ``tether run --base-url`` does."""
         super().__init__()
         self._owns_harness = harness is None
-        self.harness = harness or Harness(runs_dir, workspace, base_url=base_url, api_key=api_key,
+        self.harness = harness or Harness(runs_dir, workspace, config=config, base_url=base_url, api_key=api_key,
                                           latency_ms=latency_ms, embedded_url=provider_url)
+        self.config: Config | None = config if config is not None else self.harness.config
+        self.initial_agent = agent
+        self.adhoc_workspace = Path(workspace) if workspace is not None else Path.cwd()
         self.provider_url = provider_url
         self.startup_notes = list(notes)
         self.default_model = model
@@ -491,7 +553,7 @@ class TetherApp(App[int]):
 
     def _row(self, rid: str) -> RunRow:
         st = self.states[rid]
-        return RunRow(rid, self.badge_key(rid), st.model, st.turns, st.limits.max_turns, st.cost_usd,
+        return RunRow(rid, self.badge_key(rid), agent_label(st), st.turns, st.limits.max_turns, st.cost_usd,
                       self._depth(rid))
 
     def _refresh_runs_list(self, dirty: set[str] | None = None) -> None:
@@ -529,7 +591,9 @@ class TetherApp(App[int]):
         out.append(one_line(rid, 80), style="bold")
         out.append("  ")
         out.append_text(badge(key))
-        out.append(f"   {one_line(st.model, 40)}", style="dim")
+        label = agent_label(st)
+        shown = st.model if label == st.model else f"{label} ({st.model})"
+        out.append(f"   {one_line(shown, 60)}", style="dim")
         if st.parent_run_id:
             out.append(f"   subagent of {one_line(st.parent_run_id, 60)}", style="dim")
         out.append("\ntask    ", style="dim")
@@ -697,7 +761,8 @@ class TetherApp(App[int]):
         yield from super().get_system_commands(screen)
         rid = self.selected
         name = one_line(rid or "", 40)
-        yield SystemCommand("New run", "Start a run: scenario, limits and policies", self.action_new_run)
+        yield SystemCommand("New run", "Start a run: an agent or a demo scenario, its task, limits and policies",
+                            self.action_new_run)
         yield SystemCommand("Help", "Keys and what they do (F1)", self.action_help)
         if rid and self.can_stop(rid):
             yield SystemCommand("Stop run", f"Stop {name}: fire its cancellation signal", self.action_stop)
@@ -712,9 +777,32 @@ class TetherApp(App[int]):
                                     lambda r=p.run_id: self.select(r), discover=False)
 
     # ---- operations ------------------------------------------------------------------------------
+    def agent_for(self, request: NewRunRequest) -> Agent:
+        """The agent a request names: the agent file's ``request.agent``, a demo scenario, or
+        (with ``--base-url``) the model at that endpoint. Raises ValueError in words."""
+        if request.agent is not None:
+            if self.config is None:
+                raise ValueError(f"no agent file: agent {request.agent} needs ./tether.toml, --config FILE "
+                                 "or $TETHER_CONFIG")
+            return self.config.agent(request.agent)
+        if demo.is_scenario(request.model):
+            return self.harness.demo_agent(request.model)  # at --base-url when the scripted provider is served there
+        base_url = self.harness.base_url
+        if base_url:
+            if not request.model:
+                raise ValueError("give a model name (--model, or in the New run dialog)")
+            # The key is the console's (LLM_API_KEY), as for every run it makes at --base-url.
+            return adhoc_agent(request.model, base_url, self.adhoc_workspace, api_key_env=None)
+        raise ValueError(f"unknown scenario {request.model!r}; the demo scenarios are: "
+                         + ", ".join(scenario_choices()))
+
     def create_run(self, request: NewRunRequest, *, run_id: str | None = None, start: bool = True) -> str:
-        state = self.harness.new_run(request.model, request.prompt, run_id=run_id, limits=request.limits,
-                                     policies=request.policies)
+        """Make a run of the agent ``request`` names (and start it)."""
+        agent = self.agent_for(request)
+        if run_id is None and agent.name == ADHOC_AGENT and agent.source == "library":
+            run_id = new_run_id(agent.model.replace("/", "_")[:24])  # listed by its model, as before
+        state = self.harness.create(agent, request.prompt, run_id=run_id, limits=request.limits,
+                                    policies=request.policies)
         self.states[state.run_id] = state
         self._structure_dirty = True
         if start:
@@ -747,41 +835,49 @@ class TetherApp(App[int]):
     def _launch(self, rid: str, op: Callable[[CancelSignal], Awaitable[Outcome]]) -> Worker[Any]:
         signal = CancelSignal()
         self.signals[rid] = signal
-        self.worker_errors.pop(rid, None)
-        self.last_reason.pop(rid, None)
-        worker = self.run_worker(self._drive(rid, op, signal), name=f"run {rid}", group="runs",
+        shown = (self.worker_errors.pop(rid, None), self.last_reason.pop(rid, None))
+        worker = self.run_worker(self._drive(rid, op, signal, shown), name=f"run {rid}", group="runs",
                                  exit_on_error=False, description=f"runs {rid}")
         self.active[rid] = worker
         self._bindings_dirty = True
         self._mark(rid, structure=True)
         return worker
 
-    async def _drive(self, rid: str, op: Callable[[CancelSignal], Awaitable[Outcome]], signal: CancelSignal) -> None:
+    async def _drive(self, rid: str, op: Callable[[CancelSignal], Awaitable[Outcome]], signal: CancelSignal,
+                     shown: tuple[str | None, str | None] = (None, None)) -> None:
         try:
             outcome = await op(signal)
             self.states[rid] = outcome.state
         except asyncio.CancelledError:
             raise
+        except StateError as exc:
+            # The harness refused before anything was used up (the run's agent cannot be
+            # rebuilt, its tools changed, another process holds it): the run is as it was.
+            error, reason = shown
+            if error is not None:
+                self.worker_errors[rid] = error
+            if reason is not None:
+                self.last_reason[rid] = reason
+            self.notify(str(exc), title=f"{one_line(rid, 60)} was not changed", severity="error",
+                        markup=False, timeout=15)
+            await self._reload(rid)
         except Exception as exc:  # a worker error never crashes the app: it is the run's failure reason
             self.worker_errors[rid] = f"{type(exc).__name__}: {exc}"
-            try:
-                self.states[rid] = await asyncio.to_thread(self.harness.store.load, rid)
-            except Exception:
-                pass
+            self.notify(f"{type(exc).__name__}: {exc}", title=f"{one_line(rid, 60)} failed", severity="error",
+                        markup=False, timeout=15)
+            await self._reload(rid)
         finally:
             if self.active.get(rid) is not None:
                 self.active.pop(rid, None)
             self._bindings_dirty = True
             self._mark(rid, structure=True)
 
-    def _check_endpoint(self, rid: str) -> bool:
-        st = self.states[rid]
-        if (st.base_url or None) != (self.harness.base_url or None):
-            where = st.base_url or "the embedded scripted provider"
-            self.notify(f"{rid} was made against {where}; open the console with that endpoint to continue it",
-                        severity="warning", markup=False)
-            return False
-        return True
+    async def _reload(self, rid: str) -> None:
+        """The run as saved (after an operation that raised instead of returning it)."""
+        try:
+            self.states[rid] = await asyncio.to_thread(self.harness.store.load, rid)
+        except Exception:
+            pass
 
     # ---- actions (keys, palette) -------------------------------------------------------------------
     def action_stop(self) -> None:
@@ -798,7 +894,7 @@ class TetherApp(App[int]):
     def _decide(self, dialog: Callable[..., Screen[Any]], apply: Callable[..., Worker[Any]]) -> None:
         """Open ``dialog`` on the selected run's waiting call; ``apply`` the note or reason it returns."""
         rid = self.selected
-        if not rid or not self.can_decide(rid) or not self._check_endpoint(rid):
+        if not rid or not self.can_decide(rid):
             return
         waiting = self.states[rid].interruption
         if not isinstance(waiting, NeedsApproval):
@@ -822,12 +918,13 @@ class TetherApp(App[int]):
             self._flush()
             self.select(rid)
 
-        self.push_screen(NewRunDialog(scenario_choices(), base_url=self.harness.base_url,
-                                      default_model=self.default_model), done)
+        choices = agent_choices(self.config, base_url=self.harness.base_url, workspace=self.adhoc_workspace)
+        self.push_screen(NewRunDialog(choices, base_url=self.harness.base_url, default_model=self.default_model,
+                                      initial=self.initial_agent), done)
 
     def action_resume(self) -> None:
         rid = self.selected
-        if not rid or not self.can_resume(rid) or not self._check_endpoint(rid):
+        if not rid or not self.can_resume(rid):
             return
 
         def done(request: ResumeRequest | None) -> None:
@@ -874,23 +971,31 @@ class TetherApp(App[int]):
 
 
 def run_console(args: Any = None) -> int:
-    """Entry point of ``tether`` and ``tether console``; returns the exit code."""
+    """Entry point of ``tether`` and ``tether console``; returns the exit code (2: a usage
+    error, said on stderr in one line before the console opens)."""
     start = list(getattr(args, "start", None) or [])
     base_url = getattr(args, "base_url", None)
     model = getattr(args, "model", None) or (os.environ.get("LLM_MODEL") if base_url else None)
     if base_url and not model:
-        print("tether: error: with --base-url, give --model NAME (or LLM_MODEL)", file=sys.stderr)
-        return 2
+        return _usage_error("with --base-url, give --model NAME (or LLM_MODEL)")
     if not base_url:
         unknown = [s for s in start if s not in scenario_choices()]
         if unknown:
             known = ", ".join(scenario_choices())
-            print(f"tether: error: unknown scenario {unknown[0]!r}; the scripted provider knows: {known}",
-                  file=sys.stderr)
-            return 2
+            return _usage_error(f"unknown scenario {unknown[0]!r}; the scripted provider knows: {known}")
+    try:
+        path = find_config(getattr(args, "config", None))
+        config = load_config(path) if path is not None else None
+    except ConfigError as exc:
+        return _usage_error(str(exc))
+    agent = getattr(args, "agent", None)
+    if agent:
+        problem = _agent_problem(agent, config, base_url)
+        if problem:
+            return _usage_error(problem)
     options = dict(runs_dir=getattr(args, "runs_dir", None), workspace=getattr(args, "workspace", None),
                    base_url=base_url, api_key=os.environ.get("LLM_API_KEY") if base_url else None,
-                   model=model, start=start)
+                   model=model, start=start, config=config, agent=agent)
     if base_url:
         return _exit_code(TetherApp(**options))
     with contextlib.ExitStack() as stack:
@@ -901,6 +1006,31 @@ def run_console(args: Any = None) -> int:
             url, notes = None, [f"the scripted provider runs inside the console ({one_line(exc, 200)}); "
                                 "long runs will make the screen slower"]
         return _exit_code(TetherApp(**options, provider_url=url, notes=notes))
+
+
+def _usage_error(message: str) -> int:
+    print(f"tether: error: {one_line(message, 2000)}", file=sys.stderr)
+    return 2
+
+
+def _agent_problem(name: str, config: Config | None, base_url: str | None) -> str | None:
+    """Why ``--agent NAME`` cannot be preselected (None: it can): an agent of the agent file
+    that builds, or a demo scenario (offered when the console is not at ``--base-url``)."""
+    if config is not None and name in config.names:
+        try:
+            config.agent(name)
+        except ConfigError as exc:
+            return str(exc)
+        return None
+    if not base_url and demo.is_scenario(name):
+        return None
+    if config is not None:
+        known = f"the agents in {config.path}: {', '.join(config.names) or 'none'}"
+    else:
+        known = "there is no agent file (./tether.toml, --config FILE or $TETHER_CONFIG)"
+    if not base_url:
+        known += "; the demo agents: " + ", ".join(scenario_choices())
+    return f"unknown agent {name!r}; {known}"
 
 
 def _exit_code(app: TetherApp) -> int:

@@ -7,8 +7,9 @@ so a stray Enter meant for something else cannot approve a deletion.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Any
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, Literal
 
 from rich.table import Table
 from rich.text import Text
@@ -162,10 +163,47 @@ class RejectDialog(_DecisionDialog):
 
 @dataclass
 class NewRunRequest:
+    """What the New run dialog asks for. ``model`` is a demo scenario or, with the console's
+    ``--base-url``, a model at that endpoint; ``agent`` names an agent of the agent file
+    instead (``model`` is then only its model, for show). ``prompt`` None is the agent's
+    own task; ``limits``/``policies`` None are the agent's own."""
+
     model: str
+    prompt: str | None = None
+    limits: Limits | None = None
+    policies: Policies | None = None
+    agent: str | None = None
+
+
+ChoiceKind = Literal["agent", "demo", "model"]
+
+
+@dataclass(frozen=True)
+class AgentChoice:
+    """One entry of the New run dialog's list: an agent of the agent file (``agent``), a
+    demo scenario (``demo``), or, with ``--base-url``, the model typed in the dialog at
+    that endpoint (``model``). ``problem`` says why it cannot be started (an agent that
+    cannot be built), in words shown when it is chosen."""
+
+    kind: ChoiceKind
+    name: str
+    summary: str = ""
+    detail: str = ""
+    model: str = ""
     prompt: str | None = None
     limits: Limits = field(default_factory=Limits)
     policies: Policies = field(default_factory=Policies)
+    problem: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.kind, self.name)
+
+    def label(self) -> Text:
+        """Its line in the list: the name in bold, then what it is (a model: just that)."""
+        out = Text("" if self.kind == "model" else f"{clean(self.name)}  ", style="bold")
+        out.append(clean(self.summary), style="dim" if self.problem is None else "red")
+        return out
 
 
 def _parse_int(text: str, what: str) -> int | None:
@@ -194,70 +232,150 @@ def _parse_money(text: str, what: str) -> float | None:
     return value
 
 
+def _fields(choice: AgentChoice) -> dict[str, str]:
+    """The limits and policies fields as a choice's own settings fill them."""
+    limits, policies = choice.limits, choice.policies
+    return {
+        "#max-turns": "" if limits.max_turns is None else str(limits.max_turns),
+        "#budget": "" if limits.budget_usd is None else f"{limits.budget_usd:g}",
+        "#budget-mode": limits.budget_mode,
+        "#tool-errors": policies.tool_errors,
+        "#dedupe": policies.dedupe,
+    }
+
+
 class NewRunDialog(_FormDialog):
-    def __init__(self, scenarios: dict[str, str], *, base_url: str | None = None,
-                 default_model: str | None = None, initial: str | None = None) -> None:
+    """Choose an agent (the agent file's, then the demo scenarios; with ``--base-url``, a
+    model at that endpoint), type its task (blank: the agent's own), set its limits and
+    policies (filled with the chosen agent's own; a field the operator changed stays as
+    typed when another agent is chosen)."""
+
+    def __init__(self, choices: Sequence[AgentChoice], *, base_url: str | None = None,
+                 default_model: str | None = None, initial: tuple[str, str] | str | None = None) -> None:
         super().__init__()
-        self.scenarios = scenarios
+        if not choices:
+            raise ValueError("the New run dialog needs at least one agent to offer")
+        self.choices = {choice.key: choice for choice in choices}
         self.base_url = base_url
         self.default_model = default_model
-        self.initial = initial
+        self.initial = self._initial_key(initial)
+        self.preselected = initial is not None and self.initial is not None
+        self._applied = self.choices[self.initial or next(iter(self.choices))]
+
+    def _initial_key(self, initial: tuple[str, str] | str | None) -> tuple[str, str] | None:
+        if isinstance(initial, tuple):
+            return initial if initial in self.choices else None
+        if isinstance(initial, str):  # a name: the agent file's agent first, then a demo scenario
+            for kind in ("agent", "demo"):
+                if (kind, initial) in self.choices:
+                    return (kind, initial)
+            return None
+        models = [key for key in self.choices if key[0] == "model"]
+        return models[0] if models else None  # with --base-url, the model at it, as before
+
+    @property
+    def choice(self) -> AgentChoice:
+        """The agent chosen now."""
+        value = self.query_one("#agent", Select).value
+        return self.choices.get(value, self._applied)  # type: ignore[arg-type]
 
     def compose(self) -> ComposeResult:
-        defaults = Limits()
+        first = self._applied
+        filled = _fields(first)
         with Vertical(classes="dialog", id="new-run"):
             yield Label(Text("New run", style="bold"), classes="dialog-title")
             with Grid(classes="form"):
+                yield Label("Agent")
+                yield Select([(choice.label(), key) for key, choice in self.choices.items()], value=first.key,
+                             allow_blank=False, id="agent")
                 if self.base_url:
                     yield Label("Model")
-                    yield Input(value=self.default_model or "", id="model")
-                    yield Label("Task")
-                    yield Input(placeholder="what the agent should do", id="prompt")
-                else:
-                    yield Label("Scenario")
-                    options = [(Text(f"{name}  ", style="bold") + Text(clean(desc), style="dim"), name)
-                               for name, desc in self.scenarios.items()]
-                    first = self.initial if self.initial in self.scenarios else next(iter(self.scenarios))
-                    yield Select(options, value=first, allow_blank=False, id="scenario")
+                    yield Input(value=self.default_model or "", placeholder=f"a model at {self.base_url}",
+                                id="model", disabled=first.kind != "model")
+                yield Label("Task")
+                yield Input(placeholder=self._task_placeholder(first), id="prompt")
                 yield Label("Max turns")
-                yield Input(value=str(defaults.max_turns), placeholder="blank: no cap", id="max-turns")
+                yield Input(value=filled["#max-turns"], placeholder="blank: no cap", id="max-turns")
                 yield Label("Budget (USD)")
-                yield Input(placeholder="blank: no budget, e.g. 0.01", id="budget")
+                yield Input(value=filled["#budget"], placeholder="blank: no budget, e.g. 0.01", id="budget")
                 yield Label("Budget mode")
                 yield Select([("soft: check before each turn", "soft"),
                               ("strict: reserve the next turn's worst case", "strict")],
-                             value="soft", allow_blank=False, id="budget-mode")
+                             value=filled["#budget-mode"], allow_blank=False, id="budget-mode")
                 yield Label("Tool errors")
                 yield Select([("descriptive: the error's own words", "descriptive"),
                               ("generic: just \"Error\"", "generic"),
                               ("fatal: the run fails", "fatal")],
-                             value="descriptive", allow_blank=False, id="tool-errors")
+                             value=filled["#tool-errors"], allow_blank=False, id="tool-errors")
                 yield Label("Dedupe")
                 yield Select([("read-only tools", "read-only"), ("all tools", "all"), ("off", "off")],
-                             value="read-only", allow_blank=False, id="dedupe")
+                             value=filled["#dedupe"], allow_blank=False, id="dedupe")
+            yield Static(self._detail(first), id="agent-detail")
             yield from self.form_footer("Start", "Enter in a field starts the run · Esc cancels")
+
+    @staticmethod
+    def _task_placeholder(choice: AgentChoice) -> str:
+        if choice.prompt:
+            return f"blank: {one_line(choice.prompt, 60)}"
+        return "what the agent should do (it has no task of its own)"
+
+    @staticmethod
+    def _detail(choice: AgentChoice) -> Text:
+        if choice.problem:
+            return Text(one_line(choice.problem, 400), style="red")
+        return Text(clean(choice.detail), style="dim")
 
     def on_mount(self) -> None:
         super().on_mount()
-        first = "#model" if self.base_url else "#scenario"
-        self.query_one(first).focus()
+        if self.preselected or len(self.choices) == 1:  # the agent is known: straight to its task
+            target = "#model" if self._applied.kind == "model" and not self.default_model else "#prompt"
+            self.query_one(target, Input).focus()
+        else:
+            self.query_one("#agent", Select).focus()
+
+    @on(Select.Changed, "#agent")
+    def _agent_changed(self, event: Select.Changed) -> None:
+        new = self.choices.get(event.value)  # type: ignore[arg-type]
+        if new is None:
+            return
+        old, self._applied = self._applied, new
+        was, now = _fields(old), _fields(new)
+        for selector, value in now.items():
+            widget = self.query_one(selector)
+            if isinstance(widget, Input) and widget.value == was[selector]:
+                widget.value = value
+            elif isinstance(widget, Select) and widget.value == was[selector]:
+                widget.value = value
+        self.query_one("#prompt", Input).placeholder = self._task_placeholder(new)
+        if self.base_url:
+            self.query_one("#model", Input).disabled = new.kind != "model"
+        self.query_one("#agent-detail", Static).update(self._detail(new))
+        self.query_one("#error", Static).update("")
 
     def request(self) -> NewRunRequest:
+        choice = self.choice
+        if choice.problem:
+            raise ValueError(choice.problem)
         max_turns = _parse_int(self.query_one("#max-turns", Input).value, "max turns")
         budget = _parse_money(self.query_one("#budget", Input).value, "budget")
         if max_turns is None and budget is None:
             raise ValueError("give a turn cap or a budget: a run with neither can run forever")
         mode = self.query_one("#budget-mode", Select).value
-        limits = Limits(max_turns=max_turns, budget_usd=budget, budget_mode=mode)  # type: ignore[arg-type]
-        policies = Policies(tool_errors=self.query_one("#tool-errors", Select).value,  # type: ignore[arg-type]
-                            dedupe=self.query_one("#dedupe", Select).value)  # type: ignore[arg-type]
-        if self.base_url:
+        limits = replace(choice.limits, max_turns=max_turns, budget_usd=budget, budget_mode=mode)  # type: ignore[arg-type]
+        policies = replace(choice.policies, auto_approve=list(choice.policies.auto_approve),
+                           tool_errors=self.query_one("#tool-errors", Select).value,  # type: ignore[arg-type]
+                           dedupe=self.query_one("#dedupe", Select).value)  # type: ignore[arg-type]
+        prompt = self.query_one("#prompt", Input).value.strip() or None
+        if choice.kind == "model":
             model = self.query_one("#model", Input).value.strip()
-            prompt = self.query_one("#prompt", Input).value.strip()
             if not model or not prompt:
                 raise ValueError("give a model name and a task")
             return NewRunRequest(model, prompt, limits, policies)
-        return NewRunRequest(str(self.query_one("#scenario", Select).value), None, limits, policies)
+        if prompt is None and not choice.prompt:
+            raise ValueError(f"{choice.name} has no task of its own: type one in Task")
+        if choice.kind == "agent":
+            return NewRunRequest(choice.model, prompt, limits, policies, agent=choice.name)
+        return NewRunRequest(choice.name, prompt, limits, policies)
 
 
 # ---- resume with raised limits ---------------------------------------------------
@@ -328,7 +446,8 @@ HELP_KEYS = (
     ("s", "Stop the selected run: fires its signal, even inside a running tool (scan_archive)."),
     ("a", "Approve the selected run's pending call (a dialog shows tool, arguments, call id)."),
     ("r", "Reject it: the reason is written into the transcript in words; nothing is done."),
-    ("n", "New run: scenario, turn cap, budget and mode, tool-error policy, dedupe."),
+    ("n", "New run: an agent (the agent file's, or a demo scenario), its task, turn cap, budget "
+          "and mode, tool-error policy, dedupe."),
     ("R", "Resume a run stopped by its turn cap, its budget or Stop, with raised limits."),
     ("↑ ↓", "Select a run (the mouse works too)."),
     ("Tab", "Move between panes: runs, approvals, transcript, trace."),
