@@ -29,6 +29,7 @@ class CancelSignal:
     def __init__(self) -> None:
         self._event = asyncio.Event()
         self.reason: str | None = None
+        self.by: str | None = None
         self.fired_at: float | None = None
         self._guarded: set[asyncio.Future[Any]] = set()
 
@@ -36,11 +37,12 @@ class CancelSignal:
     def cancelled(self) -> bool:
         return self._event.is_set()
 
-    def cancel(self, reason: str = "cancelled") -> None:
-        """Fire the signal. The first reason wins; later calls are no-ops."""
+    def cancel(self, reason: str = "cancelled", by: str | None = None) -> None:
+        """Fire the signal. The first reason (and who gave it) wins; later calls are no-ops."""
         if self._event.is_set():
             return
         self.reason = reason
+        self.by = by
         self.fired_at = time.perf_counter()
         self._event.set()
         for work in tuple(self._guarded):

@@ -63,6 +63,19 @@ def _place_options(p: argparse.ArgumentParser) -> None:
     _config_option(p)
 
 
+def _as_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--as", dest="who", metavar="NAME",
+                   help="who is deciding, recorded with the decision (default: user@host)")
+
+
+def _wait_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--wait-for-decision", action="store_true",
+                   help="at an approval, keep the process waiting for a decision from any console or "
+                        "tether approve|reject, instead of exiting 5")
+    p.add_argument("--decision-timeout", type=_non_negative, default=0.0, metavar="SECONDS",
+                   help="with --wait-for-decision: stop waiting after this long (default: wait until decided)")
+
+
 def _config_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--config", type=Path, metavar="FILE",
                    help="the agent file (default $TETHER_CONFIG, else ./tether.toml when there is one)")
@@ -108,6 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cancel-after", type=_non_negative, metavar="SECONDS",
                      help="fire the run's Stop signal after this many seconds")
     run.add_argument("--json", action="store_true")
+    _wait_options(run)
+    _otlp_option(run)
     _place_options(run)
 
     resume = sub.add_parser("resume", help="resume a stopped run, optionally with raised limits")
@@ -115,6 +130,8 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("--max-turns", type=_positive_int)
     resume.add_argument("--budget", type=_money, metavar="USD")
     resume.add_argument("--json", action="store_true")
+    _wait_options(resume)
+    _otlp_option(resume)
     _place_options(resume)
 
     for name, field, what in (("approve", "--note", "approve the pending call, then resume"),
@@ -123,10 +140,21 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("run_id")
         p.add_argument(field, default="")
         p.add_argument("--json", action="store_true")
+        _as_option(p)
+        _wait_options(p)
+        _otlp_option(p)
         _place_options(p)
+
+    stop = sub.add_parser("stop", help="stop a run, whichever process runs it")
+    stop.add_argument("run_id")
+    stop.add_argument("--reason", default="", help="why, recorded with the stop")
+    _as_option(stop)
+    _place_options(stop)
 
     runs = sub.add_parser("runs", help="list every run in the runs dir")
     runs.add_argument("--json", action="store_true")
+    runs.add_argument("--live", action="store_true",
+                      help="only the runs that are running (or orphaned) and those waiting for an approval")
     _place_options(runs)
 
     show = sub.add_parser("show", help="show a run and its transcript")
@@ -137,6 +165,22 @@ def build_parser() -> argparse.ArgumentParser:
     trace = sub.add_parser("trace", help="print a run's JSONL trace")
     trace.add_argument("run_id")
     _place_options(trace)
+
+    watch = sub.add_parser("watch", help="follow runs as they happen, one line per event (until the run stops)")
+    watch.add_argument("run_id", nargs="?", help="the run to follow (default: the most recently created)")
+    watch.add_argument("--all", action="store_true",
+                       help="follow every run on the store, new ones included, until Ctrl-C")
+    watch.add_argument("--lines", type=int, default=20, metavar="N",
+                       help="show each run's last N trace lines first (default 20)")
+    _place_options(watch)
+
+    export = sub.add_parser("export-otel", help="send a finished run's trace to an OpenTelemetry collector")
+    export.add_argument("run_id")
+    _otlp_option(export)
+    export.add_argument("--capture-content", action="store_true",
+                        help="include prompts, answers and tool results (off by default)")
+    export.add_argument("--timeout", type=_non_negative, metavar="SECONDS")
+    export.add_argument("--runs-dir", type=Path, help="where runs are saved (default $TETHER_HOME/runs)")
 
     provider = sub.add_parser("provider", help="serve the scripted provider over HTTP")
     provider.add_argument("--host", default="127.0.0.1")
@@ -192,9 +236,29 @@ def _config(args: argparse.Namespace) -> Any:
 
 
 def _harness(args: argparse.Namespace, **kw: Any) -> Any:
+    """The harness of a command, exporting its runs' spans when OpenTelemetry is configured
+    (``--otlp URL`` or ``OTEL_EXPORTER_OTLP_ENDPOINT``): the exporter is imported only then."""
     from tether.harness import Harness
 
-    return Harness(getattr(args, "runs_dir", None), getattr(args, "workspace", None), config=_config(args), **kw)
+    harness = Harness(getattr(args, "runs_dir", None), getattr(args, "workspace", None), config=_config(args), **kw)
+    otlp = getattr(args, "otlp", None)
+    if otlp or _otel_configured():
+        from tether.otel import otel_sink_from_env
+
+        sink = otel_sink_from_env(otlp, on_dropped=harness.note_dropped, state_of=harness.live.get,
+                                  secrets=harness._secrets())
+        if sink is not None:
+            harness.sinks.append(sink)
+    return harness
+
+
+def _otel_configured() -> bool:
+    return any(os.environ.get(name) for name in ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))
+
+
+def _otlp_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--otlp", metavar="URL",
+                   help="export the run's spans to this OTLP/HTTP endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT)")
 
 
 def _emit_outcome(args: argparse.Namespace, outcome: Any) -> int:
@@ -268,8 +332,19 @@ async def _run(args: argparse.Namespace) -> int:
         state = harness.create(agent, args.prompt, run_id=args.run_id, limits=replace(agent.limits, **overrides),
                                policies=replace(agent.policies, **policy))
         sinks = [_StreamPrinter(state.run_id)] if args.stream and not args.json else []
-        outcome = await harness.run(state.run_id, signal=await _signal(args), sinks=sinks)
+        outcome = await harness.run(state.run_id, signal=await _signal(args), sinks=sinks,
+                                    wait_for_decision=_waiting(args))
     return _emit_outcome(args, outcome)
+
+
+def _waiting(args: argparse.Namespace) -> float | None:
+    return args.decision_timeout if getattr(args, "wait_for_decision", False) else None
+
+
+def _who(args: argparse.Namespace) -> str:
+    from tether.control import operator_name
+
+    return getattr(args, "who", None) or operator_name()
 
 
 class _StreamPrinter:
@@ -308,20 +383,50 @@ def _harness_for(args: argparse.Namespace) -> Any:
 async def _resume(args: argparse.Namespace) -> int:
     async with _harness_for(args) as harness:
         outcome = await harness.run(args.run_id, signal=await _signal(args), max_turns=args.max_turns,
-                                    budget_usd=args.budget)
+                                    budget_usd=args.budget, wait_for_decision=_waiting(args))
     return _emit_outcome(args, outcome)
 
 
 async def _approve(args: argparse.Namespace) -> int:
-    async with _harness_for(args) as harness:
-        outcome = await harness.approve(args.run_id, args.note, signal=await _signal(args))
-    return _emit_outcome(args, outcome)
+    return await _decide(args, "approve", args.note)
 
 
 async def _reject(args: argparse.Namespace) -> int:
+    return await _decide(args, "reject", args.reason)
+
+
+async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
+    """Decide the run's waiting call: delivered to the process that holds the run waiting
+    for a decision, if one does; otherwise made here, and the run goes on in this process."""
     async with _harness_for(args) as harness:
-        outcome = await harness.reject(args.run_id, args.reason, signal=await _signal(args))
+        owner = harness.store.owner(args.run_id)
+        if owner is not None and owner.alive:
+            reply = await harness.decide(args.run_id, verdict, text, by=_who(args))
+            return _emit_reply(args, reply)
+        operate = harness.approve if verdict == "approve" else harness.reject
+        outcome = await operate(args.run_id, text, by=_who(args), signal=await _signal(args),
+                                wait_for_decision=_waiting(args))
     return _emit_outcome(args, outcome)
+
+
+async def _stop(args: argparse.Namespace) -> int:
+    async with _harness_for(args) as harness:
+        if not harness.store.exists(args.run_id):
+            raise StateError(f"no run {args.run_id} in {harness.store.root}")
+        reply = await harness.stop(args.run_id, args.reason or "stopped from the command line", by=_who(args))
+    return _emit_reply(args, reply)
+
+
+def _emit_reply(args: argparse.Namespace, reply: Any) -> int:
+    """A control request's answer in words; exit 0 when it was done, 1 when it is recorded for
+    when the run is adopted, 2 when nothing could be done (and nothing changed)."""
+    from tether.text import clean
+
+    if getattr(args, "json", False):
+        print(json.dumps({"ok": reply.ok, "pending": reply.pending, "words": reply.words}))
+    else:
+        print(clean(reply.words), file=sys.stdout if reply.ok else sys.stderr)
+    return 0 if reply.ok else 1 if reply.pending else USAGE_ERROR
 
 
 async def _agents(args: argparse.Namespace) -> int:
@@ -394,42 +499,54 @@ async def _describe(agent: Any, kind: str) -> dict[str, Any]:
 
 
 async def _runs(args: argparse.Namespace) -> int:
-    from tether.harness import tether_home
-    from tether.report import recorded_ms, recorded_tool_runs, summary
-    from tether.store import RunStore
+    """From the index of summaries (``tether.index``), not by replaying every journal.
+    A running run shows who runs it; one whose process died shows as ``orphaned`` (in
+    ``--json``: ``status`` stays the saved ``running``, ``liveness`` says ``orphaned``)."""
+    from tether.report import listing, owner_words, recorded_all
+    from tether.store import RunStore, default_runs_dir
     from tether.text import clean
 
-    store = RunStore(args.runs_dir or tether_home() / "runs")
-    states, problems = store.load_all()
-    rows = [summary(s, recorded_tool_runs(store.run_dir(s.run_id)), recorded_ms(store.run_dir(s.run_id)))
-            for s in states]
+    store = RunStore(args.runs_dir or default_runs_dir())
+    problems: dict[str, str] = {}
+    runs = store.summaries(live_only=args.live, problems=problems)
     if args.json:
-        print(json.dumps(rows))
+        recorded = recorded_all(store, [r.run_id for r in runs])
+        print(json.dumps([listing(r, *recorded[r.run_id]) for r in runs]))
     else:
-        for row, state in zip(rows, states):
-            print(clean(f"{row['run_id']:<40} {row['status']:<20} {state.model:<16} turns={row['turns']:<4} "
-                        f"cost=${row['cost_usd']:.4f}"))
-        if not rows:
-            print(f"no runs in {store.root}")
+        lines = []
+        for r in runs:
+            line = f"{r.run_id:<40} {r.shown_status:<20} {r.model:<16} turns={r.turns:<4} cost=${r.cost_usd:.4f}"
+            if r.liveness is not None:
+                line += f"  {owner_words(r.run_id, r.liveness, r.owner)}"
+            lines.append(clean(line))
+        if not runs:
+            lines.append(f"no {'live ' if args.live else ''}runs in {store.root}")
+        sys.stdout.write("\n".join(lines) + "\n")
     for run_id, problem in problems.items():
         print(f"tether: skipped {run_id}: {problem}", file=sys.stderr)
     return 0
 
 
 async def _show(args: argparse.Namespace) -> int:
-    from tether.harness import tether_home
-    from tether.report import recorded_ms, recorded_tool_runs, summary, text_summary
-    from tether.store import RunStore
+    from tether.report import owner_words, recorded_ms, recorded_tool_runs, summary, text_summary
+    from tether.state import Status
+    from tether.store import RunStore, default_runs_dir
     from tether.text import clean
 
-    store = RunStore(args.runs_dir or tether_home() / "runs")
+    store = RunStore(args.runs_dir or default_runs_dir())
     state = store.load(args.run_id)
     run_dir = store.run_dir(args.run_id)
     tool_runs, ms = recorded_tool_runs(run_dir), recorded_ms(run_dir)
+    owner = store.owner(args.run_id) if state.status is Status.RUNNING else None
+    liveness = None if state.status is not Status.RUNNING else "running" if owner and owner.alive else "orphaned"
     if args.json:
-        print(json.dumps({**summary(state, tool_runs, ms), "messages": state.messages}))
+        print(json.dumps({**summary(state, tool_runs, ms), "liveness": liveness,
+                          "owner": None if owner is None else owner.to_dict(), "messages": state.messages}))
         return 0
     print(text_summary(state, len(tool_runs), ms))
+    if liveness is not None:
+        label = "owner" if liveness == "running" else "orphaned"
+        print(clean(f"{label}: {owner_words(state.run_id, liveness, owner, long=True)}"))
     for message in state.messages:
         role = message.get("role")
         if message.get("content"):
@@ -450,6 +567,47 @@ async def _trace(args: argparse.Namespace) -> int:
         raise StateError(f"no trace for run {args.run_id} at {path}")
     sys.stdout.write(path.read_text(encoding="utf-8"))  # JSON lines: controls are escaped
     return 0
+
+
+async def _watch(args: argparse.Namespace) -> int:
+    """Follow a run (or, with --all, every run) as its events are written, by whichever
+    process runs it: its last trace lines first, then each new one, worded as in the
+    console's trace pane. Ends when the run stops, and Ctrl-C ends it (exit 0)."""
+    import signal
+
+    from tether.harness import tether_home
+    from tether.store import RunStore
+    from tether.text import clean
+    from tether.watch import follow_all, follow_run, newest_run
+
+    def note(text: str) -> None:
+        print(clean(text), file=sys.stderr, flush=True)
+
+    if args.all and args.run_id:
+        raise UsageError("give a RUN_ID or --all, not both")
+    store = RunStore(args.runs_dir or tether_home() / "runs")
+    lines = max(0, args.lines)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    try:
+        if args.all:
+            await follow_all(store.root, sys.stdout, stop_event=stop, backlog=lines,
+                             on_ready=lambda: note(f"watching every run in {store.root} (Ctrl-C to stop)"))
+            return 0
+        run_id = args.run_id or newest_run(store.root)
+        if run_id is None:
+            raise StateError(f"no runs in {store.root}")
+        if not store.exists(run_id):
+            raise StateError(f"no run {run_id} in {store.root}")
+        await follow_run(store.root, run_id, sys.stdout, stop_event=stop, backlog=lines,
+                         on_ready=lambda: note(f"watching {run_id} until it stops (Ctrl-C to stop watching)"))
+        return 0
+    except BrokenPipeError:  # the reader went away (tether watch | head)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
 
 
 def _provider(args: argparse.Namespace) -> int:
@@ -481,8 +639,14 @@ async def _eval(args: argparse.Namespace) -> int:
     return await command(args)
 
 
-_COMMANDS = {"agents": _agents, "run": _run, "resume": _resume, "approve": _approve, "reject": _reject,
-             "runs": _runs, "show": _show, "trace": _trace,
+async def _export_otel(args: argparse.Namespace) -> int:
+    from tether.otel import command
+
+    return await command(args)
+
+
+_COMMANDS = {"agents": _agents, "stop": _stop, "export-otel": _export_otel, "run": _run, "resume": _resume, "approve": _approve, "reject": _reject,
+             "runs": _runs, "show": _show, "trace": _trace, "watch": _watch,
              "lab": _lab, "eval": _eval}
 
 

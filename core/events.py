@@ -134,4 +134,13 @@ class RunStopped(Event):
     interruption: dict[str, Any] | None = None
 
 
+@dataclass(slots=True, kw_only=True)
+class TelemetryDropped(Event):
+    """Spans about this run that never reached the OpenTelemetry collector (it was down or
+    slow, and the bounded queue was full): the trace says so instead of the gap passing unseen."""
+
+    kind: ClassVar[str] = "telemetry_dropped"
+    spans: int
+
+
 EventSink = Callable[[Event], None]

@@ -22,14 +22,15 @@ from typing import Any
 
 import httpx
 
+from tether import control
 from tether.agents import Agent, AgentError, changed_tools
 from tether.cancel import CancelSignal
 from tether.client import ModelClient, without_credentials
-from tether.events import EventSink
+from tether.events import EventSink, TelemetryDropped
 from tether.loop import LoopEnv, RunLoop, approve, reject
 from tether.provider import SCENARIOS, FaultPlan, create_app
-from tether.state import Limits, Policies, Pricing, RunState, StateError, Status, new_run_id
-from tether.store import RunStore
+from tether.state import Limits, NeedsApproval, Policies, Pricing, RunState, StateError, Status, new_run_id
+from tether.store import TRACE_FILE, RunStore
 from tether.subagent import CHILD_MAX_TURNS, child_limits_budget
 from tether.tokens import TokenCounter, encoding, encoding_loaded
 from tether.tools.base import Tool
@@ -105,11 +106,20 @@ class Harness:
         self._clients: dict[tuple[str, str | None], ModelClient] = {}
         self._agents: dict[tuple[str, str], Agent] = {}
         self._signals: dict[str, CancelSignal] = {}
+        self._control: control.ControlServer | None = None
+        self._emitters: dict[str, Callable[[Any], None]] = {}
         # The in-memory state of every run this process is driving, for views that
         # want the transcript as it grows (the console); removed when the run stops.
         self.live: dict[str, RunState] = {}
 
     async def aclose(self) -> None:
+        for sink in self.sinks:  # a sink that holds resources (OpenTelemetry's exporter) closes with us
+            shutdown = getattr(sink, "shutdown", None)
+            if callable(shutdown):
+                await asyncio.to_thread(shutdown)
+        if self._control is not None:
+            await self._control.aclose()
+            self._control = None
         clients = {id(c): c for c in [*self._clients.values(), *([self._client] if self._client else [])]}
         for client in clients.values():
             await client.aclose()
@@ -227,8 +237,13 @@ class Harness:
         return await self.run(state.run_id, signal=signal, sinks=sinks)
 
     async def run(self, run_id: str, *, signal: CancelSignal | None = None, sinks: Sequence[EventSink] = (),
-                  max_turns: int | None = None, budget_usd: float | None = None) -> Outcome:
-        """Start or resume a run; raising limits is how a capped run goes on."""
+                  max_turns: int | None = None, budget_usd: float | None = None,
+                  wait_for_decision: float | None = None) -> Outcome:
+        """Start or resume a run; raising limits is how a capped run goes on.
+
+        ``wait_for_decision``: at an approval, keep holding the run and wait this many seconds
+        (0: as long as it takes) for a decision from any process (:meth:`decide`), then go on;
+        None stops the run ``interrupted`` at the approval, for whoever decides to resume it."""
 
         def raise_limits(state: RunState) -> list[Any]:
             if max_turns is not None:
@@ -237,39 +252,123 @@ class Harness:
                 state.limits.budget_usd = budget_usd
             return []
 
-        return await self._operate(run_id, raise_limits, signal, sinks)
+        return await self._operate(run_id, raise_limits, signal, sinks, wait_for_decision)
 
     resume = run
 
     async def approve(self, run_id: str, note: str = "", *, call_id: str | None = None, by: str = "operator",
-                      signal: CancelSignal | None = None, sinks: Sequence[EventSink] = ()) -> Outcome:
-        """Approve the waiting call (bound to its arguments, used once), then go on."""
-        return await self._operate(run_id, lambda s: [approve(s, call_id, note, by)], signal, sinks)
+                      signal: CancelSignal | None = None, sinks: Sequence[EventSink] = (),
+                      wait_for_decision: float | None = None) -> Outcome:
+        """Approve the waiting call (bound to its arguments, used once), then go on. For a run
+        whose process waits for a decision, use :meth:`decide`: it reaches that process."""
+        return await self._operate(run_id, lambda s: [approve(s, call_id, note, by)], signal, sinks,
+                                   wait_for_decision, deciding=True)
 
     async def reject(self, run_id: str, reason: str = "", *, call_id: str | None = None, by: str = "operator",
-                     signal: CancelSignal | None = None, sinks: Sequence[EventSink] = ()) -> Outcome:
+                     signal: CancelSignal | None = None, sinks: Sequence[EventSink] = (),
+                     wait_for_decision: float | None = None) -> Outcome:
         """Decline the waiting call, in words in its result slot, then go on."""
-        return await self._operate(run_id, lambda s: [reject(s, call_id, reason, by)], signal, sinks)
+        return await self._operate(run_id, lambda s: [reject(s, call_id, reason, by)], signal, sinks,
+                                   wait_for_decision, deciding=True)
 
-    def stop(self, run_id: str, reason: str = STOP_REASON) -> bool:
-        """Fire the Stop signal of a run this harness is driving (its children stop with it).
-        False when this process is not running it."""
+    async def stop(self, run_id: str, reason: str = STOP_REASON, *, by: str = "operator") -> control.ControlReply:
+        """Stop a run whichever process runs it: its signal fires, and the tool it is running is
+        cut off in words. The reply says what happened, in words (nothing to stop, orphaned...)."""
         signal = self._signals.get(run_id)
-        if signal is None:
-            return False
-        signal.cancel(reason)
-        return True
+        if signal is not None:  # this process runs it
+            if signal.cancelled:
+                return control.ControlReply(True, f"run {run_id} is already stopping")
+            signal.cancel(reason, by)
+            return control.ControlReply(True, f"run {run_id} stops now")
+        return await self.request(run_id, control.ControlRequest("stop", reason, by=by))
+
+    async def decide(self, run_id: str, verdict: str, text: str = "", *, call_id: str | None = None,
+                     by: str = "operator") -> control.ControlReply:
+        """Deliver an approval or a rejection to the process that holds the run waiting for
+        one (``wait_for_decision``). A run nobody holds is decided with :meth:`approve` or
+        :meth:`reject`, in this process."""
+        kind = "approve" if verdict in ("approve", "approved") else "reject"
+        return await self.request(run_id, control.ControlRequest(kind, text, call_id=call_id, by=by))
+
+    async def request(self, run_id: str, request: control.ControlRequest) -> control.ControlReply:
+        """Append ``request`` to the run's control channel and have its process act on it.
+        Refused in words, changing nothing, when no process could act on it."""
+        state = self.store.load(run_id)
+        owner = self.store.owner(run_id)
+        alive = owner is not None and owner.alive
+        if request.kind == "stop" and not alive and state.status is not Status.RUNNING:
+            if isinstance(state.interruption, NeedsApproval):
+                return control.ControlReply(False, f"nothing to stop: run {run_id} is waiting for approval of "
+                                            f"{state.interruption.tool_name} and no process is running it; "
+                                            f"tether reject {run_id} --reason TEXT declines the call")
+            return control.ControlReply(False, f"nothing to stop: run {run_id} has already stopped "
+                                        f"({state.status.value})")
+        if not alive:
+            if state.status is Status.RUNNING:  # its process died: the request waits for the adopter
+                control.append(self.store.run_dir(run_id), request)
+                who = f" (pid {owner.pid} on {owner.host})" if owner is not None else ""
+                return control.ControlReply(False, f"run {run_id} is orphaned: the process that ran it{who} "
+                                            f"ended without stopping it. The {request.kind} is recorded and "
+                                            f"applies when the run is adopted (tether resume {run_id})",
+                                            pending=True)
+            return control.ControlReply(False, f"no process holds run {run_id} ({state.status.value}): "
+                                        f"tether {request.kind} {run_id} acts on it directly")
+        control.append(self.store.run_dir(run_id), request)
+        reply = await control.deliver(owner.control, run_id, request.id) if owner.control else None
+        if reply is None and not (self.store.owner(run_id) or owner).alive:
+            # It let go of the run between our look and our poke: say where the run is now.
+            state = self.store.load(run_id)
+            last = max(state.approvals.values(), key=lambda d: d.ts, default=None)
+            if request.kind != "stop" and last is not None and not isinstance(state.interruption, NeedsApproval):
+                return control.ControlReply(False, f"already decided: {last.verdict} by {last.by}; "
+                                            "there is one decision per call")
+            return control.ControlReply(False, f"the process running {run_id} let go of it before it answered "
+                                        f"(it is {state.status.value} now); nothing was done")
+        if reply is None:
+            return control.ControlReply(False, f"the process running {run_id} (pid {owner.pid} on {owner.host}) "
+                                        f"did not answer; the {request.kind} is recorded and applies if the run "
+                                        "is adopted", pending=True)
+        return reply
+
+    def note_dropped(self, run_id: str, spans: int) -> None:
+        """Say in a run's trace that telemetry about it was dropped (a collector down or slow):
+        through the run's own loop while this process drives it, else appended to its trace."""
+        event = TelemetryDropped(run_id=run_id, spans=spans)
+        emit = self._emitters.get(run_id)
+        if emit is not None:
+            emit(event)
+            return
+        with contextlib.suppress(OSError, StateError):
+            trace = TraceWriter(self.store.run_dir(run_id) / TRACE_FILE)
+            try:
+                trace.write(event)
+            finally:
+                trace.close()
+
+    async def _control_server(self) -> control.ControlServer:
+        if self._control is None:
+            self._control = control.ControlServer()
+        await self._control.start()
+        return self._control
 
     async def _operate(self, run_id: str, prepare: Callable[[RunState], list[Any]], signal: CancelSignal | None,
-                       sinks: Sequence[EventSink]) -> Outcome:
+                       sinks: Sequence[EventSink], wait_for_decision: float | None = None, *,
+                       deciding: bool = False) -> Outcome:
         if not encoding_loaded():
             await asyncio.to_thread(encoding)  # load the rank file off the event loop, once
         started = time.perf_counter()
         signal = signal or CancelSignal()
-        state, handle = self.store.open(run_id)
+        server = await self._control_server()
+        state, handle = self.store.open(run_id, control=server.address)
         trace: TraceWriter | None = None
+        controls = _Controls(state, handle.directory, signal)
+        server.register(run_id, controls.poke)
         try:
             if state.status in (Status.COMPLETED, Status.FAILED):
+                last = max(state.approvals.values(), key=lambda d: d.ts, default=None) if deciding else None
+                if last is not None:
+                    raise StateError(f"already decided: {last.verdict} by {last.by}, and run {run_id} has since "
+                                     f"ended ({state.status.value})")
                 raise StateError(f"run {run_id} has already ended ({state.status.value}); it cannot be resumed")
             agent = self.agent_of(state)
             client = self._client_for(agent, state)
@@ -290,18 +389,32 @@ class Harness:
                     self._check_tools(state, tools)
                 env = self._env(agent, client, tools, sinks)
                 loop = RunLoop(state, env, handle, trace, signal)
+                self._emitters[run_id] = loop.emit
                 self.live[run_id] = state
                 self._signals[run_id] = signal
                 if failure is not None:
                     return Outcome(loop.fail(failure), [], (time.perf_counter() - started) * 1000)
+                controls.adopt()  # requests made while the run's process was dead
                 events = prepare(state)
                 if events:
                     for event in events:
                         loop.emit(event)
                     loop.save()
                 final = await loop.run()
+                while wait_for_decision is not None and isinstance(final.interruption, NeedsApproval) \
+                        and not signal.cancelled:
+                    decision = await controls.wait_for_decision(final.interruption, wait_for_decision)
+                    if decision is None:
+                        break  # no decision in time (or a Stop): the run stays waiting, on disk
+                    apply = approve if decision.kind == "approve" else reject
+                    loop.emit(apply(state, decision.call_id, decision.text, decision.by))
+                    loop.save()
+                    final = await loop.run()
+                controls.close()
                 return Outcome(final, loop.tool_runs, (time.perf_counter() - started) * 1000)
         finally:
+            server.unregister(run_id)
+            self._emitters.pop(run_id, None)
             self.live.pop(run_id, None)
             self._signals.pop(run_id, None)
             if trace is not None:
@@ -371,10 +484,11 @@ class Harness:
             sinks=all_sinks,
             stop_conditions=[] if child else list(agent.stop_when),  # type: ignore[arg-type]
             error_formatter=agent.error_formatter,  # type: ignore[arg-type]
-            spawn=None if child else self._spawner(agent, client, tools, all_sinks),
+            spawn=None if child else self._spawner(agent, client, tools, list(sinks)),
         )
 
     def _spawner(self, agent: Agent, client: ModelClient, tools: dict[str, Tool], sinks: list[EventSink]) -> Any:
+        """``sinks``: the operation's own; the harness's are added by :meth:`_env`, once."""
         async def spawn(parent: RunState, call_id: str, question: str, signal: CancelSignal) -> RunState:
             child_id = f"{parent.run_id}.{call_id}"
             if not self.store.exists(child_id):
@@ -409,6 +523,97 @@ class Harness:
                 handle.release()
 
         return spawn
+
+
+class _Controls:
+    """What the process running one run does with its control requests: a Stop fires the
+    run's signal; a decision is handed to the wait for one, if the run waits; anything else
+    is answered in words. Requests are handled in the order they were made, once."""
+
+    def __init__(self, state: RunState, run_dir: Path, signal: CancelSignal) -> None:
+        self.state = state
+        self.run_dir = run_dir
+        self.signal = signal
+        self.replies: dict[str, control.ControlReply] = {}
+        self._waiting: NeedsApproval | None = None
+        self._decision: asyncio.Future[control.ControlRequest | None] | None = None
+        self._decided: control.ControlRequest | None = None
+
+    async def poke(self, request_id: str) -> control.ControlReply:
+        self.process()
+        return self.replies.get(request_id, control.ControlReply(False, f"no request {request_id} for this run"))
+
+    def adopt(self) -> None:
+        """A run saved as running was orphaned: the requests its dead process never handled
+        apply now (a Stop stops it at once). Any other run had stopped before they came, so
+        they are answered and dropped."""
+        if self.state.status is Status.RUNNING:
+            self.process()
+        else:
+            self.close()
+
+    def process(self) -> None:
+        for request in control.read_from(self.run_dir, self.state.control_seen):
+            self.state.control_seen += 1
+            self.replies[request.id] = self._handle(request)
+
+    def close(self) -> None:
+        """The run is no longer driven here: answer what is left, apply none of it."""
+        for request in control.read_from(self.run_dir, self.state.control_seen):
+            self.state.control_seen += 1
+            self.replies[request.id] = control.ControlReply(
+                False, f"run {self.state.run_id} had already stopped ({self.state.status.value})")
+
+    def _handle(self, request: control.ControlRequest) -> control.ControlReply:
+        run_id = self.state.run_id
+        if request.kind == "stop":
+            if self._decision is not None and not self._decision.done():
+                self._decision.set_result(None)  # stop waiting; the run stays waiting for approval
+                return control.ControlReply(True, f"run {run_id} waits for approval; its process (pid "
+                                            f"{os.getpid()}) stops waiting and leaves it on disk")
+            if self.signal.cancelled:
+                return control.ControlReply(True, f"run {run_id} is already stopping")
+            self.signal.cancel(request.text or STOP_REASON, request.by)
+            return control.ControlReply(True, f"run {run_id} stops now (pid {os.getpid()})")
+        verdict = "approved" if request.kind == "approve" else "rejected"
+        if self._decided is not None:
+            done = "approved" if self._decided.kind == "approve" else "rejected"
+            return control.ControlReply(False, f"already decided: {done} by {self._decided.by}; "
+                                        "there is one decision per call")
+        earlier = (self.state.approvals.get(request.call_id) if request.call_id
+                   else max(self.state.approvals.values(), key=lambda d: d.ts, default=None))
+        if earlier is not None and (self._waiting is None or earlier.call_id == self._waiting.call_id):
+            return control.ControlReply(False, f"already decided: {earlier.verdict} by {earlier.by}; "
+                                        "there is one decision per call")
+        waiting = self._waiting
+        if waiting is None or self._decision is None or self._decision.done():
+            return control.ControlReply(False, f"run {run_id} is not waiting for a decision (it is running)")
+        if request.call_id and request.call_id != waiting.call_id:
+            return control.ControlReply(False, f"run {run_id} waits for a decision on {waiting.call_id}, "
+                                        f"not {request.call_id}")
+        decided = control.ControlRequest(request.kind, request.text, waiting.call_id, request.by, request.id,
+                                         request.ts)
+        self._decided = decided
+        self._decision.set_result(decided)
+        return control.ControlReply(True, f"{verdict} {waiting.tool_name} ({waiting.call_id}); "
+                                    f"the process running {run_id} (pid {os.getpid()}) goes on")
+
+    async def wait_for_decision(self, waiting: NeedsApproval, timeout_s: float) -> control.ControlRequest | None:
+        """Wait for an approve or reject of ``waiting`` from any process; None after
+        ``timeout_s`` (0: forever) or a Stop."""
+        self._waiting = waiting
+        self._decided = None
+        self._decision = asyncio.get_running_loop().create_future()
+        self.process()  # a decision may have been made before this process got here
+        stopped = asyncio.ensure_future(self.signal.wait())
+        try:
+            done, _ = await asyncio.wait({self._decision, stopped}, timeout=timeout_s or None,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            return self._decision.result() if self._decision in done else None
+        finally:
+            stopped.cancel()
+            self._waiting = None
+            self._decision = None
 
 
 def adhoc_agent(model: str, base_url: str | None, workspace: Path, *, api_key_env: str | None = "LLM_API_KEY",

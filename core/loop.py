@@ -68,14 +68,18 @@ ErrorFormatter = Callable[[BaseException, str], str]
 # (Also declared, with their contracts, in tether.agents; the loop needs only the shapes.)
 
 
-def declined_words(reason: str) -> str:
+def _operator(by: str) -> str:
+    return "the operator" if not by or by == "operator" else f"the operator {by}"
+
+
+def declined_words(reason: str, by: str = "operator") -> str:
     reason = reason.strip().rstrip(".")
-    return f"The operator declined this call: {reason or 'no reason given'}. Nothing was done."
+    return f"{_operator(by).capitalize()} declined this call: {reason or 'no reason given'}. Nothing was done."
 
 
-def approved_words(note: str) -> str:
+def approved_words(note: str, by: str = "operator") -> str:
     note = note.strip().rstrip(".")
-    return f"Approved by the operator{f' ({note})' if note else ''}."
+    return f"Approved by {_operator(by)}{f' ({note})' if note else ''}."
 
 
 @dataclass
@@ -179,7 +183,9 @@ class RunLoop:
                 if stop:
                     return self._finish(stop)
         except RunCancelled as cancelled:
-            return self._finish(Stop(Status.INTERRUPTED, cancelled.reason, Cancelled(cancelled.reason)))
+            by = self.signal.by
+            reason = f"{cancelled.reason} (by {by})" if by else cancelled.reason
+            return self._finish(Stop(Status.INTERRUPTED, reason, Cancelled(cancelled.reason, by)))
         except ProviderError as exc:
             if exc.retryable:  # the endpoint is down, not the run: resumable once it is back
                 reason = f"{exc} ; tether resume {st.run_id} goes on once the endpoint answers again"
@@ -328,10 +334,10 @@ class RunLoop:
                 return self._await_approval(call_id, tool, raw_args, decision)
             decision.used = True
             if decision.verdict == "rejected":  # reject() normally answers the call itself
-                text = "" if st.policies.silent_rejections else declined_words(decision.text)
+                text = "" if st.policies.silent_rejections else declined_words(decision.text, decision.by)
                 self._record(call_id, name, text, ok=False, error="declined")
                 return None
-            approval_note = approved_words(decision.text)
+            approval_note = approved_words(decision.text, decision.by)
 
         dedupe_key = (name, _canonical(args))
         if self._dedupes(tool) and dedupe_key in self._result_cache():
@@ -499,6 +505,10 @@ def _canonical(args: Any) -> str:
 def _waiting_call(state: RunState, call_id: str | None) -> dict[str, Any]:
     waiting = state.interruption
     if state.status is not Status.INTERRUPTED or not isinstance(waiting, NeedsApproval):
+        earlier = state.approvals.get(call_id) if call_id else None
+        if earlier is not None:
+            raise StateError(f"call {call_id} of run {state.run_id} was already {earlier.verdict} by "
+                             f"{earlier.by}; there is one decision per call")
         raise StateError(f"run {state.run_id} is not waiting for an approval (status {state.status.value})")
     wanted = call_id or waiting.call_id
     for call in pending_calls(state):
@@ -513,7 +523,7 @@ def approve(state: RunState, call_id: str | None = None, note: str = "", by: str
     fn = call["function"]
     state.approvals[call["id"]] = Decision(call["id"], "approved", args_hash(fn.get("arguments") or "{}"), note, by)
     return ApprovalDecision(run_id=state.run_id, call_id=call["id"], tool=fn.get("name", ""),
-                            verdict="approved", text=approved_words(note), by=by)
+                            verdict="approved", text=approved_words(note, by), by=by)
 
 
 def reject(state: RunState, call_id: str | None = None, reason: str = "", by: str = "operator") -> ApprovalDecision:
@@ -522,7 +532,7 @@ def reject(state: RunState, call_id: str | None = None, reason: str = "", by: st
     fn = call["function"]
     decision = Decision(call["id"], "rejected", args_hash(fn.get("arguments") or "{}"), reason, by, used=True)
     state.approvals[call["id"]] = decision
-    words = declined_words(reason)
+    words = declined_words(reason, by)
     state.messages.append({"role": "tool", "tool_call_id": call["id"],
                            "content": "" if state.policies.silent_rejections else words})
     return ApprovalDecision(run_id=state.run_id, call_id=call["id"], tool=fn.get("name", ""),

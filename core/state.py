@@ -130,9 +130,13 @@ class Cancelled:
 
     type: ClassVar[str] = "cancelled"
     reason: str
+    by: str | None = None  # who pressed Stop (user@host, or --as NAME), when someone did
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": self.type, "reason": self.reason}
+        out = {"type": self.type, "reason": self.reason}
+        if self.by:
+            out["by"] = self.by
+        return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,7 +185,7 @@ def interruption_from_dict(data: Mapping[str, Any] | None) -> Interruption | Non
             case "max_budget":
                 return MaxBudget()
             case "cancelled":
-                return Cancelled(str(data.get("reason") or "cancelled"))
+                return Cancelled(str(data.get("reason") or "cancelled"), data.get("by"))
             case "stop_condition":
                 return StopConditionMet(str(data.get("reason") or ""))
             case "provider_outage":
@@ -263,6 +267,7 @@ class RunState:
     policies: Policies = field(default_factory=Policies)
     base_url: str | None = None  # None: the embedded scripted provider
     workspace: str | None = None
+    control_seen: int = 0  # requests of the run's control channel it has handled (tether.control)
     # Write calls whose side effect may have started: call id -> idempotency key.
     intents: dict[str, str] = field(default_factory=dict)
     tool_runs: int = 0

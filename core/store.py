@@ -11,10 +11,18 @@ Layout of ``<runs_dir>/<run_id>/``:
   mid-write leaves at most a torn tail) is cut off before the next write.
 * ``trace.jsonl``: the event trace (:mod:`tether.trace`).
 * ``ledger.jsonl``: the idempotency ledger of the run's writes (:mod:`tether.ledger`).
+* ``owner.json``: while a process runs the run, who it is (pid, host, user, since when,
+  its command) and its heartbeat; written when it takes the run, removed when it lets go.
+
+``<runs_dir>/index.sqlite`` holds a summary of every run (:mod:`tether.index`), so that
+listing runs does not replay every journal.
 
 The process running a run holds an exclusive ``flock`` on the journal's descriptor,
 the one its saves append through: one system call, released by the kernel when the
-process ends however it ends, and no lock file to create or clean up.
+process ends however it ends, and no lock file to create or clean up. That lock, not
+``owner.json`` nor its heartbeat, says whether a run is held: a run whose saved status
+is ``running`` and whose lock is free is *orphaned* (its process died without stopping
+it), whatever ``owner.json`` a killed process left behind; resuming it adopts it.
 
 Rewriting the state each step would make a long run quadratic; here a step writes
 its new messages and a header whose size does not grow with the run. A save is one
@@ -28,16 +36,28 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import getpass
 import json
+import logging
 import os
+import socket
+import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from tether.index import INDEX_EVERY_S, IndexUnavailable, JournalKey, Liveness, RunIndex, RunSummary
 from tether.state import RunState, StateError
+
+log = logging.getLogger(__name__)
 
 JOURNAL_FILE = "journal.jsonl"
 TRACE_FILE = "trace.jsonl"
 LEDGER_FILE = "ledger.jsonl"
+OWNER_FILE = "owner.json"
+HEARTBEAT_S = 5.0
+"""How often the process running a run should call :meth:`RunHandle.heartbeat`."""
 # Header fields that only grow: a commit carries what was appended since the last one.
 GROWING_FIELDS = ("per_turn_prompt_tokens", "estimated_turns")
 # Header fields that seldom change: a commit carries them only when they did (a run's
@@ -53,11 +73,52 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
+def default_runs_dir() -> Path:
+    """``$TETHER_HOME/runs`` (the harness's default), without importing the harness."""
+    return Path(os.environ.get("TETHER_HOME") or Path.home() / ".local" / "share" / "tether") / "runs"
+
+
+@dataclass(frozen=True, slots=True)
+class Owner:
+    """Who runs a run: what its ``owner.json`` says, and whether the run's lock is held.
+
+    ``alive`` comes from the lock alone: a record left by a killed process has
+    ``alive=False``; a held run whose record is missing (a process between taking the
+    lock and writing it) has ``alive=True`` and the other fields None."""
+
+    pid: int | None = None
+    host: str | None = None
+    user: str | None = None
+    since: float | None = None
+    heartbeat: float | None = None
+    command: str | None = None
+    control: str | None = None
+    """Where the owner takes control requests (:mod:`tether.control`), if it said."""
+    alive: bool = False
+
+    @property
+    def where(self) -> str:
+        """``pid@host``, or ``?`` when the record is missing."""
+        if self.pid is None:
+            return "?"
+        return f"{self.pid}@{self.host}" if self.host else str(self.pid)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"pid": self.pid, "host": self.host, "user": self.user, "since": self.since,
+                "heartbeat": self.heartbeat, "command": self.command, "control": self.control,
+                "alive": self.alive}
+
+
+_OWNER_TYPES = {"pid": int, "host": str, "user": str, "since": (int, float), "heartbeat": (int, float),
+                "command": str, "control": str}
+
+
 class RunStore:
     """All runs under one directory."""
 
     def __init__(self, runs_dir: Path | str) -> None:
         self.root = Path(runs_dir)
+        self.index = RunIndex(self.root)
 
     def run_dir(self, run_id: str) -> Path:
         if not run_id or "/" in run_id or run_id in (".", "..") or "\0" in run_id:
@@ -87,6 +148,152 @@ class RunStore:
         states.sort(key=lambda s: s.created_at)
         return states, problems
 
+    # ---- summaries, from the index --------------------------------------------------
+    def summaries(self, *, live_only: bool = False, problems: dict[str, str] | None = None) -> list[RunSummary]:
+        """A summary of every readable run, oldest first, from the index.
+
+        One directory scan (a ``stat`` per journal) finds the runs the index lacks and the
+        rows whose journal changed since they were written (size, ``mtime_ns`` or inode
+        differ: a crash between a commit and its row, an edit, a compaction); only those
+        journals are replayed, and their rows rewritten. The row of a running run whose
+        owner is alive is used as it is: the owner rewrites it on every change of status
+        and, while it saves, once a second has passed since its last row, so its turns and
+        cost may be about a second behind the journal. A missing or unreadable index file
+        is rebuilt; an index that cannot be used at all (locked past its timeout, a
+        read-only disk) makes this read every journal instead.
+
+        Each summary's ``liveness`` is ``"running"`` or ``"orphaned"`` when its saved status
+        is ``running`` (whether a process holds its lock), and ``owner`` who holds it (or
+        held it); both None otherwise. ``live_only`` keeps the running runs (orphans
+        included) and those waiting for an approval. Unreadable runs are left out; their
+        reasons go into ``problems`` when given."""
+        disk = self._scan()
+        try:
+            rows = self.index.all() if disk or self.index.path.exists() else {}
+            usable = True
+        except IndexUnavailable as exc:
+            log.warning("%s; reading the journals instead", exc)
+            rows, usable = {}, False
+        held: dict[str, bool] = {}
+        out: list[RunSummary] = []
+        fresh: list[RunSummary] = []
+        for run_id, key in disk.items():
+            row = rows.get(run_id)
+            if row is not None:
+                if row.key == key:
+                    out.append(row)
+                    continue
+                if row.status == "running":
+                    held[run_id] = self._held(run_id)
+                    if held[run_id]:
+                        out.append(row)
+                        continue
+            summary = self._replay(run_id, key, problems)
+            if summary is not None:
+                out.append(summary)
+                fresh.append(summary)
+        gone = [run_id for run_id in rows if run_id not in disk]
+        if usable and (fresh or gone):
+            try:
+                self.index.put(fresh, remove=gone)
+            except IndexUnavailable as exc:
+                log.warning("%s; the index was not updated", exc)
+        for summary in out:
+            if summary.status == "running":
+                self._live(summary, held.get(summary.run_id))
+        if live_only:
+            out = [s for s in out if s.status == "running" or s.waiting]
+        out.sort(key=lambda s: s.created_at)
+        return out
+
+    def summary(self, run_id: str) -> RunSummary:
+        """One run's summary (from the index when its row is current), with its liveness."""
+        path = self.run_dir(run_id) / JOURNAL_FILE
+        try:
+            st = os.stat(path)
+        except FileNotFoundError:
+            raise StateError(f"no run {run_id} in {self.root}") from None
+        key = (st.st_size, st.st_mtime_ns, st.st_ino)
+        try:
+            row = self.index.get(run_id)
+        except IndexUnavailable:
+            row = None
+        held = None
+        if row is not None and row.key != key:
+            held = self._held(run_id) if row.status == "running" else False
+            if not held:
+                row = None
+        if row is None:
+            row = RunSummary.of(_read(path)[0], key)
+            with contextlib.suppress(IndexUnavailable):
+                self.index.put([row])
+        if row.status == "running":
+            self._live(row, held)
+        return row
+
+    def liveness(self, run_id: str) -> Liveness | None:
+        """``"running"`` (a process holds the run), ``"orphaned"`` (saved as running, but no
+        process holds it) or None (its saved status is not ``running``)."""
+        return self.summary(run_id).liveness
+
+    def owner(self, run_id: str) -> Owner | None:
+        """Who holds the run, or last held it without letting go (``alive`` says which);
+        None when no process holds it and no record was left."""
+        held = self._held(run_id)
+        record = self._owner_record(run_id)
+        if record is None:
+            return Owner(alive=True) if held else None
+        return Owner(**record, alive=held)
+
+    def _live(self, summary: RunSummary, held: bool | None) -> None:
+        if held is None:
+            held = self._held(summary.run_id)
+        summary.liveness = "running" if held else "orphaned"
+        record = self._owner_record(summary.run_id)
+        summary.owner = Owner(**record, alive=held) if record is not None else Owner(alive=True) if held else None
+
+    def _owner_record(self, run_id: str) -> dict[str, Any] | None:
+        try:
+            data = json.loads((self.run_dir(run_id) / OWNER_FILE).read_bytes())
+        except (OSError, ValueError):
+            return None
+        if not isinstance(data, dict):
+            return None
+        return {k: data.get(k) if isinstance(data.get(k), t) and not isinstance(data.get(k), bool) else None
+                for k, t in _OWNER_TYPES.items()}
+
+    def _held(self, run_id: str) -> bool:
+        return lock_held(self.run_dir(run_id) / JOURNAL_FILE)
+
+    def _scan(self) -> dict[str, JournalKey]:
+        """Every run directory's journal identity: one ``scandir`` and a ``stat`` per run."""
+        found: dict[str, JournalKey] = {}
+        try:
+            entries = os.scandir(self.root)
+        except (FileNotFoundError, NotADirectoryError):
+            return found
+        with entries:
+            for entry in entries:
+                if entry.name.startswith("."):
+                    continue
+                try:
+                    st = os.stat(os.path.join(entry.path, JOURNAL_FILE))
+                except (FileNotFoundError, NotADirectoryError):
+                    continue
+                found[entry.name] = (st.st_size, st.st_mtime_ns, st.st_ino)
+        return found
+
+    def _replay(self, run_id: str, key: JournalKey, problems: dict[str, str] | None) -> RunSummary | None:
+        """A summary from the journal (``key`` was read before it: if the journal grows
+        meanwhile, the row looks stale next time rather than fresh)."""
+        try:
+            state = _read(self.run_dir(run_id) / JOURNAL_FILE)[0]
+        except StateError as exc:
+            if problems is not None:
+                problems[run_id] = str(exc)
+            return None
+        return RunSummary.of(state, key)
+
     def create(self, state: RunState) -> None:
         """Save a new run. Its journal appears complete (first commit included) or not at
         all: a crash mid-create leaves nothing to trip over, and of two processes creating
@@ -102,12 +309,15 @@ class RunStore:
             raise StateError(f"run {state.run_id} already exists") from None
         finally:
             tmp.unlink()
+        st = os.stat(directory / JOURNAL_FILE)
+        self.index.record(RunSummary.of(state, (st.st_size, st.st_mtime_ns, st.st_ino)))
 
-    def open(self, run_id: str) -> tuple[RunState, RunHandle]:
-        """Lock a run for this process and load it; the second process gets a clear error."""
+    def open(self, run_id: str, *, control: str | None = None) -> tuple[RunState, RunHandle]:
+        """Lock a run for this process and load it; the second process gets a clear error.
+        ``control`` is published in ``owner.json`` (where this process takes requests)."""
         directory = self.run_dir(run_id)
-        handle = RunHandle(directory, run_id)
-        handle.acquire()
+        handle = RunHandle(directory, run_id, index=self.index)
+        handle.acquire(control=control)
         try:
             state, committed_bytes = _read(directory / JOURNAL_FILE)
             handle.attach(state, committed_bytes)
@@ -118,15 +328,22 @@ class RunStore:
 
 
 class RunHandle:
-    """One process's exclusive hold on a run directory, and its saves."""
+    """One process's exclusive hold on a run directory, and its saves.
 
-    def __init__(self, directory: Path, run_id: str) -> None:
+    With an ``index``, a save also refreshes the run's summary there when its status or
+    interruption changed, and otherwise at most every :data:`~tether.index.INDEX_EVERY_S`."""
+
+    def __init__(self, directory: Path, run_id: str, *, index: RunIndex | None = None) -> None:
         self.directory = directory
         self.run_id = run_id
         self._fd = -1
         self._messages = 0
         self._grown = dict.fromkeys(GROWING_FIELDS, 0)
         self._sticky: dict[str, Any] = {}
+        self._index = index
+        self._indexed: tuple[Any, Any] | None = None  # (status, interruption) of the last row written
+        self._indexed_at = 0.0
+        self._owner: dict[str, Any] | None = None
 
     @property
     def trace_path(self) -> Path:
@@ -136,15 +353,25 @@ class RunHandle:
     def ledger_path(self) -> Path:
         return self.directory / LEDGER_FILE
 
-    def acquire(self) -> None:
-        """Open the journal for appending and lock it; a run someone else holds is refused."""
+    def acquire(self, *, control: str | None = None) -> None:
+        """Open the journal for appending and lock it; a run someone else holds is refused.
+        Then write ``owner.json``: who holds it, since when, and ``control`` if given."""
         path = self.directory / JOURNAL_FILE
         try:
             fd = os.open(path, os.O_WRONLY)
         except FileNotFoundError:
             raise StateError(f"no run {self.run_id} in {self.directory.parent}") from None
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+            # A reader probing the lock (:func:`lock_held`) holds it shared for microseconds:
+            # ask again briefly before calling the run taken.
+            for pause in (0.0005, 0.001, 0.002, 0.004, None):
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if pause is None:
+                        raise
+                    time.sleep(pause)
         except BlockingIOError:
             os.close(fd)
             raise StateError(f"run {self.run_id} is already being run by another process "
@@ -153,12 +380,49 @@ class RunHandle:
             os.close(fd)
             raise
         self._fd = fd
+        now = time.time()
+        self._owner = {"pid": os.getpid(), **_whoami(), "since": now, "heartbeat": now}
+        if control is not None:
+            self._owner["control"] = control
+        self._write_owner()
+
+    def heartbeat(self) -> None:
+        """Say the owner is still at it: rewrite ``owner.json`` with the time now. Call it
+        every :data:`HEARTBEAT_S` while the run is held (liveness itself is the lock's)."""
+        if self._fd >= 0 and self._owner is not None:
+            self._owner["heartbeat"] = time.time()
+            self._write_owner()
+
+    @property
+    def owner(self) -> dict[str, Any] | None:
+        """This process's ``owner.json`` record while it holds the run."""
+        return dict(self._owner) if self._owner is not None and self._fd >= 0 else None
+
+    def _write_owner(self) -> None:
+        """Replace ``owner.json`` atomically (a reader sees the old record or the new one).
+        Best effort: the record informs, the lock decides."""
+        tmp = f"{self.directory}/.{OWNER_FILE}.{os.getpid()}.tmp"
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            try:
+                os.write(fd, _dumps(self._owner).encode())
+            finally:
+                os.close(fd)
+            os.replace(tmp, f"{self.directory}/{OWNER_FILE}")
+        except OSError as exc:
+            log.warning("run %s: could not write %s: %s", self.run_id, OWNER_FILE, exc)
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
 
     def release(self) -> None:
-        """Closing the descriptor drops the lock."""
+        """Remove ``owner.json``, then close the descriptor, which drops the lock (in that
+        order: the next owner's record is never the one removed)."""
         if self._fd >= 0:
+            with contextlib.suppress(OSError):
+                os.unlink(self.directory / OWNER_FILE)
             os.close(self._fd)
             self._fd = -1
+            self._owner = None
 
     def attach(self, state: RunState, committed_bytes: int) -> None:
         """Start appending after the last commit, cutting off anything a crash left past it."""
@@ -168,6 +432,9 @@ class RunHandle:
         self._messages = len(state.messages) if committed_bytes else 0
         self._grown = {f: len(getattr(state, f)) if committed_bytes else 0 for f in GROWING_FIELDS}
         self._sticky = {f: state.header()[f] for f in STICKY_FIELDS} if committed_bytes else {}
+        # The row is taken to say what was loaded (the creator wrote it, or the last owner on
+        # its last change of status); if it does not, it is stale, and readers replay it.
+        self._indexed, self._indexed_at = (state.status, state.interruption), time.monotonic()
 
     def save(self, state: RunState) -> None:
         """Commit the state: its new messages and a header, in one write."""
@@ -189,6 +456,18 @@ class RunHandle:
         self._messages = len(state.messages)
         self._grown = {f: len(getattr(state, f)) for f in GROWING_FIELDS}
         self._sticky = sticky
+        if self._index is not None:
+            now = time.monotonic()
+            indexed = self._indexed
+            if (indexed is None or indexed[0] is not state.status or indexed[1] != state.interruption
+                    or now - self._indexed_at >= INDEX_EVERY_S):
+                self._index_row(state, now)
+
+    def _index_row(self, state: RunState, now: float) -> None:
+        """Write the run's summary with the journal's identity as this save left it."""
+        st = os.fstat(self._fd)
+        self._indexed, self._indexed_at = (state.status, state.interruption), now
+        self._index.record(RunSummary.of(state, (st.st_size, st.st_mtime_ns, st.st_ino)))  # type: ignore[union-attr]
 
     def _append(self, data: bytes) -> None:
         written = os.write(self._fd, data)
@@ -209,11 +488,61 @@ class RunHandle:
         except BaseException:
             os.close(fd)
             with contextlib.suppress(OSError):
-                tmp.unlink()
+                os.unlink(tmp)
             raise
         os.close(self._fd)
         self._fd = fd
         self.attach(state, len(data))
+
+
+def lock_held(journal: Path) -> bool:
+    """Whether a process holds the run's lock: try a shared lock on a descriptor of our
+    own, without blocking, and let go at once. The owner holds it exclusive, so the try
+    fails while the owner lives; flock locks belong to the open file, so this neither
+    touches the owner's lock (even in the owner's own process) nor creates any file."""
+    for _ in range(3):
+        try:
+            fd = os.open(journal, os.O_RDONLY | os.O_CLOEXEC)
+        except OSError:  # no journal (or none this user may read): nobody holds it that we can tell
+            return False
+        try:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+            except BlockingIOError:
+                return True
+            fcntl.flock(fd, fcntl.LOCK_UN)
+            # A compaction replaces the journal by a new file, locked before it is renamed
+            # into place: if the name now points elsewhere, ask the new file.
+            try:
+                if os.stat(journal).st_ino == os.fstat(fd).st_ino:
+                    return False
+            except FileNotFoundError:
+                return False
+        finally:
+            os.close(fd)
+    return False
+
+
+_WHOAMI: dict[str, str] = {}
+
+
+def _whoami() -> dict[str, str]:
+    """This process's host, user and command, for ``owner.json`` (computed once)."""
+    if not _WHOAMI:
+        try:
+            user = getpass.getuser()
+        except Exception:  # no name for the uid (a container): the number will do
+            user = str(os.getuid())
+        argv = sys.argv or [""]
+        program = os.path.basename(argv[0] or "") or "python"
+        spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+        if spec is not None and spec.name in ("tether.cli", "tether.__main__"):
+            program = "tether"  # python -m tether.cli
+        # The CLI's subcommand says what it is doing; another program's arguments may hold
+        # anything (a key, a prompt), so they are left out.
+        words = [program, *argv[1:2]] if program == "tether" else [program]
+        _WHOAMI.update(host=socket.gethostname(), user=user, command=" ".join(words)[:80])
+    return _WHOAMI
 
 
 def _header(state: RunState, since: dict[str, int] | None = None) -> dict[str, Any]:

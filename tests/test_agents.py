@@ -101,11 +101,11 @@ async def test_library_agent_stops_at_an_approval_and_a_second_process_finishes_
         assert json.loads((helpdesk / "tickets" / "42.json").read_text())["status"] == "open"
 
         code, out, err = await tether_cli("approve", "lib-1", "--runs-dir", str(runs), "--note", "it is",
-                                          "--json", cwd=helpdesk)
+                                          "--as", "dana", "--json", cwd=helpdesk)
     assert code == 0, err
     summary = json.loads(out)
     assert summary["status"] == "completed"
-    assert summary["answer"] == "Done: Approved by the operator (it is). closed ticket 42"
+    assert summary["answer"] == "Done: Approved by the operator dana (it is). closed ticket 42"
     ticket = json.loads((helpdesk / "tickets" / "42.json").read_text())
     assert ticket["status"] == "closed" and ticket["closed_by"] == "lib-1:close-42"
     saved = RunStore(runs).load("lib-1")

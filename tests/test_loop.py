@@ -254,7 +254,7 @@ async def test_silent_rejection_lets_the_model_claim_the_deletion(harness: Harne
 async def test_approval_is_single_use_and_bound_to_the_call(harness: Harness):
     run_id = (await start(harness, "destructive")).state.run_id
     await harness.approve(run_id)
-    with pytest.raises(Exception, match="already ended|not waiting"):
+    with pytest.raises(Exception, match="already decided: approved by operator"):
         await harness.approve(run_id)
 
 

@@ -1,0 +1,181 @@
+"""The control channel: Stop and decisions reach whichever process runs a run.
+
+A request (stop, approve, reject) is appended to the run's ``control.jsonl`` first, so it
+is never lost: a request for a run whose process died is there when the run is adopted,
+and :func:`pending` hands it to the adopting process. Then the process that holds the run
+is poked over a Unix socket in the abstract namespace (no file to clean up, gone with the
+process), whose address it published in the run's ``owner.json``; it reads the requests
+it has not handled yet, acts on them at once, and answers the poke in words ("stopped",
+"already decided: approved by alice@host"). So a Stop from another terminal reaches a
+tool in the middle of its work within a round trip on loopback, and a process that waits
+for a decision (``--wait-for-decision``) gets it the moment it is made.
+
+The requests a run has handled are counted in its saved state (``control_seen``), so an
+adopting process knows which are new. A request that reaches a run no longer running
+(it stopped between the check and the request) is answered as such and never applied
+later: only a run saved as ``running``, that is, one whose process died, adopts
+requests it never handled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import getpass
+import json
+import os
+import socket
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Literal
+
+CONTROL_FILE = "control.jsonl"
+DELIVERY_TIMEOUT_S = 10.0
+_MAX_LINE = 64 * 1024
+
+Kind = Literal["stop", "approve", "reject"]
+
+
+def operator_name() -> str:
+    """Who is acting, when no ``--as NAME`` says otherwise: user@host."""
+    try:
+        user = getpass.getuser()
+    except (OSError, KeyError):
+        user = f"uid{os.getuid()}"
+    return f"{user}@{socket.gethostname()}"
+
+
+@dataclass(frozen=True, slots=True)
+class ControlRequest:
+    kind: Kind
+    text: str = ""
+    """The reason (stop, reject) or the note (approve)."""
+    call_id: str | None = None
+    by: str = "operator"
+    id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
+    ts: float = field(default_factory=time.time)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "ControlRequest":
+        return cls(kind=data["kind"], text=str(data.get("text") or ""), call_id=data.get("call_id"),
+                   by=str(data.get("by") or "operator"), id=str(data["id"]), ts=float(data.get("ts") or 0))
+
+
+@dataclass(frozen=True, slots=True)
+class ControlReply:
+    ok: bool
+    words: str
+    pending: bool = False
+    """Not done now, but recorded: it applies when the run is adopted."""
+
+
+# ---- the durable half: control.jsonl ---------------------------------------------------
+
+def append(run_dir: Path, request: ControlRequest) -> None:
+    """Append ``request`` in one write (O_APPEND: concurrent requesters never interleave)."""
+    data = (json.dumps(asdict(request), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+    fd = os.open(run_dir / CONTROL_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def read_from(run_dir: Path, seen: int) -> list[ControlRequest]:
+    """The requests after the first ``seen`` (complete, parseable lines only)."""
+    try:
+        raw = (run_dir / CONTROL_FILE).read_bytes()
+    except FileNotFoundError:
+        return []
+    out: list[ControlRequest] = []
+    for line in raw.split(b"\n")[:-1][seen:]:  # the part after the last newline is still being written
+        try:
+            out.append(ControlRequest.from_dict(json.loads(line)))
+        except (ValueError, KeyError, TypeError):
+            out.append(ControlRequest(kind="stop", text="", id="unreadable", by="?"))  # keeps the count right
+    return out
+
+
+# ---- the fast half: one socket per process ----------------------------------------------
+
+Handler = Callable[[ControlRequest], Awaitable[ControlReply]]
+
+
+class ControlServer:
+    """The socket a process runs runs behind. A poke names a run and a request id; the
+    run's handler reads what it has not handled from the file and answers."""
+
+    def __init__(self) -> None:
+        self.address = f"\0tether-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        self._server: asyncio.AbstractServer | None = None
+        self._starting = asyncio.Lock()
+        self._runs: dict[str, Callable[[str], Awaitable[ControlReply]]] = {}
+
+    async def start(self) -> str:
+        """Listen (once, however many runs start together)."""
+        if self._server is None:
+            async with self._starting:
+                if self._server is None:
+                    self._server = await asyncio.start_unix_server(self._serve, path=self.address)
+        return self.address
+
+    def register(self, run_id: str, poke: Callable[[str], Awaitable[ControlReply]]) -> None:
+        self._runs[run_id] = poke
+
+    def unregister(self, run_id: str) -> None:
+        self._runs.pop(run_id, None)
+
+    async def aclose(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+            self._server = None
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            line = await asyncio.wait_for(reader.readline(), DELIVERY_TIMEOUT_S)
+            try:
+                data = json.loads(line[:_MAX_LINE])
+                run_id, request_id = str(data["run_id"]), str(data["request_id"])
+            except (ValueError, KeyError, TypeError):
+                reply = ControlReply(False, "a malformed control request")
+            else:
+                poke = self._runs.get(run_id)
+                reply = (ControlReply(False, f"this process (pid {os.getpid()}) no longer runs {run_id}")
+                         if poke is None else await poke(request_id))
+            writer.write((json.dumps(asdict(reply)) + "\n").encode())
+            await writer.drain()
+        except (OSError, TimeoutError, asyncio.IncompleteReadError):
+            pass  # the requester went away; the request stays in the file either way
+        finally:
+            writer.close()
+            with contextlib.suppress(Exception):
+                await writer.wait_closed()
+
+
+async def deliver(address: str, run_id: str, request_id: str,
+                  timeout_s: float = DELIVERY_TIMEOUT_S) -> ControlReply | None:
+    """Poke the process at ``address`` about ``request_id``; its answer, or None when no
+    process listens there (it died) or it did not answer in time."""
+    try:
+        async with asyncio.timeout(timeout_s):
+            reader, writer = await asyncio.open_unix_connection(path=address)
+            try:
+                writer.write((json.dumps({"run_id": run_id, "request_id": request_id}) + "\n").encode())
+                await writer.drain()
+                line = await reader.readline()
+            finally:
+                writer.close()
+                with contextlib.suppress(Exception):
+                    await writer.wait_closed()
+    except (OSError, TimeoutError):
+        return None
+    try:
+        data = json.loads(line)
+        return ControlReply(bool(data["ok"]), str(data["words"]), bool(data.get("pending")))
+    except (ValueError, KeyError, TypeError):
+        return None
