@@ -70,6 +70,8 @@ class ControlReply:
     words: str
     pending: bool = False
     """Not done now, but recorded: it applies when the run is adopted."""
+    gone: bool = False
+    """The process answered that it no longer runs the run (it let go of it)."""
 
 
 # ---- the durable half: control.jsonl ---------------------------------------------------
@@ -145,7 +147,7 @@ class ControlServer:
                 reply = ControlReply(False, "a malformed control request")
             else:
                 poke = self._runs.get(run_id)
-                reply = (ControlReply(False, f"this process (pid {os.getpid()}) no longer runs {run_id}")
+                reply = (ControlReply(False, f"this process (pid {os.getpid()}) no longer runs {run_id}", gone=True)
                          if poke is None else await poke(request_id))
             writer.write((json.dumps(asdict(reply)) + "\n").encode())
             await writer.drain()
@@ -176,6 +178,6 @@ async def deliver(address: str, run_id: str, request_id: str,
         return None
     try:
         data = json.loads(line)
-        return ControlReply(bool(data["ok"]), str(data["words"]), bool(data.get("pending")))
+        return ControlReply(bool(data["ok"]), str(data["words"]), bool(data.get("pending")), bool(data.get("gone")))
     except (ValueError, KeyError, TypeError):
         return None

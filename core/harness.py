@@ -30,7 +30,7 @@ from tether.events import EventSink, TelemetryDropped
 from tether.loop import LoopEnv, RunLoop, approve, reject
 from tether.provider import SCENARIOS, FaultPlan, create_app
 from tether.state import Limits, NeedsApproval, Policies, Pricing, RunState, StateError, Status, new_run_id
-from tether.store import TRACE_FILE, RunStore
+from tether.store import HEARTBEAT_S, TRACE_FILE, RunStore
 from tether.subagent import CHILD_MAX_TURNS, child_limits_budget
 from tether.tokens import TokenCounter, encoding, encoding_loaded
 from tether.tools.base import Tool
@@ -315,7 +315,8 @@ class Harness:
                                         f"tether {request.kind} {run_id} acts on it directly")
         control.append(self.store.run_dir(run_id), request)
         reply = await control.deliver(owner.control, run_id, request.id) if owner.control else None
-        if reply is None and not (self.store.owner(run_id) or owner).alive:
+        now = self.store.owner(run_id)
+        if (reply is None or reply.gone) and not (now is not None and now.alive):
             # It let go of the run between our look and our poke: say where the run is now.
             state = self.store.load(run_id)
             last = max(state.approvals.values(), key=lambda d: d.ts, default=None)
@@ -363,6 +364,7 @@ class Harness:
         trace: TraceWriter | None = None
         controls = _Controls(state, handle.directory, signal)
         server.register(run_id, controls.poke)
+        beating = asyncio.create_task(_heartbeat(handle), name=f"heartbeat {run_id}")
         try:
             if state.status in (Status.COMPLETED, Status.FAILED):
                 last = max(state.approvals.values(), key=lambda d: d.ts, default=None) if deciding else None
@@ -413,6 +415,7 @@ class Harness:
                 controls.close()
                 return Outcome(final, loop.tool_runs, (time.perf_counter() - started) * 1000)
         finally:
+            beating.cancel()
             server.unregister(run_id)
             self._emitters.pop(run_id, None)
             self.live.pop(run_id, None)
@@ -523,6 +526,15 @@ class Harness:
                 handle.release()
 
         return spawn
+
+
+async def _heartbeat(handle: Any) -> None:
+    """Refresh the owner record's heartbeat while the run is held (shown to operators;
+    whether the owner lives is the lock's to say)."""
+    while True:
+        await asyncio.sleep(HEARTBEAT_S)
+        with contextlib.suppress(OSError):
+            handle.heartbeat()
 
 
 class _Controls:

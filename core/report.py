@@ -3,11 +3,20 @@
 from __future__ import annotations
 
 import json
+import logging
+import os
+import time
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tether.state import Cancelled, MaxBudget, MaxTurns, NeedsApproval, ProviderOutage, RunState, StopConditionMet
 from tether.store import TRACE_FILE
+
+if TYPE_CHECKING:
+    from tether.index import RunSummary
+    from tether.store import Owner, RunStore
+
+log = logging.getLogger(__name__)
 from tether.text import clean
 from tether.trace import read_trace
 
@@ -37,6 +46,126 @@ def summary(state: RunState, tool_runs: list[dict[str, Any]], ms: float) -> dict
         "answer": state.answer,
         "ms": round(ms, 1),
     }
+
+
+LISTING_KEYS = SUMMARY_KEYS + (
+    "model", "agent", "parent_run_id", "task", "created_at", "updated_at", "budget_usd", "max_turns",
+    "liveness", "owner",
+)
+"""``tether runs --json``: each run's :data:`SUMMARY_KEYS`, then what the index adds."""
+
+
+def listing(run: RunSummary, tool_runs: list[dict[str, Any]], ms: float) -> dict[str, Any]:
+    """A row of ``tether runs --json`` from a run's summary: exactly :data:`LISTING_KEYS`.
+    ``status`` is the saved one; ``liveness`` says whether a ``running`` run is being run
+    (``"running"``) or was left by a process that died (``"orphaned"``)."""
+    return {
+        "run_id": run.run_id,
+        "status": run.status,
+        "interruption": run.interruption,
+        "error": run.error,
+        "turns": run.turns,
+        "tool_runs": tool_runs,
+        "prompt_tokens": run.prompt_tokens,
+        "completion_tokens": run.completion_tokens,
+        "cost_usd": round(run.cost_usd, 8),
+        "child_cost_usd": round(run.child_cost_usd, 8),
+        "per_turn_prompt_tokens": list(run.per_turn_prompt_tokens),
+        "assumed_price": run.assumed_price,
+        "estimated_turns": list(run.estimated_turns),
+        "answer": run.answer,
+        "ms": round(ms, 1),
+        "model": run.model,
+        "agent": run.agent,
+        "parent_run_id": run.parent_run_id,
+        "task": run.task,
+        "created_at": run.created_at,
+        "updated_at": run.updated_at,
+        "budget_usd": run.budget_usd,
+        "max_turns": run.max_turns,
+        "liveness": run.liveness,
+        "owner": None if run.owner is None else run.owner.to_dict(),
+    }
+
+
+def _clock(ts: float | None, now: float) -> str:
+    if ts is None:
+        return "?"
+    same_day = time.localtime(ts)[:3] == time.localtime(now)[:3]
+    return time.strftime("%H:%M:%S" if same_day else "%Y-%m-%d %H:%M:%S", time.localtime(ts))
+
+
+def owner_words(run_id: str, liveness: str | None, owner: Owner | None, *, long: bool = False) -> str:
+    """Who runs a running run (``1234@host since 12:03:04``), or that it is orphaned."""
+    now = time.time()
+    if liveness == "running":
+        if owner is None or owner.pid is None:
+            return "held by a process that has not said who it is"
+        words = f"{owner.where} since {_clock(owner.since, now)}"
+        if long:
+            if owner.user:
+                words += f" as {owner.user}"
+            if owner.heartbeat is not None:
+                words += f", heartbeat {max(0.0, now - owner.heartbeat):.0f} s ago"
+            if owner.command:
+                words += f" ({owner.command})"
+        return words
+    if liveness == "orphaned":
+        was = f" (was {owner.where} since {_clock(owner.since, now)})" if owner and owner.pid is not None else ""
+        return f"no process holds it{was}; tether resume {run_id} adopts it"
+    return ""
+
+
+def recorded(run_dir: Path) -> tuple[list[dict[str, Any]], float]:
+    """:func:`recorded_tool_runs` and :func:`recorded_ms` in one read of the trace."""
+    runs: list[dict[str, Any]] = []
+    total, started = 0.0, None
+    for record in read_trace(run_dir / TRACE_FILE):
+        kind = record.get("kind")
+        if kind == "tool_start":
+            try:
+                args = json.loads(record.get("args") or "{}")
+            except ValueError:
+                args = record.get("args")
+            runs.append({"name": record.get("name"), "args": args})
+        elif kind == "run_started":
+            started = record.get("ts")
+        elif kind == "run_stopped" and started is not None:
+            total += (record.get("ts", started) - started) * 1000
+            started = None
+    return runs, total
+
+
+def recorded_all(store: RunStore, run_ids: list[str]) -> dict[str, tuple[list[dict[str, Any]], float]]:
+    """:func:`recorded` for many runs, from digests kept in the index beside the summaries
+    (keyed by each trace's size, ``mtime_ns`` and inode; a changed trace is read again)."""
+    from tether.index import IndexUnavailable
+
+    try:
+        cached = store.index.traces()
+    except IndexUnavailable:
+        cached = {}
+    out: dict[str, tuple[list[dict[str, Any]], float]] = {}
+    fresh = []
+    for run_id in run_ids:
+        run_dir = store.run_dir(run_id)
+        try:
+            st = os.stat(run_dir / TRACE_FILE)
+        except FileNotFoundError:
+            out[run_id] = ([], 0.0)
+            continue
+        key = (st.st_size, st.st_mtime_ns, st.st_ino)
+        hit = cached.get(run_id)
+        if hit is not None and hit[0] == key:
+            out[run_id] = (json.loads(hit[1]), hit[2])
+            continue
+        out[run_id] = recorded(run_dir)  # stat first: a trace that grows meanwhile looks stale next time
+        fresh.append((run_id, key, json.dumps(out[run_id][0], separators=(",", ":")), out[run_id][1]))
+    try:
+        store.index.put_traces(fresh)
+    except IndexUnavailable as exc:
+        log.warning("%s; the trace digests were not kept", exc)
+    return out
 
 
 def recorded_tool_runs(run_dir: Path) -> list[dict[str, Any]]:

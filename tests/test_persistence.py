@@ -228,7 +228,7 @@ def test_run_against_tether_provider_with_base_url(tmp_path: Path):
     assert result.returncode == 0 and out["status"] == "completed"
     assert "worker 7" in out["answer"]
     assert "sk-cli-secret-123456" not in "".join(
-        p.read_text() for p in (tmp_path / "runs").rglob("*") if p.is_file())
+        p.read_text(errors="replace") for p in (tmp_path / "runs").rglob("*") if p.is_file())
     missing = tether("run", "--base-url", "http://127.0.0.1:9/v1", *place(tmp_path))
     assert missing.returncode == 2 and "--model" in missing.stderr
 
