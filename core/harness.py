@@ -18,7 +18,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import httpx
 
@@ -72,7 +72,8 @@ class Harness:
     from that file). The remaining options serve the demo and tests: ``workspace`` is the
     demo agents' folder, ``base_url``/``embedded_url`` serve the scripted provider over
     HTTP, ``client`` answers for every agent, ``latency_ms``/``fail`` shape the embedded
-    provider, ``stream`` asks every endpoint for streamed replies.
+    provider, ``stream`` asks every endpoint for streamed replies (``"auto"``: the agents' own
+    endpoints, not the embedded scripted provider).
     """
 
     def __init__(
@@ -86,7 +87,7 @@ class Harness:
         client: ModelClient | None = None,
         latency_ms: float = 0.0,
         fail: str | None = None,
-        stream: bool = False,
+        stream: bool | Literal["auto"] = False,
         sinks: Sequence[EventSink] = (),
         embedded_url: str | None = None,
     ) -> None:
@@ -458,14 +459,16 @@ class Harness:
             api_key = os.environ.get(key_env) if key_env else self._api_key
             slot = (agent.base_url, key_env)
             if slot not in self._clients:
-                self._clients[slot] = ModelClient(agent.base_url, api_key, stream=self._stream, counter=self.counter)
+                self._clients[slot] = ModelClient(agent.base_url, api_key, stream=bool(self._stream),
+                                                  counter=self.counter)
             return self._clients[slot]
         slot = ("embedded", None)
         if slot not in self._clients:
+            stream = self._stream is True  # "auto" streams from real endpoints only
             if self.base_url:
-                client = ModelClient(self.base_url, self._api_key, stream=self._stream, counter=self.counter)
+                client = ModelClient(self.base_url, self._api_key, stream=stream, counter=self.counter)
             elif self._embedded_url:
-                client = ModelClient(self._embedded_url, stream=self._stream, counter=self.counter)
+                client = ModelClient(self._embedded_url, stream=stream, counter=self.counter)
             else:
                 app = create_app(latency_ms=self._latency_ms,
                                  faults=FaultPlan.parse(self._fail) if self._fail else None, counter=self.counter)

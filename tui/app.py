@@ -214,6 +214,7 @@ class TetherApp(App[int]):
         notes: Sequence[str] = (),
         config: Config | None = None,
         agent: str | None = None,
+        stream: bool | str = "auto",
     ) -> None:
         """``provider_url``: where the embedded scripted provider is served by a child process
         (:func:`tether.provider.server.provider_process`, what ``tether`` does); without it and
@@ -225,7 +226,8 @@ class TetherApp(App[int]):
         super().__init__()
         self._owns_harness = harness is None
         self.harness = harness or Harness(runs_dir, workspace, config=config, base_url=base_url, api_key=api_key,
-                                          latency_ms=latency_ms, embedded_url=provider_url)
+                                          latency_ms=latency_ms, embedded_url=provider_url,
+                                          stream=stream)  # type: ignore[arg-type]
         self.config: Config | None = config if config is not None else self.harness.config
         self.initial_agent = agent
         self.adhoc_workspace = Path(workspace) if workspace is not None else Path.cwd()
@@ -243,6 +245,8 @@ class TetherApp(App[int]):
         self.worker_errors: dict[str, str] = {}
         self.last_reason: dict[str, str] = {}
         self.activity: dict[str, str] = {}
+        self.streaming: dict[str, str] = {}  # the reply streaming in, per run
+        self.speed: dict[str, tuple[float | None, float | None]] = {}  # last streamed turn: ttft ms, tok/s
         self.load_problems: dict[str, str] = {}
         self.selected: str | None = None
         # event intake, drained by _flush
@@ -343,6 +347,18 @@ class TetherApp(App[int]):
             if rid not in self.states:
                 self._structure_dirty = True
             self.states[rid] = live
+        if event.kind == "text_delta":  # not a trace line: the run's growing reply
+            text = event.text  # type: ignore[attr-defined]
+            self.streaming[rid] = "" if text is None else self.streaming.get(rid, "") + text
+            self._dirty.add(rid)
+            if not self._flush_pending:
+                self._flush_pending = True
+                self.post_message(Flush())
+            return
+        if event.kind in ("turn", "run_stopped"):
+            self.streaming.pop(rid, None)
+            if event.kind == "turn" and event.ttft_ms is not None:  # type: ignore[attr-defined]
+                self.speed[rid] = (event.ttft_ms, event.tokens_per_s)  # type: ignore[attr-defined]
         self._events.append(event)
         self._dirty.add(rid)
         self.events_seen += 1
@@ -621,7 +637,14 @@ class TetherApp(App[int]):
     def _transcript_footer(self, rid: str) -> Text | None:
         st = self.states[rid]
         if st.status is Status.RUNNING and self.is_live(rid):
-            return None
+            partial = self.streaming.get(rid)
+            if not partial:
+                return None
+            # The reply as it streams in: the last assistant message, growing.
+            out = Text("assistant  ", style="bold cyan")
+            out.append(clean(partial))
+            out.append("▌", style="blink")
+            return out
         key = self.badge_key(rid)
         if st.status is Status.COMPLETED and key != "worker_error":
             return Text("── completed: the model answered ──", style="dim green")
@@ -653,7 +676,7 @@ class TetherApp(App[int]):
         self._update_static(header, self._header_text(rid))
         transcript.show(st, self._transcript_footer(rid))
         trace.show(rid, self._trace_buffer(rid))
-        cost.show(st)
+        cost.show(st, speed=self.speed.get(rid))
 
     @staticmethod
     def _update_static(widget: Static, text: Text) -> None:
@@ -995,7 +1018,8 @@ def run_console(args: Any = None) -> int:
             return _usage_error(problem)
     options = dict(runs_dir=getattr(args, "runs_dir", None), workspace=getattr(args, "workspace", None),
                    base_url=base_url, api_key=os.environ.get("LLM_API_KEY") if base_url else None,
-                   model=model, start=start, config=config, agent=agent)
+                   model=model, start=start, config=config, agent=agent,
+                   stream=False if getattr(args, "no_stream", False) else "auto")
     if base_url:
         return _exit_code(TetherApp(**options))
     with contextlib.ExitStack() as stack:

@@ -20,8 +20,10 @@ from tether.state import RunState
 from tether.tui.text import money
 
 
-def numbers(state: RunState) -> Text:
-    """Two lines: turns, tokens and dollars; then the tree cost, or the budget overshoot."""
+def numbers(state: RunState, speed: tuple[float | None, float | None] | None = None) -> Text:
+    """Two lines: turns, tokens and dollars; then the tree cost or the budget overshoot, what
+    the dollars rest on (an assumed price, tokens Tether counted itself), and the last
+    streamed turn's time to first token and output rate (``speed``)."""
     limits = state.limits
     cap = "no cap" if limits.max_turns is None else f"{limits.max_turns}"
     out = Text()
@@ -47,7 +49,20 @@ def numbers(state: RunState) -> Text:
     if limits.budget_usd is not None and state.cost_usd > limits.budget_usd:
         over = state.cost_usd - limits.budget_usd
         out.append(f"over budget by {money(over)}: a soft budget is checked before each turn, "
-                   "so spend can pass it by at most one turn's cost", style="yellow")
+                   "so spend can pass it by at most one turn's cost  ", style="yellow")
+    if state.pricing.assumed:
+        out.append(f"assumed price (${state.pricing.input_per_million:g} / ${state.pricing.output_per_million:g} "
+                   "per M)  ", style="yellow")
+    if state.estimated_turns:
+        n = len(state.estimated_turns)
+        out.append(f"usage not reported for {n} turn{'s' if n > 1 else ''}: counted by Tether  ", style="yellow")
+    ttft, rate = speed or (None, None)
+    if ttft is not None:
+        out.append("first token ", style="dim")
+        out.append(f"{ttft:,.0f} ms", style="bold")
+        if rate is not None:
+            out.append("  ", style="dim")
+            out.append(f"{rate:,.0f} tok/s", style="bold")
     return out
 
 
@@ -119,7 +134,8 @@ class CostMeter(Vertical):
             self._shown[widget_id] = content
             self.query_one(f"#{widget_id}", Static).update(content, layout=False)  # fixed sizes
 
-    def show(self, state: RunState | None, *, run_id: str | None = None) -> None:
+    def show(self, state: RunState | None, *, run_id: str | None = None,
+             speed: tuple[float | None, float | None] | None = None) -> None:
         spark = self.query_one("#spark", TurnsSparkline)
         if state is None:
             self._put("cost-numbers", Text("no run selected", style="dim"))
@@ -130,7 +146,7 @@ class CostMeter(Vertical):
             spark.data = []
             self._spark_key = ()
             return
-        self._put("cost-numbers", numbers(state))
+        self._put("cost-numbers", numbers(state, speed))
         budget = state.limits.budget_usd
         if not budget:
             self._shown.pop("budget-bar-key", None)  # the bar is gone: redraw it when it comes back
