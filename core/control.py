@@ -30,7 +30,12 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
+
+from tether.state import NeedsApproval, Status
+
+if TYPE_CHECKING:
+    from tether.store import RunStore
 
 CONTROL_FILE = "control.jsonl"
 DELIVERY_TIMEOUT_S = 10.0
@@ -181,3 +186,42 @@ async def deliver(address: str, run_id: str, request_id: str,
         return ControlReply(bool(data["ok"]), str(data["words"]), bool(data.get("pending")), bool(data.get("gone")))
     except (ValueError, KeyError, TypeError):
         return None
+
+
+async def request(store: RunStore, run_id: str, what: ControlRequest) -> ControlReply:
+    """Append ``what`` to the run's control channel and have the process that runs the run
+    act on it; its answer, in words. Refused in words, changing nothing, when no process
+    could act on it (a run that has stopped, one that waits for approval with no process)."""
+    state = store.load(run_id)
+    owner = store.owner(run_id)
+    alive = owner is not None and owner.alive
+    if what.kind == "stop" and not alive and state.status is not Status.RUNNING:
+        if isinstance(state.interruption, NeedsApproval):
+            return ControlReply(False, f"nothing to stop: run {run_id} is waiting for approval of "
+                                f"{state.interruption.tool_name} and no process is running it; "
+                                f"tether reject {run_id} --reason TEXT declines the call")
+        return ControlReply(False, f"nothing to stop: run {run_id} has already stopped ({state.status.value})")
+    if not alive:
+        if state.status is Status.RUNNING:  # its process died: the request waits for the adopter
+            append(store.run_dir(run_id), what)
+            who = f" (pid {owner.pid} on {owner.host})" if owner is not None else ""
+            return ControlReply(False, f"run {run_id} is orphaned: the process that ran it{who} ended "
+                                f"without stopping it. The {what.kind} is recorded and applies when the run "
+                                f"is adopted (tether resume {run_id})", pending=True)
+        return ControlReply(False, f"no process holds run {run_id} ({state.status.value}): "
+                            f"tether {what.kind} {run_id} acts on it directly")
+    append(store.run_dir(run_id), what)
+    reply = await deliver(owner.control, run_id, what.id) if owner.control else None
+    now = store.owner(run_id)
+    if (reply is None or reply.gone) and not (now is not None and now.alive):
+        # It let go of the run between our look and our poke: say where the run is now.
+        state = store.load(run_id)
+        last = max(state.approvals.values(), key=lambda d: d.ts, default=None)
+        if what.kind != "stop" and last is not None and not isinstance(state.interruption, NeedsApproval):
+            return ControlReply(False, f"already decided: {last.verdict} by {last.by}; there is one decision per call")
+        return ControlReply(False, f"the process running {run_id} let go of it before it answered "
+                            f"(it is {state.status.value} now); nothing was done")
+    if reply is None:
+        return ControlReply(False, f"the process running {run_id} (pid {owner.pid} on {owner.host}) did not "
+                            f"answer; the {what.kind} is recorded and applies if the run is adopted", pending=True)
+    return reply

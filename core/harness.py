@@ -292,45 +292,9 @@ class Harness:
         return await self.request(run_id, control.ControlRequest(kind, text, call_id=call_id, by=by))
 
     async def request(self, run_id: str, request: control.ControlRequest) -> control.ControlReply:
-        """Append ``request`` to the run's control channel and have its process act on it.
-        Refused in words, changing nothing, when no process could act on it."""
-        state = self.store.load(run_id)
-        owner = self.store.owner(run_id)
-        alive = owner is not None and owner.alive
-        if request.kind == "stop" and not alive and state.status is not Status.RUNNING:
-            if isinstance(state.interruption, NeedsApproval):
-                return control.ControlReply(False, f"nothing to stop: run {run_id} is waiting for approval of "
-                                            f"{state.interruption.tool_name} and no process is running it; "
-                                            f"tether reject {run_id} --reason TEXT declines the call")
-            return control.ControlReply(False, f"nothing to stop: run {run_id} has already stopped "
-                                        f"({state.status.value})")
-        if not alive:
-            if state.status is Status.RUNNING:  # its process died: the request waits for the adopter
-                control.append(self.store.run_dir(run_id), request)
-                who = f" (pid {owner.pid} on {owner.host})" if owner is not None else ""
-                return control.ControlReply(False, f"run {run_id} is orphaned: the process that ran it{who} "
-                                            f"ended without stopping it. The {request.kind} is recorded and "
-                                            f"applies when the run is adopted (tether resume {run_id})",
-                                            pending=True)
-            return control.ControlReply(False, f"no process holds run {run_id} ({state.status.value}): "
-                                        f"tether {request.kind} {run_id} acts on it directly")
-        control.append(self.store.run_dir(run_id), request)
-        reply = await control.deliver(owner.control, run_id, request.id) if owner.control else None
-        now = self.store.owner(run_id)
-        if (reply is None or reply.gone) and not (now is not None and now.alive):
-            # It let go of the run between our look and our poke: say where the run is now.
-            state = self.store.load(run_id)
-            last = max(state.approvals.values(), key=lambda d: d.ts, default=None)
-            if request.kind != "stop" and last is not None and not isinstance(state.interruption, NeedsApproval):
-                return control.ControlReply(False, f"already decided: {last.verdict} by {last.by}; "
-                                            "there is one decision per call")
-            return control.ControlReply(False, f"the process running {run_id} let go of it before it answered "
-                                        f"(it is {state.status.value} now); nothing was done")
-        if reply is None:
-            return control.ControlReply(False, f"the process running {run_id} (pid {owner.pid} on {owner.host}) "
-                                        f"did not answer; the {request.kind} is recorded and applies if the run "
-                                        "is adopted", pending=True)
-        return reply
+        """Append ``request`` to the run's control channel and have its process act on it
+        (:func:`tether.control.request`)."""
+        return await control.request(self.store, run_id, request)
 
     def note_dropped(self, run_id: str, spans: int) -> None:
         """Say in a run's trace that telemetry about it was dropped (a collector down or slow):

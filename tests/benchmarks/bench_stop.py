@@ -16,14 +16,18 @@ from __future__ import annotations
 import asyncio
 import random
 import statistics
+import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from tether import control
 from tether.cancel import CancelSignal
 from tether.events import Event, RunStopped, ToolStart
 from tether.harness import Harness
 from tether.demo import ScanArchive
+from tether.store import TRACE_FILE, RunStore
+from tether.trace import read_trace
 from tests.benchmarks.peers import scratch_dir
 
 TRIALS = 100
@@ -93,5 +97,75 @@ def main() -> None:
           f"(target p99 <= {TARGET_P99_MS:g} ms); ended {', '.join(sorted(figures.statuses))}")
 
 
+
+
+# ---- Stop from another process -----------------------------------------------------------
+
+REMOTE_TRIALS = 50
+REMOTE_TARGET_P99_MS = 100.0
+
+
+async def _until_trace(trace: Path, kind: str, cap_s: float = 60.0) -> dict:
+    deadline = time.monotonic() + cap_s
+    while time.monotonic() < deadline:
+        for record in read_trace(trace):
+            if record.get("kind") == kind:
+                return record
+        await asyncio.sleep(0.005)
+    raise RuntimeError(f"no {kind} in {trace} within {cap_s:g} s")
+
+
+async def _remote_trials(n: int, workdir: Path) -> dict[str, list[float]]:
+    """Each trial: ``tether run slow`` in a child process; once its trace shows scan_archive
+    started, a Stop, either as a ``tether stop`` process (``command``: from spawning it) or
+    as a request from this process (``request``: from sending it, what ``tether stop`` does
+    once its interpreter is up); the figure ends at the ``ts`` of the ``run_stopped`` line
+    the run's process wrote."""
+    place = ["--runs-dir", str(workdir / "runs"), "--workspace", str(workdir / "workspace")]
+    store = RunStore(workdir / "runs")
+    out: dict[str, list[float]] = {"command": [], "request": []}
+    for i in range(2 * n + 2):  # the first two warm the page cache
+        how = "command" if i % 2 == 0 else "request"
+        run_id = f"remote-{i}"
+        run = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.cli", "run", "slow",
+                                                   "--run-id", run_id, *place,
+                                                   stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
+        try:
+            trace = store.run_dir(run_id) / TRACE_FILE
+            await _until_trace(trace, "tool_start")
+            await asyncio.sleep(0.05)  # into the scan
+            started = time.time()
+            if how == "command":
+                stop = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.cli", "stop", run_id, *place,
+                                                            stdout=asyncio.subprocess.DEVNULL,
+                                                            stderr=asyncio.subprocess.DEVNULL)
+                await stop.wait()
+            else:
+                await control.request(store, run_id, control.ControlRequest("stop", "the benchmark", by="bench"))
+            stopped = await _until_trace(trace, "run_stopped")
+            if i >= 2:
+                out[how].append((stopped["ts"] - started) * 1000)
+        finally:
+            if run.returncode is None:
+                await asyncio.wait_for(run.wait(), 30)
+    return out
+
+
+def measure_remote(n: int = REMOTE_TRIALS) -> dict[str, tuple[float, float, float]]:
+    with scratch_dir("remote-stop") as tmp:
+        samples = asyncio.run(_remote_trials(n, Path(tmp)))
+    return {how: (statistics.median(v), percentile(v, 99), max(v)) for how, v in samples.items()}
+
+
+def main_remote(n: int = REMOTE_TRIALS) -> None:
+    figures = measure_remote(n)
+    for how, words in (("command", "`tether stop` (a new process) -> run_stopped written by the run's process"),
+                       ("request", "a stop request sent from another process -> run_stopped written")):
+        p50, p99, top = figures[how]
+        print(f"Stop from another process, {words}, {n} trials: p50 {p50:.1f} ms, p99 {p99:.1f} ms, "
+              f"max {top:.1f} ms (target p99 <= {REMOTE_TARGET_P99_MS:g} ms)")
+
+
 if __name__ == "__main__":
     main()
+    main_remote()
