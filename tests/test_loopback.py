@@ -207,3 +207,33 @@ async def test_dedupe_all_with_auto_approve_over_http(runs_dir, workspace):
         out = await h.run(h.new_run("repeat_write", "q",
                                     policies=Policies(dedupe="all", auto_approve=["delete_file"])).run_id)
     assert [r["name"] for r in out.tool_runs] == ["delete_file"]
+
+
+async def test_a_flapping_endpoint_is_ridden_out_by_the_retries(runs_dir, workspace):
+    """Every other request fails with a 503: each turn succeeds on a
+    retry, the trace says why each turn was slow, and the cost is that of a clean run."""
+    from starlette.applications import Starlette
+    from starlette.requests import Request
+    from starlette.responses import JSONResponse
+    from starlette.routing import Route
+
+    scripted = scenarios.SCENARIOS["plan"]
+    seen = {"n": 0}
+
+    async def flapping(request: Request):
+        seen["n"] += 1
+        body = await request.json()
+        if seen["n"] % 2:
+            return JSONResponse({"error": {"message": "flapping"}}, status_code=503)
+        reply = scripted.reply(body["messages"])
+        return JSONResponse(completion(reply.content, reply.wire_tool_calls() or None))
+
+    app = Starlette(routes=[Route("/v1/chat/completions", flapping, methods=["POST"])])
+    async with running_app(app) as url:
+        client = ModelClient(url, max_retries=2, backoff_base_s=0.001)
+        async with Harness(runs_dir, workspace, client=client) as h:
+            out = await h.run(h.new_run("plan", "q").run_id)
+    assert out.state.status is Status.COMPLETED and out.state.answer == scenarios.PLAN_ANSWER
+    retries = [r for r in read_trace(runs_dir / out.state.run_id / "trace.jsonl") if r["kind"] == "provider_retry"]
+    assert [r["status"] for r in retries] == [503, 503, 503]
+    assert seen["n"] == 6
