@@ -91,6 +91,8 @@ def build_parser() -> argparse.ArgumentParser:
     console.add_argument("--agent", metavar="NAME", help="preselect this agent in the New run dialog")
     console.add_argument("--base-url", help="a chat-completions endpoint instead of the scripted provider")
     console.add_argument("--model", help="the model to use with --base-url")
+    console.add_argument("--no-stream", action="store_true",
+                         help="do not stream replies from real endpoints (the console streams them by default)")
     _place_options(console)
 
     agents = sub.add_parser("agents", help="list the agents: their model, endpoint and tools")
@@ -410,11 +412,16 @@ async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
 
 
 async def _stop(args: argparse.Namespace) -> int:
-    async with _harness_for(args) as harness:
-        if not harness.store.exists(args.run_id):
-            raise StateError(f"no run {args.run_id} in {harness.store.root}")
-        reply = await harness.stop(args.run_id, args.reason or "stopped from the command line", by=_who(args))
-    return _emit_reply(args, reply)
+    """Through the store and the control channel alone: no harness, no agent file to load,
+    so the Stop reaches the run's process a few interpreter start-ups sooner."""
+    from tether import control
+    from tether.store import RunStore, default_runs_dir
+
+    store = RunStore(args.runs_dir or default_runs_dir())
+    if not store.exists(args.run_id):
+        raise StateError(f"no run {args.run_id} in {store.root}")
+    request = control.ControlRequest("stop", args.reason or "stopped from the command line", by=_who(args))
+    return _emit_reply(args, await control.request(store, args.run_id, request))
 
 
 def _emit_reply(args: argparse.Namespace, reply: Any) -> int:
@@ -575,29 +582,32 @@ async def _watch(args: argparse.Namespace) -> int:
     console's trace pane. Ends when the run stops, and Ctrl-C ends it (exit 0)."""
     import signal
 
-    from tether.harness import tether_home
-    from tether.store import RunStore
-    from tether.text import clean
-    from tether.watch import follow_all, follow_run, newest_run
-
-    def note(text: str) -> None:
-        print(clean(text), file=sys.stderr, flush=True)
-
-    if args.all and args.run_id:
-        raise UsageError("give a RUN_ID or --all, not both")
-    store = RunStore(args.runs_dir or tether_home() / "runs")
-    lines = max(0, args.lines)
-    stop = asyncio.Event()
+    stop = asyncio.Event()  # Ctrl-C ends the watch quietly, from here on
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, stop.set)
     try:
+        from tether.harness import tether_home
+        from tether.store import RunStore
+        from tether.text import clean
+        from tether.watch import follow_all, follow_run
+
+        def note(text: str) -> None:
+            print(clean(text), file=sys.stderr, flush=True)
+
+        if args.all and args.run_id:
+            raise UsageError("give a RUN_ID or --all, not both")
+        store = RunStore(args.runs_dir or tether_home() / "runs")
+        lines = max(0, args.lines)
         if args.all:
             await follow_all(store.root, sys.stdout, stop_event=stop, backlog=lines,
                              on_ready=lambda: note(f"watching every run in {store.root} (Ctrl-C to stop)"))
             return 0
-        run_id = args.run_id or newest_run(store.root)
-        if run_id is None:
-            raise StateError(f"no runs in {store.root}")
+        run_id = args.run_id
+        if run_id is None:  # the most recently created run, from the index
+            newest = max(store.summaries(), key=lambda s: (s.created_at, s.run_id), default=None)
+            if newest is None:
+                raise StateError(f"no runs in {store.root}")
+            run_id = newest.run_id
         if not store.exists(run_id):
             raise StateError(f"no run {run_id} in {store.root}")
         await follow_run(store.root, run_id, sys.stdout, stop_event=stop, backlog=lines,

@@ -1,20 +1,17 @@
 """The live trace of the selected run: one line per event, following the tail.
 
 The view draws the app's bounded buffer of the run's lines (strings, never markup,
-formatted once, when their event arrives, by :func:`format_record`), rendering only the
-lines on screen and keeping them, so a run that emits thousands of events a second stays
-cheap to show. It is anchored to the tail (``Widget.anchor``) until the operator scrolls
-up, so they are not yanked back, and follows again once they scroll to the end.
+formatted once, when their event arrives, by :func:`tether.wording.format_record`, the
+wording ``tether watch`` prints too), rendering only the lines on screen and keeping
+them, so a run that emits thousands of events a second stays cheap to show. It is
+anchored to the tail (``Widget.anchor``) until the operator scrolls up, so they are not
+yanked back, and follows again once they scroll to the end.
 """
 
 from __future__ import annotations
 
-import json
-import time
-from collections import deque
 from collections.abc import Sequence
 from itertools import takewhile
-from pathlib import Path
 from typing import Any
 
 from rich.cells import cell_len
@@ -27,8 +24,12 @@ from textual.geometry import Size
 from textual.selection import Selection
 from textual.strip import Strip
 
+from tether.tail import tail_records
 from tether.tui.components.line_view import LineView
-from tether.tui.text import money, one_line
+from tether.wording import KIND_WIDTH, describe, format_record
+
+__all__ = ["KIND_STYLES", "KIND_WIDTH", "MAX_LINES", "TraceView", "describe", "follow_tail", "format_record",
+           "is_following", "tail_records"]
 
 MAX_LINES = 1000
 KIND_STYLES = {
@@ -42,79 +43,6 @@ KIND_STYLES = {
     "approval_decision": "bold yellow",
     "run_stopped": "bold red",
 }
-KIND_WIDTH = 18
-
-
-def _clock(ts: float, timings: bool) -> str:
-    if not timings or not ts:
-        return ""
-    t = time.localtime(ts)
-    return time.strftime("%H:%M:%S", t) + f".{int((ts % 1) * 1000):03d} "
-
-
-def describe(r: dict[str, Any], timings: bool = True) -> str:
-    """The interesting fields of one trace record, as a short line."""
-    kind = r.get("kind")
-    if kind == "run_started":
-        return ("resumed" if r.get("resumed") else "started") + f" model={r.get('model')}"
-    if kind == "turn":
-        tail = f"  {r.get('provider_ms', 0):.0f} ms" if timings else ""
-        calls = r.get("tool_calls") or 0
-        then = f"{calls} tool call{'s' if calls != 1 else ''}" if calls else str(r.get("finish_reason"))
-        return (f"turn {r.get('turn')}  in {r.get('prompt_tokens')} out {r.get('completion_tokens')}  "
-                f"total {money(r.get('cost_usd'))}  → {then}{tail}")
-    if kind == "provider_retry":
-        return f"retry {r.get('attempt')} after {r.get('status')}: {r.get('reason')} (wait {r.get('wait_s')} s)"
-    if kind == "tool_start":
-        return f"{r.get('name')} {r.get('args')}  {r.get('call_id')}"
-    if kind == "tool_progress":
-        return f"{r.get('name')}: {r.get('label')}"
-    if kind == "tool_result":
-        state = "ok" if r.get("ok") else f"error ({r.get('error')})"
-        if r.get("cached"):
-            state += ", cached"
-        tail = f"  {r.get('ms', 0):.0f} ms" if timings else ""
-        return f"{r.get('name')} {state}  {r.get('call_id')}{tail}"
-    if kind == "approval_required":
-        return f"{r.get('tool')} {r.get('args')}  {r.get('call_id')}: {r.get('why')}"
-    if kind == "approval_decision":
-        return f"{r.get('verdict')} {r.get('tool')} {r.get('call_id')}: {r.get('text')}"
-    if kind == "run_stopped":
-        return f"{r.get('status')}: {r.get('reason')}  turns={r.get('turns')} cost={money(r.get('cost_usd'))}"
-    return json.dumps({k: v for k, v in r.items() if k not in ("kind", "run_id", "seq", "ts")}, default=str)
-
-
-def format_record(r: dict[str, Any], *, timings: bool = True, prefix: str = "") -> str:
-    kind = str(r.get("kind", "?"))
-    line = f"#{r.get('seq', 0):<5} {_clock(r.get('ts', 0.0), timings)}{prefix}{kind:<{KIND_WIDTH}} {describe(r, timings)}"
-    return one_line(line, 400)
-
-
-def tail_records(path: Path, limit: int = MAX_LINES, max_bytes: int = 512 * 1024) -> list[dict[str, Any]]:
-    """The last ``limit`` complete records of a trace file, reading at most ``max_bytes``."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            size = f.tell()
-            start = max(0, size - max_bytes)
-            f.seek(start)
-            data = f.read()
-    except OSError:
-        return []
-    lines = data.split(b"\n")
-    if start:
-        lines = lines[1:]  # the first line may be cut
-    out: deque[dict[str, Any]] = deque(maxlen=limit)
-    for line in lines:
-        if not line:
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            out.append(record)
-    return list(out)
 
 
 class KindHighlighter(Highlighter):

@@ -1,0 +1,78 @@
+"""How a trace record reads as one line: the console's trace pane and ``tether watch``.
+
+One wording for both, so a line in a terminal following a run reads the same as the
+line the console shows for it. Everything in a record came from a run (model output,
+tool arguments, error messages): it is untrusted, and the line is made safe for a
+terminal (:func:`tether.text.clean`: control characters made visible, newlines folded)
+and cut to a bounded width. Nothing here imports the console.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from typing import Any
+
+from tether.text import clean
+
+KIND_WIDTH = 18
+LINE_LIMIT = 400
+
+
+def money(value: float | None) -> str:
+    if value is None:
+        return "–"
+    return f"${value:.4f}" if value < 100 else f"${value:,.2f}"
+
+
+def one_line(value: Any, limit: int = 120) -> str:
+    """``value`` as one display-safe line of at most ``limit`` characters."""
+    text = clean(value, keep_newlines=False)
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _clock(ts: float, timings: bool) -> str:
+    if not timings or not ts:
+        return ""
+    t = time.localtime(ts)
+    return time.strftime("%H:%M:%S", t) + f".{int((ts % 1) * 1000):03d} "
+
+
+def describe(r: dict[str, Any], timings: bool = True) -> str:
+    """The interesting fields of one trace record, as a short line."""
+    kind = r.get("kind")
+    if kind == "run_started":
+        return ("resumed" if r.get("resumed") else "started") + f" model={r.get('model')}"
+    if kind == "turn":
+        tail = f"  {r.get('provider_ms', 0):.0f} ms" if timings else ""
+        calls = r.get("tool_calls") or 0
+        then = f"{calls} tool call{'s' if calls != 1 else ''}" if calls else str(r.get("finish_reason"))
+        return (f"turn {r.get('turn')}  in {r.get('prompt_tokens')} out {r.get('completion_tokens')}  "
+                f"total {money(r.get('cost_usd'))}  → {then}{tail}")
+    if kind == "provider_retry":
+        return f"retry {r.get('attempt')} after {r.get('status')}: {r.get('reason')} (wait {r.get('wait_s')} s)"
+    if kind == "tool_start":
+        return f"{r.get('name')} {r.get('args')}  {r.get('call_id')}"
+    if kind == "tool_progress":
+        return f"{r.get('name')}: {r.get('label')}"
+    if kind == "tool_result":
+        state = "ok" if r.get("ok") else f"error ({r.get('error')})"
+        if r.get("cached"):
+            state += ", cached"
+        tail = f"  {r.get('ms', 0):.0f} ms" if timings else ""
+        return f"{r.get('name')} {state}  {r.get('call_id')}{tail}"
+    if kind == "approval_required":
+        return f"{r.get('tool')} {r.get('args')}  {r.get('call_id')}: {r.get('why')}"
+    if kind == "approval_decision":
+        return f"{r.get('verdict')} {r.get('tool')} {r.get('call_id')}: {r.get('text')}"
+    if kind == "run_stopped":
+        return f"{r.get('status')}: {r.get('reason')}  turns={r.get('turns')} cost={money(r.get('cost_usd'))}"
+    return json.dumps({k: v for k, v in r.items() if k not in ("kind", "run_id", "seq", "ts")}, default=str)
+
+
+def format_record(r: dict[str, Any], *, timings: bool = True, prefix: str = "") -> str:
+    """One trace record as the trace pane shows it: ``#seq  time  kind  what``, on one
+    display-safe line."""
+    kind = str(r.get("kind", "?"))
+    line = f"#{r.get('seq', 0):<5} {_clock(r.get('ts', 0.0), timings)}{prefix}{kind:<{KIND_WIDTH}} {describe(r, timings)}"
+    return one_line(line, LINE_LIMIT)
