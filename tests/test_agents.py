@@ -275,3 +275,17 @@ def test_load_config_reads_the_example(helpdesk: Path):
     assert agent.mcp_servers[0].command == sys.executable  # "python" is the Python running Tether
     with pytest.raises(ConfigError, match="no agent 'nobody'"):
         config.agent("nobody")
+
+
+def test_one_import_name_outside_the_checkout(tmp_path: Path):
+    """Installed, Tether is ``tether`` and nothing else: no ``core`` or ``tui`` at the top."""
+    import subprocess
+
+    def python(code: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-c", code], cwd=tmp_path, capture_output=True, text=True,
+                              env={k: v for k, v in os.environ.items() if k != "PYTHONPATH"})
+
+    assert python("import tether.tui.app, tether.harness").returncode == 0
+    for name in ("core", "tui"):
+        result = python(f"import {name}")
+        assert result.returncode == 1 and f"No module named '{name}'" in result.stderr
