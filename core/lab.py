@@ -33,10 +33,10 @@ from tether.cancel import CancelSignal
 from tether.client import ModelClient
 from tether.events import Event, Turn
 from tether.harness import EMBEDDED_BASE_URL, Harness, Outcome
-from tether.provider import create_app
+from tether.provider import FaultPlan, create_app
 from tether.ledger import Ledger
 from tether.report import summary
-from tether.state import Limits, Policies, RunState
+from tether.state import Limits, Policies, RunState, Status
 from tether.store import LEDGER_FILE, TRACE_FILE
 from tether.trace import read_trace
 
@@ -368,6 +368,39 @@ async def cancellation(cfg: LabConfig) -> list[Row]:
     return rows
 
 
+async def outage(cfg: LabConfig) -> list[Row]:
+    """An endpoint down for longer than the retries: the run stops ``interrupted`` with a
+    ``provider_outage`` that says which error, how many attempts, over how long, and
+    ``tether resume`` goes on once the endpoint answers; the finished run costs what a run
+    that never met the outage costs. ``failed`` is kept for what no retry fixes (a 401)."""
+    rows: list[Row] = []
+    app = create_app(faults=FaultPlan.parse("500@1x8"))  # turn 1 fails eight times, then the endpoint is back
+    client = ModelClient(EMBEDDED_BASE_URL, transport=httpx.ASGITransport(app=app), max_retries=3,
+                         backoff_base_s=0.001, backoff_cap_s=0.002)
+    async with sandbox(client=client) as harness:
+        run_id = harness.new_run("plan").run_id
+        for step in ("run", "resume", "resume"):
+            outcome = await harness.run(run_id)
+            s = summary(outcome.state, outcome.tool_runs, outcome.ms)
+            interruption = s["interruption"] or {}
+            rows.append({"step": step, "status": s["status"], "interruption": interruption.get("type"),
+                         "attempts": interruption.get("attempts"), "turns": s["turns"], "cost_usd": s["cost_usd"],
+                         "reason": interruption.get("reason") or s["answer"]})
+            if outcome.state.status is not Status.INTERRUPTED:
+                break
+    _, clean = await fresh_run("plan")
+    rows.append({"step": "a run that never met the outage", "status": clean["status"], "interruption": None,
+                 "attempts": None, "turns": clean["turns"], "cost_usd": clean["cost_usd"], "reason": clean["answer"]})
+    app = create_app(faults=FaultPlan.parse("401@0"))
+    client = ModelClient(EMBEDDED_BASE_URL, transport=httpx.ASGITransport(app=app))
+    async with sandbox(client=client) as harness:
+        outcome = await live_run(harness, "plan")
+    s = summary(outcome.state, outcome.tool_runs, outcome.ms)
+    rows.append({"step": "run (401)", "status": s["status"], "interruption": None, "attempts": 1,
+                 "turns": s["turns"], "cost_usd": s["cost_usd"], "reason": s["error"]})
+    return rows
+
+
 async def latency(cfg: LabConfig) -> list[Row]:
     """Provider latency is paid once per turn; the harness's own time stays small."""
     rows = []
@@ -396,7 +429,7 @@ async def subagent(cfg: LabConfig) -> list[Row]:
 
 EXPERIMENTS: dict[str, Callable[[LabConfig], Awaitable[list[Row]]]] = {
     f.__name__: f for f in (plan, runaway_caps, budgets, tool_error_policies, permanent_error, dedupe,
-                            dedupe_writes, approvals, crash_resume, cancellation, latency, subagent)
+                            dedupe_writes, approvals, crash_resume, cancellation, outage, latency, subagent)
 }
 
 
