@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import os
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -59,3 +60,27 @@ def recorder() -> Recorder:
 async def harness(runs_dir: Path, workspace: Path, recorder: Recorder) -> AsyncIterator[Harness]:
     async with Harness(runs_dir, workspace, sinks=[recorder]) as h:
         yield h
+
+
+@pytest.fixture(scope="session")
+def pg_server() -> Iterator["pg.PgServer"]:
+    """A PostgreSQL server of the session's own (tests/pg.py), stopped and removed at the end.
+    Without PostgreSQL's binaries: skipped here, an error in CI (``CI`` set)."""
+    from tests import pg
+
+    try:
+        server = pg.start()
+    except pg.PgUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL is required in CI: {exc}", pytrace=False)
+        pytest.skip(str(exc))
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="session")
+def pg_url(pg_server) -> str:
+    """The operator's URL of the session's server (``postgresql://tether:…@127.0.0.1:PORT/tether``)."""
+    return pg_server.url
