@@ -35,7 +35,7 @@ from typing import TYPE_CHECKING, Literal
 from tether.state import NeedsApproval, Status
 
 if TYPE_CHECKING:
-    from tether.store import RunStore
+    from tether.runstore import Store
 
 CONTROL_FILE = "control.jsonl"
 DELIVERY_TIMEOUT_S = 10.0
@@ -188,12 +188,14 @@ async def deliver(address: str, run_id: str, request_id: str,
         return None
 
 
-async def request(store: RunStore, run_id: str, what: ControlRequest) -> ControlReply:
+async def request(store: Store, run_id: str, what: ControlRequest) -> ControlReply:
     """Append ``what`` to the run's control channel and have the process that runs the run
     act on it; its answer, in words. Refused in words, changing nothing, when no process
     could act on it (a run that has stopped, one that waits for approval with no process)."""
-    state = store.load(run_id)
-    owner = store.owner(run_id)
+    from tether.runstore import call
+
+    state = await call(store, store.load, run_id)
+    owner = await call(store, store.owner, run_id)
     alive = owner is not None and owner.alive
     if what.kind == "stop" and not alive and state.status is not Status.RUNNING:
         if isinstance(state.interruption, NeedsApproval):
@@ -203,19 +205,19 @@ async def request(store: RunStore, run_id: str, what: ControlRequest) -> Control
         return ControlReply(False, f"nothing to stop: run {run_id} has already stopped ({state.status.value})")
     if not alive:
         if state.status is Status.RUNNING:  # its process died: the request waits for the adopter
-            append(store.run_dir(run_id), what)
+            await call(store, store.control_append, run_id, what)
             who = f" (pid {owner.pid} on {owner.host})" if owner is not None else ""
             return ControlReply(False, f"run {run_id} is orphaned: the process that ran it{who} ended "
                                 f"without stopping it. The {what.kind} is recorded and applies when the run "
                                 f"is adopted (tether resume {run_id})", pending=True)
         return ControlReply(False, f"no process holds run {run_id} ({state.status.value}): "
                             f"tether {what.kind} {run_id} acts on it directly")
-    append(store.run_dir(run_id), what)
+    await call(store, store.control_append, run_id, what)
     reply = await deliver(owner.control, run_id, what.id) if owner.control else None
-    now = store.owner(run_id)
+    now = await call(store, store.owner, run_id)
     if (reply is None or reply.gone) and not (now is not None and now.alive):
         # It let go of the run between our look and our poke: say where the run is now.
-        state = store.load(run_id)
+        state = await call(store, store.load, run_id)
         last = max(state.approvals.values(), key=lambda d: d.ts, default=None)
         if what.kind != "stop" and last is not None and not isinstance(state.interruption, NeedsApproval):
             return ControlReply(False, f"already decided: {last.verdict} by {last.by}; there is one decision per call")

@@ -30,11 +30,12 @@ from tether.events import EventSink, TelemetryDropped
 from tether.loop import LoopEnv, RunLoop, approve, reject
 from tether.provider import SCENARIOS, FaultPlan, create_app
 from tether.state import Limits, NeedsApproval, Policies, Pricing, RunState, StateError, Status, new_run_id
-from tether.store import HEARTBEAT_S, TRACE_FILE, RunStore
+from tether.runstore import Handle, Store, call
+from tether.store import HEARTBEAT_S, RunStore
 from tether.subagent import CHILD_MAX_TURNS, child_limits_budget
 from tether.tokens import TokenCounter, encoding, encoding_loaded
 from tether.tools.base import Tool
-from tether.trace import TraceWriter
+from tether.runstore import TraceSink
 from tether.workspace import Workspace, ensure_sample
 
 EMBEDDED_BASE_URL = "http://tether.embedded/v1"
@@ -90,8 +91,9 @@ class Harness:
         stream: bool | Literal["auto"] = False,
         sinks: Sequence[EventSink] = (),
         embedded_url: str | None = None,
+        store: Store | None = None,
     ) -> None:
-        self.store = RunStore(runs_dir or tether_home() / "runs")
+        self.store: Store = store if store is not None else RunStore(runs_dir or tether_home() / "runs")
         self.config = config
         self.base_url = base_url
         self.counter = TokenCounter()
@@ -234,7 +236,7 @@ class Harness:
     async def start(self, agent: Agent, prompt: str | None = None, *, run_id: str | None = None,
                     signal: CancelSignal | None = None, sinks: Sequence[EventSink] = ()) -> Outcome:
         """Make a run of ``agent`` and run it until it stops, one of five ways."""
-        state = self.create(agent, prompt, run_id=run_id)
+        state = await call(self.store, self.create, agent, prompt, run_id=run_id)
         return await self.run(state.run_id, signal=signal, sinks=sinks)
 
     async def run(self, run_id: str, *, signal: CancelSignal | None = None, sinks: Sequence[EventSink] = (),
@@ -305,11 +307,7 @@ class Harness:
             emit(event)
             return
         with contextlib.suppress(OSError, StateError):
-            trace = TraceWriter(self.store.run_dir(run_id) / TRACE_FILE)
-            try:
-                trace.write(event)
-            finally:
-                trace.close()
+            self.store.append_event(run_id, event)
 
     async def _control_server(self) -> control.ControlServer:
         if self._control is None:
@@ -325,9 +323,9 @@ class Harness:
         started = time.perf_counter()
         signal = signal or CancelSignal()
         server = await self._control_server()
-        state, handle = self.store.open(run_id, control=server.address)
-        trace: TraceWriter | None = None
-        controls = _Controls(state, handle.directory, signal)
+        state, handle = await call(self.store, self.store.open, run_id, control=server.address)
+        trace: TraceSink | None = None
+        controls = _Controls(state, handle, signal)
         server.register(run_id, controls.poke)
         beating = asyncio.create_task(_heartbeat(handle), name=f"heartbeat {run_id}")
         try:
@@ -339,7 +337,7 @@ class Harness:
                 raise StateError(f"run {run_id} has already ended ({state.status.value}); it cannot be resumed")
             agent = self.agent_of(state)
             client = self._client_for(agent, state)
-            trace = TraceWriter(handle.trace_path, secrets=self._secrets(agent))
+            trace = handle.trace(self._secrets(agent))
             tools = {t.name: t for t in agent.tool_list}
             async with contextlib.AsyncExitStack() as stack:
                 failure: str | None = None
@@ -348,7 +346,7 @@ class Harness:
 
                     try:
                         listed = await stack.enter_async_context(
-                            mcp_tools(agent.mcp_servers, reserved=tools.keys(), stderr_dir=handle.directory))
+                            mcp_tools(agent.mcp_servers, reserved=tools.keys(), stderr_dir=handle.scratch_dir))
                         tools.update({t.name: t for t in listed})
                     except MCPStartError as exc:
                         failure = str(exc)
@@ -360,13 +358,13 @@ class Harness:
                 self.live[run_id] = state
                 self._signals[run_id] = signal
                 if failure is not None:
-                    return Outcome(loop.fail(failure), [], (time.perf_counter() - started) * 1000)
-                controls.adopt()  # requests made while the run's process was dead
+                    return Outcome(await loop.fail(failure), [], (time.perf_counter() - started) * 1000)
+                await controls.adopt()  # requests made while the run's process was dead
                 events = prepare(state)
                 if events:
                     for event in events:
                         loop.emit(event)
-                    loop.save()
+                    await loop.save()
                 final = await loop.run()
                 while wait_for_decision is not None and isinstance(final.interruption, NeedsApproval) \
                         and not signal.cancelled:
@@ -375,9 +373,9 @@ class Harness:
                         break  # no decision in time (or a Stop): the run stays waiting, on disk
                     apply = approve if decision.kind == "approve" else reject
                     loop.emit(apply(state, decision.call_id, decision.text, decision.by))
-                    loop.save()
+                    await loop.save()
                     final = await loop.run()
-                controls.close()
+                await controls.close()
                 return Outcome(final, loop.tool_runs, (time.perf_counter() - started) * 1000)
         finally:
             beating.cancel()
@@ -387,7 +385,7 @@ class Harness:
             self._signals.pop(run_id, None)
             if trace is not None:
                 trace.close()
-            handle.release()
+            await _release(handle)
 
     def _check_tools(self, state: RunState, tools: dict[str, Tool]) -> None:
         """Refuse, before anything is used up, a run whose tools are gone or changed; note
@@ -461,7 +459,7 @@ class Harness:
         """``sinks``: the operation's own; the harness's are added by :meth:`_env`, once."""
         async def spawn(parent: RunState, call_id: str, question: str, signal: CancelSignal) -> RunState:
             child_id = f"{parent.run_id}.{call_id}"
-            if not self.store.exists(child_id):
+            if not await call(self.store, self.store.exists, child_id):
                 # A scripted scenario X runs its subagents on X_child; a real model on itself.
                 scripted_child = f"{parent.model}_child"
                 child = RunState(
@@ -478,9 +476,9 @@ class Harness:
                     workspace=parent.workspace,
                     agent=parent.agent,
                 )
-                self.store.create(child)
-            state, handle = self.store.open(child_id)
-            trace = TraceWriter(handle.trace_path, secrets=self._secrets(agent))
+                await call(self.store, self.store.create, child)
+            state, handle = await call(self.store, self.store.open, child_id)
+            trace = handle.trace(self._secrets(agent))
             try:
                 if state.status is not Status.RUNNING:
                     return state  # finished before a crash: its result stands
@@ -490,18 +488,27 @@ class Harness:
             finally:
                 self.live.pop(child_id, None)
                 trace.close()
-                handle.release()
+                await _release(handle)
 
         return spawn
 
 
-async def _heartbeat(handle: Any) -> None:
+async def _heartbeat(handle: Handle) -> None:
     """Refresh the owner record's heartbeat while the run is held (shown to operators;
     whether the owner lives is the lock's to say)."""
     while True:
         await asyncio.sleep(HEARTBEAT_S)
         with contextlib.suppress(OSError):
-            handle.heartbeat()
+            await call(handle, handle.heartbeat)
+
+
+async def _release(handle: Handle) -> None:
+    """Let go of a run, even from a task being cancelled: a blocking store's release runs
+    to its end in its thread whatever happens to the awaiting task."""
+    if not getattr(handle, "blocking", False):
+        handle.release()
+        return
+    await asyncio.shield(asyncio.to_thread(handle.release))
 
 
 class _Controls:
@@ -509,9 +516,9 @@ class _Controls:
     run's signal; a decision is handed to the wait for one, if the run waits; anything else
     is answered in words. Requests are handled in the order they were made, once."""
 
-    def __init__(self, state: RunState, run_dir: Path, signal: CancelSignal) -> None:
+    def __init__(self, state: RunState, handle: Handle, signal: CancelSignal) -> None:
         self.state = state
-        self.run_dir = run_dir
+        self.handle = handle
         self.signal = signal
         self.replies: dict[str, control.ControlReply] = {}
         self._waiting: NeedsApproval | None = None
@@ -519,26 +526,33 @@ class _Controls:
         self._decided: control.ControlRequest | None = None
 
     async def poke(self, request_id: str) -> control.ControlReply:
-        self.process()
+        await self.process()
         return self.replies.get(request_id, control.ControlReply(False, f"no request {request_id} for this run"))
 
-    def adopt(self) -> None:
+    async def adopt(self) -> None:
         """A run saved as running was orphaned: the requests its dead process never handled
         apply now (a Stop stops it at once). Any other run had stopped before they came, so
         they are answered and dropped."""
         if self.state.status is Status.RUNNING:
-            self.process()
+            await self.process()
         else:
-            self.close()
+            await self.close()
 
-    def process(self) -> None:
-        for request in control.read_from(self.run_dir, self.state.control_seen):
+    async def _unseen(self) -> list[control.ControlRequest]:
+        """The requests not handled yet. A blocking store reads in a thread, so two pokes may
+        read at once: what the other counted meanwhile is skipped, never handled twice."""
+        seen = self.state.control_seen
+        requests = await call(self.handle, self.handle.control_read, seen)
+        return requests[self.state.control_seen - seen:]
+
+    async def process(self) -> None:
+        for request in await self._unseen():
             self.state.control_seen += 1
             self.replies[request.id] = self._handle(request)
 
-    def close(self) -> None:
+    async def close(self) -> None:
         """The run is no longer driven here: answer what is left, apply none of it."""
-        for request in control.read_from(self.run_dir, self.state.control_seen):
+        for request in await self._unseen():
             self.state.control_seen += 1
             self.replies[request.id] = control.ControlReply(
                 False, f"run {self.state.run_id} had already stopped ({self.state.status.value})")
@@ -583,7 +597,7 @@ class _Controls:
         self._waiting = waiting
         self._decided = None
         self._decision = asyncio.get_running_loop().create_future()
-        self.process()  # a decision may have been made before this process got here
+        await self.process()  # a decision may have been made before this process got here
         stopped = asyncio.ensure_future(self.signal.wait())
         try:
             done, _ = await asyncio.wait({self._decision, stopped}, timeout=timeout_s or None,

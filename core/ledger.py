@@ -57,6 +57,17 @@ class Ledger:
                 entry = LedgerEntry(key, "done", intent, str(record.get("result", "")))
         return entry
 
+    # The same, for tools on an event loop: a store that blocks does its I/O off the loop;
+    # this one appends to a local file, inline.
+    async def abegin(self, key: str, intent: dict[str, Any]) -> None:
+        self.begin(key, intent)
+
+    async def acomplete(self, key: str, result: str) -> None:
+        self.complete(key, result)
+
+    async def alookup(self, key: str) -> LedgerEntry | None:
+        return self.lookup(key)
+
     def _records(self) -> list[dict[str, Any]]:
         try:
             lines = self.path.read_bytes().splitlines()

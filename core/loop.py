@@ -37,7 +37,6 @@ from tether.events import (
     ToolStart,
     Turn,
 )
-from tether.ledger import Ledger
 from tether.state import (
     Cancelled,
     Decision,
@@ -53,10 +52,10 @@ from tether.state import (
     args_hash,
     pending_calls,
 )
-from tether.store import RunHandle, SaveError
+from tether.runstore import Handle, TraceSink
+from tether.store import SaveError
 from tether.tokens import TokenCounter
 from tether.tools.base import Tool, ToolContext, ToolError
-from tether.trace import TraceWriter
 from tether.workspace import Workspace
 
 MAX_TOOL_OUTPUT_CHARS = 16_000
@@ -110,8 +109,8 @@ class RunLoop:
         self,
         state: RunState,
         env: LoopEnv,
-        handle: RunHandle,
-        trace: TraceWriter,
+        handle: Handle,
+        trace: TraceSink,
         signal: CancelSignal,
     ) -> None:
         self.state = state
@@ -119,7 +118,7 @@ class RunLoop:
         self.handle = handle
         self.trace = trace
         self.signal = signal
-        self.ledger = Ledger(handle.ledger_path)
+        self.ledger = handle.ledger()
         self.tool_runs: list[dict[str, Any]] = []  # executed in this process
         self._schemas = [t.schema() for t in env.tools.values()]
         self._cache: dict[tuple[str, str], str] | None = None
@@ -138,20 +137,20 @@ class RunLoop:
             except Exception:  # a broken view must not break the run it is watching
                 log.exception("event sink %r failed on %s", sink, event.kind)
 
-    def save(self) -> None:
+    async def save(self) -> None:
         self.state.updated_at = time.time()
         faultpoints.boundary("before_save")
-        self.handle.save(self.state)
+        await self.handle.asave(self.state)
         faultpoints.boundary("after_save")
 
     # ---- the loop --------------------------------------------------------
-    def fail(self, reason: str) -> RunState:
+    async def fail(self, reason: str) -> RunState:
         """End the run ``failed`` before its loop could start (an MCP server that would not
         start): traced like any stop, so the run says why."""
         st = self.state
         self.emit(RunStarted(run_id=st.run_id, model=st.model, resumed=st.turns > 0, parent_run_id=st.parent_run_id,
                              pid=os.getpid(), agent=st.agent.name if st.agent else st.model))
-        return self._finish(Stop(Status.FAILED, reason, error=reason))
+        return await self._finish(Stop(Status.FAILED, reason, error=reason))
 
     async def run(self) -> RunState:
         st = self.state
@@ -172,37 +171,37 @@ class RunLoop:
                         if stop:
                             break
                     if stop:
-                        return self._finish(stop)
+                        return await self._finish(stop)
                     continue
                 if _answered(st):  # the answer was saved before a crash: do not pay for it again
-                    return self._finish(Stop(Status.COMPLETED, "the model answered"))
+                    return await self._finish(Stop(Status.COMPLETED, "the model answered"))
                 stop = self._check_limits()
                 if stop:
-                    return self._finish(stop)
+                    return await self._finish(stop)
                 stop = await self._ask_model()
                 if stop:
-                    return self._finish(stop)
+                    return await self._finish(stop)
         except RunCancelled as cancelled:
             by = self.signal.by
             reason = f"{cancelled.reason} (by {by})" if by else cancelled.reason
-            return self._finish(Stop(Status.INTERRUPTED, reason, Cancelled(cancelled.reason, by)))
+            return await self._finish(Stop(Status.INTERRUPTED, reason, Cancelled(cancelled.reason, by)))
         except ProviderError as exc:
             if exc.retryable:  # the endpoint is down, not the run: resumable once it is back
                 reason = f"{exc} ; tether resume {st.run_id} goes on once the endpoint answers again"
                 reason = reason.replace(" ;", ";")
-                return self._finish(Stop(Status.INTERRUPTED, reason,
+                return await self._finish(Stop(Status.INTERRUPTED, reason,
                                          ProviderOutage(str(exc), exc.status, exc.attempts, round(exc.seconds, 3))))
-            return self._finish(Stop(Status.FAILED, str(exc), error=str(exc)))
+            return await self._finish(Stop(Status.FAILED, str(exc), error=str(exc)))
         except asyncio.CancelledError:
             # The task itself was cancelled (the process is shutting down): record why, then go.
             reason = "the process running this run was shut down"
-            self._finish(Stop(Status.INTERRUPTED, reason, Cancelled(reason)))
+            await self._finish(Stop(Status.INTERRUPTED, reason, Cancelled(reason)))
             raise
         except SaveError:
             raise  # the disk refused; the last saved state stands and says so
         except Exception as exc:  # a bug must still end the run in a known way
             reason = f"harness error: {type(exc).__name__}: {exc}"
-            return self._finish(Stop(Status.FAILED, reason, error=reason))
+            return await self._finish(Stop(Status.FAILED, reason, error=reason))
 
     def _check_limits(self) -> Stop | None:
         st, limits = self.state, self.state.limits
@@ -281,7 +280,7 @@ class RunLoop:
                        ttft_ms=None if reply.ttft_ms is None else round(reply.ttft_ms, 1),
                        tokens_per_s=_rate(reply.completion_tokens, reply.stream_ms)))
         faultpoints.boundary("before_save_reply")
-        self.save()
+        await self.save()
         faultpoints.boundary("after_save_reply")
         if not message.get("tool_calls"):
             return Stop(Status.COMPLETED, "the model answered")
@@ -300,13 +299,13 @@ class RunLoop:
                     call["id"] += "_"
             self._call_ids.add(call["id"])
 
-    def _finish(self, stop: Stop) -> RunState:
+    async def _finish(self, stop: Stop) -> RunState:
         st = self.state
         st.status, st.interruption, st.error = stop.status, stop.interruption, stop.error
         self.emit(RunStopped(run_id=st.run_id, status=st.status.value, reason=stop.reason, turns=st.turns,
                              cost_usd=st.cost_usd,
                              interruption=None if st.interruption is None else st.interruption.to_dict()))
-        self.save()
+        await self.save()
         return st
 
     # ---- one tool call ---------------------------------------------------
@@ -317,11 +316,11 @@ class RunLoop:
         name, raw_args = str(fn.get("name", "")), fn.get("arguments") or "{}"
         tool = self.env.tools.get(name)
         if tool is None:
-            self._record(call_id, name, self._unknown_tool(name), ok=False, error="unknown tool")
+            await self._record(call_id, name, self._unknown_tool(name), ok=False, error="unknown tool")
             return None
         args, problem = self._parse_args(name, raw_args)
         if problem:
-            self._record(call_id, name, problem, ok=False, error="invalid arguments")
+            await self._record(call_id, name, problem, ok=False, error="invalid arguments")
             return None
 
         approval_note: str | None = None
@@ -335,18 +334,18 @@ class RunLoop:
             decision.used = True
             if decision.verdict == "rejected":  # reject() normally answers the call itself
                 text = "" if st.policies.silent_rejections else declined_words(decision.text, decision.by)
-                self._record(call_id, name, text, ok=False, error="declined")
+                await self._record(call_id, name, text, ok=False, error="declined")
                 return None
             approval_note = approved_words(decision.text, decision.by)
 
         dedupe_key = (name, _canonical(args))
         if self._dedupes(tool) and dedupe_key in self._result_cache():
-            self._record(call_id, name, self._result_cache()[dedupe_key], ok=True, cached=True)
+            await self._record(call_id, name, self._result_cache()[dedupe_key], ok=True, cached=True)
             return None
 
         if not tool.read_only:
             st.intents[call_id] = f"{st.run_id}:{call_id}"
-            self.save()
+            await self.save()
         return await self._run_tool(call_id, tool, args, raw_args, approval_note, dedupe_key)
 
     async def _run_tool(self, call_id: str, tool: Tool, args: dict[str, Any], raw_args: str,
@@ -371,7 +370,7 @@ class RunLoop:
             partial = ctx.extras.get("partial")
             text = (f"cancelled by the operator after {elapsed:.1f} s: {cancelled.reason}; "
                     f"the {tool.name} call did not finish" + (f" ({partial})" if partial else "") + ".")
-            self._record(call_id, tool.name, text, ok=False, error="cancelled", started=started)
+            await self._record(call_id, tool.name, text, ok=False, error="cancelled", started=started)
             raise
         except Exception as exc:  # a tool that throws does not crash the loop
             self._add_child_cost(ctx)
@@ -383,7 +382,7 @@ class RunLoop:
             self._result_cache()[dedupe_key] = text
         if approval_note:
             text = f"{approval_note} {text}"
-        self._record(call_id, tool.name, text, ok=True, started=started)
+        await self._record(call_id, tool.name, text, ok=True, started=started)
         return None
 
     async def _tool_failed(self, call_id: str, tool: Tool, exc: Exception, started: float) -> Stop | None:
@@ -392,7 +391,7 @@ class RunLoop:
         permanent = isinstance(exc, ToolError) and exc.permanent
         policy = st.policies.tool_errors
         if policy == "fatal" or (permanent and st.policies.triage):
-            self._record(call_id, tool.name, f"Error: {own_words}", ok=False, error=own_words, started=started)
+            await self._record(call_id, tool.name, f"Error: {own_words}", ok=False, error=own_words, started=started)
             why = "no message can fix it" if permanent else "the tool-error policy is fatal"
             reason = f"tool {tool.name} failed ({why}): {own_words}"
             return Stop(Status.FAILED, reason, error=reason)
@@ -402,7 +401,7 @@ class RunLoop:
             text = "Error"
         else:
             text = f"Error: {own_words}"
-        self._record(call_id, tool.name, text, ok=False, error=own_words, started=started)
+        await self._record(call_id, tool.name, text, ok=False, error=own_words, started=started)
         return None
 
     def _await_approval(self, call_id: str, tool: Tool, raw_args: str, earlier: Decision | None) -> Stop:
@@ -414,7 +413,7 @@ class RunLoop:
         self.emit(ApprovalRequired(run_id=self.state.run_id, call_id=call_id, tool=tool.name, args=raw_args, why=why))
         return Stop(Status.INTERRUPTED, f"waiting for approval of {tool.name} ({call_id})", interruption)
 
-    def _record(self, call_id: str, name: str, text: str, *, ok: bool, cached: bool = False,
+    async def _record(self, call_id: str, name: str, text: str, *, ok: bool, cached: bool = False,
                       error: str | None = None, started: float | None = None) -> None:
         if len(text) > MAX_TOOL_OUTPUT_CHARS:
             cut = len(text) - MAX_TOOL_OUTPUT_CHARS
@@ -425,7 +424,7 @@ class RunLoop:
         ms = (time.perf_counter() - started) * 1000 if started is not None else 0.0
         self.emit(ToolResult(run_id=st.run_id, call_id=call_id, name=name, ms=round(ms, 3), ok=ok,
                              cached=cached, error=error, preview=text[:200]))
-        self.save()
+        await self.save()
 
     # ---- helpers -----------------------------------------------------------
     def _add_child_cost(self, ctx: ToolContext) -> None:

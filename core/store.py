@@ -45,10 +45,18 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tether.index import INDEX_EVERY_S, IndexUnavailable, JournalKey, Liveness, RunIndex, RunSummary
 from tether.state import RunState, StateError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+    from tether.control import ControlRequest
+    from tether.events import Event
+    from tether.ledger import Ledger
+    from tether.trace import TraceWriter
 
 log = logging.getLogger(__name__)
 
@@ -114,7 +122,9 @@ _OWNER_TYPES = {"pid": int, "host": str, "user": str, "since": (int, float), "he
 
 
 class RunStore:
-    """All runs under one directory."""
+    """All runs under one directory (the file implementation of :class:`tether.runstore.Store`)."""
+
+    blocking = False  # local appends of microseconds: run inline, even on an event loop
 
     def __init__(self, runs_dir: Path | str) -> None:
         self.root = Path(runs_dir)
@@ -294,6 +304,31 @@ class RunStore:
             return None
         return RunSummary.of(state, key)
 
+    # ---- the control channel and the trace, by run id ------------------------------------
+    def control_append(self, run_id: str, request: ControlRequest) -> None:
+        from tether import control
+
+        control.append(self.run_dir(run_id), request)
+
+    def control_read(self, run_id: str, seen: int) -> list[ControlRequest]:
+        from tether import control
+
+        return control.read_from(self.run_dir(run_id), seen)
+
+    def read_trace(self, run_id: str) -> Iterator[dict[str, Any]]:
+        from tether.trace import read_trace
+
+        return read_trace(self.run_dir(run_id) / TRACE_FILE)
+
+    def append_event(self, run_id: str, event: Event) -> None:
+        from tether.trace import TraceWriter
+
+        trace = TraceWriter(self.run_dir(run_id) / TRACE_FILE)
+        try:
+            trace.write(event)
+        finally:
+            trace.close()
+
     def create(self, state: RunState) -> None:
         """Save a new run. Its journal appears complete (first commit included) or not at
         all: a crash mid-create leaves nothing to trip over, and of two processes creating
@@ -333,6 +368,8 @@ class RunHandle:
     With an ``index``, a save also refreshes the run's summary there when its status or
     interruption changed, and otherwise at most every :data:`~tether.index.INDEX_EVERY_S`."""
 
+    blocking = False
+
     def __init__(self, directory: Path, run_id: str, *, index: RunIndex | None = None) -> None:
         self.directory = directory
         self.run_id = run_id
@@ -352,6 +389,27 @@ class RunHandle:
     @property
     def ledger_path(self) -> Path:
         return self.directory / LEDGER_FILE
+
+    @property
+    def scratch_dir(self) -> Path:
+        return self.directory
+
+    def trace(self, secrets: tuple[str, ...] = ()) -> TraceWriter:
+        """The run's trace writer (``trace.jsonl``), ``seq`` going on from its last line."""
+        from tether.trace import TraceWriter
+
+        return TraceWriter(self.trace_path, secrets=secrets)
+
+    def ledger(self) -> Ledger:
+        """The run's idempotency ledger (``ledger.jsonl``: every record fsynced as it is made)."""
+        from tether.ledger import Ledger
+
+        return Ledger(self.ledger_path)
+
+    def control_read(self, seen: int) -> list[ControlRequest]:
+        from tether import control
+
+        return control.read_from(self.directory, seen)
 
     def acquire(self, *, control: str | None = None) -> None:
         """Open the journal for appending and lock it; a run someone else holds is refused.
@@ -462,6 +520,10 @@ class RunHandle:
             if (indexed is None or indexed[0] is not state.status or indexed[1] != state.interruption
                     or now - self._indexed_at >= INDEX_EVERY_S):
                 self._index_row(state, now)
+
+    async def asave(self, state: RunState) -> None:
+        """:meth:`save`, inline: one append to the page cache costs less than a thread hop."""
+        self.save(state)
 
     def _index_row(self, state: RunState, now: float) -> None:
         """Write the run's summary with the journal's identity as this save left it."""

@@ -23,7 +23,7 @@ import jsonschema
 from tether.cancel import CancelSignal
 
 if TYPE_CHECKING:
-    from tether.ledger import Ledger
+    from tether.runstore import IdempotencyLedger
     from tether.workspace import Workspace
 
 
@@ -65,7 +65,7 @@ class ToolContext:
     signal: CancelSignal
     progress: Callable[[str], None]
     workspace: "Workspace | None"  # None: the agent has no folder (it lists no file tools)
-    ledger: "Ledger"
+    ledger: "IdempotencyLedger"
     extras: dict[str, Any] = field(default_factory=dict)
 
     @property

@@ -134,7 +134,7 @@ class DeleteFile(Tool):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         key = ctx.idempotency_key
-        entry = ctx.ledger.lookup(key)
+        entry = await ctx.ledger.alookup(key)
         rel, real = _target(_workspace(ctx), args, "deleted")
         if entry is not None and entry.intent.get("path") != rel:
             recorded = entry.intent.get("path")
@@ -147,14 +147,14 @@ class DeleteFile(Tool):
         if entry is not None and not real.exists():
             # Begun, never recorded, file gone: the deletion happened, then the process died.
             result = f"Deleted {rel} ({entry.intent['size']} bytes)."
-            ctx.ledger.complete(key, result)
+            await ctx.ledger.acomplete(key, result)
             ctx.progress(f"deleted before an interruption under {key}: now recorded")
             return result
         size = _require_file(rel, real)
-        ctx.ledger.begin(key, {"tool": self.name, "path": rel, "size": size})
+        await ctx.ledger.abegin(key, {"tool": self.name, "path": rel, "size": size})
         await aiofiles.os.remove(real)
         result = f"Deleted {rel} ({size} bytes)."
-        ctx.ledger.complete(key, result)
+        await ctx.ledger.acomplete(key, result)
         return result
 
 
