@@ -482,6 +482,14 @@ class RunHandle:
             self._fd = -1
             self._owner = None
 
+    def abandon(self) -> None:
+        """Let go as a killed process would: the lock drops, ``owner.json`` stays behind
+        (for the crash tests)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+            self._owner = None
+
     def attach(self, state: RunState, committed_bytes: int) -> None:
         """Start appending after the last commit, cutting off anything a crash left past it."""
         if os.fstat(self._fd).st_size != committed_bytes:

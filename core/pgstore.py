@@ -1,0 +1,760 @@
+"""Runs in PostgreSQL: the run store (:mod:`tether.runstore`) for more than one machine.
+
+``PgStore("postgresql://tether:…@host/tether")`` keeps every run in six tables of the
+schema ``tether`` (made on first use; ``tether/data/pg/roles.sql`` makes the roles):
+
+* ``runs``: one row per run. ``header`` is the run without its transcript
+  (:meth:`RunState.header`), ``summary`` what a listing shows (:class:`RunSummary`), and
+  beside them the columns a listing sorts and filters on (``status``, ``created_at``...),
+  ``message_count``, ``owner_token`` (the current owner's fencing token) and ``lock_key``,
+  the run's advisory lock key (generated from its id).
+* ``messages``: the transcript, append-only, one row per message, by run and index.
+* ``trace``: the event trace, by run and ``seq``.
+* ``ledger``: the idempotency ledger, by run and key.
+* ``owners``: who holds a run (pid, host, user, since, heartbeat, command, control address,
+  the server's backend pid), or last held it without letting go.
+* ``control``: the control channel's requests, by run and index.
+
+**A save is one transaction**: the step's new messages, the header and summary, the
+ledger results recorded since the last save, and the trace lines emitted since then, sent
+in one pipeline. It either happens whole or not at all; so a write's result is in the
+ledger exactly when the transcript holds the result it gave the model. The ledger's
+*intent* (``begin``) is committed at once, on its own: it must be durable before the side
+effect it announces.
+
+**Ownership is a session advisory lock**, ``pg_try_advisory_lock(lock_key)``, taken by
+the connection the owner then saves through. The server drops it when that session ends
+however it ends (a killed process closes its socket at once; a vanished host after the TCP
+keepalives this session sets, about 25 s), so a dead worker's runs are orphaned at once.
+Liveness is read from ``pg_locks``, which anyone may read (the read-only watcher too),
+without touching the lock. Every save also checks the run's ``owner_token``, so an owner
+whose session was somehow replaced cannot write over its successor. Session locks need a
+session: connect directly, or through a pooler in session mode.
+
+**Blocking.** psycopg's calls wait on the network, so ``blocking = True``: code on an event
+loop calls the store through :func:`tether.runstore.call` and saves with
+:meth:`PgHandle.asave`, which reads the state on the loop and commits from a worker thread.
+
+Documents are stored as ``json``, not ``jsonb``: ``json`` keeps the text as written (a
+transcript re-sent to a model is byte for byte what it was) and holds any string Python
+can write, where ``jsonb`` refuses ``\\u0000`` (a hostile tool output or argument would
+make a save fail) and reorders keys. Nothing queries inside these documents; what a
+listing filters on is in columns.
+
+Passwords never reach an error message: every error names the URL without its password.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import re
+import threading
+import time
+import uuid
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit, urlunsplit
+
+import psycopg
+from psycopg import sql
+
+from tether.control import ControlRequest
+from tether.index import Liveness, RunSummary, _COLUMNS
+from tether.ledger import LedgerEntry
+from tether.state import RunState, StateError
+from tether.store import Owner, SaveError, _whoami
+
+if TYPE_CHECKING:
+    from tether.events import Event
+
+log = logging.getLogger(__name__)
+
+LOCK_SEED = 0x7E7E  # hashtextextended's seed: Tether's lock keys apart from other programs' hashes
+CONNECT_TIMEOUT_S = 10
+# The owner's session: keepalives so that a vanished host's lock is dropped within ~25 s.
+_SESSION_SETTINGS = {"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "3"}
+_NO_KEY = (-1, -1, -1)
+_IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS {s}.runs (
+    run_id text PRIMARY KEY,
+    status text NOT NULL,
+    parent_run_id text,
+    created_at double precision NOT NULL,
+    updated_at double precision NOT NULL,
+    message_count integer NOT NULL,
+    header json NOT NULL,
+    summary json NOT NULL,
+    owner_token text,
+    control_count integer NOT NULL DEFAULT 0,
+    lock_key bigint GENERATED ALWAYS AS (hashtextextended(run_id, {seed})) STORED
+);
+CREATE INDEX IF NOT EXISTS runs_created ON {s}.runs (created_at);
+CREATE INDEX IF NOT EXISTS runs_status ON {s}.runs (status);
+CREATE TABLE IF NOT EXISTS {s}.messages (
+    run_id text NOT NULL REFERENCES {s}.runs ON DELETE CASCADE,
+    idx integer NOT NULL,
+    message json NOT NULL,
+    PRIMARY KEY (run_id, idx)
+);
+CREATE TABLE IF NOT EXISTS {s}.trace (
+    run_id text NOT NULL REFERENCES {s}.runs ON DELETE CASCADE,
+    seq bigint NOT NULL,
+    record json NOT NULL,
+    PRIMARY KEY (run_id, seq)
+);
+CREATE TABLE IF NOT EXISTS {s}.ledger (
+    run_id text NOT NULL REFERENCES {s}.runs ON DELETE CASCADE,
+    key text NOT NULL,
+    status text NOT NULL,
+    intent json,
+    result text,
+    PRIMARY KEY (run_id, key)
+);
+CREATE TABLE IF NOT EXISTS {s}.owners (
+    run_id text PRIMARY KEY REFERENCES {s}.runs ON DELETE CASCADE,
+    token text NOT NULL,
+    pid integer, host text, "user" text, since double precision, heartbeat double precision,
+    command text, control text, backend_pid integer
+);
+CREATE TABLE IF NOT EXISTS {s}.control (
+    run_id text NOT NULL REFERENCES {s}.runs ON DELETE CASCADE,
+    idx integer NOT NULL,
+    request json NOT NULL,
+    PRIMARY KEY (run_id, idx)
+);
+"""
+# The advisory locks held in this database, as the bigint keys they were taken with.
+_HELD = ("SELECT (l.classid::bigint << 32) | l.objid::bigint FROM pg_locks l "
+         "WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted "
+         "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())")
+_OWNER_COLUMNS = ("pid", "host", "user", "since", "heartbeat", "command", "control")
+
+
+class StoreUnavailable(StateError):
+    """The database could not be reached or used (the message never holds a password)."""
+
+
+def redact(url: str) -> str:
+    """``url`` without its password (``postgresql://tether:***@host/db``)."""
+    try:
+        parts = urlsplit(url)
+    except ValueError:
+        return "postgresql://***"
+    if parts.password is None:
+        out = url
+    else:
+        netloc = parts.netloc.rsplit("@", 1)
+        userinfo = netloc[0].split(":", 1)[0] + ":***"
+        out = urlunsplit(parts._replace(netloc=f"{userinfo}@{netloc[1]}"))
+    # A password may also ride in the query (?password=...).
+    return re.sub(r"(?i)(password=)[^&]*", r"\1***", out)
+
+
+def _password(url: str) -> str | None:
+    with contextlib.suppress(ValueError):
+        return urlsplit(url).password
+    return None
+
+
+def _dumps(obj: Any) -> str:
+    """JSON text PostgreSQL takes: a NUL (which no text column holds) escaped, as JSON allows."""
+    return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str).replace("\0", "\\u0000")
+
+
+def _address_in(address: str | None) -> str | None:
+    """A control address as a text column holds it: an abstract socket's leading NUL as ``@``."""
+    return "@" + address[1:] if address and address.startswith("\0") else address
+
+
+def _address_out(address: str | None) -> str | None:
+    return "\0" + address[1:] if address and address.startswith("@") else address
+
+
+def _check_id(run_id: str) -> str:
+    if not run_id or "\0" in run_id or "/" in run_id or run_id in (".", ".."):
+        raise StateError(f"invalid run id {run_id!r}")
+    return run_id
+
+
+def _summary_json(state: RunState) -> str:
+    summary = RunSummary.of(state, _NO_KEY)
+    return _dumps({name: getattr(summary, name) for name in _COLUMNS})
+
+
+def _summary(data: dict[str, Any]) -> RunSummary:
+    return RunSummary(**{name: data.get(name) for name in _COLUMNS if name in data})
+
+
+def _owner(row: tuple[Any, ...] | None, alive: bool) -> Owner | None:
+    if row is None:
+        return Owner(alive=True) if alive else None
+    record = dict(zip(_OWNER_COLUMNS, row))
+    record["control"] = _address_out(record["control"])
+    return Owner(**record, alive=alive)
+
+
+class _Db:
+    """One connection, opened on first use, one thread at a time; errors in words."""
+
+    def __init__(self, url: str, *, session: dict[str, str] | None = None) -> None:
+        self.url = url
+        self._session = session or {}
+        self._conn: psycopg.Connection | None = None
+        self.lock = threading.RLock()
+
+    def connect(self) -> psycopg.Connection:
+        if self._conn is None or self._conn.closed:
+            self._conn = _connect(self.url, self._session)
+        return self._conn
+
+    def close(self) -> None:
+        with self.lock:
+            if self._conn is not None:
+                with contextlib.suppress(psycopg.Error):
+                    self._conn.close()
+                self._conn = None
+
+    def abandon(self) -> None:
+        """Drop the connection at once, as a killed process would (tests only)."""
+        if self._conn is not None:
+            with contextlib.suppress(Exception):
+                self._conn.pgconn.finish()
+            self._conn = None
+
+
+def _connect(url: str, session: dict[str, str]) -> psycopg.Connection:
+    options = " ".join(f"-c {k}={v}" for k, v in session.items())
+    try:
+        kwargs: dict[str, Any] = {"autocommit": True, "connect_timeout": CONNECT_TIMEOUT_S,
+                                  "application_name": "tether"}
+        if options:
+            kwargs["options"] = options
+        return psycopg.connect(url, **kwargs)
+    except Exception as exc:  # psycopg may quote the connection string: say it again without the password
+        raise StoreUnavailable(f"cannot connect to {redact(url)}: {_clean(exc, url)}") from None
+
+
+def _clean(exc: BaseException, url: str) -> str:
+    text = str(exc).strip() or type(exc).__name__
+    secret = _password(url)
+    if secret:
+        text = text.replace(secret, "***")
+    return text.replace(url, redact(url))
+
+
+class PgStore:
+    """All runs in one PostgreSQL database (see the module)."""
+
+    blocking = True
+
+    def __init__(self, url: str, *, schema: str = "tether") -> None:
+        if not _IDENT.match(schema):
+            raise ValueError(f"invalid schema name {schema!r}")
+        self.url = url
+        self.schema = schema
+        self._db = _Db(url)
+        self._ready = False
+
+    def __repr__(self) -> str:
+        return f"PgStore({redact(self.url)!r}, schema={self.schema!r})"
+
+    @property
+    def where(self) -> str:
+        return redact(self.url)
+
+    def close(self) -> None:
+        self._db.close()
+
+    # ---- plumbing ------------------------------------------------------------------------
+    def q(self, text: str) -> sql.Composed:
+        """``text`` with ``{s}`` as this store's schema."""
+        return sql.SQL(text).format(s=sql.Identifier(self.schema), seed=sql.Literal(LOCK_SEED))
+
+    @contextlib.contextmanager
+    def _conn(self) -> Iterator[psycopg.Connection]:
+        with self._db.lock:
+            conn = self._db.connect()
+            if not self._ready:
+                self.ensure_schema(conn)
+            try:
+                yield conn
+            except psycopg.OperationalError as exc:
+                self._db.close()
+                raise StoreUnavailable(f"{redact(self.url)}: {_clean(exc, self.url)}") from None
+
+    def ensure_schema(self, conn: psycopg.Connection) -> None:
+        """Make the tables if they are missing (one maker at a time, by a transaction lock)."""
+        exists = conn.execute("SELECT to_regclass(%s)", (f"{self.schema}.control",)).fetchone()[0]
+        if exists is None:
+            try:
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_SEED,))
+                    if conn.execute("SELECT to_regnamespace(%s)", (self.schema,)).fetchone()[0] is None:
+                        conn.execute(self.q("CREATE SCHEMA {s}"))
+                    for statement in self.q(_SCHEMA).as_string(conn).split(";"):
+                        if statement.strip():
+                            conn.execute(statement)
+            except psycopg.errors.InsufficientPrivilege as exc:
+                raise StoreUnavailable(f"{self.where}: the tables of schema {self.schema} are missing and this role "
+                                       f"cannot make them ({_clean(exc, self.url)}); run tether/data/pg/roles.sql "
+                                       f"as a superuser, then connect as the operator role") from None
+        self._ready = True
+
+    # ---- creating and reading ------------------------------------------------------------
+    def exists(self, run_id: str) -> bool:
+        with self._conn() as conn:
+            return conn.execute(self.q("SELECT 1 FROM {s}.runs WHERE run_id = %s"),
+                                (_check_id(run_id),)).fetchone() is not None
+
+    def run_ids(self) -> list[str]:
+        with self._conn() as conn:
+            return [r[0] for r in conn.execute(self.q("SELECT run_id FROM {s}.runs ORDER BY run_id"))]
+
+    def create(self, state: RunState) -> None:
+        """The run row and its first messages, in one transaction; an id that exists is refused."""
+        _check_id(state.run_id)
+        header = state.header()
+        with self._conn() as conn:
+            try:
+                with conn.transaction():
+                    conn.execute(self.q(
+                        "INSERT INTO {s}.runs (run_id, status, parent_run_id, created_at, updated_at, "
+                        "message_count, header, summary) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"),
+                        (state.run_id, state.status.value, state.parent_run_id, state.created_at, state.updated_at,
+                         len(state.messages), _dumps(header), _summary_json(state)))
+                    if state.messages:
+                        with conn.cursor() as cur:
+                            cur.executemany(self.q("INSERT INTO {s}.messages (run_id, idx, message) VALUES (%s, %s, %s)"),
+                                            [(state.run_id, i, _dumps(m)) for i, m in enumerate(state.messages)])
+            except psycopg.errors.UniqueViolation:
+                raise StateError(f"run {state.run_id} already exists") from None
+
+    def load(self, run_id: str) -> RunState:
+        with self._conn() as conn:
+            return _load(conn, self, run_id)
+
+    # ---- summaries ---------------------------------------------------------------------
+    def summaries(self, *, live_only: bool = False, problems: dict[str, str] | None = None) -> list[RunSummary]:
+        """Every run's summary from the runs table, oldest first; a running run's liveness
+        from ``pg_locks`` and its owner from ``owners``, in the same query."""
+        where = "WHERE r.status = 'running' OR r.summary->'interruption'->>'type' = 'approval'" if live_only else ""
+        with self._conn() as conn:
+            rows = conn.execute(self.q(
+                f"SELECT r.run_id, r.summary, r.status = 'running' AND r.lock_key IN ({_HELD}), "
+                f"o.pid, o.host, o.\"user\", o.since, o.heartbeat, o.command, o.control, o.run_id IS NOT NULL "
+                f"FROM {{s}}.runs r LEFT JOIN {{s}}.owners o USING (run_id) {where} ORDER BY r.created_at")).fetchall()
+        out = []
+        for run_id, data, alive, *owner, has_owner in rows:
+            try:
+                summary = _summary(data)
+            except TypeError as exc:
+                if problems is not None:
+                    problems[run_id] = f"unreadable summary: {exc}"
+                continue
+            if summary.status == "running":
+                summary.liveness = "running" if alive else "orphaned"
+                summary.owner = _owner(tuple(owner) if has_owner else None, bool(alive))
+            out.append(summary)
+        return out
+
+    def summary(self, run_id: str) -> RunSummary:
+        with self._conn() as conn:
+            row = conn.execute(self.q(
+                f"SELECT r.summary, r.lock_key IN ({_HELD}) FROM {{s}}.runs r WHERE r.run_id = %s"),
+                (_check_id(run_id),)).fetchone()
+        if row is None:
+            raise StateError(f"no run {run_id} in {self.where}")
+        summary = _summary(row[0])
+        if summary.status == "running":
+            summary.liveness = "running" if row[1] else "orphaned"
+            summary.owner = self.owner(run_id)
+        return summary
+
+    def liveness(self, run_id: str) -> Liveness | None:
+        return self.summary(run_id).liveness
+
+    def owner(self, run_id: str) -> Owner | None:
+        with self._conn() as conn:
+            row = conn.execute(self.q(
+                f"SELECT r.lock_key IN ({_HELD}), o.pid, o.host, o.\"user\", o.since, o.heartbeat, o.command, "
+                f"o.control, o.run_id IS NOT NULL FROM {{s}}.runs r LEFT JOIN {{s}}.owners o USING (run_id) "
+                f"WHERE r.run_id = %s"), (_check_id(run_id),)).fetchone()
+        if row is None:
+            return None
+        alive, *owner, has_owner = row
+        return _owner(tuple(owner) if has_owner else None, bool(alive))
+
+    # ---- the control channel and the trace --------------------------------------------------
+    def control_append(self, run_id: str, request: ControlRequest) -> None:
+        """One transaction: the run row's counter gives the index, and its row lock makes
+        requests visible in index order."""
+        from dataclasses import asdict
+
+        with self._conn() as conn, conn.transaction():
+            row = conn.execute(self.q("UPDATE {s}.runs SET control_count = control_count + 1 WHERE run_id = %s "
+                                      "RETURNING control_count"), (_check_id(run_id),)).fetchone()
+            if row is None:
+                raise StateError(f"no run {run_id} in {self.where}")
+            conn.execute(self.q("INSERT INTO {s}.control (run_id, idx, request) VALUES (%s, %s, %s)"),
+                         (run_id, row[0], _dumps(asdict(request))))
+
+    def control_read(self, run_id: str, seen: int) -> list[ControlRequest]:
+        with self._conn() as conn:
+            return _control_read(conn, self, run_id, seen)
+
+    def read_trace(self, run_id: str) -> Iterator[dict[str, Any]]:
+        with self._conn() as conn:
+            rows = conn.execute(self.q("SELECT record FROM {s}.trace WHERE run_id = %s ORDER BY seq"),
+                                (_check_id(run_id),)).fetchall()
+        return iter([r[0] for r in rows if isinstance(r[0], dict)])
+
+    def append_event(self, run_id: str, event: Event) -> None:
+        """Append to the trace of a run nobody holds; a held run's trace is its owner's to
+        number, so then the event is dropped (and logged)."""
+        with self._conn() as conn, conn.transaction():
+            got = conn.execute(self.q("SELECT pg_try_advisory_xact_lock(lock_key) FROM {s}.runs WHERE run_id = %s"),
+                               (_check_id(run_id),)).fetchone()
+            if got is None:
+                raise StateError(f"no run {run_id} in {self.where}")
+            if not got[0]:
+                log.warning("run %s is held by another process: its %s event was not traced", run_id, event.kind)
+                return
+            seq = conn.execute(self.q("SELECT coalesce(max(seq), 0) FROM {s}.trace WHERE run_id = %s"),
+                               (run_id,)).fetchone()[0] + 1
+            event.seq, event.ts, event.run_id = seq, time.time(), run_id
+            conn.execute(self.q("INSERT INTO {s}.trace (run_id, seq, record) VALUES (%s, %s, %s)"),
+                         (run_id, seq, _dumps(event.record())))
+
+    # ---- owning a run -----------------------------------------------------------------
+    def open(self, run_id: str, *, control: str | None = None) -> tuple[RunState, PgHandle]:
+        """Take the run's advisory lock on a session of its own and load the run; a run
+        another session holds is refused in words."""
+        _check_id(run_id)
+        with self._conn():  # the tables exist before the handle's session looks for them
+            pass
+        handle = PgHandle(self, run_id)
+        try:
+            state = handle.acquire(control=control)
+        except BaseException:
+            handle.release()
+            raise
+        return state, handle
+
+
+def _load(conn: psycopg.Connection, store: PgStore, run_id: str) -> RunState:
+    with conn.transaction():  # one snapshot: the header and the messages it counts
+        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+        row = conn.execute(store.q("SELECT header, message_count FROM {s}.runs WHERE run_id = %s"),
+                           (_check_id(run_id),)).fetchone()
+        if row is None:
+            raise StateError(f"no run {run_id} in {store.where}")
+        header, count = row
+        messages = [m for (m,) in conn.execute(
+            store.q("SELECT message FROM {s}.messages WHERE run_id = %s AND idx < %s ORDER BY idx"), (run_id, count))]
+    if len(messages) != count:
+        raise StateError(f"run {run_id}: {len(messages)} messages stored, its header says {count}")
+    return RunState.from_dict({**header, "messages": messages})
+
+
+def _control_read(conn: psycopg.Connection, store: PgStore, run_id: str, seen: int) -> list[ControlRequest]:
+    out = []
+    for (data,) in conn.execute(store.q("SELECT request FROM {s}.control WHERE run_id = %s AND idx > %s "
+                                        "ORDER BY idx"), (run_id, seen)):
+        try:
+            out.append(ControlRequest.from_dict(data))
+        except (ValueError, KeyError, TypeError):
+            out.append(ControlRequest(kind="stop", text="", id="unreadable", by="?"))  # keeps the count right
+    return out
+
+
+class PgHandle:
+    """One process's hold on one run: a session of its own, holding the run's advisory lock,
+    that every save of the run goes through."""
+
+    blocking = True
+
+    def __init__(self, store: PgStore, run_id: str) -> None:
+        self.store = store
+        self.run_id = run_id
+        self._db = _Db(store.url, session=_SESSION_SETTINGS)
+        self._token: str | None = None
+        self._owner: dict[str, Any] | None = None
+        self._messages = 0
+        self._seq = 0
+        self._trace_lines: list[tuple[int, str]] = []  # emitted since the last save
+        self._done: dict[str, str] = {}  # ledger results recorded since the last save
+        self._buffers = threading.Lock()
+        self._ledger: PgLedger | None = None
+        self._released = False
+
+    @property
+    def scratch_dir(self) -> None:
+        return None
+
+    @property
+    def owner(self) -> dict[str, Any] | None:
+        return dict(self._owner) if self._owner is not None else None
+
+    def _q(self, text: str) -> sql.Composed:
+        return self.store.q(text)
+
+    @contextlib.contextmanager
+    def _conn(self) -> Iterator[psycopg.Connection]:
+        with self._db.lock:
+            if self._released:
+                raise SaveError(f"run {self.run_id}: this process no longer holds it")
+            conn = self._db.connect()
+            try:
+                yield conn
+            except psycopg.OperationalError as exc:
+                # The session is gone, and the lock with it: this handle holds nothing now.
+                self._db.abandon()
+                self._token = None
+                raise SaveError(f"run {self.run_id}: lost the connection to {self.store.where} "
+                                f"(and with it the run): {_clean(exc, self.store.url)}") from None
+
+    def acquire(self, *, control: str | None = None) -> RunState:
+        with self._db.lock:
+            conn = self._db.connect()
+            for pause in (0.0005, 0.001, 0.002, 0.004, None):  # a note being traced holds it for an instant
+                got = conn.execute(self._q("SELECT pg_try_advisory_lock(lock_key) FROM {s}.runs WHERE run_id = %s"),
+                                   (self.run_id,)).fetchone()
+                if got is None:
+                    raise StateError(f"no run {self.run_id} in {self.store.where}")
+                if got[0] or pause is None:
+                    break
+                time.sleep(pause)
+            if not got[0]:
+                other = self.store.owner(self.run_id)
+                who = f" (pid {other.pid} on {other.host})" if other is not None and other.pid is not None else ""
+                raise StateError(f"run {self.run_id} is already being run by another process{who}: "
+                                 f"it holds the run's lock in the database {self.store.where}; wait for it, or stop it")
+            token = uuid.uuid4().hex
+            now = time.time()
+            owner = {"pid": os.getpid(), **_whoami(), "since": now, "heartbeat": now}
+            if control is not None:
+                owner["control"] = control
+            with conn.transaction():
+                conn.execute(self._q("UPDATE {s}.runs SET owner_token = %s WHERE run_id = %s"), (token, self.run_id))
+                conn.execute(self._q(
+                    "INSERT INTO {s}.owners (run_id, token, pid, host, \"user\", since, heartbeat, command, control, "
+                    "backend_pid) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, pg_backend_pid()) "
+                    "ON CONFLICT (run_id) DO UPDATE SET token = EXCLUDED.token, pid = EXCLUDED.pid, "
+                    "host = EXCLUDED.host, \"user\" = EXCLUDED.\"user\", since = EXCLUDED.since, "
+                    "heartbeat = EXCLUDED.heartbeat, command = EXCLUDED.command, control = EXCLUDED.control, "
+                    "backend_pid = EXCLUDED.backend_pid"),
+                    (self.run_id, token, owner["pid"], owner.get("host"), owner.get("user"), now, now,
+                     owner.get("command"), _address_in(control)))
+            state = _load(conn, self.store, self.run_id)
+            self._seq = conn.execute(self._q("SELECT coalesce(max(seq), 0) FROM {s}.trace WHERE run_id = %s"),
+                                     (self.run_id,)).fetchone()[0]
+            self._token, self._owner = token, owner
+            self._messages = len(state.messages)
+            return state
+
+    # ---- saving -------------------------------------------------------------------------
+    def _snapshot(self, state: RunState) -> tuple[Any, ...]:
+        """What a save writes, read from the state now (on the caller's thread), and the
+        trace lines and ledger results waiting for it, taken out of their buffers."""
+        with self._buffers:
+            lines, self._trace_lines = self._trace_lines, []
+            done, self._done = self._done, {}
+        new = [(self.run_id, i, _dumps(m)) for i, m in enumerate(state.messages[self._messages:], self._messages)]
+        return (state.status.value, state.updated_at, len(state.messages), _dumps(state.header()),
+                _summary_json(state), new, lines, done)
+
+    def _commit(self, snap: tuple[Any, ...]) -> None:
+        """The save's statements in one pipeline: one round trip to the server. The first
+        divides by zero unless this handle's token is still the run's, so a fenced owner's
+        transaction aborts before it writes anything."""
+        status, updated_at, count, header, summary, new, lines, done = snap
+        try:
+            with self._conn() as conn, conn.pipeline(), conn.transaction():
+                conn.execute(self._q("SELECT 1 / (SELECT count(*) FROM {s}.runs WHERE run_id = %s "
+                                     "AND owner_token = %s)::int"), (self.run_id, self._token))
+                conn.execute(self._q(
+                    "UPDATE {s}.runs SET status = %s, updated_at = %s, message_count = %s, header = %s, "
+                    "summary = %s WHERE run_id = %s"), (status, updated_at, count, header, summary, self.run_id))
+                with conn.cursor() as c:
+                    if new:
+                        c.executemany(self._q("INSERT INTO {s}.messages (run_id, idx, message) VALUES (%s, %s, %s)"),
+                                      new)
+                    if lines:
+                        c.executemany(self._q("INSERT INTO {s}.trace (run_id, seq, record) VALUES (%s, %s, %s)"),
+                                      [(self.run_id, seq, line) for seq, line in lines])
+                    if done:
+                        c.executemany(self._q(
+                            "INSERT INTO {s}.ledger (run_id, key, status, result) VALUES (%s, %s, 'done', %s) "
+                            "ON CONFLICT (run_id, key) DO UPDATE SET status = 'done', result = EXCLUDED.result"),
+                            [(self.run_id, key, result) for key, result in done.items()])
+        except psycopg.errors.DivisionByZero:
+            self._restore(lines, done)
+            raise SaveError(f"could not save run {self.run_id}: another process has taken it over") from None
+        except psycopg.Error as exc:
+            self._restore(lines, done)
+            raise SaveError(f"could not save run {self.run_id}: {_clean(exc, self.store.url)}") from None
+        except SaveError:
+            self._restore(lines, done)
+            raise
+        self._messages = count
+
+    def _restore(self, lines: list[tuple[int, str]], done: dict[str, str]) -> None:
+        with self._buffers:
+            self._trace_lines[:0] = lines
+            self._done = {**done, **self._done}
+
+    def save(self, state: RunState) -> None:
+        """One transaction: the new messages, the header and summary, the ledger results and
+        the trace lines since the last save (see the module)."""
+        self._commit(self._snapshot(state))
+
+    async def asave(self, state: RunState) -> None:
+        snap = self._snapshot(state)
+        await asyncio.to_thread(self._commit, snap)
+
+    # ---- the trace and the ledger -------------------------------------------------------
+    def trace(self, secrets: tuple[str, ...] = ()) -> PgTrace:
+        return PgTrace(self, secrets)
+
+    def _trace_line(self, record_line: str, seq: int) -> None:
+        with self._buffers:
+            self._trace_lines.append((seq, record_line))
+
+    def ledger(self) -> PgLedger:
+        if self._ledger is None:
+            self._ledger = PgLedger(self)
+        return self._ledger
+
+    def control_read(self, seen: int) -> list[ControlRequest]:
+        with self._conn() as conn:
+            return _control_read(conn, self.store, self.run_id, seen)
+
+    # ---- the owner's record -------------------------------------------------------------
+    def heartbeat(self) -> None:
+        """Best effort (the lock, not the heartbeat, says whether the owner lives)."""
+        if self._owner is None or self._token is None:
+            return
+        now = time.time()
+        try:
+            with self._conn() as conn:
+                conn.execute(self._q("UPDATE {s}.owners SET heartbeat = %s WHERE run_id = %s AND token = %s"),
+                             (now, self.run_id, self._token))
+        except (SaveError, psycopg.Error) as exc:
+            log.warning("run %s: heartbeat not recorded: %s", self.run_id, exc)
+            return
+        self._owner["heartbeat"] = now
+
+    def release(self) -> None:
+        """Commit the trace lines no save took, remove the owner record, drop the lock, close
+        the session (best effort: a session that is gone has dropped the lock already)."""
+        with self._db.lock:
+            if self._token is not None:
+                with self._buffers:
+                    lines, self._trace_lines = self._trace_lines, []
+                try:
+                    with self._conn() as conn, conn.transaction():
+                        if lines:
+                            with conn.cursor() as c:
+                                c.executemany(self._q("INSERT INTO {s}.trace (run_id, seq, record) VALUES (%s, %s, %s) "
+                                                      "ON CONFLICT DO NOTHING"),
+                                              [(self.run_id, seq, line) for seq, line in lines])
+                        conn.execute(self._q("DELETE FROM {s}.owners WHERE run_id = %s AND token = %s"),
+                                     (self.run_id, self._token))
+                        conn.execute(self._q("SELECT pg_advisory_unlock(lock_key) FROM {s}.runs WHERE run_id = %s"),
+                                     (self.run_id,))
+                except (SaveError, psycopg.Error) as exc:
+                    log.warning("run %s: letting go was not clean (%s); the session's end drops the lock",
+                                self.run_id, exc)
+            self._token = None
+            self._owner = None
+            self._released = True
+            self._db.close()
+
+    def abandon(self) -> None:
+        """End the session as a killed process would: no release, the record left behind
+        (for the crash tests)."""
+        with self._db.lock:
+            self._db.abandon()
+            self._token = None
+            self._owner = None
+            self._released = True
+
+
+class PgTrace:
+    """The run's trace, as its owner writes it: each event gets the next ``seq`` at once,
+    and its line is committed by the next save (or by the release)."""
+
+    def __init__(self, handle: PgHandle, secrets: tuple[str, ...] = ()) -> None:
+        self._handle = handle
+        self._secrets = tuple(s for s in secrets if s)
+
+    @property
+    def last_seq(self) -> int:
+        return self._handle._seq
+
+    def write(self, event: Event) -> None:
+        handle = self._handle
+        handle._seq += 1
+        event.seq = handle._seq
+        event.ts = time.time()
+        line = json.dumps(event.record(), separators=(",", ":"), default=str)
+        for secret in self._secrets:
+            if secret in line:
+                line = line.replace(secret, "[redacted]")
+        handle._trace_line(line, event.seq)
+
+    def close(self) -> None:
+        """Nothing to do here: the lines left are committed by the handle's release."""
+
+
+class PgLedger:
+    """The run's idempotency ledger in the ``ledger`` table. An intent is committed at once
+    (before the side effect); a result waits for the save that records it in the transcript,
+    and is committed with it."""
+
+    blocking = True
+
+    def __init__(self, handle: PgHandle) -> None:
+        self._handle = handle
+
+    def begin(self, key: str, intent: dict[str, Any]) -> None:
+        h = self._handle
+        with h._conn() as conn:
+            conn.execute(h._q("INSERT INTO {s}.ledger (run_id, key, status, intent) VALUES (%s, %s, 'begun', %s) "
+                              "ON CONFLICT (run_id, key) DO UPDATE SET status = 'begun', intent = EXCLUDED.intent, "
+                              "result = NULL"), (h.run_id, key, _dumps(intent)))
+        with h._buffers:
+            h._done.pop(key, None)
+
+    def complete(self, key: str, result: str) -> None:
+        with self._handle._buffers:
+            self._handle._done[key] = result
+
+    def lookup(self, key: str) -> LedgerEntry | None:
+        h = self._handle
+        with h._conn() as conn:
+            row = conn.execute(h._q("SELECT status, intent, result FROM {s}.ledger WHERE run_id = %s AND key = %s"),
+                               (h.run_id, key)).fetchone()
+        with h._buffers:
+            pending = h._done.get(key)
+        if pending is not None:
+            return LedgerEntry(key, "done", dict((row[1] if row else None) or {}), pending)
+        if row is None:
+            return None
+        status, intent, result = row
+        return LedgerEntry(key, status, dict(intent or {}), None if status != "done" else str(result or ""))
+
+    async def abegin(self, key: str, intent: dict[str, Any]) -> None:
+        await asyncio.to_thread(self.begin, key, intent)
+
+    async def acomplete(self, key: str, result: str) -> None:
+        self.complete(key, result)  # a buffer: no I/O
+
+    async def alookup(self, key: str) -> LedgerEntry | None:
+        return await asyncio.to_thread(self.lookup, key)
