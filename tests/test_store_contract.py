@@ -1,0 +1,368 @@
+"""One contract, two stores: every test here runs against the file store and PostgreSQL.
+
+What a run store promises the harness (tether.runstore): the five exits recorded and
+read back; an approval bound to its call's argument hash and used once; a write's
+intent and ledger entry committed with the step that records them, so a crash anywhere
+in a write never does it twice; trace order by ``seq`` across processes; secrets never
+stored; one owner per run; a dead owner's run orphaned at once, and adoptable.
+
+The PostgreSQL side uses the session's own server (tests/pg.py); without PostgreSQL's
+binaries it is skipped here and fails in CI.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tether.client import ModelClient
+from tether.control import ControlRequest
+from tether.events import ProviderRetry, RunStarted, ToolResult
+from tether.harness import Harness
+from tether.loop import approve
+from tether.runstore import Handle, Store
+from tether.state import Limits, NeedsApproval, RunState, StateError, Status, args_hash, pending_calls
+from tether.store import RunStore
+from tests.endpoints import completion, turns
+
+SECRET = "sk-contract-SECRET-0123456789abcdef"
+TABLES = ("runs", "messages", "trace", "ledger", "owners", "control")
+
+
+@pytest.fixture(params=["file", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "file":
+        yield RunStore(tmp_path / "runs")
+        return
+    from tether.pgstore import PgStore
+
+    pg = PgStore(request.getfixturevalue("pg_url"))
+    with pg._conn() as conn:  # a clean slate: the server is the session's, the tables the test's
+        conn.execute(pg.q("TRUNCATE " + ", ".join(f"{{s}}.{t}" for t in TABLES)))
+    try:
+        yield pg
+    finally:
+        pg.close()
+
+
+def is_pg(store: Store) -> bool:
+    return type(store).__name__ == "PgStore"
+
+
+def stored_bytes(store: Store, tmp_path: Path) -> str:
+    """Everything the store keeps, as text: every file, or every row of every table."""
+    if not is_pg(store):
+        return "\n".join(p.read_bytes().decode(errors="replace") for p in (tmp_path / "runs").rglob("*") if p.is_file())
+    with store._conn() as conn:  # type: ignore[attr-defined]
+        return "\n".join(row[0] for t in TABLES for row in conn.execute(store.q(f"SELECT x::text FROM {{s}}.{t} x")))  # type: ignore[attr-defined]
+
+
+def wait_until(predicate: Any, what: str, timeout_s: float = 20.0) -> None:
+    """Poll a condition (a server ends a dead session's backend on its own schedule)."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s} s: {what}")
+        time.sleep(0.01)
+
+
+def new_state(run_id: str, *messages: dict[str, Any]) -> RunState:
+    return RunState(run_id=run_id, model="plan", messages=[{"role": "system", "content": "s"},
+                                                           {"role": "user", "content": "q"}, *messages])
+
+
+def tool_call(call_id: str, name: str, arguments: str) -> dict[str, Any]:
+    return {"role": "assistant", "content": None,
+            "tool_calls": [{"id": call_id, "type": "function", "function": {"name": name, "arguments": arguments}}]}
+
+
+# ---- the five exits -------------------------------------------------------------------
+
+async def test_the_five_exits_are_recorded_and_read_back(store: Store, tmp_path: Path):
+    cases = {
+        "completed": ("plan", None),
+        "max_turns_exceeded": ("runaway", Limits(max_turns=2)),
+        "budget_exceeded": ("runaway", Limits(max_turns=None, budget_usd=0.002)),
+        "interrupted": ("destructive", None),
+        "failed": ("forbidden", None),
+    }
+    ran: dict[str, RunState] = {}
+    async with Harness(workspace=tmp_path / "ws", store=store) as harness:
+        for status, (scenario, limits) in cases.items():
+            state = harness.new_run(scenario, limits=limits)
+            ran[status] = (await harness.run(state.run_id)).state
+    for status, state in ran.items():
+        assert state.status.value == status
+        loaded = store.load(state.run_id)
+        assert loaded.status.value == status
+        assert loaded.messages == state.messages and loaded.turns == state.turns
+        assert loaded.cost_usd == pytest.approx(state.cost_usd)
+        assert (loaded.interruption is None) == (state.interruption is None)
+        last = list(store.read_trace(state.run_id))[-1]
+        assert last["kind"] == "run_stopped" and last["status"] == status
+    assert isinstance(store.load(ran["interrupted"].run_id).interruption, NeedsApproval)
+    listed = {s.run_id: s for s in store.summaries()}
+    assert {listed[s.run_id].status for s in ran.values()} == set(cases)
+    assert all(listed[s.run_id].liveness is None for s in ran.values())  # none is running
+    assert [s.run_id for s in store.summaries(live_only=True)] == [ran["interrupted"].run_id]
+    assert listed[ran["completed"].run_id].answer == ran["completed"].answer
+
+
+# ---- approvals ----------------------------------------------------------------------------
+
+async def test_an_approval_is_bound_to_the_argument_hash_and_used_once(store: Store, tmp_path: Path):
+    async with Harness(workspace=tmp_path / "ws", store=store) as harness:
+        waiting = (await harness.run(harness.new_run("destructive").run_id)).state
+        call = waiting.interruption
+        assert isinstance(call, NeedsApproval)
+
+        # Approved in one process and saved; read back by another, before it is used.
+        state, handle = store.open(waiting.run_id)
+        approve(state, call.call_id, "fine", "alice")
+        handle.save(state)
+        handle.release()
+        decision = store.load(waiting.run_id).approvals[call.call_id]
+        assert (decision.verdict, decision.by, decision.used) == ("approved", "alice", False)
+        assert decision.args_hash == args_hash(call.args) != args_hash('{"path": "somewhere/else"}')
+
+        out = await harness.run(waiting.run_id)  # the approved call runs, once
+        assert store.load(waiting.run_id).approvals[call.call_id].used
+        with pytest.raises(StateError, match="already decided|already ended|not waiting"):
+            await harness.approve(waiting.run_id, call_id=call.call_id)
+    results = [m for m in out.state.messages if m.get("role") == "tool" and m.get("tool_call_id") == call.call_id]
+    assert len(results) == 1 and results[0]["content"].startswith("Approved by the operator alice")
+
+
+# ---- a write: its intent and ledger entry commit with the step ---------------------------------
+
+CRASH_POINTS = ("after_intent", "after_begin", "after_effect", "after_complete", "after_record", None)
+
+
+class Crashed(Exception):
+    pass
+
+
+def write_once(handle: Handle, state: RunState, effects: Path, crash_at: str | None) -> None:
+    """What the loop and a write tool do for one call (tether.loop._execute, delete_file),
+    with a crash (the process gone, nothing released) at ``crash_at``."""
+    call_id = "call_w"
+    key = f"{state.run_id}:{call_id}"
+
+    def point(name: str) -> None:
+        if name == crash_at:
+            raise Crashed(name)
+
+    if call_id not in state.intents:
+        state.intents[call_id] = key
+        handle.save(state)
+    point("after_intent")
+    ledger = handle.ledger()
+    entry = ledger.lookup(key)
+    if entry is not None and entry.status == "done":
+        result = entry.result or ""
+    elif entry is not None and effects.exists():  # begun, and the world says it happened
+        result = "wrote it"
+        ledger.complete(key, result)
+    else:
+        ledger.begin(key, {"file": effects.name})
+        point("after_begin")
+        with open(effects, "a") as f:
+            f.write("x")
+        point("after_effect")
+        result = "wrote it"
+        ledger.complete(key, result)
+        point("after_complete")
+    state.messages.append({"role": "tool", "tool_call_id": call_id, "content": result})
+    state.intents.pop(call_id, None)
+    handle.save(state)
+    point("after_record")
+
+
+@pytest.mark.parametrize("crash_at", CRASH_POINTS)
+def test_a_write_is_done_once_whatever_the_crash_point(store: Store, tmp_path: Path, crash_at: str | None):
+    effects = tmp_path / "effects.txt"
+    store.create(new_state("w1", tool_call("call_w", "write", '{"file": "effects.txt"}')))
+    state, handle = store.open("w1")
+    try:
+        write_once(handle, state, effects, crash_at)
+        handle.release()
+    except Crashed:
+        handle.abandon()  # type: ignore[attr-defined]
+    wait_until(lambda: store.liveness("w1") != "running", "the dead owner's lock is dropped")
+
+    state, handle = store.open("w1")  # the next process adopts the run
+    try:
+        if crash_at == "after_complete" and is_pg(store):
+            # The result was recorded but the step that records it never committed: so
+            # neither did the result. The intent, committed before the effect, is there.
+            entry = handle.ledger().lookup("w1:call_w")
+            assert entry is not None and entry.status == "begun"
+        if pending_calls(state):
+            write_once(handle, state, effects, None)
+    finally:
+        handle.release()
+
+    final = store.load("w1")
+    assert effects.read_text() == "x"  # done exactly once
+    assert [m for m in final.messages if m.get("role") == "tool"] == [
+        {"role": "tool", "tool_call_id": "call_w", "content": "wrote it"}]
+    assert final.intents == {}
+    state, handle = store.open("w1")
+    try:
+        entry = handle.ledger().lookup("w1:call_w")
+    finally:
+        handle.release()
+    assert entry is not None and entry.status == "done" and entry.result == "wrote it"
+
+
+def test_a_failed_save_leaves_the_previous_state(store: Store, tmp_path: Path):
+    """A save is all or nothing: a crash before it leaves the last one whole."""
+    store.create(new_state("s1"))
+    state, handle = store.open("s1")
+    state.messages.append({"role": "assistant", "content": "one"})
+    state.turns = 1
+    handle.save(state)
+    state.messages.append({"role": "assistant", "content": "two"})
+    state.turns = 2
+    handle.abandon()  # type: ignore[attr-defined]  # dies before saving the second
+    loaded = store.load("s1")
+    assert loaded.turns == 1 and loaded.messages[-1]["content"] == "one" and len(loaded.messages) == 3
+
+
+# ---- the trace ------------------------------------------------------------------------------
+
+def test_trace_order_is_by_seq_across_two_processes(store: Store):
+    store.create(new_state("t1"))
+    for process in (1, 2):
+        state, handle = store.open("t1")
+        trace = handle.trace()
+        trace.write(RunStarted(run_id="t1", model="plan", resumed=process > 1))
+        for i in range(3):
+            trace.write(ToolResult(run_id="t1", call_id=f"c{process}{i}", name="read_file", ms=1.0, ok=True))
+        state.turns = process
+        handle.save(state)
+        trace.close()
+        handle.release()
+    records = list(store.read_trace("t1"))
+    assert [r["seq"] for r in records] == list(range(1, 9))
+    assert [r.get("call_id") for r in records if r["kind"] == "tool_result"] == ["c10", "c11", "c12", "c20", "c21", "c22"]
+    assert [r["resumed"] for r in records if r["kind"] == "run_started"] == [False, True]
+
+
+def test_events_traced_after_the_last_save_are_kept_on_release(store: Store):
+    store.create(new_state("t2"))
+    state, handle = store.open("t2")
+    trace = handle.trace()
+    trace.write(RunStarted(run_id="t2", model="plan", resumed=False))
+    trace.close()
+    handle.release()
+    assert [r["kind"] for r in store.read_trace("t2")] == ["run_started"]
+
+
+# ---- secrets -------------------------------------------------------------------------------
+
+async def test_secrets_are_never_stored(store: Store, tmp_path: Path):
+    """The API key rides in the Authorization header: echoed in an error body, in a retry
+    notice, in the endpoint's URL, or in a traced event, it is in no stored byte or row."""
+    attempts = {"n": 0}
+    ok = turns(completion("done"))
+
+    async def app(scope: Any, receive: Any, send: Any) -> None:
+        from starlette.responses import JSONResponse
+
+        attempts["n"] += 1
+        if scope["type"] == "http" and attempts["n"] == 1:
+            response = JSONResponse({"error": {"message": f"upstream rejected key {SECRET}"}}, status_code=503)
+            await response(scope, receive, send)
+            return
+        await ok(scope, receive, send)
+
+    client = ModelClient("http://endpoint/v1", SECRET, transport=httpx.ASGITransport(app=app), backoff_base_s=0.001)
+    async with Harness(workspace=tmp_path / "ws", store=store, client=client, api_key=SECRET,
+                       base_url=f"http://user:{SECRET}@127.0.0.1:9/v1") as harness:
+        out = await harness.run(harness.new_run("plan", "q").run_id)
+        state, handle = await asyncio.to_thread(store.open, out.state.run_id)
+        trace = handle.trace((SECRET,))
+        trace.write(ProviderRetry(run_id=out.state.run_id, attempt=9, status=401, reason=f"Bearer {SECRET}",
+                                  wait_s=0.0))
+        await handle.asave(state)
+        handle.release()
+    assert out.state.status is Status.COMPLETED
+    kinds = [r["kind"] for r in store.read_trace(out.state.run_id)]
+    assert kinds.count("provider_retry") == 2
+    stored = stored_bytes(store, tmp_path)
+    assert out.state.run_id in stored and "[redacted]" in stored
+    assert SECRET not in stored
+
+
+# ---- owners ----------------------------------------------------------------------------------
+
+def test_two_owners_cannot_hold_one_run(store: Store):
+    store.create(new_state("o1"))
+    state, first = store.open("o1", control="here")
+    try:
+        with pytest.raises(StateError, match="already being run"):
+            store.open("o1")
+        owner = store.owner("o1")
+        assert owner is not None and owner.alive and owner.control == "here"
+        assert store.liveness("o1") == "running"
+    finally:
+        first.release()
+    assert store.owner("o1") is None and store.liveness("o1") == "orphaned"  # saved as running, held by none
+    _, second = store.open("o1")  # free again
+    second.release()
+
+
+def test_a_dead_owner_leaves_an_orphan_that_can_be_adopted(store: Store):
+    store.create(new_state("o2"))
+    state, handle = store.open("o2")
+    state.turns = 1
+    handle.save(state)
+    pid = handle.owner["pid"]
+    handle.abandon()  # type: ignore[attr-defined]  # killed: no release
+    wait_until(lambda: store.liveness("o2") == "orphaned", "the run shows as orphaned")
+    owner = store.owner("o2")
+    assert owner is not None and not owner.alive and owner.pid == pid  # the dead owner's record, kept
+    listed = {s.run_id: s for s in store.summaries(live_only=True)}
+    assert listed["o2"].shown_status == "orphaned" and listed["o2"].owner.pid == pid
+
+    state, adopter = store.open("o2")
+    try:
+        assert state.turns == 1 and store.liveness("o2") == "running" and store.owner("o2").alive
+        state.turns = 2
+        adopter.save(state)
+    finally:
+        adopter.release()
+    assert store.load("o2").turns == 2
+
+
+def test_the_control_channel_keeps_requests_in_order_for_the_owner(store: Store):
+    store.create(new_state("c1"))
+    store.control_append("c1", ControlRequest("stop", "enough", by="bob"))
+    store.control_append("c1", ControlRequest("approve", "ok", call_id="x", by="alice"))
+    assert [r.kind for r in store.control_read("c1", 0)] == ["stop", "approve"]
+    state, handle = store.open("c1")
+    try:
+        unseen = handle.control_read(1)
+        assert [(r.kind, r.by, r.call_id) for r in unseen] == [("approve", "alice", "x")]
+    finally:
+        handle.release()
+
+
+def test_a_new_run_is_created_whole_once(store: Store):
+    state = new_state("n1")
+    store.create(state)
+    with pytest.raises(StateError, match="already exists"):
+        store.create(new_state("n1"))
+    assert store.exists("n1") and not store.exists("n2")
+    assert store.load("n1").messages == state.messages
+    summary = store.summary("n1")
+    assert (summary.status, summary.task, summary.liveness) == ("running", "q", "orphaned")
+    with pytest.raises(StateError):
+        store.load("n2")
