@@ -1,0 +1,133 @@
+"""What only the PostgreSQL store has to show: the watcher role reads and cannot write,
+passwords stay out of errors, a SIGKILLed owner's run is orphaned at once, and no
+blocking call reaches the event loop while the harness runs a run."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import psycopg
+import pytest
+
+from tether.harness import Harness
+from tether.pgstore import PgStore, StoreUnavailable, redact
+from tether.state import RunState, StateError, Status
+from tests.test_store_contract import TABLES, wait_until
+
+
+@pytest.fixture
+def pg(pg_url: str):
+    store = PgStore(pg_url)
+    with store._conn() as conn:
+        conn.execute(store.q("TRUNCATE " + ", ".join(f"{{s}}.{t}" for t in TABLES)))
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def new_state(run_id: str) -> RunState:
+    return RunState(run_id=run_id, model="plan", messages=[{"role": "user", "content": "q"}])
+
+
+def test_the_watcher_lists_and_reads_but_cannot_write_or_take_a_run(pg: PgStore, pg_server):
+    pg.create(new_state("w1"))
+    watcher = PgStore(pg_server.watcher_url)
+    try:
+        assert [s.run_id for s in watcher.summaries()] == ["w1"]
+        assert watcher.load("w1").messages == [{"role": "user", "content": "q"}]
+        assert watcher.liveness("w1") == "orphaned"
+        with pytest.raises(psycopg.errors.InsufficientPrivilege):
+            watcher.create(new_state("w2"))
+        with pytest.raises((StateError, psycopg.Error)):
+            watcher.open("w1")
+    finally:
+        watcher.close()
+    assert pg.owner("w1") is None  # the refused open left nothing behind
+
+
+def test_passwords_never_reach_an_error(pg_server):
+    password = pg_server.operator_password
+    wrong = pg_server.url.replace(password, password[::-1])
+    with pytest.raises(StoreUnavailable) as caught:
+        PgStore(wrong).load("x")
+    assert password[::-1] not in str(caught.value) and "tether:***@" in str(caught.value)
+    bad_option = f"{pg_server.url}?nonsense_option=1"
+    with pytest.raises(StoreUnavailable) as caught:
+        PgStore(bad_option).load("x")
+    assert password not in str(caught.value)
+    assert password not in repr(PgStore(pg_server.url))
+    assert redact("postgresql://u:s3cret@h:5/db?password=other") == "postgresql://u:***@h:5/db?password=***"
+
+
+_HOLDER = """
+import sys, time
+from tether.pgstore import PgStore
+store = PgStore(sys.argv[1])
+state, handle = store.open(sys.argv[2])
+print("held", flush=True)
+time.sleep(600)
+"""
+
+
+def test_a_sigkilled_owner_leaves_an_orphan_at_once(pg: PgStore, pg_url: str):
+    pg.create(new_state("k1"))
+    holder = subprocess.Popen([sys.executable, "-c", _HOLDER, pg_url, "k1"], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert pg.liveness("k1") == "running"
+        with pytest.raises(StateError, match=f"pid {holder.pid}"):
+            pg.open("k1")
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
+        wait_until(lambda: pg.liveness("k1") == "orphaned", "the killed owner's run shows as orphaned")
+        owner = pg.owner("k1")
+        assert owner is not None and owner.pid == holder.pid and not owner.alive
+        _, handle = pg.open("k1")  # and it is adopted
+        handle.release()
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+
+
+async def test_no_blocking_call_on_the_event_loop_while_the_harness_runs(pg: PgStore, tmp_path: Path, monkeypatch):
+    on_loop: list[str] = []
+    loop_thread = threading.get_ident()
+
+    def watch(cls: type, name: str) -> None:
+        original = getattr(cls, name)
+
+        def wrapped(self, *args, **kwargs):
+            if threading.get_ident() == loop_thread:
+                on_loop.append(f"{cls.__name__}.{name}: {str(args[0])[:60] if args else ''}")
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, name, wrapped)
+
+    for cls, name in ((psycopg.Connection, "execute"), (psycopg.Cursor, "execute"),
+                      (psycopg.Cursor, "executemany")):
+        watch(cls, name)
+    import tether.pgstore as module
+
+    connect = module._connect
+
+    def connecting(url, session):
+        if threading.get_ident() == loop_thread:
+            on_loop.append("connect")
+        return connect(url, session)
+
+    monkeypatch.setattr(module, "_connect", connecting)
+    async with Harness(workspace=tmp_path / "ws", store=pg) as harness:
+        state = await asyncio.to_thread(harness.new_run, "destructive")  # the caller's call, made off the loop
+        waiting = (await harness.run(state.run_id)).state
+        assert waiting.status is Status.INTERRUPTED
+        done = (await harness.approve(state.run_id)).state
+    assert done.status is Status.COMPLETED
+    assert on_loop == []
