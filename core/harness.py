@@ -323,7 +323,7 @@ class Harness:
         started = time.perf_counter()
         signal = signal or CancelSignal()
         server = await self._control_server()
-        state, handle = await call(self.store, self.store.open, run_id, control=server.address)
+        state, handle = await _open(self.store, run_id, control=server.address)
         trace: TraceSink | None = None
         controls = _Controls(state, handle, signal)
         server.register(run_id, controls.poke)
@@ -477,7 +477,7 @@ class Harness:
                     agent=parent.agent,
                 )
                 await call(self.store, self.store.create, child)
-            state, handle = await call(self.store, self.store.open, child_id)
+            state, handle = await _open(self.store, child_id)
             trace = handle.trace(self._secrets(agent))
             try:
                 if state.status is not Status.RUNNING:
@@ -500,6 +500,24 @@ async def _heartbeat(handle: Handle) -> None:
         await asyncio.sleep(HEARTBEAT_S)
         with contextlib.suppress(OSError):
             await call(handle, handle.heartbeat)
+
+
+async def _open(store: Store, run_id: str, *, control: str | None = None) -> tuple[RunState, Handle]:
+    """:meth:`Store.open` from the event loop. A blocking store opens in a thread, which
+    runs to its end even if the awaiting task is cancelled: then what it took is let go of,
+    in a thread too, rather than held until the process ends."""
+    if not store.blocking:
+        return store.open(run_id, control=control)
+    opening = asyncio.ensure_future(asyncio.to_thread(store.open, run_id, control=control))
+    try:
+        return await asyncio.shield(opening)
+    except asyncio.CancelledError:
+        def let_go(done: asyncio.Future[tuple[RunState, Handle]]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                asyncio.get_running_loop().run_in_executor(None, done.result()[1].release)
+
+        opening.add_done_callback(let_go)
+        raise
 
 
 async def _release(handle: Handle) -> None:

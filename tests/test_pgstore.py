@@ -131,3 +131,43 @@ async def test_no_blocking_call_on_the_event_loop_while_the_harness_runs(pg: PgS
         done = (await harness.approve(state.run_id)).state
     assert done.status is Status.COMPLETED
     assert on_loop == []
+
+
+def test_an_owner_whose_token_was_taken_cannot_save(pg: PgStore):
+    """The fence behind the lock: were a second owner ever let in (a session replaced behind
+    the first one's back), the first one's saves are refused and write nothing."""
+    from tether.store import SaveError
+
+    pg.create(new_state("f1"))
+    state, handle = pg.open("f1")
+    try:
+        with pg._conn() as conn:
+            conn.execute(pg.q("UPDATE {s}.runs SET owner_token = 'someone-else' WHERE run_id = 'f1'"))
+        state.messages.append({"role": "assistant", "content": "late"})
+        with pytest.raises(SaveError, match="taken it over"):
+            handle.save(state)
+    finally:
+        handle.release()
+    assert pg.load("f1").messages == [{"role": "user", "content": "q"}]
+
+
+async def test_an_operation_cancelled_while_it_opens_the_run_lets_go_of_it(pg: PgStore, monkeypatch):
+    from tether.harness import _open
+
+    pg.create(new_state("c1"))
+    handles = []
+    original = PgStore.open
+
+    def recording_open(self, run_id, **kw):
+        state, handle = original(self, run_id, **kw)
+        handles.append(handle)
+        return state, handle
+
+    monkeypatch.setattr(PgStore, "open", recording_open)
+    opening = asyncio.ensure_future(_open(pg, "c1"))
+    await asyncio.sleep(0)  # the open has started in its thread
+    opening.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await opening
+    await asyncio.to_thread(wait_until, lambda: handles and handles[0]._released, "the cancelled open's hold is let go of")
+    assert pg.owner("c1") is None and pg.liveness("c1") == "orphaned"
