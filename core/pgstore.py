@@ -202,16 +202,22 @@ def _owner(row: tuple[Any, ...] | None, alive: bool) -> Owner | None:
 class _Db:
     """One connection, opened on first use, one thread at a time; errors in words."""
 
-    def __init__(self, url: str, *, session: dict[str, str] | None = None) -> None:
+    def __init__(self, url: str, *, session: dict[str, str] | None = None,
+                 factory: Any = None) -> None:
         self.url = url
         self._session = session or {}
+        self._factory = factory or (lambda: _connect(self.url, self._session))
         self._conn: psycopg.Connection | None = None
         self.lock = threading.RLock()
 
     def connect(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
-            self._conn = _connect(self.url, self._session)
+            self._conn = self._factory()
         return self._conn
+
+    def detach(self) -> psycopg.Connection | None:
+        conn, self._conn = self._conn, None
+        return conn
 
     def close(self) -> None:
         with self.lock:
@@ -248,6 +254,44 @@ def _clean(exc: BaseException, url: str) -> str:
     return text.replace(url, redact(url))
 
 
+class _Sessions:
+    """Owners' sessions kept for the next open: a new one costs a connection and its
+    authentication (milliseconds); a kept one holds no lock (released with
+    ``pg_advisory_unlock_all``) and no transaction."""
+
+    KEEP = 4
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+        self._idle: list[psycopg.Connection] = []
+        self._lock = threading.Lock()
+
+    def take(self) -> psycopg.Connection:
+        while True:
+            with self._lock:
+                conn = self._idle.pop() if self._idle else None
+            if conn is None:
+                return _connect(self.url, _SESSION_SETTINGS)
+            if not conn.closed and not conn.broken:
+                return conn
+
+    def give(self, conn: psycopg.Connection) -> None:
+        idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        with self._lock:
+            if idle and not conn.broken and len(self._idle) < self.KEEP:
+                self._idle.append(conn)
+                return
+        with contextlib.suppress(psycopg.Error):
+            conn.close()
+
+    def close(self) -> None:
+        with self._lock:
+            idle, self._idle = self._idle, []
+        for conn in idle:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+
+
 class PgStore:
     """All runs in one PostgreSQL database (see the module)."""
 
@@ -259,6 +303,7 @@ class PgStore:
         self.url = url
         self.schema = schema
         self._db = _Db(url)
+        self._sessions = _Sessions(url)
         self._ready = False
 
     def __repr__(self) -> str:
@@ -270,6 +315,7 @@ class PgStore:
 
     def close(self) -> None:
         self._db.close()
+        self._sessions.close()
 
     # ---- plumbing ------------------------------------------------------------------------
     def q(self, text: str) -> sql.Composed:
@@ -482,7 +528,7 @@ class PgHandle:
     def __init__(self, store: PgStore, run_id: str) -> None:
         self.store = store
         self.run_id = run_id
-        self._db = _Db(store.url, session=_SESSION_SETTINGS)
+        self._db = _Db(store.url, factory=store._sessions.take)
         self._token: str | None = None
         self._owner: dict[str, Any] | None = None
         self._messages = 0
@@ -522,6 +568,11 @@ class PgHandle:
     def acquire(self, *, control: str | None = None) -> RunState:
         with self._db.lock:
             conn = self._db.connect()
+            try:
+                conn.execute("SELECT 1")
+            except psycopg.OperationalError:  # a kept session the server has since dropped
+                self._db.abandon()
+                conn = self._db.connect()
             for pause in (0.0005, 0.001, 0.002, 0.004, None):  # a note being traced holds it for an instant
                 got = conn.execute(self._q("SELECT pg_try_advisory_lock(lock_key) FROM {s}.runs WHERE run_id = %s"),
                                    (self.run_id,)).fetchone()
@@ -666,8 +717,11 @@ class PgHandle:
                                               [(self.run_id, seq, line) for seq, line in lines])
                         conn.execute(self._q("DELETE FROM {s}.owners WHERE run_id = %s AND token = %s"),
                                      (self.run_id, self._token))
-                        conn.execute(self._q("SELECT pg_advisory_unlock(lock_key) FROM {s}.runs WHERE run_id = %s"),
-                                     (self.run_id,))
+                    # After the commit: the next owner never finds this one's record.
+                    conn.execute("SELECT pg_advisory_unlock_all()")
+                    kept = self._db.detach()
+                    if kept is not None:
+                        self.store._sessions.give(kept)
                 except (SaveError, psycopg.Error) as exc:
                     log.warning("run %s: letting go was not clean (%s); the session's end drops the lock",
                                 self.run_id, exc)
