@@ -355,6 +355,19 @@ def test_the_control_channel_keeps_requests_in_order_for_the_owner(store: Store)
         handle.release()
 
 
+def test_both_stores_implement_the_interface(store: Store):
+    from tether.runstore import IdempotencyLedger, TraceSink
+
+    assert isinstance(store, Store)
+    store.create(new_state("i1"))
+    _, handle = store.open("i1")
+    try:
+        assert isinstance(handle, Handle)
+        assert isinstance(handle.trace(), TraceSink) and isinstance(handle.ledger(), IdempotencyLedger)
+    finally:
+        handle.release()
+
+
 def test_a_new_run_is_created_whole_once(store: Store):
     state = new_state("n1")
     store.create(state)
