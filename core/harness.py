@@ -30,12 +30,11 @@ from tether.events import EventSink, TelemetryDropped
 from tether.loop import LoopEnv, RunLoop, approve, reject
 from tether.provider import SCENARIOS, FaultPlan, create_app
 from tether.state import Limits, NeedsApproval, Policies, Pricing, RunState, StateError, Status, new_run_id
-from tether.runstore import Handle, Store, call
+from tether.runstore import Handle, Store, TraceSink, call
 from tether.store import HEARTBEAT_S, RunStore
 from tether.subagent import CHILD_MAX_TURNS, child_limits_budget
 from tether.tokens import TokenCounter, encoding, encoding_loaded
 from tether.tools.base import Tool
-from tether.runstore import TraceSink
 from tether.workspace import Workspace, ensure_sample
 
 EMBEDDED_BASE_URL = "http://tether.embedded/v1"

@@ -379,3 +379,15 @@ def test_a_new_run_is_created_whole_once(store: Store):
     assert (summary.status, summary.task, summary.liveness) == ("running", "q", "orphaned")
     with pytest.raises(StateError):
         store.load("n2")
+
+
+async def test_a_subagent_run_is_a_run_of_its_own_in_the_same_store(store: Store, tmp_path: Path):
+    async with Harness(workspace=tmp_path / "ws", store=store) as harness:
+        state = await asyncio.to_thread(harness.new_run, "research")
+        out = (await harness.run(state.run_id)).state
+    assert out.status is Status.COMPLETED and len(out.children) == 1
+    child = store.load(out.children[0])
+    assert child.parent_run_id == out.run_id and child.status is Status.COMPLETED
+    assert child.cost_usd > 0 and out.child_cost_usd == pytest.approx(child.cost_usd)
+    listed = {s.run_id: s.parent_run_id for s in store.summaries()}
+    assert listed == {out.run_id: None, child.run_id: out.run_id}
