@@ -250,7 +250,7 @@ def _harness(args: argparse.Namespace, **kw: Any) -> Any:
         from tether.otel import otel_sink_from_env
 
         sink = otel_sink_from_env(otlp, on_dropped=harness.note_dropped, state_of=harness.live.get,
-                                  secrets=harness._secrets())
+                                  secrets=harness.secrets())
         if sink is not None:
             harness.sinks.append(sink)
     return harness

@@ -339,7 +339,7 @@ class Harness:
                 raise StateError(f"run {run_id} has already ended ({state.status.value}); it cannot be resumed")
             agent = self.agent_of(state)
             client = self._client_for(agent, state)
-            trace = TraceWriter(handle.trace_path, secrets=self._secrets(agent))
+            trace = TraceWriter(handle.trace_path, secrets=self.secrets(agent))
             tools = {t.name: t for t in agent.tool_list}
             async with contextlib.AsyncExitStack() as stack:
                 failure: str | None = None
@@ -407,7 +407,8 @@ class Harness:
             state.agent = replace(ref, tools={**ref.tools, **new})
 
     # ---- wiring -------------------------------------------------------------------------
-    def _secrets(self, agent: Agent | None = None) -> tuple[str, ...]:
+    def secrets(self, agent: Agent | None = None) -> tuple[str, ...]:
+        """The API keys this process uses (for ``agent`` too): what the trace and exports redact."""
         keys = [self._api_key, os.environ.get("LLM_API_KEY")]
         if agent is not None and agent.api_key_env:
             keys.append(os.environ.get(agent.api_key_env))
@@ -480,7 +481,7 @@ class Harness:
                 )
                 self.store.create(child)
             state, handle = self.store.open(child_id)
-            trace = TraceWriter(handle.trace_path, secrets=self._secrets(agent))
+            trace = TraceWriter(handle.trace_path, secrets=self.secrets(agent))
             try:
                 if state.status is not Status.RUNNING:
                     return state  # finished before a crash: its result stands
