@@ -93,6 +93,7 @@ def build_parser() -> argparse.ArgumentParser:
     console.add_argument("--model", help="the model to use with --base-url")
     console.add_argument("--no-stream", action="store_true",
                          help="do not stream replies from real endpoints (the console streams them by default)")
+    _otlp_option(console)
     console.add_argument("--as", dest="who", metavar="NAME",
                          help="who the console's Stops, approvals and rejections are recorded as (default: user@host)")
     _place_options(console)

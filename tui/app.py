@@ -218,6 +218,7 @@ class TetherApp(App[int]):
         stream: bool | str = "auto",
         operator: str | None = None,
         watch: bool = True,
+        otlp: str | None = None,
     ) -> None:
         """``provider_url``: where the embedded scripted provider is served by a child process
         (:func:`tether.provider.server.provider_process`, what ``tether`` does); without it and
@@ -229,12 +230,21 @@ class TetherApp(App[int]):
         ``operator``: who the console's Stops and decisions are recorded as (``--as NAME``;
         default :func:`tether.control.operator_name`, ``operator`` when ``deterministic``).
         ``watch``: follow the store (other processes' runs, live); off, the console lists
-        the runs once and sees only its own runs' events."""
+        the runs once and sees only its own runs' events. ``otlp``: export the console's own
+        runs' spans there (as ``OTEL_EXPORTER_OTLP_ENDPOINT`` does)."""
         super().__init__()
         self._owns_harness = harness is None
         self.harness = harness or Harness(runs_dir, workspace, config=config, base_url=base_url, api_key=api_key,
                                           latency_ms=latency_ms, embedded_url=provider_url,
                                           stream=stream)  # type: ignore[arg-type]
+        if self._owns_harness and (otlp or any(os.environ.get(name) for name in (
+                "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))):
+            from tether.otel import otel_sink_from_env  # the exporter is imported only when asked for
+
+            sink = otel_sink_from_env(otlp, on_dropped=self.harness.note_dropped, state_of=self.harness.live.get,
+                                      secrets=self.harness.secrets())
+            if sink is not None:
+                self.harness.sinks.append(sink)  # shut down with the harness when the console quits
         self.config: Config | None = config if config is not None else self.harness.config
         self.initial_agent = agent
         self.adhoc_workspace = Path(workspace) if workspace is not None else Path.cwd()
@@ -992,7 +1002,7 @@ def run_console(args: Any = None) -> int:
                    base_url=base_url, api_key=os.environ.get("LLM_API_KEY") if base_url else None,
                    model=model, start=start, config=config, agent=agent,
                    stream=False if getattr(args, "no_stream", False) else "auto",
-                   operator=getattr(args, "who", None))
+                   operator=getattr(args, "who", None), otlp=getattr(args, "otlp", None))
     if base_url:
         return _exit_code(TetherApp(**options))
     with contextlib.ExitStack() as stack:
