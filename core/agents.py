@@ -141,7 +141,8 @@ def as_tool(obj: ToolLike, *, roots: Iterable[str | Path] = ()) -> Tool:
     return tool
 
 
-def _as_callable(obj: Callable[..., Any] | str, what: str, roots: Iterable[str | Path]) -> Callable[..., Any]:
+def as_callable(obj: Callable[..., Any] | str, what: str, roots: Iterable[str | Path] = ()) -> Callable[..., Any]:
+    """A stop condition or an error formatter: a callable, or a reference to one."""
     if isinstance(obj, str):
         obj = resolve_ref(obj, roots=roots)
     if not callable(obj):
@@ -226,9 +227,9 @@ class Agent:
         if uses_files and workspace is None:
             raise AgentError(f"agent {self.name} uses {', '.join(uses_files)} but has no workspace: "
                              "give it the folder those tools may touch (workspace = \"./folder\")")
-        stops = tuple(_as_callable(s, "stop condition", roots) for s in self.stop_when)
+        stops = tuple(as_callable(s, "stop condition", roots) for s in self.stop_when)
         formatter = (None if self.error_formatter is None
-                     else _as_callable(self.error_formatter, "error formatter", roots))
+                     else as_callable(self.error_formatter, "error formatter", roots))
         for name in {s.name for s in self.mcp_servers if hasattr(s, "name")}:
             if sum(1 for s in self.mcp_servers if s.name == name) > 1:
                 raise AgentError(f"agent {self.name} lists the MCP server {name!r} twice")

@@ -93,6 +93,9 @@ def build_parser() -> argparse.ArgumentParser:
     console.add_argument("--model", help="the model to use with --base-url")
     console.add_argument("--no-stream", action="store_true",
                          help="do not stream replies from real endpoints (the console streams them by default)")
+    _otlp_option(console)
+    console.add_argument("--as", dest="who", metavar="NAME",
+                         help="who the console's Stops, approvals and rejections are recorded as (default: user@host)")
     _place_options(console)
 
     agents = sub.add_parser("agents", help="list the agents: their model, endpoint and tools")
@@ -248,7 +251,7 @@ def _harness(args: argparse.Namespace, **kw: Any) -> Any:
         from tether.otel import otel_sink_from_env
 
         sink = otel_sink_from_env(otlp, on_dropped=harness.note_dropped, state_of=harness.live.get,
-                                  secrets=harness._secrets())
+                                  secrets=harness.secrets())
         if sink is not None:
             harness.sinks.append(sink)
     return harness
@@ -525,6 +528,12 @@ async def _runs(args: argparse.Namespace) -> int:
             line = f"{r.run_id:<40} {r.shown_status:<20} {r.model:<16} turns={r.turns:<4} cost=${r.cost_usd:.4f}"
             if r.liveness is not None:
                 line += f"  {owner_words(r.run_id, r.liveness, r.owner)}"
+            elif (r.interruption or {}).get("type") == "approval":
+                waiting = r.interruption or {}
+                line += f"  waits for approval of {waiting.get('toolName')}"
+                holder = store.owner(r.run_id)
+                if holder is not None and holder.alive:  # a process keeps it, waiting for a decision
+                    line += f" (pid {holder.where} waits for the decision)"
             lines.append(clean(line))
         if not runs:
             lines.append(f"no {'live ' if args.live else ''}runs in {store.root}")

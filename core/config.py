@@ -45,7 +45,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from tether.agents import DEFAULT_INSTRUCTIONS, Agent, AgentError
+from tether.agents import DEFAULT_INSTRUCTIONS, Agent, AgentError, as_callable, as_tool
 from tether.state import Limits, Policies, Pricing
 
 if TYPE_CHECKING:
@@ -214,16 +214,29 @@ class Config:
                         max_tokens=entry.max_tokens)
         policies = Policies(tool_errors=entry.tool_errors, triage=entry.triage, dedupe=entry.dedupe,
                             auto_approve=list(entry.auto_approve))
+        roots = (str(self.path.parent),)
+        # Resolved here, key by key, so that an error names the key it comes from.
+        tools = [self._resolve(lambda r=ref: as_tool(r, roots=roots), f"{where}.tools") for ref in entry.tools]
+        stops = [self._resolve(lambda r=ref: as_callable(r, "stop condition", roots), f"{where}.stop_when")
+                 for ref in entry.stop_when]
+        formatter = (None if entry.error_formatter is None else self._resolve(
+            lambda: as_callable(entry.error_formatter, "error formatter", roots), f"{where}.error_formatter"))
         try:
             return Agent(
                 name=name, model=entry.model, base_url=entry.base_url, api_key_env=entry.api_key_env,
-                instructions=entry.instructions, tools=list(entry.tools), mcp_servers=servers, limits=limits,
-                policies=policies, pricing=self.pricing(entry.model), stop_when=list(entry.stop_when),
-                error_formatter=entry.error_formatter, workspace=workspace, prompt=entry.prompt,
-                config=self.path, source="config", import_roots=(str(self.path.parent),),
+                instructions=entry.instructions, tools=tools, mcp_servers=servers, limits=limits,
+                policies=policies, pricing=self.pricing(entry.model), stop_when=stops,
+                error_formatter=formatter, workspace=workspace, prompt=entry.prompt,
+                config=self.path, source="config", import_roots=roots,
             )
         except AgentError as exc:
             raise ConfigError(f"{self.path}: {where}: {exc}") from None
+
+    def _resolve(self, build: Any, key: str) -> Any:
+        try:
+            return build()
+        except AgentError as exc:
+            raise ConfigError(f"{self.path}: {key}: {exc}") from None
 
 
 def find_config(explicit: Path | str | None = None) -> Path | None:

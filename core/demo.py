@@ -19,7 +19,6 @@ from tether.provider import SCENARIOS
 from tether.tools.base import Tool, ToolContext
 from tether.workspace import ensure_sample
 
-SET_NAME = "demo"
 SCENARIO_TASKS = {
     "plan": "Which file mentions a timeout?",
     "runaway": "Keep an eye on the workspace.",

@@ -336,7 +336,7 @@ class Harness:
                 raise StateError(f"run {run_id} has already ended ({state.status.value}); it cannot be resumed")
             agent = self.agent_of(state)
             client = self._client_for(agent, state)
-            trace = handle.trace(self._secrets(agent))
+            trace = handle.trace(self.secrets(agent))
             tools = {t.name: t for t in agent.tool_list}
             async with contextlib.AsyncExitStack() as stack:
                 failure: str | None = None
@@ -404,7 +404,8 @@ class Harness:
             state.agent = replace(ref, tools={**ref.tools, **new})
 
     # ---- wiring -------------------------------------------------------------------------
-    def _secrets(self, agent: Agent | None = None) -> tuple[str, ...]:
+    def secrets(self, agent: Agent | None = None) -> tuple[str, ...]:
+        """The API keys this process uses (for ``agent`` too): what the trace and exports redact."""
         keys = [self._api_key, os.environ.get("LLM_API_KEY")]
         if agent is not None and agent.api_key_env:
             keys.append(os.environ.get(agent.api_key_env))
@@ -477,7 +478,7 @@ class Harness:
                 )
                 await call(self.store, self.store.create, child)
             state, handle = await _open(self.store, child_id)
-            trace = handle.trace(self._secrets(agent))
+            trace = handle.trace(self.secrets(agent))
             try:
                 if state.status is not Status.RUNNING:
                     return state  # finished before a crash: its result stands

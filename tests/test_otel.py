@@ -729,3 +729,34 @@ def test_a_slow_collector_never_holds_up_the_run(clean_env, slow_collector: Coll
     assert slow_collector.waiting == 1  # shutdown returned without waiting for the collector
     assert {thread for *_, thread in reports} == {here}
     assert sum(count for _, count, _ in reports) == 12  # nothing was delivered: all reported
+
+
+def test_tether_run_exports_its_run_when_an_endpoint_is_set(clean_env, collector: Collector, tmp_path: Path):
+    """The CLI wires the exporter from OTEL_EXPORTER_OTLP_ENDPOINT: a plain `tether run`."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in OTEL_ENV}
+    env["OTEL_EXPORTER_OTLP_ENDPOINT"] = collector.url
+    result = subprocess.run([sys.executable, "-m", "tether.cli", "run", "plan", "--run-id", "exp",
+                             "--runs-dir", str(tmp_path / "runs"), "--workspace", str(tmp_path / "ws")],
+                            env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    names = sorted(span.name for _, span in collector.spans())
+    assert names == sorted(["invoke_agent plan", "chat plan", "chat plan", "chat plan",
+                            "execute_tool list_files", "execute_tool read_file"])
+
+
+async def test_the_console_exports_its_own_runs(clean_env, collector: Collector, tmp_path: Path):
+    from tests.test_tui import SIZE, finish, settle
+    from tether.tui.app import TetherApp
+
+    app = TetherApp(runs_dir=tmp_path / "runs", workspace=tmp_path / "ws", deterministic=True, start=["plan"],
+                    otlp=collector.url, watch=False)
+    async with app.run_test(size=SIZE) as pilot:
+        await settle(pilot, app)
+        await finish(pilot, app)
+        await app.action_quit()
+    names = [span.name for _, span in collector.spans()]
+    assert "invoke_agent plan" in names and names.count("chat plan") == 3

@@ -95,7 +95,7 @@ async def test_stop_during_scan_archive(tmp_path: Path) -> None:
         await settle(pilot, app)
         st = app.states[rid]
         assert st.status is Status.INTERRUPTED
-        assert st.interruption == Cancelled(STOP_REASON)
+        assert st.interruption == Cancelled(STOP_REASON, "operator")  # who stopped it is recorded (deterministic: "operator")
         text = transcript(app)
         assert STOP_REASON in text
         assert "cancelled by the operator" in text
@@ -277,7 +277,7 @@ async def test_quit_stops_running_runs_and_saves_them(tmp_path: Path) -> None:
     again = make_app(tmp_path)
     saved = again.harness.store.load(rid)
     assert saved.status is Status.INTERRUPTED
-    assert saved.interruption == Cancelled("operator quit the console")
+    assert saved.interruption == Cancelled("operator quit the console", "operator")
 
 
 # ---- hostile text --------------------------------------------------------------------------------------

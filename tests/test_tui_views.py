@@ -443,7 +443,7 @@ async def test_a_new_count_in_the_header_repaints_the_title_alone(
         monkeypatch.setattr(screen, "_refresh_layout", laid_out)
         _plans(app, "plan-b")
         await settle(pilot, app)
-        assert app.sub_title == "2 runs · 0 running · 0 waiting for approval"
+        assert app.sub_title.startswith("2 runs · 0 running · 0 waiting for approval · today $")
         assert "2 runs · 0 running" in title.render().plain  # type: ignore[attr-defined]
         assert any(title in widgets for widgets in repainted)
         assert not any(screen in widgets for widgets in repainted)  # not the whole screen

@@ -1,18 +1,28 @@
-"""The Tether console: a Textual app that supervises runs of the harness.
+"""The Tether console: a Textual app that supervises every run on a store.
 
-The console is a view over the run contract and its event stream, never a second
-implementation of it: every operation (start, resume, approve, reject) is a call on
-:class:`tether.harness.Harness` executed in an async Textual worker, and every update of
-the screen comes from the run's events.
+The console is a client of the store with no special powers (docs: WAVE2, "The console"):
+what it shows comes from watching the store, what it does goes through the harness and the
+store's control channel, and when it runs a run itself it is one more owner. Three parts:
 
-Event flow: the harness calls :meth:`TetherApp._sink` synchronously from the run's loop
-(the same asyncio loop as the app). The sink does almost nothing: it keeps a reference to
-the run's live :class:`RunState`, queues the event, marks the run dirty and, if no refresh
-is pending, posts one :class:`Flush` message. The app handles it at most every
-``FLUSH_INTERVAL_S``: it formats the queued events into the per-run trace buffers
-(bounded), updates the changed rows of the runs list, the approvals pane when an
-approval-related event came, and the detail panes of the selected run incrementally.
-So a run emitting thousands of events a second costs the UI a few refreshes a second.
+* :mod:`tether.tui.model`: the console model, Textual-free: the runs, the selection, the
+  pending approvals, who runs what, and what each key can do (``can_stop``,
+  ``can_decide``, ``can_resume``);
+* :mod:`tether.tui.pump`: the event pump: the events of the runs this console drives (its
+  harness's sink, the fast path) and of the runs other processes drive (read back from
+  their traces by :mod:`tether.tui.store_client`), dispatched by event class into the
+  model and the trace buffers, with the flush throttle;
+* the views: this app and :mod:`tether.tui.components`. Attributes down (the app reads the
+  model and hands each widget what it shows), messages up (widgets post messages, the pump
+  asks for a :class:`Flush`).
+
+Event flow: the harness calls :meth:`TetherApp._sink` synchronously from the run's loop;
+another process's events come from :class:`~tether.tui.store_client.StoreClient`, which
+follows the store with inotify and reads only what was appended. Either way the pump queues
+the event, marks the run dirty and, if no refresh is pending, posts one :class:`Flush`. The
+app handles it at most every ``FLUSH_INTERVAL_S`` (at once for a start, a stop or an
+approval): the changed rows of the runs list, the approvals pane, the selected run's
+panes, incrementally. So a run emitting thousands of events a second costs the UI a few
+refreshes a second.
 """
 
 from __future__ import annotations
@@ -43,6 +53,7 @@ from tether import demo
 from tether.agents import Agent
 from tether.cancel import CancelSignal
 from tether.config import Config, ConfigError, find_config, load_config
+from tether.control import ControlReply, operator_name
 from tether.events import Event
 from tether.harness import ADHOC_AGENT, Harness, Outcome, adhoc_agent
 from tether.provider.server import provider_process
@@ -63,34 +74,24 @@ from tether.tui.components.dialogs import (
 )
 from tether.tui.components.header import ConsoleHeader
 from tether.tui.components.key_bar import KeyBar
-from tether.tui.components.runs_list import RunRow, RunsList
-from tether.tui.components.trace_view import MAX_LINES, TraceView, format_record, tail_records
+from tether.tui.components.runs_list import RunsList
+from tether.tui.components.trace_view import TraceView
 from tether.tui.components.transcript import TranscriptView
-from tether.tui.text import badge, badge_key, clean, one_line, stop_reason
+from tether.tui.model import ConsoleModel, agent_label, count
+from tether.tui.pump import FLUSH_INTERVAL_S, TRACED_PER_FLUSH, URGENT, EventPump  # noqa: F401 (re-exported)
+from tether.tui.store_client import StoreClient
+from tether.tui.text import badge, clean, money, one_line
 
-# Under a flood the views are redrawn ten times a second. Each redraw costs the same however
-# many events it shows; at twenty a second they took up to 42% of a slow host's CPU from the run.
-FLUSH_INTERVAL_S = 0.1
-TRACED_PER_FLUSH = 300  # events formatted into trace lines per refresh, the newest
-URGENT = frozenset({"run_started", "run_stopped", "approval_required", "approval_decision"})  # shown at once
 STOP_REASON = "operator pressed Stop"
 QUIT_REASON = "operator quit the console"
 QUIT_TIMEOUT_S = 15.0
 YOUNG_GC_THRESHOLD = 10_000  # allocations between young collections while the console is up (Python: 700)
+OWNER_CHECK_S = 1.0  # how often the locks of runs other processes hold are asked whether they live
 
 
 def scenario_choices() -> dict[str, str]:
     """Scenario name -> description, without the internal ``*_child`` scripts."""
     return demo.scenarios()
-
-
-def agent_label(state: RunState) -> str:
-    """What a run is listed as: its agent's name, or its model for a demo scenario (the
-    scenario; a subagent's script) and for a run made from a model alone (``--base-url``)."""
-    ref = state.agent
-    if ref is None or ref.source == "demo" or (ref.name == ADHOC_AGENT and ref.source == "library"):
-        return state.model
-    return ref.name
 
 
 def _where(base_url: str | None) -> str:
@@ -135,7 +136,7 @@ def agent_choices(config: Config | None, *, base_url: str | None = None,
 
 
 class Flush(Message):
-    """Posted by the event sink when the views are out of date (at most one pending)."""
+    """Posted by the event pump when the views are out of date (at most one pending)."""
 
 
 class ConsoleScreen(Screen[None]):
@@ -215,6 +216,9 @@ class TetherApp(App[int]):
         config: Config | None = None,
         agent: str | None = None,
         stream: bool | str = "auto",
+        operator: str | None = None,
+        watch: bool = True,
+        otlp: str | None = None,
     ) -> None:
         """``provider_url``: where the embedded scripted provider is served by a child process
         (:func:`tether.provider.server.provider_process`, what ``tether`` does); without it and
@@ -222,12 +226,25 @@ class TetherApp(App[int]):
         ``config``: the agent file, whose agents the New run dialog offers; ``agent``: the
         one it preselects (an agent of the file, or a demo scenario). With ``base_url`` and
         ``model``, the dialog also offers that model at that endpoint with the file tools on
-        ``workspace`` (default: the current directory), as ``tether run --base-url`` does."""
+        ``workspace`` (default: the current directory), as ``tether run --base-url`` does.
+        ``operator``: who the console's Stops and decisions are recorded as (``--as NAME``;
+        default :func:`tether.control.operator_name`, ``operator`` when ``deterministic``).
+        ``watch``: follow the store (other processes' runs, live); off, the console lists
+        the runs once and sees only its own runs' events. ``otlp``: export the console's own
+        runs' spans there (as ``OTEL_EXPORTER_OTLP_ENDPOINT`` does)."""
         super().__init__()
         self._owns_harness = harness is None
         self.harness = harness or Harness(runs_dir, workspace, config=config, base_url=base_url, api_key=api_key,
                                           latency_ms=latency_ms, embedded_url=provider_url,
                                           stream=stream)  # type: ignore[arg-type]
+        if self._owns_harness and (otlp or any(os.environ.get(name) for name in (
+                "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))):
+            from tether.otel import otel_sink_from_env  # the exporter is imported only when asked for
+
+            sink = otel_sink_from_env(otlp, on_dropped=self.harness.note_dropped, state_of=self.harness.live.get,
+                                      secrets=self.harness.secrets())
+            if sink is not None:
+                self.harness.sinks.append(sink)  # shut down with the harness when the console quits
         self.config: Config | None = config if config is not None else self.harness.config
         self.initial_agent = agent
         self.adhoc_workspace = Path(workspace) if workspace is not None else Path.cwd()
@@ -238,30 +255,14 @@ class TetherApp(App[int]):
         self.timings = timings and not deterministic
         self.deterministic = deterministic
         self.grace_s = grace_s
-        # what the console knows about each run
-        self.states: dict[str, RunState] = {}
-        self.signals: dict[str, CancelSignal] = {}
-        self.active: dict[str, Worker[Any]] = {}
-        self.worker_errors: dict[str, str] = {}
-        self.last_reason: dict[str, str] = {}
-        self.activity: dict[str, str] = {}
-        self.streaming: dict[str, str] = {}  # the reply streaming in, per run
-        self.speed: dict[str, tuple[float | None, float | None]] = {}  # last streamed turn: ttft ms, tok/s
-        self.load_problems: dict[str, str] = {}
-        self.selected: str | None = None
-        # event intake, drained by _flush
-        self._events: deque[Event] = deque(maxlen=50_000)
-        self._dirty: set[str] = set()
-        self._structure_dirty = True
-        self._approvals_dirty = True
-        self._flush_pending = False
-        self._urgent = False
-        self._last_flush = 0.0
-        self.events_seen = 0
-        # per-run trace lines (bounded), and the last seq each holds per source run
-        self._trace: dict[str, deque[tuple[int, str]]] = {}
-        self._line_no = 0
-        self._trace_seq: dict[tuple[str, str], int] = {}
+        self.operator = operator or ("operator" if deterministic else operator_name())
+        self.watching = watch
+        # the parts: the model (what the console knows), the pump (events in), the store client
+        self.model = ConsoleModel(driving=self.harness.live, operator=self.operator)
+        self.pump = EventPump(self.model, request_flush=self._request_flush, trace_path=self._trace_path,
+                              timings=self.timings)
+        self.client = StoreClient(self.harness.store, self.model, self.pump, on_owner=self._owner_changed)
+        self._watch_task: asyncio.Task[None] | None = None
         self._quitting = False
         self._bindings_dirty = True
         self._applies: tuple[Any, ...] = (None, None, None, None)
@@ -270,7 +271,45 @@ class TetherApp(App[int]):
         self._transcript_view: TranscriptView
         self._trace_view: TraceView
         self.painted: deque[tuple[str, str, float]] = deque(maxlen=1000)  # (what, run id, when) shown
+        self.alerts: list[str] = []  # what the operator was alerted to (bell and notification), in words
         self._gc_thresholds: tuple[int, ...] = ()
+
+    # ---- the model's state, as the views and the tests read it ---------------------------
+    @property
+    def states(self) -> dict[str, RunState]:
+        return self.model.states
+
+    @property
+    def active(self) -> dict[str, Worker[Any]]:
+        return self.model.active
+
+    @property
+    def signals(self) -> dict[str, CancelSignal]:
+        return self.model.signals
+
+    @property
+    def selected(self) -> str | None:
+        return self.model.selected
+
+    @property
+    def worker_errors(self) -> dict[str, str]:
+        return self.model.worker_errors
+
+    @property
+    def last_reason(self) -> dict[str, str]:
+        return self.model.last_reason
+
+    @property
+    def load_problems(self) -> dict[str, str]:
+        return self.model.load_problems
+
+    @property
+    def events_seen(self) -> int:
+        return self.pump.events_seen
+
+    @property
+    def _flush_pending(self) -> bool:
+        return self.pump.flush_pending
 
     # ---- set-up ----------------------------------------------------------------
     def get_default_screen(self) -> Screen[Any]:
@@ -282,12 +321,15 @@ class TetherApp(App[int]):
         return self._console_screen
 
     def console_ready(self) -> None:
-        """The console screen is composed: read the runs on disk, start the --start runs."""
+        """The console screen is composed: list the runs on the store, follow it, start the --start runs."""
         self._console_up = True
         screen = self.console_screen
         self._transcript_view = screen.query_one(TranscriptView)
         self._trace_view = screen.query_one(TraceView)
         self.reload_runs()
+        if self.watching:
+            self._watch_task = asyncio.create_task(self.client.run(), name="tether console: store watcher")
+            self.set_interval(OWNER_CHECK_S, self._check_owners, name="tether console: owners")
         first_started: str | None = None
         for request in self.start_requests:
             try:
@@ -302,7 +344,7 @@ class TetherApp(App[int]):
         if first_started:
             self.select(first_started)
         elif self.states and self.selected is None:
-            self.select(self._ordered_ids()[-1])
+            self.select(self.model.ordered_ids()[-1])
         if self.selected is None:
             self._refresh_detail()
         self._flush()
@@ -324,62 +366,43 @@ class TetherApp(App[int]):
                         + "; ".join(f"{one_line(k, 40)}: {one_line(v, 80)}" for k, v in self.load_problems.items()),
                         severity="warning", markup=False, timeout=10)
 
-    def on_unmount(self) -> None:
+    async def on_unmount(self) -> None:
+        task, self._watch_task = self._watch_task, None
+        if task is not None:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self.client.close()
         gc.unfreeze()
         if self._gc_thresholds:
             gc.set_threshold(*self._gc_thresholds)
 
     def reload_runs(self) -> None:
-        """Read every run on disk (runs this console is driving keep their live state)."""
-        states, problems = self.harness.store.load_all()
-        for state in states:
-            if state.run_id not in self.active and state.run_id not in self.harness.live:
-                self.states[state.run_id] = state
-        self.load_problems = problems
-        self._structure_dirty = self._approvals_dirty = True
+        """List every run on the store, from its index (runs this console drives keep their live state)."""
+        self.client.take_listing(*self.client.listing())
+        self.pump.structure_dirty = self.pump.approvals_dirty = True
 
-    # ---- the event sink ------------------------------------------------------------
+    async def store_ready(self) -> None:
+        """Wait until the console follows the store (tests: what is written from then on is seen)."""
+        await self.client.ready.wait()
+
+    def _trace_path(self, rid: str) -> Path | None:
+        return self.harness.store.run_dir(rid) / TRACE_FILE
+
+    # ---- the event sink and the flush ----------------------------------------------------
     def _sink(self, event: Event) -> None:
         """Called synchronously by the run's loop for every event: keep it cheap."""
-        rid = event.run_id
-        live = self.harness.live.get(rid)
-        if live is not None and self.states.get(rid) is not live:
-            if rid not in self.states:
-                self._structure_dirty = True
-            self.states[rid] = live
-        if event.kind == "text_delta":  # not a trace line: the run's growing reply
-            text = event.text  # type: ignore[attr-defined]
-            self.streaming[rid] = "" if text is None else self.streaming.get(rid, "") + text
-            self._dirty.add(rid)
-            if not self._flush_pending:
-                self._flush_pending = True
-                self.post_message(Flush())
-            return
-        if event.kind in ("turn", "run_stopped"):
-            self.streaming.pop(rid, None)
-            if event.kind == "turn" and event.ttft_ms is not None:  # type: ignore[attr-defined]
-                self.speed[rid] = (event.ttft_ms, event.tokens_per_s)  # type: ignore[attr-defined]
-        self._events.append(event)
-        self._dirty.add(rid)
-        self.events_seen += 1
-        if event.kind in URGENT:
-            self._urgent = True
-        if not self._flush_pending:
-            self._flush_pending = True
-            self.post_message(Flush())
+        self.pump.sink(event)
+
+    def _request_flush(self) -> None:
+        self.post_message(Flush())
 
     def _mark(self, run_id: str | None = None, *, structure: bool = False) -> None:
-        if run_id:
-            self._dirty.add(run_id)
-        if structure:
-            self._structure_dirty = self._approvals_dirty = True
-        if not self._flush_pending:
-            self._flush_pending = True
-            self.post_message(Flush())
+        self.pump.mark(run_id, structure=structure)
 
     def on_flush(self, message: Flush) -> None:
-        wait = self._last_flush + FLUSH_INTERVAL_S - time.monotonic()
-        if wait > 0 and not self._urgent:
+        wait = self.pump.wait_s()
+        if wait > 0:
             self.set_timer(wait, self._flush)
         else:
             self._flush()
@@ -391,218 +414,112 @@ class TetherApp(App[int]):
             pass
 
     def _flush_views(self) -> None:
-        self._flush_pending = False
-        if self._urgent:  # a run started or stopped, or waits for the operator: show it now
-            self._urgent = False
+        if self.pump.urgent:  # a run started or stopped, or waits for the operator: show it now
             self._paint_now()
-        self._last_flush = time.monotonic()
         if not self._console_up:
+            self.pump.flush_pending = False
             return
-        events = list(self._events)
-        self._events.clear()
-        dirty, self._dirty = self._dirty, set()
-        traced: set[str] = set()  # runs whose trace buffer got lines
-        # Under a flood only the newest events can still be on screen: format those, and say
-        # how many were left out (the trace file has every one of them).
-        traced_from = max(0, len(events) - TRACED_PER_FLUSH)
-        if traced_from:
-            skipped: dict[str, int] = {}
-            for event in events[:traced_from]:
-                skipped[event.run_id] = skipped.get(event.run_id, 0) + 1
-            for run_id, count in skipped.items():
-                self._trace_note(run_id, f"… {count:,} events not shown here (all are in the trace file)",
-                                 traced)
-        for index, event in enumerate(events):
-            kind = event.kind
-            if kind == "run_stopped":
-                self.last_reason[event.run_id] = getattr(event, "reason", "")
-                self._approvals_dirty = True
-                self.call_after_refresh(self._painted, "stopped", event.run_id)
-            elif kind == "run_started":
-                self.last_reason.pop(event.run_id, None)
-                self._approvals_dirty = True
-            elif kind.startswith("approval"):
-                self._approvals_dirty = True
-            self._note_activity(event)
-            if index >= traced_from:
-                self._trace_event(event, traced)
+        drained = self.pump.drain()
+        for rid in drained.stopped:
+            self.call_after_refresh(self._painted, "stopped", rid)
         screen = self.console_screen
-        changed_status = any(e.kind in ("run_started", "run_stopped") or e.kind.startswith("approval")
-                             for e in events)
-        self._refresh_runs_list(dirty)
-        if self._approvals_dirty:
-            self._approvals_dirty = False
-            screen.query_one("#approvals", ApprovalsPane).set_items(self.pending_approvals())
+        self._refresh_runs_list(drained.dirty, structure=drained.structure)
+        if drained.approvals:
+            screen.query_one("#approvals", ApprovalsPane).set_items(self.model.pending_approvals())
+            self._alert_approvals()
+        if drained.dirty:
+            self._alert_budgets(drained.dirty)
         sel = self.selected
-        if sel is not None and (sel in dirty or sel in traced):
+        if sel is not None and (sel in drained.dirty or sel in drained.traced):
             self._refresh_detail()
-        if changed_status or self._bindings_dirty:
+        if drained.status_changed or drained.structure or self._bindings_dirty:
             self._bindings_dirty = False
             self._refresh_bindings_if_changed()
             self._refresh_subtitle()
 
-    def _note_activity(self, event: Event) -> None:
-        """What a live run is doing right now, for its header (tool progress included)."""
-        rid, kind = event.run_id, event.kind
-        root = self.root_of(rid)
-        where = "" if root == rid else f"subagent {rid[len(root) + 1:]}: "
-        if kind == "tool_start":
-            text = f"{where}{getattr(event, 'name', '')} running"
-        elif kind == "tool_progress":
-            text = f"{where}{getattr(event, 'name', '')}: {getattr(event, 'label', '')}"
-        elif kind in ("turn", "tool_result", "run_started"):
-            text = f"{where}asking the model" if kind != "tool_result" or where else ""
-        else:
-            text = ""
-        for target in {rid, root}:
-            if text:
-                self.activity[target] = text
-            else:
-                self.activity.pop(target, None)
-        if kind == "run_stopped":
-            self.activity.pop(rid, None)
-            if root != rid:
-                self.activity[root] = "asking the model"
+    # ---- alerts ------------------------------------------------------------------------------
+    def _alert_approvals(self) -> None:
+        """A new call waiting for approval anywhere on the store: the bell, and its words."""
+        fresh = self.model.new_approvals()
+        if not fresh:
+            return
+        self.bell()
+        for p in fresh:
+            words = f"{one_line(p.tool, 40)} {one_line(p.args, 160)}"
+            self.alerts.append(f"approval: {p.run_id}: {words}")
+            self.notify(words, title=f"{one_line(p.run_id, 60)} waits for approval", severity="warning",
+                        markup=False, timeout=15)
+
+    def _alert_budgets(self, dirty: Iterable[str]) -> None:
+        for rid, level, st in self.model.budget_crossings(dirty):
+            words = (f"spent {money(st.cost_usd)} of its {money(st.limits.budget_usd)} budget "
+                     f"({level:.0%})")
+            self.alerts.append(f"budget {level:.0%}: {rid}")
+            self.notify(words, title=f"{one_line(rid, 60)}: budget {level:.0%}",
+                        severity="error" if level >= 1 else "warning", markup=False, timeout=10)
+
+    # ---- owners ------------------------------------------------------------------------------
+    def _owner_changed(self, rid: str) -> None:
+        self._bindings_dirty = True
+        self.pump.mark(rid, structure=True)
+
+    def _check_owners(self) -> None:
+        """A killed owner changes no file: ask the locks. And show the heartbeat's age."""
+        for rid in self.client.check_owners():
+            self._owner_changed(rid)
+        rid = self.selected
+        if rid is not None and rid in self.model.owners and not self.model.is_driven(rid):
+            self._refresh_detail()
 
     # ---- trace buffers ---------------------------------------------------------------
-    def _trace_buffer(self, rid: str, below_seq: int | None = None) -> deque[tuple[int, str]]:
-        """A run's trace lines, numbered (so a view knows which it has shown), bounded."""
-        buf = self._trace.get(rid)
-        if buf is None:
-            buf = deque(maxlen=MAX_LINES)
-            last = 0
-            try:
-                path = self.harness.store.run_dir(rid) / TRACE_FILE
-            except Exception:
-                path = None
-            if path is not None:
-                for record in tail_records(path):
-                    seq = int(record.get("seq") or 0)
-                    if below_seq is not None and seq >= below_seq:
-                        continue
-                    self._line_no += 1
-                    buf.append((self._line_no, format_record(record, timings=self.timings)))
-                    last = max(last, seq)
-            self._trace[rid] = buf
-            self._trace_seq[(rid, rid)] = last
-        return buf
-
     def trace_lines(self, rid: str) -> list[str]:
         """The trace lines the console holds for a run (bounded)."""
-        return [line for _, line in self._trace_buffer(rid)]
+        return [line for _, line in self.pump.buffer(rid)]
 
-    def _trace_note(self, rid: str, text: str, traced: set[str]) -> None:
-        buf = self._trace_buffer(rid)
-        self._line_no += 1
-        buf.append((self._line_no, text))
-        traced.add(rid)
-
-    def _trace_event(self, event: Event, traced: set[str]) -> None:
-        rid = event.run_id
-        targets = [(rid, "")]
-        root = self.root_of(rid)
-        if root != rid:
-            suffix = rid[len(root) + 1:] if rid.startswith(root + ".") else rid
-            targets.append((root, f"↳ {suffix} "))
-        for target, prefix in targets:
-            if target not in self._trace:
-                if target != rid:
-                    self._trace_buffer(target)
-                else:
-                    self._trace_buffer(target, below_seq=event.seq)
-            key = (target, rid)
-            if event.seq and event.seq <= self._trace_seq.get(key, 0):
-                continue
-            self._trace_seq[key] = event.seq
-            line = format_record(event.record(), timings=self.timings, prefix=prefix)
-            self._line_no += 1
-            self._trace[target].append((self._line_no, line))
-            traced.add(target)
-
-    # ---- derived views -----------------------------------------------------------------
+    # ---- derived views (the model's) -----------------------------------------------------------
     def is_live(self, rid: str) -> bool:
-        return rid in self.active or rid in self.harness.live
+        return self.model.is_live(rid)
 
     def root_of(self, rid: str) -> str:
-        seen = set()
-        while rid not in seen:
-            seen.add(rid)
-            st = self.states.get(rid)
-            parent = st.parent_run_id if st else None
-            if not parent:
-                return rid
-            rid = parent
-        return rid
-
-    def _ordered_ids(self) -> list[str]:
-        states = self.states
-        children: dict[str, list[str]] = {}
-        roots: list[str] = []
-        for rid, st in states.items():
-            parent = st.parent_run_id
-            if parent and parent in states:
-                children.setdefault(parent, []).append(rid)
-            else:
-                roots.append(rid)
-        key = lambda r: (states[r].created_at, r)  # noqa: E731
-        out: list[str] = []
-
-        def walk(rid: str, depth: int) -> None:
-            out.append(rid)
-            if depth < 8:
-                for child in sorted(children.get(rid, ()), key=key):
-                    walk(child, depth + 1)
-
-        for rid in sorted(roots, key=key):
-            walk(rid, 0)
-        return out
-
-    def _depth(self, rid: str) -> int:
-        depth, st = 0, self.states.get(rid)
-        while st is not None and st.parent_run_id and st.parent_run_id in self.states and depth < 8:
-            depth += 1
-            st = self.states.get(st.parent_run_id)
-        return depth
+        return self.model.root_of(rid)
 
     def badge_key(self, rid: str) -> str:
-        return badge_key(self.states[rid], live=self.is_live(rid), worker_error=self.worker_errors.get(rid))
+        return self.model.badge_key(rid)
 
-    def _row(self, rid: str) -> RunRow:
-        st = self.states[rid]
-        return RunRow(rid, self.badge_key(rid), agent_label(st), st.turns, st.limits.max_turns, st.cost_usd,
-                      self._depth(rid))
+    def pending_approvals(self) -> list[Pending]:
+        return self.model.pending_approvals()
 
-    def _refresh_runs_list(self, dirty: set[str] | None = None) -> None:
+    def reason(self, rid: str) -> str:
+        return self.model.reason(rid)
+
+    def can_stop(self, rid: str) -> bool:
+        return self.model.can_stop(rid)
+
+    def can_decide(self, rid: str) -> bool:
+        return self.model.can_decide(rid)
+
+    def can_resume(self, rid: str) -> bool:
+        return self.model.can_resume(rid)
+
+    def _refresh_runs_list(self, dirty: set[str] | None = None, *, structure: bool = False) -> None:
+        model = self.model
         runs = self.console_screen.query_one("#runs", RunsList)
-        if self._structure_dirty:
-            self._structure_dirty = False
-            order = self._ordered_ids()
-            runs.set_rows([self._row(r) for r in order], self.selected)
+        if structure:
+            order = model.ordered_ids()
+            runs.set_rows([model.row(r) for r in order], self.selected)
         else:
-            targets = set(runs.order) if dirty is None else {r for d in dirty for r in (d, self.root_of(d))}
+            targets = set(runs.order) if dirty is None else {r for d in dirty for r in (d, model.root_of(d))}
             for rid in targets:
-                if rid in self.states:
-                    runs.update_row(self._row(rid))
-        label = _count(len(self.states), "run")
+                if rid in model.states:
+                    runs.update_row(model.row(rid))
+        label = count(len(model.states), "run")
         if runs.border_subtitle != label:  # setting it repaints the whole list, every flush
             runs.border_subtitle = label
 
-    def pending_approvals(self) -> list[Pending]:
-        out = []
-        for rid in self._ordered_ids():
-            st = self.states[rid]
-            it = st.interruption
-            if st.status is Status.INTERRUPTED and isinstance(it, NeedsApproval) and not self.is_live(rid):
-                out.append(Pending(rid, it.call_id, it.tool_name, it.args, it.why))
-        return out
-
-    def reason(self, rid: str) -> str:
-        return stop_reason(self.states[rid], live=self.is_live(rid), last_reason=self.last_reason.get(rid),
-                           worker_error=self.worker_errors.get(rid))
-
     def _header_text(self, rid: str) -> Text:
-        st = self.states[rid]
-        key = self.badge_key(rid)
+        model = self.model
+        st = model.states[rid]
+        key = model.badge_key(rid)
         out = Text()
         out.append(one_line(rid, 80), style="bold")
         out.append("  ")
@@ -625,19 +542,27 @@ class TetherApp(App[int]):
             out.append("  a approves · r rejects", style="dim")
         elif key == "running":
             out.append("running ", style="dim")
-            out.append(one_line(self.activity.get(rid) or "asking the model", 200), style="bold")
-            out.append("  s stops it", style="dim")
+            out.append(one_line(model.activity.get(rid) or "asking the model", 200), style="bold")
+            if model.can_stop(rid):
+                out.append("  s stops it", style="dim")
         else:
             out.append("stopped ", style="dim")
-            out.append(one_line(self.reason(rid), 300), style="yellow" if key != "failed" else "red")
-            if self.can_resume(rid):
+            out.append(one_line(model.reason(rid), 300), style="yellow" if key != "failed" else "red")
+            if model.can_resume(rid):
                 out.append("  R resumes", style="dim")
+        owner = model.owner_words(rid)
+        who = model.who_decided(rid)
+        if owner or who:
+            out.append("\n")
+            out.append("who     ", style="dim")
+            out.append(one_line(" · ".join(w for w in (owner, who) if w), 300))
         return out
 
     def _transcript_footer(self, rid: str) -> Text | None:
-        st = self.states[rid]
-        if st.status is Status.RUNNING and self.is_live(rid):
-            partial = self.streaming.get(rid)
+        model = self.model
+        st = model.states[rid]
+        if st.status is Status.RUNNING and model.is_live(rid):
+            partial = model.streaming.get(rid)
             if not partial:
                 return None
             # The reply as it streams in: the last assistant message, growing.
@@ -645,10 +570,10 @@ class TetherApp(App[int]):
             out.append(clean(partial))
             out.append("▌", style="blink")
             return out
-        key = self.badge_key(rid)
+        key = model.badge_key(rid)
         if st.status is Status.COMPLETED and key != "worker_error":
             return Text("── completed: the model answered ──", style="dim green")
-        return Text(f"── {st.status.value}: {clean(self.reason(rid))} ──", style="bold yellow")
+        return Text(f"── {st.status.value}: {clean(model.reason(rid))} ──", style="bold yellow")
 
     @property
     def transcript_view(self) -> TranscriptView:
@@ -675,8 +600,8 @@ class TetherApp(App[int]):
         st = self.states[rid]
         self._update_static(header, self._header_text(rid))
         transcript.show(st, self._transcript_footer(rid))
-        trace.show(rid, self._trace_buffer(rid))
-        cost.show(st, speed=self.speed.get(rid))
+        trace.show(rid, self.pump.buffer(rid))
+        cost.show(st, speed=self.model.speed.get(rid))
 
     @staticmethod
     def _update_static(widget: Static, text: Text) -> None:
@@ -686,21 +611,24 @@ class TetherApp(App[int]):
             widget.update(text, layout=False)  # fixed height: a layout pass would be wasted
 
     def _refresh_subtitle(self) -> None:
-        running = sum(1 for r in self.states if self.is_live(r) and self.states[r].parent_run_id is None)
+        runs, running = self.model.counts()
         waiting = len(self.console_screen.query_one("#approvals", ApprovalsPane).items)
         self.console_screen.query_one(ConsoleHeader).show_sub_title(
-            f"{_count(len(self.states), 'run')} · {running} running · {waiting} waiting for approval")
+            f"{count(runs, 'run')} · {running} running · {waiting} waiting for approval"
+            f" · today {money(self.model.spend_today())}")
 
     # ---- selection ------------------------------------------------------------------------
     def select(self, rid: str | None) -> None:
         if rid is None or rid not in self.states:
             return
         changed = rid != self.selected
-        self.selected = rid
+        self.model.selected = rid
+        if self.model.needs_load(rid):  # a run listed from its summary: its transcript now
+            self.client.load(rid)
         runs = self.console_screen.query_one("#runs", RunsList)
         if rid not in runs.order:  # a run created since the last refresh: list it now, or keys act on a stale list
-            self._structure_dirty = True
-            self._refresh_runs_list()
+            self.pump.structure_dirty = False
+            self._refresh_runs_list(structure=True)
         runs.select(rid)
         if changed:
             self._refresh_detail()
@@ -709,8 +637,7 @@ class TetherApp(App[int]):
 
     def _refresh_bindings_if_changed(self) -> None:
         rid = self.selected
-        applies = (rid, rid is not None and self.can_stop(rid), rid is not None and self.can_decide(rid),
-                   rid is not None and self.can_resume(rid))
+        applies = (rid, *self.model.applies(rid))
         if applies[1:] != self._applies[1:]:
             self.console_screen.refresh_bindings()
         self._applies = applies
@@ -749,30 +676,10 @@ class TetherApp(App[int]):
             self.select(widget.current.run_id)
 
     # ---- what applies to a run ---------------------------------------------------------------
-    def can_stop(self, rid: str) -> bool:
-        root = self.root_of(rid)
-        signal = self.signals.get(root)
-        return root in self.active and signal is not None and not signal.cancelled
-
-    def can_decide(self, rid: str) -> bool:
-        st = self.states.get(rid)
-        return (st is not None and not self.is_live(rid) and st.status is Status.INTERRUPTED
-                and isinstance(st.interruption, NeedsApproval))
-
-    def can_resume(self, rid: str) -> bool:
-        st = self.states.get(rid)
-        if st is None or self.is_live(rid) or st.parent_run_id:
-            return False
-        if st.status in (Status.MAX_TURNS_EXCEEDED, Status.BUDGET_EXCEEDED):
-            return True
-        if st.status is Status.INTERRUPTED:
-            return not isinstance(st.interruption, NeedsApproval)
-        return st.status is Status.RUNNING  # saved as running, but nobody is running it
-
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         checks: dict[str, Callable[[str], bool]] = {
-            "stop": self.can_stop, "approve": self.can_decide, "reject": self.can_decide,
-            "resume": self.can_resume,
+            "stop": self.model.can_stop, "approve": self.model.can_decide, "reject": self.model.can_decide,
+            "resume": self.model.can_resume,
         }
         check = checks.get(action)
         if check is None:
@@ -826,8 +733,9 @@ class TetherApp(App[int]):
             run_id = new_run_id(agent.model.replace("/", "_")[:24])  # listed by its model, as before
         state = self.harness.create(agent, request.prompt, run_id=run_id, limits=request.limits,
                                     policies=request.policies)
-        self.states[state.run_id] = state
-        self._structure_dirty = True
+        self.model.put_state(state)
+        self.model.ours.add(state.run_id)
+        self.pump.structure_dirty = True
         if start:
             self.start_run(state.run_id)
         else:
@@ -839,27 +747,68 @@ class TetherApp(App[int]):
                                                               max_turns=max_turns, budget_usd=budget_usd))
 
     def approve_run(self, rid: str, note: str = "", call_id: str | None = None) -> Worker[Any]:
+        """Approve the call of a run nobody holds: this console takes the run and goes on with it."""
         return self._launch(rid, lambda sig: self.harness.approve(rid, note, call_id=call_id, signal=sig,
-                                                                  sinks=[self._sink]))
+                                                                  sinks=[self._sink], by=self.operator),
+                            deciding=call_id or "")
 
     def reject_run(self, rid: str, reason: str = "", call_id: str | None = None) -> Worker[Any]:
         return self._launch(rid, lambda sig: self.harness.reject(rid, reason, call_id=call_id, signal=sig,
-                                                                 sinks=[self._sink]))
+                                                                 sinks=[self._sink], by=self.operator),
+                            deciding=call_id or "")
 
     def stop_run(self, rid: str, reason: str = STOP_REASON) -> bool:
+        """Stop a run this console drives (its signal, at once); False when it drives none."""
         root = self.root_of(rid)
         signal = self.signals.get(root)
         if signal is None or root not in self.active:
             return False
-        signal.cancel(reason)
+        signal.cancel(reason, self.operator)
         self._bindings_dirty = True
         return True
 
-    def _launch(self, rid: str, op: Callable[[CancelSignal], Awaitable[Outcome]]) -> Worker[Any]:
+    def request_stop(self, rid: str, reason: str = STOP_REASON) -> Worker[Any]:
+        """Stop a run another process runs, through the store's control channel (Harness.stop);
+        the reply's words are shown."""
+        root = self.root_of(rid)
+        self.model.stopping.add(root)
+        self._bindings_dirty = True
+        self._mark(root)
+        return self.run_worker(self._control(root, lambda: self.harness.stop(root, reason, by=self.operator),
+                                             "Stop"),
+                               name=f"stop {root}", group="control", exit_on_error=False)
+
+    def deliver_decision(self, rid: str, verdict: str, text: str = "", call_id: str | None = None) -> Worker[Any]:
+        """Hand a decision to the process that holds ``rid`` waiting for one (Harness.decide)."""
+        return self.run_worker(
+            self._control(rid, lambda: self.harness.decide(rid, verdict, text, call_id=call_id, by=self.operator),
+                          "Approve" if verdict == "approve" else "Reject"),
+            name=f"decide {rid}", group="control", exit_on_error=False)
+
+    async def _control(self, rid: str, op: Callable[[], Awaitable[ControlReply]], what: str) -> ControlReply | None:
+        try:
+            reply = await op()
+        except (StateError, OSError) as exc:
+            reply = ControlReply(False, str(exc))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            reply = ControlReply(False, f"{type(exc).__name__}: {exc}")
+        finally:
+            self.model.stopping.discard(rid)
+            self._bindings_dirty = True
+            self._mark(rid, structure=True)
+        self.notify(reply.words, title=f"{what}: {one_line(rid, 60)}",
+                    severity="information" if reply.ok else "warning", markup=False, timeout=10)
+        return reply
+
+    def _launch(self, rid: str, op: Callable[[CancelSignal], Awaitable[Outcome]], *,
+                deciding: str | None = None) -> Worker[Any]:
         signal = CancelSignal()
         self.signals[rid] = signal
+        self.client.driven_here(rid)
         shown = (self.worker_errors.pop(rid, None), self.last_reason.pop(rid, None))
-        worker = self.run_worker(self._drive(rid, op, signal, shown), name=f"run {rid}", group="runs",
+        worker = self.run_worker(self._drive(rid, op, signal, shown, deciding), name=f"run {rid}", group="runs",
                                  exit_on_error=False, description=f"runs {rid}")
         self.active[rid] = worker
         self._bindings_dirty = True
@@ -867,23 +816,27 @@ class TetherApp(App[int]):
         return worker
 
     async def _drive(self, rid: str, op: Callable[[CancelSignal], Awaitable[Outcome]], signal: CancelSignal,
-                     shown: tuple[str | None, str | None] = (None, None)) -> None:
+                     shown: tuple[str | None, str | None] = (None, None), deciding: str | None = None) -> None:
         try:
             outcome = await op(signal)
-            self.states[rid] = outcome.state
+            self.model.put_state(outcome.state)
         except asyncio.CancelledError:
             raise
         except StateError as exc:
             # The harness refused before anything was used up (the run's agent cannot be
-            # rebuilt, its tools changed, another process holds it): the run is as it was.
+            # rebuilt, its tools changed, another process holds it, another console decided
+            # first): the run is as it was.
             error, reason = shown
             if error is not None:
                 self.worker_errors[rid] = error
             if reason is not None:
                 self.last_reason[rid] = reason
-            self.notify(str(exc), title=f"{one_line(rid, 60)} was not changed", severity="error",
-                        markup=False, timeout=15)
             await self._reload(rid)
+            words = str(exc)
+            if deciding is not None:  # another console or process decided first, or is deciding
+                words = self._decided_elsewhere(rid, deciding) or words
+            self.notify(words, title=f"{one_line(rid, 60)} was not changed", severity="error",
+                        markup=False, timeout=15)
         except Exception as exc:  # a worker error never crashes the app: it is the run's failure reason
             self.worker_errors[rid] = f"{type(exc).__name__}: {exc}"
             self.notify(f"{type(exc).__name__}: {exc}", title=f"{one_line(rid, 60)} failed", severity="error",
@@ -892,30 +845,50 @@ class TetherApp(App[int]):
         finally:
             if self.active.get(rid) is not None:
                 self.active.pop(rid, None)
+            self.client.released(rid)
+            with contextlib.suppress(Exception):
+                self.model.set_owner(rid, self.harness.store.owner(rid))
             self._bindings_dirty = True
             self._mark(rid, structure=True)
+
+    def _decided_elsewhere(self, rid: str, call_id: str) -> str | None:
+        """Words for a decision that lost the race to another one (None: that is not why)."""
+        st = self.states.get(rid)
+        if st is None:
+            return None
+        decision = st.approvals.get(call_id) if call_id else max(st.approvals.values(), key=lambda d: d.ts,
+                                                                  default=None)
+        if decision is not None:
+            return f"already decided: {decision.verdict} by {decision.by}; there is one decision per call"
+        if self.model.held_elsewhere(rid) or self.harness.store.owner(rid) is not None:
+            return (f"another console or process took run {rid} first (it is deciding or running it); "
+                    "nothing was done here")
+        return None
 
     async def _reload(self, rid: str) -> None:
         """The run as saved (after an operation that raised instead of returning it)."""
         try:
-            self.states[rid] = await asyncio.to_thread(self.harness.store.load, rid)
+            self.model.put_state(await asyncio.to_thread(self.harness.store.load, rid))
         except Exception:
             pass
 
     # ---- actions (keys, palette) -------------------------------------------------------------------
     def action_stop(self) -> None:
         rid = self.selected
-        if rid and self.can_stop(rid):
-            self.stop_run(rid)
+        if not rid or not self.can_stop(rid):
+            return
+        if not self.stop_run(rid):
+            self.request_stop(rid)
 
     def action_approve(self) -> None:
-        self._decide(ApproveDialog, self.approve_run)
+        self._decide(ApproveDialog, "approve")
 
     def action_reject(self) -> None:
-        self._decide(RejectDialog, self.reject_run)
+        self._decide(RejectDialog, "reject")
 
-    def _decide(self, dialog: Callable[..., Screen[Any]], apply: Callable[..., Worker[Any]]) -> None:
-        """Open ``dialog`` on the selected run's waiting call; ``apply`` the note or reason it returns."""
+    def _decide(self, dialog: Callable[..., Screen[Any]], verdict: str) -> None:
+        """Open ``dialog`` on the selected run's waiting call; apply the note or reason it
+        returns: delivered to the process waiting for it, or here."""
         rid = self.selected
         if not rid or not self.can_decide(rid):
             return
@@ -924,8 +897,14 @@ class TetherApp(App[int]):
             return
 
         def done(text: str | None) -> None:
-            if text is not None and self.can_decide(rid):
-                apply(rid, text, call_id=waiting.call_id)
+            if text is None or not self.can_decide(rid):
+                return
+            if self.model.decide_route(rid) == "process":
+                self.deliver_decision(rid, verdict, text, call_id=waiting.call_id)
+            elif verdict == "approve":
+                self.approve_run(rid, text, call_id=waiting.call_id)
+            else:
+                self.reject_run(rid, text, call_id=waiting.call_id)
 
         self.push_screen(dialog(rid, waiting, grace_s=self.grace_s), done)
 
@@ -949,6 +928,8 @@ class TetherApp(App[int]):
         rid = self.selected
         if not rid or not self.can_resume(rid):
             return
+        if self.model.needs_load(rid):
+            self.client.load(rid)
 
         def done(request: ResumeRequest | None) -> None:
             if request is not None and self.can_resume(rid):
@@ -962,7 +943,8 @@ class TetherApp(App[int]):
 
     async def action_quit(self) -> None:
         """Stop running runs cleanly (fire their signals, wait for their workers so the
-        state is saved), then exit. Runs waiting for approval just stay on disk."""
+        state is saved), then exit. Runs waiting for approval just stay on disk; runs other
+        processes run go on."""
         if self._quitting:
             return
         self._quitting = True
@@ -989,7 +971,7 @@ class TetherApp(App[int]):
         for rid in list(self.active):
             signal = self.signals.get(rid)
             if signal is not None:
-                signal.cancel(QUIT_REASON)
+                signal.cancel(QUIT_REASON, self.operator)
         return workers
 
 
@@ -1019,7 +1001,8 @@ def run_console(args: Any = None) -> int:
     options = dict(runs_dir=getattr(args, "runs_dir", None), workspace=getattr(args, "workspace", None),
                    base_url=base_url, api_key=os.environ.get("LLM_API_KEY") if base_url else None,
                    model=model, start=start, config=config, agent=agent,
-                   stream=False if getattr(args, "no_stream", False) else "auto")
+                   stream=False if getattr(args, "no_stream", False) else "auto",
+                   operator=getattr(args, "who", None), otlp=getattr(args, "otlp", None))
     if base_url:
         return _exit_code(TetherApp(**options))
     with contextlib.ExitStack() as stack:
@@ -1063,6 +1046,3 @@ def _exit_code(app: TetherApp) -> int:
         return result
     return app.return_code or 0
 
-
-def _count(n: int, noun: str) -> str:
-    return f"{n} {noun}{'' if n == 1 else 's'}"

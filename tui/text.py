@@ -50,12 +50,13 @@ _BADGES: dict[str, str] = {
     "interrupted": "■ stopped",
     "outage": "⚡ outage",
     "stale": "◌ not live",
+    "orphaned": "◌ orphaned",
     "worker_error": "✖ failed",
 }
 _COLOURS = {
     "running": "bold yellow", "completed": "green", "failed": "bold red",
     "max_turns_exceeded": "magenta", "budget_exceeded": "magenta", "approval": "bold cyan",
-    "cancelled": "yellow", "interrupted": "yellow", "outage": "bold magenta", "stale": "bright_black",
+    "cancelled": "yellow", "interrupted": "yellow", "outage": "bold magenta", "stale": "bright_black", "orphaned": "bold bright_black",
     "worker_error": "bold red",
 }
 

@@ -13,6 +13,13 @@ painted (the app records it after the next screen refresh). Measured:
 * a 0-latency ``runaway`` of 1,000 turns, and the same with the provider inside the
   console's process (the baseline: how the console ran before);
 * Stop inside ``scan_archive``: key to the stopped status on screen;
+* the console as a client of the store (``--store-only`` runs just these two):
+  a store of 10,000 finished runs (:func:`tests.benchmarks.bench_store.build_store`): from
+  the app's construction to a usable console (listed from the index's summaries), the
+  first key's effect, keys walking the list (each selection loads that run's journal);
+  and 20 live runs driven by 5 other processes (``runaway`` with a 50 ms model): how long
+  until a run another process starts is listed after its first event, and key-to-effect
+  while the console follows them all;
 * memory over a 10,000-turn runaway whose model answers from memory (the scripted
   provider re-reads the whole transcript every turn, which makes 10,000 turns take hours;
   the console, the loop, the journal and the trace are the real ones).
@@ -48,6 +55,10 @@ from tether.demo import ScanArchive
 from tether.tui.app import TetherApp
 from tether.tui.components.dialogs import NewRunRequest
 
+STORE_RUNS = 10_000
+TARGET_USABLE_S = 2.0
+TARGET_APPEAR_S = 1.0
+PEERS, RUNS_PER_PEER = 5, 4
 KEY_INTERVAL_S = 0.020
 REAL_KEY_INTERVAL_S = 0.2  # a fast typist: every key's repaint also takes from the run's time
 KEY_TIMEOUT_S = 10.0
@@ -267,6 +278,147 @@ async def stop_latency(trials: int, provider_url: str | None) -> list[float]:
     return out
 
 
+async def _walk_keys(app: TetherApp, keys: int, interval: float, key_for: Callable[[int], str],
+                     going: Callable[[], bool] = lambda: True) -> tuple[list[float], int]:
+    """Press ``key_for(n)`` (up or down) ``keys`` times; per key, the time until the run it
+    moved to was painted."""
+    runs = app.console_screen.query_one("#runs")
+    latencies: list[float] = []
+    timeouts = 0
+    for n in range(keys):
+        if not going():
+            break
+        key = key_for(n)
+        order = list(runs.order)
+        at = order.index(app.selected) if app.selected in order else 0
+        expected = order[max(0, min(len(order) - 1, at + (-1 if key == "up" else 1)))]
+        t0 = time.perf_counter()
+        _send_key(app, key)
+        shown = await _painted_after(app, "selected", expected, t0)
+        if shown is None:
+            timeouts += 1
+        else:
+            latencies.append((shown - t0) * 1000)
+        await asyncio.sleep(max(0.0, interval - (time.perf_counter() - t0)))
+    return latencies, timeouts
+
+
+async def store_startup(root: Path, keys: int = 100) -> dict[str, Any]:
+    """A console opened on ``root`` (10,000 finished runs): construction to usable, and keys."""
+    gc.collect()
+    t0 = time.perf_counter()
+    app = TetherApp(runs_dir=root, workspace=root.parent / "workspace")
+    async with app.run_test(size=(160, 45)) as pilot:
+        usable_s = time.perf_counter() - t0
+        runs = app.console_screen.query_one("#runs")
+        listed = len(runs.order)
+        app.select(runs.order[-1])
+        runs.focus()
+        t1 = time.perf_counter()
+        _send_key(app, "up")
+        first = await _painted_after(app, "selected", runs.order[-2], t1)
+        first_key_ms = (first - t1) * 1000 if first is not None else float("nan")
+        await app.store_ready()
+        watching_s = time.perf_counter() - t0
+        latencies, timeouts = await _walk_keys(app, keys, KEY_INTERVAL_S * 5, lambda n: "up")
+        loaded = len(app.states) - len(app.model.stubs)
+        await pilot.pause()
+    return {"usable_s": usable_s, "listed": listed, "first_key_ms": first_key_ms, "watching_s": watching_s,
+            "loaded": loaded, **_key_figures(latencies, timeouts)}
+
+
+PEER = """
+import asyncio, sys
+from tether.harness import Harness
+from tether.state import Limits
+
+async def main(runs, ws, tag, n, latency):
+    async with Harness(runs, ws, latency_ms=latency) as harness:
+        ids = [harness.new_run("runaway", run_id=f"{tag}-{i}", limits=Limits(max_turns=100_000)).run_id
+               for i in range(n)]
+        await asyncio.gather(*(harness.run(rid) for rid in ids))
+
+asyncio.run(main(sys.argv[1], sys.argv[2], sys.argv[3], int(sys.argv[4]), float(sys.argv[5])))
+"""
+
+
+async def live_from_peers(seconds: float, peers: int = PEERS, per_peer: int = RUNS_PER_PEER,
+                          latency_ms: float = 50.0) -> dict[str, Any]:
+    """``peers`` other processes each driving ``per_peer`` runaways; the console follows them."""
+    with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
+        root, ws = Path(tmp) / "runs", Path(tmp) / "workspace"
+        app = TetherApp(runs_dir=root, workspace=ws)
+        procs: list[asyncio.subprocess.Process] = []
+        async with app.run_test(size=(160, 45)) as pilot:
+            await app.store_ready()
+            expected = {f"peer{p}-{i}" for p in range(peers) for i in range(per_peer)}
+            seen_at: dict[str, float] = {}
+            for p in range(peers):
+                procs.append(await asyncio.create_subprocess_exec(
+                    sys.executable, "-c", PEER, str(root), str(ws), f"peer{p}", str(per_peer), str(latency_ms),
+                    stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL))
+            try:
+                deadline = time.monotonic() + 60
+                while len(seen_at) < len(expected) and time.monotonic() < deadline:
+                    now = time.time()
+                    for rid in expected - seen_at.keys():
+                        if rid in app.states:
+                            seen_at[rid] = now
+                    await asyncio.sleep(0.002)
+                appear = []
+                for rid, when in seen_at.items():  # from the moment the other process made the run
+                    appear.append((when - app.states[rid].created_at) * 1000)
+                while time.monotonic() < deadline and not all(app.model.held_elsewhere(r) for r in expected):
+                    await asyncio.sleep(0.01)
+                live = sorted(r for r in expected if app.model.held_elsewhere(r))
+                runs = app.console_screen.query_one("#runs")
+                runs.focus()
+                app.select(live[len(live) // 2])
+                await pilot.pause()
+                events_before = app.events_seen
+                started = time.perf_counter()
+                latencies, timeouts = await _walk_keys(
+                    app, 100_000, KEY_INTERVAL_S * 5, lambda n: "up" if n % 2 == 0 else "down",
+                    going=lambda: time.perf_counter() - started < seconds)
+                elapsed = time.perf_counter() - started
+                events = app.events_seen - events_before
+                turns = sum(app.states[r].turns for r in expected if r in app.states)
+            finally:
+                for proc in procs:
+                    if proc.returncode is None:
+                        proc.kill()
+                    await proc.wait()
+            await app.stop_all()
+    return {"runs": len(expected), "listed": len(seen_at), "live": len(live),
+            "appear_median_ms": statistics.median(appear) if appear else float("nan"),
+            "appear_max_ms": max(appear) if appear else float("nan"),
+            "events_per_s": events / elapsed, "turns": turns, **_key_figures(latencies, timeouts)}
+
+
+def store_sections(runs: int = STORE_RUNS, live_seconds: float = 10.0) -> None:
+    """The console as a client of the store: a large store, and live runs of other processes."""
+    from tests.benchmarks.bench_store import build_store
+
+    if runs:
+        with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
+            root = Path(tmp) / "store" / "runs"
+            root.parent.mkdir(parents=True)
+            built = build_store(root, runs)
+            r = asyncio.run(store_startup(root))
+            print(f"console on a store of {r['listed']:,} finished runs (built in {built:.0f} s): usable "
+                  f"{r['usable_s']:.2f} s after it was made (target <= {TARGET_USABLE_S:.0f} s), first key "
+                  f"{r['first_key_ms']:.1f} ms; following the store (inotify on every run) "
+                  f"{r['watching_s']:.2f} s after; {r['loaded']} runs loaded in full")
+            _print_keys(r)
+    if live_seconds:
+        r = asyncio.run(live_from_peers(live_seconds))
+        print(f"{r['runs']} live runs from {PEERS} other processes (runaway, a 50 ms model): listed "
+              f"{r['appear_median_ms']:.0f} ms after the other process made them (median; max {r['appear_max_ms']:.0f} ms, "
+              f"target <= {TARGET_APPEAR_S * 1000:.0f} ms); the console followed "
+              f"{r['events_per_s']:,.0f} events/s of theirs")
+        _print_keys(r)
+
+
 def _capped_caches() -> dict[str, tuple[int, int]]:
     """Entries and capacity of every ``functools.lru_cache`` with a cap in Rich, Textual and
     the console: where tracemalloc put the console's growth over a long run."""
@@ -357,7 +509,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--real-entries", type=int, default=60_000, help="scan_archive reports (0: skip)")
     parser.add_argument("--real-seconds", type=float, default=4.0, help="the scan's nominal duration")
     parser.add_argument("--memory-turns", type=int, default=10_000, help="0: skip")
+    parser.add_argument("--store-runs", type=int, default=STORE_RUNS, help="finished runs in the store (0: skip)")
+    parser.add_argument("--live-seconds", type=float, default=10.0,
+                        help="keys while 20 runs of 5 other processes go (0: skip)")
+    parser.add_argument("--store-only", action="store_true", help="only the two store sections")
     args = parser.parse_args(argv)
+    if args.store_only:
+        store_sections(args.store_runs, args.live_seconds)
+        return 0
 
     with provider_process() as url:
         print(f"console as `tether` runs it (the scripted provider in its own process), {os.cpu_count()} cores; "
@@ -405,6 +564,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"  the console's own views stay bounded: {m['transcript_items']} transcript items, "
               f"{m['trace_buffer']} trace lines")
         print("  " + _cache_growth(m["samples"], m["caches"]))
+    store_sections(args.store_runs, args.live_seconds)
     return 0
 
 

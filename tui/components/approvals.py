@@ -2,34 +2,12 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-from rich.text import Text
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from tether.tui.text import one_line
+from tether.tui.model import Pending
 
-
-@dataclass(frozen=True)
-class Pending:
-    run_id: str
-    call_id: str
-    tool: str
-    args: str
-    why: str
-
-    def prompt(self) -> Text:
-        out = Text()
-        out.append(one_line(self.tool, 30), style="bold yellow")
-        out.append(" ")
-        out.append(one_line(self.args, 200))
-        out.append("\n  run ", style="dim")
-        out.append(one_line(self.run_id, 80))
-        out.append(f"  call {one_line(self.call_id, 30)}", style="dim")
-        out.append("\n  why ", style="dim")
-        out.append(one_line(self.why, 300), style="dim")
-        return out
+__all__ = ["ApprovalsPane", "Pending"]
 
 
 class ApprovalsPane(OptionList):

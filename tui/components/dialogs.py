@@ -443,12 +443,15 @@ class ResumeDialog(_FormDialog):
 # ---- help ------------------------------------------------------------------------
 
 HELP_KEYS = (
-    ("s", "Stop the selected run: fires its signal, even inside a running tool (scan_archive)."),
-    ("a", "Approve the selected run's pending call (a dialog shows tool, arguments, call id)."),
+    ("s", "Stop the selected run, whichever process runs it: fires its signal, even inside a running "
+          "tool (scan_archive)."),
+    ("a", "Approve the selected run's pending call (a dialog shows tool, arguments, call id); a process "
+          "waiting for the decision gets it."),
     ("r", "Reject it: the reason is written into the transcript in words; nothing is done."),
     ("n", "New run: an agent (the agent file's, or a demo scenario), its task, turn cap, budget "
           "and mode, tool-error policy, dedupe."),
-    ("R", "Resume a run stopped by its turn cap, its budget or Stop, with raised limits."),
+    ("R", "Resume a run stopped by its turn cap, its budget or Stop, with raised limits; adopt an "
+          "orphaned run."),
     ("↑ ↓", "Select a run (the mouse works too)."),
     ("Tab", "Move between panes: runs, approvals, transcript, trace."),
     ("ctrl+p", "Command palette: every action above, by name."),

@@ -8,7 +8,6 @@ once per content, width and highlight, and a change repaints only the lines it t
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar
 
 from rich.segment import Segment
@@ -21,44 +20,14 @@ from textual.message import Message
 from textual.strip import Strip
 
 from tether.tui.components.line_view import LineView
-from tether.tui.text import badge, money, one_line
+from tether.tui.model import RunRow
+
+__all__ = ["COLUMNS", "RunRow", "RunsList", "row_text"]
 
 COLUMNS = (("status", "Status"), ("run", "Run (scenario-…)"), ("turns", "Turns"), ("cost", "Cost"))
 WIDTHS = {"status": 11, "turns": 8, "cost": 8}  # fixed; the run column takes the rest
 MIN_RUN_WIDTH = 8
 HEADER_LINES = 1
-
-
-@dataclass(frozen=True)
-class RunRow:
-    run_id: str
-    badge_key: str
-    model: str
-    turns: int
-    max_turns: int | None
-    cost: float
-    depth: int = 0
-
-    def cells(self) -> dict[str, Text]:
-        cap = "" if self.max_turns is None else f"/{self.max_turns}"
-        return {
-            "status": badge(self.badge_key),
-            "run": self.name(),
-            "turns": Text(f"{self.turns}{cap}", justify="right"),
-            "cost": Text(money(self.cost), justify="right"),
-        }
-
-    def name(self) -> Text:
-        """The run id with its scenario (model) part in bold; a child shows its call id."""
-        if self.depth:
-            out = Text("  " * (self.depth - 1) + "└ subagent ", style="dim")
-            out.append(one_line(self.run_id.rsplit(".", 1)[-1], 30), style="dim")
-            return out
-        rid, model = one_line(self.run_id, 48), one_line(self.model, 30)
-        prefix = model.replace("/", "_")[:24]
-        if rid.startswith(prefix):
-            return Text.assemble((prefix, "bold"), (rid[len(prefix):], ""))
-        return Text.assemble((rid, ""), (f" ({model})", "dim"))
 
 
 def _fit(text: Text, width: int) -> Text:

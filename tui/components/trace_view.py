@@ -26,12 +26,12 @@ from textual.strip import Strip
 
 from tether.tail import tail_records
 from tether.tui.components.line_view import LineView
+from tether.tui.pump import MAX_LINES
 from tether.wording import KIND_WIDTH, describe, format_record
 
 __all__ = ["KIND_STYLES", "KIND_WIDTH", "MAX_LINES", "TraceView", "describe", "follow_tail", "format_record",
            "is_following", "tail_records"]
 
-MAX_LINES = 1000
 KIND_STYLES = {
     "run_started": "bold green",
     "turn": "cyan",
