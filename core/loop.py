@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tether import faultpoints
+from tether.agents import ErrorFormatter, StopCondition
 from tether.cancel import CancelSignal, RunCancelled
 from tether.client import EncodedTranscript, ModelClient, ProviderError, RetryNotice
 from tether.events import (
@@ -62,9 +63,6 @@ MAX_TOOL_OUTPUT_CHARS = 16_000
 UNSEEN_USAGE_RATIO = 2.0  # strict budgets: how much more an endpoint may count before it has said
 USAGE_MARGIN = 1.05
 log = logging.getLogger(__name__)
-StopCondition = Callable[[RunState], "str | None"]
-ErrorFormatter = Callable[[BaseException, str], str]
-# (Also declared, with their contracts, in tether.agents; the loop needs only the shapes.)
 
 
 def _operator(by: str) -> str:
@@ -187,8 +185,7 @@ class RunLoop:
             return await self._finish(Stop(Status.INTERRUPTED, reason, Cancelled(cancelled.reason, by)))
         except ProviderError as exc:
             if exc.retryable:  # the endpoint is down, not the run: resumable once it is back
-                reason = f"{exc} ; tether resume {st.run_id} goes on once the endpoint answers again"
-                reason = reason.replace(" ;", ";")
+                reason = f"{exc}; tether resume {st.run_id} goes on once the endpoint answers again"
                 return await self._finish(Stop(Status.INTERRUPTED, reason,
                                          ProviderOutage(str(exc), exc.status, exc.attempts, round(exc.seconds, 3))))
             return await self._finish(Stop(Status.FAILED, str(exc), error=str(exc)))
