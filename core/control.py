@@ -220,6 +220,11 @@ async def request(store: Store, run_id: str, what: ControlRequest) -> ControlRep
         state = await call(store, store.load, run_id)
         last = max(state.approvals.values(), key=lambda d: d.ts, default=None)
         if what.kind != "stop" and last is not None and not isinstance(state.interruption, NeedsApproval):
+            verdict = "approved" if what.kind == "approve" else "rejected"
+            if (last.verdict, last.by, last.text) == (verdict, what.by, what.text):
+                # Ours: the process took it and finished the run before our poke reached it.
+                return ControlReply(True, f"{verdict} by {last.by}; the process that held {run_id} went on "
+                                    f"with it (it is {state.status.value} now)")
             return ControlReply(False, f"already decided: {last.verdict} by {last.by}; there is one decision per call")
         return ControlReply(False, f"the process running {run_id} let go of it before it answered "
                             f"(it is {state.status.value} now); nothing was done")

@@ -175,3 +175,30 @@ async def test_without_a_decision_in_time_the_run_stays_waiting(place: Place):
     # Nobody holds it now: the usual path decides it.
     code, out, err = await tether("reject", "d3", "--reason", "no", "--json", *place.args)
     assert code == 0 and json.loads(out)["answer"] == scenarios.DESTRUCTIVE_DECLINED
+
+
+async def test_a_decision_taken_just_before_its_process_let_go_is_reported_as_made(tmp_path, monkeypatch):
+    """The race the two-decider test can hit: the waiting process takes our decision, finishes
+    the run and lets go before our poke reaches it. The decision was ours: say so (exit 0),
+    and a different one is told it came too late."""
+    from tether import control
+    from tether.harness import Harness
+    from tether.store import Owner
+
+    async with Harness(tmp_path / "runs", tmp_path / "ws") as h:
+        run_id = h.new_run("destructive").run_id
+        await h.run(run_id)
+        await h.reject(run_id, "keep it", by="erin")
+    store = RunStore(tmp_path / "runs")
+    looks = iter([Owner(pid=1, host="h", control="\0nobody", alive=True)])
+    monkeypatch.setattr(store, "owner", lambda rid: next(looks, None))  # alive at the look, gone at the poke
+
+    async def gone(*args, **kwargs):
+        return control.ControlReply(False, "this process no longer runs it", gone=True)
+
+    monkeypatch.setattr(control, "deliver", gone)
+    mine = await control.request(store, run_id, control.ControlRequest("reject", "keep it", by="erin"))
+    assert mine.ok and "rejected by erin" in mine.words
+    looks = iter([Owner(pid=1, host="h", control="\0nobody", alive=True)])
+    other = await control.request(store, run_id, control.ControlRequest("approve", "", by="frank"))
+    assert not other.ok and other.words.startswith("already decided: rejected by erin")
