@@ -54,6 +54,7 @@ from typing import Any
 from tether.evaluate import UNATTENDED, EvalConfig, markdown, run_eval, waiting_for_approval
 from tether.lab import markdown_table, outcome_words, stop_after
 from tether.processes import free_port, stop_process, wait_until_serving
+from tether.tokens import content_text
 
 SERVER_MODULE = "llama_cpp.server"
 
@@ -174,17 +175,6 @@ CALL_PREFIX = "functions."
 MESSAGE_PREFIX = "message:"
 
 
-def _text(content: Any) -> str:
-    """A message's content as text (a list of parts keeps its text parts)."""
-    if content is None:
-        return ""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, dict))
-    return str(content)
-
-
 def tools_text(tools: list[dict[str, Any]]) -> str:
     """The tools, and how to call one or answer, as the system turn lists them."""
     lines = ["You can call these functions:", ""]
@@ -213,7 +203,7 @@ def render_prompt(fmt: TurnFormat, messages: list[dict[str, Any]], tools: list[d
         else:
             turns.append((role, text))
 
-    system = "\n\n".join(_text(m.get("content")) for m in messages if m.get("role") == "system")
+    system = "\n\n".join(content_text(m.get("content")) for m in messages if m.get("role") == "system")
     if tools:
         system = f"{system}\n\n{tools_text(tools)}" if system else tools_text(tools)
     pending_system = system if not fmt.system_turn else ""
@@ -225,7 +215,7 @@ def render_prompt(fmt: TurnFormat, messages: list[dict[str, Any]], tools: list[d
             continue
         if role == "assistant":
             parts = []
-            content = _text(m.get("content")).strip()
+            content = content_text(m.get("content")).strip()
             if content:
                 parts.append(f"{MESSAGE_PREFIX}\n{content}" if tools else content)
             for call in m.get("tool_calls") or ():
@@ -236,9 +226,9 @@ def render_prompt(fmt: TurnFormat, messages: list[dict[str, Any]], tools: list[d
         elif role == "tool":
             name = names.get(m.get("tool_call_id") or "")
             what = f"{CALL_PREFIX}{name}" if name else "the function call"
-            add("user", f"Result of {what}:\n{_text(m.get('content'))}")
+            add("user", f"Result of {what}:\n{content_text(m.get('content'))}")
         else:
-            text = _text(m.get("content"))
+            text = content_text(m.get("content"))
             if pending_system:
                 text, pending_system = f"{pending_system}\n\n{text}", ""
             add("user", text)

@@ -67,6 +67,7 @@ from tether.index import Liveness, RunSummary, _COLUMNS
 from tether.ledger import LedgerEntry
 from tether.state import RunState, StateError
 from tether.store import Owner, SaveError, _whoami
+from tether.trace import stamped_line
 
 if TYPE_CHECKING:
     from tether.events import Event
@@ -755,13 +756,7 @@ class PgTrace:
     def write(self, event: Event) -> None:
         handle = self._handle
         handle._seq += 1
-        event.seq = handle._seq
-        event.ts = time.time()
-        line = json.dumps(event.record(), separators=(",", ":"), default=str)
-        for secret in self._secrets:
-            if secret in line:
-                line = line.replace(secret, "[redacted]")
-        handle._trace_line(line, event.seq)
+        handle._trace_line(stamped_line(event, handle._seq, self._secrets), handle._seq)
 
     def close(self) -> None:
         """Nothing to do here: the lines left are committed by the handle's release."""

@@ -33,20 +33,26 @@ class TraceWriter:
 
     def write(self, event: Event) -> None:
         self._seq += 1
-        event.seq = self._seq
-        event.ts = time.time()
-        # ASCII-only: U+2028, U+2029 and NEL inside a string would split the line for readers
-        # that honour Unicode line breaks.
-        line = json.dumps(event.record(), separators=(",", ":"), default=str)
-        for secret in self._secrets:
-            if secret in line:
-                line = line.replace(secret, "[redacted]")
-        os.write(self._fd, (line + "\n").encode())
+        os.write(self._fd, (stamped_line(event, self._seq, self._secrets) + "\n").encode())
 
     def close(self) -> None:
         if self._fd >= 0:
             os.close(self._fd)
             self._fd = -1
+
+
+def stamped_line(event: Event, seq: int, secrets: tuple[str, ...]) -> str:
+    """Give ``event`` its ``seq`` and the time, and encode it as one trace line with the
+    ``secrets`` redacted: what every store's trace writer records."""
+    event.seq = seq
+    event.ts = time.time()
+    # ASCII-only: U+2028, U+2029 and NEL inside a string would split the line for readers
+    # that honour Unicode line breaks.
+    line = json.dumps(event.record(), separators=(",", ":"), default=str)
+    for secret in secrets:
+        if secret in line:
+            line = line.replace(secret, "[redacted]")
+    return line
 
 
 def _recover_tail(path: Path) -> int:
