@@ -168,6 +168,19 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str).replace("\0", "\\u0000")
 
 
+# The kinds of change a notification on the store's channel names (tether.watch's words).
+NEW, JOURNAL, TRACE, OWNER = "new", "journal", "trace", "owner"
+
+
+def _notice(run_id: str, kind: str) -> str:
+    """A notification's payload: ``{"run": ID, "kind": KIND}`` (a fixed contract: watchers
+    in other processes, the console's among them, parse it)."""
+    return json.dumps({"run": run_id, "kind": kind}, separators=(",", ":"))
+
+
+_NOTIFY = "SELECT pg_notify(%s, %s)"
+
+
 def _address_in(address: str | None) -> str | None:
     """A control address as a text column holds it: an abstract socket's leading NUL as ``@``."""
     return "@" + address[1:] if address and address.startswith("\0") else address
@@ -314,6 +327,16 @@ class PgStore:
     def where(self) -> str:
         return redact(self.url)
 
+    @property
+    def channel(self) -> str:
+        """The channel every change to a run is notified on, in the change's own transaction:
+        ``tether_<schema>``, payload ``{"run": ID, "kind": "new"|"journal"|"trace"|"owner"}``."""
+        return f"tether_{self.schema}"
+
+    def notify(self, conn: psycopg.Connection, run_id: str, kind: str) -> None:
+        """Queue a notification in ``conn``'s transaction: sent at its commit, or never."""
+        conn.execute(_NOTIFY, (self.channel, _notice(run_id, kind)))
+
     def close(self) -> None:
         self._db.close()
         self._sessions.close()
@@ -379,6 +402,7 @@ class PgStore:
                         with conn.cursor() as cur:
                             cur.executemany(self.q("INSERT INTO {s}.messages (run_id, idx, message) VALUES (%s, %s, %s)"),
                                             [(state.run_id, i, _dumps(m)) for i, m in enumerate(state.messages)])
+                    self.notify(conn, state.run_id, NEW)
             except psycopg.errors.UniqueViolation:
                 raise StateError(f"run {state.run_id} already exists") from None
 
@@ -455,10 +479,12 @@ class PgStore:
         with self._conn() as conn:
             return _control_read(conn, self, run_id, seen)
 
-    def read_trace(self, run_id: str) -> Iterator[dict[str, Any]]:
+    def read_trace(self, run_id: str, after_seq: int = 0) -> Iterator[dict[str, Any]]:
+        """The run's trace records with ``seq`` above ``after_seq`` (all of them by default),
+        in order: a follower passes the last ``seq`` it read and gets only the new lines."""
         with self._conn() as conn:
-            rows = conn.execute(self.q("SELECT record FROM {s}.trace WHERE run_id = %s ORDER BY seq"),
-                                (_check_id(run_id),)).fetchall()
+            rows = conn.execute(self.q("SELECT record FROM {s}.trace WHERE run_id = %s AND seq > %s ORDER BY seq"),
+                                (_check_id(run_id), after_seq)).fetchall()
         return iter([r[0] for r in rows if isinstance(r[0], dict)])
 
     def append_event(self, run_id: str, event: Event) -> None:
@@ -477,6 +503,7 @@ class PgStore:
             event.seq, event.ts, event.run_id = seq, time.time(), run_id
             conn.execute(self.q("INSERT INTO {s}.trace (run_id, seq, record) VALUES (%s, %s, %s)"),
                          (run_id, seq, _dumps(event.record())))
+            self.notify(conn, run_id, TRACE)
 
     # ---- owning a run -----------------------------------------------------------------
     def open(self, run_id: str, *, control: str | None = None) -> tuple[RunState, PgHandle]:
@@ -603,6 +630,7 @@ class PgHandle:
                     "backend_pid = EXCLUDED.backend_pid"),
                     (self.run_id, token, owner["pid"], owner.get("host"), owner.get("user"), now, now,
                      owner.get("command"), _address_in(control)))
+                self.store.notify(conn, self.run_id, OWNER)
             state = _load(conn, self.store, self.run_id)
             self._seq = conn.execute(self._q("SELECT coalesce(max(seq), 0) FROM {s}.trace WHERE run_id = %s"),
                                      (self.run_id,)).fetchone()[0]
@@ -645,6 +673,9 @@ class PgHandle:
                             "INSERT INTO {s}.ledger (run_id, key, status, result) VALUES (%s, %s, 'done', %s) "
                             "ON CONFLICT (run_id, key) DO UPDATE SET status = 'done', result = EXCLUDED.result"),
                             [(self.run_id, key, result) for key, result in done.items()])
+                self.store.notify(conn, self.run_id, JOURNAL)
+                if lines:
+                    self.store.notify(conn, self.run_id, TRACE)
         except psycopg.errors.DivisionByZero:
             self._restore(lines, done)
             raise SaveError(f"could not save run {self.run_id}: another process has taken it over") from None
@@ -716,8 +747,10 @@ class PgHandle:
                                 c.executemany(self._q("INSERT INTO {s}.trace (run_id, seq, record) VALUES (%s, %s, %s) "
                                                       "ON CONFLICT DO NOTHING"),
                                               [(self.run_id, seq, line) for seq, line in lines])
+                            self.store.notify(conn, self.run_id, TRACE)
                         conn.execute(self._q("DELETE FROM {s}.owners WHERE run_id = %s AND token = %s"),
                                      (self.run_id, self._token))
+                        self.store.notify(conn, self.run_id, OWNER)
                     # After the commit: the next owner never finds this one's record.
                     conn.execute("SELECT pg_advisory_unlock_all()")
                     kept = self._db.detach()
