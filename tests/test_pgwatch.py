@@ -150,3 +150,39 @@ async def test_a_lost_connection_ends_the_watch_in_words_without_the_password(pg
             await asyncio.wait_for(anext(watcher), CAP_S)
     assert "tether:***@" in str(caught.value) and pg_server.operator_password not in str(caught.value)
     await gone(pg)
+
+
+async def test_a_tools_events_reach_a_watcher_while_it_runs_before_any_save(pg: PgStore, tmp_path: Path):
+    """Trace lines are committed on a short timer, not only at saves: scan_archive's progress
+    is in the database (and notified) while the tool is still running."""
+    from tether.cancel import CancelSignal
+
+    signal = CancelSignal()
+    async with Harness(workspace=tmp_path / "ws", store=pg) as harness:
+        state = await asyncio.to_thread(harness.new_run, "slow")
+        async with PgWatcher(pg, run_ids=[state.run_id]) as watcher:
+            running = asyncio.create_task(harness.run(state.run_id, signal=signal))
+            try:
+                after = 0
+                progress: list[dict] = []
+
+                async def until_progress() -> None:
+                    nonlocal after
+                    async for batch in watcher:
+                        if any(TRACE in c for c in batch):
+                            for record in await asyncio.to_thread(pg.read_trace, state.run_id, after):
+                                after = record["seq"]
+                                if record["kind"] == "tool_progress":
+                                    progress.append(record)
+                            if progress:
+                                return
+                await asyncio.wait_for(until_progress(), CAP_S)
+                assert not running.done()  # seen while the tool runs
+                saved = await asyncio.to_thread(pg.load, state.run_id)
+                assert not any(m.get("role") == "tool" for m in saved.messages)  # no save has them yet
+            finally:
+                signal.cancel("enough", "test")
+                outcome = await asyncio.wait_for(running, CAP_S)
+    assert outcome.status is Status.INTERRUPTED
+    kinds = [r["kind"] for r in await asyncio.to_thread(lambda: list(pg.read_trace(state.run_id)))]
+    assert kinds[-1] == "run_stopped" and "tool_progress" in kinds
