@@ -336,6 +336,33 @@ class PgStore:
         ``tether_<schema>``, payload ``{"run": ID, "kind": "new"|"journal"|"trace"|"owner"}``."""
         return f"tether_{self.schema}"
 
+    @property
+    def control_channel(self) -> str:
+        """The channel control requests are notified on (:mod:`tether.pgcontrol`):
+        ``tether_<schema>_control``, payload ``{"run": ID, "id": REQUEST_ID, "to": OWNER_ADDRESS}``."""
+        return f"tether_{self.schema}_control"
+
+    def control_server(self) -> Any:
+        """What a harness on this store takes control requests behind: a LISTEN on the
+        database (:class:`tether.pgcontrol.PgControlServer`), reachable from any host."""
+        from tether.pgcontrol import PgControlServer
+
+        return PgControlServer(self)
+
+    def read_only(self) -> str | None:
+        """The role's name when it may read the runs but not change them (the watcher's),
+        else None: asked of the database, which is what decides."""
+        with self._conn() as conn:
+            user, may = conn.execute(
+                "SELECT current_user, has_table_privilege(%s, 'UPDATE') AND has_table_privilege(%s, 'INSERT')",
+                (f"{self.schema}.runs", f"{self.schema}.control")).fetchone()
+        return None if may else str(user)
+
+    def send(self, channel: str, payload: str) -> None:
+        """One notification, on its own (a control request's reply)."""
+        with self._conn() as conn:
+            conn.execute(_NOTIFY, (channel, payload))
+
     def notify(self, conn: psycopg.Connection, run_id: str, kind: str) -> None:
         """Queue a notification in ``conn``'s transaction: sent at its commit, or never."""
         conn.execute(_NOTIFY, (self.channel, _notice(run_id, kind)))
@@ -477,6 +504,11 @@ class PgStore:
                 raise StateError(f"no run {run_id} in {self.where}")
             conn.execute(self.q("INSERT INTO {s}.control (run_id, idx, request) VALUES (%s, %s, %s)"),
                          (run_id, row[0], _dumps(asdict(request))))
+            # Told to the owner whose address is on record now, at the commit (tether.pgcontrol).
+            conn.execute(self.q(
+                "SELECT pg_notify(%s, json_build_object('run', %s::text, 'id', %s::text, "
+                "'to', (SELECT control FROM {s}.owners WHERE run_id = %s))::text)"),
+                (self.control_channel, run_id, request.id, run_id))
 
     def control_read(self, run_id: str, seen: int) -> list[ControlRequest]:
         with self._conn() as conn:
