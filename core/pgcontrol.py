@@ -37,6 +37,8 @@ from tether.control import DELIVERY_TIMEOUT_S, ControlReply, ControlRequest
 from tether.pgstore import StoreUnavailable
 from tether.pgwatch import listen
 from tether.runstore import call
+from tether.state import StateError
+from tether.store import SaveError
 
 if TYPE_CHECKING:
     from tether.pgstore import PgStore
@@ -118,7 +120,7 @@ class PgControlServer:
                         self._ready.set_result(None)
                 else:
                     for run_id, poke in list(self._runs.items()):
-                        await poke("")  # requests made while the connection was down
+                        await self._poke(run_id, poke, "")  # requests made while the connection was down
                 async for notice in conn.notifies():
                     await self._handle(notice.payload)
             except psycopg.Error as exc:
@@ -127,6 +129,15 @@ class PgControlServer:
             finally:
                 with contextlib.suppress(Exception):
                     await conn.close()
+
+    async def _poke(self, run_id: str, poke: Callable[[str], Awaitable[ControlReply]],
+                    request_id: str) -> ControlReply:
+        try:
+            return await poke(request_id)
+        except (StateError, SaveError, psycopg.Error) as exc:  # the run's own session is down: it is recorded
+            log.warning("control: run %s could not read its requests: %s", run_id, exc)
+            return ControlReply(False, f"the process running {run_id} could not read the request ({exc}); "
+                                f"it is recorded and applies when it can", pending=True)
 
     async def _handle(self, payload: str) -> None:
         try:
@@ -138,7 +149,7 @@ class PgControlServer:
             return  # another owner's (or nobody's: an orphan's request waits for its adopter)
         poke = self._runs.get(run_id)
         reply = (ControlReply(False, f"this process no longer runs {run_id}", gone=True)
-                 if poke is None else await poke(request_id))
+                 if poke is None else await self._poke(run_id, poke, request_id))
         try:
             await call(self.store, self.store.send, reply_channel(request_id), json.dumps(asdict(reply)))
         except (StoreUnavailable, psycopg.Error) as exc:
