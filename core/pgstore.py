@@ -675,49 +675,82 @@ class PgHandle:
         log.warning("run %s: the connection to %s was lost and is back; the run goes on", self.run_id, self.store.where)
 
     def acquire(self, *, control: str | None = None) -> RunState:
+        """Take the run and load it in one pipelined transaction (one round trip): the lock,
+        the token, the owner record and its notification, the header, the messages and the
+        last ``seq``. Its first statement divides by zero unless the lock was free, so a run
+        another session holds is left untouched."""
+        token = uuid.uuid4().hex
+        now = time.time()
+        owner = {"pid": os.getpid(), **_whoami(), "since": now, "heartbeat": now}
+        if control is not None:
+            owner["control"] = control
         with self._db.lock:
-            conn = self._db.connect()
-            try:
-                conn.execute("SELECT 1")
-            except psycopg.OperationalError:  # a kept session the server has since dropped
-                self._db.abandon()
+            pauses = iter((0.0005, 0.001, 0.002, 0.004))  # a note being traced holds the lock for an instant
+            fresh = False
+            while True:
                 conn = self._db.connect()
-            for pause in (0.0005, 0.001, 0.002, 0.004, None):  # a note being traced holds it for an instant
-                got = conn.execute(self._q("SELECT pg_try_advisory_lock(lock_key) FROM {s}.runs WHERE run_id = %s"),
-                                   (self.run_id,)).fetchone()
-                if got is None:
-                    raise StateError(f"no run {self.run_id} in {self.store.where}")
-                if got[0] or pause is None:
+                try:
+                    header, count, messages, seq = self._take(conn, token, owner)
                     break
-                time.sleep(pause)
-            if not got[0]:
-                other = self.store.owner(self.run_id)
-                who = f" (pid {other.pid} on {other.host})" if other is not None and other.pid is not None else ""
-                raise StateError(f"run {self.run_id} is already being run by another process{who}: "
-                                 f"it holds the run's lock in the database {self.store.where}; wait for it, or stop it")
-            token = uuid.uuid4().hex
-            now = time.time()
-            owner = {"pid": os.getpid(), **_whoami(), "since": now, "heartbeat": now}
-            if control is not None:
-                owner["control"] = control
-            with conn.transaction():
-                conn.execute(self._q("UPDATE {s}.runs SET owner_token = %s WHERE run_id = %s"), (token, self.run_id))
-                conn.execute(self._q(
-                    "INSERT INTO {s}.owners (run_id, token, pid, host, \"user\", since, heartbeat, command, control, "
-                    "backend_pid) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, pg_backend_pid()) "
-                    "ON CONFLICT (run_id) DO UPDATE SET token = EXCLUDED.token, pid = EXCLUDED.pid, "
-                    "host = EXCLUDED.host, \"user\" = EXCLUDED.\"user\", since = EXCLUDED.since, "
-                    "heartbeat = EXCLUDED.heartbeat, command = EXCLUDED.command, control = EXCLUDED.control, "
-                    "backend_pid = EXCLUDED.backend_pid"),
-                    (self.run_id, token, owner["pid"], owner.get("host"), owner.get("user"), now, now,
-                     owner.get("command"), _address_in(control)))
-                self.store.notify(conn, self.run_id, OWNER)
-            state = _load(conn, self.store, self.run_id)
-            self._seq = conn.execute(self._q("SELECT coalesce(max(seq), 0) FROM {s}.trace WHERE run_id = %s"),
-                                     (self.run_id,)).fetchone()[0]
+                except psycopg.errors.DivisionByZero:
+                    pause = next(pauses, None)
+                    if pause is None:
+                        other = self.store.owner(self.run_id)
+                        who = (f" (pid {other.pid} on {other.host})"
+                               if other is not None and other.pid is not None else "")
+                        raise StateError(f"run {self.run_id} is already being run by another process{who}: it "
+                                         f"holds the run's lock in the database {self.store.where}; wait for it, "
+                                         f"or stop it") from None
+                    time.sleep(pause)
+                except psycopg.errors.ForeignKeyViolation:
+                    raise StateError(f"no run {self.run_id} in {self.store.where}") from None
+                except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                    # A kept session the server has since dropped: once more, on a new one.
+                    self._db.abandon()
+                    if fresh:
+                        raise StoreUnavailable(f"{self.store.where}: {_clean(exc, self.store.url)}") from None
+                    fresh = True
+            if len(messages) != count:
+                raise StateError(f"run {self.run_id}: {len(messages)} messages stored, its header says {count}")
+            state = RunState.from_dict({**header, "messages": messages})
+            self._seq = seq
             self._token, self._owner = token, owner
             self._messages = len(state.messages)
             return state
+
+    def _take(self, conn: psycopg.Connection, token: str,
+              owner: dict[str, Any]) -> tuple[dict[str, Any], int, list[Any], int]:
+        run_id = self.run_id
+        try:
+            with conn.pipeline():
+                with conn.transaction():
+                    conn.execute(self._q("SELECT 1 / (SELECT pg_try_advisory_lock(lock_key)::int FROM {s}.runs "
+                                         "WHERE run_id = %s)"), (run_id,))
+                    row = conn.execute(self._q("UPDATE {s}.runs SET owner_token = %s WHERE run_id = %s "
+                                               "RETURNING header, message_count"), (token, run_id))
+                    conn.execute(self._q(
+                        "INSERT INTO {s}.owners (run_id, token, pid, host, \"user\", since, heartbeat, command, "
+                        "control, backend_pid) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, pg_backend_pid()) "
+                        "ON CONFLICT (run_id) DO UPDATE SET token = EXCLUDED.token, pid = EXCLUDED.pid, "
+                        "host = EXCLUDED.host, \"user\" = EXCLUDED.\"user\", since = EXCLUDED.since, "
+                        "heartbeat = EXCLUDED.heartbeat, command = EXCLUDED.command, control = EXCLUDED.control, "
+                        "backend_pid = EXCLUDED.backend_pid"),
+                        (run_id, token, owner["pid"], owner.get("host"), owner.get("user"), owner["since"],
+                         owner["heartbeat"], owner.get("command"), _address_in(owner.get("control"))))
+                    self.store.notify(conn, run_id, OWNER)
+                    # Nobody else writes a run whose lock this session holds: one snapshot is not needed.
+                    messages = conn.execute(self._q("SELECT message FROM {s}.messages WHERE run_id = %s "
+                                                    "ORDER BY idx"), (run_id,))
+                    last = conn.execute(self._q("SELECT coalesce(max(seq), 0) FROM {s}.trace WHERE run_id = %s"),
+                                        (run_id,))
+        except psycopg.errors.DivisionByZero:
+            raise
+        except BaseException:
+            with contextlib.suppress(psycopg.Error):  # the lock may have been taken before the failure
+                conn.execute("SELECT pg_advisory_unlock_all()")
+            raise
+        header, count = row.fetchone()
+        return header, count, [m for (m,) in messages.fetchall()][:count], last.fetchone()[0]
 
     # ---- saving -------------------------------------------------------------------------
     def _snapshot(self, state: RunState) -> tuple[Any, ...]:
