@@ -150,6 +150,36 @@ CREATE TABLE IF NOT EXISTS {s}.control (
 _HELD = ("SELECT (l.classid::bigint << 32) | l.objid::bigint FROM pg_locks l "
          "WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted "
          "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())")
+# A save: one statement, so one round trip and its own transaction. The run row's update is
+# gated by a subquery that divides by zero unless the handle's token is still the run's, so a
+# fenced owner's statement fails whole; the other inserts are data-modifying CTEs, which run
+# whether or not the main query reads them. Messages and trace records go as arrays of their
+# JSON text (``json`` keeps the text as written).
+_SAVE_TEMPLATE = """
+WITH run AS (
+    UPDATE {{s}}.runs SET status = %(status)s, updated_at = %(updated_at)s, message_count = %(count)s,
+        header = %(header)s, summary = %(summary)s
+    WHERE run_id = %(run)s AND (SELECT 1 / count(*)::int FROM {{s}}.runs
+                                WHERE run_id = %(run)s AND owner_token = %(token)s) = 1
+    RETURNING 1
+), messages AS (
+    INSERT INTO {{s}}.messages (run_id, idx, message)
+    SELECT %(run)s, m.idx, m.message FROM unnest(%(idxs)s::int[], %(messages)s::json[]) AS m(idx, message){keep}
+), trace AS (
+    INSERT INTO {{s}}.trace (run_id, seq, record)
+    SELECT %(run)s, t.seq, t.record FROM unnest(%(seqs)s::bigint[], %(records)s::json[]) AS t(seq, record){keep}
+), ledger AS (
+    INSERT INTO {{s}}.ledger (run_id, key, status, result)
+    SELECT %(run)s, l.key, 'done', l.result FROM unnest(%(keys)s::text[], %(results)s::text[]) AS l(key, result)
+    ON CONFLICT (run_id, key) DO UPDATE SET status = 'done', result = EXCLUDED.result
+)
+SELECT (SELECT count(*) FROM run), pg_notify(%(channel)s, %(journal)s),
+       CASE WHEN %(traced)s THEN pg_notify(%(channel)s, %(trace)s) END
+"""
+_SAVE = _SAVE_TEMPLATE.format(keep="")
+# A retry after a lost connection may find the first try committed: the rows already there
+# are the same rows, and are kept.
+_SAVE_AGAIN = _SAVE_TEMPLATE.format(keep=" ON CONFLICT DO NOTHING")
 _OWNER_COLUMNS = ("pid", "host", "user", "since", "heartbeat", "command", "control")
 
 
@@ -797,31 +827,16 @@ class PgHandle:
     def _commit_locked(self, status: str, updated_at: float, count: int, header: str, summary: str,
                        new: list[tuple[str, int, str]], lines: list[tuple[int, str]], done: dict[str, str], *,
                        again: bool = False) -> None:
-        # A retry after a lost connection may find the first try committed: rows already
-        # there are the same rows, and are kept.
-        keep = " ON CONFLICT DO NOTHING" if again else ""
         try:
-            with self._conn() as conn, conn.pipeline(), conn.transaction():
-                conn.execute(self._q("SELECT 1 / (SELECT count(*) FROM {s}.runs WHERE run_id = %s "
-                                     "AND owner_token = %s)::int"), (self.run_id, self._token))
-                conn.execute(self._q(
-                    "UPDATE {s}.runs SET status = %s, updated_at = %s, message_count = %s, header = %s, "
-                    "summary = %s WHERE run_id = %s"), (status, updated_at, count, header, summary, self.run_id))
-                with conn.cursor() as c:
-                    if new:
-                        c.executemany(self._q("INSERT INTO {s}.messages (run_id, idx, message) VALUES (%s, %s, %s)"
-                                              + keep), new)
-                    if lines:
-                        c.executemany(self._q("INSERT INTO {s}.trace (run_id, seq, record) VALUES (%s, %s, %s)" + keep),
-                                      [(self.run_id, seq, line) for seq, line in lines])
-                    if done:
-                        c.executemany(self._q(
-                            "INSERT INTO {s}.ledger (run_id, key, status, result) VALUES (%s, %s, 'done', %s) "
-                            "ON CONFLICT (run_id, key) DO UPDATE SET status = 'done', result = EXCLUDED.result"),
-                            [(self.run_id, key, result) for key, result in done.items()])
-                self.store.notify(conn, self.run_id, JOURNAL)
-                if lines:
-                    self.store.notify(conn, self.run_id, TRACE)
+            with self._conn() as conn:
+                conn.execute(self._q(_SAVE_AGAIN if again else _SAVE), {
+                    "run": self.run_id, "token": self._token, "status": status, "updated_at": updated_at,
+                    "count": count, "header": header, "summary": summary,
+                    "idxs": [i for _, i, _ in new], "messages": [m for _, _, m in new],
+                    "seqs": [seq for seq, _ in lines], "records": [line for _, line in lines],
+                    "keys": list(done), "results": list(done.values()),
+                    "channel": self.store.channel, "journal": _notice(self.run_id, JOURNAL),
+                    "traced": bool(lines), "trace": _notice(self.run_id, TRACE)})
         except psycopg.errors.DivisionByZero:
             raise SaveError(f"could not save run {self.run_id}: another process has taken it over") from None
         except psycopg.Error as exc:
