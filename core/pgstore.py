@@ -941,18 +941,19 @@ class PgHandle:
                 with self._buffers:
                     lines, self._trace_lines = self._trace_lines, []
                 try:
-                    with self._conn() as conn, conn.transaction():
-                        if lines:
-                            with conn.cursor() as c:
-                                c.executemany(self._q("INSERT INTO {s}.trace (run_id, seq, record) VALUES (%s, %s, %s) "
-                                                      "ON CONFLICT DO NOTHING"),
-                                              [(self.run_id, seq, line) for seq, line in lines])
-                            self.store.notify(conn, self.run_id, TRACE)
-                        conn.execute(self._q("DELETE FROM {s}.owners WHERE run_id = %s AND token = %s"),
-                                     (self.run_id, self._token))
-                        self.store.notify(conn, self.run_id, OWNER)
-                    # After the commit: the next owner never finds this one's record.
-                    conn.execute("SELECT pg_advisory_unlock_all()")
+                    with self._conn() as conn, conn.pipeline():  # one round trip
+                        with conn.transaction():
+                            if lines:
+                                with conn.cursor() as c:
+                                    c.executemany(self._q("INSERT INTO {s}.trace (run_id, seq, record) "
+                                                          "VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"),
+                                                  [(self.run_id, seq, line) for seq, line in lines])
+                                self.store.notify(conn, self.run_id, TRACE)
+                            conn.execute(self._q("DELETE FROM {s}.owners WHERE run_id = %s AND token = %s"),
+                                         (self.run_id, self._token))
+                            self.store.notify(conn, self.run_id, OWNER)
+                        # After the commit: the next owner never finds this one's record.
+                        conn.execute("SELECT pg_advisory_unlock_all()")
                     kept = self._db.detach()
                     if kept is not None:
                         self.store._sessions.give(kept)
