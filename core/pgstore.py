@@ -52,6 +52,7 @@ import json
 import logging
 import os
 import re
+import select
 import threading
 import time
 import uuid
@@ -279,6 +280,10 @@ class _Db:
             self._conn = self._factory()
         return self._conn
 
+    @property
+    def held(self) -> psycopg.Connection | None:
+        return self._conn
+
     def detach(self) -> psycopg.Connection | None:
         conn, self._conn = self._conn, None
         return conn
@@ -296,6 +301,19 @@ class _Db:
             with contextlib.suppress(Exception):
                 self._conn.pgconn.finish()
             self._conn = None
+
+
+def _stale(conn: psycopg.Connection) -> bool:
+    """An idle connection the server has ended (a restart, an idle timeout): its socket is
+    readable (the server's last words, or end of file) though nothing was asked. A
+    connection that LISTENs is not idle in this sense: do not ask this of one."""
+    if conn.closed or conn.broken:
+        return True
+    try:
+        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return True
+    return bool(readable)
 
 
 def _connect(url: str, session: dict[str, str]) -> psycopg.Connection:
@@ -336,8 +354,10 @@ class _Sessions:
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
                 return _connect(self.url, _SESSION_SETTINGS)
-            if not conn.closed and not conn.broken:
+            if not _stale(conn):
                 return conn
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
 
     def give(self, conn: psycopg.Connection) -> None:
         idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
@@ -426,6 +446,8 @@ class PgStore:
     @contextlib.contextmanager
     def _conn(self) -> Iterator[psycopg.Connection]:
         with self._db.lock:
+            if self._db.held is not None and _stale(self._db.held):
+                self._db.close()  # ended by the server since its last use: a new one, not an error
             conn = self._db.connect()
             if not self._ready:
                 self.ensure_schema(conn)
