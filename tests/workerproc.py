@@ -21,6 +21,10 @@ from typing import Any
 REPO = Path(__file__).resolve().parents[1]
 STOP_WAIT_S = 20.0
 TETHER_TABLES = ("runs", "messages", "trace", "ledger", "owners", "control")
+# DBOS's per-workflow tables (not its migrations, versions or queues): no FK ties them to
+# workflow_status, so each is emptied.
+DBOS_TABLES = ("workflow_status", "operation_outputs", "notifications", "workflow_events",
+               "workflow_events_history", "streams", "workflow_input", "workflow_output")
 
 
 def clean_slate(url: str) -> None:
@@ -33,9 +37,9 @@ def clean_slate(url: str) -> None:
             tables.append("tether.workers")
         if conn.execute("SELECT to_regclass('tether.runs')").fetchone()[0] is not None:
             conn.execute("TRUNCATE " + ", ".join(tables))
-        if conn.execute("SELECT to_regclass('dbos.workflow_status')").fetchone()[0] is not None:
-            conn.execute("TRUNCATE dbos.workflow_status CASCADE")
-            conn.execute("TRUNCATE dbos.notifications")
+        dbos = [t for t in DBOS_TABLES if conn.execute("SELECT to_regclass(%s)", (f"dbos.{t}",)).fetchone()[0]]
+        if dbos:
+            conn.execute("TRUNCATE " + ", ".join(f"dbos.{t}" for t in dbos) + " CASCADE")
 
 
 def wait_for(predicate: Callable[[], Any], what: str, timeout_s: float = 60.0, every_s: float = 0.05) -> Any:
