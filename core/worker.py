@@ -157,14 +157,17 @@ def client(url: str) -> Any:
                       application_name=APP_NAME)
 
 
-def enqueue(url: str, state: RunState) -> str:
+def enqueue(url: str, state: RunState, dbos_client: Any = None) -> str:
     """Put an existing run on its agent's queue; the workflow id is the run id, so doing it
-    twice gives the same workflow. Returns the queue's name."""
+    twice gives the same workflow. Returns the queue's name. ``dbos_client`` (from
+    :func:`client`) saves a connection per call when enqueueing many."""
     from dbos import EnqueueOptions
 
-    ensure_dbos_schema(url)
     queue = queue_of_run(state)
-    dbos_client = client(url)
+    own = dbos_client is None
+    if own:
+        ensure_dbos_schema(url)
+        dbos_client = client(url)
     try:
         options: EnqueueOptions = {"workflow_name": WORKFLOW, "queue_name": queue, "workflow_id": state.run_id,
                                    "app_version": APP_VERSION}
@@ -173,9 +176,15 @@ def enqueue(url: str, state: RunState) -> str:
         raise StateError(_db_words(exc, url, f"run {state.run_id} was created but could not be queued "
                                    f"(tether resume {state.run_id} runs it here)")) from None
     finally:
-        dbos_client.destroy()
-        dbos_client._sys_db.engine.dispose()
+        if own:
+            close_client(dbos_client)
     return queue
+
+
+def close_client(dbos_client: Any) -> None:
+    """A client from :func:`client`, and the engine made for it (DBOS leaves a given engine open)."""
+    dbos_client.destroy()
+    dbos_client._sys_db.engine.dispose()
 
 
 # ---- the queue, as a console sees it ------------------------------------------------------
@@ -310,8 +319,7 @@ def _decide(store: PgStore, run_id: str, verdict: str, text: str, by: str,
         raise StateError(_db_words(exc, store.url, f"the decision on run {run_id} was recorded but not sent "
                                    "to its worker")) from None
     finally:
-        dbos_client.destroy()
-        dbos_client._sys_db.engine.dispose()
+        close_client(dbos_client)
     done = "approved" if kind == "approve" else "rejected"
     return ControlReply(True, f"{done} {waiting.tool_name} ({waiting.call_id}) by {by}; the worker queue "
                         f"goes on with run {run_id}")

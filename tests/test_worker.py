@@ -141,7 +141,7 @@ def test_two_workers_never_drive_one_run_at_once(fleet: Fleet, store: PgStore, p
     try:  # what a mistaken recovery would do
         dbos.resume_workflow(run_id, queue_name=worker.DEMO_QUEUE)
     finally:
-        dbos.destroy()
+        worker.close_client(dbos)
     wait_for(lambda: "waits until it lets go" in other.text(), "the other worker to wait for the run", 30)
     wait_for(lambda: _ended(store, run_id), "the run to end", 60)
     trace = _trace(store, run_id)
