@@ -127,6 +127,27 @@ def test_a_sigkilled_workers_run_is_finished_by_another_without_paying_twice(fle
     assert "went back to their queues" in second.text()
 
 
+def test_a_worker_shut_down_mid_run_hands_it_over_and_exits(fleet: Fleet, store: PgStore, provider, pg_server):
+    """SIGTERM: the run in the tool is saved as interrupted by the shutdown, the worker exits 0,
+    and the next worker goes on with the run (it is no operator's Stop). The password of the
+    store's URL is in no log and no record."""
+    base, counter = provider
+    first = fleet.start()
+    run_id = fleet.submit("slow", "--base-url", f"{base}/term/v1")
+    wait_for(lambda: store.load(run_id).turns == 1 and store.owner(run_id).alive, "the tool call to start")
+    assert first.stop() == 0
+    state = store.load(run_id)
+    assert state.status is Status.INTERRUPTED and isinstance(state.interruption, Cancelled)
+    assert store.summary(run_id).liveness is None and worker.queue_view(store).executors.get(run_id)
+    second = fleet.start()
+    wait_for(lambda: worker._workflow_status(store, run_id) == "SUCCESS", "the next worker to finish the run", 60)
+    assert store.load(run_id).status is Status.COMPLETED and counter.requests["term"] == 2
+    password = pg_server.operator_password
+    assert password not in first.text() + second.text()
+    records = json.dumps([*_trace(store, run_id), store.load(run_id).to_dict()])
+    assert password not in records and "***" in first.text()
+
+
 def test_two_workers_never_drive_one_run_at_once(fleet: Fleet, store: PgStore, provider, pg_url: str):
     """A recovery that hands a live worker's run to another (a zombie) makes the second one
     wait for the run's lock: the tool runs once, and only the first worker drives the run."""

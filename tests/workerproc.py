@@ -114,9 +114,11 @@ class Fleet:
         log = self.root / f"worker-{len(self.workers)}.log"
         self.root.mkdir(parents=True, exist_ok=True)
         with open(log, "wb") as out:
-            process = subprocess.Popen([sys.executable, "-m", "tether.cli", "worker", "--store", self.url, *args],
+            # The URL (and its password) in the environment, not in argv, where ps shows it.
+            process = subprocess.Popen([sys.executable, "-m", "tether.cli", "worker", *args],
                                        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                       env=self.environment(env, pythonpath=pythonpath), cwd=self.root)
+                                       env=self.environment({"TETHER_STORE": self.url, **(env or {})},
+                                                            pythonpath=pythonpath), cwd=self.root)
         worker = Worker(process, log)
         self.workers.append(worker)
         if ready:
