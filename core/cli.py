@@ -430,6 +430,11 @@ async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
     """Decide the run's waiting call: delivered to the process that holds the run waiting
     for a decision, if one does; otherwise made here, and the run goes on in this process."""
     async with _harness_for(args) as harness:
+        from tether import worker  # a worker's workflow may wait for this decision (PostgreSQL)
+
+        queued = await worker.decide(harness.store, args.run_id, verdict, text, by=_who(args))
+        if queued is not None:
+            return _emit_reply(args, queued)
         owner = harness.store.owner(args.run_id)
         if owner is not None and owner.alive:
             reply = await harness.decide(args.run_id, verdict, text, by=_who(args))
@@ -450,6 +455,11 @@ async def _stop(args: argparse.Namespace) -> int:
     if not store.exists(args.run_id):
         raise StateError(f"no run {args.run_id} in {store.root}")
     request = control.ControlRequest("stop", args.reason or "stopped from the command line", by=_who(args))
+    from tether import worker  # a worker's workflow may wait for a decision on the run (PostgreSQL)
+
+    waiting = await worker.stop_waiting(store, args.run_id, request)
+    if waiting is not None:
+        return _emit_reply(args, waiting)
     return _emit_reply(args, await control.request(store, args.run_id, request))
 
 

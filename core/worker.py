@@ -265,14 +265,48 @@ def queue_view(store: Any) -> QueueView:
 
 # ---- deciding a run that waits in a worker's workflow ---------------------------------------
 
-async def decide(store: PgStore, run_id: str, verdict: str, text: str = "", *, by: str = "operator",
+async def decide(store: Any, run_id: str, verdict: str, text: str = "", *, by: str = "operator",
                  call_id: str | None = None) -> ControlReply | None:
     """Approve or reject the call a worker-run run waits on, from any process: the decision
     is recorded in the run's control channel (first come, first served: a second decider is
     told who decided) and sent to the run's workflow as a DBOS message, which waits for it
     durably (a worker that dies meanwhile does not lose it). None when no workflow waits for
-    the run (it is not a worker's, or a process holds it): decide the usual way then."""
+    the run (a file store, a run that is not a worker's, or one a process holds): decide the
+    usual way then."""
+    if not _is_pg(store):
+        return None
     return await asyncio.to_thread(_decide, store, run_id, verdict, text, by, call_id)
+
+
+async def stop_waiting(store: Any, run_id: str, request: ControlRequest) -> ControlReply | None:
+    """A Stop for a run whose workflow waits for a decision: the workflow stops waiting (the
+    worker's slot is free again) and the run stays waiting for approval, for ``tether
+    approve|reject`` to decide in the deciding process. None when no workflow waits for the run."""
+    if not _is_pg(store) or request.kind != "stop":
+        return None
+    return await asyncio.to_thread(_stop_waiting, store, run_id, request)
+
+
+def _is_pg(store: Any) -> bool:
+    return type(store).__module__ == "tether.pgstore"
+
+
+def _stop_waiting(store: PgStore, run_id: str, request: ControlRequest) -> ControlReply | None:
+    if _workflow_status(store, run_id) != "PENDING":
+        return None
+    owner = store.owner(run_id)
+    state = store.load(run_id)
+    if (owner is not None and owner.alive) or not isinstance(state.interruption, NeedsApproval):
+        return None
+    dbos_client = client(store.url)
+    try:
+        dbos_client.send(run_id, _message(request), DECISION_TOPIC, idempotency_key=f"{run_id}:{request.id}")
+    except Exception as exc:
+        raise StateError(_db_words(exc, store.url, f"the stop of run {run_id} was not sent to its worker")) from None
+    finally:
+        close_client(dbos_client)
+    return ControlReply(True, f"run {run_id} waits for approval of {state.interruption.tool_name}; its worker stops "
+                        f"waiting and leaves it so (tether approve|reject {run_id} decides it here)")
 
 
 def _workflow_status(store: PgStore, run_id: str) -> str | None:
@@ -343,7 +377,10 @@ def _registered() -> tuple[Any, Any]:
         return _REGISTERED
     from dbos import DBOS
 
-    @DBOS.step(name=DRIVE_STEP)
+    # The database going away (a restart, a failover) fails a save or an open: the step is
+    # tried again, and resumes the run from its last committed step once the database is back.
+    @DBOS.step(name=DRIVE_STEP, retries_allowed=True, interval_seconds=1.0, backoff_rate=2.0,
+               max_attempts=DRIVE_ATTEMPTS, should_retry=_store_trouble)
     async def drive(run_id: str, decision: dict[str, Any] | None) -> dict[str, Any]:
         assert _WORKER is not None, "a drive step outside a worker"
         return await _WORKER.drive(run_id, decision)
@@ -374,6 +411,17 @@ def _registered() -> tuple[Any, Any]:
 
 
 _REGISTERED: tuple[Any, Any] | None = None
+DRIVE_ATTEMPTS = 8  # 1 + 2 + ... + 64 s: about two minutes of a database that is away
+
+
+def _store_trouble(exc: BaseException) -> bool:
+    from tether.pgstore import StoreUnavailable
+    from tether.store import SaveError
+
+    trouble = isinstance(exc, (SaveError, StoreUnavailable))
+    if trouble:
+        log.warning("%s; the worker tries again", exc)
+    return trouble
 
 
 def _outcome(state: RunState, **extra: Any) -> dict[str, Any]:
@@ -593,6 +641,15 @@ class Worker:
         """Run the run until it stops, once no other live process holds it; with a decision,
         apply it first (unless it was applied before a crash). A run that had stopped on its
         own before (a Stop, a cap, an answer) is left as it is."""
+        try:
+            return await self._drive(run_id, decision)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.error("run %s: worker %s could not drive it: %s", run_id, self.executor_id, exc)
+            raise
+
+    async def _drive(self, run_id: str, decision: dict[str, Any] | None) -> dict[str, Any]:
         from tether.runstore import call
 
         harness = self.harness()

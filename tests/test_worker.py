@@ -262,3 +262,19 @@ def test_an_approval_waits_durably_through_a_workers_death(fleet: Fleet, store: 
     assert counter.requests["approve"] == 3
     late = asyncio.run(worker.decide(store, run_id, "approve", by="carol"))
     assert late is None or not late.ok
+
+
+def test_a_stop_ends_a_workflows_wait_and_leaves_the_run_waiting(fleet: Fleet, store: PgStore, provider,
+                                                                  tmp_path: Path):
+    base, _ = provider
+    fleet.start()
+    run_id = fleet.submit("destructive", "--base-url", f"{base}/stop-wait/v1", "--workspace", str(tmp_path / "ws"))
+    wait_for(lambda: isinstance(store.load(run_id).interruption, NeedsApproval) and _ended(store, run_id)
+             and worker.queue_view(store).executors.get(run_id), "the workflow to wait for the decision", 60)
+    request = control.ControlRequest("stop", "not today", by="tester")
+    reply = asyncio.run(worker.stop_waiting(store, run_id, request))
+    assert reply is not None and reply.ok and "stops waiting" in reply.words
+    wait_for(lambda: worker._workflow_status(store, run_id) == "SUCCESS", "the workflow to end", 30)
+    assert isinstance(store.load(run_id).interruption, NeedsApproval)  # still waiting, for a person
+    assert run_id not in worker.queue_view(store).executors
+    assert asyncio.run(worker.decide(store, run_id, "approve", by="alice")) is None  # decided the usual way now
