@@ -77,6 +77,10 @@ DEMO_QUEUE = "tether-demo"
 """Every worker can build the demo agents (built-in tools only): one queue for them all."""
 QUEUE_POLL_S = 0.1  # DBOS polls each queue this often: a start takes ~85 ms instead of ~0.5 s
 SUPERVISE_S = 1.0  # liveness, recovery and notes: at most once a second
+SILENT_S = 3.0
+"""A worker is dead when its lock is free *and* its heartbeat (the database's clock) is older
+than this: after a database restart every lock is gone at once, and each worker needs a
+moment to take its own again; a killed worker is recovered within this long."""
 HELD_WAIT_S = 1.0  # a drive step finding its run held by a live process looks again this often
 DECISION_WAIT_S = 3600.0  # one recv's timeout; the workflow waits again after it, for as long as it takes
 
@@ -440,6 +444,11 @@ def _shut_down(state: RunState) -> bool:
 
 # ---- the worker process ----------------------------------------------------------------------
 
+class Superseded(StateError):
+    """This worker's lock is held by another process: it was taken for dead (its session was
+    lost for longer than :data:`SILENT_S`) and its runs were handed to other workers."""
+
+
 class Worker:
     """One worker process: DBOS launched with this worker's executor id on the store's
     database, the queues of the agents it can build, its liveness lock, and the harness the
@@ -461,6 +470,7 @@ class Worker:
         self._liveness: Any = None
         self._noted: set[str] = set()
         self._launched = False
+        self.superseded = False
 
     # ---- what this worker can run ----
     def capabilities(self) -> None:
@@ -501,7 +511,7 @@ class Worker:
                               "system_database_url": "postgresql+psycopg://tether@localhost/tether",
                               "application_version": APP_VERSION, "executor_id": self.executor_id,
                               "dbos_system_schema": DBOS_SCHEMA, "run_migrations": False,
-                              "log_level": os.environ.get("TETHER_DBOS_LOG", "WARNING")}
+                              "log_level": os.environ.get("TETHER_DBOS_LOG", "ERROR")}
         DBOS(config=config)
         DBOS.listen_queues(self.queues)
         DBOS.launch()
@@ -528,16 +538,17 @@ class Worker:
                                                               _lock_seed())).fetchone()[0]
         if not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
             conn.close()
-            raise StateError(f"executor id {self.executor_id} is in use by a live worker")
+            raise Superseded(f"executor id {self.executor_id} is held by another process (a worker that took "
+                             "this one for dead and is recovering its runs)")
         import json
 
         now = time.time()
         conn.execute(self.store.q(
             "INSERT INTO {s}.workers (executor_id, host, pid, started, heartbeat, concurrency, queues, cannot) "
-            "VALUES (%s, %s, %s, %s, %s, %s, %s, %s) ON CONFLICT (executor_id) DO UPDATE SET host = EXCLUDED.host, "
+            "VALUES (%s, %s, %s, %s, extract(epoch FROM clock_timestamp()), %s, %s, %s) ON CONFLICT (executor_id) DO UPDATE SET host = EXCLUDED.host, "
             "pid = EXCLUDED.pid, started = EXCLUDED.started, heartbeat = EXCLUDED.heartbeat, "
             "concurrency = EXCLUDED.concurrency, queues = EXCLUDED.queues, cannot = EXCLUDED.cannot"),
-            (self.executor_id, socket.gethostname(), os.getpid(), now, now, self.concurrency,
+            (self.executor_id, socket.gethostname(), os.getpid(), now, self.concurrency,
              json.dumps(self.queues), json.dumps(self.cannot)))
         self._liveness = conn
 
@@ -565,6 +576,10 @@ class Worker:
         while not stopping.is_set():
             try:
                 await asyncio.to_thread(self._tick)
+            except Superseded as exc:
+                log.error("worker %s stops: %s", self.executor_id, exc)
+                self.superseded = True
+                return
             except Exception as exc:  # the database restarting: say so, and try again next second
                 log.warning("worker %s: %s", self.executor_id, _db_words(exc, self.url, "supervision failed"))
             with contextlib.suppress(TimeoutError):
@@ -573,16 +588,31 @@ class Worker:
     def _tick(self) -> None:
         from tether.pgstore import _HELD
 
+        import psycopg
+
         conn = self._liveness
-        if conn is None or conn.closed:
-            raise StateError("the worker's session to the database is gone")
-        conn.execute(self.store.q("UPDATE {s}.workers SET heartbeat = %s WHERE executor_id = %s"),
-                     (time.time(), self.executor_id))
-        dead = [r[0] for r in conn.execute(
+        try:
+            if conn is None or conn.closed or conn.broken:
+                raise psycopg.OperationalError("the session is gone")
+            conn.execute(self.store.q("UPDATE {s}.workers SET heartbeat = extract(epoch FROM clock_timestamp()) "
+                                      "WHERE executor_id = %s"), (self.executor_id,))
+        except psycopg.OperationalError:
+            # The database restarted (or the network dropped us): take the lock again.
+            if conn is not None:
+                with contextlib.suppress(Exception):
+                    conn.close()
+            self._liveness = None
+            self._register()
+            log.warning("worker %s: the session to %s was lost; the worker's lock is taken again",
+                        self.executor_id, self.store.where)
+            return
+        dead = [r[0] for r in conn.execute(self.store.q(
             f"SELECT DISTINCT w.executor_id FROM {DBOS_SCHEMA}.workflow_status w "
+            f"LEFT JOIN {{s}}.workers k ON k.executor_id = w.executor_id "
             f"WHERE w.status = 'PENDING' AND w.name = %s AND w.executor_id <> %s "
-            f"AND hashtextextended('tether-worker:' || w.executor_id, %s) NOT IN ({_HELD})",
-            (WORKFLOW, self.executor_id, _lock_seed()))]
+            f"AND hashtextextended('tether-worker:' || w.executor_id, %s) NOT IN ({_HELD}) "
+            f"AND coalesce(k.heartbeat, 0) < extract(epoch FROM clock_timestamp()) - %s"),
+            (WORKFLOW, self.executor_id, _lock_seed(), SILENT_S))]
         for executor in dead:
             self._recover(conn, executor)
         if self.cannot:
@@ -715,7 +745,7 @@ def serve(url: str, *, concurrency: int = 1, config: Config | None = None) -> in
     """``tether worker``: run queued runs until SIGINT or SIGTERM; then cancel what runs here
     (saved as interrupted by the shutdown, for the next worker to go on with) and exit 0."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
-    logging.getLogger("dbos").setLevel(os.environ.get("TETHER_DBOS_LOG", "WARNING"))
+    logging.getLogger("dbos").setLevel(os.environ.get("TETHER_DBOS_LOG", "ERROR"))
     logging.getLogger("httpx").setLevel(logging.WARNING)
     worker = Worker(url, concurrency=concurrency, config=config)
     try:
@@ -735,7 +765,7 @@ def serve(url: str, *, concurrency: int = 1, config: Config | None = None) -> in
         asyncio.run(main())
     finally:
         worker.stop()
-    return 0
+    return 1 if worker.superseded else 0
 
 
 def describe_cannot(cannot: dict[str, str]) -> str:

@@ -148,6 +148,31 @@ def test_a_worker_shut_down_mid_run_hands_it_over_and_exits(fleet: Fleet, store:
     assert password not in records and "***" in first.text()
 
 
+def test_a_database_restart_mid_run_and_the_run_goes_on(fleet: Fleet, store: PgStore, provider, pg_server):
+    """Every session is cut and every lock dropped: the worker takes its lock again, its drive
+    step is tried again and resumes the run from the last committed step; no worker calls
+    another dead meanwhile, and no model turn is paid twice."""
+    from tether.pgstore import StoreUnavailable
+
+    base, counter = provider
+    w = fleet.start()
+    run_id = fleet.submit("slow", "--base-url", f"{base}/restart/v1")
+    wait_for(lambda: store.load(run_id).turns == 1 and store.owner(run_id).alive, "the tool call to start")
+    pg_server.restart()
+
+    def done() -> bool:
+        try:
+            return worker._workflow_status(store, run_id) == "SUCCESS"
+        except StoreUnavailable:
+            return False  # this test's own session was cut too
+
+    wait_for(done, "the run to go on after the restart", 120)
+    state = store.load(run_id)
+    assert state.status is Status.COMPLETED and counter.requests["restart"] <= 3
+    assert "the worker tries again" in w.text() and "taken again" in w.text()
+    assert w.process.poll() is None and "went back to their queues" not in w.text()
+
+
 def test_two_workers_never_drive_one_run_at_once(fleet: Fleet, store: PgStore, provider, pg_url: str):
     """A recovery that hands a live worker's run to another (a zombie) makes the second one
     wait for the run's lock: the tool runs once, and only the first worker drives the run."""
