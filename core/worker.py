@@ -389,6 +389,8 @@ def _registered() -> tuple[Any, Any]:
         assert _WORKER is not None, "a drive step outside a worker"
         return await _WORKER.drive(run_id, decision)
 
+    # No cap on recoveries: each resumes from the run's last committed step (and the recovery
+    # path, resume_workflow, resets DBOS's count anyway).
     @DBOS.workflow(name=WORKFLOW, max_recovery_attempts=None)
     async def run(run_id: str) -> dict[str, Any]:
         outcome = await drive(run_id, None)

@@ -97,30 +97,3 @@ def test_resume_and_approve_act_on_the_runs_own_workspace(tmp_path: Path):
     default = tmp_path / "home" / "workspace" / "access.log"
     assert not default.parent.exists() or default.exists(), "a file in the default workspace was deleted"
 
-
-# ---- on PostgreSQL, with queue workers (tests/campaign/workers.py) -------------------------
-# A reduced set of SIGKILL points: plan's 9 committed trace lines (kill after the first
-# reply with its tool call is saved, so in the tool; after a tool result, so asking the model),
-# destructive's 13 (while it waits for the approval; after the approval is saved, so in the
-# approved delete), and repeat_write between its two writes.
-WORKER_POINTS = {"plan": [2, 4], "destructive": [7, 8], "repeat_write": [4]}
-
-
-@pytest.fixture(scope="module")
-def worker_campaign(pg_url: str, tmp_path_factory: pytest.TempPathFactory):
-    from tests.campaign.workers import WorkerCampaign
-    from tests.workerproc import clean_slate
-
-    clean_slate(pg_url)
-    with WorkerCampaign(pg_url, tmp_path_factory.mktemp("workers")) as c:
-        yield c
-
-
-@pytest.mark.parametrize("name", sorted(WORKER_POINTS))
-def test_a_sigkilled_worker_loses_nothing_and_pays_nothing_twice(worker_campaign, name: str):
-    from tests.campaign.workers import failures, table
-
-    result = worker_campaign.sweep(name, WORKER_POINTS[name])
-    assert result.points and all(p.crashes for p in result.points), "no worker was killed"
-    broken = failures([result])
-    assert not broken, f"\n{table([result])}\n{broken}"
