@@ -283,9 +283,11 @@ async def decide(store: Any, run_id: str, verdict: str, text: str = "", *, by: s
 
 
 async def stop_waiting(store: Any, run_id: str, request: ControlRequest) -> ControlReply | None:
-    """A Stop for a run whose workflow waits for a decision: the workflow stops waiting (the
-    worker's slot is free again) and the run stays waiting for approval, for ``tether
-    approve|reject`` to decide in the deciding process. None when no workflow waits for the run."""
+    """A Stop for a run the worker queue holds but no process drives: one that waits in the
+    queue is stopped by the worker that takes it, before anything else; for one whose
+    workflow waits for a decision, the workflow stops waiting (the worker's slot is free
+    again) and the run stays waiting for approval, for ``tether approve|reject`` to decide in
+    the deciding process. None otherwise (a worker drives it: the control channel reaches it)."""
     if not _is_pg(store) or request.kind != "stop":
         return None
     return await asyncio.to_thread(_stop_waiting, store, run_id, request)
@@ -296,11 +298,20 @@ def _is_pg(store: Any) -> bool:
 
 
 def _stop_waiting(store: PgStore, run_id: str, request: ControlRequest) -> ControlReply | None:
-    if _workflow_status(store, run_id) != "PENDING":
+    status = _workflow_status(store, run_id)
+    if status not in ("PENDING", "ENQUEUED", "DELAYED"):
         return None
     owner = store.owner(run_id)
+    if owner is not None and owner.alive:
+        return None  # a worker drives it: the control channel reaches the tool
     state = store.load(run_id)
-    if (owner is not None and owner.alive) or not isinstance(state.interruption, NeedsApproval):
+    if state.status is Status.RUNNING:
+        # Queued (or between a dead worker and the one recovering it): the worker that takes
+        # it handles the request first, before any model turn.
+        store.control_append(run_id, request)
+        return ControlReply(True, f"run {run_id} waits in the worker queue; the stop is recorded and the worker "
+                            "that takes it stops it before anything else", pending=True)
+    if not isinstance(state.interruption, NeedsApproval):
         return None
     dbos_client = client(store.url)
     try:

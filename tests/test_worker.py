@@ -303,3 +303,15 @@ def test_a_stop_ends_a_workflows_wait_and_leaves_the_run_waiting(fleet: Fleet, s
     assert isinstance(store.load(run_id).interruption, NeedsApproval)  # still waiting, for a person
     assert run_id not in worker.queue_view(store).executors
     assert asyncio.run(worker.decide(store, run_id, "approve", by="alice")) is None  # decided the usual way now
+
+
+def test_a_stop_for_a_queued_run_stops_it_before_its_first_turn(fleet: Fleet, store: PgStore, provider):
+    base, counter = provider
+    run_id = fleet.submit("plan", "--base-url", f"{base}/stop-queued/v1")
+    reply = asyncio.run(worker.stop_waiting(store, run_id, control.ControlRequest("stop", "never mind", by="tester")))
+    assert reply is not None and reply.ok and "waits in the worker queue" in reply.words
+    fleet.start()
+    wait_for(lambda: worker._workflow_status(store, run_id) == "SUCCESS", "the worker to take and stop it", 60)
+    state = store.load(run_id)
+    assert state.status is Status.INTERRUPTED and isinstance(state.interruption, Cancelled)
+    assert state.turns == 0 and counter.requests["stop-queued"] == 0
