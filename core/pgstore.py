@@ -52,6 +52,7 @@ import json
 import logging
 import os
 import re
+import select
 import threading
 import time
 import uuid
@@ -79,6 +80,19 @@ CONNECT_TIMEOUT_S = 10
 TRACE_FLUSH_S = 0.15
 """How long a trace line waits for a save before it is committed on its own: a watcher sees
 a tool's events while it runs, and a killed process loses at most this window of them."""
+def _seconds(name: str, default: float) -> float:
+    try:
+        value = float(os.environ[name])
+    except (KeyError, ValueError):
+        return default
+    return value if value >= 0 else default
+
+
+RECONNECT_S = _seconds("TETHER_PG_RECONNECT_S", 30.0)
+"""How long an owner's save waits for a database that went away (a restart, a failover) to
+come back, trying once a second, before it gives the run up (orphaned, so resumable).
+``TETHER_PG_RECONNECT_S`` sets it."""
+_RETRY_S = 1.0
 # The owner's session: keepalives so that a vanished host's lock is dropped within ~25 s.
 _SESSION_SETTINGS = {"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "3"}
 _NO_KEY = (-1, -1, -1)
@@ -137,11 +151,45 @@ CREATE TABLE IF NOT EXISTS {s}.control (
 _HELD = ("SELECT (l.classid::bigint << 32) | l.objid::bigint FROM pg_locks l "
          "WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted "
          "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())")
+# A save: one statement, so one round trip and its own transaction. The run row's update is
+# gated by a subquery that divides by zero unless the handle's token is still the run's, so a
+# fenced owner's statement fails whole; the other inserts are data-modifying CTEs, which run
+# whether or not the main query reads them. Messages and trace records go as arrays of their
+# JSON text (``json`` keeps the text as written).
+_SAVE_TEMPLATE = """
+WITH run AS (
+    UPDATE {{s}}.runs SET status = %(status)s, updated_at = %(updated_at)s, message_count = %(count)s,
+        header = %(header)s, summary = %(summary)s
+    WHERE run_id = %(run)s AND (SELECT 1 / count(*)::int FROM {{s}}.runs
+                                WHERE run_id = %(run)s AND owner_token = %(token)s) = 1
+    RETURNING 1
+), messages AS (
+    INSERT INTO {{s}}.messages (run_id, idx, message)
+    SELECT %(run)s, m.idx, m.message FROM unnest(%(idxs)s::int[], %(messages)s::json[]) AS m(idx, message){keep}
+), trace AS (
+    INSERT INTO {{s}}.trace (run_id, seq, record)
+    SELECT %(run)s, t.seq, t.record FROM unnest(%(seqs)s::bigint[], %(records)s::json[]) AS t(seq, record){keep}
+), ledger AS (
+    INSERT INTO {{s}}.ledger (run_id, key, status, result)
+    SELECT %(run)s, l.key, 'done', l.result FROM unnest(%(keys)s::text[], %(results)s::text[]) AS l(key, result)
+    ON CONFLICT (run_id, key) DO UPDATE SET status = 'done', result = EXCLUDED.result
+)
+SELECT (SELECT count(*) FROM run), pg_notify(%(channel)s, %(journal)s),
+       CASE WHEN %(traced)s THEN pg_notify(%(channel)s, %(trace)s) END
+"""
+_SAVE = _SAVE_TEMPLATE.format(keep="")
+# A retry after a lost connection may find the first try committed: the rows already there
+# are the same rows, and are kept.
+_SAVE_AGAIN = _SAVE_TEMPLATE.format(keep=" ON CONFLICT DO NOTHING")
 _OWNER_COLUMNS = ("pid", "host", "user", "since", "heartbeat", "command", "control")
 
 
 class StoreUnavailable(StateError):
     """The database could not be reached or used (the message never holds a password)."""
+
+
+class _Lost(SaveError):
+    """An owner's session went away with the server (the run may still be the owner's)."""
 
 
 def redact(url: str) -> str:
@@ -232,6 +280,10 @@ class _Db:
             self._conn = self._factory()
         return self._conn
 
+    @property
+    def held(self) -> psycopg.Connection | None:
+        return self._conn
+
     def detach(self) -> psycopg.Connection | None:
         conn, self._conn = self._conn, None
         return conn
@@ -251,6 +303,19 @@ class _Db:
             self._conn = None
 
 
+def _stale(conn: psycopg.Connection) -> bool:
+    """An idle connection the server has ended (a restart, an idle timeout): its socket is
+    readable (the server's last words, or end of file) though nothing was asked. A
+    connection that LISTENs is not idle in this sense: do not ask this of one."""
+    if conn.closed or conn.broken:
+        return True
+    try:
+        readable, _, _ = select.select([conn.pgconn.socket], [], [], 0)
+    except (OSError, ValueError, psycopg.Error):
+        return True
+    return bool(readable)
+
+
 def _connect(url: str, session: dict[str, str]) -> psycopg.Connection:
     options = " ".join(f"-c {k}={v}" for k, v in session.items())
     try:
@@ -264,7 +329,7 @@ def _connect(url: str, session: dict[str, str]) -> psycopg.Connection:
 
 
 def _clean(exc: BaseException, url: str) -> str:
-    text = str(exc).strip() or type(exc).__name__
+    text = " ".join(str(exc).split()) or type(exc).__name__  # one line: libpq adds hints on lines of their own
     secret = _password(url)
     if secret:
         text = text.replace(secret, "***")
@@ -289,8 +354,10 @@ class _Sessions:
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
                 return _connect(self.url, _SESSION_SETTINGS)
-            if not conn.closed and not conn.broken:
+            if not _stale(conn):
                 return conn
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
 
     def give(self, conn: psycopg.Connection) -> None:
         idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
@@ -336,6 +403,33 @@ class PgStore:
         ``tether_<schema>``, payload ``{"run": ID, "kind": "new"|"journal"|"trace"|"owner"}``."""
         return f"tether_{self.schema}"
 
+    @property
+    def control_channel(self) -> str:
+        """The channel control requests are notified on (:mod:`tether.pgcontrol`):
+        ``tether_<schema>_control``, payload ``{"run": ID, "id": REQUEST_ID, "to": OWNER_ADDRESS}``."""
+        return f"tether_{self.schema}_control"
+
+    def control_server(self) -> Any:
+        """What a harness on this store takes control requests behind: a LISTEN on the
+        database (:class:`tether.pgcontrol.PgControlServer`), reachable from any host."""
+        from tether.pgcontrol import PgControlServer
+
+        return PgControlServer(self)
+
+    def read_only(self) -> str | None:
+        """The role's name when it may read the runs but not change them (the watcher's),
+        else None: asked of the database, which is what decides."""
+        with self._conn() as conn:
+            user, may = conn.execute(
+                "SELECT current_user, has_table_privilege(%s, 'UPDATE') AND has_table_privilege(%s, 'INSERT')",
+                (f"{self.schema}.runs", f"{self.schema}.control")).fetchone()
+        return None if may else str(user)
+
+    def send(self, channel: str, payload: str) -> None:
+        """One notification, on its own (a control request's reply)."""
+        with self._conn() as conn:
+            conn.execute(_NOTIFY, (channel, payload))
+
     def notify(self, conn: psycopg.Connection, run_id: str, kind: str) -> None:
         """Queue a notification in ``conn``'s transaction: sent at its commit, or never."""
         conn.execute(_NOTIFY, (self.channel, _notice(run_id, kind)))
@@ -352,6 +446,8 @@ class PgStore:
     @contextlib.contextmanager
     def _conn(self) -> Iterator[psycopg.Connection]:
         with self._db.lock:
+            if self._db.held is not None and _stale(self._db.held):
+                self._db.close()  # ended by the server since its last use: a new one, not an error
             conn = self._db.connect()
             if not self._ready:
                 self.ensure_schema(conn)
@@ -491,6 +587,11 @@ class PgStore:
                 raise StateError(f"no run {run_id} in {self.where}")
             conn.execute(self.q("INSERT INTO {s}.control (run_id, idx, request) VALUES (%s, %s, %s)"),
                          (run_id, row[0], _dumps(asdict(request))))
+            # Told to the owner whose address is on record now, at the commit (tether.pgcontrol).
+            conn.execute(self.q(
+                "SELECT pg_notify(%s, json_build_object('run', %s::text, 'id', %s::text, "
+                "'to', (SELECT control FROM {s}.owners WHERE run_id = %s))::text)"),
+                (self.control_channel, run_id, request.id, run_id))
 
     def control_read(self, run_id: str, seen: int) -> list[ControlRequest]:
         with self._conn() as conn:
@@ -584,6 +685,7 @@ class PgHandle:
         self._ledger: PgLedger | None = None
         self._released = False
         self._flusher: threading.Timer | None = None  # armed by the first line no save has taken
+        self._lost = False  # the session went away with the server; the run may still be ours
         self._saving = 0  # saves whose lines are taken but not committed yet
 
     @property
@@ -602,60 +704,119 @@ class PgHandle:
         with self._db.lock:
             if self._released:
                 raise SaveError(f"run {self.run_id}: this process no longer holds it")
+            if self._lost:
+                self._reattach()
             conn = self._db.connect()
             try:
                 yield conn
-            except psycopg.OperationalError as exc:
-                # The session is gone, and the lock with it: this handle holds nothing now.
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                # The session is gone, and the lock with it. The run is still ours if nobody
+                # took it meanwhile: the next use takes the lock again and checks the token.
                 self._db.abandon()
+                self._lost = self._token is not None
+                raise _Lost(f"run {self.run_id}: lost the connection to {self.store.where}: "
+                            f"{_clean(exc, self.store.url)}") from None
+
+    def _reattach(self) -> None:
+        """After a lost session: a new one, the run's lock taken again, and the token checked,
+        so the run goes on only if no other process took it while the database was away."""
+        try:
+            conn = self._db.connect()
+            got = conn.execute(self._q("SELECT pg_try_advisory_lock(lock_key), owner_token FROM {s}.runs "
+                                       "WHERE run_id = %s"), (self.run_id,)).fetchone()
+            if got is None or not got[0] or got[1] != self._token:
+                if got is not None and got[0]:
+                    conn.execute("SELECT pg_advisory_unlock_all()")
                 self._token = None
-                raise SaveError(f"run {self.run_id}: lost the connection to {self.store.where} "
-                                f"(and with it the run): {_clean(exc, self.store.url)}") from None
+                self._lost = False
+                raise SaveError(f"run {self.run_id}: lost the connection to {self.store.where}, and another "
+                                f"process took the run meanwhile; this process lets go of it")
+            conn.execute(self._q("UPDATE {s}.owners SET backend_pid = pg_backend_pid() WHERE run_id = %s "
+                                 "AND token = %s"), (self.run_id, self._token))
+        except (StoreUnavailable, psycopg.OperationalError) as exc:
+            self._db.abandon()
+            raise _Lost(f"run {self.run_id}: the database {self.store.where} is not back: "
+                        f"{_clean(exc, self.store.url) if isinstance(exc, psycopg.Error) else exc}") from None
+        self._lost = False
+        log.warning("run %s: the connection to %s was lost and is back; the run goes on", self.run_id, self.store.where)
 
     def acquire(self, *, control: str | None = None) -> RunState:
+        """Take the run and load it in one pipelined transaction (one round trip): the lock,
+        the token, the owner record and its notification, the header, the messages and the
+        last ``seq``. Its first statement divides by zero unless the lock was free, so a run
+        another session holds is left untouched."""
+        token = uuid.uuid4().hex
+        now = time.time()
+        owner = {"pid": os.getpid(), **_whoami(), "since": now, "heartbeat": now}
+        if control is not None:
+            owner["control"] = control
         with self._db.lock:
-            conn = self._db.connect()
-            try:
-                conn.execute("SELECT 1")
-            except psycopg.OperationalError:  # a kept session the server has since dropped
-                self._db.abandon()
+            pauses = iter((0.0005, 0.001, 0.002, 0.004))  # a note being traced holds the lock for an instant
+            fresh = False
+            while True:
                 conn = self._db.connect()
-            for pause in (0.0005, 0.001, 0.002, 0.004, None):  # a note being traced holds it for an instant
-                got = conn.execute(self._q("SELECT pg_try_advisory_lock(lock_key) FROM {s}.runs WHERE run_id = %s"),
-                                   (self.run_id,)).fetchone()
-                if got is None:
-                    raise StateError(f"no run {self.run_id} in {self.store.where}")
-                if got[0] or pause is None:
+                try:
+                    header, count, messages, seq = self._take(conn, token, owner)
                     break
-                time.sleep(pause)
-            if not got[0]:
-                other = self.store.owner(self.run_id)
-                who = f" (pid {other.pid} on {other.host})" if other is not None and other.pid is not None else ""
-                raise StateError(f"run {self.run_id} is already being run by another process{who}: "
-                                 f"it holds the run's lock in the database {self.store.where}; wait for it, or stop it")
-            token = uuid.uuid4().hex
-            now = time.time()
-            owner = {"pid": os.getpid(), **_whoami(), "since": now, "heartbeat": now}
-            if control is not None:
-                owner["control"] = control
-            with conn.transaction():
-                conn.execute(self._q("UPDATE {s}.runs SET owner_token = %s WHERE run_id = %s"), (token, self.run_id))
-                conn.execute(self._q(
-                    "INSERT INTO {s}.owners (run_id, token, pid, host, \"user\", since, heartbeat, command, control, "
-                    "backend_pid) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, pg_backend_pid()) "
-                    "ON CONFLICT (run_id) DO UPDATE SET token = EXCLUDED.token, pid = EXCLUDED.pid, "
-                    "host = EXCLUDED.host, \"user\" = EXCLUDED.\"user\", since = EXCLUDED.since, "
-                    "heartbeat = EXCLUDED.heartbeat, command = EXCLUDED.command, control = EXCLUDED.control, "
-                    "backend_pid = EXCLUDED.backend_pid"),
-                    (self.run_id, token, owner["pid"], owner.get("host"), owner.get("user"), now, now,
-                     owner.get("command"), _address_in(control)))
-                self.store.notify(conn, self.run_id, OWNER)
-            state = _load(conn, self.store, self.run_id)
-            self._seq = conn.execute(self._q("SELECT coalesce(max(seq), 0) FROM {s}.trace WHERE run_id = %s"),
-                                     (self.run_id,)).fetchone()[0]
+                except psycopg.errors.DivisionByZero:
+                    pause = next(pauses, None)
+                    if pause is None:
+                        other = self.store.owner(self.run_id)
+                        who = (f" (pid {other.pid} on {other.host})"
+                               if other is not None and other.pid is not None else "")
+                        raise StateError(f"run {self.run_id} is already being run by another process{who}: it "
+                                         f"holds the run's lock in the database {self.store.where}; wait for it, "
+                                         f"or stop it") from None
+                    time.sleep(pause)
+                except psycopg.errors.ForeignKeyViolation:
+                    raise StateError(f"no run {self.run_id} in {self.store.where}") from None
+                except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                    # A kept session the server has since dropped: once more, on a new one.
+                    self._db.abandon()
+                    if fresh:
+                        raise StoreUnavailable(f"{self.store.where}: {_clean(exc, self.store.url)}") from None
+                    fresh = True
+            if len(messages) != count:
+                raise StateError(f"run {self.run_id}: {len(messages)} messages stored, its header says {count}")
+            state = RunState.from_dict({**header, "messages": messages})
+            self._seq = seq
             self._token, self._owner = token, owner
             self._messages = len(state.messages)
             return state
+
+    def _take(self, conn: psycopg.Connection, token: str,
+              owner: dict[str, Any]) -> tuple[dict[str, Any], int, list[Any], int]:
+        run_id = self.run_id
+        try:
+            with conn.pipeline():
+                with conn.transaction():
+                    conn.execute(self._q("SELECT 1 / (SELECT pg_try_advisory_lock(lock_key)::int FROM {s}.runs "
+                                         "WHERE run_id = %s)"), (run_id,))
+                    row = conn.execute(self._q("UPDATE {s}.runs SET owner_token = %s WHERE run_id = %s "
+                                               "RETURNING header, message_count"), (token, run_id))
+                    conn.execute(self._q(
+                        "INSERT INTO {s}.owners (run_id, token, pid, host, \"user\", since, heartbeat, command, "
+                        "control, backend_pid) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, pg_backend_pid()) "
+                        "ON CONFLICT (run_id) DO UPDATE SET token = EXCLUDED.token, pid = EXCLUDED.pid, "
+                        "host = EXCLUDED.host, \"user\" = EXCLUDED.\"user\", since = EXCLUDED.since, "
+                        "heartbeat = EXCLUDED.heartbeat, command = EXCLUDED.command, control = EXCLUDED.control, "
+                        "backend_pid = EXCLUDED.backend_pid"),
+                        (run_id, token, owner["pid"], owner.get("host"), owner.get("user"), owner["since"],
+                         owner["heartbeat"], owner.get("command"), _address_in(owner.get("control"))))
+                    self.store.notify(conn, run_id, OWNER)
+                    # Nobody else writes a run whose lock this session holds: one snapshot is not needed.
+                    messages = conn.execute(self._q("SELECT message FROM {s}.messages WHERE run_id = %s "
+                                                    "ORDER BY idx"), (run_id,))
+                    last = conn.execute(self._q("SELECT coalesce(max(seq), 0) FROM {s}.trace WHERE run_id = %s"),
+                                        (run_id,))
+        except psycopg.errors.DivisionByZero:
+            raise
+        except BaseException:
+            with contextlib.suppress(psycopg.Error):  # the lock may have been taken before the failure
+                conn.execute("SELECT pg_advisory_unlock_all()")
+            raise
+        header, count = row.fetchone()
+        return header, count, [m for (m,) in messages.fetchall()][:count], last.fetchone()[0]
 
     # ---- saving -------------------------------------------------------------------------
     def _snapshot(self, state: RunState) -> tuple[Any, ...]:
@@ -674,46 +835,48 @@ class PgHandle:
         divides by zero unless this handle's token is still the run's, so a fenced owner's
         transaction aborts before it writes anything."""
         status, updated_at, count, header, summary, new, lines, done = snap
+        deadline = time.monotonic() + RECONNECT_S
         try:
-            self._commit_locked(status, updated_at, count, header, summary, new, lines, done)
+            while True:
+                try:
+                    self._commit_locked(status, updated_at, count, header, summary, new, lines, done,
+                                        again=self._lost)
+                    break
+                except _Lost as exc:
+                    # The database went away. Its transaction either committed or not: the
+                    # retry writes what is missing and nothing twice (the turn is not paid again).
+                    if time.monotonic() + _RETRY_S > deadline:
+                        self._restore(lines, done)
+                        self._token = None
+                        raise SaveError(f"could not save run {self.run_id}: {exc}; gave up after "
+                                        f"{RECONNECT_S:.0f} s. The run is left as it was last saved, "
+                                        f"and tether resume {self.run_id} goes on from there") from None
+                    time.sleep(_RETRY_S)
+                except SaveError:
+                    self._restore(lines, done)
+                    raise
         finally:
             with self._buffers:
                 self._saving -= 1
         self._messages = count
 
     def _commit_locked(self, status: str, updated_at: float, count: int, header: str, summary: str,
-                       new: list[tuple[str, int, str]], lines: list[tuple[int, str]], done: dict[str, str]) -> None:
+                       new: list[tuple[str, int, str]], lines: list[tuple[int, str]], done: dict[str, str], *,
+                       again: bool = False) -> None:
         try:
-            with self._conn() as conn, conn.pipeline(), conn.transaction():
-                conn.execute(self._q("SELECT 1 / (SELECT count(*) FROM {s}.runs WHERE run_id = %s "
-                                     "AND owner_token = %s)::int"), (self.run_id, self._token))
-                conn.execute(self._q(
-                    "UPDATE {s}.runs SET status = %s, updated_at = %s, message_count = %s, header = %s, "
-                    "summary = %s WHERE run_id = %s"), (status, updated_at, count, header, summary, self.run_id))
-                with conn.cursor() as c:
-                    if new:
-                        c.executemany(self._q("INSERT INTO {s}.messages (run_id, idx, message) VALUES (%s, %s, %s)"),
-                                      new)
-                    if lines:
-                        c.executemany(self._q("INSERT INTO {s}.trace (run_id, seq, record) VALUES (%s, %s, %s)"),
-                                      [(self.run_id, seq, line) for seq, line in lines])
-                    if done:
-                        c.executemany(self._q(
-                            "INSERT INTO {s}.ledger (run_id, key, status, result) VALUES (%s, %s, 'done', %s) "
-                            "ON CONFLICT (run_id, key) DO UPDATE SET status = 'done', result = EXCLUDED.result"),
-                            [(self.run_id, key, result) for key, result in done.items()])
-                self.store.notify(conn, self.run_id, JOURNAL)
-                if lines:
-                    self.store.notify(conn, self.run_id, TRACE)
+            with self._conn() as conn:
+                conn.execute(self._q(_SAVE_AGAIN if again else _SAVE), {
+                    "run": self.run_id, "token": self._token, "status": status, "updated_at": updated_at,
+                    "count": count, "header": header, "summary": summary,
+                    "idxs": [i for _, i, _ in new], "messages": [m for _, _, m in new],
+                    "seqs": [seq for seq, _ in lines], "records": [line for _, line in lines],
+                    "keys": list(done), "results": list(done.values()),
+                    "channel": self.store.channel, "journal": _notice(self.run_id, JOURNAL),
+                    "traced": bool(lines), "trace": _notice(self.run_id, TRACE)})
         except psycopg.errors.DivisionByZero:
-            self._restore(lines, done)
             raise SaveError(f"could not save run {self.run_id}: another process has taken it over") from None
         except psycopg.Error as exc:
-            self._restore(lines, done)
             raise SaveError(f"could not save run {self.run_id}: {_clean(exc, self.store.url)}") from None
-        except SaveError:
-            self._restore(lines, done)
-            raise
 
     def _restore(self, lines: list[tuple[int, str]], done: dict[str, str]) -> None:
         with self._buffers:
@@ -772,7 +935,7 @@ class PgHandle:
             except (SaveError, psycopg.Error) as exc:
                 # The next save (or the release) takes them again, or says why it cannot.
                 self._restore(lines, {})
-                log.warning("run %s: trace lines not committed yet: %s", self.run_id,
+                (log.info if isinstance(exc, _Lost) else log.warning)("run %s: trace lines not committed yet: %s", self.run_id,
                             _clean(exc, self.store.url) if isinstance(exc, psycopg.Error) else exc)
 
     def ledger(self) -> PgLedger:
@@ -814,18 +977,19 @@ class PgHandle:
                 with self._buffers:
                     lines, self._trace_lines = self._trace_lines, []
                 try:
-                    with self._conn() as conn, conn.transaction():
-                        if lines:
-                            with conn.cursor() as c:
-                                c.executemany(self._q("INSERT INTO {s}.trace (run_id, seq, record) VALUES (%s, %s, %s) "
-                                                      "ON CONFLICT DO NOTHING"),
-                                              [(self.run_id, seq, line) for seq, line in lines])
-                            self.store.notify(conn, self.run_id, TRACE)
-                        conn.execute(self._q("DELETE FROM {s}.owners WHERE run_id = %s AND token = %s"),
-                                     (self.run_id, self._token))
-                        self.store.notify(conn, self.run_id, OWNER)
-                    # After the commit: the next owner never finds this one's record.
-                    conn.execute("SELECT pg_advisory_unlock_all()")
+                    with self._conn() as conn, conn.pipeline():  # one round trip
+                        with conn.transaction():
+                            if lines:
+                                with conn.cursor() as c:
+                                    c.executemany(self._q("INSERT INTO {s}.trace (run_id, seq, record) "
+                                                          "VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"),
+                                                  [(self.run_id, seq, line) for seq, line in lines])
+                                self.store.notify(conn, self.run_id, TRACE)
+                            conn.execute(self._q("DELETE FROM {s}.owners WHERE run_id = %s AND token = %s"),
+                                         (self.run_id, self._token))
+                            self.store.notify(conn, self.run_id, OWNER)
+                        # After the commit: the next owner never finds this one's record.
+                        conn.execute("SELECT pg_advisory_unlock_all()")
                     kept = self._db.detach()
                     if kept is not None:
                         self.store._sessions.give(kept)
