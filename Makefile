@@ -46,8 +46,9 @@ screenshots: $(VENV)/.installed-test
 lab: $(VENV)/.installed
 	$(BIN)/tether lab
 
-# Crashes at every event boundary (and SIGKILLs), provider and disk faults, hostile input:
-# several minutes; prints three tables. `make test` runs a reduced crash campaign.
+# Crashes at every event boundary (and SIGKILLs), SIGKILLed queue workers on PostgreSQL,
+# provider and disk faults, hostile input:
+# several minutes; prints four tables. `make test` runs reduced crash campaigns.
 campaign: $(VENV)/.installed-test
 	$(BIN)/python -m tests.campaign
 

@@ -114,6 +114,11 @@ def _config_option(p: argparse.ArgumentParser) -> None:
                    help="the agent file (default $TETHER_CONFIG, else ./tether.toml when there is one)")
 
 
+def _worker_store_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", metavar="URL", default=os.environ.get("TETHER_STORE"),
+                   help="the PostgreSQL store, postgresql://USER[:PASSWORD]@HOST/DB (or TETHER_STORE)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tether", description="Supervise AI agent runs.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -224,6 +229,23 @@ def build_parser() -> argparse.ArgumentParser:
     for p in (run, resume, *deciders, stop, runs, show, trace, watch, export):
         _store_option(p)
 
+    submit = sub.add_parser("submit", help="create a run and put it on the worker queue; prints its id at once")
+    submit.add_argument("--agent", required=True, metavar="NAME", help="an agent from the agent file, or a demo scenario")
+    submit.add_argument("--prompt", help="the task (the agent's own task by default)")
+    submit.add_argument("--run-id")
+    submit.add_argument("--base-url", help="a demo scenario: where the scripted provider is served")
+    submit.add_argument("--auto-approve", type=_tool_list, metavar="TOOL[,TOOL]")
+    submit.add_argument("--workspace", type=Path, help="a demo scenario: its folder (default $TETHER_HOME/workspace)")
+    submit.add_argument("--json", action="store_true")
+    _worker_store_option(submit)
+    _config_option(submit)
+
+    worker = sub.add_parser("worker", help="run queued runs (tether submit) until SIGINT or SIGTERM")
+    worker.add_argument("--concurrency", type=_positive_int, default=1, metavar="N",
+                        help="runs of one agent this worker runs at once (default 1)")
+    _worker_store_option(worker)
+    _config_option(worker)
+
     provider = sub.add_parser("provider", help="serve the scripted provider over HTTP")
     provider.add_argument("--host", default="127.0.0.1")
     provider.add_argument("--port", type=int, default=8787)
@@ -258,6 +280,10 @@ def main(argv: Sequence[str] | None = None) -> int:
             return _console(args)
         if command == "provider":
             return _provider(args)
+        if command in ("worker", "submit"):  # DBOS launches outside an event loop
+            from tether import worker
+
+            return worker.worker_command(args) if command == "worker" else worker.submit_command(args)
         return asyncio.run(_COMMANDS[command](args))
     except (UsageError, StateError, ValueError) as exc:
         print(f"tether: error: {exc}", file=sys.stderr)
@@ -448,6 +474,11 @@ async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
     for a decision, if one does; otherwise made here, and the run goes on in this process."""
     await _may_operate(args, verdict)
     async with _harness_for(args) as harness:
+        from tether import worker  # a worker's workflow may wait for this decision (PostgreSQL)
+
+        queued = await worker.decide(harness.store, args.run_id, verdict, text, by=_who(args))
+        if queued is not None:
+            return _emit_reply(args, queued)
         owner = await call(harness.store, harness.store.owner, args.run_id)
         if owner is not None and owner.alive:
             reply = await harness.decide(args.run_id, verdict, text, by=_who(args))
@@ -468,6 +499,11 @@ async def _stop(args: argparse.Namespace) -> int:
     if not await call(store, store.exists, args.run_id):
         raise StateError(f"no run {args.run_id} in {store.where}")
     request = control.ControlRequest("stop", args.reason or "stopped from the command line", by=_who(args))
+    from tether import worker  # a worker's workflow may wait for a decision on the run (PostgreSQL)
+
+    waiting = await worker.stop_waiting(store, args.run_id, request)
+    if waiting is not None:
+        return _emit_reply(args, waiting)
     return _emit_reply(args, await control.request(store, args.run_id, request))
 
 

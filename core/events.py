@@ -143,4 +143,14 @@ class TelemetryDropped(Event):
     spans: int
 
 
+@dataclass(slots=True, kw_only=True)
+class WorkerNote(Event):
+    """A queue worker's word about a run it did not drive (it cannot build the run's agent,
+    so the run waits for a worker that can): a console shows why a run waits."""
+
+    kind: ClassVar[str] = "worker_note"
+    worker: str
+    text: str
+
+
 EventSink = Callable[[Event], None]

@@ -60,7 +60,9 @@ TASK_CHARS = 200
 BUSY_S = 5.0
 RETRY_AFTER_S = 5.0  # after an index error, a writer leaves the index alone this long
 
-Liveness = Literal["running", "orphaned"]
+Liveness = Literal["running", "orphaned", "queued"]
+"""``queued``: saved as running, held by no process, and waiting in the worker queue
+(PostgreSQL with ``tether worker``): a worker takes it, nobody needs to adopt it."""
 JournalKey = tuple[int, int, int]  # (size, mtime_ns, inode)
 
 _COLUMNS = (
@@ -136,8 +138,9 @@ class RunSummary:
 
     @property
     def shown_status(self) -> str:
-        """The status as a listing shows it: ``orphaned`` for a running run nobody runs."""
-        return "orphaned" if self.liveness == "orphaned" else self.status
+        """The status as a listing shows it: ``orphaned`` for a running run nobody runs,
+        ``queued`` for one that waits in the worker queue."""
+        return self.liveness if self.liveness in ("orphaned", "queued") else self.status
 
     @classmethod
     def of(cls, state: RunState, key: JournalKey) -> RunSummary:

@@ -62,6 +62,8 @@ from tether.workspace import Workspace
 MAX_TOOL_OUTPUT_CHARS = 16_000
 UNSEEN_USAGE_RATIO = 2.0  # strict budgets: how much more an endpoint may count before it has said
 USAGE_MARGIN = 1.05
+SHUTDOWN_REASON = "the process running this run was shut down"
+"""Why a run whose task was cancelled stopped: a queue worker goes on with such a run."""
 log = logging.getLogger(__name__)
 
 
@@ -191,7 +193,7 @@ class RunLoop:
             return await self._finish(Stop(Status.FAILED, str(exc), error=str(exc)))
         except asyncio.CancelledError:
             # The task itself was cancelled (the process is shutting down): record why, then go.
-            reason = "the process running this run was shut down"
+            reason = SHUTDOWN_REASON
             await self._finish(Stop(Status.INTERRUPTED, reason, Cancelled(reason)))
             raise
         except SaveError:

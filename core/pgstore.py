@@ -550,6 +550,7 @@ class PgStore:
                 f"SELECT r.run_id, r.summary, r.status = 'running' AND r.lock_key IN ({_HELD}), "
                 f"o.pid, o.host, o.\"user\", o.since, o.heartbeat, o.command, o.control, o.run_id IS NOT NULL "
                 f"FROM {{s}}.runs r LEFT JOIN {{s}}.owners o USING (run_id) {where} ORDER BY r.created_at")).fetchall()
+            queued = self._queued(conn)
         out = []
         for run_id, data, alive, *owner, has_owner in rows:
             try:
@@ -559,21 +560,34 @@ class PgStore:
                     problems[run_id] = f"unreadable summary: {exc}"
                 continue
             if summary.status == "running":
-                summary.liveness = "running" if alive else "orphaned"
+                summary.liveness = "running" if alive else "queued" if run_id in queued else "orphaned"
                 summary.owner = _owner(tuple(owner) if has_owner else None, bool(alive))
             out.append(summary)
         return out
+
+    def _queued(self, conn: psycopg.Connection, run_id: str | None = None) -> set[str]:
+        """The runs the worker queue holds (:mod:`tether.worker`): enqueued, or taken by a
+        worker that is between steps or gone (another worker goes on with it within a
+        second). Empty where no worker or submit ever ran."""
+        if conn.execute("SELECT to_regclass('dbos.workflow_status')").fetchone()[0] is None:
+            return set()
+        query = ("SELECT workflow_uuid FROM dbos.workflow_status WHERE name = 'tether.run' "
+                 "AND status IN ('ENQUEUED', 'DELAYED', 'PENDING')")
+        if run_id is not None:
+            return {r[0] for r in conn.execute(query + " AND workflow_uuid = %s", (run_id,))}
+        return {r[0] for r in conn.execute(query)}
 
     def summary(self, run_id: str) -> RunSummary:
         with self._conn() as conn:
             row = conn.execute(self.q(
                 f"SELECT r.summary, r.lock_key IN ({_HELD}) FROM {{s}}.runs r WHERE r.run_id = %s"),
                 (_check_id(run_id),)).fetchone()
+            queued = self._queued(conn, run_id) if row is not None and not row[1] else set()
         if row is None:
             raise StateError(f"no run {run_id} in {self.where}")
         summary = _summary(row[0])
         if summary.status == "running":
-            summary.liveness = "running" if row[1] else "orphaned"
+            summary.liveness = "running" if row[1] else "queued" if run_id in queued else "orphaned"
             summary.owner = self.owner(run_id)
         return summary
 
@@ -1058,10 +1072,16 @@ class PgLedger:
 
     def begin(self, key: str, intent: dict[str, Any]) -> None:
         h = self._handle
+        # Fenced like a save: a process that lost the run (its session replaced, another
+        # owner in) records no intent, so it never goes on to the side effect.
         with h._conn() as conn:
-            conn.execute(h._q("INSERT INTO {s}.ledger (run_id, key, status, intent) VALUES (%s, %s, 'begun', %s) "
-                              "ON CONFLICT (run_id, key) DO UPDATE SET status = 'begun', intent = EXCLUDED.intent, "
-                              "result = NULL"), (h.run_id, key, _dumps(intent)))
+            written = conn.execute(h._q(
+                "INSERT INTO {s}.ledger (run_id, key, status, intent) SELECT %s, %s, 'begun', %s "
+                "WHERE EXISTS (SELECT 1 FROM {s}.runs WHERE run_id = %s AND owner_token = %s) "
+                "ON CONFLICT (run_id, key) DO UPDATE SET status = 'begun', intent = EXCLUDED.intent, "
+                "result = NULL"), (h.run_id, key, _dumps(intent), h.run_id, h._token)).rowcount
+        if written != 1:
+            raise SaveError(f"run {h.run_id}: another process has taken it over; the write {key} was not begun")
         with h._buffers:
             h._done.pop(key, None)
 

@@ -113,6 +113,8 @@ def owner_words(run_id: str, liveness: str | None, owner: Owner | None, *, long:
             if owner.command:
                 words += f" ({owner.command})"
         return words
+    if liveness == "queued":
+        return "waits in the worker queue (tether worker --store URL takes it)"
     if liveness == "orphaned":
         was = f" (was {owner.where} since {_clock(owner.since, now)})" if owner and owner.pid is not None else ""
         return f"no process holds it{was}; tether resume {run_id} adopts it"

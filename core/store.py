@@ -623,6 +623,12 @@ def _whoami() -> dict[str, str]:
     return _WHOAMI
 
 
+def set_owner_command(words: str) -> None:
+    """What owner records written by this process say it is (a queue worker names its
+    executor id, so an operator can tell which worker holds a run)."""
+    _whoami()["command"] = words[:80]
+
+
 def _header(state: RunState, since: dict[str, int] | None = None) -> dict[str, Any]:
     return {**state.header(since), "message_count": len(state.messages)}
 

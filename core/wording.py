@@ -65,6 +65,8 @@ def describe(r: dict[str, Any], timings: bool = True) -> str:
         return f"{r.get('tool')} {r.get('args')}  {r.get('call_id')}: {r.get('why')}"
     if kind == "approval_decision":
         return f"{r.get('verdict')} {r.get('tool')} {r.get('call_id')}: {r.get('text')}"
+    if kind == "worker_note":
+        return f"{r.get('text')}"
     if kind == "run_stopped":
         return f"{r.get('status')}: {r.get('reason')}  turns={r.get('turns')} cost={money(r.get('cost_usd'))}"
     return json.dumps({k: v for k, v in r.items() if k not in ("kind", "run_id", "seq", "ts")}, default=str)

@@ -20,7 +20,7 @@ def main(argv: list[str] | None = None) -> int:
                         help="crash only these scenarios (repeatable; default all four)")
     parser.add_argument("--quick", action="store_true", help="single crashes only: no second crash, no SIGKILL")
     parser.add_argument("--workers", type=int, help="crash cells run in parallel (default: CPUs, at least 2)")
-    parser.add_argument("--skip", action="append", default=[], choices=["crash", "faults", "hostile"])
+    parser.add_argument("--skip", action="append", default=[], choices=["crash", "faults", "hostile", "workers"])
     args = parser.parse_args(argv)
     tables: list[str] = []
     broken = False
@@ -38,6 +38,8 @@ def main(argv: list[str] | None = None) -> int:
             broken |= bool(failed)
             tables.append(f"## Crash campaign ({time.monotonic() - started:.0f} s)\n\n{crash.table(results)}"
                           + (f"\n\nFailed crash points:\n{failed}" if failed else ""))
+        if "workers" not in args.skip:
+            broken |= _workers(root / "workers", tables)
         if "faults" not in args.skip:
             rows = faults.run_all(root / "faults")
             broken |= not all(ok for *_, ok in rows)
@@ -53,6 +55,28 @@ def main(argv: list[str] | None = None) -> int:
                 + ("\n\nFailing hostile cases:\n" + "\n".join(f"- {c}" for c in failed_cases) if failed_cases else ""))
     print("\n\n".join(tables))
     return 1 if broken else 0
+
+
+def _workers(root: Path, tables: list[str]) -> bool:
+    """The crash campaign on PostgreSQL with queue workers (tests/campaign/workers.py), on a
+    server of its own; True when a point failed."""
+    from tests import pg
+    from tests.campaign import workers
+
+    started = time.monotonic()
+    server = pg.start()
+    try:
+        with workers.WorkerCampaign(server.url, root) as campaign:
+            results = []
+            for name in workers.SCENARIOS:
+                results.append(campaign.sweep(name))
+                print(f"worker campaign: {name} done", file=sys.stderr)
+    finally:
+        server.stop()
+    failed = workers.failures(results)
+    tables.append(f"## Crash campaign on PostgreSQL workers ({time.monotonic() - started:.0f} s)\n\n"
+                  + workers.table(results) + (f"\n\nFailed points:\n{failed}" if failed else ""))
+    return bool(failed)
 
 
 if __name__ == "__main__":

@@ -17,5 +17,10 @@ CREATE SCHEMA tether AUTHORIZATION tether;
 GRANT USAGE ON SCHEMA tether TO tether_watch;
 -- Tables the operator makes later are readable by the watcher, and by no one else.
 ALTER DEFAULT PRIVILEGES FOR ROLE tether IN SCHEMA tether GRANT SELECT ON TABLES TO tether_watch;
+-- The worker queue (tether worker, tether submit): DBOS keeps its tables in the schema
+-- `dbos`, made and migrated by the operator's first worker; the watcher reads the queue.
+CREATE SCHEMA dbos AUTHORIZATION tether;
+GRANT USAGE ON SCHEMA dbos TO tether_watch;
+ALTER DEFAULT PRIVILEGES FOR ROLE tether IN SCHEMA dbos GRANT SELECT ON TABLES TO tether_watch;
 ALTER ROLE tether SET search_path = tether;
 ALTER ROLE tether_watch SET search_path = tether;

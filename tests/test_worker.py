@@ -1,0 +1,318 @@
+"""Queue workers (``tether submit``, ``tether worker``) on a real PostgreSQL: runs wait in
+the queue and say so, any worker takes them, a SIGKILLed worker's runs are finished by
+another without paying a model turn twice, two workers never drive one run at once, a worker
+that lacks an agent's module leaves its runs to one that has it, a Stop reaches a tool in a
+worker, and an approval waits durably across a worker's death.
+
+Every worker is a real process, stopped however the test ends (tests/workerproc.py checks
+that none is left running)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import textwrap
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tether import control, worker
+from tether.pgstore import PgStore
+from tether.provider import create_app
+from tether.state import Cancelled, NeedsApproval, Status
+from tests.campaign.server import CountingApp, serving
+from tests.workerproc import Fleet, clean_slate, wait_for
+
+
+@pytest.fixture(scope="module")
+def provider() -> Iterator[tuple[str, CountingApp]]:
+    counter = CountingApp(create_app())
+    with serving(counter) as base:
+        yield base, counter
+
+
+@pytest.fixture
+def store(pg_url: str) -> Iterator[PgStore]:
+    clean_slate(pg_url)
+    pg = PgStore(pg_url)
+    try:
+        yield pg
+    finally:
+        pg.close()
+
+
+@pytest.fixture
+def fleet(pg_url: str, store: PgStore, tmp_path: Path) -> Iterator[Fleet]:
+    with Fleet(pg_url, tmp_path / "fleet") as f:
+        yield f
+
+
+def _ended(store: PgStore, run_id: str) -> bool:
+    """Stopped, and let go of (its workflow may still wait for a decision)."""
+    owner = store.owner(run_id)
+    return store.load(run_id).status is not Status.RUNNING and not (owner is not None and owner.alive)
+
+
+def _trace(store: PgStore, run_id: str) -> list[dict]:
+    return list(store.read_trace(run_id))
+
+
+def test_a_submitted_run_waits_as_queued_then_a_worker_runs_it(fleet: Fleet, store: PgStore, provider):
+    base, counter = provider
+    run_id = fleet.submit("slow", "--base-url", f"{base}/queued/v1")
+    summary = store.summary(run_id)
+    assert (summary.liveness, summary.shown_status) == ("queued", "queued")
+    view = worker.queue_view(store)
+    assert view.depth == 1 and run_id in view.queued
+    listed = fleet.tether("runs", "--store", fleet.url, "--json") if _cli_has_store() else None
+    if listed is not None:
+        row = next(r for r in json.loads(listed.stdout) if r["run_id"] == run_id)
+        assert row["liveness"] == "queued"
+
+    w = fleet.start()
+    # While it runs, the run's owner and the queue view both name the worker.
+    owner = wait_for(lambda: (o := store.owner(run_id)) is not None and o.alive and o, "the worker to take the run")
+    assert owner.pid == w.pid and w.executor_id in (owner.command or "")
+    view = worker.queue_view(store)
+    assert view.depth == 0 and view.executors[run_id] == w.executor_id
+    assert view.worker_of(run_id).pid == w.pid and view.worker_of(run_id).alive
+    wait_for(lambda: _ended(store, run_id), "the run to end", 60)
+    state = store.load(run_id)
+    assert state.status is Status.COMPLETED and "1200" in (state.answer or "")
+    assert counter.requests["queued"] == 2
+    started = [r for r in _trace(store, run_id) if r["kind"] == "run_started"]
+    assert [r["pid"] for r in started] == [w.pid]
+
+
+def _cli_has_store() -> bool:
+    from tether.cli import build_parser
+
+    try:
+        build_parser().parse_args(["runs", "--store", "postgresql://x"])
+    except SystemExit:
+        return False
+    return True
+
+
+def test_submit_refuses_bad_input_in_one_line_and_queues_nothing(fleet: Fleet, store: PgStore):
+    done = fleet.tether("submit", "--agent", "no-such-agent", "--store", fleet.url)
+    assert done.returncode == 2 and done.stderr.count("\n") == 1 and "no agent 'no-such-agent'" in done.stderr
+    done = fleet.tether("submit", "--agent", "plan", "--store", "/not/a/database")
+    assert done.returncode == 2 and "--store postgresql://" in done.stderr
+    wrong = fleet.url.replace("tether:", "tether:wrong", 1)
+    done = fleet.tether("submit", "--agent", "plan", "--store", wrong)
+    assert done.returncode == 2 and "wrong" not in done.stderr and "***" in done.stderr
+    assert store.run_ids() == [] and worker.queue_view(store).depth == 0
+
+
+def test_a_sigkilled_workers_run_is_finished_by_another_without_paying_twice(fleet: Fleet, store: PgStore,
+                                                                              provider):
+    """Killed in the middle of its tool call: the second worker recovers the workflow (the
+    first one's liveness lock is gone), resumes from the saved reply, and pays no turn twice."""
+    base, counter = provider
+    first = fleet.start()
+    run_id = fleet.submit("slow", "--base-url", f"{base}/killed/v1")
+    # The reply asking for scan_archive is saved before the 3 s tool runs: kill in the tool.
+    wait_for(lambda: store.load(run_id).turns == 1 and store.owner(run_id).alive, "the tool call to start")
+    first.kill()
+    assert store.liveness(run_id) in ("queued", "orphaned")
+    second = fleet.start()
+    wait_for(lambda: _ended(store, run_id), "the second worker to finish the run", 90)
+    state = store.load(run_id)
+    assert state.status is Status.COMPLETED and state.turns == 2
+    assert counter.requests["killed"] == 2, "a saved model turn was asked again"
+    started = [r["pid"] for r in _trace(store, run_id) if r["kind"] == "run_started"]
+    assert started == [first.pid, second.pid]
+    assert "went back to their queues" in second.text()
+
+
+def test_a_worker_shut_down_mid_run_hands_it_over_and_exits(fleet: Fleet, store: PgStore, provider, pg_server):
+    """SIGTERM: the run in the tool is saved as interrupted by the shutdown, the worker exits 0,
+    and the next worker goes on with the run (it is no operator's Stop). The password of the
+    store's URL is in no log and no record."""
+    base, counter = provider
+    first = fleet.start()
+    run_id = fleet.submit("slow", "--base-url", f"{base}/term/v1")
+    wait_for(lambda: store.load(run_id).turns == 1 and store.owner(run_id).alive, "the tool call to start")
+    assert first.stop() == 0
+    state = store.load(run_id)
+    assert state.status is Status.INTERRUPTED and isinstance(state.interruption, Cancelled)
+    assert store.summary(run_id).liveness is None and worker.queue_view(store).executors.get(run_id)
+    second = fleet.start()
+    wait_for(lambda: worker._workflow_status(store, run_id) == "SUCCESS", "the next worker to finish the run", 60)
+    assert store.load(run_id).status is Status.COMPLETED and counter.requests["term"] == 2
+    password = pg_server.operator_password
+    assert password not in first.text() + second.text()
+    records = json.dumps([*_trace(store, run_id), store.load(run_id).to_dict()])
+    assert password not in records and "***" in first.text()
+
+
+def test_a_database_restart_mid_run_and_the_run_goes_on(fleet: Fleet, store: PgStore, provider, pg_server):
+    """Every session is cut and every lock dropped: the worker takes its lock again, and the
+    run goes on from its last committed step (the store waits for the server; past that, the
+    drive step is tried again); no worker calls another dead meanwhile."""
+    from tether.pgstore import StoreUnavailable
+
+    base, counter = provider
+    w = fleet.start()
+    run_id = fleet.submit("slow", "--base-url", f"{base}/restart/v1")
+    wait_for(lambda: store.load(run_id).turns == 1 and store.owner(run_id).alive, "the tool call to start")
+    pg_server.restart()
+
+    def done() -> bool:
+        try:
+            return worker._workflow_status(store, run_id) == "SUCCESS"
+        except StoreUnavailable:
+            return False  # this test's own session was cut too
+
+    wait_for(done, "the run to go on after the restart", 120)
+    state = store.load(run_id)
+    assert state.status is Status.COMPLETED and counter.requests["restart"] <= 3
+    # The store waits for the server and goes on (or, past its patience, the step is tried again).
+    assert "taken again" in w.text() and ("the run goes on" in w.text() or "the worker tries again" in w.text())
+    assert w.process.poll() is None and "went back to their queues" not in w.text()
+
+
+def test_two_workers_never_drive_one_run_at_once(fleet: Fleet, store: PgStore, provider, pg_url: str):
+    """A recovery that hands a live worker's run to another (a zombie) makes the second one
+    wait for the run's lock: the tool runs once, and only the first worker drives the run."""
+    base, counter = provider
+    first = fleet.start()
+    second = fleet.start()
+    run_id = fleet.submit("slow", "--base-url", f"{base}/zombie/v1")
+    wait_for(lambda: store.load(run_id).turns == 1 and (o := store.owner(run_id)).alive and o, "the tool call")
+    driver = store.owner(run_id).pid
+    other = second if driver == first.pid else first
+    dbos = worker.client(pg_url)
+    try:  # what a mistaken recovery would do
+        dbos.resume_workflow(run_id, queue_name=worker.DEMO_QUEUE)
+    finally:
+        worker.close_client(dbos)
+    wait_for(lambda: "waits until it lets go" in other.text(), "the other worker to wait for the run", 30)
+    wait_for(lambda: _ended(store, run_id), "the run to end", 60)
+    trace = _trace(store, run_id)
+    assert [r["kind"] for r in trace].count("tool_start") == 1
+    assert [r["pid"] for r in trace if r["kind"] == "run_started"] == [driver]
+    assert store.load(run_id).status is Status.COMPLETED and counter.requests["zombie"] == 2
+
+
+WTOOLS = '''
+def list_files() -> str:
+    """List the files in the folder."""
+    return "errors.log"
+
+
+def read_file(path: str) -> str:
+    """Read a file."""
+    return "ERROR disk full on /var (3 times)"
+'''
+
+
+def test_a_worker_without_the_agents_module_leaves_the_run_to_one_that_has_it(fleet: Fleet, store: PgStore,
+                                                                                provider, tmp_path: Path):
+    base, _ = provider
+    modules = tmp_path / "modules"
+    modules.mkdir()
+    (modules / "wtools.py").write_text(WTOOLS)
+    config = tmp_path / "agents" / "tether.toml"
+    (config.parent / "ws").mkdir(parents=True)
+    config.write_text(textwrap.dedent(f"""
+        [agents.custom]
+        model = "plan"
+        base_url = "{base}/custom/v1"
+        workspace = "./ws"
+        tools = ["wtools:list_files", "wtools:read_file"]
+    """))
+    lacking = fleet.start("--config", str(config))
+    assert "cannot run agent custom" in lacking.text() and "no module named 'wtools'" in lacking.text()
+    run_id = fleet.submit("custom", "--config", str(config), "--prompt", "what went wrong?",
+                          pythonpath=[str(modules)])
+    notes = wait_for(lambda: [r for r in _trace(store, run_id) if r["kind"] == "worker_note"],
+                     "the worker's note in the run's trace", 30)
+    assert lacking.executor_id in notes[0]["text"] and "no module named 'wtools'" in notes[0]["text"]
+    assert store.summary(run_id).shown_status == "queued"
+    having = fleet.start("--config", str(config), pythonpath=[str(modules)])
+    wait_for(lambda: _ended(store, run_id), "the worker that has the module to run it", 60)
+    assert store.load(run_id).status is Status.COMPLETED
+    started = [r["pid"] for r in _trace(store, run_id) if r["kind"] == "run_started"]
+    assert started == [having.pid]
+    assert len([r for r in _trace(store, run_id) if r["kind"] == "worker_note"]) == 1, "a note said twice"
+
+
+def test_a_stop_from_another_process_reaches_the_tool_and_the_worker_goes_on(fleet: Fleet, store: PgStore,
+                                                                              provider):
+    base, _ = provider
+    w = fleet.start()
+    run_id = fleet.submit("slow", "--base-url", f"{base}/stop/v1")
+    wait_for(lambda: store.load(run_id).turns == 1 and store.owner(run_id).alive, "the tool call to start")
+    stopped = _stop_from_another_process(fleet, store, run_id)
+    assert stopped, "the stop was not delivered"
+    wait_for(lambda: _ended(store, run_id), "the run to stop", 30)
+    state = store.load(run_id)
+    assert state.status is Status.INTERRUPTED and isinstance(state.interruption, Cancelled)
+    assert state.exit_code == 5 and state.interruption.by == "tester"
+    assert not any(m.get("role") == "tool" and "3 archives" in (m.get("content") or "") for m in state.messages)
+    following = fleet.submit("plan", "--base-url", f"{base}/after-stop/v1")
+    wait_for(lambda: _ended(store, following), "the worker's next run", 60)
+    assert store.load(following).status is Status.COMPLETED and w.process.poll() is None
+
+
+def _stop_from_another_process(fleet: Fleet, store: PgStore, run_id: str) -> bool:
+    if _cli_has_store():
+        done = fleet.tether("stop", run_id, "--store", fleet.url, "--as", "tester")
+        return done.returncode == 0
+    reply = asyncio.run(control.request(store, run_id, control.ControlRequest("stop", "stopped by the test",
+                                                                              by="tester")))
+    return reply.ok
+
+
+def test_an_approval_waits_durably_through_a_workers_death(fleet: Fleet, store: PgStore, provider, tmp_path: Path):
+    base, counter = provider
+    workspace = tmp_path / "ws"
+    first = fleet.start()
+    run_id = fleet.submit("destructive", "--base-url", f"{base}/approve/v1", "--workspace", str(workspace))
+    wait_for(lambda: isinstance(store.load(run_id).interruption, NeedsApproval) and _ended(store, run_id),
+             "the run to wait for approval", 60)
+    first.kill()  # the workflow's wait is in the database, not in the process
+    approved = fleet.tether("approve", run_id, "--store", fleet.url, "--as", "alice", "--note", "fine")
+    assert approved.returncode == 0 and "approved delete_file" in approved.stdout, approved.stderr
+    again = fleet.tether("reject", run_id, "--store", fleet.url, "--as", "bob", "--reason", "no")
+    assert again.returncode == 2 and "already decided: approved by alice" in again.stderr
+    assert (workspace / "access.log").exists(), "the write happened before anyone ran the run"
+    fleet.start()
+    wait_for(lambda: worker._workflow_status(store, run_id) == "SUCCESS", "the new worker to finish the approved run", 60)
+    state = store.load(run_id)
+    assert state.status is Status.COMPLETED and not (workspace / "access.log").exists()
+    assert [d.by for d in state.approvals.values()] == ["alice"]
+    assert counter.requests["approve"] == 3
+    late = asyncio.run(worker.decide(store, run_id, "approve", by="carol"))
+    assert late is None or not late.ok
+
+
+def test_a_stop_ends_a_workflows_wait_and_leaves_the_run_waiting(fleet: Fleet, store: PgStore, provider,
+                                                                  tmp_path: Path):
+    base, _ = provider
+    fleet.start()
+    run_id = fleet.submit("destructive", "--base-url", f"{base}/stop-wait/v1", "--workspace", str(tmp_path / "ws"))
+    wait_for(lambda: isinstance(store.load(run_id).interruption, NeedsApproval) and _ended(store, run_id)
+             and worker.queue_view(store).executors.get(run_id), "the workflow to wait for the decision", 60)
+    request = control.ControlRequest("stop", "not today", by="tester")
+    reply = asyncio.run(worker.stop_waiting(store, run_id, request))
+    assert reply is not None and reply.ok and "stops waiting" in reply.words
+    wait_for(lambda: worker._workflow_status(store, run_id) == "SUCCESS", "the workflow to end", 30)
+    assert isinstance(store.load(run_id).interruption, NeedsApproval)  # still waiting, for a person
+    assert run_id not in worker.queue_view(store).executors
+    assert asyncio.run(worker.decide(store, run_id, "approve", by="alice")) is None  # decided the usual way now
+
+
+def test_a_stop_for_a_queued_run_stops_it_before_its_first_turn(fleet: Fleet, store: PgStore, provider):
+    base, counter = provider
+    run_id = fleet.submit("plan", "--base-url", f"{base}/stop-queued/v1")
+    reply = asyncio.run(worker.stop_waiting(store, run_id, control.ControlRequest("stop", "never mind", by="tester")))
+    assert reply is not None and reply.ok and "waits in the worker queue" in reply.words
+    fleet.start()
+    wait_for(lambda: worker._workflow_status(store, run_id) == "SUCCESS", "the worker to take and stop it", 60)
+    state = store.load(run_id)
+    assert state.status is Status.INTERRUPTED and isinstance(state.interruption, Cancelled)
+    assert state.turns == 0 and counter.requests["stop-queued"] == 0
