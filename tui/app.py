@@ -861,6 +861,25 @@ class TetherApp(App[int]):
                           "Approve" if verdict == "approve" else "Reject"),
             name=f"decide {rid}", group="control", exit_on_error=False)
 
+    def decide_for_worker(self, rid: str, verdict: str, text: str = "", call_id: str | None = None) -> Worker[Any]:
+        """Hand a decision to the queue worker's workflow that waits for it (tether.worker.decide);
+        when no workflow waits after all, decide here as for a run nobody holds."""
+        from tether import worker
+
+        async def decide() -> ControlReply:
+            reply = await worker.decide(self.harness.store, rid, verdict, text, by=self.operator,  # type: ignore[arg-type]
+                                        call_id=call_id)
+            if reply is None:
+                if verdict == "approve":
+                    self.approve_run(rid, text, call_id=call_id)
+                else:
+                    self.reject_run(rid, text, call_id=call_id)
+                return ControlReply(True, f"no worker waits for run {rid}: this console goes on with it")
+            return reply
+
+        return self.run_worker(self._control(rid, decide, "Approve" if verdict == "approve" else "Reject"),
+                               name=f"decide {rid}", group="control", exit_on_error=False)
+
     async def _control(self, rid: str, op: Callable[[], Awaitable[ControlReply]], what: str) -> ControlReply | None:
         try:
             reply = await op()
@@ -984,8 +1003,11 @@ class TetherApp(App[int]):
         def done(text: str | None) -> None:
             if text is None or not self.can_decide(rid):
                 return
-            if self.model.decide_route(rid) == "process":
+            route = self.model.decide_route(rid)
+            if route == "process":
                 self.deliver_decision(rid, verdict, text, call_id=waiting.call_id)
+            elif route == "worker":
+                self.decide_for_worker(rid, verdict, text, call_id=waiting.call_id)
             elif verdict == "approve":
                 self.approve_run(rid, text, call_id=waiting.call_id)
             else:

@@ -191,6 +191,7 @@ class PgFeed:
         self.where = store.where
         self.states: dict[str, RunState] = {}  # the followed runs, as last loaded
         self.seqs: dict[str, int] = {}  # the last trace seq read (or marked) per run
+        self._no_workers = False
 
     def listing(self) -> Listing:
         marks = self._trace_ends()  # before the summaries: what is appended in between is read again, not lost
@@ -290,9 +291,12 @@ class PgFeed:
 
     def queue(self) -> QueueInfo | None:
         """The workers' queue (None: no workers here, or their module is not installed)."""
+        if self._no_workers:
+            return None
         try:
             from tether.worker import queue_view  # type: ignore[attr-defined]
-        except ImportError:
+        except ImportError:  # no workers' module here: asked once, not every second
+            self._no_workers = True
             return None
         view = queue_view(self.store)
         queued = frozenset(getattr(view, "queued", ()) or ())

@@ -147,7 +147,7 @@ def age(seconds: float) -> str:
     return f"{seconds / 3600:.0f} h"
 
 
-DecideRoute = Literal["here", "process"]
+DecideRoute = Literal["here", "process", "worker"]
 
 
 @dataclass(frozen=True)
@@ -262,8 +262,16 @@ class ConsoleModel:
         return st is not None and st.status is Status.RUNNING and not self.is_live(rid) and not self.is_queued(rid)
 
     def is_queued(self, rid: str) -> bool:
-        """Waiting in the workers' queue (saved as running, nobody holds it yet)."""
-        return self.queue is not None and rid in self.queue.queued and not self.is_live(rid)
+        """Waiting in the workers' queue, or a worker's between two of its steps: saved as
+        running, nobody holds it this instant, a worker will (the console must not adopt it)."""
+        queue = self.queue
+        return queue is not None and (rid in queue.queued or rid in queue.executors) and not self.is_live(rid)
+
+    def workers_decision(self, rid: str) -> bool:
+        """A worker's run waits for a decision in its workflow (no process holds it meanwhile)."""
+        st = self.states.get(rid)
+        return (self.queue is not None and rid in self.queue.executors and not self.is_live(rid)
+                and st is not None and st.status is Status.INTERRUPTED and isinstance(st.interruption, NeedsApproval))
 
     def runner(self, rid: str) -> str:
         """Who runs a run another process holds, in a few words: the worker, else pid@host."""
@@ -316,7 +324,9 @@ class ConsoleModel:
     def decide_route(self, rid: str) -> DecideRoute:
         """Where a decision on ``rid`` is made: delivered to the process waiting for it, or
         here (the console takes the run and goes on with it)."""
-        return "process" if self.waits_in_process(rid) else "here"
+        if self.waits_in_process(rid):
+            return "process"
+        return "worker" if self.workers_decision(rid) else "here"
 
     def can_resume(self, rid: str) -> bool:
         st = self.states.get(rid)
