@@ -66,8 +66,29 @@ def new_state(run_id: str, task: str = "count the archive") -> RunState:
     return RunState(run_id=run_id, model="slow", messages=[{"role": "user", "content": task}])
 
 
-def psycopg_threads() -> list[str]:
-    return [t.name for t in threading.enumerate() if t.name.startswith(("tether", "asyncio_"))]
+@pytest.fixture
+def on_loop(monkeypatch) -> list[str]:
+    """The psycopg calls made on the event loop's thread (there must be none: the console
+    reads a network store from worker threads)."""
+    import psycopg
+
+    calls: list[str] = []
+    loop_thread = threading.get_ident()
+
+    def watch(cls: type, name: str) -> None:
+        original = getattr(cls, name)
+
+        def wrapped(self, *args, **kwargs):
+            if threading.get_ident() == loop_thread:
+                calls.append(f"{cls.__name__}.{name}: {str(args[0])[:80] if args else ''}")
+            return original(self, *args, **kwargs)
+
+        monkeypatch.setattr(cls, name, wrapped)
+
+    for cls, name in ((psycopg.Connection, "execute"), (psycopg.Cursor, "execute"),
+                      (psycopg.Cursor, "executemany")):
+        watch(cls, name)
+    return calls
 
 
 async def test_the_console_lists_a_postgresql_store_without_showing_its_password(pg: PgStore, pg_url: str,
@@ -87,7 +108,8 @@ async def test_the_console_lists_a_postgresql_store_without_showing_its_password
 
 
 async def test_a_run_of_another_process_is_followed_and_stopped_over_postgresql(pg: PgStore, pg_url: str,
-                                                                               pg_server, tmp_path: Path):
+                                                                               pg_server, tmp_path: Path,
+                                                                               on_loop: list[str]):
     app = console(tmp_path, pg_url, operator="alice")
     said = notices(app)
     async with app.run_test(size=SIZE) as pilot:
@@ -120,6 +142,7 @@ async def test_a_run_of_another_process_is_followed_and_stopped_over_postgresql(
         assert "stopped by alice" in header(app)
         assert pg_server.operator_password not in shown(app)
         await finish(pilot, app)
+    assert on_loop == []  # every read of the store was made off the event loop
     assert children_of(os.getpid()) == []
 
 

@@ -397,11 +397,11 @@ class TetherApp(App[int]):
 
     async def _follow(self) -> None:
         """What this console may do on the store (said up front), then follow the store."""
-        self.model.refusal = await self.client.refusal()
         if self.client.blocking:
+            self.model.refusal = await self.client.refusal()
             await self.client.check_queue()
-        self._bindings_dirty = True
-        self._mark(structure=True)
+            self._bindings_dirty = True
+            self._mark(structure=True)
         await self.client.run(follow=self.watching)
 
     def _listed(self) -> None:

@@ -293,10 +293,13 @@ class StoreClient:
             return []
         try:
             owners = await self._io(self.feed.owners, rids)
-        except (StateError, OSError) as exc:
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # asked again in a second; the console goes on
             log.debug("owners not checked: %s", exc)
             return []
         changed, again = [], []
+        followed: dict[str, RunState | None] = {}
         for rid, owner in owners.items():
             if model.is_driven(rid):
                 continue
@@ -305,7 +308,9 @@ class StoreClient:
                 if self.feed.following(rid):
                     again.append(rid)
         if again:  # what it saved last, before it died or let go
-            for rid, state in (await self._io(self._follow_all, again)).items():
+            with contextlib.suppress(Exception):
+                followed = await self._io(self._follow_all, again)
+            for rid, state in followed.items():
                 if state is not None and not model.is_driven(rid):
                     model.put_state(state)
         return changed
@@ -317,7 +322,9 @@ class StoreClient:
             return None
         try:
             return await self._io(ask)
-        except (StateError, OSError) as exc:
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
             return f"the store did not say what this console may do ({exc}); it only watches"
 
     async def check_queue(self) -> bool:
