@@ -214,6 +214,7 @@ class EventPump:
         first = self._first_seq.get(rid)
         lines: list[str] = []
         last = self._trace_seq.get((rid, rid), 0)
+        lowest: int | None = None
         for record in records:
             seq = int(record.get("seq") or 0)
             if first is not None and seq >= first:
@@ -222,8 +223,12 @@ class EventPump:
                 continue
             lines.append(format_record(record, timings=self.timings))
             last = max(last, seq)
+            if seq and lowest is None:
+                lowest = seq
         if not lines:
             return False
+        if lowest is not None:
+            self._first_seq[rid] = lowest  # what is older than this buffer's first line
         old = list(buf)
         buf.clear()
         for text in [*lines, *(text for _, text in old)]:  # numbered again: the view re-reads the buffer
