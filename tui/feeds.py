@@ -34,7 +34,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.index import RunSummary
-from tether.state import RunState
+from tether.state import RunState, StateError
 from tether.store import JOURNAL_FILE, TRACE_FILE, Owner, RunStore
 from tether.tail import JournalTail, TraceTail
 from tether.tui.model import QueueInfo
@@ -213,8 +213,31 @@ class PgFeed:
         return pg_changes(self.store)
 
     def follow(self, rid: str) -> RunState | None:
-        state = self.states[rid] = self.store.load(rid)
+        """The run now. A run followed already reads only its header and the messages added
+        since (the transcript is append-only in the store), not the whole run again."""
+        before = self.states.get(rid)
+        state = self.states[rid] = self._load_after(rid, before) if before is not None else self.store.load(rid)
         return state
+
+    def _load_after(self, rid: str, before: RunState) -> RunState:
+        store = self.store
+        with store._conn() as conn:
+            with conn.transaction():  # one snapshot: the header and the messages it counts
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                row = conn.execute(store.q("SELECT header, message_count FROM {s}.runs WHERE run_id = %s"),
+                                   (rid,)).fetchone()
+                if row is None:
+                    raise StateError(f"no run {rid} in {store.where}")
+                header, count = row
+                have = len(before.messages)
+                if count < have:  # fewer than we hold: read it all again
+                    return store.load(rid)
+                added = [m for (m,) in conn.execute(store.q(
+                    "SELECT message FROM {s}.messages WHERE run_id = %s AND idx >= %s AND idx < %s ORDER BY idx"),
+                    (rid, have, count))]
+        if have + len(added) != count:
+            return store.load(rid)
+        return RunState.from_dict({**header, "messages": [*before.messages, *added]})
 
     def following(self, rid: str) -> bool:
         return rid in self.states
