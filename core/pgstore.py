@@ -76,6 +76,9 @@ log = logging.getLogger(__name__)
 
 LOCK_SEED = 0x7E7E  # hashtextextended's seed: Tether's lock keys apart from other programs' hashes
 CONNECT_TIMEOUT_S = 10
+TRACE_FLUSH_S = 0.15
+"""How long a trace line waits for a save before it is committed on its own: a watcher sees
+a tool's events while it runs, and a killed process loses at most this window of them."""
 # The owner's session: keepalives so that a vanished host's lock is dropped within ~25 s.
 _SESSION_SETTINGS = {"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "3"}
 _NO_KEY = (-1, -1, -1)
@@ -166,6 +169,19 @@ def _password(url: str) -> str | None:
 def _dumps(obj: Any) -> str:
     """JSON text PostgreSQL takes: a NUL (which no text column holds) escaped, as JSON allows."""
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"), default=str).replace("\0", "\\u0000")
+
+
+# The kinds of change a notification on the store's channel names (tether.watch's words).
+NEW, JOURNAL, TRACE, OWNER = "new", "journal", "trace", "owner"
+
+
+def _notice(run_id: str, kind: str) -> str:
+    """A notification's payload: ``{"run": ID, "kind": KIND}`` (a fixed contract: watchers
+    in other processes, the console's among them, parse it)."""
+    return json.dumps({"run": run_id, "kind": kind}, separators=(",", ":"))
+
+
+_NOTIFY = "SELECT pg_notify(%s, %s)"
 
 
 def _address_in(address: str | None) -> str | None:
@@ -314,6 +330,16 @@ class PgStore:
     def where(self) -> str:
         return redact(self.url)
 
+    @property
+    def channel(self) -> str:
+        """The channel every change to a run is notified on, in the change's own transaction:
+        ``tether_<schema>``, payload ``{"run": ID, "kind": "new"|"journal"|"trace"|"owner"}``."""
+        return f"tether_{self.schema}"
+
+    def notify(self, conn: psycopg.Connection, run_id: str, kind: str) -> None:
+        """Queue a notification in ``conn``'s transaction: sent at its commit, or never."""
+        conn.execute(_NOTIFY, (self.channel, _notice(run_id, kind)))
+
     def close(self) -> None:
         self._db.close()
         self._sessions.close()
@@ -379,6 +405,7 @@ class PgStore:
                         with conn.cursor() as cur:
                             cur.executemany(self.q("INSERT INTO {s}.messages (run_id, idx, message) VALUES (%s, %s, %s)"),
                                             [(state.run_id, i, _dumps(m)) for i, m in enumerate(state.messages)])
+                    self.notify(conn, state.run_id, NEW)
             except psycopg.errors.UniqueViolation:
                 raise StateError(f"run {state.run_id} already exists") from None
 
@@ -455,10 +482,12 @@ class PgStore:
         with self._conn() as conn:
             return _control_read(conn, self, run_id, seen)
 
-    def read_trace(self, run_id: str) -> Iterator[dict[str, Any]]:
+    def read_trace(self, run_id: str, after_seq: int = 0) -> Iterator[dict[str, Any]]:
+        """The run's trace records with ``seq`` above ``after_seq`` (all of them by default),
+        in order: a follower passes the last ``seq`` it read and gets only the new lines."""
         with self._conn() as conn:
-            rows = conn.execute(self.q("SELECT record FROM {s}.trace WHERE run_id = %s ORDER BY seq"),
-                                (_check_id(run_id),)).fetchall()
+            rows = conn.execute(self.q("SELECT record FROM {s}.trace WHERE run_id = %s AND seq > %s ORDER BY seq"),
+                                (_check_id(run_id), after_seq)).fetchall()
         return iter([r[0] for r in rows if isinstance(r[0], dict)])
 
     def append_event(self, run_id: str, event: Event) -> None:
@@ -477,6 +506,7 @@ class PgStore:
             event.seq, event.ts, event.run_id = seq, time.time(), run_id
             conn.execute(self.q("INSERT INTO {s}.trace (run_id, seq, record) VALUES (%s, %s, %s)"),
                          (run_id, seq, _dumps(event.record())))
+            self.notify(conn, run_id, TRACE)
 
     # ---- owning a run -----------------------------------------------------------------
     def open(self, run_id: str, *, control: str | None = None) -> tuple[RunState, PgHandle]:
@@ -539,6 +569,8 @@ class PgHandle:
         self._buffers = threading.Lock()
         self._ledger: PgLedger | None = None
         self._released = False
+        self._flusher: threading.Timer | None = None  # armed by the first line no save has taken
+        self._saving = 0  # saves whose lines are taken but not committed yet
 
     @property
     def scratch_dir(self) -> None:
@@ -603,6 +635,7 @@ class PgHandle:
                     "backend_pid = EXCLUDED.backend_pid"),
                     (self.run_id, token, owner["pid"], owner.get("host"), owner.get("user"), now, now,
                      owner.get("command"), _address_in(control)))
+                self.store.notify(conn, self.run_id, OWNER)
             state = _load(conn, self.store, self.run_id)
             self._seq = conn.execute(self._q("SELECT coalesce(max(seq), 0) FROM {s}.trace WHERE run_id = %s"),
                                      (self.run_id,)).fetchone()[0]
@@ -617,6 +650,7 @@ class PgHandle:
         with self._buffers:
             lines, self._trace_lines = self._trace_lines, []
             done, self._done = self._done, {}
+            self._saving += 1
         new = [(self.run_id, i, _dumps(m)) for i, m in enumerate(state.messages[self._messages:], self._messages)]
         return (state.status.value, state.updated_at, len(state.messages), _dumps(state.header()),
                 _summary_json(state), new, lines, done)
@@ -626,6 +660,15 @@ class PgHandle:
         divides by zero unless this handle's token is still the run's, so a fenced owner's
         transaction aborts before it writes anything."""
         status, updated_at, count, header, summary, new, lines, done = snap
+        try:
+            self._commit_locked(status, updated_at, count, header, summary, new, lines, done)
+        finally:
+            with self._buffers:
+                self._saving -= 1
+        self._messages = count
+
+    def _commit_locked(self, status: str, updated_at: float, count: int, header: str, summary: str,
+                       new: list[tuple[str, int, str]], lines: list[tuple[int, str]], done: dict[str, str]) -> None:
         try:
             with self._conn() as conn, conn.pipeline(), conn.transaction():
                 conn.execute(self._q("SELECT 1 / (SELECT count(*) FROM {s}.runs WHERE run_id = %s "
@@ -645,6 +688,9 @@ class PgHandle:
                             "INSERT INTO {s}.ledger (run_id, key, status, result) VALUES (%s, %s, 'done', %s) "
                             "ON CONFLICT (run_id, key) DO UPDATE SET status = 'done', result = EXCLUDED.result"),
                             [(self.run_id, key, result) for key, result in done.items()])
+                self.store.notify(conn, self.run_id, JOURNAL)
+                if lines:
+                    self.store.notify(conn, self.run_id, TRACE)
         except psycopg.errors.DivisionByZero:
             self._restore(lines, done)
             raise SaveError(f"could not save run {self.run_id}: another process has taken it over") from None
@@ -654,7 +700,6 @@ class PgHandle:
         except SaveError:
             self._restore(lines, done)
             raise
-        self._messages = count
 
     def _restore(self, lines: list[tuple[int, str]], done: dict[str, str]) -> None:
         with self._buffers:
@@ -677,6 +722,44 @@ class PgHandle:
     def _trace_line(self, record_line: str, seq: int) -> None:
         with self._buffers:
             self._trace_lines.append((seq, record_line))
+            if self._flusher is None and not self._released:
+                self._arm()
+
+    def _arm(self) -> None:
+        """Commit the pending lines in :data:`TRACE_FLUSH_S` unless a save takes them first
+        (called holding ``_buffers``)."""
+        self._flusher = threading.Timer(TRACE_FLUSH_S, self._flush)
+        self._flusher.daemon = True
+        self._flusher.name = f"tether trace flush {self.run_id}"
+        self._flusher.start()
+
+    def _flush(self) -> None:
+        """The trace lines no save took, in a transaction of their own, fenced by the owner's
+        token like a save, with a ``trace`` notification. Lines are committed in ``seq``
+        order: while a save that took earlier lines is still committing them, this waits
+        for the next round (a follower reads after the last ``seq`` it saw)."""
+        with self._db.lock:
+            with self._buffers:
+                self._flusher = None
+                if self._released or self._token is None or not self._trace_lines:
+                    return
+                if self._saving:
+                    self._arm()
+                    return
+                lines, self._trace_lines = self._trace_lines, []
+            try:
+                with self._conn() as conn, conn.pipeline(), conn.transaction():
+                    conn.execute(self._q("SELECT 1 / (SELECT count(*) FROM {s}.runs WHERE run_id = %s "
+                                         "AND owner_token = %s)::int"), (self.run_id, self._token))
+                    with conn.cursor() as c:
+                        c.executemany(self._q("INSERT INTO {s}.trace (run_id, seq, record) VALUES (%s, %s, %s)"),
+                                      [(self.run_id, seq, line) for seq, line in lines])
+                    self.store.notify(conn, self.run_id, TRACE)
+            except (SaveError, psycopg.Error) as exc:
+                # The next save (or the release) takes them again, or says why it cannot.
+                self._restore(lines, {})
+                log.warning("run %s: trace lines not committed yet: %s", self.run_id,
+                            _clean(exc, self.store.url) if isinstance(exc, psycopg.Error) else exc)
 
     def ledger(self) -> PgLedger:
         if self._ledger is None:
@@ -702,9 +785,16 @@ class PgHandle:
             return
         self._owner["heartbeat"] = now
 
+    def _disarm(self) -> None:
+        with self._buffers:
+            flusher, self._flusher = self._flusher, None
+        if flusher is not None:
+            flusher.cancel()
+
     def release(self) -> None:
         """Commit the trace lines no save took, remove the owner record, drop the lock, close
         the session (best effort: a session that is gone has dropped the lock already)."""
+        self._disarm()
         with self._db.lock:
             if self._token is not None:
                 with self._buffers:
@@ -716,8 +806,10 @@ class PgHandle:
                                 c.executemany(self._q("INSERT INTO {s}.trace (run_id, seq, record) VALUES (%s, %s, %s) "
                                                       "ON CONFLICT DO NOTHING"),
                                               [(self.run_id, seq, line) for seq, line in lines])
+                            self.store.notify(conn, self.run_id, TRACE)
                         conn.execute(self._q("DELETE FROM {s}.owners WHERE run_id = %s AND token = %s"),
                                      (self.run_id, self._token))
+                        self.store.notify(conn, self.run_id, OWNER)
                     # After the commit: the next owner never finds this one's record.
                     conn.execute("SELECT pg_advisory_unlock_all()")
                     kept = self._db.detach()
@@ -730,10 +822,12 @@ class PgHandle:
             self._owner = None
             self._released = True
             self._db.close()
+        self._disarm()  # armed by a line traced while letting go: nothing is left to flush
 
     def abandon(self) -> None:
         """End the session as a killed process would: no release, the record left behind
         (for the crash tests)."""
+        self._disarm()
         with self._db.lock:
             self._db.abandon()
             self._token = None

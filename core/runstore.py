@@ -27,6 +27,7 @@ they run inline (``blocking = False``), as they always have.
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
@@ -40,6 +41,10 @@ if TYPE_CHECKING:
     from tether.store import Owner
 
 T = TypeVar("T")
+
+STORE_ENV = "TETHER_STORE"
+"""The variable naming the run store when no ``--store`` does: a directory or a URL."""
+_PG_SCHEMES = ("postgresql://", "postgres://")
 
 
 @runtime_checkable
@@ -149,8 +154,8 @@ class Store(Protocol):
 
     def control_read(self, run_id: str, seen: int) -> list[ControlRequest]: ...
 
-    def read_trace(self, run_id: str) -> Iterator[dict[str, Any]]:
-        """The run's trace records, in ``seq`` order."""
+    def read_trace(self, run_id: str, after_seq: int = 0) -> Iterator[dict[str, Any]]:
+        """The run's trace records with ``seq`` above ``after_seq``, in ``seq`` order."""
 
     def append_event(self, run_id: str, event: Event) -> None:
         """Add one event to the trace of a run this process does not drive."""
@@ -162,3 +167,38 @@ async def call(store: Store | Handle, fn: Callable[..., T], *args: Any, **kwargs
     if getattr(store, "blocking", False):
         return await asyncio.to_thread(fn, *args, **kwargs)
     return fn(*args, **kwargs)
+
+
+def is_database(spec: str | Path | None) -> bool:
+    """``spec`` names a PostgreSQL store (a ``postgresql://`` or ``postgres://`` URL)."""
+    return isinstance(spec, str) and spec.lower().startswith(_PG_SCHEMES)
+
+
+def open_store(spec: str | Path | None = None) -> Store:
+    """The run store ``spec`` names: a ``postgresql://``/``postgres://`` URL gives a
+    :class:`tether.pgstore.PgStore` (psycopg is imported only then), anything else is a
+    directory of the file store. None: ``$TETHER_STORE``, else ``$TETHER_HOME/runs``.
+
+    Nothing is connected here: a server that cannot be reached, or refuses the password,
+    is a :class:`tether.pgstore.StoreUnavailable` (a StateError, in one line, without the
+    password) on the first call. A URL of another scheme, or a missing psycopg, is a
+    StateError in words."""
+    from tether.state import StateError
+    from tether.store import RunStore, default_runs_dir
+
+    if spec is None or spec == "":
+        spec = os.environ.get(STORE_ENV) or None
+    if spec is None:
+        return RunStore(default_runs_dir())
+    if is_database(spec):
+        url = str(spec)
+        try:
+            from tether.pgstore import PgStore
+        except ImportError:
+            raise StateError("a postgresql:// store needs psycopg: pip install 'tether[postgres]'") from None
+        return PgStore(url)
+    text = str(spec)
+    if "://" in text:
+        scheme = text.split("://", 1)[0]
+        raise StateError(f"unknown kind of store {scheme}://...: give a directory, or a postgresql:// URL")
+    return RunStore(Path(text).expanduser())

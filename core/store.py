@@ -315,10 +315,13 @@ class RunStore:
 
         return control.read_from(self.run_dir(run_id), seen)
 
-    def read_trace(self, run_id: str) -> Iterator[dict[str, Any]]:
+    def read_trace(self, run_id: str, after_seq: int = 0) -> Iterator[dict[str, Any]]:
         from tether.trace import read_trace
 
-        return read_trace(self.run_dir(run_id) / TRACE_FILE)
+        records = read_trace(self.run_dir(run_id) / TRACE_FILE)
+        if after_seq <= 0:
+            return records
+        return (r for r in records if isinstance(r.get("seq"), int) and r["seq"] > after_seq)
 
     def append_event(self, run_id: str, event: Event) -> None:
         from tether.trace import TraceWriter
