@@ -190,14 +190,6 @@ def test_a_trace_read_from_a_database_goes_before_the_lines_the_view_holds() -> 
     assert not pump.prime("r", history)  # nothing older than what it holds: nothing added
 
 
-def test_notifications_make_one_change_per_run() -> None:
-    from tether.tui.feeds import changes_from
-
-    batch = changes_from(['{"run": "a", "kind": "journal"}', '{"run": "a", "kind": "trace"}',
-                          '{"run": "b", "kind": "new"}', "not json", '{"run": "c", "kind": "weird"}'])
-    assert {c.run_id: set(c.what) for c in batch} == {"a": {"journal", "trace"}, "b": {"new"}}
-
-
 def test_a_worker_run_in_the_queue_is_queued_not_orphaned() -> None:
     from tether.tui.model import QueueInfo
 

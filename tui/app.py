@@ -1137,18 +1137,16 @@ def run_console(args: Any = None) -> int:
 def open_console_store(spec: str) -> Store:
     """The store ``spec`` names (a ``postgresql://`` URL or a directory), checked now, so
     that a store the console cannot reach is said before it opens (without the password)."""
-    if not spec.startswith(("postgresql://", "postgres://")):
-        from tether.store import RunStore
+    from tether.runstore import is_database, open_store
 
-        return RunStore(Path(spec))
-    from tether.pgstore import PgStore
-
-    store = PgStore(spec)
+    store = open_store(spec)
+    if not is_database(spec):
+        return store
     try:
-        with store._conn():  # connects, and makes the tables for the operator's first use
+        with store._conn():  # type: ignore[attr-defined]  # connects; the operator's first use makes the tables
             pass
     except BaseException:
-        store.close()
+        store.close()  # type: ignore[attr-defined]
         raise
     return store
 

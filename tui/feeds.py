@@ -16,17 +16,16 @@ Two feeds:
   :class:`tether.tail.JournalTail` per followed run and a :class:`tether.tail.TraceTail` per
   trace, reading only what was appended; the trace view reads a run's history from its
   file. Its calls are local reads, made on the event loop as before.
-* :class:`PgFeed` (PostgreSQL): the store's NOTIFY channel (``tether_<schema>``, one
-  notification per changed run, sent in the transaction of the change), a journal change
-  loads the run, a trace change reads the lines after the last ``seq`` read. Its calls wait
-  on the network (``blocking``): the client makes them in a worker thread.
+* :class:`PgFeed` (PostgreSQL): the store's notifications (:class:`tether.pgwatch.PgWatcher`:
+  ``LISTEN tether_<schema>``, one notification per change, sent in the change's
+  transaction), a journal change reads the run again (only the messages added since), a
+  trace change reads the lines after the last ``seq`` read. Its calls wait on the network
+  (``blocking``): the client makes them in a worker thread.
 """
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
-import json
 import logging
 import os
 from collections.abc import AsyncIterator, Iterable
@@ -38,10 +37,11 @@ from tether.state import RunState, StateError
 from tether.store import JOURNAL_FILE, TRACE_FILE, Owner, RunStore
 from tether.tail import JournalTail, TraceTail
 from tether.tui.model import QueueInfo
-from tether.watch import JOURNAL, NEW, OWNER, TRACE, RunChange, RunWatcher
+from tether.watch import RunChange, RunWatcher
 
 if TYPE_CHECKING:
     from tether.pgstore import PgStore
+    from tether.pgwatch import PgWatcher
 
 log = logging.getLogger(__name__)
 
@@ -209,8 +209,10 @@ class PgFeed:
                 "FROM {s}.runs r")).fetchall()
         return {rid: int(seq or 0) for rid, seq in rows}
 
-    def changes(self) -> contextlib.AbstractAsyncContextManager[AsyncIterator[list[RunChange]]]:
-        return pg_changes(self.store)
+    def changes(self) -> PgWatcher:
+        from tether.pgwatch import PgWatcher
+
+        return PgWatcher(self.store)
 
     def follow(self, rid: str) -> RunState | None:
         """The run now. A run followed already reads only its header and the messages added
@@ -277,13 +279,9 @@ class PgFeed:
 
     def new_trace(self, rid: str) -> list[dict[str, Any]]:
         after = self.seqs.get(rid, 0)
-        store = self.store
-        with store._conn() as conn:
-            rows = conn.execute(store.q("SELECT seq, record FROM {s}.trace WHERE run_id = %s AND seq > %s "
-                                        "ORDER BY seq"), (rid, after)).fetchall()
-        out = [record for _, record in rows if isinstance(record, dict)]
-        if rows:
-            self.seqs[rid] = max(after, int(rows[-1][0]))
+        out = list(self.store.read_trace(rid, after_seq=after))
+        if out:
+            self.seqs[rid] = max(after, max(int(r.get("seq") or 0) for r in out))
         return out
 
     def trace_seen(self, rid: str, seq: int) -> None:
@@ -339,76 +337,3 @@ def feed_for(store: Any) -> StoreFeed:
     if isinstance(store, PgStore):
         return PgFeed(store)
     raise TypeError(f"the console cannot follow a {type(store).__name__}")
-
-
-# ---- PostgreSQL's notifications -----------------------------------------------------------
-
-_KINDS = {"new": NEW, "journal": JOURNAL, "trace": TRACE, "owner": OWNER}
-
-
-def changes_from(payloads: Iterable[str]) -> list[RunChange]:
-    """One batch of :class:`RunChange` from NOTIFY payloads (``{"run": ID, "kind": KIND}``),
-    one change per run; payloads that are not such JSON are left out."""
-    what: dict[str, set[str]] = {}
-    for payload in payloads:
-        try:
-            data = json.loads(payload)
-            rid, kind = data["run"], _KINDS[data["kind"]]
-        except (ValueError, KeyError, TypeError):
-            continue
-        if isinstance(rid, str):
-            what.setdefault(rid, set()).add(kind)
-    return [RunChange(rid, frozenset(kinds)) for rid, kinds in what.items()]
-
-
-@contextlib.asynccontextmanager
-async def pg_changes(store: PgStore) -> AsyncIterator[AsyncIterator[list[RunChange]]]:
-    """The store's changes, from ``LISTEN tether_<schema>`` on a connection of its own
-    (closed on the way out, however it ends). Notifications that arrive together make one
-    batch."""
-    import psycopg
-    from psycopg import sql
-
-    from tether.pgstore import StoreUnavailable, _clean, redact
-
-    try:
-        conn = await psycopg.AsyncConnection.connect(store.url, autocommit=True, application_name="tether console")
-    except Exception as exc:
-        raise StoreUnavailable(f"cannot connect to {redact(store.url)}: {_clean(exc, store.url)}") from None
-    queue: asyncio.Queue[str | None] = asyncio.Queue()
-    lost: list[str] = []
-
-    async def receive() -> None:
-        try:
-            async for notice in conn.notifies():
-                queue.put_nowait(notice.payload)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            lost.append(_clean(exc, store.url))
-            queue.put_nowait(None)
-
-    async def batches() -> AsyncIterator[list[RunChange]]:
-        while True:
-            payloads = [await queue.get()]
-            while not queue.empty():  # what has arrived already joins this batch (no waiting for more)
-                payloads.append(queue.get_nowait())
-            if None in payloads:
-                raise StoreUnavailable(f"lost the connection to {redact(store.url)}: {lost[0] if lost else 'closed'}")
-            payloads = [p for p in payloads if p is not None]
-            batch = changes_from(payloads)
-            if batch:
-                yield batch
-
-    receiver: asyncio.Task[None] | None = None
-    try:
-        await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(f"tether_{store.schema}")))
-        receiver = asyncio.create_task(receive(), name="tether console: notifications")
-        yield batches()
-    finally:
-        if receiver is not None:
-            receiver.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await receiver
-        with contextlib.suppress(Exception):
-            await conn.close()
