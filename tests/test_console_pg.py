@@ -228,3 +228,14 @@ async def test_queued_runs_and_the_queue_depth_are_shown(pg: PgStore, pg_url: st
         screen = shown(app)
         assert "2 queued" in screen and "waiting for a worker" in header(app)
         await finish(pilot, app)
+
+
+def test_a_store_the_console_cannot_reach_is_said_before_it_opens_without_the_password(pg_server, capsys):
+    from tether.cli import main
+
+    password = pg_server.operator_password
+    wrong = pg_server.url.replace(password, password[::-1])
+    assert main(["console", "--store", wrong]) == 2
+    err = capsys.readouterr().err
+    assert "tether: error:" in err and "tether:***@127.0.0.1" in err
+    assert password[::-1] not in err and password not in err
