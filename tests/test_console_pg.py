@@ -272,3 +272,26 @@ def test_a_store_the_console_cannot_reach_is_said_before_it_opens_without_the_pa
     err = capsys.readouterr().err
     assert "tether: error:" in err and "tether:***@127.0.0.1" in err
     assert password[::-1] not in err and password not in err
+
+
+async def test_a_console_opened_after_a_process_began_waiting_sees_who_holds_it(pg: PgStore, pg_url: str,
+                                                                                 tmp_path: Path):
+    run = await spawn(pg_url, "run", "destructive", "--run-id", "pg-late", "--wait-for-decision",
+                      "--workspace", str(tmp_path / "w"))
+    try:
+        for _ in range(600):  # until it waits (a condition, under a cap)
+            if await asyncio.to_thread(lambda: pg.exists("pg-late") and pg.load("pg-late").interruption is not None
+                                       and bool(pg.owner("pg-late") and pg.owner("pg-late").alive)):
+                break
+            await asyncio.sleep(0.1)
+        app = console(tmp_path, pg_url)
+        async with app.run_test(size=SIZE) as pilot:
+            await app.store_ready()
+            await wait_for(pilot, lambda: app.model.waits_in_process("pg-late"), "the waiting process, seen", CAP_S)
+            app.select("pg-late")
+            await wait_for(pilot, lambda: f"run by pid {run.pid}@" in header(app), "who holds it", CAP_S)
+            assert app.model.decide_route("pg-late") == "process"
+            await finish(pilot, app)
+    finally:
+        run.kill()
+        await run.wait()

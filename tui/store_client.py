@@ -87,22 +87,39 @@ class StoreClient:
         is new. The runs other processes hold are followed at once: only for a feed of local
         files (otherwise :meth:`take_listing_async`)."""
         known = set(self.model.states)
-        for rid in self._list(summaries, problems):
+        self._owners_of_waiting(self.feed.owners(self._list(summaries, problems)))
+        for rid in self._unfollowed(summaries):
             self._put_followed(rid, self.feed.follow(rid))
         return bool(set(self.model.states) - known)
 
     async def take_listing_async(self, listing: Listing) -> bool:
         known = set(self.model.states)
-        rids = self._list(*listing)
+        waiting = self._list(*listing)
+        if waiting:
+            self._owners_of_waiting(await self._io(self.feed.owners, waiting))
+        rids = self._unfollowed(listing[0])
         if rids:
             for rid, state in (await self._io(self._follow_all, rids)).items():
                 self._put_followed(rid, state)
         return bool(set(self.model.states) - known)
 
     def _list(self, summaries: list[RunSummary], problems: dict[str, str]) -> list[str]:
-        """The model takes the summaries; the runs held elsewhere and not followed yet."""
-        self.model.list_summaries(s for s in summaries if not self.model.is_driven(s.run_id))
-        self.model.load_problems.update(problems)
+        """The model takes the summaries; the runs that wait for approval. A summary says
+        who holds a run only while it is saved as running, and a process may hold a run
+        waiting for a decision (``--wait-for-decision``): those are asked."""
+        model = self.model
+        model.list_summaries(s for s in summaries if not model.is_driven(s.run_id))
+        model.load_problems.update(problems)
+        return [s.run_id for s in summaries if not model.is_driven(s.run_id)
+                and isinstance(s.interruption, dict) and s.interruption.get("type") == "approval"]
+
+    def _owners_of_waiting(self, owners: dict[str, Owner | None]) -> None:
+        for rid, owner in owners.items():
+            if owner is not None and owner.alive and not self.model.is_driven(rid):
+                self.model.set_owner(rid, owner)
+
+    def _unfollowed(self, summaries: list[RunSummary]) -> list[str]:
+        """The runs held elsewhere and not followed yet."""
         return [s.run_id for s in summaries
                 if self.model.held_elsewhere(s.run_id) and not self.feed.following(s.run_id)]
 
