@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.cancel import CancelSignal
+from tether.runstore import call
 from tether.state import Limits, Policies, RunState, StateError
 from tether.store import SaveError
 
@@ -61,6 +62,27 @@ def _place_options(p: argparse.ArgumentParser) -> None:
                    help="the folder the file tools may touch: the demo's (default $TETHER_HOME/workspace), "
                         "or, with --base-url alone, the agent's (default: the current directory)")
     _config_option(p)
+
+
+def _store_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", metavar="URL|DIR",
+                   help="the run store: a postgresql:// URL or a runs directory "
+                        "(default $TETHER_STORE, else --runs-dir, else $TETHER_HOME/runs)")
+
+
+def store_of(args: argparse.Namespace) -> Any:
+    """The command's run store (:func:`tether.runstore.open_store`): ``--store``, else
+    ``--runs-dir``, else ``$TETHER_STORE``, else ``$TETHER_HOME/runs``. Made once per command."""
+    from tether.runstore import open_store
+
+    made = getattr(args, "_store", None)
+    if made is not None:
+        return made
+    spec, runs_dir = getattr(args, "store", None), getattr(args, "runs_dir", None)
+    if spec and runs_dir:
+        raise UsageError("give --store or --runs-dir, not both")
+    args._store = open_store(spec or runs_dir)
+    return args._store
 
 
 def _as_option(p: argparse.ArgumentParser) -> None:
@@ -142,9 +164,11 @@ def build_parser() -> argparse.ArgumentParser:
     _otlp_option(resume)
     _place_options(resume)
 
+    deciders = []
     for name, field, what in (("approve", "--note", "approve the pending call, then resume"),
                               ("reject", "--reason", "reject the pending call in words, then resume")):
         p = sub.add_parser(name, help=what)
+        deciders.append(p)
         p.add_argument("run_id")
         p.add_argument(field, default="")
         p.add_argument("--json", action="store_true")
@@ -189,6 +213,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="include prompts, answers and tool results (off by default)")
     export.add_argument("--timeout", type=_non_negative, metavar="SECONDS")
     export.add_argument("--runs-dir", type=Path, help="where runs are saved (default $TETHER_HOME/runs)")
+    for p in (run, resume, *deciders, stop, runs, show, trace, watch, export):
+        _store_option(p)
 
     provider = sub.add_parser("provider", help="serve the scripted provider over HTTP")
     provider.add_argument("--host", default="127.0.0.1")
@@ -233,6 +259,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
     except KeyboardInterrupt:
         return 130
+    finally:
+        close = getattr(getattr(args, "_store", None), "close", None)
+        if callable(close):  # a database store's sessions
+            close()
 
 
 def _config(args: argparse.Namespace) -> Any:
@@ -248,7 +278,7 @@ def _harness(args: argparse.Namespace, **kw: Any) -> Any:
     (``--otlp URL`` or ``OTEL_EXPORTER_OTLP_ENDPOINT``): the exporter is imported only then."""
     from tether.harness import Harness
 
-    harness = Harness(getattr(args, "runs_dir", None), getattr(args, "workspace", None), config=_config(args), **kw)
+    harness = Harness(workspace=getattr(args, "workspace", None), config=_config(args), store=store_of(args), **kw)
     otlp = getattr(args, "otlp", None)
     if otlp or _otel_configured():
         from tether.otel import otel_sink_from_env
@@ -337,8 +367,8 @@ async def _run(args: argparse.Namespace) -> int:
                                     ("auto_approve", args.auto_approve),
                                     ("triage", None if args.no_triage is None else not args.no_triage))
                   if v is not None}
-        state = harness.create(agent, args.prompt, run_id=args.run_id, limits=replace(agent.limits, **overrides),
-                               policies=replace(agent.policies, **policy))
+        state = await call(harness.store, harness.create, agent, args.prompt, run_id=args.run_id,
+                           limits=replace(agent.limits, **overrides), policies=replace(agent.policies, **policy))
         sinks = [_StreamPrinter(state.run_id)] if args.stream and not args.json else []
         outcome = await harness.run(state.run_id, signal=await _signal(args), sinks=sinks,
                                     wait_for_decision=_waiting(args))
@@ -407,7 +437,7 @@ async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
     """Decide the run's waiting call: delivered to the process that holds the run waiting
     for a decision, if one does; otherwise made here, and the run goes on in this process."""
     async with _harness_for(args) as harness:
-        owner = harness.store.owner(args.run_id)
+        owner = await call(harness.store, harness.store.owner, args.run_id)
         if owner is not None and owner.alive:
             reply = await harness.decide(args.run_id, verdict, text, by=_who(args))
             return _emit_reply(args, reply)
@@ -421,11 +451,10 @@ async def _stop(args: argparse.Namespace) -> int:
     """Through the store and the control channel alone: no harness, no agent file to load,
     so the Stop reaches the run's process a few interpreter start-ups sooner."""
     from tether import control
-    from tether.store import RunStore, default_runs_dir
 
-    store = RunStore(args.runs_dir or default_runs_dir())
-    if not store.exists(args.run_id):
-        raise StateError(f"no run {args.run_id} in {store.root}")
+    store = store_of(args)
+    if not await call(store, store.exists, args.run_id):
+        raise StateError(f"no run {args.run_id} in {store.where}")
     request = control.ControlRequest("stop", args.reason or "stopped from the command line", by=_who(args))
     return _emit_reply(args, await control.request(store, args.run_id, request))
 
@@ -516,14 +545,13 @@ async def _runs(args: argparse.Namespace) -> int:
     A running run shows who runs it; one whose process died shows as ``orphaned`` (in
     ``--json``: ``status`` stays the saved ``running``, ``liveness`` says ``orphaned``)."""
     from tether.report import listing, owner_words, recorded_all
-    from tether.store import RunStore, default_runs_dir
     from tether.text import clean
 
-    store = RunStore(args.runs_dir or default_runs_dir())
+    store = store_of(args)
     problems: dict[str, str] = {}
-    runs = store.summaries(live_only=args.live, problems=problems)
+    runs = await call(store, store.summaries, live_only=args.live, problems=problems)
     if args.json:
-        recorded = recorded_all(store, [r.run_id for r in runs])
+        recorded = await call(store, recorded_all, store, [r.run_id for r in runs])
         print(json.dumps([listing(r, *recorded[r.run_id]) for r in runs]))
     else:
         lines = []
@@ -534,12 +562,12 @@ async def _runs(args: argparse.Namespace) -> int:
             elif (r.interruption or {}).get("type") == "approval":
                 waiting = r.interruption or {}
                 line += f"  waits for approval of {waiting.get('toolName')}"
-                holder = store.owner(r.run_id)
+                holder = await call(store, store.owner, r.run_id)
                 if holder is not None and holder.alive:  # a process keeps it, waiting for a decision
                     line += f" (pid {holder.where} waits for the decision)"
             lines.append(clean(line))
         if not runs:
-            lines.append(f"no {'live ' if args.live else ''}runs in {store.root}")
+            lines.append(f"no {'live ' if args.live else ''}runs in {store.where}")
         sys.stdout.write("\n".join(lines) + "\n")
     for run_id, problem in problems.items():
         print(f"tether: skipped {run_id}: {problem}", file=sys.stderr)
@@ -547,16 +575,14 @@ async def _runs(args: argparse.Namespace) -> int:
 
 
 async def _show(args: argparse.Namespace) -> int:
-    from tether.report import owner_words, recorded_ms, recorded_tool_runs, summary, text_summary
+    from tether.report import owner_words, recorded_run, summary, text_summary
     from tether.state import Status
-    from tether.store import RunStore, default_runs_dir
     from tether.text import clean
 
-    store = RunStore(args.runs_dir or default_runs_dir())
-    state = store.load(args.run_id)
-    run_dir = store.run_dir(args.run_id)
-    tool_runs, ms = recorded_tool_runs(run_dir), recorded_ms(run_dir)
-    owner = store.owner(args.run_id) if state.status is Status.RUNNING else None
+    store = store_of(args)
+    state = await call(store, store.load, args.run_id)
+    tool_runs, ms = await call(store, recorded_run, store, args.run_id)
+    owner = await call(store, store.owner, args.run_id) if state.status is Status.RUNNING else None
     liveness = None if state.status is not Status.RUNNING else "running" if owner and owner.alive else "orphaned"
     if args.json:
         print(json.dumps({**summary(state, tool_runs, ms), "liveness": liveness,
@@ -570,21 +596,27 @@ async def _show(args: argparse.Namespace) -> int:
         role = message.get("role")
         if message.get("content"):
             print(f"[{role}] {clean(message['content'])}")
-        for call in message.get("tool_calls") or ():
-            fn = call.get("function") or {}
-            print(clean(f"[{role} → {fn.get('name')}] {fn.get('arguments')}  ({call.get('id')})"))
+        for tool_call in message.get("tool_calls") or ():
+            fn = tool_call.get("function") or {}
+            print(clean(f"[{role} → {fn.get('name')}] {fn.get('arguments')}  ({tool_call.get('id')})"))
     return 0
 
 
 async def _trace(args: argparse.Namespace) -> int:
-    from tether.harness import tether_home
     from tether.store import RunStore, TRACE_FILE
 
-    store = RunStore(args.runs_dir or tether_home() / "runs")
-    path = store.run_dir(args.run_id) / TRACE_FILE
-    if not path.exists():
-        raise StateError(f"no trace for run {args.run_id} at {path}")
-    sys.stdout.write(path.read_text(encoding="utf-8"))  # JSON lines: controls are escaped
+    store = store_of(args)
+    if isinstance(store, RunStore):
+        path = store.run_dir(args.run_id) / TRACE_FILE
+        if not path.exists():
+            raise StateError(f"no trace for run {args.run_id} at {path}")
+        sys.stdout.write(path.read_text(encoding="utf-8"))  # JSON lines: controls are escaped
+        return 0
+    if not await call(store, store.exists, args.run_id):
+        raise StateError(f"no run {args.run_id} in {store.where}")
+    records = await call(store, lambda: list(store.read_trace(args.run_id)))
+    # The lines as the trace writer wrote them (ASCII JSON: controls and line breaks escaped).
+    sys.stdout.write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
     return 0
 
 
@@ -598,32 +630,37 @@ async def _watch(args: argparse.Namespace) -> int:
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, stop.set)
     try:
-        from tether.harness import tether_home
         from tether.store import RunStore
         from tether.text import clean
-        from tether.watch import follow_all, follow_run
 
         def note(text: str) -> None:
             print(clean(text), file=sys.stderr, flush=True)
 
         if args.all and args.run_id:
             raise UsageError("give a RUN_ID or --all, not both")
-        store = RunStore(args.runs_dir or tether_home() / "runs")
+        store = store_of(args)
+        if isinstance(store, RunStore):  # inotify on the runs dir
+            from tether import watch as follow
+            where: Any = store.root
+        else:  # LISTEN/NOTIFY
+            from tether import pgwatch as follow
+            where = store
         lines = max(0, args.lines)
         if args.all:
-            await follow_all(store.root, sys.stdout, stop_event=stop, backlog=lines,
-                             on_ready=lambda: note(f"watching every run in {store.root} (Ctrl-C to stop)"))
+            await follow.follow_all(where, sys.stdout, stop_event=stop, backlog=lines,
+                                    on_ready=lambda: note(f"watching every run in {store.where} (Ctrl-C to stop)"))
             return 0
         run_id = args.run_id
         if run_id is None:  # the most recently created run, from the index
-            newest = max(store.summaries(), key=lambda s: (s.created_at, s.run_id), default=None)
+            summaries = await call(store, store.summaries)
+            newest = max(summaries, key=lambda s: (s.created_at, s.run_id), default=None)
             if newest is None:
-                raise StateError(f"no runs in {store.root}")
+                raise StateError(f"no runs in {store.where}")
             run_id = newest.run_id
-        if not store.exists(run_id):
-            raise StateError(f"no run {run_id} in {store.root}")
-        await follow_run(store.root, run_id, sys.stdout, stop_event=stop, backlog=lines,
-                         on_ready=lambda: note(f"watching {run_id} until it stops (Ctrl-C to stop watching)"))
+        if not await call(store, store.exists, run_id):
+            raise StateError(f"no run {run_id} in {store.where}")
+        await follow.follow_run(where, run_id, sys.stdout, stop_event=stop, backlog=lines,
+                                on_ready=lambda: note(f"watching {run_id} until it stops (Ctrl-C to stop watching)"))
         return 0
     except BrokenPipeError:  # the reader went away (tether watch | head)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

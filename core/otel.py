@@ -44,7 +44,7 @@ import time
 from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from opentelemetry import trace as trace_api
@@ -63,7 +63,9 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 from tether.events import Event
 from tether.state import StateError
 from tether.store import TRACE_FILE, RunStore
-from tether.trace import read_trace
+
+if TYPE_CHECKING:
+    from tether.runstore import Store
 
 __all__ = [
     "CAPTURE_CONTENT_ENV",
@@ -895,16 +897,20 @@ class _LastWords(logging.Handler):
             pass
 
 
-def _family(store: RunStore, run_id: str) -> list[str]:
+def _family(store: Store, run_id: str) -> list[str]:
     """The run and its subagents (their ids start with the parent's and a dot), parents first."""
     found = [run_id]
-    if store.root.is_dir():
+    if isinstance(store, RunStore):
         prefix = run_id + "."
         candidates = sorted(p.name for p in store.root.iterdir()
-                            if p.name.startswith(prefix) and (p / TRACE_FILE).is_file())
+                            if p.name.startswith(prefix) and (p / TRACE_FILE).is_file()) if store.root.is_dir() else []
+    else:
+        prefix = run_id + "."
+        candidates = sorted(rid for rid in store.run_ids() if rid.startswith(prefix))
+    if candidates:
         known = {run_id}
         for child in sorted(candidates, key=lambda c: c.count(".")):
-            parent = next((r.get("parent_run_id") for r in read_trace(store.root / child / TRACE_FILE)
+            parent = next((r.get("parent_run_id") for r in store.read_trace(child)
                            if r.get("kind") == "run_started"), None)
             if parent in known:
                 known.add(child)
@@ -912,15 +918,20 @@ def _family(store: RunStore, run_id: str) -> list[str]:
     return found
 
 
-def build_run_spans(runs_dir: Path | str, run_id: str, *, capture_content: bool = False,
+def build_run_spans(store: Store | Path | str, run_id: str, *, capture_content: bool = False,
                     provider_name: str | None = None, secrets: Iterable[str] = ()) -> list[ReadableSpan]:
-    """A finished run's spans (and its subagents', nested), from its trace files, with the
-    recorded times. Runs left open at the end of their trace (a killed process) are ended
-    at their last event with ``tether.incomplete``."""
-    store = RunStore(runs_dir)
-    path = store.run_dir(run_id) / TRACE_FILE
-    if not path.is_file():
-        raise StateError(f"no trace for run {run_id} at {path}")
+    """A finished run's spans (and its subagents', nested), from its trace in ``store`` (a
+    :class:`~tether.runstore.Store`, or a runs dir), with the recorded times. Runs left open
+    at the end of their trace (a killed process) are ended at their last event with
+    ``tether.incomplete``."""
+    if isinstance(store, (Path, str)):
+        store = RunStore(store)
+    if isinstance(store, RunStore):
+        path = store.run_dir(run_id) / TRACE_FILE
+        if not path.is_file():
+            raise StateError(f"no trace for run {run_id} at {path}")
+    elif not store.exists(run_id) or next(iter(store.read_trace(run_id)), None) is None:
+        raise StateError(f"no trace for run {run_id} in {getattr(store, 'where', 'the store')}")
     family = _family(store, run_id)
     states: dict[str, Any] = {}
     for rid in family:
@@ -930,7 +941,7 @@ def build_run_spans(runs_dir: Path | str, run_id: str, *, capture_content: bool 
             pass
     records: list[tuple[float, int, int, dict[str, Any]]] = []
     for order, rid in enumerate(family):
-        for record in read_trace(store.run_dir(rid) / TRACE_FILE):
+        for record in store.read_trace(rid):
             if record.get("run_id") == rid:
                 records.append((float(record.get("ts") or 0.0), order, int(record.get("seq") or 0), record))
     records.sort(key=lambda r: r[:3])
@@ -947,7 +958,7 @@ def build_run_spans(runs_dir: Path | str, run_id: str, *, capture_content: bool 
     return collected.spans
 
 
-def export_run(runs_dir: Path | str, run_id: str, exporter_or_endpoint: SpanExporter | str | None = None, *,
+def export_run(store: Store | Path | str, run_id: str, exporter_or_endpoint: SpanExporter | str | None = None, *,
                capture_content: bool = False, provider_name: str | None = None, secrets: Iterable[str] = (),
                timeout: float | None = None) -> int:
     """Send a finished run's spans (its subagents' nested under it) to ``exporter_or_endpoint``:
@@ -955,7 +966,7 @@ def export_run(runs_dir: Path | str, run_id: str, exporter_or_endpoint: SpanExpo
     Blocking (it waits for the collector): call it off the event loop. Returns the number of
     spans sent; raises :class:`OtelExportError` when the collector does not take them and
     :class:`~tether.state.StateError` when there is no such run."""
-    spans = build_run_spans(runs_dir, run_id, capture_content=capture_content, provider_name=provider_name,
+    spans = build_run_spans(store, run_id, capture_content=capture_content, provider_name=provider_name,
                             secrets=secrets)
     if isinstance(exporter_or_endpoint, SpanExporter):
         exporter, endpoint, owned = exporter_or_endpoint, None, False
@@ -980,10 +991,10 @@ def export_run(runs_dir: Path | str, run_id: str, exporter_or_endpoint: SpanExpo
 
 
 async def command(args: Any) -> int:
-    """``tether export-otel RUN_ID [--runs-dir DIR] [--otlp URL] [--capture-content] [--timeout S]``."""
-    from tether.harness import tether_home
+    """``tether export-otel RUN_ID [--store URL|DIR] [--otlp URL] [--capture-content] [--timeout S]``."""
+    from tether.cli import store_of
 
-    runs_dir = getattr(args, "runs_dir", None) or tether_home() / "runs"
+    runs_dir = store_of(args)
     endpoint = traces_endpoint(getattr(args, "otlp", None))
     capture = bool(getattr(args, "capture_content", False)) or capture_content_from_env()
     try:

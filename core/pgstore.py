@@ -264,7 +264,7 @@ def _connect(url: str, session: dict[str, str]) -> psycopg.Connection:
 
 
 def _clean(exc: BaseException, url: str) -> str:
-    text = str(exc).strip() or type(exc).__name__
+    text = " ".join(str(exc).split()) or type(exc).__name__  # one line: libpq adds hints on lines of their own
     secret = _password(url)
     if secret:
         text = text.replace(secret, "***")

@@ -29,14 +29,18 @@ import asyncio
 import contextlib
 import json
 import logging
-from collections.abc import AsyncIterator, Iterable
-from typing import TYPE_CHECKING, Any
+import time
+from collections.abc import AsyncIterator, Callable, Iterable
+from typing import TYPE_CHECKING, Any, TextIO
 
 import psycopg
 from psycopg import sql
 
-from tether.pgstore import CONNECT_TIMEOUT_S, StoreUnavailable, _clean, redact
-from tether.watch import JOURNAL, NEW, OWNER, TRACE, RunChange
+from tether.pgstore import CONNECT_TIMEOUT_S, TRACE_FLUSH_S, StoreUnavailable, _clean, redact
+from tether.runstore import call
+from tether.store import HEARTBEAT_S
+from tether.watch import JOURNAL, NEW, OWNER, TRACE, RunChange, _Printer, _stopped, _ts
+from tether.wording import one_line
 
 if TYPE_CHECKING:
     from tether.pgstore import PgStore
@@ -165,4 +169,124 @@ class PgWatcher:
         return [RunChange(rid, frozenset(what)) for rid, what in sorted(changes.items())]
 
 
-__all__ = ["COALESCE_MS", "KINDS", "PgWatcher", "listen"]
+
+
+# ---- following runs in a terminal (tether watch --store postgresql://...) ------------------
+
+async def _next(watcher: PgWatcher, stop_event: asyncio.Event | None, timeout: float | None) -> list[RunChange] | None:
+    """The next batch; None once ``stop_event`` is set; TimeoutError after ``timeout``. The
+    watcher loses nothing to the timeout (a cancelled wait keeps what it took)."""
+    waiting: asyncio.Future[Any] = asyncio.ensure_future(anext(watcher))
+    stopper = asyncio.ensure_future(stop_event.wait()) if stop_event is not None else None
+    tasks = {waiting} | ({stopper} if stopper is not None else set())
+    try:
+        done, _ = await asyncio.wait(tasks, timeout=timeout, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        for task in tasks:
+            task.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+    if waiting in done:
+        return waiting.result()
+    if stopper is not None and stopper in done:
+        return None
+    raise TimeoutError
+
+
+async def follow_run(store: PgStore, run_id: str, out: TextIO, *, stop_event: asyncio.Event | None = None,
+                     backlog: int = 20, timings: bool = True, on_ready: Callable[[], None] | None = None,
+                     orphan_check_s: float = HEARTBEAT_S) -> dict[str, Any] | None:
+    """:func:`tether.watch.follow_run` on PostgreSQL: the run's last ``backlog`` trace lines,
+    then each line as it is committed (notified), until the run stops or ``stop_event`` is
+    set. A killed owner sends nothing (its session's lock just goes): after
+    ``orphan_check_s`` without a change, the run's liveness is asked once."""
+    printer = _Printer(out, timings=timings, prefixed=False)
+    async with PgWatcher(store, run_ids=[run_id]) as watcher:
+        records = await call(store, lambda: list(store.read_trace(run_id)))
+        after = int(records[-1].get("seq") or 0) if records else 0
+        shown = records[-backlog:] if backlog else []
+        for record in shown:
+            printer.record(run_id, record)
+        printer.flush()
+        stopped = _stopped(records)
+        if stopped is not None:
+            return stopped
+        if on_ready is not None:
+            on_ready()
+        while True:
+            try:
+                batch = await _next(watcher, stop_event, orphan_check_s)
+            except TimeoutError:
+                if await call(store, store.liveness, run_id) == "running":
+                    continue
+                batch, orphaned = [RunChange(run_id, frozenset({TRACE}))], True
+            else:
+                orphaned = False
+            if batch is None:
+                return None
+            if any(change.what & {TRACE, NEW} for change in batch):
+                for record in await call(store, lambda: list(store.read_trace(run_id, after))):
+                    after = max(after, int(record.get("seq") or 0))
+                    printer.record(run_id, record)
+                    if record.get("kind") == "run_stopped":
+                        printer.flush()
+                        return record
+            if orphaned:
+                printer.line(run_id, one_line(
+                    f"{run_id} is orphaned: the process running it ended without stopping it; "
+                    f"tether resume {run_id} goes on from its last step", 400))
+                printer.flush()
+                return None
+            printer.flush()
+
+
+async def follow_all(store: PgStore, out: TextIO, *, stop_event: asyncio.Event | None = None, backlog: int = 20,
+                     timings: bool = True, on_ready: Callable[[], None] | None = None) -> None:
+    """:func:`tether.watch.follow_all` on PostgreSQL: every run's trace lines as they are
+    committed, prefixed with its run id, new runs included, until ``stop_event`` is set. The
+    runs being run when it starts show their last ``backlog`` lines first."""
+    printer = _Printer(out, timings=timings, prefixed=True)
+    async with PgWatcher(store) as watcher:
+        started = time.time()
+        summaries = await call(store, store.summaries)
+        after: dict[str, int] = {}
+        context: list[tuple[float, str, list[dict[str, Any]]]] = []
+        for summary in summaries:
+            if summary.liveness != "running":
+                continue
+            rid = summary.run_id
+            records = await call(store, lambda rid=rid: list(store.read_trace(rid)))
+            after[rid] = int(records[-1].get("seq") or 0) if records else 0
+            records = records[-backlog:] if backlog else []
+            if records and _stopped(records) is None:
+                context.append((_ts(records[-1]), rid, records))
+        for _, rid, records in sorted(context):
+            for record in records:
+                printer.record(rid, record)
+        printer.flush()
+        if on_ready is not None:
+            on_ready()
+        while True:
+            batch = await _next(watcher, stop_event, None)
+            if batch is None:
+                return
+            lines: list[tuple[float, int, str, dict[str, Any]]] = []
+            for change in batch:
+                if not change.what & {TRACE, NEW}:
+                    continue
+                rid = change.run_id
+                known = rid in after
+                records = await call(store, lambda rid=rid: list(store.read_trace(rid, after.get(rid, 0))))
+                if not known and NEW not in change:
+                    # A run that was not running when the watch began: from then on only
+                    # (a flushed line may be stamped a moment before it was committed).
+                    records = [r for r in records if _ts(r) >= started - 2 * TRACE_FLUSH_S]
+                for n, record in enumerate(records):
+                    after[rid] = max(after.get(rid, 0), int(record.get("seq") or 0))
+                    lines.append((_ts(record), n, rid, record))
+                after.setdefault(rid, 0)
+            for _, _, rid, record in sorted(lines, key=lambda item: (item[0], item[2], item[1])):
+                printer.record(rid, record)
+            printer.flush()
+
+
+__all__ = ["COALESCE_MS", "KINDS", "PgWatcher", "follow_all", "follow_run", "listen"]

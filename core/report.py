@@ -13,8 +13,11 @@ from tether.state import Cancelled, MaxBudget, MaxTurns, NeedsApproval, Provider
 from tether.store import TRACE_FILE
 
 if TYPE_CHECKING:
+    from collections.abc import Iterable
+
     from tether.index import RunSummary
-    from tether.store import Owner, RunStore
+    from tether.runstore import Store
+    from tether.store import Owner
 
 log = logging.getLogger(__name__)
 from tether.text import clean
@@ -118,9 +121,19 @@ def owner_words(run_id: str, liveness: str | None, owner: Owner | None, *, long:
 
 def recorded(run_dir: Path) -> tuple[list[dict[str, Any]], float]:
     """:func:`recorded_tool_runs` and :func:`recorded_ms` in one read of the trace."""
+    return recorded_records(read_trace(run_dir / TRACE_FILE))
+
+
+def recorded_run(store: Store, run_id: str) -> tuple[list[dict[str, Any]], float]:
+    """:func:`recorded` of a run in any store, read through :meth:`Store.read_trace`."""
+    return recorded_records(store.read_trace(run_id))
+
+
+def recorded_records(records: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], float]:
+    """The tool runs and the wall time a trace's records say."""
     runs: list[dict[str, Any]] = []
     total, started = 0.0, None
-    for record in read_trace(run_dir / TRACE_FILE):
+    for record in records:
         kind = record.get("kind")
         if kind == "tool_start":
             try:
@@ -136,10 +149,15 @@ def recorded(run_dir: Path) -> tuple[list[dict[str, Any]], float]:
     return runs, total
 
 
-def recorded_all(store: RunStore, run_ids: list[str]) -> dict[str, tuple[list[dict[str, Any]], float]]:
-    """:func:`recorded` for many runs, from digests kept in the index beside the summaries
-    (keyed by each trace's size, ``mtime_ns`` and inode; a changed trace is read again)."""
+def recorded_all(store: Store, run_ids: list[str]) -> dict[str, tuple[list[dict[str, Any]], float]]:
+    """:func:`recorded` for many runs. The file store keeps digests in the index beside the
+    summaries (keyed by each trace's size, ``mtime_ns`` and inode; a changed trace is read
+    again); another store's traces are read."""
     from tether.index import IndexUnavailable
+    from tether.store import RunStore
+
+    if not isinstance(store, RunStore):
+        return {run_id: recorded_run(store, run_id) for run_id in run_ids}
 
     try:
         cached = store.index.traces()

@@ -130,6 +130,11 @@ class RunStore:
         self.root = Path(runs_dir)
         self.index = RunIndex(self.root)
 
+    @property
+    def where(self) -> str:
+        """The store, as messages name it: its directory."""
+        return str(self.root)
+
     def run_dir(self, run_id: str) -> Path:
         if not run_id or "/" in run_id or run_id in (".", "..") or "\0" in run_id:
             raise StateError(f"invalid run id {run_id!r}")

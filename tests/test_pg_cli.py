@@ -1,0 +1,120 @@
+"""Every run command on a PostgreSQL store (``--store URL`` or ``TETHER_STORE``): real
+``tether`` processes against a real server (tests/pg.py). What a user sees: the same words
+as on the file store, the password nowhere, a bad URL refused in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tether.pgstore import PgStore
+from tests.test_store_contract import TABLES
+
+CAP_S = 60.0
+
+
+@pytest.fixture
+def pg(pg_url: str) -> Iterator[PgStore]:
+    store = PgStore(pg_url)
+    with store._conn() as conn:
+        conn.execute(store.q("TRUNCATE " + ", ".join(f"{{s}}.{t}" for t in TABLES)))
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+def env(tmp_path: Path, **extra: str) -> dict[str, str]:
+    out = {k: v for k, v in os.environ.items() if k != "TETHER_STORE"}
+    return {**out, "TETHER_HOME": str(tmp_path / "home"), **extra}
+
+
+def tether(tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "tether.cli", *args], capture_output=True, text=True,
+                          timeout=CAP_S, env=env(tmp_path, **extra), cwd=tmp_path)
+
+
+def test_run_runs_show_trace_and_watch_on_postgresql(pg: PgStore, pg_server, tmp_path: Path):
+    url, password = pg_server.url, pg_server.operator_password
+    ran = tether(tmp_path, "run", "plan", "--run-id", "p1", "--json", "--store", url)
+    assert ran.returncode == 0, ran.stderr
+    assert json.loads(ran.stdout)["status"] == "completed"
+    assert not (tmp_path / "home" / "runs").exists()  # nothing went to the file store
+    waiting = tether(tmp_path, "run", "destructive", "--run-id", "d1", TETHER_STORE=url)
+    assert waiting.returncode == 5 and "tether approve|reject d1" in waiting.stdout
+
+    listed = tether(tmp_path, "runs", TETHER_STORE=url)  # the variable alone
+    assert listed.returncode == 0, listed.stderr
+    lines = listed.stdout.splitlines()
+    assert lines[0].startswith("p1") and "completed" in lines[0]
+    assert lines[1].startswith("d1") and "waits for approval of delete_file" in lines[1]
+    rows = json.loads(tether(tmp_path, "runs", "--json", "--store", url).stdout)
+    assert [r["tool_runs"] for r in rows][0] == [{"name": "list_files", "args": {}},
+                                                {"name": "read_file", "args": {"path": "errors.log"}}]
+
+    shown = tether(tmp_path, "show", "p1", "--store", url)
+    assert shown.returncode == 0 and "status=completed" in shown.stdout and "tools=2" in shown.stdout
+    assert "[assistant → read_file]" in shown.stdout
+    trace = tether(tmp_path, "trace", "p1", "--store", url)
+    records = [json.loads(line) for line in trace.stdout.splitlines()]
+    assert [r["seq"] for r in records] == list(range(1, len(records) + 1))
+    assert records[0]["kind"] == "run_started" and records[-1]["kind"] == "run_stopped"
+    watched = tether(tmp_path, "watch", "p1", "--store", url)
+    assert watched.returncode == 0 and "run_stopped" in watched.stdout and "completed" in watched.stdout
+
+    decided = tether(tmp_path, "approve", "d1", "--store", url)
+    assert decided.returncode == 0 and "status=completed" in decided.stdout
+    for out in (ran, waiting, listed, shown, trace, watched, decided):
+        assert password not in out.stdout + out.stderr
+
+
+def test_watch_follows_a_run_of_another_process_on_postgresql(pg: PgStore, pg_server, tmp_path: Path):
+    url = pg_server.url
+    run = subprocess.Popen([sys.executable, "-m", "tether.cli", "run", "slow", "--run-id", "s", "--store", url],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(tmp_path), cwd=tmp_path)
+    try:
+        from tests.test_store_contract import wait_until
+
+        wait_until(lambda: pg.exists("s"), "the run is made")
+        watched = tether(tmp_path, "watch", "s", "--store", url)
+    finally:
+        out, err = run.communicate(timeout=CAP_S)
+    assert run.returncode == 0, err
+    assert watched.returncode == 0, watched.stderr
+    assert "tool_progress" in watched.stdout and "scanned 1200 of 1200" in watched.stdout
+    assert watched.stdout.splitlines()[-1].split()[2] == "run_stopped"
+
+
+def test_a_bad_store_is_refused_in_one_line_without_the_password(pg_server, tmp_path: Path):
+    password = pg_server.operator_password
+    wrong = pg_server.url.replace(password, "not-" + password)
+    for args in (("runs", "--store", wrong), ("run", "plan", "--store", wrong),
+                 ("stop", "x", "--store", wrong), ("show", "x", "--store", "postgresql://tether:hunter2@127.0.0.1:1/t"),
+                 ("watch", "--all", "--store", wrong),
+                 ("runs", "--store", "mysql://root:hunter2@db/x"),
+                 ("runs", "--store", pg_server.url, "--runs-dir", str(tmp_path))):
+        done = tether(tmp_path, *args)
+        assert done.returncode == 2, (args, done.stderr)
+        assert done.stderr.startswith("tether: error: ") and done.stderr.count("\n") == 1, done.stderr
+        assert password not in done.stderr and "hunter2" not in done.stderr and "Traceback" not in done.stderr
+
+
+def test_export_otel_reads_the_trace_through_the_store(pg: PgStore, pg_server, tmp_path: Path):
+    from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+
+    from tether.otel import export_run
+
+    assert tether(tmp_path, "run", "research", "--run-id", "r1", "--store", pg_server.url).returncode == 0
+    exporter = InMemorySpanExporter()
+    count = export_run(pg, "r1", exporter)
+    names = [s.name for s in exporter.get_finished_spans()]
+    assert count == len(names) and any(n.startswith("invoke_agent") for n in names)
+    assert sum(n.startswith("invoke_agent") for n in names) == 2  # the subagent's run nested under it
+    missing = tether(tmp_path, "export-otel", "nope", "--store", pg_server.url, "--otlp", "http://127.0.0.1:9/v1/traces")
+    assert missing.returncode == 2 and "no trace for run nope" in missing.stderr
