@@ -48,40 +48,8 @@ def console(tmp_path: Path, url: str, **kw: Any) -> TetherApp:
     return TetherApp(store=PgStore(url), workspace=tmp_path / "workspace", deterministic=True, **kw)
 
 
-_DRIVER = r"""
-import asyncio, sys
-from tether.harness import Harness
-from tether.runstore import open_store
-from tether.state import Status
-
-async def main(url, scenario, rid, workspace, wait):
-    store = open_store(url)
-    try:
-        async with Harness(workspace=workspace, store=store) as h:
-            h.new_run(scenario, run_id=rid)
-            out = await h.run(rid, wait_for_decision=0 if wait else None)
-            print(out.state.status.value, out.state.interruption, flush=True)
-            return 0 if out.state.status is Status.COMPLETED else 5
-    finally:
-        store.close()
-
-sys.exit(asyncio.run(main(*sys.argv[1:5], sys.argv[5] == "wait")))
-"""
-
-
 async def spawn(url: str, *args: str) -> asyncio.subprocess.Process:
-    """``tether run SCENARIO --run-id ID [--wait-for-decision] --workspace DIR --store URL``."""
-    if os.environ.get("TETHER_TEST_DRIVER"):  # until the CLI takes --store on run
-        scenario, rid = args[1], args[3]
-        workspace = args[args.index("--workspace") + 1]
-        wait = "wait" if "--wait-for-decision" in args else "no"
-        return await asyncio.create_subprocess_exec(sys.executable, "-c", _DRIVER, url, scenario, rid, workspace,
-                                                    wait, stdout=asyncio.subprocess.PIPE,
-                                                    stderr=asyncio.subprocess.PIPE)
-    return await _spawn_cli(url, *args)
-
-
-async def _spawn_cli(url: str, *args: str) -> asyncio.subprocess.Process:
+    """``tether ARGS --store URL``, another process."""
     env = {**os.environ, "TETHER_HOME": os.environ.get("TETHER_HOME", "/nonexistent-tether-home")}
     return await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.cli", *args, "--store", url,
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,

@@ -1112,7 +1112,10 @@ def run_console(args: Any = None) -> int:
         problem = _agent_problem(agent, config, base_url)
         if problem:
             return _usage_error(problem)
-    spec = getattr(args, "store", None) or os.environ.get("TETHER_STORE") or None
+    spec, runs_dir = getattr(args, "store", None), getattr(args, "runs_dir", None)
+    if spec and runs_dir:
+        return _usage_error("give --store or --runs-dir, not both")
+    spec = spec or (None if runs_dir else os.environ.get("TETHER_STORE") or None)  # as tether.cli.store_of
     try:
         store = open_console_store(spec) if spec else None
     except (StateError, OSError, ValueError, ImportError) as exc:
