@@ -50,10 +50,8 @@ def console(tmp_path: Path, url: str, **kw: Any) -> TetherApp:
 
 async def spawn(url: str, *args: str) -> asyncio.subprocess.Process:
     """``tether ARGS --store URL``, another process."""
-    env = {**os.environ, "TETHER_HOME": os.environ.get("TETHER_HOME", "/nonexistent-tether-home")}
     return await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.cli", *args, "--store", url,
-                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                                                env=env)
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
 
 
 def shown(app: TetherApp) -> str:
