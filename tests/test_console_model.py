@@ -198,3 +198,4 @@ def test_a_worker_run_in_the_queue_is_queued_not_orphaned() -> None:
     model.queue = QueueInfo(1, frozenset({"q"}), {"w": "worker-7"})
     assert model.badge_key("q") == "queued" and not model.can_resume("q") and not model.is_orphaned("q")
     assert model.decide_route("w") == "worker" and model.can_decide("w")
+    assert "worker-7" in (model.owner_words("w") or "")

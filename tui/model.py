@@ -434,6 +434,9 @@ class ConsoleModel:
     def owner_words(self, rid: str, now: float | None = None) -> str | None:
         """Who runs a run another process holds (pid, host, since when, heartbeat age), or
         who ran an orphan; None for the console's own runs and stopped runs."""
+        if self.workers_decision(rid):
+            executor = self.queue.executors.get(rid, "") if self.queue is not None else ""
+            return f"waits in worker {one_line(executor, 60)}'s workflow for a decision"
         owner = self.owners.get(rid)
         if owner is None or self.is_driven(rid):
             return None
