@@ -199,3 +199,12 @@ def test_a_worker_run_in_the_queue_is_queued_not_orphaned() -> None:
     assert model.badge_key("q") == "queued" and not model.can_resume("q") and not model.is_orphaned("q")
     assert model.decide_route("w") == "worker" and model.can_decide("w")
     assert "worker-7" in (model.owner_words("w") or "")
+
+
+def test_the_header_names_a_database_store_without_its_password() -> None:
+    from tether.pgstore import redact
+    from tether.tui.app import store_label
+
+    assert store_label(redact("postgresql://ops:s3cret@db.example:5433/tether?password=other")) == \
+        "ops@db.example:5433/tether"
+    assert "s3cret" not in store_label(redact("postgres://ops:s3cret@db/tether"))

@@ -100,7 +100,7 @@ async def test_the_console_lists_a_postgresql_store_without_showing_its_password
         await wait_for(pilot, lambda: "count the archive" in transcript(app), "its task, loaded off the loop")
         await pilot.pause()
         screen = shown(app)
-        assert "tether:***@127.0.0.1" in screen  # where the console is: the URL, without its password
+        assert f"tether@127.0.0.1:{pg_server.port}/tether" in screen  # where the console is, without the password
         assert pg_server.operator_password not in screen
         assert app.model.refusal is None  # the operator may operate
         await finish(pilot, app)
@@ -196,7 +196,7 @@ async def test_a_read_only_console_watches_and_is_refused_in_words(pg: PgStore, 
             assert all("may only read the store" in s for s in said if "refused" in s)
             await pilot.pause()
             screen = shown(app)
-            assert "(read-only)" in screen and "tether_watch:***@" in screen
+            assert "read-only ·" in screen and "tether_watch@127.0.0.1" in screen
             assert pg_server.watcher_password not in screen
         finally:
             run.kill()

@@ -664,11 +664,10 @@ class TetherApp(App[int]):
         waiting = len(self.console_screen.query_one("#approvals", ApprovalsPane).items)
         queue = self.model.queue
         queued = f" · {queue.depth} queued" if queue is not None else ""
-        where = ""
-        if self.client.blocking:  # a store elsewhere: say which (never with its password)
-            where = f" · {self.client.where}" + (" (read-only)" if self.model.refusal else "")
+        where = f" · {store_label(self.client.where)}" if self.client.blocking else ""  # a store elsewhere: which
+        watching = "read-only · " if self.model.refusal else ""
         self.console_screen.query_one(ConsoleHeader).show_sub_title(
-            f"{count(runs, 'run')} · {running} running{queued} · {waiting} waiting for approval"
+            f"{watching}{count(runs, 'run')} · {running} running{queued} · {waiting} waiting for approval"
             f" · today {money(self.model.spend_today())}{where}")
 
     # ---- selection ------------------------------------------------------------------------
@@ -1135,6 +1134,22 @@ def run_console(args: Any = None) -> int:
             url, notes = None, [f"the scripted provider runs inside the console ({one_line(exc, 200)}); "
                                 "long runs will make the screen slower"]
         return _exit_code(TetherApp(**options, provider_url=url, notes=notes))
+
+
+def store_label(where: str) -> str:
+    """A store's URL as the header shows it, short: ``user@host:port/db``, from the URL
+    without its password (``tether.pgstore.redact``), and without its query."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(where)
+        if not parts.scheme.startswith("postgres"):
+            return where
+        user = f"{parts.username}@" if parts.username else ""
+        port = f":{parts.port}" if parts.port else ""
+        return f"{user}{parts.hostname or ''}{port}{parts.path}"
+    except ValueError:
+        return "the database"
 
 
 def open_console_store(spec: str) -> Store:
