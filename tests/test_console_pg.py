@@ -261,3 +261,27 @@ async def test_a_console_opened_after_a_process_began_waiting_sees_who_holds_it(
     finally:
         run.kill()
         await run.wait()
+
+
+async def test_a_new_run_from_a_console_on_postgresql_is_saved_and_run_off_the_loop(
+        pg: PgStore, pg_url: str, tmp_path: Path, on_loop: list[str]):
+    from textual.widgets import Input, Select
+
+    from tether.tui.components.dialogs import NewRunDialog
+
+    app = console(tmp_path, pg_url)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.store_ready()
+        await pilot.press("n")
+        await wait_for(pilot, lambda: isinstance(app.screen, NewRunDialog), "the new-run dialog")
+        app.screen.query_one("#agent", Select).value = ("demo", "plan")
+        app.screen.query_one("#max-turns", Input).focus()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not isinstance(app.screen, NewRunDialog), "the dialog to start the run")
+        await wait_for(pilot, lambda: len(app.states) == 1 and not app.active
+                       and next(iter(app.states.values())).status is Status.COMPLETED, "the run, done", CAP_S)
+        [rid] = list(app.states)
+        assert app.selected == rid and app.badge_key(rid) == "completed"
+        await finish(pilot, app)
+    assert on_loop == []  # created, run and saved from worker threads
+    assert (await asyncio.to_thread(pg.load, rid)).status is Status.COMPLETED
