@@ -85,6 +85,17 @@ def store_of(args: argparse.Namespace) -> Any:
     return args._store
 
 
+async def _may_operate(args: argparse.Namespace, command: str) -> None:
+    """Refuse, in words and before anything is changed, a command that changes runs on a
+    store whose role may only watch them."""
+    store = store_of(args)
+    read_only = getattr(store, "read_only", None)
+    role = await call(store, read_only) if callable(read_only) else None
+    if role is not None:
+        raise UsageError(f"this store's role {role} may only watch: tether {command} needs a role that may "
+                         f"change runs (the operator's); nothing was changed")
+
+
 def _as_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--as", dest="who", metavar="NAME",
                    help="who is deciding, recorded with the decision (default: user@host)")
@@ -355,6 +366,7 @@ def _run_agent(args: argparse.Namespace, harness: Any) -> Any:
 async def _run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
+    await _may_operate(args, "run")
     harness = _harness(args, latency_ms=args.latency_ms, fail=args.fail, stream=args.stream)
     async with harness:
         agent = _run_agent(args, harness)
@@ -417,6 +429,7 @@ def _harness_for(args: argparse.Namespace) -> Any:
 
 
 async def _resume(args: argparse.Namespace) -> int:
+    await _may_operate(args, "resume")
     async with _harness_for(args) as harness:
         outcome = await harness.run(args.run_id, signal=await _signal(args), max_turns=args.max_turns,
                                     budget_usd=args.budget, wait_for_decision=_waiting(args))
@@ -434,6 +447,7 @@ async def _reject(args: argparse.Namespace) -> int:
 async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
     """Decide the run's waiting call: delivered to the process that holds the run waiting
     for a decision, if one does; otherwise made here, and the run goes on in this process."""
+    await _may_operate(args, verdict)
     async with _harness_for(args) as harness:
         owner = await call(harness.store, harness.store.owner, args.run_id)
         if owner is not None and owner.alive:
@@ -451,6 +465,7 @@ async def _stop(args: argparse.Namespace) -> int:
     from tether import control
 
     store = store_of(args)
+    await _may_operate(args, "stop")
     if not await call(store, store.exists, args.run_id):
         raise StateError(f"no run {args.run_id} in {store.where}")
     request = control.ControlRequest("stop", args.reason or "stopped from the command line", by=_who(args))

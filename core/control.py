@@ -210,10 +210,19 @@ async def request(store: Store, run_id: str, what: ControlRequest) -> ControlRep
             return ControlReply(False, f"run {run_id} is orphaned: the process that ran it{who} ended "
                                 f"without stopping it. The {what.kind} is recorded and applies when the run "
                                 f"is adopted (tether resume {run_id})", pending=True)
+        last = max(state.approvals.values(), key=lambda d: d.ts, default=None)
+        if what.kind != "stop" and last is not None and not isinstance(state.interruption, NeedsApproval):
+            # Decided (and let go of) between the caller's look and ours: say by whom.
+            return ControlReply(False, f"already decided: {last.verdict} by {last.by}; there is one decision per call")
         return ControlReply(False, f"no process holds run {run_id} ({state.status.value}): "
                             f"tether {what.kind} {run_id} acts on it directly")
-    await call(store, store.control_append, run_id, what)
-    reply = await deliver(owner.control, run_id, what.id) if owner.control else None
+    if owner.control and owner.control.startswith("pg:"):  # an owner listening on the database, on any host
+        from tether.pgcontrol import deliver as deliver_over_database
+
+        reply = await deliver_over_database(store, run_id, what)  # type: ignore[arg-type]
+    else:
+        await call(store, store.control_append, run_id, what)
+        reply = await deliver(owner.control, run_id, what.id) if owner.control else None
     now = await call(store, store.owner, run_id)
     if (reply is None or reply.gone) and not (now is not None and now.alive):
         # It let go of the run between our look and our poke: say where the run is now.

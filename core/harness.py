@@ -108,7 +108,7 @@ class Harness:
         self._clients: dict[tuple[str, str | None], ModelClient] = {}
         self._agents: dict[tuple[str, str], Agent] = {}
         self._signals: dict[str, CancelSignal] = {}
-        self._control: control.ControlServer | None = None
+        self._control: Any = None  # a control.ControlServer, or the store's own (PostgreSQL: a LISTEN)
         self._emitters: dict[str, Callable[[Any], None]] = {}
         # The in-memory state of every run this process is driving, for views that
         # want the transcript as it grows (the console); removed when the run stops.
@@ -308,9 +308,10 @@ class Harness:
         with contextlib.suppress(OSError, StateError):
             self.store.append_event(run_id, event)
 
-    async def _control_server(self) -> control.ControlServer:
+    async def _control_server(self) -> Any:
         if self._control is None:
-            self._control = control.ControlServer()
+            own = getattr(self.store, "control_server", None)
+            self._control = own() if callable(own) else control.ControlServer()
         await self._control.start()
         return self._control
 

@@ -79,6 +79,19 @@ CONNECT_TIMEOUT_S = 10
 TRACE_FLUSH_S = 0.15
 """How long a trace line waits for a save before it is committed on its own: a watcher sees
 a tool's events while it runs, and a killed process loses at most this window of them."""
+def _seconds(name: str, default: float) -> float:
+    try:
+        value = float(os.environ[name])
+    except (KeyError, ValueError):
+        return default
+    return value if value >= 0 else default
+
+
+RECONNECT_S = _seconds("TETHER_PG_RECONNECT_S", 30.0)
+"""How long an owner's save waits for a database that went away (a restart, a failover) to
+come back, trying once a second, before it gives the run up (orphaned, so resumable).
+``TETHER_PG_RECONNECT_S`` sets it."""
+_RETRY_S = 1.0
 # The owner's session: keepalives so that a vanished host's lock is dropped within ~25 s.
 _SESSION_SETTINGS = {"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "3"}
 _NO_KEY = (-1, -1, -1)
@@ -142,6 +155,10 @@ _OWNER_COLUMNS = ("pid", "host", "user", "since", "heartbeat", "command", "contr
 
 class StoreUnavailable(StateError):
     """The database could not be reached or used (the message never holds a password)."""
+
+
+class _Lost(SaveError):
+    """An owner's session went away with the server (the run may still be the owner's)."""
 
 
 def redact(url: str) -> str:
@@ -336,6 +353,33 @@ class PgStore:
         ``tether_<schema>``, payload ``{"run": ID, "kind": "new"|"journal"|"trace"|"owner"}``."""
         return f"tether_{self.schema}"
 
+    @property
+    def control_channel(self) -> str:
+        """The channel control requests are notified on (:mod:`tether.pgcontrol`):
+        ``tether_<schema>_control``, payload ``{"run": ID, "id": REQUEST_ID, "to": OWNER_ADDRESS}``."""
+        return f"tether_{self.schema}_control"
+
+    def control_server(self) -> Any:
+        """What a harness on this store takes control requests behind: a LISTEN on the
+        database (:class:`tether.pgcontrol.PgControlServer`), reachable from any host."""
+        from tether.pgcontrol import PgControlServer
+
+        return PgControlServer(self)
+
+    def read_only(self) -> str | None:
+        """The role's name when it may read the runs but not change them (the watcher's),
+        else None: asked of the database, which is what decides."""
+        with self._conn() as conn:
+            user, may = conn.execute(
+                "SELECT current_user, has_table_privilege(%s, 'UPDATE') AND has_table_privilege(%s, 'INSERT')",
+                (f"{self.schema}.runs", f"{self.schema}.control")).fetchone()
+        return None if may else str(user)
+
+    def send(self, channel: str, payload: str) -> None:
+        """One notification, on its own (a control request's reply)."""
+        with self._conn() as conn:
+            conn.execute(_NOTIFY, (channel, payload))
+
     def notify(self, conn: psycopg.Connection, run_id: str, kind: str) -> None:
         """Queue a notification in ``conn``'s transaction: sent at its commit, or never."""
         conn.execute(_NOTIFY, (self.channel, _notice(run_id, kind)))
@@ -477,6 +521,11 @@ class PgStore:
                 raise StateError(f"no run {run_id} in {self.where}")
             conn.execute(self.q("INSERT INTO {s}.control (run_id, idx, request) VALUES (%s, %s, %s)"),
                          (run_id, row[0], _dumps(asdict(request))))
+            # Told to the owner whose address is on record now, at the commit (tether.pgcontrol).
+            conn.execute(self.q(
+                "SELECT pg_notify(%s, json_build_object('run', %s::text, 'id', %s::text, "
+                "'to', (SELECT control FROM {s}.owners WHERE run_id = %s))::text)"),
+                (self.control_channel, run_id, request.id, run_id))
 
     def control_read(self, run_id: str, seen: int) -> list[ControlRequest]:
         with self._conn() as conn:
@@ -570,6 +619,7 @@ class PgHandle:
         self._ledger: PgLedger | None = None
         self._released = False
         self._flusher: threading.Timer | None = None  # armed by the first line no save has taken
+        self._lost = False  # the session went away with the server; the run may still be ours
         self._saving = 0  # saves whose lines are taken but not committed yet
 
     @property
@@ -588,15 +638,41 @@ class PgHandle:
         with self._db.lock:
             if self._released:
                 raise SaveError(f"run {self.run_id}: this process no longer holds it")
+            if self._lost:
+                self._reattach()
             conn = self._db.connect()
             try:
                 yield conn
-            except psycopg.OperationalError as exc:
-                # The session is gone, and the lock with it: this handle holds nothing now.
+            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                # The session is gone, and the lock with it. The run is still ours if nobody
+                # took it meanwhile: the next use takes the lock again and checks the token.
                 self._db.abandon()
+                self._lost = self._token is not None
+                raise _Lost(f"run {self.run_id}: lost the connection to {self.store.where}: "
+                            f"{_clean(exc, self.store.url)}") from None
+
+    def _reattach(self) -> None:
+        """After a lost session: a new one, the run's lock taken again, and the token checked,
+        so the run goes on only if no other process took it while the database was away."""
+        try:
+            conn = self._db.connect()
+            got = conn.execute(self._q("SELECT pg_try_advisory_lock(lock_key), owner_token FROM {s}.runs "
+                                       "WHERE run_id = %s"), (self.run_id,)).fetchone()
+            if got is None or not got[0] or got[1] != self._token:
+                if got is not None and got[0]:
+                    conn.execute("SELECT pg_advisory_unlock_all()")
                 self._token = None
-                raise SaveError(f"run {self.run_id}: lost the connection to {self.store.where} "
-                                f"(and with it the run): {_clean(exc, self.store.url)}") from None
+                self._lost = False
+                raise SaveError(f"run {self.run_id}: lost the connection to {self.store.where}, and another "
+                                f"process took the run meanwhile; this process lets go of it")
+            conn.execute(self._q("UPDATE {s}.owners SET backend_pid = pg_backend_pid() WHERE run_id = %s "
+                                 "AND token = %s"), (self.run_id, self._token))
+        except (StoreUnavailable, psycopg.OperationalError) as exc:
+            self._db.abandon()
+            raise _Lost(f"run {self.run_id}: the database {self.store.where} is not back: "
+                        f"{_clean(exc, self.store.url) if isinstance(exc, psycopg.Error) else exc}") from None
+        self._lost = False
+        log.warning("run %s: the connection to %s was lost and is back; the run goes on", self.run_id, self.store.where)
 
     def acquire(self, *, control: str | None = None) -> RunState:
         with self._db.lock:
@@ -660,15 +736,37 @@ class PgHandle:
         divides by zero unless this handle's token is still the run's, so a fenced owner's
         transaction aborts before it writes anything."""
         status, updated_at, count, header, summary, new, lines, done = snap
+        deadline = time.monotonic() + RECONNECT_S
         try:
-            self._commit_locked(status, updated_at, count, header, summary, new, lines, done)
+            while True:
+                try:
+                    self._commit_locked(status, updated_at, count, header, summary, new, lines, done,
+                                        again=self._lost)
+                    break
+                except _Lost as exc:
+                    # The database went away. Its transaction either committed or not: the
+                    # retry writes what is missing and nothing twice (the turn is not paid again).
+                    if time.monotonic() + _RETRY_S > deadline:
+                        self._restore(lines, done)
+                        self._token = None
+                        raise SaveError(f"could not save run {self.run_id}: {exc}; gave up after "
+                                        f"{RECONNECT_S:.0f} s. The run is left as it was last saved, "
+                                        f"and tether resume {self.run_id} goes on from there") from None
+                    time.sleep(_RETRY_S)
+                except SaveError:
+                    self._restore(lines, done)
+                    raise
         finally:
             with self._buffers:
                 self._saving -= 1
         self._messages = count
 
     def _commit_locked(self, status: str, updated_at: float, count: int, header: str, summary: str,
-                       new: list[tuple[str, int, str]], lines: list[tuple[int, str]], done: dict[str, str]) -> None:
+                       new: list[tuple[str, int, str]], lines: list[tuple[int, str]], done: dict[str, str], *,
+                       again: bool = False) -> None:
+        # A retry after a lost connection may find the first try committed: rows already
+        # there are the same rows, and are kept.
+        keep = " ON CONFLICT DO NOTHING" if again else ""
         try:
             with self._conn() as conn, conn.pipeline(), conn.transaction():
                 conn.execute(self._q("SELECT 1 / (SELECT count(*) FROM {s}.runs WHERE run_id = %s "
@@ -678,10 +776,10 @@ class PgHandle:
                     "summary = %s WHERE run_id = %s"), (status, updated_at, count, header, summary, self.run_id))
                 with conn.cursor() as c:
                     if new:
-                        c.executemany(self._q("INSERT INTO {s}.messages (run_id, idx, message) VALUES (%s, %s, %s)"),
-                                      new)
+                        c.executemany(self._q("INSERT INTO {s}.messages (run_id, idx, message) VALUES (%s, %s, %s)"
+                                              + keep), new)
                     if lines:
-                        c.executemany(self._q("INSERT INTO {s}.trace (run_id, seq, record) VALUES (%s, %s, %s)"),
+                        c.executemany(self._q("INSERT INTO {s}.trace (run_id, seq, record) VALUES (%s, %s, %s)" + keep),
                                       [(self.run_id, seq, line) for seq, line in lines])
                     if done:
                         c.executemany(self._q(
@@ -692,14 +790,9 @@ class PgHandle:
                 if lines:
                     self.store.notify(conn, self.run_id, TRACE)
         except psycopg.errors.DivisionByZero:
-            self._restore(lines, done)
             raise SaveError(f"could not save run {self.run_id}: another process has taken it over") from None
         except psycopg.Error as exc:
-            self._restore(lines, done)
             raise SaveError(f"could not save run {self.run_id}: {_clean(exc, self.store.url)}") from None
-        except SaveError:
-            self._restore(lines, done)
-            raise
 
     def _restore(self, lines: list[tuple[int, str]], done: dict[str, str]) -> None:
         with self._buffers:
@@ -758,7 +851,7 @@ class PgHandle:
             except (SaveError, psycopg.Error) as exc:
                 # The next save (or the release) takes them again, or says why it cannot.
                 self._restore(lines, {})
-                log.warning("run %s: trace lines not committed yet: %s", self.run_id,
+                (log.info if isinstance(exc, _Lost) else log.warning)("run %s: trace lines not committed yet: %s", self.run_id,
                             _clean(exc, self.store.url) if isinstance(exc, psycopg.Error) else exc)
 
     def ledger(self) -> PgLedger:

@@ -30,7 +30,7 @@ import socket
 import subprocess
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
 
@@ -94,6 +94,9 @@ class PgServer:
     process: subprocess.Popen
     operator_password: str
     watcher_password: str
+    command: list[str] = field(default_factory=list)
+    """How the postmaster was started (to start it again on the same data and port)."""
+    launch: dict = field(default_factory=dict)
 
     @property
     def url(self) -> str:
@@ -115,6 +118,15 @@ class PgServer:
         with contextlib.suppress(OSError):
             return (self.root / "server.log").read_text(errors="replace")[-4000:]
         return ""
+
+    def halt(self) -> None:
+        """Shut the server down (fast: every session is ended), keeping its data."""
+        _kill(self.process)
+
+    def restart(self) -> None:
+        """Start the server again after :meth:`halt`, on the same data dir and port."""
+        self.process = _launch(self.root, self.command, self.launch)
+        _wait_ready(self)
 
     def stop(self) -> None:
         """Fast shutdown, SIGKILL after :data:`STOP_TIMEOUT_S`, then remove the directory."""
@@ -156,14 +168,11 @@ def start(*, durable: bool = False) -> PgServer:
                        "-c", "max_connections=100", "-c", "shared_buffers=32MB"]
             if not durable:
                 options += ["-c", "fsync=off", "-c", "full_page_writes=off"]
-            log = open(root / "server.log", "ab")
-            try:
-                process = subprocess.Popen([str(bindir / "postgres"), "-D", str(data), *options], cwd=root, env=env,
-                                           stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                           preexec_fn=_die_with_parent, **as_user)
-            finally:
-                log.close()
-            server = PgServer(root, port, root, process, secrets.token_urlsafe(16), secrets.token_urlsafe(16))
+            command = [str(bindir / "postgres"), "-D", str(data), *options]
+            launch = {"env": env, **as_user}
+            process = _launch(root, command, launch)
+            server = PgServer(root, port, root, process, secrets.token_urlsafe(16), secrets.token_urlsafe(16),
+                              command, launch)
             try:
                 _wait_ready(server)
             except _PortTaken:
@@ -186,6 +195,15 @@ def start(*, durable: bool = False) -> PgServer:
 
 class _PortTaken(Exception):
     pass
+
+
+def _launch(root: Path, command: list[str], launch: dict) -> subprocess.Popen:
+    log = open(root / "server.log", "ab")
+    try:
+        return subprocess.Popen(command, cwd=root, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                preexec_fn=_die_with_parent, **launch)
+    finally:
+        log.close()
 
 
 def _kill(process: subprocess.Popen) -> None:
