@@ -297,17 +297,12 @@ class PgFeed:
 
     def refusal(self) -> str | None:
         """Why this connection's role may only watch (None: it may create, run, stop and
-        decide), asked of the database's privileges up front, not learnt from a failed write."""
-        store = self.store
-        with store._conn() as conn:
-            row = conn.execute(
-                "SELECT current_user, has_table_privilege(%s, 'INSERT, UPDATE') "
-                "AND has_table_privilege(%s, 'INSERT')",
-                (f"{store.schema}.runs", f"{store.schema}.control")).fetchone()
-        user, may = row
-        if may:
+        decide), asked of the database up front (PgStore.read_only), not learnt from a
+        failed write."""
+        role = self.store.read_only()
+        if role is None:
             return None
-        return (f"this console connects as {user}, a role that may only read the store: "
+        return (f"this console connects as {role}, a role that may only read the store: "
                 f"Stop, approve, reject, resume and New run need the operator role")
 
     def queue(self) -> QueueInfo | None:
