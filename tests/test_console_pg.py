@@ -285,3 +285,43 @@ async def test_a_new_run_from_a_console_on_postgresql_is_saved_and_run_off_the_l
         await finish(pilot, app)
     assert on_loop == []  # created, run and saved from worker threads
     assert (await asyncio.to_thread(pg.load, rid)).status is Status.COMPLETED
+
+
+async def test_the_console_follows_a_run_across_a_restart_of_postgresql(tmp_path: Path):
+    from tests import pg as pgserver
+    from tests.test_pg_restart import TURNS
+
+    try:
+        server = pgserver.start()
+    except pgserver.PgUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL is required in CI: {exc}", pytrace=False)
+        pytest.skip(str(exc))
+    try:
+        app = console(tmp_path, server.url)
+        said = notices(app)
+        async with app.run_test(size=SIZE) as pilot:
+            await app.store_ready()
+            run = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "tether.cli", "run", "runaway", "--run-id", "pg-restart", "--latency-ms", "100",
+                "--max-turns", str(TURNS), "--store", server.url, "--workspace", str(tmp_path / "w"),
+                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+            try:
+                await wait_for(pilot, lambda: "pg-restart" in app.states and app.states["pg-restart"].turns >= 2,
+                               "the run, followed", CAP_S)
+                await asyncio.to_thread(server.halt)
+                await wait_for(pilot, lambda: any("lost the store" in s for s in said), "the loss, in words", CAP_S)
+                await asyncio.to_thread(server.restart)
+                await wait_for(pilot, lambda: any("again" in s for s in said), "the store, back", CAP_S)
+                code, out = await ended(run)
+            finally:
+                if run.returncode is None:
+                    run.kill()
+                    await run.wait()
+            assert code == 3, out  # the turn cap: the run went on after the restart
+            await wait_for(pilot, lambda: app.states["pg-restart"].status is Status.MAX_TURNS_EXCEEDED
+                           and app.states["pg-restart"].turns == TURNS, "the run's end, followed", CAP_S)
+            assert server.operator_password not in shown(app)
+            await finish(pilot, app)
+    finally:
+        server.stop()

@@ -410,8 +410,11 @@ class TetherApp(App[int]):
             self.select(self.model.ordered_ids()[-1])
         self._flush()
 
-    def _store_lost(self, words: str) -> None:
-        self.notify(words, title="not following the store", severity="error", markup=False, timeout=15)
+    def _store_lost(self, words: str, lost: bool = True) -> None:
+        if lost:
+            self.notify(words, title="not following the store", severity="error", markup=False, timeout=15)
+        else:
+            self.notify(words, title="the store is back", severity="information", markup=False, timeout=10)
 
     def _trace_opened(self, rid: str) -> None:
         self.client.prime(rid)

@@ -38,19 +38,20 @@ from tether.watch import JOURNAL, NEW, OWNER, REMOVED, TRACE, RunChange
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
+RECONNECT_S = 1.0  # a network store that went away is tried again this often (no oftener)
 
 
 class StoreClient:
     def __init__(self, store: Any, model: ConsoleModel, pump: EventPump,
                  on_owner: Callable[[str], None] | None = None, *, feed: StoreFeed | None = None,
-                 on_error: Callable[[str], None] | None = None,
+                 on_error: Callable[[str, bool], None] | None = None,
                  on_listed: Callable[[], None] | None = None) -> None:
         self.store = store
         self.feed: StoreFeed = feed if feed is not None else feed_for(store)
         self.model = model
         self.pump = pump
         self.on_owner = on_owner  # a run's liveness changed (the app refreshes its keys)
-        self.on_error = on_error  # the console stopped following the store: why, in words
+        self.on_error = on_error  # the console stopped (True) or went back to (False) following the store, in words
         self.on_listed = on_listed  # a network store's listing is in the model (taken off the loop)
         self.ready = asyncio.Event()
         self.batches = 0
@@ -188,24 +189,63 @@ class StoreClient:
     # ---- following -----------------------------------------------------------------------------
     async def run(self, *, follow: bool = True) -> None:
         """Follow the store until cancelled (``follow=False``: list it once, in the
-        background, for a network store)."""
-        try:
-            if not follow:
-                self._listed(await self.take_listing_async(await self._io(self.feed.listing)))
+        background, for a network store). A network store that goes away (a restart) is
+        reached again once a second, and what changed meanwhile is read again."""
+        lost: str | None = None
+        while True:
+            try:
+                if not follow:
+                    self._listed(await self.take_listing_async(await self._io(self.feed.listing)))
+                    return
+                async with self.feed.changes() as changes:
+                    # Runs made between the first listing and the watch: list again, once.
+                    listing = await self._io(self.feed.listing)
+                    if lost is not None:
+                        await self._catch_up(listing)
+                        lost = None
+                        if self.on_error is not None:
+                            self.on_error(f"following the store {self.feed.where} again", False)
+                    self._listed(await self.take_listing_async(listing))
+                    async for batch in changes:
+                        await self.apply(batch)
                 return
-            async with self.feed.changes() as changes:
-                # Runs made between the first listing and the watch: list again, once.
-                listing = await self._io(self.feed.listing)
-                self._listed(await self.take_listing_async(listing))
-                async for batch in changes:
-                    await self.apply(batch)
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:  # the console goes on without live updates from other processes
-            log.warning("the console stopped following %s: %s", self.feed.where, exc)
-            if self.on_error is not None:
-                self.on_error(f"the console stopped following the store {self.feed.where}: {exc}")
-            self.ready.set()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:  # the console goes on without live updates from other processes
+                self.ready.set()
+                if not self.feed.blocking:
+                    log.warning("the console stopped following %s: %s", self.feed.where, exc)
+                    if self.on_error is not None:
+                        self.on_error(f"the console stopped following the store {self.feed.where}: {exc}", True)
+                    return
+                if lost is None:
+                    lost = str(exc)
+                    log.warning("the console lost the store %s: %s", self.feed.where, exc)
+                    if self.on_error is not None:
+                        self.on_error(f"the console lost the store: {exc}; trying again every "
+                                      f"{RECONNECT_S:g} s", True)
+                await asyncio.sleep(RECONNECT_S)
+
+    async def _catch_up(self, listing: Listing) -> None:
+        """After the store was away: the listed runs' summaries again, the followed runs'
+        states and their trace lines since the last read."""
+        model = self.model
+        summaries, _ = listing
+        for summary in summaries:
+            if summary.run_id in model.stubs and not model.is_driven(summary.run_id):
+                model.put_summary(summary)
+                self.pump.mark(summary.run_id)
+        followed = [rid for rid in self.feed.followed() if not model.is_driven(rid)]
+        if not followed:
+            return
+        plan = [(rid, "follow", "read") for rid in followed]
+        for (rid, _, _), (got, records) in zip(plan, await self._io(self._read, plan)):
+            if isinstance(got, RunState) and not model.is_driven(rid):
+                model.put_state(got)
+            events = [e for e in map(event_from_record, records) if e is not None]
+            if events:
+                self.pump.feed(events)
+            self.pump.mark(rid, structure=True)
 
     def _listed(self, new: bool) -> None:
         if new:
