@@ -325,3 +325,25 @@ async def test_the_console_follows_a_run_across_a_restart_of_postgresql(tmp_path
             await finish(pilot, app)
     finally:
         server.stop()
+
+
+async def test_a_run_nobody_holds_is_approved_in_a_console_on_postgresql(pg: PgStore, pg_url: str, tmp_path: Path,
+                                                                         on_loop: list[str]):
+    app = console(tmp_path, pg_url, operator="cy")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.store_ready()
+        run = await spawn(pg_url, "run", "destructive", "--run-id", "pg-w1", "--workspace", str(tmp_path / "w"))
+        code, out = await ended(run)
+        assert code == 5, out  # stopped at the approval, let go of
+        await wait_for(pilot, lambda: [p.run_id for p in app.pending_approvals()] == ["pg-w1"], "pending", CAP_S)
+        app.select("pg-w1")
+        await wait_for(pilot, lambda: not app.model.is_live("pg-w1"), "nobody holding it", CAP_S)
+        assert app.model.decide_route("pg-w1") == "here"
+        await open_armed(pilot, app, "a", ApproveDialog)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.states["pg-w1"].status is Status.COMPLETED and not app.active,
+                       "the console to go on with it to the end", CAP_S)
+        assert app.states["pg-w1"].approvals["call_1_0"].by == "cy"
+        await finish(pilot, app)
+    assert on_loop == []
+    assert (await asyncio.to_thread(pg.load, "pg-w1")).status is Status.COMPLETED
