@@ -150,6 +150,36 @@ CREATE TABLE IF NOT EXISTS {s}.control (
 _HELD = ("SELECT (l.classid::bigint << 32) | l.objid::bigint FROM pg_locks l "
          "WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted "
          "AND l.database = (SELECT oid FROM pg_database WHERE datname = current_database())")
+# A save: one statement, so one round trip and its own transaction. The run row's update is
+# gated by a subquery that divides by zero unless the handle's token is still the run's, so a
+# fenced owner's statement fails whole; the other inserts are data-modifying CTEs, which run
+# whether or not the main query reads them. Messages and trace records go as arrays of their
+# JSON text (``json`` keeps the text as written).
+_SAVE_TEMPLATE = """
+WITH run AS (
+    UPDATE {{s}}.runs SET status = %(status)s, updated_at = %(updated_at)s, message_count = %(count)s,
+        header = %(header)s, summary = %(summary)s
+    WHERE run_id = %(run)s AND (SELECT 1 / count(*)::int FROM {{s}}.runs
+                                WHERE run_id = %(run)s AND owner_token = %(token)s) = 1
+    RETURNING 1
+), messages AS (
+    INSERT INTO {{s}}.messages (run_id, idx, message)
+    SELECT %(run)s, m.idx, m.message FROM unnest(%(idxs)s::int[], %(messages)s::json[]) AS m(idx, message){keep}
+), trace AS (
+    INSERT INTO {{s}}.trace (run_id, seq, record)
+    SELECT %(run)s, t.seq, t.record FROM unnest(%(seqs)s::bigint[], %(records)s::json[]) AS t(seq, record){keep}
+), ledger AS (
+    INSERT INTO {{s}}.ledger (run_id, key, status, result)
+    SELECT %(run)s, l.key, 'done', l.result FROM unnest(%(keys)s::text[], %(results)s::text[]) AS l(key, result)
+    ON CONFLICT (run_id, key) DO UPDATE SET status = 'done', result = EXCLUDED.result
+)
+SELECT (SELECT count(*) FROM run), pg_notify(%(channel)s, %(journal)s),
+       CASE WHEN %(traced)s THEN pg_notify(%(channel)s, %(trace)s) END
+"""
+_SAVE = _SAVE_TEMPLATE.format(keep="")
+# A retry after a lost connection may find the first try committed: the rows already there
+# are the same rows, and are kept.
+_SAVE_AGAIN = _SAVE_TEMPLATE.format(keep=" ON CONFLICT DO NOTHING")
 _OWNER_COLUMNS = ("pid", "host", "user", "since", "heartbeat", "command", "control")
 
 
@@ -675,49 +705,82 @@ class PgHandle:
         log.warning("run %s: the connection to %s was lost and is back; the run goes on", self.run_id, self.store.where)
 
     def acquire(self, *, control: str | None = None) -> RunState:
+        """Take the run and load it in one pipelined transaction (one round trip): the lock,
+        the token, the owner record and its notification, the header, the messages and the
+        last ``seq``. Its first statement divides by zero unless the lock was free, so a run
+        another session holds is left untouched."""
+        token = uuid.uuid4().hex
+        now = time.time()
+        owner = {"pid": os.getpid(), **_whoami(), "since": now, "heartbeat": now}
+        if control is not None:
+            owner["control"] = control
         with self._db.lock:
-            conn = self._db.connect()
-            try:
-                conn.execute("SELECT 1")
-            except psycopg.OperationalError:  # a kept session the server has since dropped
-                self._db.abandon()
+            pauses = iter((0.0005, 0.001, 0.002, 0.004))  # a note being traced holds the lock for an instant
+            fresh = False
+            while True:
                 conn = self._db.connect()
-            for pause in (0.0005, 0.001, 0.002, 0.004, None):  # a note being traced holds it for an instant
-                got = conn.execute(self._q("SELECT pg_try_advisory_lock(lock_key) FROM {s}.runs WHERE run_id = %s"),
-                                   (self.run_id,)).fetchone()
-                if got is None:
-                    raise StateError(f"no run {self.run_id} in {self.store.where}")
-                if got[0] or pause is None:
+                try:
+                    header, count, messages, seq = self._take(conn, token, owner)
                     break
-                time.sleep(pause)
-            if not got[0]:
-                other = self.store.owner(self.run_id)
-                who = f" (pid {other.pid} on {other.host})" if other is not None and other.pid is not None else ""
-                raise StateError(f"run {self.run_id} is already being run by another process{who}: "
-                                 f"it holds the run's lock in the database {self.store.where}; wait for it, or stop it")
-            token = uuid.uuid4().hex
-            now = time.time()
-            owner = {"pid": os.getpid(), **_whoami(), "since": now, "heartbeat": now}
-            if control is not None:
-                owner["control"] = control
-            with conn.transaction():
-                conn.execute(self._q("UPDATE {s}.runs SET owner_token = %s WHERE run_id = %s"), (token, self.run_id))
-                conn.execute(self._q(
-                    "INSERT INTO {s}.owners (run_id, token, pid, host, \"user\", since, heartbeat, command, control, "
-                    "backend_pid) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, pg_backend_pid()) "
-                    "ON CONFLICT (run_id) DO UPDATE SET token = EXCLUDED.token, pid = EXCLUDED.pid, "
-                    "host = EXCLUDED.host, \"user\" = EXCLUDED.\"user\", since = EXCLUDED.since, "
-                    "heartbeat = EXCLUDED.heartbeat, command = EXCLUDED.command, control = EXCLUDED.control, "
-                    "backend_pid = EXCLUDED.backend_pid"),
-                    (self.run_id, token, owner["pid"], owner.get("host"), owner.get("user"), now, now,
-                     owner.get("command"), _address_in(control)))
-                self.store.notify(conn, self.run_id, OWNER)
-            state = _load(conn, self.store, self.run_id)
-            self._seq = conn.execute(self._q("SELECT coalesce(max(seq), 0) FROM {s}.trace WHERE run_id = %s"),
-                                     (self.run_id,)).fetchone()[0]
+                except psycopg.errors.DivisionByZero:
+                    pause = next(pauses, None)
+                    if pause is None:
+                        other = self.store.owner(self.run_id)
+                        who = (f" (pid {other.pid} on {other.host})"
+                               if other is not None and other.pid is not None else "")
+                        raise StateError(f"run {self.run_id} is already being run by another process{who}: it "
+                                         f"holds the run's lock in the database {self.store.where}; wait for it, "
+                                         f"or stop it") from None
+                    time.sleep(pause)
+                except psycopg.errors.ForeignKeyViolation:
+                    raise StateError(f"no run {self.run_id} in {self.store.where}") from None
+                except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                    # A kept session the server has since dropped: once more, on a new one.
+                    self._db.abandon()
+                    if fresh:
+                        raise StoreUnavailable(f"{self.store.where}: {_clean(exc, self.store.url)}") from None
+                    fresh = True
+            if len(messages) != count:
+                raise StateError(f"run {self.run_id}: {len(messages)} messages stored, its header says {count}")
+            state = RunState.from_dict({**header, "messages": messages})
+            self._seq = seq
             self._token, self._owner = token, owner
             self._messages = len(state.messages)
             return state
+
+    def _take(self, conn: psycopg.Connection, token: str,
+              owner: dict[str, Any]) -> tuple[dict[str, Any], int, list[Any], int]:
+        run_id = self.run_id
+        try:
+            with conn.pipeline():
+                with conn.transaction():
+                    conn.execute(self._q("SELECT 1 / (SELECT pg_try_advisory_lock(lock_key)::int FROM {s}.runs "
+                                         "WHERE run_id = %s)"), (run_id,))
+                    row = conn.execute(self._q("UPDATE {s}.runs SET owner_token = %s WHERE run_id = %s "
+                                               "RETURNING header, message_count"), (token, run_id))
+                    conn.execute(self._q(
+                        "INSERT INTO {s}.owners (run_id, token, pid, host, \"user\", since, heartbeat, command, "
+                        "control, backend_pid) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, pg_backend_pid()) "
+                        "ON CONFLICT (run_id) DO UPDATE SET token = EXCLUDED.token, pid = EXCLUDED.pid, "
+                        "host = EXCLUDED.host, \"user\" = EXCLUDED.\"user\", since = EXCLUDED.since, "
+                        "heartbeat = EXCLUDED.heartbeat, command = EXCLUDED.command, control = EXCLUDED.control, "
+                        "backend_pid = EXCLUDED.backend_pid"),
+                        (run_id, token, owner["pid"], owner.get("host"), owner.get("user"), owner["since"],
+                         owner["heartbeat"], owner.get("command"), _address_in(owner.get("control"))))
+                    self.store.notify(conn, run_id, OWNER)
+                    # Nobody else writes a run whose lock this session holds: one snapshot is not needed.
+                    messages = conn.execute(self._q("SELECT message FROM {s}.messages WHERE run_id = %s "
+                                                    "ORDER BY idx"), (run_id,))
+                    last = conn.execute(self._q("SELECT coalesce(max(seq), 0) FROM {s}.trace WHERE run_id = %s"),
+                                        (run_id,))
+        except psycopg.errors.DivisionByZero:
+            raise
+        except BaseException:
+            with contextlib.suppress(psycopg.Error):  # the lock may have been taken before the failure
+                conn.execute("SELECT pg_advisory_unlock_all()")
+            raise
+        header, count = row.fetchone()
+        return header, count, [m for (m,) in messages.fetchall()][:count], last.fetchone()[0]
 
     # ---- saving -------------------------------------------------------------------------
     def _snapshot(self, state: RunState) -> tuple[Any, ...]:
@@ -764,31 +827,16 @@ class PgHandle:
     def _commit_locked(self, status: str, updated_at: float, count: int, header: str, summary: str,
                        new: list[tuple[str, int, str]], lines: list[tuple[int, str]], done: dict[str, str], *,
                        again: bool = False) -> None:
-        # A retry after a lost connection may find the first try committed: rows already
-        # there are the same rows, and are kept.
-        keep = " ON CONFLICT DO NOTHING" if again else ""
         try:
-            with self._conn() as conn, conn.pipeline(), conn.transaction():
-                conn.execute(self._q("SELECT 1 / (SELECT count(*) FROM {s}.runs WHERE run_id = %s "
-                                     "AND owner_token = %s)::int"), (self.run_id, self._token))
-                conn.execute(self._q(
-                    "UPDATE {s}.runs SET status = %s, updated_at = %s, message_count = %s, header = %s, "
-                    "summary = %s WHERE run_id = %s"), (status, updated_at, count, header, summary, self.run_id))
-                with conn.cursor() as c:
-                    if new:
-                        c.executemany(self._q("INSERT INTO {s}.messages (run_id, idx, message) VALUES (%s, %s, %s)"
-                                              + keep), new)
-                    if lines:
-                        c.executemany(self._q("INSERT INTO {s}.trace (run_id, seq, record) VALUES (%s, %s, %s)" + keep),
-                                      [(self.run_id, seq, line) for seq, line in lines])
-                    if done:
-                        c.executemany(self._q(
-                            "INSERT INTO {s}.ledger (run_id, key, status, result) VALUES (%s, %s, 'done', %s) "
-                            "ON CONFLICT (run_id, key) DO UPDATE SET status = 'done', result = EXCLUDED.result"),
-                            [(self.run_id, key, result) for key, result in done.items()])
-                self.store.notify(conn, self.run_id, JOURNAL)
-                if lines:
-                    self.store.notify(conn, self.run_id, TRACE)
+            with self._conn() as conn:
+                conn.execute(self._q(_SAVE_AGAIN if again else _SAVE), {
+                    "run": self.run_id, "token": self._token, "status": status, "updated_at": updated_at,
+                    "count": count, "header": header, "summary": summary,
+                    "idxs": [i for _, i, _ in new], "messages": [m for _, _, m in new],
+                    "seqs": [seq for seq, _ in lines], "records": [line for _, line in lines],
+                    "keys": list(done), "results": list(done.values()),
+                    "channel": self.store.channel, "journal": _notice(self.run_id, JOURNAL),
+                    "traced": bool(lines), "trace": _notice(self.run_id, TRACE)})
         except psycopg.errors.DivisionByZero:
             raise SaveError(f"could not save run {self.run_id}: another process has taken it over") from None
         except psycopg.Error as exc:
@@ -893,18 +941,19 @@ class PgHandle:
                 with self._buffers:
                     lines, self._trace_lines = self._trace_lines, []
                 try:
-                    with self._conn() as conn, conn.transaction():
-                        if lines:
-                            with conn.cursor() as c:
-                                c.executemany(self._q("INSERT INTO {s}.trace (run_id, seq, record) VALUES (%s, %s, %s) "
-                                                      "ON CONFLICT DO NOTHING"),
-                                              [(self.run_id, seq, line) for seq, line in lines])
-                            self.store.notify(conn, self.run_id, TRACE)
-                        conn.execute(self._q("DELETE FROM {s}.owners WHERE run_id = %s AND token = %s"),
-                                     (self.run_id, self._token))
-                        self.store.notify(conn, self.run_id, OWNER)
-                    # After the commit: the next owner never finds this one's record.
-                    conn.execute("SELECT pg_advisory_unlock_all()")
+                    with self._conn() as conn, conn.pipeline():  # one round trip
+                        with conn.transaction():
+                            if lines:
+                                with conn.cursor() as c:
+                                    c.executemany(self._q("INSERT INTO {s}.trace (run_id, seq, record) "
+                                                          "VALUES (%s, %s, %s) ON CONFLICT DO NOTHING"),
+                                                  [(self.run_id, seq, line) for seq, line in lines])
+                                self.store.notify(conn, self.run_id, TRACE)
+                            conn.execute(self._q("DELETE FROM {s}.owners WHERE run_id = %s AND token = %s"),
+                                         (self.run_id, self._token))
+                            self.store.notify(conn, self.run_id, OWNER)
+                        # After the commit: the next owner never finds this one's record.
+                        conn.execute("SELECT pg_advisory_unlock_all()")
                     kept = self._db.detach()
                     if kept is not None:
                         self.store._sessions.give(kept)

@@ -125,6 +125,10 @@ class Store(Protocol):
     blocking: bool
     """Its calls wait on a network: from an event loop, go through :func:`call`."""
 
+    @property
+    def where(self) -> str:
+        """The store as messages name it (a directory, or a URL without its password)."""
+
     def exists(self, run_id: str) -> bool: ...
 
     def create(self, state: RunState) -> None:

@@ -4,7 +4,7 @@ how fast the host was (:func:`~tests.benchmarks.bench_harness.host_speed_ms`) be
 import time
 from collections.abc import Callable
 
-from tests.benchmarks import bench_console, bench_harness, bench_provider, bench_stop, bench_store, bench_stream
+from tests.benchmarks import bench_console, bench_harness, bench_pgstore, bench_provider, bench_stop, bench_store, bench_stream
 
 
 def _section(name: str, run: Callable[[], object]) -> None:
@@ -21,5 +21,6 @@ if __name__ == "__main__":
     _section("console", bench_console.main)
     _section("streaming on the console", bench_stream.main)
     _section("store", lambda: bench_store.main([]))
+    _section("store on PostgreSQL", bench_pgstore.main)
     _section("stop across processes", bench_stop.main_remote)
     print(f"[host speed check at the end: {bench_harness.host_speed_ms():.1f} ms]")
