@@ -94,9 +94,8 @@ class PgServer:
     process: subprocess.Popen
     operator_password: str
     watcher_password: str
-    command: list[str] = field(default_factory=list)
-    """How the postmaster was started (to start it again on the same data and port)."""
     launch: dict = field(default_factory=dict)
+    """How the postmaster was started (``args`` and ``Popen`` keywords), for :meth:`restart`."""
 
     @property
     def url(self) -> str:
@@ -119,13 +118,16 @@ class PgServer:
             return (self.root / "server.log").read_text(errors="replace")[-4000:]
         return ""
 
-    def halt(self) -> None:
-        """Shut the server down (fast: every session is ended), keeping its data."""
-        _kill(self.process)
-
     def restart(self) -> None:
-        """Start the server again after :meth:`halt`, on the same data dir and port."""
-        self.process = _launch(self.root, self.command, self.launch)
+        """A fast shutdown (every session cut, every advisory lock dropped), then the same
+        server again on the same port and data: a database restart in the middle of things."""
+        _kill(self.process)
+        log = open(self.root / "server.log", "ab")
+        try:
+            self.process = subprocess.Popen(self.launch["args"], stdout=log, stderr=subprocess.STDOUT,
+                                            **self.launch["kwargs"])
+        finally:
+            log.close()
         _wait_ready(self)
 
     def stop(self) -> None:
@@ -168,11 +170,16 @@ def start(*, durable: bool = False) -> PgServer:
                        "-c", "max_connections=100", "-c", "shared_buffers=32MB"]
             if not durable:
                 options += ["-c", "fsync=off", "-c", "full_page_writes=off"]
-            command = [str(bindir / "postgres"), "-D", str(data), *options]
-            launch = {"env": env, **as_user}
-            process = _launch(root, command, launch)
+            log = open(root / "server.log", "ab")
+            launch = {"args": [str(bindir / "postgres"), "-D", str(data), *options],
+                      "kwargs": dict(cwd=root, env=env, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
+                                     **as_user)}
+            try:
+                process = subprocess.Popen(launch["args"], stdout=log, stderr=subprocess.STDOUT, **launch["kwargs"])
+            finally:
+                log.close()
             server = PgServer(root, port, root, process, secrets.token_urlsafe(16), secrets.token_urlsafe(16),
-                              command, launch)
+                              launch)
             try:
                 _wait_ready(server)
             except _PortTaken:
@@ -195,15 +202,6 @@ def start(*, durable: bool = False) -> PgServer:
 
 class _PortTaken(Exception):
     pass
-
-
-def _launch(root: Path, command: list[str], launch: dict) -> subprocess.Popen:
-    log = open(root / "server.log", "ab")
-    try:
-        return subprocess.Popen(command, cwd=root, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                preexec_fn=_die_with_parent, **launch)
-    finally:
-        log.close()
 
 
 def _kill(process: subprocess.Popen) -> None:

@@ -118,3 +118,62 @@ def test_export_otel_reads_the_trace_through_the_store(pg: PgStore, pg_server, t
     assert sum(n.startswith("invoke_agent") for n in names) == 2  # the subagent's run nested under it
     missing = tether(tmp_path, "export-otel", "nope", "--store", pg_server.url, "--otlp", "http://127.0.0.1:9/v1/traces")
     assert missing.returncode == 2 and "no trace for run nope" in missing.stderr
+
+
+def test_a_sigkilled_run_keeps_its_tools_events_and_resume_finishes_it(pg: PgStore, pg_server, tmp_path: Path):
+    """Trace lines reach the database on a short timer, so a process killed in the middle of
+    a tool leaves the tool's events (not only what its last save held); resume adopts it."""
+    import signal
+
+    from tests.test_store_contract import wait_until
+
+    url = pg_server.url
+    run = subprocess.Popen([sys.executable, "-m", "tether.cli", "run", "slow", "--run-id", "k", "--store", url],
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(tmp_path), cwd=tmp_path)
+    try:
+        wait_until(lambda: pg.exists("k") and any(r["kind"] == "tool_progress" for r in pg.read_trace("k")),
+                   "scan_archive's progress in the database", CAP_S)
+        run.send_signal(signal.SIGKILL)
+        run.wait(CAP_S)
+    finally:
+        if run.poll() is None:
+            run.kill()
+            run.wait()
+        run.stdout.close()
+        run.stderr.close()
+    kinds = [r["kind"] for r in pg.read_trace("k")]
+    assert kinds[-1] == "tool_progress" and "tool_start" in kinds  # nothing saved them: the timer did
+    wait_until(lambda: pg.liveness("k") == "orphaned", "the killed run is orphaned")
+    shown = tether(tmp_path, "runs", "--store", url)
+    assert "orphaned" in shown.stdout and "tether resume k adopts it" in shown.stdout
+    resumed = tether(tmp_path, "resume", "k", "--store", url)
+    assert resumed.returncode == 0, resumed.stderr
+    assert "status=completed" in resumed.stdout
+
+
+def test_watch_all_shows_a_run_started_after_it_and_ends_on_sigint(pg: PgStore, pg_server, tmp_path: Path):
+    import signal
+
+    url = pg_server.url
+    assert tether(tmp_path, "run", "plan", "--run-id", "before", "--store", url).returncode == 0
+    watch = subprocess.Popen([sys.executable, "-m", "tether.cli", "watch", "--all", "--store", url],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(tmp_path),
+                             cwd=tmp_path)
+    try:
+        assert watch.stderr.readline().startswith("watching every run in postgresql://tether:***@")
+        assert tether(tmp_path, "run", "plan", "--run-id", "after", "--store", url).returncode == 0
+        lines = []
+        for line in watch.stdout:
+            lines.append(line)
+            if "run_stopped" in line:
+                break
+        watch.send_signal(signal.SIGINT)
+        assert watch.wait(CAP_S) == 0
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+        watch.stdout.close()
+        watch.stderr.close()
+    assert lines and all(line.startswith("after  ") for line in lines)  # the finished run's history is not replayed
+    assert "run_started" in lines[0]

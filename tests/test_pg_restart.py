@@ -3,8 +3,8 @@ the server, takes the run's lock again (no one took it meanwhile) and the run go
 one: the run is given up in words naming the store, stays as it was last saved, and
 ``tether resume --store`` finishes it. Either way no committed turn is paid twice.
 
-Each test has a server of its own (tests/pg.py), stopped and started on the same data dir
-and port, so the session's server is left alone."""
+Each test has a server of its own (tests/pg.py), shut down and started again on the same
+data dir and port, so the session's server is left alone."""
 
 from __future__ import annotations
 
@@ -73,18 +73,26 @@ def start_run(server: pgserver.PgServer, tmp_path: Path, run_id: str, **extra: s
 
 
 def test_a_short_restart_and_the_run_goes_on(server: pgserver.PgServer, tmp_path: Path):
+    from tether.pgstore import PgStore
+
+    watcher = PgStore(server.watcher_url)
     run = start_run(server, tmp_path, "r1")
     try:
+        wait_for_turns(server, "r1", 1)
+        assert watcher.liveness("r1") == "running"
         wait_for_turns(server, "r1", 3)
-        server.halt()
-        time.sleep(2.5)  # a few of the owner's tries find no server
-        server.restart()
+        pgserver._kill(server.process)  # the server goes away...
+        time.sleep(2.5)  # ...for a few of the owner's tries
+        server.restart()  # and comes back on the same data and port
         out, err = run.communicate(timeout=CAP_S)
+        listed = [s.run_id for s in watcher.summaries()]  # its session was ended by the restart
     finally:
         if run.poll() is None:
             run.kill()
             run.wait()
+        watcher.close()
     assert run.returncode == 3, err  # max_turns_exceeded: it went on to its cap
+    assert listed == ["r1"]  # a store made before the restart goes on, on a new session
     assert json.loads(out)["turns"] == TURNS
     assert "Traceback" not in err and server.operator_password not in err
     assert "is back; the run goes on" in err and "tether:***@" in err
@@ -95,7 +103,7 @@ def test_a_long_outage_gives_the_run_up_in_words_and_resume_finishes_it(server: 
     run = start_run(server, tmp_path, "r2", TETHER_PG_RECONNECT_S="1")
     try:
         wait_for_turns(server, "r2", 3)
-        server.halt()
+        pgserver._kill(server.process)  # gone until the owner has given up
         out, err = run.communicate(timeout=CAP_S)
     finally:
         if run.poll() is None:
