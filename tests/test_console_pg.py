@@ -309,9 +309,8 @@ async def test_the_console_follows_a_run_across_a_restart_of_postgresql(tmp_path
             try:
                 await wait_for(pilot, lambda: "pg-restart" in app.states and app.states["pg-restart"].turns >= 2,
                                "the run, followed", CAP_S)
-                await asyncio.to_thread(server.halt)
+                await asyncio.to_thread(server.restart)  # a fast shutdown, then the same server again
                 await wait_for(pilot, lambda: any("lost the store" in s for s in said), "the loss, in words", CAP_S)
-                await asyncio.to_thread(server.restart)
                 await wait_for(pilot, lambda: any("again" in s for s in said), "the store, back", CAP_S)
                 code, out = await ended(run)
             finally:
