@@ -134,6 +134,7 @@ def build_parser() -> argparse.ArgumentParser:
     _otlp_option(console)
     console.add_argument("--as", dest="who", metavar="NAME",
                          help="who the console's Stops, approvals and rejections are recorded as (default: user@host)")
+    _store_option(console)
     _place_options(console)
 
     agents = sub.add_parser("agents", help="list the agents: their model, endpoint and tools")

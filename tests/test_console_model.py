@@ -172,3 +172,39 @@ def test_the_console_takes_as_name(tmp_path) -> None:
     app = TetherApp(runs_dir=tmp_path / "runs", workspace=tmp_path / "ws", operator=args.who)
     assert app.operator == app.model.operator == "zed"
     assert "@" in TetherApp(runs_dir=tmp_path / "runs", workspace=tmp_path / "ws").operator  # user@host
+
+
+def test_a_trace_read_from_a_database_goes_before_the_lines_the_view_holds() -> None:
+    model = model_with(state("r"))
+    opened: list[str] = []
+    pump = EventPump(model, request_flush=lambda: None, trace_path=lambda rid: None, timings=False,
+                     on_buffer=opened.append)
+    pump.feed([ToolProgress(run_id="r", seq=4, call_id="c", name="scan_archive", label="3 of 9")])
+    pump.drain()
+    assert opened == ["r"]  # the view's buffer was made: its history is asked for
+    history = [RunStarted(run_id="r", seq=seq, model="plan", resumed=False).record() for seq in (1, 2, 3)]
+    history.append(ToolProgress(run_id="r", seq=4, call_id="c", name="scan_archive", label="3 of 9").record())
+    assert pump.prime("r", history)
+    lines = [line for _, line in pump.buffer("r")]
+    assert len(lines) == 4 and "scan_archive" in lines[-1]  # the history first, each line once
+    assert not pump.prime("r", history)  # nothing older than what it holds: nothing added
+
+
+def test_a_worker_run_in_the_queue_is_queued_not_orphaned() -> None:
+    from tether.tui.model import QueueInfo
+
+    model = model_with(state("q", status=Status.RUNNING), state("w", status=Status.INTERRUPTED,
+                       interruption=NeedsApproval(call_id="c1", tool_name="delete_file", args="{}", why="w")))
+    model.queue = QueueInfo(1, frozenset({"q"}), {"w": "worker-7"})
+    assert model.badge_key("q") == "queued" and not model.can_resume("q") and not model.is_orphaned("q")
+    assert model.decide_route("w") == "worker" and model.can_decide("w")
+    assert "worker-7" in (model.owner_words("w") or "")
+
+
+def test_the_header_names_a_database_store_without_its_password() -> None:
+    from tether.pgstore import redact
+    from tether.tui.app import store_label
+
+    assert store_label(redact("postgresql://ops:s3cret@db.example:5433/tether?password=other")) == \
+        "ops@db.example:5433/tether"
+    assert "s3cret" not in store_label(redact("postgres://ops:s3cret@db/tether"))

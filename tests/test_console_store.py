@@ -68,17 +68,19 @@ def watcher_threads() -> list[str]:
 
 
 def children_of(pid: int) -> list[str]:
-    """The processes whose parent is ``pid`` (what the console left behind)."""
+    """The processes whose parent is ``pid`` (what the console left behind), but the
+    PostgreSQL server the test session started (tests/pg.py), which outlives every test."""
     out = []
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
             continue
         try:
             with open(f"/proc/{entry}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+                head, tail = f.read().rsplit(")", 1)
         except OSError:
             continue
-        if int(fields[1]) == pid and fields[0] != "Z":
+        fields = tail.split()
+        if int(fields[1]) == pid and fields[0] != "Z" and head.split("(", 1)[-1] != "postgres":
             out.append(entry)
     return out
 

@@ -57,8 +57,8 @@ from tether.control import ControlReply, operator_name
 from tether.events import Event
 from tether.harness import ADHOC_AGENT, Harness, Outcome, adhoc_agent
 from tether.provider.server import provider_process
+from tether.runstore import Store, call
 from tether.state import NeedsApproval, RunState, StateError, Status, new_run_id
-from tether.store import TRACE_FILE
 from tether.tui.components.approvals import ApprovalsPane, Pending
 from tether.tui.components.cost_meter import CostMeter
 from tether.tui.components.dialogs import (
@@ -219,6 +219,7 @@ class TetherApp(App[int]):
         operator: str | None = None,
         watch: bool = True,
         otlp: str | None = None,
+        store: Store | None = None,
     ) -> None:
         """``provider_url``: where the embedded scripted provider is served by a child process
         (:func:`tether.provider.server.provider_process`, what ``tether`` does); without it and
@@ -231,12 +232,15 @@ class TetherApp(App[int]):
         default :func:`tether.control.operator_name`, ``operator`` when ``deterministic``).
         ``watch``: follow the store (other processes' runs, live); off, the console lists
         the runs once and sees only its own runs' events. ``otlp``: export the console's own
-        runs' spans there (as ``OTEL_EXPORTER_OTLP_ENDPOINT`` does)."""
+        runs' spans there (as ``OTEL_EXPORTER_OTLP_ENDPOINT`` does). ``store``: the run store
+        to supervise (a :class:`tether.pgstore.PgStore`, say; default: the file store at
+        ``runs_dir``); the console closes it when it ends."""
         super().__init__()
         self._owns_harness = harness is None
         self.harness = harness or Harness(runs_dir, workspace, config=config, base_url=base_url, api_key=api_key,
                                           latency_ms=latency_ms, embedded_url=provider_url,
-                                          stream=stream)  # type: ignore[arg-type]
+                                          stream=stream, store=store)  # type: ignore[arg-type]
+        self._owns_store = store is not None and harness is None
         if self._owns_harness and (otlp or any(os.environ.get(name) for name in (
                 "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))):
             from tether.otel import otel_sink_from_env  # the exporter is imported only when asked for
@@ -260,8 +264,10 @@ class TetherApp(App[int]):
         # the parts: the model (what the console knows), the pump (events in), the store client
         self.model = ConsoleModel(driving=self.harness.live, operator=self.operator)
         self.pump = EventPump(self.model, request_flush=self._request_flush, trace_path=self._trace_path,
-                              timings=self.timings)
-        self.client = StoreClient(self.harness.store, self.model, self.pump, on_owner=self._owner_changed)
+                              timings=self.timings, on_buffer=self._trace_opened)
+        self.client = StoreClient(self.harness.store, self.model, self.pump, on_owner=self._owner_changed,
+                                  on_error=self._store_lost, on_listed=self._listed)
+        self._checking = False
         self._watch_task: asyncio.Task[None] | None = None
         self._quitting = False
         self._bindings_dirty = True
@@ -326,9 +332,11 @@ class TetherApp(App[int]):
         screen = self.console_screen
         self._transcript_view = screen.query_one(TranscriptView)
         self._trace_view = screen.query_one(TraceView)
-        self.reload_runs()
+        if not self.client.blocking:
+            self.reload_runs()
+        if self.watching or self.client.blocking:
+            self._watch_task = asyncio.create_task(self._follow(), name="tether console: store watcher")
         if self.watching:
-            self._watch_task = asyncio.create_task(self.client.run(), name="tether console: store watcher")
             self.set_interval(OWNER_CHECK_S, self._check_owners, name="tether console: owners")
         first_started: str | None = None
         for request in self.start_requests:
@@ -372,22 +380,51 @@ class TetherApp(App[int]):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        self.client.close()
+        await self.client.aclose()
+        if self._owns_store:
+            close = getattr(self.harness.store, "close", None)
+            if callable(close):
+                await asyncio.to_thread(close)
         gc.unfreeze()
         if self._gc_thresholds:
             gc.set_threshold(*self._gc_thresholds)
 
     def reload_runs(self) -> None:
-        """List every run on the store, from its index (runs this console drives keep their live state)."""
+        """List every run on a store of local files, from its index (runs this console drives
+        keep their live state). A network store is listed by the store client, off the loop."""
         self.client.take_listing(*self.client.listing())
         self.pump.structure_dirty = self.pump.approvals_dirty = True
+
+    async def _follow(self) -> None:
+        """What this console may do on the store (said up front), then follow the store."""
+        if self.client.blocking:
+            self.model.refusal = await self.client.refusal()
+            await self.client.check_queue()
+            self._bindings_dirty = True
+            self._mark(structure=True)
+        await self.client.run(follow=self.watching)
+
+    def _listed(self) -> None:
+        """A network store's first listing is in (it was taken off the loop): show it."""
+        if self.selected is None and self.states:
+            self.select(self.model.ordered_ids()[-1])
+        self._flush()
+
+    def _store_lost(self, words: str, lost: bool = True) -> None:
+        if lost:
+            self.notify(words, title="not following the store", severity="error", markup=False, timeout=15)
+        else:
+            self.notify(words, title="the store is back", severity="information", markup=False, timeout=10)
+
+    def _trace_opened(self, rid: str) -> None:
+        self.client.prime(rid)
 
     async def store_ready(self) -> None:
         """Wait until the console follows the store (tests: what is written from then on is seen)."""
         await self.client.ready.wait()
 
     def _trace_path(self, rid: str) -> Path | None:
-        return self.harness.store.run_dir(rid) / TRACE_FILE
+        return self.client.trace_path(rid)
 
     # ---- the event sink and the flush ----------------------------------------------------
     def _sink(self, event: Event) -> None:
@@ -463,13 +500,24 @@ class TetherApp(App[int]):
         self._bindings_dirty = True
         self.pump.mark(rid, structure=True)
 
-    def _check_owners(self) -> None:
-        """A killed owner changes no file: ask the locks. And show the heartbeat's age."""
-        for rid in self.client.check_owners():
-            self._owner_changed(rid)
+    async def _check_owners(self) -> None:
+        """A killed owner tells nobody: ask the store (its locks) once a second. And show the
+        heartbeat's age, and the queue's depth."""
+        if self._checking:  # the last check is still waiting on the store
+            return
+        self._checking = True
+        try:
+            for rid in await self.client.check_owners():
+                self._owner_changed(rid)
+            if await self.client.check_queue():
+                self._mark(structure=True)
+                self._bindings_dirty = True
+        finally:
+            self._checking = False
         rid = self.selected
         if rid is not None and rid in self.model.owners and not self.model.is_driven(rid):
-            self._refresh_detail()
+            with contextlib.suppress(NoMatches):
+                self._refresh_detail()
 
     # ---- trace buffers ---------------------------------------------------------------
     def trace_lines(self, rid: str) -> list[str]:
@@ -540,6 +588,10 @@ class TetherApp(App[int]):
             out.append("waiting ", style="dim")
             out.append(f"{clean(it.tool_name)} {one_line(it.args, 120)} ({clean(it.call_id)})", style="bold")
             out.append("  a approves · r rejects", style="dim")
+        elif key == "queued":
+            out.append("queued  ", style="dim")
+            depth = model.queue.depth if model.queue is not None else 0
+            out.append(f"waiting for a worker ({count(depth, 'run')} in the queue)", style="cyan")
         elif key == "running":
             out.append("running ", style="dim")
             out.append(one_line(model.activity.get(rid) or "asking the model", 200), style="bold")
@@ -613,9 +665,13 @@ class TetherApp(App[int]):
     def _refresh_subtitle(self) -> None:
         runs, running = self.model.counts()
         waiting = len(self.console_screen.query_one("#approvals", ApprovalsPane).items)
+        queue = self.model.queue
+        queued = f" · {queue.depth} queued" if queue is not None else ""
+        where = f" · {store_label(self.client.where)}" if self.client.blocking else ""  # a store elsewhere: which
+        watching = "read-only · " if self.model.refusal else ""
         self.console_screen.query_one(ConsoleHeader).show_sub_title(
-            f"{count(runs, 'run')} · {running} running · {waiting} waiting for approval"
-            f" · today {money(self.model.spend_today())}")
+            f"{watching}{count(runs, 'run')} · {running} running{queued} · {waiting} waiting for approval"
+            f" · today {money(self.model.spend_today())}{where}")
 
     # ---- selection ------------------------------------------------------------------------
     def select(self, rid: str | None) -> None:
@@ -742,6 +798,28 @@ class TetherApp(App[int]):
             self._mark(state.run_id, structure=True)
         return state.run_id
 
+    async def _create_and_start(self, request: NewRunRequest) -> None:
+        """:meth:`create_run` for a store that waits on a network: the run is saved from a
+        worker thread, then started here."""
+        try:
+            agent = self.agent_for(request)
+            run_id = None
+            if agent.name == ADHOC_AGENT and agent.source == "library":
+                run_id = new_run_id(agent.model.replace("/", "_")[:24])
+            state = await asyncio.to_thread(self.harness.create, agent, request.prompt, run_id=run_id,
+                                            limits=request.limits, policies=request.policies)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.notify(f"could not start the run: {one_line(exc)}", severity="error", markup=False)
+            return
+        self.model.put_state(state)
+        self.model.ours.add(state.run_id)
+        self.pump.structure_dirty = True
+        self.start_run(state.run_id)
+        self._flush()
+        self.select(state.run_id)
+
     def start_run(self, rid: str, *, max_turns: int | None = None, budget_usd: float | None = None) -> Worker[Any]:
         return self._launch(rid, lambda sig: self.harness.run(rid, signal=sig, sinks=[self._sink],
                                                               max_turns=max_turns, budget_usd=budget_usd))
@@ -784,6 +862,25 @@ class TetherApp(App[int]):
             self._control(rid, lambda: self.harness.decide(rid, verdict, text, call_id=call_id, by=self.operator),
                           "Approve" if verdict == "approve" else "Reject"),
             name=f"decide {rid}", group="control", exit_on_error=False)
+
+    def decide_for_worker(self, rid: str, verdict: str, text: str = "", call_id: str | None = None) -> Worker[Any]:
+        """Hand a decision to the queue worker's workflow that waits for it (tether.worker.decide);
+        when no workflow waits after all, decide here as for a run nobody holds."""
+        from tether import worker
+
+        async def decide() -> ControlReply:
+            reply = await worker.decide(self.harness.store, rid, verdict, text, by=self.operator,  # type: ignore[arg-type]
+                                        call_id=call_id)
+            if reply is None:
+                if verdict == "approve":
+                    self.approve_run(rid, text, call_id=call_id)
+                else:
+                    self.reject_run(rid, text, call_id=call_id)
+                return ControlReply(True, f"no worker waits for run {rid}: this console goes on with it")
+            return reply
+
+        return self.run_worker(self._control(rid, decide, "Approve" if verdict == "approve" else "Reject"),
+                               name=f"decide {rid}", group="control", exit_on_error=False)
 
     async def _control(self, rid: str, op: Callable[[], Awaitable[ControlReply]], what: str) -> ControlReply | None:
         try:
@@ -834,7 +931,7 @@ class TetherApp(App[int]):
             await self._reload(rid)
             words = str(exc)
             if deciding is not None:  # another console or process decided first, or is deciding
-                words = self._decided_elsewhere(rid, deciding) or words
+                words = await self._decided_elsewhere(rid, deciding) or words
             self.notify(words, title=f"{one_line(rid, 60)} was not changed", severity="error",
                         markup=False, timeout=15)
         except Exception as exc:  # a worker error never crashes the app: it is the run's failure reason
@@ -847,11 +944,11 @@ class TetherApp(App[int]):
                 self.active.pop(rid, None)
             self.client.released(rid)
             with contextlib.suppress(Exception):
-                self.model.set_owner(rid, self.harness.store.owner(rid))
+                self.model.set_owner(rid, await call(self.harness.store, self.harness.store.owner, rid))
             self._bindings_dirty = True
             self._mark(rid, structure=True)
 
-    def _decided_elsewhere(self, rid: str, call_id: str) -> str | None:
+    async def _decided_elsewhere(self, rid: str, call_id: str) -> str | None:
         """Words for a decision that lost the race to another one (None: that is not why)."""
         st = self.states.get(rid)
         if st is None:
@@ -860,7 +957,7 @@ class TetherApp(App[int]):
                                                                   default=None)
         if decision is not None:
             return f"already decided: {decision.verdict} by {decision.by}; there is one decision per call"
-        if self.model.held_elsewhere(rid) or self.harness.store.owner(rid) is not None:
+        if self.model.held_elsewhere(rid) or await call(self.harness.store, self.harness.store.owner, rid) is not None:
             return (f"another console or process took run {rid} first (it is deciding or running it); "
                     "nothing was done here")
         return None
@@ -873,9 +970,18 @@ class TetherApp(App[int]):
             pass
 
     # ---- actions (keys, palette) -------------------------------------------------------------------
+    def refused(self, what: str) -> bool:
+        """Say so on screen, and True, when this console may only watch the store (its role
+        is read-only): nothing is sent, nothing changes."""
+        why = self.model.refusal
+        if why is None:
+            return False
+        self.notify(why, title=f"{what}: refused", severity="warning", markup=False, timeout=10)
+        return True
+
     def action_stop(self) -> None:
         rid = self.selected
-        if not rid or not self.can_stop(rid):
+        if not rid or not self.can_stop(rid) or self.refused("Stop"):
             return
         if not self.stop_run(rid):
             self.request_stop(rid)
@@ -890,7 +996,7 @@ class TetherApp(App[int]):
         """Open ``dialog`` on the selected run's waiting call; apply the note or reason it
         returns: delivered to the process waiting for it, or here."""
         rid = self.selected
-        if not rid or not self.can_decide(rid):
+        if not rid or not self.can_decide(rid) or self.refused("Approve" if verdict == "approve" else "Reject"):
             return
         waiting = self.states[rid].interruption
         if not isinstance(waiting, NeedsApproval):
@@ -899,8 +1005,11 @@ class TetherApp(App[int]):
         def done(text: str | None) -> None:
             if text is None or not self.can_decide(rid):
                 return
-            if self.model.decide_route(rid) == "process":
+            route = self.model.decide_route(rid)
+            if route == "process":
                 self.deliver_decision(rid, verdict, text, call_id=waiting.call_id)
+            elif route == "worker":
+                self.decide_for_worker(rid, verdict, text, call_id=waiting.call_id)
             elif verdict == "approve":
                 self.approve_run(rid, text, call_id=waiting.call_id)
             else:
@@ -909,8 +1018,15 @@ class TetherApp(App[int]):
         self.push_screen(dialog(rid, waiting, grace_s=self.grace_s), done)
 
     def action_new_run(self) -> None:
+        if self.refused("New run"):
+            return
+
         def done(request: NewRunRequest | None) -> None:
             if request is None:
+                return
+            if self.client.blocking:  # the store waits on a network: make the run off the loop
+                self.run_worker(self._create_and_start(request), name="new run", group="control",
+                                exit_on_error=False)
                 return
             try:
                 rid = self.create_run(request)
@@ -926,7 +1042,7 @@ class TetherApp(App[int]):
 
     def action_resume(self) -> None:
         rid = self.selected
-        if not rid or not self.can_resume(rid):
+        if not rid or not self.can_resume(rid) or self.refused("Resume"):
             return
         if self.model.needs_load(rid):
             self.client.load(rid)
@@ -998,11 +1114,19 @@ def run_console(args: Any = None) -> int:
         problem = _agent_problem(agent, config, base_url)
         if problem:
             return _usage_error(problem)
+    spec, runs_dir = getattr(args, "store", None), getattr(args, "runs_dir", None)
+    if spec and runs_dir:
+        return _usage_error("give --store or --runs-dir, not both")
+    spec = spec or (None if runs_dir else os.environ.get("TETHER_STORE") or None)  # as tether.cli.store_of
+    try:
+        store = open_console_store(spec) if spec else None
+    except (StateError, OSError, ValueError, ImportError) as exc:
+        return _usage_error(str(exc))
     options = dict(runs_dir=getattr(args, "runs_dir", None), workspace=getattr(args, "workspace", None),
                    base_url=base_url, api_key=os.environ.get("LLM_API_KEY") if base_url else None,
                    model=model, start=start, config=config, agent=agent,
                    stream=False if getattr(args, "no_stream", False) else "auto",
-                   operator=getattr(args, "who", None), otlp=getattr(args, "otlp", None))
+                   operator=getattr(args, "who", None), otlp=getattr(args, "otlp", None), store=store)
     if base_url:
         return _exit_code(TetherApp(**options))
     with contextlib.ExitStack() as stack:
@@ -1013,6 +1137,39 @@ def run_console(args: Any = None) -> int:
             url, notes = None, [f"the scripted provider runs inside the console ({one_line(exc, 200)}); "
                                 "long runs will make the screen slower"]
         return _exit_code(TetherApp(**options, provider_url=url, notes=notes))
+
+
+def store_label(where: str) -> str:
+    """A store's URL as the header shows it, short: ``user@host:port/db``, from the URL
+    without its password (``tether.pgstore.redact``), and without its query."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(where)
+        if not parts.scheme.startswith("postgres"):
+            return where
+        user = f"{parts.username}@" if parts.username else ""
+        port = f":{parts.port}" if parts.port else ""
+        return f"{user}{parts.hostname or ''}{port}{parts.path}"
+    except ValueError:
+        return "the database"
+
+
+def open_console_store(spec: str) -> Store:
+    """The store ``spec`` names (a ``postgresql://`` URL or a directory), checked now, so
+    that a store the console cannot reach is said before it opens (without the password)."""
+    from tether.runstore import is_database, open_store
+
+    store = open_store(spec)
+    if not is_database(spec):
+        return store
+    try:
+        with store._conn():  # type: ignore[attr-defined]  # connects; the operator's first use makes the tables
+            pass
+    except BaseException:
+        store.close()  # type: ignore[attr-defined]
+        raise
+    return store
 
 
 def _usage_error(message: str) -> int:

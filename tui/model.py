@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 from rich.text import Text
@@ -48,12 +48,16 @@ class RunRow:
     max_turns: int | None
     cost: float
     depth: int = 0
+    owner: str = ""  # who runs it, when another process or a worker does
 
     def cells(self) -> dict[str, Text]:
         cap = "" if self.max_turns is None else f"/{self.max_turns}"
+        name = self.name()
+        if self.owner:
+            name.append(f" ⇢ {one_line(self.owner, 40)}", style="dim")
         return {
             "status": badge(self.badge_key),
-            "run": self.name(),
+            "run": name,
             "turns": Text(f"{self.turns}{cap}", justify="right"),
             "cost": Text(money(self.cost), justify="right"),
         }
@@ -143,7 +147,16 @@ def age(seconds: float) -> str:
     return f"{seconds / 3600:.0f} h"
 
 
-DecideRoute = Literal["here", "process"]
+DecideRoute = Literal["here", "process", "worker"]
+
+
+@dataclass(frozen=True)
+class QueueInfo:
+    """The run queue of the store's workers, as the console shows it."""
+
+    depth: int  # runs waiting for a worker
+    queued: frozenset[str] = frozenset()  # their ids
+    executors: Mapping[str, str] = field(default_factory=dict)  # run id -> the worker (executor id) running it
 
 
 class ConsoleModel:
@@ -167,6 +180,8 @@ class ConsoleModel:
         self.load_problems: dict[str, str] = {}
         self.selected: str | None = None
         self.stopping: set[str] = set()  # runs of other processes a Stop was sent to, not yet answered
+        self.refusal: str | None = None  # why this console may only watch (a read-only role), in words
+        self.queue: QueueInfo | None = None  # the workers' queue, on a store that has one
         self._order: list[str] | None = None
         self._summary_keys: dict[str, tuple[int, int, int]] = {}
         # alerts said once
@@ -244,7 +259,29 @@ class ConsoleModel:
 
     def is_orphaned(self, rid: str) -> bool:
         st = self.states.get(rid)
-        return st is not None and st.status is Status.RUNNING and not self.is_live(rid)
+        return st is not None and st.status is Status.RUNNING and not self.is_live(rid) and not self.is_queued(rid)
+
+    def is_queued(self, rid: str) -> bool:
+        """Waiting in the workers' queue, or a worker's between two of its steps: saved as
+        running, nobody holds it this instant, a worker will (the console must not adopt it)."""
+        queue = self.queue
+        return queue is not None and (rid in queue.queued or rid in queue.executors) and not self.is_live(rid)
+
+    def workers_decision(self, rid: str) -> bool:
+        """A worker's run waits for a decision in its workflow (no process holds it meanwhile)."""
+        st = self.states.get(rid)
+        return (self.queue is not None and rid in self.queue.executors and not self.is_live(rid)
+                and st is not None and st.status is Status.INTERRUPTED and isinstance(st.interruption, NeedsApproval))
+
+    def runner(self, rid: str) -> str:
+        """Who runs a run another process holds, in a few words: the worker, else pid@host."""
+        if not self.held_elsewhere(rid):
+            return ""
+        executor = self.queue.executors.get(rid) if self.queue is not None else None
+        if executor:
+            return executor
+        owner = self.owners.get(rid)
+        return owner.where if owner is not None and owner.pid is not None else ""
 
     def waits_in_process(self, rid: str) -> bool:
         """Another process holds the run waiting for a decision (``--wait-for-decision``)."""
@@ -287,7 +324,9 @@ class ConsoleModel:
     def decide_route(self, rid: str) -> DecideRoute:
         """Where a decision on ``rid`` is made: delivered to the process waiting for it, or
         here (the console takes the run and goes on with it)."""
-        return "process" if self.waits_in_process(rid) else "here"
+        if self.waits_in_process(rid):
+            return "process"
+        return "worker" if self.workers_decision(rid) else "here"
 
     def can_resume(self, rid: str) -> bool:
         st = self.states.get(rid)
@@ -297,7 +336,8 @@ class ConsoleModel:
             return True
         if st.status is Status.INTERRUPTED:
             return not isinstance(st.interruption, NeedsApproval)
-        return st.status is Status.RUNNING  # orphaned: saved as running, and nobody runs it
+        # orphaned: saved as running, and nobody runs it (a queued run is a worker's to start)
+        return st.status is Status.RUNNING and not self.is_queued(rid)
 
     def applies(self, rid: str | None) -> tuple[bool, bool, bool]:
         """(Stop, Approve/Reject, Resume) for ``rid``."""
@@ -349,13 +389,13 @@ class ConsoleModel:
         st = self.states[rid]
         live = self.is_live(rid)
         if st.status is Status.RUNNING and not live and not self.worker_errors.get(rid):
-            return "orphaned"
+            return "queued" if self.is_queued(rid) else "orphaned"
         return badge_key(st, live=live, worker_error=self.worker_errors.get(rid))
 
     def row(self, rid: str) -> RunRow:
         st = self.states[rid]
         return RunRow(rid, self.badge_key(rid), agent_label(st), st.turns, st.limits.max_turns, st.cost_usd,
-                      self.depth(rid))
+                      self.depth(rid), self.runner(rid))
 
     def pending_approvals(self) -> list[Pending]:
         out = []
@@ -394,6 +434,9 @@ class ConsoleModel:
     def owner_words(self, rid: str, now: float | None = None) -> str | None:
         """Who runs a run another process holds (pid, host, since when, heartbeat age), or
         who ran an orphan; None for the console's own runs and stopped runs."""
+        if self.workers_decision(rid):
+            executor = self.queue.executors.get(rid, "") if self.queue is not None else ""
+            return f"waits in worker {one_line(executor, 60)}'s workflow for a decision"
         owner = self.owners.get(rid)
         if owner is None or self.is_driven(rid):
             return None
@@ -406,6 +449,9 @@ class ConsoleModel:
         since = f" since {time.strftime('%H:%M:%S', time.localtime(owner.since))}" if owner.since else ""
         user = f" ({owner.user})" if owner.user else ""
         beat = f" · heartbeat {age(now - owner.heartbeat)} ago" if owner.heartbeat else ""
+        executor = self.queue.executors.get(rid) if self.queue is not None else None
+        if executor:
+            return f"run by worker {one_line(executor, 60)} (pid {owner.where}){since}{beat}"
         return f"run by pid {owner.where}{user}{since}{beat}"
 
     def counts(self) -> tuple[int, int]:

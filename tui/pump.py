@@ -52,10 +52,15 @@ class Drained:
 
 class EventPump:
     def __init__(self, model: ConsoleModel, *, request_flush: Callable[[], None],
-                 trace_path: Callable[[str], Path | None], timings: bool = True) -> None:
+                 trace_path: Callable[[str], Path | None], timings: bool = True,
+                 on_buffer: Callable[[str], None] | None = None) -> None:
+        """``trace_path``: a run's trace file, whose last lines a run's buffer starts with;
+        ``on_buffer``: called when a run's buffer is made, for a store with no trace file
+        (the history is read elsewhere and given to :meth:`prime`)."""
         self.model = model
         self.request_flush = request_flush
         self.trace_path = trace_path
+        self.on_buffer = on_buffer
         self.timings = timings
         self.events: deque[Event] = deque(maxlen=50_000)
         self.dirty: set[str] = set()
@@ -69,6 +74,8 @@ class EventPump:
         self.trace: dict[str, deque[tuple[int, str]]] = {}
         self._line_no = 0
         self._trace_seq: dict[tuple[str, str], int] = {}
+        self._first_seq: dict[str, int] = {}  # per run, the seq of the first event its own buffer shows
+        self._seen_seq: dict[str, int] = {}  # per run, the last seq taken in
 
     # ---- intake ------------------------------------------------------------------------------
     def sink(self, event: Event) -> None:
@@ -92,6 +99,8 @@ class EventPump:
     def _take(self, event: Event) -> None:
         model = self.model
         rid = event.run_id
+        if event.seq:
+            self._seen_seq[rid] = event.seq
         match event:
             case TextDelta(text=text):  # not a trace line: the run's growing reply
                 model.streaming[rid] = "" if text is None else model.streaming.get(rid, "") + text
@@ -190,7 +199,44 @@ class EventPump:
                     last = max(last, seq)
             self.trace[rid] = buf
             self._trace_seq[(rid, rid)] = last
+            if self.on_buffer is not None:
+                self.on_buffer(rid)
         return buf
+
+    def seen_seq(self, rid: str) -> int:
+        """The last ``seq`` of ``rid`` this pump took in (0: none)."""
+        return self._seen_seq.get(rid, 0)
+
+    def prime(self, rid: str, records: Iterable[dict]) -> bool:
+        """Put a run's trace records (oldest first) before the lines its buffer holds: those
+        older than its first event's line. True when lines were added."""
+        buf = self.buffer(rid)
+        first = self._first_seq.get(rid)
+        lines: list[str] = []
+        last = self._trace_seq.get((rid, rid), 0)
+        lowest: int | None = None
+        for record in records:
+            seq = int(record.get("seq") or 0)
+            if first is not None and seq >= first:
+                break
+            if first is None and seq and seq <= last:
+                continue
+            lines.append(format_record(record, timings=self.timings))
+            last = max(last, seq)
+            if seq and lowest is None:
+                lowest = seq
+        if not lines:
+            return False
+        if lowest is not None:
+            self._first_seq[rid] = lowest  # what is older than this buffer's first line
+        old = list(buf)
+        buf.clear()
+        for text in [*lines, *(text for _, text in old)]:  # numbered again: the view re-reads the buffer
+            self._line_no += 1
+            buf.append((self._line_no, text))
+        if first is None:
+            self._trace_seq[(rid, rid)] = last
+        return True
 
     def note(self, rid: str, text: str, traced: set[str]) -> None:
         buf = self.buffer(rid)
@@ -215,6 +261,8 @@ class EventPump:
             if event.seq and event.seq <= self._trace_seq.get(key, 0):
                 continue
             self._trace_seq[key] = event.seq
+            if target == rid and event.seq and rid not in self._first_seq:
+                self._first_seq[rid] = event.seq
             line = format_record(event.record(), timings=self.timings, prefix=prefix)
             self._line_no += 1
             self.trace[target].append((self._line_no, line))

@@ -51,12 +51,14 @@ _BADGES: dict[str, str] = {
     "outage": "⚡ outage",
     "stale": "◌ not live",
     "orphaned": "◌ orphaned",
+    "queued": "◷ queued",
     "worker_error": "✖ failed",
 }
 _COLOURS = {
     "running": "bold yellow", "completed": "green", "failed": "bold red",
     "max_turns_exceeded": "magenta", "budget_exceeded": "magenta", "approval": "bold cyan",
     "cancelled": "yellow", "interrupted": "yellow", "outage": "bold magenta", "stale": "bright_black", "orphaned": "bold bright_black",
+    "queued": "cyan",
     "worker_error": "bold red",
 }
 
