@@ -35,6 +35,7 @@ from tether.events import Event, Turn
 from tether.harness import EMBEDDED_BASE_URL, Harness, Outcome
 from tether.provider import FaultPlan, create_app
 from tether.ledger import Ledger
+from tether.loop import reject
 from tether.report import summary
 from tether.state import Limits, Policies, RunState, Status
 from tether.store import LEDGER_FILE, TRACE_FILE
@@ -260,9 +261,11 @@ async def approvals(cfg: LabConfig) -> list[Row]:
     rows = []
     for label, verdict, words, silent in cases:
         async with sandbox() as harness:
-            outcome = await live_run(harness, "destructive", policies=Policies(silent_rejections=silent))
+            outcome = await live_run(harness, "destructive")
             if verdict == "approve":
                 outcome = await harness.approve(outcome.state.run_id, words)
+            elif silent:
+                outcome = await silent_reject(harness, outcome.state.run_id, words)
             elif verdict == "reject":
                 outcome = await harness.reject(outcome.state.run_id, words)
             st = outcome.state
@@ -272,6 +275,20 @@ async def approvals(cfg: LabConfig) -> list[Row]:
                          "delete_result": texts[1] if len(texts) > 1 else None,
                          "answer": st.answer})
     return rows
+
+
+async def silent_reject(harness: Harness, run_id: str, reason: str) -> Outcome:
+    """Reject the waiting call, then blank the words in its result slot, and go on: what a
+    harness that records a rejection as an empty tool result would do. The product never
+    does this; the lab does, to show what the words are for."""
+    state, handle = harness.store.open(run_id)
+    try:
+        reject(state, reason=reason)
+        state.messages[-1]["content"] = ""
+        handle.save(state)
+    finally:
+        handle.release()
+    return await harness.run(run_id)
 
 
 def _cli(*args: str) -> list[str]:

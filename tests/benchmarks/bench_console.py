@@ -448,6 +448,9 @@ class _MemoryModel:
         self.samples: list[tuple[int, float, int]] = []  # turn, RSS MB, Python heap blocks
         self.caches: list[dict[str, tuple[int, int]]] = []  # at each sample
 
+    def new_transcript(self) -> None:
+        return None
+
     async def complete(self, model: str, messages: list[dict], tools: Any, **kw: Any) -> ModelReply:
         turn, self.calls = self.calls, self.calls + 1  # the assistant messages so far
         if turn and turn % self.every == 0:
