@@ -80,6 +80,7 @@ from tether.tui.model import ConsoleModel, agent_label, count
 from tether.tui.pump import FLUSH_INTERVAL_S, TRACED_PER_FLUSH, URGENT, EventPump  # noqa: F401 (re-exported)
 from tether.tui.store_client import StoreClient
 from tether.tui.text import badge, clean, money, one_line
+from tether.tui.textual_internals import has_unpainted_widgets, paint_now
 
 STOP_REASON = "operator pressed Stop"
 QUIT_REASON = "operator quit the console"
@@ -169,13 +170,13 @@ class ConsoleScreen(Screen[None]):
     has said so, not at the update timer's next frame."""
 
     async def _on_idle(self, event: events.Idle) -> None:
-        # Textual's update timer, resumed by a change, fires 17-33 ms after its last frame,
-        # and under a flood of events there always was one: that wait was up to half the time
-        # from a key to its effect. The screen is idle once the widgets' repaint requests are
-        # in, so paint then, with the call Textual's Pilot makes to paint at once.
-        if self.paint_when_settled and self._dirty_widgets:
+        # Textual's update timer, resumed by a change, fires a frame or two after its last
+        # frame, and under a flood of events there always was one: that wait was a large part
+        # of the time from a key to its effect. The screen is idle once the widgets' repaint
+        # requests are in, so paint then, with the call Textual's Pilot makes to paint at once.
+        if self.paint_when_settled and has_unpainted_widgets(self):
             self.paint_when_settled = False
-            self._on_timer_update()
+            paint_now(self)
         await super()._on_idle(event)
 
     def compose(self) -> ComposeResult:
@@ -359,10 +360,10 @@ class TetherApp(App[int]):
         self.query_one("#runs", RunsList).focus()
         # What exists now (modules, widgets, the rank file) lives as long as the console:
         # keep it out of the cyclic collector, whose full passes over it stalled the screen
-        # for 70-100 ms every second or so under load. And collect the young generation
-        # less often: rendering makes heaps of short-lived objects that refcounting frees,
-        # and each young pass promotes the ones alive at that moment, which brings the next
-        # full pass nearer (Stop key p99 54 -> 34 ms). Both undone when the app unmounts.
+        # under load. And collect the young generation less often: rendering makes heaps of
+        # short-lived objects that refcounting frees, and each young pass promotes the ones
+        # alive at that moment, which brings the next full pass nearer (docs/performance.md
+        # has the key latencies with and without). Both undone when the app unmounts.
         gc.collect()
         gc.freeze()
         self._gc_thresholds = gc.get_threshold()
