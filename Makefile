@@ -41,7 +41,7 @@ bench: $(VENV)/.installed-bench
 	$(BIN)/python -m tests.benchmarks
 
 screenshots: $(VENV)/.installed-test
-	$(BIN)/python -m tether.tui.screenshots screenshots
+	$(BIN)/python -m tests.scenes screenshots
 
 lab: $(VENV)/.installed
 	$(BIN)/tether lab

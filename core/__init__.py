@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 __all__ = [
     # agents and running them
     "Agent", "AgentError", "Harness", "Outcome", "load_config", "ConfigError",
+    # models
+    "ChatModel", "ModelReply", "ProviderError",
     # tools
     "tool", "Tool", "ToolContext", "ToolError", "PermissionDenied", "MCPServer",
     # the run contract
@@ -43,6 +45,7 @@ _WHERE = {
     "Harness": "tether.harness", "Outcome": "tether.harness",
     "load_config": "tether.config", "ConfigError": "tether.config",
     "tool": "tether.tools.function",
+    **dict.fromkeys(["ChatModel", "ModelReply", "ProviderError"], "tether.model"),
     "Tool": "tether.tools.base", "ToolContext": "tether.tools.base", "ToolError": "tether.tools.base",
     "PermissionDenied": "tether.tools.base",
     "MCPServer": "tether.mcp",
@@ -73,6 +76,7 @@ if TYPE_CHECKING:
     from tether.agents import Agent, AgentError
     from tether.cancel import CancelSignal
     from tether.config import ConfigError, load_config
+    from tether.model import ChatModel, ModelReply, ProviderError
     from tether.events import (
         ApprovalDecision,
         ApprovalRequired,

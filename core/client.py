@@ -39,6 +39,7 @@ from typing import Any
 import httpx
 
 from tether.cancel import CancelSignal
+from tether.model import Deltas, ModelReply, ProviderError, RetryNotice
 from tether.tokens import TokenCounter
 
 REDACTED = "[redacted]"
@@ -48,61 +49,6 @@ MIN_SECRET_LEN = 8
 _DETAIL_LIMIT = 300
 # Besides 5xx: a request timeout and rate limiting are the transient 4xx.
 _RETRY_STATUSES = frozenset({408, 429})
-
-
-@dataclass(frozen=True, slots=True)
-class ModelReply:
-    content: str | None
-    tool_calls: list[dict]
-    finish_reason: str
-    prompt_tokens: int
-    completion_tokens: int
-    usage_estimated: bool
-    """True when the provider gave no usage and the tokens were counted locally."""
-    provider_ms: float
-    """Wall time of the whole call: every attempt and every wait between attempts."""
-    ttft_ms: float | None = None
-    """Streamed replies: from sending the request that succeeded to its first delta."""
-    stream_ms: float | None = None
-    """Streamed replies: from the first delta to the end of the stream."""
-
-    def message(self) -> dict:
-        """The assistant message to append to the transcript.
-
-        ``tool_calls`` is left out when empty: several servers reject an empty list.
-        ``content`` is a string even beside tool calls: some servers (llama.cpp's) reject null.
-        """
-        if self.tool_calls:
-            return {"role": "assistant", "content": self.content or "", "tool_calls": list(self.tool_calls)}
-        return {"role": "assistant", "content": self.content or ""}
-
-
-@dataclass(frozen=True, slots=True)
-class RetryNotice:
-    """Handed to ``on_retry`` before each wait, so the loop can trace why a turn is slow."""
-
-    attempt: int
-    """The attempt that just failed (1-based)."""
-    status: int | None
-    reason: str
-    wait_s: float
-
-
-class ProviderError(Exception):
-    """The model call failed; ``message`` is for the operator and is already redacted.
-
-    ``retryable`` tells whether the failure was transient (the run may be resumed
-    later) or permanent (a bad key, a bad request: resuming would fail the same way).
-    """
-
-    def __init__(self, message: str, *, status: int | None = None, retryable: bool = False,
-                 attempts: int = 1, seconds: float = 0.0) -> None:
-        super().__init__(message)
-        self.message = message
-        self.status = status
-        self.retryable = retryable
-        self.attempts = attempts
-        self.seconds = seconds
 
 
 class _Transient(Exception):
@@ -123,11 +69,6 @@ class _Parsed:
     usage: tuple[int, int] | None
     ttft_ms: float | None = None
     stream_ms: float | None = None
-
-
-Deltas = Callable[[str | None], None]
-"""Receives a streamed reply's text as it arrives; ``None`` means the attempt failed and the
-text so far is void (a retry starts the reply over)."""
 
 
 class _Redactor:
@@ -255,7 +196,10 @@ class EncodedTranscript:
 
 
 class ModelClient:
-    """A chat-completions client: one connection pool, retries, a deadline, redaction."""
+    """A chat-completions client: one connection pool, retries, a deadline, redaction.
+
+    The run loop's :class:`tether.model.ChatModel` for every endpoint shaped like the
+    chat-completions API."""
 
     def __init__(
         self,
@@ -318,6 +262,10 @@ class ModelClient:
 
     async def __aexit__(self, *exc: object) -> None:
         await self.aclose()
+
+    def new_transcript(self) -> EncodedTranscript:
+        """A run's requests, encoded once as the transcript grows (pass it to every call)."""
+        return EncodedTranscript()
 
     async def complete(
         self,

@@ -42,7 +42,7 @@ class ScanArchive(Tool):
     """Deliberately slow, to show progress and cancellation.
 
     It sleeps in batches (not one timer per entry) on the run's signal, so a Stop wakes
-    it at once; before re-raising it leaves ``ctx.extras["partial"]`` saying how far it got.
+    it at once; before re-raising it sets ``ctx.partial`` to saying how far it got.
     """
 
     name = "scan_archive"
@@ -67,7 +67,7 @@ class ScanArchive(Tool):
                 for mark in range(before // every + 1, scanned // every + 1):  # each report point passed
                     ctx.progress(f"scanned {mark * every} of {total} entries")
         except RunCancelled:
-            ctx.extras["partial"] = f"{scanned} of {total} entries scanned"
+            ctx.partial = f"{scanned} of {total} entries scanned"
             raise
         return f"scanned {total} of {total} entries; 3 archives older than 30 days"
 

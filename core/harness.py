@@ -26,6 +26,7 @@ from tether import control
 from tether.agents import Agent, AgentError, changed_tools
 from tether.cancel import CancelSignal
 from tether.client import ModelClient, without_credentials
+from tether.model import ChatModel
 from tether.events import EventSink, TelemetryDropped
 from tether.loop import LoopEnv, RunLoop, approve, reject
 from tether.provider import SCENARIOS, FaultPlan, create_app
@@ -84,7 +85,7 @@ class Harness:
         config: Any = None,
         base_url: str | None = None,
         api_key: str | None = None,
-        client: ModelClient | None = None,
+        client: ChatModel | None = None,
         latency_ms: float = 0.0,
         fail: str | None = None,
         stream: bool | Literal["auto"] = False,
@@ -105,7 +106,7 @@ class Harness:
         self._latency_ms = latency_ms
         self._fail = fail
         self._stream = stream
-        self._clients: dict[tuple[str, str | None], ModelClient] = {}
+        self._clients: dict[tuple[str, str | None], ChatModel] = {}
         self._agents: dict[tuple[str, str], Agent] = {}
         self._signals: dict[str, CancelSignal] = {}
         self._control: Any = None  # a control.ControlServer, or the store's own (PostgreSQL: a LISTEN)
@@ -141,7 +142,7 @@ class Harness:
         return self._demo_workspace
 
     @property
-    def client(self) -> ModelClient:
+    def client(self) -> ChatModel:
         """The client of the embedded (or shared) endpoint."""
         return self._client_for(None, None)
 
@@ -412,7 +413,7 @@ class Harness:
             keys.append(os.environ.get(agent.api_key_env))
         return tuple(k for k in keys if k)
 
-    def _client_for(self, agent: Agent | None, state: RunState | None) -> ModelClient:
+    def _client_for(self, agent: Agent | None, state: RunState | None) -> ChatModel:
         """One client per endpoint for the harness's life: reused connections are what
         keep a turn close to the raw round trip."""
         if self._client is not None:
@@ -439,7 +440,7 @@ class Harness:
             self._clients[slot] = client
         return self._clients[slot]
 
-    def _env(self, agent: Agent, client: ModelClient, tools: dict[str, Tool], sinks: Sequence[EventSink],
+    def _env(self, agent: Agent, client: ChatModel, tools: dict[str, Tool], sinks: Sequence[EventSink],
              *, child: bool = False) -> LoopEnv:
         all_sinks = [*self.sinks, *sinks]
         if child:
@@ -456,7 +457,7 @@ class Harness:
             spawn=None if child else self._spawner(agent, client, tools, list(sinks)),
         )
 
-    def _spawner(self, agent: Agent, client: ModelClient, tools: dict[str, Tool], sinks: list[EventSink]) -> Any:
+    def _spawner(self, agent: Agent, client: ChatModel, tools: dict[str, Tool], sinks: list[EventSink]) -> Any:
         """``sinks``: the operation's own; the harness's are added by :meth:`_env`, once."""
         async def spawn(parent: RunState, call_id: str, question: str, signal: CancelSignal) -> RunState:
             child_id = f"{parent.run_id}.{call_id}"

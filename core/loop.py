@@ -23,7 +23,7 @@ from typing import Any
 from tether import faultpoints
 from tether.agents import ErrorFormatter, StopCondition
 from tether.cancel import CancelSignal, RunCancelled
-from tether.client import EncodedTranscript, ModelClient, ProviderError, RetryNotice
+from tether.model import ChatModel, ProviderError, RetryNotice
 from tether.events import (
     ApprovalDecision,
     ApprovalRequired,
@@ -93,7 +93,7 @@ class Stop:
 class LoopEnv:
     """What a process supplies to run a loop; none of it is saved."""
 
-    client: ModelClient
+    client: ChatModel
     tools: dict[str, Tool]
     workspace: Workspace | None
     counter: TokenCounter = field(default_factory=TokenCounter)
@@ -122,7 +122,7 @@ class RunLoop:
         self.tool_runs: list[dict[str, Any]] = []  # executed in this process
         self._schemas = [t.schema() for t in env.tools.values()]
         self._cache: dict[tuple[str, str], str] | None = None
-        self._wire = EncodedTranscript()
+        self._wire = env.client.new_transcript()
         self._call_ids: set[str] | None = None
         self._counted_prompt = 0  # our count of the request being asked (strict budgets only)
 
@@ -332,7 +332,7 @@ class RunLoop:
                 return self._await_approval(call_id, tool, raw_args, decision)
             decision.used = True
             if decision.verdict == "rejected":  # reject() normally answers the call itself
-                text = "" if st.policies.silent_rejections else declined_words(decision.text, decision.by)
+                text = declined_words(decision.text, decision.by)
                 await self._record(call_id, name, text, ok=False, error="declined")
                 return None
             approval_note = approved_words(decision.text, decision.by)
@@ -355,7 +355,7 @@ class RunLoop:
                                                                          name=tool.name, label=label)),
                           workspace=self.env.workspace, ledger=self.ledger)
         if self.env.spawn is not None:
-            ctx.extras["spawn"] = lambda question: self.env.spawn(st, call_id, question, self.signal)
+            ctx.spawn = lambda question: self.env.spawn(st, call_id, question, self.signal)
         self.emit(ToolStart(run_id=st.run_id, call_id=call_id, name=tool.name, args=raw_args))
         self.tool_runs.append({"name": tool.name, "args": args})
         st.tool_runs += 1
@@ -366,7 +366,7 @@ class RunLoop:
         except RunCancelled as cancelled:
             self._add_child_cost(ctx)
             elapsed = time.perf_counter() - started
-            partial = ctx.extras.get("partial")
+            partial = ctx.partial
             text = (f"cancelled by the operator after {elapsed:.1f} s: {cancelled.reason}; "
                     f"the {tool.name} call did not finish" + (f" ({partial})" if partial else "") + ".")
             await self._record(call_id, tool.name, text, ok=False, error="cancelled", started=started)
@@ -420,6 +420,8 @@ class RunLoop:
         st = self.state
         st.messages.append({"role": "tool", "tool_call_id": call_id, "content": text})
         st.intents.pop(call_id, None)
+        if not ok:
+            st.failed_calls.append(call_id)
         ms = (time.perf_counter() - started) * 1000 if started is not None else 0.0
         self.emit(ToolResult(run_id=st.run_id, call_id=call_id, name=name, ms=round(ms, 3), ok=ok,
                              cached=cached, error=error, preview=text[:200]))
@@ -427,11 +429,11 @@ class RunLoop:
 
     # ---- helpers -----------------------------------------------------------
     def _add_child_cost(self, ctx: ToolContext) -> None:
-        child_cost = ctx.extras.get("child_cost_usd", 0.0)
+        child_cost = ctx.child_cost_usd
         if child_cost:
             self.state.cost_usd += child_cost
             self.state.child_cost_usd += child_cost
-            child_id = ctx.extras.get("child_run_id")
+            child_id = ctx.child_run_id
             if child_id and child_id not in self.state.children:
                 self.state.children.append(child_id)
 
@@ -444,6 +446,7 @@ class RunLoop:
         if self._cache is None:
             self._cache = {}
             calls: dict[str, tuple[str, str]] = {}
+            failed = set(self.state.failed_calls)
             for message in self.state.messages:
                 if message.get("role") == "assistant":
                     for call in message.get("tool_calls") or ():
@@ -454,11 +457,12 @@ class RunLoop:
                             continue
                         calls[call.get("id", "")] = key
                 elif message.get("role") == "tool" and message.get("tool_call_id") in calls:
+                    if message["tool_call_id"] in failed:
+                        continue
                     key = calls[message["tool_call_id"]]
                     tool = self.env.tools.get(key[0])
-                    content = message.get("content") or ""
-                    if tool and self._dedupes(tool) and not content.startswith(("Error", "cancelled", "The operator")):
-                        self._cache.setdefault(key, content)
+                    if tool and self._dedupes(tool):
+                        self._cache.setdefault(key, message.get("content") or "")
         return self._cache
 
     def _unknown_tool(self, name: str) -> str:
@@ -531,7 +535,7 @@ def reject(state: RunState, call_id: str | None = None, reason: str = "", by: st
     decision = Decision(call["id"], "rejected", args_hash(fn.get("arguments") or "{}"), reason, by, used=True)
     state.approvals[call["id"]] = decision
     words = declined_words(reason, by)
-    state.messages.append({"role": "tool", "tool_call_id": call["id"],
-                           "content": "" if state.policies.silent_rejections else words})
+    state.messages.append({"role": "tool", "tool_call_id": call["id"], "content": words})
+    state.failed_calls.append(call["id"])
     return ApprovalDecision(run_id=state.run_id, call_id=call["id"], tool=fn.get("name", ""),
                             verdict="rejected", text=words, by=by)

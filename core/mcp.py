@@ -214,9 +214,9 @@ class MCPTool(Tool):
             result = await ctx.signal.guard(self._link.call(self.remote_name, args, ctx, phase))
         except RunCancelled:
             if phase[0] == "sent":
-                ctx.extras["partial"] = f"the MCP request was cancelled (notifications/cancelled sent to {self.server})"
+                ctx.partial = f"the MCP request was cancelled (notifications/cancelled sent to {self.server})"
             elif phase[0] == "starting":
-                ctx.extras["partial"] = f"the MCP server {self.server} was restarting; nothing was sent to it"
+                ctx.partial = f"the MCP server {self.server} was restarting; nothing was sent to it"
             raise
         text = result_text(result)
         if result.is_error:

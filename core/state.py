@@ -78,8 +78,6 @@ class Policies:
     triage: bool = True
     dedupe: DedupeMode = "read-only"
     auto_approve: list[str] = field(default_factory=list)
-    # Lab-only: record a rejection as an empty tool result, to show why words matter.
-    silent_rejections: bool = False
 
 
 # ---- why a run stopped without an answer ----------------------------------------
@@ -271,6 +269,9 @@ class RunState:
     # Write calls whose side effect may have started: call id -> idempotency key.
     intents: dict[str, str] = field(default_factory=dict)
     tool_runs: int = 0
+    # Tool calls whose result is not a success (an error, a declined or a cancelled call):
+    # the result is in the transcript as words for the model, and dedupe never reuses it.
+    failed_calls: list[str] = field(default_factory=list)
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
     agent: AgentRef | None = None  # None: a run made before agents, rebuilt as the demo or ad hoc
@@ -345,14 +346,25 @@ class RunState:
             kwargs["status"] = Status(kwargs.get("status", "running"))
             kwargs["limits"] = Limits(**kwargs.get("limits", {}))
             kwargs["pricing"] = Pricing(**kwargs.get("pricing", {}))
-            kwargs["policies"] = Policies(**kwargs.get("policies", {}))
+            # ``silent_rejections``: a lab-only switch that runs of earlier versions saved.
+            kwargs["policies"] = Policies(**{k: v for k, v in kwargs.get("policies", {}).items()
+                                             if k != "silent_rejections"})
             kwargs["approvals"] = {k: Decision(**v) for k, v in kwargs.get("approvals", {}).items()}
             kwargs["interruption"] = interruption_from_dict(kwargs.get("interruption"))
+            if "failed_calls" not in data:  # saved before results carried ``ok``
+                kwargs["failed_calls"] = _failed_by_wording(kwargs.get("messages", []))
             if kwargs.get("agent") is not None:
                 kwargs["agent"] = AgentRef(**kwargs["agent"])
             return cls(**kwargs)
         except (TypeError, ValueError) as exc:
             raise StateError(f"state does not match the schema: {exc}") from exc
+
+
+def _failed_by_wording(messages: list[dict[str, Any]]) -> list[str]:
+    """The failed calls of a run saved before they were recorded, told by how the loop
+    worded them then (errors, cancellations, declines)."""
+    return [str(m.get("tool_call_id")) for m in messages if m.get("role") == "tool"
+            and str(m.get("content") or "").startswith(("Error", "cancelled", "The operator"))]
 
 
 class StateError(Exception):

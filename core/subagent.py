@@ -33,14 +33,14 @@ class ResearchTool(Tool):
     read_only = True
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        spawn = ctx.extras.get("spawn")
+        spawn = ctx.spawn
         if spawn is None:
             raise ToolError("subagents are not available in this run")
         child: RunState = await spawn(args["question"])
-        ctx.extras["child_cost_usd"] = child.cost_usd
-        ctx.extras["child_run_id"] = child.run_id
+        ctx.child_cost_usd = child.cost_usd
+        ctx.child_run_id = child.run_id
         if isinstance(child.interruption, Cancelled):
-            ctx.extras["partial"] = f"subagent {child.run_id} stopped after {child.turns} turns"
+            ctx.partial = f"subagent {child.run_id} stopped after {child.turns} turns"
             raise RunCancelled(child.interruption.reason)
         if child.status is Status.COMPLETED:
             return child.answer or ""

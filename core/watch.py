@@ -11,18 +11,15 @@ starting with a dot) and files the store does not name are filtered out.
 
 Latency. ``watchfiles`` wakes every ``step`` ms and returns a batch once a step passes
 with no new kind of change (or after ``debounce`` ms at most while new paths keep
-changing). With ``step=10`` and ``debounce=50``, an append in another process reaches the
-consumer in 16 ms (median; 95th percentile 20 ms, max 24 ms; 1,000 appends at random
-moments, on a 2-core VM, with 1 or 10,001 directories watched). A flood of appends to
-another run's trace (tens of thousands of lines a second) leaves that unchanged (median
-16 ms, max 50 ms): the changes are a set, so a busy file is one entry per batch. Idle, the
-wake-ups cost about 0.3 % of a core.
+changing). ``step=10`` and ``debounce=50`` bring an append in another process to the
+consumer within a couple of steps, and a flood of appends to another run's trace does not
+delay it: the changes are a set, so a busy file is one entry per batch. The measured
+latencies and the idle cost are in docs/performance.md ("Watching the store").
 
 Recursive or not. inotify needs one watch per *directory* (not per file): a recursive
-watch of a store with 10,000 runs takes 10,001 watches, set up in 120-160 ms (up to about
-1 s on a loaded machine; on the watcher's thread, not the event loop), against a per-user
-limit (``/proc/sys/fs/inotify/max_user_watches``) of 192,530 on this machine (8,192 on
-older kernels), shared by every watching process of the user. The alternative, the runs
+watch of a store with 10,000 runs takes 10,001 watches, set up on the watcher's thread (not
+the event loop), against a per-user limit (``/proc/sys/fs/inotify/max_user_watches``, as
+low as 8,192 on older kernels) shared by every watching process of the user. The alternative, the runs
 dir alone (new runs) plus the directories of the live runs, restarting the watcher when
 that set changes, is cheaper but blind: a stopped run resumed by *another* process
 writes only inside its own directory, so nothing would tell this watcher that it is live

@@ -18,13 +18,15 @@ from typing import Any
 from tether.state import Cancelled, Status
 from tether.tui.app import STOP_REASON, TetherApp
 from tether.tui.components.dialogs import ApproveDialog, ResumeDialog
+
+from tests.support import still_console
 from tests.test_tui import SIZE, finish, open_armed, transcript, wait_for
 
 CAP_S = 60.0
 
 
 def make_app(tmp_path: Path, **kw: Any) -> TetherApp:
-    return TetherApp(runs_dir=tmp_path / "runs", workspace=tmp_path / "workspace", deterministic=True, **kw)
+    return still_console(runs_dir=tmp_path / "runs", workspace=tmp_path / "workspace", **kw)
 
 
 def place(tmp_path: Path) -> list[str]:

@@ -443,14 +443,14 @@ async def test_optional_context_in_a_sync_function_reports_progress_on_the_loop(
         assert ctx is not None
         for i in range(n):
             ctx.progress(f"step {i + 1} of {n}")
-        ctx.extras["partial"] = f"{n} of {n}"
+        ctx.partial = f"{n} of {n}"
         return "counted"
 
     assert "ctx" not in count.parameters["properties"]
     assert await count.run({"n": 3}, harness.ctx) == "counted"
     assert harness.labels == ["step 1 of 3", "step 2 of 3", "step 3 of 3"]
     assert set(harness.label_threads) == {loop_thread}  # the sinks are not called from the worker
-    assert harness.ctx.extras["partial"] == "3 of 3"  # the loop's context sees what the tool wrote
+    assert harness.ctx.partial == "3 of 3"  # the loop's context sees what the tool wrote
 
 
 # ---- validation ------------------------------------------------------------------------

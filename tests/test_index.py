@@ -30,6 +30,8 @@ from tether.state import Limits, RunState, Status
 from tether.store import JOURNAL_FILE, OWNER_FILE, TRACE_FILE, RunHandle, RunStore, lock_held
 from tether.trace import read_trace
 
+from tests.support import crashing
+
 # What a summary says about a run, compared with the run itself (liveness, owner and the
 # journal's identity are not the run's).
 COMPARED = ("run_id", "status", "model", "agent", "parent_run_id", "task", "turns", "cost_usd", "budget_usd",
@@ -200,7 +202,7 @@ async def test_a_commit_the_index_missed_is_found_stale_and_replayed(harness: Ha
 
 def test_a_crashed_run_is_listed_as_it_was_saved_and_again_once_resumed(tmp_path: Path):
     where = place(tmp_path)
-    crashed = tether("run", "plan", "--run-id", "c", *where, env={**os.environ, "TETHER_CRASH_AT": "after_save:2"})
+    crashed = crashing("after_save:2", "run", "plan", "--run-id", "c", *where)
     assert crashed.returncode == 86, crashed.stderr
     store = RunStore(tmp_path / "runs")
     [listed] = store.summaries()

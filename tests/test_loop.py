@@ -11,7 +11,8 @@ import pytest
 from tether.cancel import CancelSignal
 from tether.harness import Harness
 from tether.provider import scenarios
-from tether.state import Cancelled, Limits, MaxBudget, MaxTurns, NeedsApproval, Policies, Status, StopConditionMet
+from tether.state import (Cancelled, Limits, MaxBudget, MaxTurns, NeedsApproval, Policies, RunState, Status,
+                          StopConditionMet)
 from tether.trace import read_trace
 
 
@@ -245,8 +246,11 @@ async def test_reject_writes_the_decision_in_words(harness: Harness, reason):
 
 
 async def test_silent_rejection_lets_the_model_claim_the_deletion(harness: Harness):
-    run_id = (await start(harness, "destructive", policies=Policies(silent_rejections=True))).state.run_id
-    out = await harness.reject(run_id, "no")
+    # What the lab shows: without the words in the result slot, the model claims the deletion.
+    from tether.lab import silent_reject
+
+    run_id = (await start(harness, "destructive")).state.run_id
+    out = await silent_reject(harness, run_id, "no")
     assert (harness.workspace.root / "access.log").exists()
     assert out.state.answer == scenarios.DESTRUCTIVE_DELETED  # the lie the words prevent
 
@@ -408,3 +412,42 @@ async def test_task_cancellation_saves_an_interrupted_run_then_propagates(harnes
     assert isinstance(saved.interruption, Cancelled)
     again = await harness.run(state.run_id)  # resumable: the scan runs again, then the answer
     assert again.state.status is Status.COMPLETED
+
+
+# ---- typed results and the model seam ---------------------------------------------
+
+async def test_failed_tool_results_are_recorded_as_failed_and_not_reused(harness: Harness):
+    out = await start(harness, "forbidden", limits=Limits(max_turns=4), policies=Policies(triage=False))
+    results = [m for m in out.state.messages if m["role"] == "tool"]
+    assert results and out.state.failed_calls == [m["tool_call_id"] for m in results]
+    # A run saved before results carried ``ok`` is read with its failures told by their words.
+    saved = out.state.to_dict()
+    del saved["failed_calls"]
+    assert RunState.from_dict(saved).failed_calls == out.state.failed_calls
+
+
+async def test_any_chat_model_can_drive_a_run(runs_dir, workspace):
+    """The loop needs only the ChatModel shape: a model that is not an HTTP client runs an agent."""
+    from tether import Agent, ChatModel, ModelReply
+
+    class Canned:
+        def __init__(self) -> None:
+            self.asked: list[int] = []
+
+        def new_transcript(self) -> None:
+            return None
+
+        async def complete(self, model, messages, tools, **kw) -> ModelReply:
+            self.asked.append(len(messages))
+            return ModelReply(content="forty-two", tool_calls=[], finish_reason="stop", prompt_tokens=10,
+                              completion_tokens=2, usage_estimated=False, provider_ms=0.0)
+
+        async def aclose(self) -> None:
+            pass
+
+    model: ChatModel = Canned()
+    async with Harness(runs_dir, workspace, client=model) as h:
+        out = await h.start(Agent(name="canned", model="canned-1", tools=[]), "the answer?")
+    assert out.state.status is Status.COMPLETED and out.state.answer == "forty-two"
+    assert (out.state.prompt_tokens, out.state.completion_tokens) == (10, 2)
+    assert model.asked == [2]  # the instructions and the task

@@ -48,6 +48,8 @@ from tether.otel import (
 from tether.state import RunState, StateError
 from tether.store import TRACE_FILE, RunStore
 
+from tests.support import still_console
+
 T0 = 1_700_000_000.0
 PARENT = "helper-20240101-000000-abc123"
 CHILD = f"{PARENT}.call_1"
@@ -752,7 +754,7 @@ async def test_the_console_exports_its_own_runs(clean_env, collector: Collector,
     from tests.test_tui import SIZE, finish, settle
     from tether.tui.app import TetherApp
 
-    app = TetherApp(runs_dir=tmp_path / "runs", workspace=tmp_path / "ws", deterministic=True, start=["plan"],
+    app = still_console(runs_dir=tmp_path / "runs", workspace=tmp_path / "ws", start=["plan"],
                     otlp=collector.url, watch=False)
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app)

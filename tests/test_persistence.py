@@ -17,6 +17,8 @@ from tether.state import RunState, StateError
 from tether.store import RunStore
 from tether.trace import read_trace
 
+from tests.support import crashing
+
 
 def tether(*args: str, env: dict[str, str] | None = None, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tether.cli", *args], capture_output=True, text=True,
@@ -76,8 +78,8 @@ def test_sigkill_mid_run_then_resume_costs_what_an_uninterrupted_run_costs(tmp_p
 
 def test_crash_between_a_write_and_its_record_does_not_repeat_it(tmp_path: Path):
     where = place(tmp_path)
-    crashed = tether("run", "destructive", "--run-id", "w", "--auto-approve", "delete_file", "--json", *where,
-                     env={"TETHER_CRASH_AT": "after_tool:2"})  # the delete has run, its result is not saved
+    crashed = crashing("after_tool:2", "run", "destructive", "--run-id", "w", "--auto-approve", "delete_file",
+                       "--json", *where)  # the delete has run, its result is not saved
     assert crashed.returncode == 86, crashed.stderr
     assert not (tmp_path / "ws" / "access.log").exists()
     state = RunStore(tmp_path / "runs").load("w")

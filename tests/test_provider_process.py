@@ -27,6 +27,8 @@ from tests.test_tui import SIZE, finish, settle
 from tether.tui.app import TetherApp, run_console
 from tether.tui.components.dialogs import NewRunRequest
 
+from tests.support import still_console
+
 CAP_S = 30.0
 
 
@@ -77,7 +79,7 @@ def test_it_does_not_outlive_a_killed_parent(tmp_path: Path) -> None:
 
 async def test_the_console_on_a_provider_process(tmp_path: Path) -> None:
     with provider_process() as url:
-        app = TetherApp(runs_dir=tmp_path / "runs", workspace=tmp_path / "workspace", deterministic=True,
+        app = still_console(runs_dir=tmp_path / "runs", workspace=tmp_path / "workspace",
                         provider_url=url)
         async with app.run_test(size=SIZE) as pilot:
             rid = app.create_run(NewRunRequest("plan"), run_id="plan-remote")

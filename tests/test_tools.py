@@ -328,8 +328,8 @@ async def test_scan_archive_stops_when_the_signal_fires(ws: Workspace) -> None:
     signal.cancel("operator pressed Stop")
     with pytest.raises(RunCancelled, match="operator pressed Stop"):
         await scan
-    scanned = int(ctx.extras["partial"].split()[0])
-    assert ctx.extras["partial"] == f"{scanned} of 1200 entries scanned"
+    scanned = int(ctx.partial.split()[0])
+    assert ctx.partial == f"{scanned} of 1200 entries scanned"
     assert 400 <= scanned < 1200
     assert labels[:2] == ["scanned 200 of 1200 entries", "scanned 400 of 1200 entries"]
     assert len(labels) < 6

@@ -25,6 +25,8 @@ from tether.tui.components.dialogs import ApproveDialog, HelpScreen, NewRunDialo
 from tether.tui.components.runs_list import RunsList
 from tether.tui.text import clean
 
+from tests.support import still_console
+
 SIZE = (160, 45)
 CAP_S = 30.0
 
@@ -38,7 +40,7 @@ async def wait_for(pilot: Pilot[Any], predicate: Callable[[], bool], what: str, 
 
 
 def make_app(tmp_path: Path, **kw: Any) -> TetherApp:
-    return TetherApp(runs_dir=tmp_path / "runs", workspace=tmp_path / "workspace", deterministic=True, **kw)
+    return still_console(runs_dir=tmp_path / "runs", workspace=tmp_path / "workspace", **kw)
 
 
 def transcript(app: TetherApp) -> str:

@@ -31,6 +31,7 @@ from tether.tui.app import TetherApp
 from tether.tui.components.dialogs import NewRunDialog, NewRunRequest, ResumeDialog
 from tether.tui.components.runs_list import RunsList
 from tests.endpoints import call, completion, scripted_app
+from tests.support import still_console
 from tests.test_tui import SIZE, finish, make_app, settle, wait_for
 
 TASK = "Which file mentions a timeout?"
@@ -215,7 +216,6 @@ async def test_console_agent_preselects_it(tmp_path: Path, provider_url: str, bu
                      "--runs-dir", str(tmp_path / "runs"), "--workspace", str(tmp_path / "workspace")]) == 0
     [app] = built
     assert app.config is not None and app.config.path == path and app.harness.config is app.config
-    app.deterministic = True
     async with app.run_test(size=SIZE) as pilot:
         dialog = await open_new_run(pilot, app)
         assert dialog.choice.key == ("agent", "triage")
@@ -365,8 +365,7 @@ async def test_base_url_mode_runs_the_model_typed_with_the_file_tools(tmp_path: 
     (folder / "notes.txt").write_text("hello\n", encoding="utf-8")
     client = ModelClient("http://endpoint/v1", transport=httpx.ASGITransport(app=scripted_app(script)))
     harness = Harness(tmp_path / "runs", tmp_path / "demo", base_url="http://endpoint/v1", client=client)
-    app = TetherApp(harness=harness, workspace=folder, model="my-model", start=["What is here?"],
-                    deterministic=True)
+    app = still_console(harness=harness, workspace=folder, model="my-model", start=["What is here?"])
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app, "the --start run to finish")
         [first] = app.states.values()

@@ -13,12 +13,14 @@ from tests.test_streaming import WORDS, SlowStream
 from tests.test_tui import SIZE, finish, settle, wait_for
 from tether.tui.app import TetherApp
 
+from tests.support import still_console
+
 
 async def test_the_reply_grows_in_the_transcript_as_it_streams(tmp_path: Path):
     server = SlowStream(hold_after=3)  # the endpoint sends three words, then holds the stream
     async with running_app(server.app()) as url:
         harness = Harness(tmp_path / "runs", stream="auto")
-        app = TetherApp(harness=harness, deterministic=True)
+        app = still_console(harness=harness)
         async with app.run_test(size=SIZE) as pilot:
             agent = Agent("streamer", "m", base_url=url, tools=["tether:list_files"], workspace=tmp_path)
             rid = harness.create(agent, "count").run_id

@@ -378,7 +378,7 @@ async def _painted(app, what: str, rid: str, cap: float = 10.0) -> bool:
     pauses (each of those paints the screen itself)."""
     deadline = time.monotonic() + cap
     while time.monotonic() < deadline:
-        if any(kind == what and run_id == rid for kind, run_id, _ in app.painted):
+        if (what, rid) in app.shown:
             return True
         await asyncio.sleep(0.01)
     return False
@@ -399,7 +399,7 @@ async def test_a_key_and_a_stop_are_painted_without_waiting_for_the_next_frame(
         runs.focus()
         app.select("plan-a")
         await pilot.pause()
-        app.painted.clear()
+        app.shown.clear()
         key = events.Key("down", None)
         key.set_sender(app)
         app._driver.send_message(key)  # as a terminal delivers it
@@ -410,7 +410,7 @@ async def test_a_key_and_a_stop_are_painted_without_waiting_for_the_next_frame(
         app.select(rid)
         await wait_for(pilot, lambda: any("scanned 200 of 1200" in line for line in app.trace_lines(rid)),
                        "scan_archive to report progress")
-        app.painted.clear()
+        app.shown.clear()
         app.action_stop()
         assert await _painted(app, "stopped", rid)
         await finish(pilot, app)

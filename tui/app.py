@@ -33,7 +33,6 @@ import gc
 import os
 import sys
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
@@ -81,6 +80,7 @@ from tether.tui.model import ConsoleModel, agent_label, count
 from tether.tui.pump import FLUSH_INTERVAL_S, TRACED_PER_FLUSH, URGENT, EventPump  # noqa: F401 (re-exported)
 from tether.tui.store_client import StoreClient
 from tether.tui.text import badge, clean, money, one_line
+from tether.tui.textual_internals import has_unpainted_widgets, paint_now
 
 STOP_REASON = "operator pressed Stop"
 QUIT_REASON = "operator quit the console"
@@ -139,6 +139,17 @@ class Flush(Message):
     """Posted by the event pump when the views are out of date (at most one pending)."""
 
 
+class Shown(Message):
+    """A change the operator asked for is on the screen: a run ``selected``, or ``stopped``.
+    Posted after the refresh that painted it; ``at`` is when (``time.perf_counter``)."""
+
+    def __init__(self, what: str, run_id: str) -> None:
+        super().__init__()
+        self.what = what
+        self.run_id = run_id
+        self.at = time.perf_counter()
+
+
 class ConsoleScreen(Screen[None]):
     """The main screen. Its bindings act on the selected run and are greyed out in the
     footer (``App.check_action`` returns None) when they do not apply to it."""
@@ -159,13 +170,13 @@ class ConsoleScreen(Screen[None]):
     has said so, not at the update timer's next frame."""
 
     async def _on_idle(self, event: events.Idle) -> None:
-        # Textual's update timer, resumed by a change, fires 17-33 ms after its last frame,
-        # and under a flood of events there always was one: that wait was up to half the time
-        # from a key to its effect. The screen is idle once the widgets' repaint requests are
-        # in, so paint then, with the call Textual's Pilot makes to paint at once.
-        if self.paint_when_settled and self._dirty_widgets:
+        # Textual's update timer, resumed by a change, fires a frame or two after its last
+        # frame, and under a flood of events there always was one: that wait was a large part
+        # of the time from a key to its effect. The screen is idle once the widgets' repaint
+        # requests are in, so paint then, with the call Textual's Pilot makes to paint at once.
+        if self.paint_when_settled and has_unpainted_widgets(self):
             self.paint_when_settled = False
-            self._on_timer_update()
+            paint_now(self)
         await super()._on_idle(event)
 
     def compose(self) -> ComposeResult:
@@ -188,7 +199,7 @@ class ConsoleScreen(Screen[None]):
 
 
 class TetherApp(App[int]):
-    CSS_PATH = "app.tcss"
+    CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses elsewhere find it too
     TITLE = "Tether"
     SUB_TITLE = "agent runs"
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (120, "-wide")]
@@ -209,7 +220,6 @@ class TetherApp(App[int]):
         start: Sequence[str] = (),
         latency_ms: float = 0.0,
         timings: bool = True,
-        deterministic: bool = False,
         grace_s: float = GRACE_S,
         provider_url: str | None = None,
         notes: Sequence[str] = (),
@@ -229,7 +239,8 @@ class TetherApp(App[int]):
         ``model``, the dialog also offers that model at that endpoint with the file tools on
         ``workspace`` (default: the current directory), as ``tether run --base-url`` does.
         ``operator``: who the console's Stops and decisions are recorded as (``--as NAME``;
-        default :func:`tether.control.operator_name`, ``operator`` when ``deterministic``).
+        default :func:`tether.control.operator_name`). ``timings``: show durations and
+        times of day (off, nothing on screen depends on the clock).
         ``watch``: follow the store (other processes' runs, live); off, the console lists
         the runs once and sees only its own runs' events. ``otlp``: export the console's own
         runs' spans there (as ``OTEL_EXPORTER_OTLP_ENDPOINT`` does). ``store``: the run store
@@ -256,10 +267,9 @@ class TetherApp(App[int]):
         self.startup_notes = list(notes)
         self.default_model = model
         self.start_requests = list(start)
-        self.timings = timings and not deterministic
-        self.deterministic = deterministic
+        self.timings = timings
         self.grace_s = grace_s
-        self.operator = operator or ("operator" if deterministic else operator_name())
+        self.operator = operator or operator_name()
         self.watching = watch
         # the parts: the model (what the console knows), the pump (events in), the store client
         self.model = ConsoleModel(driving=self.harness.live, operator=self.operator)
@@ -276,7 +286,6 @@ class TetherApp(App[int]):
         self._console_screen: ConsoleScreen
         self._transcript_view: TranscriptView
         self._trace_view: TraceView
-        self.painted: deque[tuple[str, str, float]] = deque(maxlen=1000)  # (what, run id, when) shown
         self.alerts: list[str] = []  # what the operator was alerted to (bell and notification), in words
         self._gc_thresholds: tuple[int, ...] = ()
 
@@ -359,10 +368,10 @@ class TetherApp(App[int]):
         self.query_one("#runs", RunsList).focus()
         # What exists now (modules, widgets, the rank file) lives as long as the console:
         # keep it out of the cyclic collector, whose full passes over it stalled the screen
-        # for 70-100 ms every second or so under load. And collect the young generation
-        # less often: rendering makes heaps of short-lived objects that refcounting frees,
-        # and each young pass promotes the ones alive at that moment, which brings the next
-        # full pass nearer (Stop key p99 54 -> 34 ms). Both undone when the app unmounts.
+        # under load. And collect the young generation less often: rendering makes heaps of
+        # short-lived objects that refcounting frees, and each young pass promotes the ones
+        # alive at that moment, which brings the next full pass nearer (docs/performance.md
+        # has the key latencies with and without). Both undone when the app unmounts.
         gc.collect()
         gc.freeze()
         self._gc_thresholds = gc.get_threshold()
@@ -420,7 +429,7 @@ class TetherApp(App[int]):
         self.client.prime(rid)
 
     async def store_ready(self) -> None:
-        """Wait until the console follows the store (tests: what is written from then on is seen)."""
+        """Wait until the console follows the store: what is written from then on is seen."""
         await self.client.ready.wait()
 
     def _trace_path(self, rid: str) -> Path | None:
@@ -458,7 +467,7 @@ class TetherApp(App[int]):
             return
         drained = self.pump.drain()
         for rid in drained.stopped:
-            self.call_after_refresh(self._painted, "stopped", rid)
+            self.call_after_refresh(self._shown, "stopped", rid)
         screen = self.console_screen
         self._refresh_runs_list(drained.dirty, structure=drained.structure)
         if drained.approvals:
@@ -689,7 +698,7 @@ class TetherApp(App[int]):
         if changed:
             self._refresh_detail()
             self._refresh_bindings_if_changed()
-            self.call_after_refresh(self._painted, "selected", rid)
+            self.call_after_refresh(self._shown, "selected", rid)
 
     def _refresh_bindings_if_changed(self) -> None:
         rid = self.selected
@@ -698,9 +707,8 @@ class TetherApp(App[int]):
             self.console_screen.refresh_bindings()
         self._applies = applies
 
-    def _painted(self, what: str, rid: str) -> None:
-        """Record when a change reached the screen (the benchmark's key-to-effect clock)."""
-        self.painted.append((what, rid, time.perf_counter()))
+    def _shown(self, what: str, rid: str) -> None:
+        self.post_message(Shown(what, rid))
 
     @on(RunsList.Highlighted, "#runs")
     def _run_highlighted(self, event: RunsList.Highlighted) -> None:
@@ -1076,7 +1084,7 @@ class TetherApp(App[int]):
         self.exit(0)
 
     async def stop_all(self) -> None:
-        """Stop every run this console drives and wait for their workers (tests, screenshots)."""
+        """Stop every run this console drives and wait for their workers."""
         workers = self._stop_active()
         if workers:
             await self.workers.wait_for_complete(workers)

@@ -31,7 +31,7 @@ from tether.wording import format_record
 from tether.tui.model import ConsoleModel
 
 # Under a flood the views are redrawn ten times a second. Each redraw costs the same however
-# many events it shows; at twenty a second they took up to 42% of a slow host's CPU from the run.
+# many events it shows, and it is CPU taken from the runs: ten a second is what reads as live.
 FLUSH_INTERVAL_S = 0.1
 TRACED_PER_FLUSH = 300  # events formatted into trace lines per refresh, the newest
 MAX_LINES = 1000  # trace lines kept per run (what the trace view can show)

@@ -41,7 +41,7 @@ _ROLES = ("assistant", "developer", "system", "tool", "user")
 # Small, so that even a short reply streams in several deltas, as a real one does.
 _STREAM_PIECE_CHARS = 12
 _DRIP_INTERVAL_S = 0.5
-# 120 bytes at one every 0.5 s: about a minute, and never a complete JSON document.
+# 120 bytes, one every 0.5 s: about a minute, and never a complete JSON document.
 _DRIP_BODY = b'{"object": "chat.completion", "choices": [{"message": {"content": "'.ljust(120, b".")
 _GARBAGE_BODY = b'{"id": "chatcmpl-garbage", "object": "chat.completion", "choices": [{"index": 0, "mess'
 

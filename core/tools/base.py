@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import functools
 from abc import ABC, abstractmethod
-from collections.abc import Callable
-from dataclasses import dataclass, field
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import jsonschema
@@ -24,6 +24,7 @@ from tether.cancel import CancelSignal
 
 if TYPE_CHECKING:
     from tether.runstore import IdempotencyLedger
+    from tether.state import RunState
     from tether.workspace import Workspace
 
 
@@ -56,8 +57,7 @@ class ToolContext:
     """What a tool gets besides its arguments: the run's signal, a progress callback,
     the workspace, and the ledger that makes writes idempotent.
 
-    Convention: a tool cut off by the signal sets ``extras["partial"]`` to how far it got
-    (e.g. "400 of 1200 entries scanned") before re-raising ``RunCancelled``.
+    A tool writes back through the typed fields below: the loop reads them after the call.
     """
 
     run_id: str
@@ -66,7 +66,16 @@ class ToolContext:
     progress: Callable[[str], None]
     workspace: "Workspace | None"  # None: the agent has no folder (it lists no file tools)
     ledger: "IdempotencyLedger"
-    extras: dict[str, Any] = field(default_factory=dict)
+    spawn: "Callable[[str], Awaitable[RunState]] | None" = None
+    """Runs a subagent on a question and returns its finished run (the research tool);
+    None where this run cannot have subagents."""
+    partial: str | None = None
+    """Set by a tool cut off by the signal, before it re-raises ``RunCancelled``: how far it
+    got ("400 of 1200 entries scanned"). The cancelled call's result says it."""
+    child_run_id: str | None = None
+    """Set by a tool that ran a subagent: the child run, listed among the run's children."""
+    child_cost_usd: float = 0.0
+    """Set by a tool that ran a subagent: what the child spent, added to the run's cost."""
 
     @property
     def idempotency_key(self) -> str:

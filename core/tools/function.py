@@ -144,7 +144,9 @@ class FunctionTool(Tool):
         progress: _LoopProgress | None = None
         if self._wants_context and not self._is_async:
             progress = _LoopProgress(ctx.progress, asyncio.get_running_loop())
-            ctx = dataclasses.replace(ctx, progress=progress)  # shares extras with the loop's ctx
+            # The context is this call's own: what the function writes back (``partial``)
+            # is read by the loop from this same object.
+            ctx.progress = progress
         positional, keywords = self._bind(args, ctx)
         try:
             if self._is_async:

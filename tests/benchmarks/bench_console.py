@@ -40,6 +40,7 @@ import sys
 import tempfile
 import time
 import tracemalloc
+from collections import deque
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,7 @@ from tether.harness import Harness
 from tether.provider.server import provider_process
 from tether.state import Limits, Status
 from tether.demo import ScanArchive
-from tether.tui.app import TetherApp
+from tether.tui.app import Shown, TetherApp
 from tether.tui.components.dialogs import NewRunRequest
 
 STORE_RUNS = 10_000
@@ -82,6 +83,18 @@ def _pct(values: list[float], q: float) -> float:
         return float("nan")
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+
+
+class MeasuredConsole(TetherApp):
+    """The console with a clock on what it shows: the app posts ``Shown`` after the refresh
+    that painted a change, and this keeps when."""
+
+    def __init__(self, **kw: Any) -> None:
+        super().__init__(**kw)
+        self.painted: deque[tuple[str, str, float]] = deque(maxlen=1000)  # (what, run id, when)
+
+    def on_shown(self, message: Shown) -> None:
+        self.painted.append((message.what, message.run_id, message.at))
 
 
 def _send_key(app: TetherApp, key: str) -> None:
@@ -126,7 +139,7 @@ async def _press_keys(app: TetherApp, rid: str, going: Callable[[], bool],
 
 
 def _app(tmp: str, provider_url: str | None, **kw: Any) -> TetherApp:
-    return TetherApp(runs_dir=Path(tmp) / "runs", workspace=Path(tmp) / "workspace", provider_url=provider_url, **kw)
+    return MeasuredConsole(runs_dir=Path(tmp) / "runs", workspace=Path(tmp) / "workspace", provider_url=provider_url, **kw)
 
 
 def _key_figures(latencies: list[float], timeouts: int) -> dict[str, Any]:
@@ -307,7 +320,7 @@ async def store_startup(root: Path, keys: int = 100) -> dict[str, Any]:
     """A console opened on ``root`` (10,000 finished runs): construction to usable, and keys."""
     gc.collect()
     t0 = time.perf_counter()
-    app = TetherApp(runs_dir=root, workspace=root.parent / "workspace")
+    app = MeasuredConsole(runs_dir=root, workspace=root.parent / "workspace")
     async with app.run_test(size=(160, 45)) as pilot:
         usable_s = time.perf_counter() - t0
         runs = app.console_screen.query_one("#runs")
@@ -347,7 +360,7 @@ async def live_from_peers(seconds: float, peers: int = PEERS, per_peer: int = RU
     """``peers`` other processes each driving ``per_peer`` runaways; the console follows them."""
     with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
         root, ws = Path(tmp) / "runs", Path(tmp) / "workspace"
-        app = TetherApp(runs_dir=root, workspace=ws)
+        app = MeasuredConsole(runs_dir=root, workspace=ws)
         procs: list[asyncio.subprocess.Process] = []
         async with app.run_test(size=(160, 45)) as pilot:
             await app.store_ready()
@@ -448,6 +461,9 @@ class _MemoryModel:
         self.samples: list[tuple[int, float, int]] = []  # turn, RSS MB, Python heap blocks
         self.caches: list[dict[str, tuple[int, int]]] = []  # at each sample
 
+    def new_transcript(self) -> None:
+        return None
+
     async def complete(self, model: str, messages: list[dict], tools: Any, **kw: Any) -> ModelReply:
         turn, self.calls = self.calls, self.calls + 1  # the assistant messages so far
         if turn and turn % self.every == 0:
@@ -469,7 +485,7 @@ async def memory_over(turns: int, every: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
         model = _MemoryModel(every)
         harness = Harness(Path(tmp) / "runs", Path(tmp) / "workspace", client=model)  # type: ignore[arg-type]
-        app = TetherApp(harness=harness)
+        app = MeasuredConsole(harness=harness)
         rid = "runaway-10k"
         async with app.run_test(size=(160, 45)) as pilot:
             result = await _busy_run_with_keys(app, pilot, NewRunRequest("runaway", limits=Limits(max_turns=turns)),

@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tether.faultpoints import CRASH_EXIT_CODE
+from tests.campaign.shim import CRASH_EXIT_CODE
 from tether.provider import create_app
 from tether.state import NeedsApproval, RunState, StateError, Status
 from tether.store import LEDGER_FILE, TRACE_FILE, RunStore

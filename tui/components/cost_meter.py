@@ -77,8 +77,8 @@ def spark_caption(per_turn: list[int]) -> Text:
 class TurnsSparkline(Sparkline):
     """Textual's sparkline, keeping the drawings it made for the last few runs shown.
 
-    Drawing it is the costliest part of showing another run (4-7 ms of a 17-30 ms repaint
-    under a flood of events: a Rich style per bar, blended colours), and a finished run's
+    Drawing it is the costliest part of showing another run under a flood of events (a Rich
+    style per bar, blended colours), and a finished run's
     drawing never changes. A drawing is kept by everything it is made from: the data, the
     size, the colours and the style.
     """

@@ -34,14 +34,9 @@ def _kv(key: str, value: str, style: str = "") -> Text:
 
 
 class _Dialog(ModalScreen[Any]):
-    """Common frame: Esc cancels; inputs do not blink in deterministic (test) mode."""
+    """Common frame: Esc cancels."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel")]
-
-    def on_mount(self) -> None:
-        if getattr(self.app, "deterministic", False):
-            for widget in self.query(Input):
-                widget.cursor_blink = False
 
     def action_cancel(self) -> None:
         self.dismiss(None)
@@ -117,7 +112,6 @@ class _DecisionDialog(_Dialog):
         yield from ()
 
     def on_mount(self) -> None:
-        super().on_mount()
         self.query_one("#text", Input).focus()
         if self.grace_s <= 0:
             self._arm()
@@ -326,7 +320,6 @@ class NewRunDialog(_FormDialog):
         return Text(clean(choice.detail), style="dim")
 
     def on_mount(self) -> None:
-        super().on_mount()
         if self.preselected or len(self.choices) == 1:  # the agent is known: straight to its task
             target = "#model" if self._applied.kind == "model" and not self.default_model else "#prompt"
             self.query_one(target, Input).focus()
@@ -425,7 +418,6 @@ class ResumeDialog(_FormDialog):
             yield from self.form_footer("Resume", "Enter resumes · Esc cancels")
 
     def on_mount(self) -> None:
-        super().on_mount()
         target = "#budget" if self.state.status is Status.BUDGET_EXCEEDED else "#max-turns"
         self.query_one(target, Input).focus()
 

@@ -3,8 +3,8 @@
 The subtitle counts runs (``4 runs · 1 running · 0 waiting for approval``) and changes
 whenever a run starts or stops. Set as ``App.sub_title``, a reactive, it repainted the whole
 screen, and Textual's title (a ``Static``) then asked for a layout pass as well: the frame
-after a run started carried both, and the first key pressed on a new run took 68-87 ms to
-show, against at most 43 for the keys after it. The title's size is fixed by CSS (the
+after a run started carried both, so the first key pressed on a new run was slower to show
+than the keys after it. The title's size is fixed by CSS (the
 header's width, one line), so no layout can change.
 """
 
@@ -16,7 +16,8 @@ from textual.app import App
 from textual.visual import VisualType
 from textual.widget import Widget
 from textual.widgets import Header
-from textual.widgets._header import HeaderTitle
+
+from tether.tui.textual_internals import HeaderTitle
 
 
 class _FixedTitle(HeaderTitle):

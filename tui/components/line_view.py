@@ -6,9 +6,8 @@ line (blank rows, padding, the cursor row), it was most of the time these views 
 repaint while a run flooded the console with events.
 
 Textual's ``virtual_size`` asks for a layout pass of the whole screen when it changes,
-which a view that only grows (or shows another run) does on every refresh (repainting the
-views a switch changes took 21.8 ms with that pass, 11.6 ms without). What the pass does
-for a view is update its scroll bars, which :func:`scroll_bars_follow` does directly (a
+which a view that only grows (or shows another run) does on every refresh, and that pass
+costs about as much as the repaint itself. What the pass does for a view is update its scroll bars, which :func:`scroll_bars_follow` does directly (a
 scroll bar that appears or goes away still asks for the pass, as it changes the view's
 content width).
 """
@@ -20,13 +19,8 @@ from textual.geometry import Region, Size
 from textual.reactive import Reactive
 from textual.scroll_view import ScrollView
 from textual.strip import Strip
-from textual.widget import Widget
 
-
-def scroll_bars_follow(view: Widget, virtual_size: Size) -> None:
-    """Bring ``view``'s scroll bars (thumbs, and whether they show) to ``virtual_size``
-    and keep its scroll offset within it, as Textual's layout pass does."""
-    view._scroll_update(virtual_size)
+from tether.tui.textual_internals import scroll_bars_follow
 
 
 class LineView(ScrollView):

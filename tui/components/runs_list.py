@@ -59,9 +59,8 @@ class RunsList(LineView, can_focus=True):
     and says which run the operator moved to (:class:`RunsList.Highlighted`).
 
     A move by the operator is painted when the app answers with :meth:`show_cursor`,
-    after it has shown the run moved to: the screen's update timer runs a frame at most
-    every 17 ms and, after a pause, lets 17 to 33 ms pass before the next one, so a
-    cursor painted on its own would hold the run's detail back by one or two frames."""
+    after it has shown the run moved to: a cursor painted on its own would be a frame of
+    its own, and would hold the run's detail back by one or two frames."""
 
     BORDER_TITLE = "Runs"
     BINDINGS: ClassVar[list[BindingType]] = [
