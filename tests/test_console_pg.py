@@ -28,6 +28,7 @@ from tether.tui.model import QueueInfo
 from tests.test_console_store import children_of, ended, header, notices
 from tests.test_store_contract import TABLES
 from tests.test_tui import SIZE, finish, open_armed, transcript, wait_for
+from tests.support import still_console
 
 CAP_S = 60.0
 
@@ -45,7 +46,7 @@ def pg(pg_url: str) -> Iterator[PgStore]:
 
 
 def console(tmp_path: Path, url: str, **kw: Any) -> TetherApp:
-    return TetherApp(store=PgStore(url), workspace=tmp_path / "workspace", deterministic=True, **kw)
+    return still_console(store=PgStore(url), workspace=tmp_path / "workspace", **kw)
 
 
 async def spawn(url: str, *args: str) -> asyncio.subprocess.Process:

@@ -32,6 +32,7 @@ from tether.tui.components.dialogs import ApproveDialog
 from tests.test_console_pg import shown
 from tests.test_console_store import header, notices
 from tests.test_tui import SIZE, finish, open_armed, wait_for
+from tests.support import still_console
 
 CAP_S = 90.0
 
@@ -51,7 +52,7 @@ def fleet(pg_url: str, tmp_path: Path) -> Iterator[Fleet]:
 
 async def test_the_console_shows_the_queue_and_which_worker_runs_what_and_stops_it(
         fleet: Fleet, provider: str, pg_url: str, pg_server, tmp_path: Path):
-    app = TetherApp(store=PgStore(pg_url), workspace=tmp_path / "workspace", deterministic=True, operator="alice")
+    app = still_console(store=PgStore(pg_url), workspace=tmp_path / "workspace", operator="alice")
     said = notices(app)
     async with app.run_test(size=SIZE) as pilot:
         await app.store_ready()
@@ -83,7 +84,7 @@ async def test_the_console_shows_the_queue_and_which_worker_runs_what_and_stops_
 
 async def test_a_decision_from_the_console_reaches_the_workers_waiting_workflow(
         fleet: Fleet, provider: str, pg_url: str, tmp_path: Path):
-    app = TetherApp(store=PgStore(pg_url), workspace=tmp_path / "workspace", deterministic=True, operator="bob")
+    app = still_console(store=PgStore(pg_url), workspace=tmp_path / "workspace", operator="bob")
     said = notices(app)
     async with app.run_test(size=SIZE) as pilot:
         await app.store_ready()
