@@ -35,6 +35,7 @@ run: $(VENV)/.installed
 # The tests include a real local model (tests/test_local_model.py), so they need the
 # local extra too: the first install compiles llama.cpp (about 6 minutes on 2 cores).
 test: $(VENV)/.installed-test $(VENV)/.installed-local
+	$(BIN)/lint-imports
 	$(BIN)/python -m pytest -q
 
 bench: $(VENV)/.installed-bench

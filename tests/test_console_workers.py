@@ -9,25 +9,17 @@ under a generous cap.
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-try:  # the workers come with w2-worker; on a branch without them, say so (an error in CI)
-    from tether import worker  # noqa: F401
-    from tests.campaign.server import CountingApp, serving
-    from tests.workerproc import Fleet, clean_slate
-except ImportError as exc:
-    if os.environ.get("CI"):
-        raise
-    pytest.skip(f"the queue workers are not on this branch ({exc})", allow_module_level=True)
-
 from tether.pgstore import PgStore
 from tether.provider import create_app
 from tether.state import Cancelled, Status
-from tether.tui.app import STOP_REASON, TetherApp
+from tether.tui.app import STOP_REASON
+from tests.campaign.server import CountingApp, serving
+from tests.workerproc import Fleet, clean_slate
 from tether.tui.components.dialogs import ApproveDialog
 from tests.test_console_pg import shown
 from tests.test_console_store import header, notices

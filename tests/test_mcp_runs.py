@@ -4,14 +4,11 @@ start, and when the run's own process is killed and the run resumed elsewhere.""
 from __future__ import annotations
 
 import asyncio
-import os
 import signal
 import sys
 import time
 import uuid
 from pathlib import Path
-
-import pytest
 
 from tether.agents import Agent
 from tether.cancel import CancelSignal

@@ -752,7 +752,6 @@ def test_tether_run_exports_its_run_when_an_endpoint_is_set(clean_env, collector
 
 async def test_the_console_exports_its_own_runs(clean_env, collector: Collector, tmp_path: Path):
     from tests.test_tui import SIZE, finish, settle
-    from tether.tui.app import TetherApp
 
     app = still_console(runs_dir=tmp_path / "runs", workspace=tmp_path / "ws", start=["plan"],
                     otlp=collector.url, watch=False)

@@ -16,7 +16,7 @@ from starlette.routing import Route
 
 from tether.agents import Agent
 from tether.cancel import CancelSignal
-from tether.events import TextDelta, Turn
+from tether.events import TextDelta
 from tether.harness import Harness
 from tether.provider.server import running_app
 from tether.state import Cancelled, Status

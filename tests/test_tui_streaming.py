@@ -11,7 +11,6 @@ from tether.provider.server import running_app
 from tether.state import Status
 from tests.test_streaming import WORDS, SlowStream
 from tests.test_tui import SIZE, finish, settle, wait_for
-from tether.tui.app import TetherApp
 
 from tests.support import still_console
 

@@ -33,12 +33,10 @@ never on the exporter's.
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
 import re
-import sys
 import threading
 import time
 from collections import Counter
@@ -73,7 +71,7 @@ __all__ = [
     "OtelSink",
     "build_run_spans",
     "capture_content_from_env",
-    "command",
+    "shown_url",
     "export_configured",
     "export_run",
     "otel_sink_from_env",
@@ -152,7 +150,7 @@ def traces_endpoint(url: str | None = None) -> str:
         endpoint = DEFAULT_ENDPOINT
     parts = urlsplit(endpoint)
     if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ValueError(f"an OTLP endpoint must be an http(s) URL, got {_shown(endpoint)!r}")
+        raise ValueError(f"an OTLP endpoint must be an http(s) URL, got {shown_url(endpoint)!r}")
     return endpoint
 
 
@@ -184,7 +182,7 @@ def _env_true(name: str) -> bool:
     return os.environ.get(name, "").strip().lower() in ("true", "1", "yes", "on")
 
 
-def _shown(url: str) -> str:
+def shown_url(url: str) -> str:
     """A URL without any user:password part, for messages."""
     parts = urlsplit(url)
     if parts.username is None and parts.password is None:
@@ -980,7 +978,7 @@ def export_run(store: Store | Path | str, run_id: str, exporter_or_endpoint: Spa
     try:
         for i in range(0, len(spans), _EXPORT_BATCH):
             if exporter.export(spans[i:i + _EXPORT_BATCH]) is not SpanExportResult.SUCCESS:
-                where = f"the collector at {_shown(endpoint)}" if endpoint else "the exporter"
+                where = f"the collector at {shown_url(endpoint)}" if endpoint else "the exporter"
                 raise OtelExportError(f"{where} did not take the spans of run {run_id}"
                                       + (f": {words.last}" if words.last else ""))
     finally:
@@ -988,20 +986,3 @@ def export_run(store: Store | Path | str, run_id: str, exporter_or_endpoint: Spa
         if owned:
             exporter.shutdown()
     return len(spans)
-
-
-async def command(args: Any) -> int:
-    """``tether export-otel RUN_ID [--store URL|DIR] [--otlp URL] [--capture-content] [--timeout S]``."""
-    from tether.cli import store_of
-
-    runs_dir = store_of(args)
-    endpoint = traces_endpoint(getattr(args, "otlp", None))
-    capture = bool(getattr(args, "capture_content", False)) or capture_content_from_env()
-    try:
-        count = await asyncio.to_thread(export_run, runs_dir, args.run_id, endpoint, capture_content=capture,
-                                        timeout=getattr(args, "timeout", None))
-    except OtelExportError as exc:
-        print(f"tether: {exc}", file=sys.stderr)
-        return 1
-    print(f"exported {count} spans of run {args.run_id} to {_shown(endpoint)}")
-    return 0

@@ -716,7 +716,7 @@ class Worker:
                 return await self._unbuildable(state, str(exc))
             try:
                 outcome = await operate()
-            except StateError as exc:
+            except StateError:
                 now = await call(self.store, self.store.owner, run_id)
                 if now is not None and now.alive:
                     continue  # taken between our look and our open: wait for it

@@ -1,6 +1,6 @@
 """Token accounting with the o200k_base encoding, offline.
 
-The rank file ships inside the package (``core/data/o200k_base.tiktoken``) and is
+The rank file ships inside the package (``tether/data/o200k_base.tiktoken``) and is
 loaded through tiktoken's own loader, which checks its sha256; nothing is fetched.
 
 How a request is rendered for counting

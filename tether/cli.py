@@ -18,7 +18,7 @@ from typing import Any
 
 from tether.cancel import CancelSignal
 from tether.runstore import call
-from tether.state import Limits, Policies, RunState, StateError
+from tether.state import RunState, StateError
 from tether.store import SaveError
 
 USAGE_ERROR = 2
@@ -748,14 +748,26 @@ async def _eval(args: argparse.Namespace) -> int:
 
 
 async def _export_otel(args: argparse.Namespace) -> int:
-    from tether.otel import command
+    """``tether export-otel RUN_ID [--store URL|DIR] [--otlp URL] [--capture-content] [--timeout S]``."""
+    from tether.otel import (OtelExportError, capture_content_from_env, export_run, shown_url,
+                             traces_endpoint)
 
-    return await command(args)
+    store = store_of(args)
+    endpoint = traces_endpoint(getattr(args, "otlp", None))
+    capture = bool(getattr(args, "capture_content", False)) or capture_content_from_env()
+    try:
+        count = await asyncio.to_thread(export_run, store, args.run_id, endpoint, capture_content=capture,
+                                        timeout=getattr(args, "timeout", None))
+    except OtelExportError as exc:
+        print(f"tether: {exc}", file=sys.stderr)
+        return 1
+    print(f"exported {count} spans of run {args.run_id} to {shown_url(endpoint)}")
+    return 0
 
 
-_COMMANDS = {"agents": _agents, "stop": _stop, "export-otel": _export_otel, "run": _run, "resume": _resume, "approve": _approve, "reject": _reject,
-             "runs": _runs, "show": _show, "trace": _trace, "watch": _watch,
-             "lab": _lab, "eval": _eval}
+_COMMANDS = {"agents": _agents, "stop": _stop, "export-otel": _export_otel, "run": _run, "resume": _resume,
+             "approve": _approve, "reject": _reject, "runs": _runs, "show": _show, "trace": _trace,
+             "watch": _watch, "lab": _lab, "eval": _eval}
 
 
 if __name__ == "__main__":
