@@ -56,7 +56,7 @@ import select
 import threading
 import time
 import uuid
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -635,6 +635,64 @@ class PgStore:
             rows = conn.execute(self.q("SELECT record FROM {s}.trace WHERE run_id = %s AND seq > %s ORDER BY seq"),
                                 (_check_id(run_id), after_seq)).fetchall()
         return iter([r[0] for r in rows if isinstance(r[0], dict)])
+
+    # ---- for followers (the console): what changed, read without reading everything ----
+    def check(self) -> None:
+        """Connect now (the operator's first connection makes the tables): a store that
+        cannot be reached is a :class:`StoreUnavailable` here, in words, not later."""
+        with self._conn():
+            pass
+
+    def trace_ends(self) -> dict[str, int]:
+        """Every run's last trace ``seq`` (0: none yet), in one query."""
+        with self._conn() as conn:
+            rows = conn.execute(self.q(
+                "SELECT r.run_id, (SELECT max(t.seq) FROM {s}.trace t WHERE t.run_id = r.run_id) "
+                "FROM {s}.runs r")).fetchall()
+        return {rid: int(seq or 0) for rid, seq in rows}
+
+    def trace_before(self, run_id: str, upto_seq: int, limit: int) -> list[dict[str, Any]]:
+        """The last ``limit`` trace records with ``seq`` up to ``upto_seq``, in order."""
+        with self._conn() as conn:
+            rows = conn.execute(self.q("SELECT record FROM {s}.trace WHERE run_id = %s AND seq <= %s "
+                                       "ORDER BY seq DESC LIMIT %s"), (_check_id(run_id), upto_seq, limit)).fetchall()
+        return [record for (record,) in reversed(rows) if isinstance(record, dict)]
+
+    def load_after(self, run_id: str, before: RunState) -> RunState:
+        """The run now, given ``before``, an earlier state of it: only the header and the
+        messages added since are read (the transcript is append-only), in one snapshot."""
+        with self._conn() as conn:
+            with conn.transaction():
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+                row = conn.execute(self.q("SELECT header, message_count FROM {s}.runs WHERE run_id = %s"),
+                                   (_check_id(run_id),)).fetchone()
+                if row is None:
+                    raise StateError(f"no run {run_id} in {self.where}")
+                header, count = row
+                have = len(before.messages)
+                if count < have:  # fewer than we hold: not the run we knew, read it all
+                    return self.load(run_id)
+                added = [m for (m,) in conn.execute(self.q(
+                    "SELECT message FROM {s}.messages WHERE run_id = %s AND idx >= %s AND idx < %s ORDER BY idx"),
+                    (run_id, have, count))]
+        if have + len(added) != count:
+            return self.load(run_id)
+        return RunState.from_dict({**header, "messages": [*before.messages, *added]})
+
+    def owners(self, run_ids: Iterable[str]) -> dict[str, Owner | None]:
+        """:meth:`owner` of many runs, in one query."""
+        wanted = [_check_id(r) for r in run_ids]
+        if not wanted:
+            return {}
+        with self._conn() as conn:
+            rows = conn.execute(self.q(
+                f"SELECT r.run_id, r.lock_key IN ({_HELD}), o.pid, o.host, o.\"user\", o.since, o.heartbeat, "
+                f"o.command, o.control, o.run_id IS NOT NULL FROM {{s}}.runs r "
+                f"LEFT JOIN {{s}}.owners o USING (run_id) WHERE r.run_id = ANY(%s)"), (wanted,)).fetchall()
+        out: dict[str, Owner | None] = dict.fromkeys(wanted)
+        for rid, alive, *owner, has_owner in rows:
+            out[rid] = _owner(tuple(owner) if has_owner else None, bool(alive))
+        return out
 
     def append_event(self, run_id: str, event: Event) -> None:
         """Append to the trace of a run nobody holds; a held run's trace is its owner's to

@@ -1172,8 +1172,7 @@ def open_console_store(spec: str) -> Store:
     if not is_database(spec):
         return store
     try:
-        with store._conn():  # type: ignore[attr-defined]  # connects; the operator's first use makes the tables
-            pass
+        store.check()  # type: ignore[attr-defined]
     except BaseException:
         store.close()  # type: ignore[attr-defined]
         raise

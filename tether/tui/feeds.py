@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.index import RunSummary
-from tether.state import RunState, StateError
+from tether.state import RunState
 from tether.store import JOURNAL_FILE, TRACE_FILE, Owner, RunStore
 from tether.tail import JournalTail, TraceTail
 from tether.tui.model import QueueInfo
@@ -194,20 +194,12 @@ class PgFeed:
         self._no_workers = False
 
     def listing(self) -> Listing:
-        marks = self._trace_ends()  # before the summaries: what is appended in between is read again, not lost
+        marks = self.store.trace_ends()  # before the summaries: what is appended in between is read again, not lost
         problems: dict[str, str] = {}
         summaries = self.store.summaries(problems=problems)
         for summary in summaries:
             self.seqs.setdefault(summary.run_id, marks.get(summary.run_id, 0))
         return summaries, problems
-
-    def _trace_ends(self) -> dict[str, int]:
-        store = self.store
-        with store._conn() as conn:
-            rows = conn.execute(store.q(
-                "SELECT r.run_id, (SELECT max(t.seq) FROM {s}.trace t WHERE t.run_id = r.run_id) "
-                "FROM {s}.runs r")).fetchall()
-        return {rid: int(seq or 0) for rid, seq in rows}
 
     def changes(self) -> PgWatcher:
         from tether.pgwatch import PgWatcher
@@ -218,28 +210,8 @@ class PgFeed:
         """The run now. A run followed already reads only its header and the messages added
         since (the transcript is append-only in the store), not the whole run again."""
         before = self.states.get(rid)
-        state = self.states[rid] = self._load_after(rid, before) if before is not None else self.store.load(rid)
+        state = self.states[rid] = self.store.load_after(rid, before) if before is not None else self.store.load(rid)
         return state
-
-    def _load_after(self, rid: str, before: RunState) -> RunState:
-        store = self.store
-        with store._conn() as conn:
-            with conn.transaction():  # one snapshot: the header and the messages it counts
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                row = conn.execute(store.q("SELECT header, message_count FROM {s}.runs WHERE run_id = %s"),
-                                   (rid,)).fetchone()
-                if row is None:
-                    raise StateError(f"no run {rid} in {store.where}")
-                header, count = row
-                have = len(before.messages)
-                if count < have:  # fewer than we hold: read it all again
-                    return store.load(rid)
-                added = [m for (m,) in conn.execute(store.q(
-                    "SELECT message FROM {s}.messages WHERE run_id = %s AND idx >= %s AND idx < %s ORDER BY idx"),
-                    (rid, have, count))]
-        if have + len(added) != count:
-            return store.load(rid)
-        return RunState.from_dict({**header, "messages": [*before.messages, *added]})
 
     def following(self, rid: str) -> bool:
         return rid in self.states
@@ -261,21 +233,7 @@ class PgFeed:
         return self.store.owner(rid)
 
     def owners(self, rids: Iterable[str]) -> dict[str, Owner | None]:
-        from tether.pgstore import _HELD, _owner
-
-        wanted = list(rids)
-        if not wanted:
-            return {}
-        store = self.store
-        with store._conn() as conn:
-            rows = conn.execute(store.q(
-                f"SELECT r.run_id, r.lock_key IN ({_HELD}), o.pid, o.host, o.\"user\", o.since, o.heartbeat, "
-                f"o.command, o.control, o.run_id IS NOT NULL FROM {{s}}.runs r "
-                f"LEFT JOIN {{s}}.owners o USING (run_id) WHERE r.run_id = ANY(%s)"), (wanted,)).fetchall()
-        out: dict[str, Owner | None] = dict.fromkeys(wanted)
-        for rid, alive, *owner, has_owner in rows:
-            out[rid] = _owner(tuple(owner) if has_owner else None, bool(alive))
-        return out
+        return self.store.owners(rids)
 
     def new_trace(self, rid: str) -> list[dict[str, Any]]:
         after = self.seqs.get(rid, 0)
@@ -288,12 +246,7 @@ class PgFeed:
         self.seqs[rid] = max(self.seqs.get(rid, 0), seq)
 
     def history(self, rid: str) -> list[dict[str, Any]]:
-        upto = self.seqs.get(rid, 0)
-        store = self.store
-        with store._conn() as conn:
-            rows = conn.execute(store.q("SELECT record FROM {s}.trace WHERE run_id = %s AND seq <= %s "
-                                        "ORDER BY seq DESC LIMIT %s"), (rid, upto, HISTORY_LINES)).fetchall()
-        return [record for (record,) in reversed(rows) if isinstance(record, dict)]
+        return self.store.trace_before(rid, self.seqs.get(rid, 0), HISTORY_LINES)
 
     def refusal(self) -> str | None:
         """Why this connection's role may only watch (None: it may create, run, stop and
