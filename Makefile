@@ -32,7 +32,7 @@ $(VENV)/.installed-bench: pyproject.toml | $(BIN)/python
 run: $(VENV)/.installed
 	$(BIN)/tether
 
-# The tests include a real local model (tests/test_local_model.py), so they need the
+# The tests include a real local model (tests/local_model/test_local_model.py), so they need the
 # local extra too: the first install compiles llama.cpp (about 6 minutes on 2 cores).
 test: $(VENV)/.installed-test $(VENV)/.installed-local
 	$(BIN)/lint-imports

@@ -1,4 +1,4 @@
-"""Small MCP servers for tests/test_mcp.py, written with the SDK's server class.
+"""Small MCP servers for tests/processes/test_mcp.py, written with the SDK's server class.
 
     python tests/mcp_servers.py KIND [ARGS]      (or python -m tests.mcp_servers KIND)
 

@@ -2,7 +2,7 @@
 
 One definition serves two uses, so they cannot drift apart:
 
-* the snapshot tests (tests/test_tui_snapshots.py) compare each settled scene with its
+* the snapshot tests (tests/console/test_tui_snapshots.py) compare each settled scene with its
   saved SVG;
 * ``python -m tests.scenes OUT_DIR`` (``make screenshots``) saves the README's pictures
   from the same scenes, plus two taken while a run is still going, which no snapshot

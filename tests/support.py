@@ -2,18 +2,38 @@
 
 from __future__ import annotations
 
+import asyncio
+import html
+import json
 import os
 import subprocess
 import sys
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pytest
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import StreamingResponse
+from starlette.routing import Route
 from textual import events, on
+from textual.pilot import Pilot
 from textual.widgets import Input
 
 from tether.tui.app import Shown, TetherApp
 
 REPO = Path(__file__).resolve().parents[1]
+CAP_S = 30.0  # how long a console test waits for a condition before it fails
+
+
+def chunk(delta: dict, finish: str | None = None, usage: dict | None = None) -> str:
+    body = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
+            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    if usage:
+        body["usage"] = usage
+    return f"data: {json.dumps(body)}\n\n"
 
 
 def crashing(at: str, *args: str) -> subprocess.CompletedProcess:
@@ -46,3 +66,190 @@ class StillConsole(TetherApp):
 
 def still_console(**kw: Any) -> StillConsole:
     return StillConsole(**kw)
+
+
+# from tests/processes/test_mcp.py
+SERVERS = Path(__file__).with_name("mcp_servers.py")
+
+
+# from tests/processes/test_mcp.py
+def processes_with(token: str) -> dict[int, str]:
+    """Live processes (not zombies) whose environment carries MCP_TEST_TOKEN=token: pid -> command line."""
+    marker = f"MCP_TEST_TOKEN={token}".encode()
+    found: dict[int, str] = {}
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/environ", "rb") as f:
+                environ = f.read().split(b"\0")
+            with open(f"/proc/{entry}/stat", "rb") as f:
+                stat = f.read()
+            with open(f"/proc/{entry}/cmdline", "rb") as f:
+                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue
+        if marker in environ and stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] != b"Z":
+            found[int(entry)] = cmdline
+    return found
+
+
+# from tests/processes/test_streaming.py
+WORDS = ["The ", "archive ", "holds ", "1200 ", "entries."]
+
+
+# from tests/processes/test_streaming.py
+class SlowStream:
+    """Streams WORDS one at a time, each after ``gate`` is released (or a pause); records
+    whether the client went away before the end."""
+
+    def __init__(self, *, hold_after: int | None = None) -> None:
+        self.hold_after = hold_after
+        self.sent: list[str] = []
+        self.closed_early = asyncio.Event()
+        self.release = asyncio.Event()
+
+    def app(self) -> Starlette:
+        async def completions(request: Request) -> StreamingResponse:
+            async def events():
+                try:
+                    yield chunk({"role": "assistant"})
+                    for i, word in enumerate(WORDS):
+                        if self.hold_after is not None and i == self.hold_after:
+                            await self.release.wait()  # held mid-stream until the test says so
+                        await asyncio.sleep(0.01)
+                        self.sent.append(word)
+                        yield chunk({"content": word})
+                    yield chunk({}, "stop")
+                    yield chunk({}, None, {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55})
+                    yield "data: [DONE]\n\n"
+                except (asyncio.CancelledError, GeneratorExit):
+                    self.closed_early.set()
+                    raise
+            return StreamingResponse(events(), media_type="text/event-stream")
+        return Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+
+
+# from tests/processes/test_store_contract.py
+TABLES = ("runs", "messages", "trace", "ledger", "owners", "control")
+
+
+# from tests/processes/test_store_contract.py
+def wait_until(predicate: Any, what: str, timeout_s: float = 20.0) -> None:
+    """Poll a condition (a server ends a dead session's backend on its own schedule)."""
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"not within {timeout_s} s: {what}")
+        time.sleep(0.01)
+
+
+# from tests/processes/test_pg_restart.py
+TURNS = 12
+
+
+# from tests/console/test_console_pg.py
+def shown(app: TetherApp) -> str:
+    """Everything on screen now, as text (the screenshot's SVG holds the rendered lines), and
+    every notification's words."""
+    words = [f"{n.title}: {n.message}" for n in app._notifications]
+    return html.unescape(app.export_screenshot()).replace("\xa0", " ") + "\n".join(words)
+
+
+# from tests/console/test_console_store.py
+async def ended(proc: asyncio.subprocess.Process) -> tuple[int, str]:
+    try:
+        out, err = await asyncio.wait_for(proc.communicate(), CAP_S)
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+    return proc.returncode or 0, (out + err).decode()
+
+
+# from tests/console/test_console_store.py
+def notices(app: TetherApp) -> list[str]:
+    """What the app notified, in words (title and message)."""
+    said: list[str] = []
+    notify = app.notify
+
+    def recording(message: str, *args: Any, title: str = "", **kw: Any) -> None:
+        said.append(f"{title}: {message}")
+        notify(message, *args, title=title, **kw)
+
+    app.notify = recording  # type: ignore[method-assign]
+    return said
+
+
+# from tests/console/test_console_store.py
+def header(app: TetherApp) -> str:
+    return str(getattr(app.console_screen.query_one("#run-header"), "_tether_last", ""))
+
+
+# from tests/console/test_console_store.py
+def children_of(pid: int) -> list[str]:
+    """The processes whose parent is ``pid`` (what the console left behind), but the
+    PostgreSQL server the test session started (tests/pg.py), which outlives every test."""
+    out = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as f:
+                head, tail = f.read().rsplit(")", 1)
+        except OSError:
+            continue
+        fields = tail.split()
+        if int(fields[1]) == pid and fields[0] != "Z" and head.split("(", 1)[-1] != "postgres":
+            out.append(entry)
+    return out
+
+
+# from tests/console/test_tui.py
+SIZE = (160, 45)
+
+
+# from tests/console/test_tui.py
+async def wait_for(pilot: Pilot[Any], predicate: Callable[[], bool], what: str, cap: float = CAP_S) -> None:
+    deadline = time.monotonic() + cap
+    while not predicate():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {cap:g} s waiting for {what}")
+        await pilot.pause(0.01)
+
+
+# from tests/console/test_tui.py
+def make_app(tmp_path: Path, **kw: Any) -> TetherApp:
+    return still_console(runs_dir=tmp_path / "runs", workspace=tmp_path / "workspace", **kw)
+
+
+# from tests/console/test_tui.py
+def transcript(app: TetherApp) -> str:
+    return app.transcript_view.text
+
+
+# from tests/console/test_tui.py
+async def settle(pilot: Pilot[Any], app: TetherApp, what: str = "the runs to stop") -> None:
+    """Wait until no run is being driven and the views have caught up."""
+    await wait_for(pilot, lambda: not app.active, what)
+    await pilot.pause()
+    app._flush()
+    await pilot.pause()
+
+
+# from tests/console/test_tui.py
+async def finish(pilot: Pilot[Any], app: TetherApp) -> None:
+    """Every worker stopped at the end of a test."""
+    await app.stop_all()
+    await app.workers.wait_for_complete()
+    assert not app.active
+    assert all(w.is_finished for w in app.workers)
+
+
+# from tests/console/test_tui.py
+async def open_armed(pilot: Pilot[Any], app: TetherApp, key: str, kind: type) -> Any:
+    await pilot.press(key)
+    await wait_for(pilot, lambda: isinstance(app.screen, kind), f"the {kind.__name__}")
+    dialog = app.screen
+    await wait_for(pilot, lambda: dialog.armed, "the dialog's grace period to end")
+    return dialog

@@ -2,7 +2,7 @@
 
 Two stores implement it: the file store (:class:`tether.store.RunStore`, the embedded
 default: a journal per run, an ``flock``, ``owner.json``, an SQLite index) and PostgreSQL
-(:class:`tether.pgstore.PgStore`). One contract test suite (tests/test_store_contract.py)
+(:class:`tether.pgstore.PgStore`). One contract test suite (tests/processes/test_store_contract.py)
 runs against both.
 
 The shape:

@@ -1,10 +1,10 @@
 """The fault campaign: what a whole run does when the provider or the disk misbehaves.
 
-``tests/test_client.py`` proves the client's classification one request at a time;
+``tests/unit/test_client.py`` proves the client's classification one request at a time;
 here each fault is injected under a real run (harness, loop, trace, saved state), and
 the checks are about the run: how it ends, why, at what cost, after how many requests,
 and what the trace says. Each case asserts, then returns the figure shown in the
-``make campaign`` table; ``tests/test_faults.py`` runs the same cases under pytest.
+``make campaign`` table; ``tests/unit/test_faults.py`` runs the same cases under pytest.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Every private Textual API the console uses, in one place, each with its reason.
 
 Textual is pinned to the minor version these were checked against (``textual>=8.2.8,<8.3``
-in pyproject.toml), and tests/test_textual_internals.py fails on a Textual that lacks one
+in pyproject.toml), and tests/console/test_textual_internals.py fails on a Textual that lacks one
 of them, so an upgrade says what to look at again instead of breaking at run time. Each
 use is a speed-up of the console under a flood of events; each has a public fallback
 that is slower, not wrong.

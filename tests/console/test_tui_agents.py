@@ -4,7 +4,7 @@
 The agents here ask a real endpoint over loopback: the scripted provider served by a
 child process (model ``plan``: list the files, read errors.log, answer), named by the
 agent file's ``base_url``, so a run reaches it only through its agent. Waits are on
-conditions (see tests/test_tui.py); nothing asserts on timing.
+conditions (see tests/console/test_tui.py); nothing asserts on timing.
 """
 
 from __future__ import annotations
@@ -31,8 +31,7 @@ from tether.tui.app import TetherApp
 from tether.tui.components.dialogs import NewRunDialog, NewRunRequest, ResumeDialog
 from tether.tui.components.runs_list import RunsList
 from tests.endpoints import call, completion, scripted_app
-from tests.support import still_console
-from tests.test_tui import SIZE, finish, make_app, settle, wait_for
+from tests.support import SIZE, finish, make_app, settle, still_console, wait_for
 
 TASK = "Which file mentions a timeout?"
 AGENTS = """\

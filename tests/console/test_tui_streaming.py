@@ -9,10 +9,8 @@ from tether.agents import Agent
 from tether.harness import Harness
 from tether.provider.server import running_app
 from tether.state import Status
-from tests.test_streaming import WORDS, SlowStream
-from tests.test_tui import SIZE, finish, settle, wait_for
+from tests.support import SIZE, SlowStream, WORDS, finish, settle, still_console, wait_for
 
-from tests.support import still_console
 
 
 async def test_the_reply_grows_in_the_transcript_as_it_streams(tmp_path: Path):

@@ -10,7 +10,6 @@ asserts on timing.
 from __future__ import annotations
 
 import asyncio
-import html
 import os
 import sys
 import threading
@@ -25,10 +24,20 @@ from tether.state import Cancelled, RunState, Status
 from tether.tui.app import STOP_REASON, TetherApp
 from tether.tui.components.dialogs import ApproveDialog
 from tether.tui.model import QueueInfo
-from tests.test_console_store import children_of, ended, header, notices
-from tests.test_store_contract import TABLES
-from tests.test_tui import SIZE, finish, open_armed, transcript, wait_for
-from tests.support import still_console
+from tests.support import (
+    SIZE,
+    TABLES,
+    children_of,
+    ended,
+    finish,
+    header,
+    notices,
+    open_armed,
+    shown,
+    still_console,
+    transcript,
+    wait_for,
+)
 
 CAP_S = 60.0
 
@@ -53,13 +62,6 @@ async def spawn(url: str, *args: str) -> asyncio.subprocess.Process:
     """``tether ARGS --store URL``, another process."""
     return await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.cli", *args, "--store", url,
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-
-
-def shown(app: TetherApp) -> str:
-    """Everything on screen now, as text (the screenshot's SVG holds the rendered lines), and
-    every notification's words."""
-    words = [f"{n.title}: {n.message}" for n in app._notifications]
-    return html.unescape(app.export_screenshot()).replace("\xa0", " ") + "\n".join(words)
 
 
 def new_state(run_id: str, task: str = "count the archive") -> RunState:
@@ -290,7 +292,7 @@ async def test_a_new_run_from_a_console_on_postgresql_is_saved_and_run_off_the_l
 
 async def test_the_console_follows_a_run_across_a_restart_of_postgresql(tmp_path: Path):
     from tests import pg as pgserver
-    from tests.test_pg_restart import TURNS
+    from tests.support import TURNS
 
     try:
         server = pgserver.start()

@@ -23,11 +23,10 @@ import pytest
 
 from tether.provider.server import provider_process
 from tether.state import Status
-from tests.test_tui import SIZE, finish, settle
+from tests.support import SIZE, finish, settle, still_console
 from tether.tui.app import TetherApp, run_console
 from tether.tui.components.dialogs import NewRunRequest
 
-from tests.support import still_console
 
 CAP_S = 30.0
 
@@ -60,7 +59,7 @@ def test_it_does_not_outlive_a_killed_parent(tmp_path: Path) -> None:
          "with provider_process() as url:\n"
          "    print(url, flush=True)\n"
          "    time.sleep(600)\n"],
-        stdout=subprocess.PIPE, cwd=Path(__file__).resolve().parents[1], text=True)
+        stdout=subprocess.PIPE, cwd=Path(__file__).resolve().parents[2], text=True)
     try:
         assert parent.stdout is not None
         url = parent.stdout.readline().strip()

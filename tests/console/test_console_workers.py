@@ -21,10 +21,7 @@ from tether.tui.app import STOP_REASON
 from tests.campaign.server import CountingApp, serving
 from tests.workerproc import Fleet, clean_slate
 from tether.tui.components.dialogs import ApproveDialog
-from tests.test_console_pg import shown
-from tests.test_console_store import header, notices
-from tests.test_tui import SIZE, finish, open_armed, wait_for
-from tests.support import still_console
+from tests.support import SIZE, finish, header, notices, open_armed, shown, still_console, wait_for
 
 CAP_S = 90.0
 

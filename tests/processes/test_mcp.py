@@ -38,8 +38,8 @@ from tether.mcp import (
     usable_schema,
 )
 from tether.tools.base import ToolContext, ToolError
+from tests.support import SERVERS, processes_with
 
-SERVERS = Path(__file__).with_name("mcp_servers.py")
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the launcher uses Linux prctl")
 
@@ -64,27 +64,6 @@ def make_server(name: str, kind: str, tmp_path: Path, token: str, **kw) -> MCPSe
 def time_server(name: str = "time", *, trusted: bool, token: str = "") -> MCPServer:
     return MCPServer(name, command=sys.executable, args=("-m", "mcp_server_time"), trust_annotations=trusted,
                      env={"MCP_TEST_TOKEN": token} if token else {})
-
-
-def processes_with(token: str) -> dict[int, str]:
-    """Live processes (not zombies) whose environment carries MCP_TEST_TOKEN=token: pid -> command line."""
-    marker = f"MCP_TEST_TOKEN={token}".encode()
-    found: dict[int, str] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/environ", "rb") as f:
-                environ = f.read().split(b"\0")
-            with open(f"/proc/{entry}/stat", "rb") as f:
-                stat = f.read()
-            with open(f"/proc/{entry}/cmdline", "rb") as f:
-                cmdline = f.read().replace(b"\0", b" ").decode(errors="replace")
-        except OSError:
-            continue
-        if marker in environ and stat[stat.rfind(b")") + 2:stat.rfind(b")") + 3] != b"Z":
-            found[int(entry)] = cmdline
-    return found
 
 
 def alive(pid: int) -> bool:

@@ -19,8 +19,18 @@ from tether.state import Cancelled, Status
 from tether.tui.app import STOP_REASON, TetherApp
 from tether.tui.components.dialogs import ApproveDialog, ResumeDialog
 
-from tests.support import still_console
-from tests.test_tui import SIZE, finish, open_armed, transcript, wait_for
+from tests.support import (
+    SIZE,
+    children_of,
+    ended,
+    finish,
+    header,
+    notices,
+    open_armed,
+    still_console,
+    transcript,
+    wait_for,
+)
 
 CAP_S = 60.0
 
@@ -38,53 +48,8 @@ async def spawn(*args: str) -> asyncio.subprocess.Process:
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
 
 
-async def ended(proc: asyncio.subprocess.Process) -> tuple[int, str]:
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), CAP_S)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    return proc.returncode or 0, (out + err).decode()
-
-
-def notices(app: TetherApp) -> list[str]:
-    """What the app notified, in words (title and message)."""
-    said: list[str] = []
-    notify = app.notify
-
-    def recording(message: str, *args: Any, title: str = "", **kw: Any) -> None:
-        said.append(f"{title}: {message}")
-        notify(message, *args, title=title, **kw)
-
-    app.notify = recording  # type: ignore[method-assign]
-    return said
-
-
-def header(app: TetherApp) -> str:
-    return str(getattr(app.console_screen.query_one("#run-header"), "_tether_last", ""))
-
-
 def watcher_threads() -> list[str]:
     return [t.name for t in threading.enumerate() if t.name.startswith("tether-watch")]
-
-
-def children_of(pid: int) -> list[str]:
-    """The processes whose parent is ``pid`` (what the console left behind), but the
-    PostgreSQL server the test session started (tests/pg.py), which outlives every test."""
-    out = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as f:
-                head, tail = f.read().rsplit(")", 1)
-        except OSError:
-            continue
-        fields = tail.split()
-        if int(fields[1]) == pid and fields[0] != "Z" and head.split("(", 1)[-1] != "postgres":
-            out.append(entry)
-    return out
 
 
 async def test_a_run_of_another_process_is_live_and_stopped_from_the_console(tmp_path: Path) -> None:

@@ -13,7 +13,6 @@ binaries it is skipped here and fails in CI.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -30,9 +29,9 @@ from tether.runstore import Handle, Store
 from tether.state import Limits, NeedsApproval, RunState, StateError, Status, args_hash, pending_calls
 from tether.store import RunStore
 from tests.endpoints import completion, turns
+from tests.support import TABLES, wait_until
 
 SECRET = "sk-contract-SECRET-0123456789abcdef"
-TABLES = ("runs", "messages", "trace", "ledger", "owners", "control")
 
 
 @pytest.fixture(params=["file", "postgresql"])
@@ -61,15 +60,6 @@ def stored_bytes(store: Store, tmp_path: Path) -> str:
         return "\n".join(p.read_bytes().decode(errors="replace") for p in (tmp_path / "runs").rglob("*") if p.is_file())
     with store._conn() as conn:  # type: ignore[attr-defined]
         return "\n".join(row[0] for t in TABLES for row in conn.execute(store.q(f"SELECT x::text FROM {{s}}.{t} x")))  # type: ignore[attr-defined]
-
-
-def wait_until(predicate: Any, what: str, timeout_s: float = 20.0) -> None:
-    """Poll a condition (a server ends a dead session's backend on its own schedule)."""
-    deadline = time.monotonic() + timeout_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"not within {timeout_s} s: {what}")
-        time.sleep(0.01)
 
 
 def new_state(run_id: str, *messages: dict[str, Any]) -> RunState:

@@ -20,7 +20,7 @@ from tether.state import Cancelled, Policies, Status
 from tether.store import RunStore
 from tests.conftest import Recorder
 from tests.endpoints import call, completion, scripted_app
-from tests.test_mcp import SERVERS, processes_with
+from tests.support import SERVERS, processes_with
 
 CAP_S = 60.0
 

@@ -9,10 +9,6 @@ import os
 import sys
 from pathlib import Path
 
-from starlette.applications import Starlette
-from starlette.requests import Request
-from starlette.responses import StreamingResponse
-from starlette.routing import Route
 
 from tether.agents import Agent
 from tether.cancel import CancelSignal
@@ -22,47 +18,7 @@ from tether.provider.server import running_app
 from tether.state import Cancelled, Status
 from tether.trace import read_trace
 from tests.conftest import Recorder
-
-WORDS = ["The ", "archive ", "holds ", "1200 ", "entries."]
-
-
-def chunk(delta: dict, finish: str | None = None, usage: dict | None = None) -> str:
-    body = {"id": "c", "object": "chat.completion.chunk", "created": 0, "model": "m",
-            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
-    if usage:
-        body["usage"] = usage
-    return f"data: {json.dumps(body)}\n\n"
-
-
-class SlowStream:
-    """Streams WORDS one at a time, each after ``gate`` is released (or a pause); records
-    whether the client went away before the end."""
-
-    def __init__(self, *, hold_after: int | None = None) -> None:
-        self.hold_after = hold_after
-        self.sent: list[str] = []
-        self.closed_early = asyncio.Event()
-        self.release = asyncio.Event()
-
-    def app(self) -> Starlette:
-        async def completions(request: Request) -> StreamingResponse:
-            async def events():
-                try:
-                    yield chunk({"role": "assistant"})
-                    for i, word in enumerate(WORDS):
-                        if self.hold_after is not None and i == self.hold_after:
-                            await self.release.wait()  # held mid-stream until the test says so
-                        await asyncio.sleep(0.01)
-                        self.sent.append(word)
-                        yield chunk({"content": word})
-                    yield chunk({}, "stop")
-                    yield chunk({}, None, {"prompt_tokens": 50, "completion_tokens": 5, "total_tokens": 55})
-                    yield "data: [DONE]\n\n"
-                except (asyncio.CancelledError, GeneratorExit):
-                    self.closed_early.set()
-                    raise
-            return StreamingResponse(events(), media_type="text/event-stream")
-        return Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+from tests.support import WORDS, SlowStream
 
 
 def agent(url: str, tmp: Path) -> Agent:

@@ -18,7 +18,7 @@ import pytest
 from tether.harness import Harness
 from tether.pgstore import PgStore, StoreUnavailable, redact
 from tether.state import RunState, StateError, Status
-from tests.test_store_contract import TABLES, wait_until
+from tests.support import TABLES, wait_until
 
 
 @pytest.fixture

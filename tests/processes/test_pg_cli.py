@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tether.pgstore import PgStore
-from tests.test_store_contract import TABLES
+from tests.support import TABLES
 
 CAP_S = 60.0
 
@@ -79,7 +79,7 @@ def test_watch_follows_a_run_of_another_process_on_postgresql(pg: PgStore, pg_se
     run = subprocess.Popen([sys.executable, "-m", "tether.cli", "run", "slow", "--run-id", "s", "--store", url],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(tmp_path), cwd=tmp_path)
     try:
-        from tests.test_store_contract import wait_until
+        from tests.support import wait_until
 
         wait_until(lambda: pg.exists("s"), "the run is made")
         watched = tether(tmp_path, "watch", "s", "--store", url)
@@ -125,7 +125,7 @@ def test_a_sigkilled_run_keeps_its_tools_events_and_resume_finishes_it(pg: PgSto
     a tool leaves the tool's events (not only what its last save held); resume adopts it."""
     import signal
 
-    from tests.test_store_contract import wait_until
+    from tests.support import wait_until
 
     url = pg_server.url
     run = subprocess.Popen([sys.executable, "-m", "tether.cli", "run", "slow", "--run-id", "k", "--store", url],

@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 
 from tests import pg as pgserver
+from tests.support import TURNS
 
 CAP_S = 90.0
-TURNS = 12
 
 
 @pytest.fixture

@@ -1,6 +1,6 @@
 """Hostile input, end to end: what a model, a provider, a file or a tampered run dir sends.
 
-The unit-level refusals live next to their code (tests/test_tools.py, test_workspace.py,
+The unit-level refusals live next to their code (tests/unit/test_tools.py, test_workspace.py,
 test_client.py, test_loopback.py, test_loop.py, test_persistence.py, test_tui.py; the
 campaign lists them in tests/campaign/hostile.py). Here each case goes through a whole
 run or the CLI, and checks what is left afterwards: the workspace, the transcript, the

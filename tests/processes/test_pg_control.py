@@ -18,7 +18,7 @@ import pytest
 
 from tether.pgstore import PgStore
 from tether.state import Cancelled, NeedsApproval, Status
-from tests.test_store_contract import TABLES
+from tests.support import TABLES
 
 CAP_S = 60.0
 

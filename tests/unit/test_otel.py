@@ -751,7 +751,7 @@ def test_tether_run_exports_its_run_when_an_endpoint_is_set(clean_env, collector
 
 
 async def test_the_console_exports_its_own_runs(clean_env, collector: Collector, tmp_path: Path):
-    from tests.test_tui import SIZE, finish, settle
+    from tests.support import SIZE, finish, settle
 
     app = still_console(runs_dir=tmp_path / "runs", workspace=tmp_path / "ws", start=["plan"],
                     otlp=collector.url, watch=False)

@@ -8,8 +8,6 @@ synchronises on a fixed sleep, and nothing asserts on timing.
 from __future__ import annotations
 
 import re
-import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -25,54 +23,11 @@ from tether.tui.components.dialogs import ApproveDialog, HelpScreen, NewRunDialo
 from tether.tui.components.runs_list import RunsList
 from tether.tui.text import clean
 
-from tests.support import still_console
-
-SIZE = (160, 45)
-CAP_S = 30.0
-
-
-async def wait_for(pilot: Pilot[Any], predicate: Callable[[], bool], what: str, cap: float = CAP_S) -> None:
-    deadline = time.monotonic() + cap
-    while not predicate():
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {cap:g} s waiting for {what}")
-        await pilot.pause(0.01)
-
-
-def make_app(tmp_path: Path, **kw: Any) -> TetherApp:
-    return still_console(runs_dir=tmp_path / "runs", workspace=tmp_path / "workspace", **kw)
-
-
-def transcript(app: TetherApp) -> str:
-    return app.transcript_view.text
+from tests.support import SIZE, finish, make_app, open_armed, settle, transcript, wait_for
 
 
 def status(app: TetherApp, rid: str) -> Status:
     return app.states[rid].status
-
-
-async def settle(pilot: Pilot[Any], app: TetherApp, what: str = "the runs to stop") -> None:
-    """Wait until no run is being driven and the views have caught up."""
-    await wait_for(pilot, lambda: not app.active, what)
-    await pilot.pause()
-    app._flush()
-    await pilot.pause()
-
-
-async def finish(pilot: Pilot[Any], app: TetherApp) -> None:
-    """Every worker stopped at the end of a test."""
-    await app.stop_all()
-    await app.workers.wait_for_complete()
-    assert not app.active
-    assert all(w.is_finished for w in app.workers)
-
-
-async def open_armed(pilot: Pilot[Any], app: TetherApp, key: str, kind: type) -> Any:
-    await pilot.press(key)
-    await wait_for(pilot, lambda: isinstance(app.screen, kind), f"the {kind.__name__}")
-    dialog = app.screen
-    await wait_for(pilot, lambda: dialog.armed, "the dialog's grace period to end")
-    return dialog
 
 
 async def destructive_waiting(pilot: Pilot[Any], app: TetherApp, rid: str = "destructive-1") -> str:

@@ -19,7 +19,7 @@ from tether.pgwatch import PgWatcher
 from tether.state import RunState, Status
 from tether.store import SaveError
 from tether.watch import JOURNAL, NEW, OWNER, TRACE
-from tests.test_store_contract import TABLES, wait_until
+from tests.support import TABLES, wait_until
 
 CAP_S = 30.0
 

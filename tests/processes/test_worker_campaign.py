@@ -1,7 +1,7 @@
 """The crash campaign on PostgreSQL with queue workers (tests/campaign/workers.py), reduced
 to fit ``make test``; ``make campaign`` runs every point.
 
-(In a file of its own, after tests/test_console_store.py, whose tests check that the test
+(In a file of its own, after tests/console/test_console_store.py, whose tests check that the test
 process has no children left: the session's PostgreSQL server is one, from its first use.)
 """
 

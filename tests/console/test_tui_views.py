@@ -21,7 +21,7 @@ from textual.geometry import Offset
 from textual.selection import Selection
 
 from tether.state import Limits, Status
-from tests.test_tui import SIZE, finish, make_app, settle, wait_for
+from tests.support import SIZE, finish, make_app, settle, wait_for
 from tether.tui.components.dialogs import NewRunRequest
 from tether.tui.components.runs_list import COLUMNS, RunRow, RunsList, row_text
 from tether.tui.components.transcript import TranscriptView

@@ -24,7 +24,7 @@ from tether.state import NeedsApproval, Status
 from tether.store import JOURNAL_FILE, RunStore
 from tests.endpoints import call, completion, scripted_app
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "helpdesk"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "helpdesk"
 
 
 def helpdesk_script(turn: int, request, body: dict) -> dict:
