@@ -181,6 +181,37 @@ _SAVE = _SAVE_TEMPLATE.format(keep="")
 # A retry after a lost connection may find the first try committed: the rows already there
 # are the same rows, and are kept.
 _SAVE_AGAIN = _SAVE_TEMPLATE.format(keep=" ON CONFLICT DO NOTHING")
+# Taking a run: the lock tried once (a materialized CTE), and the token, the owner record and
+# its notification only if it was free. A run that does not exist gives a row of NULLs.
+_TAKE = """
+WITH lock AS MATERIALIZED (
+    SELECT pg_try_advisory_lock(lock_key) AS got FROM {s}.runs WHERE run_id = %(run)s
+), run AS (
+    UPDATE {s}.runs SET owner_token = %(token)s WHERE run_id = %(run)s AND (SELECT got FROM lock)
+    RETURNING header, message_count
+), owner AS (
+    INSERT INTO {s}.owners (run_id, token, pid, host, "user", since, heartbeat, command, control, backend_pid)
+    SELECT %(run)s, %(token)s, %(pid)s, %(host)s, %(user)s, %(since)s, %(heartbeat)s, %(command)s, %(control)s,
+           pg_backend_pid()
+    WHERE (SELECT got FROM lock)
+    ON CONFLICT (run_id) DO UPDATE SET token = EXCLUDED.token, pid = EXCLUDED.pid, host = EXCLUDED.host,
+        "user" = EXCLUDED."user", since = EXCLUDED.since, heartbeat = EXCLUDED.heartbeat,
+        command = EXCLUDED.command, control = EXCLUDED.control, backend_pid = EXCLUDED.backend_pid
+)
+SELECT (SELECT got FROM lock), (SELECT header FROM run), (SELECT message_count FROM run),
+       CASE WHEN (SELECT got FROM lock) THEN pg_notify(%(channel)s, %(notice)s) END
+"""
+# The trace lines no save took (PgHandle._flush), fenced like a save. A line already there
+# is the same line, sent again after a lost connection: kept.
+_FLUSH = """
+WITH trace AS (
+    INSERT INTO {s}.trace (run_id, seq, record)
+    SELECT %(run)s, t.seq, t.record FROM unnest(%(seqs)s::bigint[], %(records)s::json[]) AS t(seq, record)
+    WHERE (SELECT 1 / count(*)::int FROM {s}.runs WHERE run_id = %(run)s AND owner_token = %(token)s) = 1
+    ON CONFLICT DO NOTHING
+)
+SELECT pg_notify(%(channel)s, %(trace)s)
+"""
 _OWNER_COLUMNS = ("pid", "host", "user", "since", "heartbeat", "command", "control")
 
 
@@ -741,10 +772,9 @@ class PgHandle:
         log.warning("run %s: the connection to %s was lost and is back; the run goes on", self.run_id, self.store.where)
 
     def acquire(self, *, control: str | None = None) -> RunState:
-        """Take the run and load it in one pipelined transaction (one round trip): the lock,
-        the token, the owner record and its notification, the header, the messages and the
-        last ``seq``. Its first statement divides by zero unless the lock was free, so a run
-        another session holds is left untouched."""
+        """Take the run and load it in one round trip: the lock, the token, the owner record
+        and its notification (one statement, which writes nothing unless the lock was
+        free), then the messages and the last ``seq``."""
         token = uuid.uuid4().hex
         now = time.time()
         owner = {"pid": os.getpid(), **_whoami(), "since": now, "heartbeat": now}
@@ -756,26 +786,26 @@ class PgHandle:
             while True:
                 conn = self._db.connect()
                 try:
-                    header, count, messages, seq = self._take(conn, token, owner)
-                    break
-                except psycopg.errors.DivisionByZero:
-                    pause = next(pauses, None)
-                    if pause is None:
-                        other = self.store.owner(self.run_id)
-                        who = (f" (pid {other.pid} on {other.host})"
-                               if other is not None and other.pid is not None else "")
-                        raise StateError(f"run {self.run_id} is already being run by another process{who}: it "
-                                         f"holds the run's lock in the database {self.store.where}; wait for it, "
-                                         f"or stop it") from None
-                    time.sleep(pause)
-                except psycopg.errors.ForeignKeyViolation:
-                    raise StateError(f"no run {self.run_id} in {self.store.where}") from None
+                    taken = self._take(conn, token, owner)
                 except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
                     # A kept session the server has since dropped: once more, on a new one.
                     self._db.abandon()
                     if fresh:
                         raise StoreUnavailable(f"{self.store.where}: {_clean(exc, self.store.url)}") from None
                     fresh = True
+                    continue
+                if taken is not None:
+                    header, count, messages, seq = taken
+                    break
+                pause = next(pauses, None)
+                if pause is None:
+                    other = self.store.owner(self.run_id)
+                    who = (f" (pid {other.pid} on {other.host})"
+                           if other is not None and other.pid is not None else "")
+                    raise StateError(f"run {self.run_id} is already being run by another process{who}: it "
+                                     f"holds the run's lock in the database {self.store.where}; wait for it, "
+                                     f"or stop it")
+                time.sleep(pause)
             if len(messages) != count:
                 raise StateError(f"run {self.run_id}: {len(messages)} messages stored, its header says {count}")
             state = RunState.from_dict({**header, "messages": messages})
@@ -785,37 +815,32 @@ class PgHandle:
             return state
 
     def _take(self, conn: psycopg.Connection, token: str,
-              owner: dict[str, Any]) -> tuple[dict[str, Any], int, list[Any], int]:
+              owner: dict[str, Any]) -> tuple[dict[str, Any], int, list[Any], int] | None:
+        """One pipeline: the taking statement (:data:`_TAKE`), the messages, the last ``seq``.
+        None when another session holds the lock (nothing was written); StateError when
+        there is no such run."""
         run_id = self.run_id
         try:
             with conn.pipeline():
-                with conn.transaction():
-                    conn.execute(self._q("SELECT 1 / (SELECT pg_try_advisory_lock(lock_key)::int FROM {s}.runs "
-                                         "WHERE run_id = %s)"), (run_id,))
-                    row = conn.execute(self._q("UPDATE {s}.runs SET owner_token = %s WHERE run_id = %s "
-                                               "RETURNING header, message_count"), (token, run_id))
-                    conn.execute(self._q(
-                        "INSERT INTO {s}.owners (run_id, token, pid, host, \"user\", since, heartbeat, command, "
-                        "control, backend_pid) VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, pg_backend_pid()) "
-                        "ON CONFLICT (run_id) DO UPDATE SET token = EXCLUDED.token, pid = EXCLUDED.pid, "
-                        "host = EXCLUDED.host, \"user\" = EXCLUDED.\"user\", since = EXCLUDED.since, "
-                        "heartbeat = EXCLUDED.heartbeat, command = EXCLUDED.command, control = EXCLUDED.control, "
-                        "backend_pid = EXCLUDED.backend_pid"),
-                        (run_id, token, owner["pid"], owner.get("host"), owner.get("user"), owner["since"],
-                         owner["heartbeat"], owner.get("command"), _address_in(owner.get("control"))))
-                    self.store.notify(conn, run_id, OWNER)
-                    # Nobody else writes a run whose lock this session holds: one snapshot is not needed.
-                    messages = conn.execute(self._q("SELECT message FROM {s}.messages WHERE run_id = %s "
-                                                    "ORDER BY idx"), (run_id,))
-                    last = conn.execute(self._q("SELECT coalesce(max(seq), 0) FROM {s}.trace WHERE run_id = %s"),
+                took = conn.execute(self._q(_TAKE), {
+                    "run": run_id, "token": token, "pid": owner["pid"], "host": owner.get("host"),
+                    "user": owner.get("user"), "since": owner["since"], "heartbeat": owner["heartbeat"],
+                    "command": owner.get("command"), "control": _address_in(owner.get("control")),
+                    "channel": self.store.channel, "notice": _notice(run_id, OWNER)})
+                # Nobody else writes a run whose lock this session holds: one snapshot is not needed.
+                messages = conn.execute(self._q("SELECT message FROM {s}.messages WHERE run_id = %s ORDER BY idx"),
                                         (run_id,))
-        except psycopg.errors.DivisionByZero:
-            raise
+                last = conn.execute(self._q("SELECT coalesce(max(seq), 0) FROM {s}.trace WHERE run_id = %s"),
+                                    (run_id,))
         except BaseException:
             with contextlib.suppress(psycopg.Error):  # the lock may have been taken before the failure
                 conn.execute("SELECT pg_advisory_unlock_all()")
             raise
-        header, count = row.fetchone()
+        got, header, count, _ = took.fetchone()
+        if got is None:
+            raise StateError(f"no run {run_id} in {self.store.where}")
+        if not got:
+            return None
         return header, count, [m for (m,) in messages.fetchall()][:count], last.fetchone()[0]
 
     # ---- saving -------------------------------------------------------------------------
@@ -911,8 +936,8 @@ class PgHandle:
         self._flusher.start()
 
     def _flush(self) -> None:
-        """The trace lines no save took, in a transaction of their own, fenced by the owner's
-        token like a save, with a ``trace`` notification. Lines are committed in ``seq``
+        """The trace lines no save took, in a statement of their own (:data:`_FLUSH`), fenced
+        by the owner's token like a save, with a ``trace`` notification. Lines are committed in ``seq``
         order: while a save that took earlier lines is still committing them, this waits
         for the next round (a follower reads after the last ``seq`` it saw)."""
         with self._db.lock:
@@ -925,13 +950,14 @@ class PgHandle:
                     return
                 lines, self._trace_lines = self._trace_lines, []
             try:
-                with self._conn() as conn, conn.pipeline(), conn.transaction():
-                    conn.execute(self._q("SELECT 1 / (SELECT count(*) FROM {s}.runs WHERE run_id = %s "
-                                         "AND owner_token = %s)::int"), (self.run_id, self._token))
-                    with conn.cursor() as c:
-                        c.executemany(self._q("INSERT INTO {s}.trace (run_id, seq, record) VALUES (%s, %s, %s)"),
-                                      [(self.run_id, seq, line) for seq, line in lines])
-                    self.store.notify(conn, self.run_id, TRACE)
+                with self._conn() as conn:
+                    conn.execute(self._q(_FLUSH), {
+                        "run": self.run_id, "token": self._token, "seqs": [seq for seq, _ in lines],
+                        "records": [line for _, line in lines], "channel": self.store.channel,
+                        "trace": _notice(self.run_id, TRACE)})
+            except psycopg.errors.DivisionByZero:
+                self._restore(lines, {})
+                log.warning("run %s: trace lines not committed: another process has taken the run over", self.run_id)
             except (SaveError, psycopg.Error) as exc:
                 # The next save (or the release) takes them again, or says why it cannot.
                 self._restore(lines, {})

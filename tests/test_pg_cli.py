@@ -149,3 +149,31 @@ def test_a_sigkilled_run_keeps_its_tools_events_and_resume_finishes_it(pg: PgSto
     resumed = tether(tmp_path, "resume", "k", "--store", url)
     assert resumed.returncode == 0, resumed.stderr
     assert "status=completed" in resumed.stdout
+
+
+def test_watch_all_shows_a_run_started_after_it_and_ends_on_sigint(pg: PgStore, pg_server, tmp_path: Path):
+    import signal
+
+    url = pg_server.url
+    assert tether(tmp_path, "run", "plan", "--run-id", "before", "--store", url).returncode == 0
+    watch = subprocess.Popen([sys.executable, "-m", "tether.cli", "watch", "--all", "--store", url],
+                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(tmp_path),
+                             cwd=tmp_path)
+    try:
+        assert watch.stderr.readline().startswith("watching every run in postgresql://tether:***@")
+        assert tether(tmp_path, "run", "plan", "--run-id", "after", "--store", url).returncode == 0
+        lines = []
+        for line in watch.stdout:
+            lines.append(line)
+            if "run_stopped" in line:
+                break
+        watch.send_signal(signal.SIGINT)
+        assert watch.wait(CAP_S) == 0
+    finally:
+        if watch.poll() is None:
+            watch.kill()
+            watch.wait()
+        watch.stdout.close()
+        watch.stderr.close()
+    assert lines and all(line.startswith("after  ") for line in lines)  # the finished run's history is not replayed
+    assert "run_started" in lines[0]
