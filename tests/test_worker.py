@@ -77,6 +77,10 @@ def test_a_submitted_run_waits_as_queued_then_a_worker_runs_it(fleet: Fleet, sto
     view = worker.queue_view(store)
     assert view.depth == 0 and view.executors[run_id] == w.executor_id
     assert view.worker_of(run_id).pid == w.pid and view.worker_of(run_id).alive
+    if _cli_has_store():
+        listed = fleet.tether("runs", "--store", fleet.url)
+        line = next(x for x in listed.stdout.splitlines() if x.startswith(run_id))
+        assert f"{w.pid}@" in line and f"(worker {w.executor_id})" in line
     wait_for(lambda: _ended(store, run_id), "the run to end", 60)
     state = store.load(run_id)
     assert state.status is Status.COMPLETED and "1200" in (state.answer or "")
