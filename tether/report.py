@@ -105,6 +105,8 @@ def owner_words(run_id: str, liveness: str | None, owner: Owner | None, *, long:
         if owner is None or owner.pid is None:
             return "held by a process that has not said who it is"
         words = f"{owner.where} since {_clock(owner.since, now)}"
+        if not long and (owner.command or "").startswith("tether worker "):
+            words += f" ({owner.command[len('tether '):]})"  # which queue worker: its executor id
         if long:
             if owner.user:
                 words += f" as {owner.user}"

@@ -12,7 +12,7 @@ The mapping:
   under one application version (:data:`APP_VERSION`) by every worker whatever its Tether
   version: its code is the harness's resume path, which any version runs. Enqueueing the
   same run twice gives the same workflow.
-* **A drive step** (:func:`_drive`) takes the run and runs it until it stops, through
+* **A drive step** (:meth:`Worker.drive`) takes the run and runs it until it stops, through
   :meth:`Harness.run` (or ``approve``/``reject`` after a decision). Its result is only the
   run's status. If the worker dies inside it, the recovered workflow runs the step again,
   and the harness resumes from the last committed Tether step: a model turn whose reply
@@ -30,7 +30,7 @@ The mapping:
 * **Recovery without Conductor.** Each worker holds a session advisory lock on its
   executor id for its life (:class:`Worker`); the server drops it the moment the process
   dies. Once a second a worker looks for executors with ``PENDING`` workflows whose lock
-  is free, claims the dead executor's lock (so only one worker recovers it), and resumes
+  is free and whose heartbeat is :data:`SILENT_S` old, claims the dead executor's lock (so only one worker recovers it), and resumes
   its workflows on their own queues (``resume_workflow(id, queue_name=...)``), so the
   concurrency limit holds for them too.
 """
@@ -779,10 +779,6 @@ def serve(url: str, *, concurrency: int = 1, config: Config | None = None) -> in
     finally:
         worker.stop()
     return 1 if worker.superseded else 0
-
-
-def describe_cannot(cannot: dict[str, str]) -> str:
-    return "; ".join(f"{name}: {why}" for name, why in cannot.items())
 
 
 def config_path(path: Path | None) -> Path | None:

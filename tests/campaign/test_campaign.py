@@ -96,4 +96,3 @@ def test_resume_and_approve_act_on_the_runs_own_workspace(tmp_path: Path):
     assert not (tmp_path / "own" / "access.log").exists(), "the approved deletion went elsewhere"
     default = tmp_path / "home" / "workspace" / "access.log"
     assert not default.parent.exists() or default.exists(), "a file in the default workspace was deleted"
-

@@ -2,9 +2,9 @@
 run once the run's committed trace holds k lines, let a second worker recover the run, and
 compare the result with an uninterrupted run (the invariants of :mod:`tests.campaign.crash`).
 
-A PostgreSQL trace line is committed with the save after it, so "k lines" is always just
-after a save: the worker is then in a tool call, asking the model, or (destructive) waiting
-for the approval, which :func:`drive` gives through :func:`tether.worker.decide` as
+A PostgreSQL trace line is committed with the save after it, or by the store's trace timer
+within 150 ms, so "k lines" lands just after a save or inside a tool call or a model request,
+or (destructive) while the run waits for the approval, which :func:`drive` gives through :func:`tether.worker.decide` as
 ``tether approve`` would. What must hold, besides :func:`tests.campaign.crash.compare`
 (status, answer, turns, tokens, cost; provider requests at most one more per kill; the
 trace complete and in order; the workspace's files):

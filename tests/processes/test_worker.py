@@ -77,6 +77,11 @@ def test_a_submitted_run_waits_as_queued_then_a_worker_runs_it(fleet: Fleet, sto
     view = worker.queue_view(store)
     assert view.depth == 0 and view.executors[run_id] == w.executor_id
     assert view.worker_of(run_id).pid == w.pid and view.worker_of(run_id).alive
+    if _cli_has_store():
+        listed = fleet.tether("runs", "--store", fleet.url)
+        line = next(x for x in listed.stdout.splitlines() if x.startswith(run_id))
+        # (The 3 s tool may have ended by the time the command printed: then the run is done.)
+        assert f"{w.pid}@" in line and f"(worker {w.executor_id})" in line or " completed " in line, line
     wait_for(lambda: _ended(store, run_id), "the run to end", 60)
     state = store.load(run_id)
     assert state.status is Status.COMPLETED and "1200" in (state.answer or "")
@@ -116,7 +121,8 @@ def test_a_sigkilled_workers_run_is_finished_by_another_without_paying_twice(fle
     # The reply asking for scan_archive is saved before the 3 s tool runs: kill in the tool.
     wait_for(lambda: store.load(run_id).turns == 1 and store.owner(run_id).alive, "the tool call to start")
     first.kill()
-    assert store.liveness(run_id) in ("queued", "orphaned")
+    # The server ends the dead session's backend on its own schedule; then the run is the queue's.
+    wait_for(lambda: store.liveness(run_id) == "queued", "the killed worker's run to show as queued", 30)
     second = fleet.start()
     wait_for(lambda: _ended(store, run_id), "the second worker to finish the run", 90)
     state = store.load(run_id)
@@ -316,3 +322,36 @@ def test_a_stop_for_a_queued_run_stops_it_before_its_first_turn(fleet: Fleet, st
     state = store.load(run_id)
     assert state.status is Status.INTERRUPTED and isinstance(state.interruption, Cancelled)
     assert state.turns == 0 and counter.requests["stop-queued"] == 0
+
+
+def test_a_run_whose_agent_a_listening_worker_cannot_rebuild_is_left_in_words(fleet: Fleet, store: PgStore,
+                                                                               provider, tmp_path: Path):
+    """The worker builds *its* agent custom, but the run was made from another file's agent
+    of that name, whose module it lacks: the run is not started, its trace says why, it
+    shows as orphaned (nothing waits silently), and tether resume finishes it where the
+    module is."""
+    base, _ = provider
+    mine, theirs, modules = tmp_path / "mine", tmp_path / "theirs", tmp_path / "modules"
+    for folder in (mine / "ws", theirs / "ws", modules):
+        folder.mkdir(parents=True)
+    (mine / "local_tools.py").write_text(WTOOLS)
+    (modules / "wtools.py").write_text(WTOOLS)
+    for folder, module in ((mine, "local_tools"), (theirs, "wtools")):
+        (folder / "tether.toml").write_text(textwrap.dedent(f"""
+            [agents.custom]
+            model = "plan"
+            base_url = "{base}/rebuild/v1"
+            workspace = "./ws"
+            tools = ["{module}:list_files", "{module}:read_file"]
+        """))
+    w = fleet.start("--config", str(mine / "tether.toml"))
+    run_id = fleet.submit("custom", "--config", str(theirs / "tether.toml"), "--prompt", "what went wrong?",
+                          pythonpath=[str(modules)])
+    wait_for(lambda: worker._workflow_status(store, run_id) == "SUCCESS", "the worker to give the run up", 60)
+    notes = [r["text"] for r in _trace(store, run_id) if r["kind"] == "worker_note"]
+    assert len(notes) == 1 and "cannot build the run's agent" in notes[0] and "wtools" in notes[0]
+    assert store.summary(run_id).shown_status == "orphaned" and store.load(run_id).turns == 0
+    assert "cannot build the run's agent" in w.text()
+    resumed = fleet.tether("resume", run_id, "--store", fleet.url, pythonpath=[str(modules)])
+    assert resumed.returncode == 0, resumed.stderr
+    assert store.load(run_id).status is Status.COMPLETED

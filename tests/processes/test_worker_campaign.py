@@ -10,10 +10,10 @@ from __future__ import annotations
 import pytest
 
 
-# A reduced set of SIGKILL points: plan's 9 committed trace lines (kill after the first
-# reply with its tool call is saved, so in the tool; after a tool result, so asking the model),
-# destructive's 13 (while it waits for the approval; after the approval is saved, so in the
-# approved delete), and repeat_write between its two writes.
+# A reduced set of SIGKILL points, by committed trace lines (a line is committed with the
+# next save, or by the store's trace timer): plan early (its first tool call) and midway (its
+# second turn), destructive while it waits for the approval and once the approved delete is
+# under way, repeat_write between its two writes.
 WORKER_POINTS = {"plan": [2, 4], "destructive": [7, 8], "repeat_write": [4]}
 
 
