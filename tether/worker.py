@@ -725,7 +725,10 @@ class Worker:
 
     def _operation(self, harness: Harness, state: RunState, decision: dict[str, Any] | None) -> Any:
         run_id = state.run_id
-        if state.status is Status.RUNNING or _shut_down(state):
+        waiting = state.interruption if isinstance(state.interruption, NeedsApproval) else None
+        if state.status is Status.RUNNING or _shut_down(state) \
+                or (waiting is not None and waiting.call_id in state.approvals):
+            # (The last: the decision was saved, and the worker died before the run went on.)
             return lambda: harness.run(run_id)
         if decision is not None and isinstance(state.interruption, NeedsApproval) \
                 and state.interruption.call_id == decision.get("call_id") \

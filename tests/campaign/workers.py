@@ -76,6 +76,7 @@ class WorkerCampaign:
         self.base_url = ""
         self.store = PgStore(url)
         self._cells = 0
+        self._decided: set[tuple[str, str]] = set()
 
     def __enter__(self) -> "WorkerCampaign":
         self.base_url = self._serving.__enter__()
@@ -120,6 +121,8 @@ class WorkerCampaign:
             status = _workflow(self.store, tag)
             if status != "SUCCESS":
                 flow.problems.append(f"the run's workflow ended {status}")
+                for w in fleet.workers:  # what the workers said, for the diagnosis
+                    flow.problems.append(f"worker pid {w.pid} said: {w.text()[-1500:]!r}")
             workers = list(fleet.workers)
         for w in workers:  # stopped by the fleet (SIGTERM), or killed above
             flow.processes.append(Process("worker", w.process.returncode, [], None, "", w.text()[-2000:]))
@@ -128,15 +131,19 @@ class WorkerCampaign:
         return flow
 
     def _decide_if_waiting(self, scenario: WorkerScenario, run_id: str) -> bool:
-        """Approve the run's waiting call as an operator would (once), when a worker's
-        workflow waits for it. Never ends the wait by itself: returns False."""
+        """Approve the run's waiting call as an operator would, once per call, when a
+        worker's workflow waits for it. Never ends the wait by itself: returns False."""
         if not scenario.approve:
             return False
         state = self.store.load(run_id)
-        if isinstance(state.interruption, NeedsApproval) and state.status is Status.INTERRUPTED:
+        waiting = state.interruption
+        if isinstance(waiting, NeedsApproval) and state.status is Status.INTERRUPTED \
+                and (run_id, waiting.call_id) not in self._decided:
             from tether.worker import _decide
 
-            _decide(self.store, run_id, "approve", "", "campaign", None)
+            reply = _decide(self.store, run_id, "approve", "", "campaign", None)
+            if reply is not None:
+                self._decided.add((run_id, waiting.call_id))
         return False
 
     def _collect(self, flow: Flow, run_id: str, workspace: Path) -> None:
