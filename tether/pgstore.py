@@ -327,7 +327,8 @@ class _Db:
                 self._conn = None
 
     def abandon(self) -> None:
-        """Drop the connection at once, as a killed process would (tests only)."""
+        """Drop the connection at once, with no goodbye: one in an unknown state is never
+        used again (and the tests act out a killed process with it)."""
         if self._conn is not None:
             with contextlib.suppress(Exception):
                 self._conn.pgconn.finish()

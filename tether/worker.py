@@ -75,7 +75,7 @@ DECISION_TOPIC = "tether.decision"
 DBOS_SCHEMA = "dbos"
 DEMO_QUEUE = "tether-demo"
 """Every worker can build the demo agents (built-in tools only): one queue for them all."""
-QUEUE_POLL_S = 0.1  # DBOS polls each queue this often: a start takes ~85 ms instead of ~0.5 s
+QUEUE_POLL_S = 0.1  # DBOS polls each queue this often; its default (1 s) would make every start wait
 SUPERVISE_S = 1.0  # liveness, recovery and notes: at most once a second
 SILENT_S = 3.0
 """A worker is dead when its lock is free *and* its heartbeat (the database's clock) is older
