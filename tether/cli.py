@@ -475,11 +475,12 @@ async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
     for a decision, if one does; otherwise made here, and the run goes on in this process."""
     await _may_operate(args, verdict)
     async with _harness_for(args) as harness:
-        from tether import worker  # a worker's workflow may wait for this decision (PostgreSQL)
+        if _has_workers(harness.store):
+            from tether import worker  # a worker's workflow may wait for this decision
 
-        queued = await worker.decide(harness.store, args.run_id, verdict, text, by=_who(args))
-        if queued is not None:
-            return _emit_reply(args, queued)
+            queued = await worker.decide(harness.store, args.run_id, verdict, text, by=_who(args))
+            if queued is not None:
+                return _emit_reply(args, queued)
         owner = await call(harness.store, harness.store.owner, args.run_id)
         if owner is not None and owner.alive:
             reply = await harness.decide(args.run_id, verdict, text, by=_who(args))
@@ -500,12 +501,21 @@ async def _stop(args: argparse.Namespace) -> int:
     if not await call(store, store.exists, args.run_id):
         raise StateError(f"no run {args.run_id} in {store.where}")
     request = control.ControlRequest("stop", args.reason or "stopped from the command line", by=_who(args))
-    from tether import worker  # a worker's workflow may wait for a decision on the run (PostgreSQL)
+    if _has_workers(store):
+        from tether import worker  # a worker's workflow may wait for a decision on the run
 
-    waiting = await worker.stop_waiting(store, args.run_id, request)
-    if waiting is not None:
-        return _emit_reply(args, waiting)
+        waiting = await worker.stop_waiting(store, args.run_id, request)
+        if waiting is not None:
+            return _emit_reply(args, waiting)
     return _emit_reply(args, await control.request(store, args.run_id, request))
+
+
+def _has_workers(store: Any) -> bool:
+    """Whether queue workers may hold runs of ``store`` (PostgreSQL). The file store has
+    none, and a Stop on it should not pay for importing the workers' modules."""
+    from tether.store import RunStore
+
+    return not isinstance(store, RunStore)
 
 
 def _emit_reply(args: argparse.Namespace, reply: Any) -> int:
