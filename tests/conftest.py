@@ -6,11 +6,16 @@ import asyncio
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tether.events import Event
 from tether.harness import Harness
+
+
+if TYPE_CHECKING:
+    from tether.pgstore import PgStore
 
 
 class Recorder:
@@ -78,6 +83,22 @@ def pg_server() -> Iterator["pg.PgServer"]:
         yield server
     finally:
         server.stop()
+
+
+@pytest.fixture
+def pg(pg_url: str) -> Iterator["PgStore"]:
+    """The operator's store on the session's server, emptied of every run first."""
+    from tether.pgstore import PgStore
+
+    from tests.support import TABLES
+
+    store = PgStore(pg_url)
+    with store._conn() as conn:
+        conn.execute(store.q("TRUNCATE " + ", ".join(f"{{s}}.{t}" for t in TABLES)))
+    try:
+        yield store
+    finally:
+        store.close()
 
 
 @pytest.fixture(scope="session")

@@ -13,7 +13,6 @@ import asyncio
 import os
 import sys
 import threading
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +25,6 @@ from tether.tui.components.dialogs import ApproveDialog
 from tether.tui.model import QueueInfo
 from tests.support import (
     SIZE,
-    TABLES,
     children_of,
     ended,
     finish,
@@ -40,18 +38,6 @@ from tests.support import (
 )
 
 CAP_S = 60.0
-
-
-@pytest.fixture
-def pg(pg_url: str) -> Iterator[PgStore]:
-    """The operator's store, emptied."""
-    store = PgStore(pg_url)
-    with store._conn() as conn:
-        conn.execute(store.q("TRUNCATE " + ", ".join(f"{{s}}.{t}" for t in TABLES)))
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def console(tmp_path: Path, url: str, **kw: Any) -> TetherApp:

@@ -8,26 +8,12 @@ import json
 import os
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 
 from tether.pgstore import PgStore
-from tests.support import TABLES
 
 CAP_S = 60.0
-
-
-@pytest.fixture
-def pg(pg_url: str) -> Iterator[PgStore]:
-    store = PgStore(pg_url)
-    with store._conn() as conn:
-        conn.execute(store.q("TRUNCATE " + ", ".join(f"{{s}}.{t}" for t in TABLES)))
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def env(tmp_path: Path, **extra: str) -> dict[str, str]:

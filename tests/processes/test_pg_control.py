@@ -11,27 +11,13 @@ import asyncio
 import json
 import os
 import sys
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 
 from tether.pgstore import PgStore
 from tether.state import Cancelled, NeedsApproval, Status
-from tests.support import TABLES
 
 CAP_S = 60.0
-
-
-@pytest.fixture
-def pg(pg_url: str) -> Iterator[PgStore]:
-    store = PgStore(pg_url)
-    with store._conn() as conn:
-        conn.execute(store.q("TRUNCATE " + ", ".join(f"{{s}}.{t}" for t in TABLES)))
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def env(tmp_path: Path) -> dict[str, str]:

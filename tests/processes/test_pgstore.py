@@ -18,18 +18,7 @@ import pytest
 from tether.harness import Harness
 from tether.pgstore import PgStore, StoreUnavailable, redact
 from tether.state import RunState, StateError, Status
-from tests.support import TABLES, wait_until
-
-
-@pytest.fixture
-def pg(pg_url: str):
-    store = PgStore(pg_url)
-    with store._conn() as conn:
-        conn.execute(store.q("TRUNCATE " + ", ".join(f"{{s}}.{t}" for t in TABLES)))
-    try:
-        yield store
-    finally:
-        store.close()
+from tests.support import wait_until
 
 
 def new_state(run_id: str) -> RunState:

@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -19,20 +18,9 @@ from tether.pgwatch import PgWatcher
 from tether.state import RunState, Status
 from tether.store import SaveError
 from tether.watch import JOURNAL, NEW, OWNER, TRACE
-from tests.support import TABLES, wait_until
+from tests.support import wait_until
 
 CAP_S = 30.0
-
-
-@pytest.fixture
-def pg(pg_url: str) -> Iterator[PgStore]:
-    store = PgStore(pg_url)
-    with store._conn() as conn:
-        conn.execute(store.q("TRUNCATE " + ", ".join(f"{{s}}.{t}" for t in TABLES)))
-    try:
-        yield store
-    finally:
-        store.close()
 
 
 def new_state(run_id: str) -> RunState:
