@@ -59,7 +59,7 @@ async def quiet(pilot: Pilot[Any]) -> None:
     app = _app(pilot)
     await until(pilot, lambda: not app.active, "the runs to stop")
     await app.workers.wait_for_complete()
-    app._flush()
+    app.show_events()
     await pilot.pause()
 
 
@@ -183,7 +183,7 @@ async def take(picture: Picture, out: Path) -> Path:
         app = console(Path(tmp), latency_ms=picture.latency_ms)
         async with app.run_test(size=PICTURE_SIZE) as pilot:
             await (picture.scene.play(pilot) if isinstance(picture.scene, Scene) else picture.scene(pilot))
-            app._flush()
+            app.show_events()
             await pilot.pause()
             await pilot.wait_for_scheduled_animations()
             path = out / picture.file

@@ -233,7 +233,7 @@ async def settle(pilot: Pilot[Any], app: TetherApp, what: str = "the runs to sto
     """Wait until no run is being driven and the views have caught up."""
     await wait_for(pilot, lambda: not app.active, what)
     await pilot.pause()
-    app._flush()
+    app.show_events()
     await pilot.pause()
 
 

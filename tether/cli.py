@@ -137,6 +137,15 @@ def build_parser() -> argparse.ArgumentParser:
     _store_option(console)
     _place_options(console)
 
+    demo = sub.add_parser("demo", help="an autopilot tour of the console on the scripted provider, with captions")
+    demo.add_argument("--pace", type=_non_negative, default=1.6, metavar="SECONDS",
+                      help="how long each caption is read before the tour goes on (default 1.6)")
+    demo.add_argument("--latency-ms", type=_non_negative, default=120.0,
+                      help="the scripted provider's added latency per reply (default 120)")
+    demo.add_argument("--stay", action="store_true", help="keep the console open after the tour")
+    demo.add_argument("--runs-dir", type=Path,
+                      help="keep the tour's runs here (default: a temporary folder, removed afterwards)")
+
     agents = sub.add_parser("agents", help="list the agents: their model, endpoint and tools")
     agents.add_argument("--json", action="store_true")
     _config_option(agents)
@@ -279,6 +288,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if command == "console":
             return _console(args)
+        if command == "demo":
+            from tether.tui.tour import run_demo
+
+            return run_demo(args)
         if command == "provider":
             return _provider(args)
         if command in ("worker", "submit"):  # DBOS launches outside an event loop

@@ -125,7 +125,7 @@ async def test_a_run_of_another_process_is_followed_and_stopped_over_postgresql(
         assert app.states["pg-s1"].interruption == Cancelled(STOP_REASON, "alice")
         await wait_for(pilot, lambda: any("pg-s1 stops now" in s for s in said), "the reply's words", CAP_S)
         await wait_for(pilot, lambda: app.check_action("stop", ()) is None, "Stop to be greyed out", CAP_S)
-        app._flush()
+        app.show_events()
         await pilot.pause()
         assert "stopped by alice" in header(app)
         assert pg_server.operator_password not in shown(app)
@@ -209,7 +209,7 @@ async def test_queued_runs_and_the_queue_depth_are_shown(pg: PgStore, pg_url: st
         await app.store_ready()
         await wait_for(pilot, lambda: app.model.queue is not None and "queued-2" in app.states, "the queue")
         app.select("queued-1")
-        app._flush()
+        app.show_events()
         await pilot.pause()
         assert app.badge_key("queued-1") == "queued"
         assert app.check_action("resume", ()) is None  # a worker's to start, not the console's

@@ -82,7 +82,7 @@ async def test_a_run_of_another_process_is_live_and_stopped_from_the_console(tmp
         await wait_for(pilot, lambda: any("s1 stops now" in s for s in said), "the reply's words")
         await wait_for(pilot, lambda: app.check_action("stop", ()) is None, "Stop to be greyed out")
         await pilot.pause()
-        app._flush()
+        app.show_events()
         assert "stopped by alice" in header(app)
         assert "cancelled by the operator" in transcript(app)
         assert app.check_action("resume", ()) is True
@@ -123,7 +123,7 @@ async def test_a_process_waiting_for_a_decision_is_approved_from_the_console(tmp
         assert not app.active  # the console did not take the run: the process went on with it
         decision = app.states["d1"].approvals["call_1_0"]
         assert (decision.verdict, decision.by) == ("approved", "bob")
-        app._flush()
+        app.show_events()
         await pilot.pause()
         assert "approved by bob" in header(app)
         assert app.pending_approvals() == []
@@ -184,7 +184,7 @@ async def test_a_killed_owner_shows_as_orphaned_and_resume_adopts_it(tmp_path: P
                 run.kill()
                 await run.wait()
         await wait_for(pilot, lambda: app.badge_key("o1") == "orphaned", "the orphaned badge", CAP_S)
-        app._flush()
+        app.show_events()
         await pilot.pause()
         assert "orphaned" in header(app) and f"pid {run.pid}@" in header(app)
         assert app.check_action("stop", ()) is None  # nothing could be stopped

@@ -83,7 +83,7 @@ async def test_a_decision_from_the_console_reaches_the_workers_waiting_workflow(
         app.select(rid)
         await wait_for(pilot, lambda: app.model.decide_route(rid) == "worker", "the worker's workflow, waiting",
                        CAP_S)
-        app._flush()
+        app.show_events()
         await pilot.pause()
         assert f"waits in worker {w.executor_id}'s workflow" in header(app)
         await open_armed(pilot, app, "a", ApproveDialog)

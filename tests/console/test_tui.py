@@ -128,6 +128,19 @@ async def test_reject_writes_the_decision_in_words(tmp_path: Path, reason: str, 
 
 # ---- new run, resume ----------------------------------------------------------------------------
 
+async def test_a_print_while_the_console_runs_leaves_it_running(tmp_path: Path) -> None:
+    """A tool (a plain function of the user's) may print and flush: Textual captures it, and
+    the console goes on."""
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        print("a tool's own print", flush=True)
+        await pilot.pause()
+        app.create_run(NewRunRequest("plan"), run_id="plan-1")
+        await settle(pilot, app, "plan to finish")
+        assert app.is_running and status(app, "plan-1") is Status.COMPLETED
+        await finish(pilot, app)
+
+
 async def test_new_run_from_the_dialog(tmp_path: Path) -> None:
     app = make_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:

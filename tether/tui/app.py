@@ -295,6 +295,16 @@ class TetherApp(App[int]):
         return self.model.states
 
     @property
+    def console_up(self) -> bool:
+        """The console screen is composed and lists the store's runs."""
+        return self._console_up
+
+    @property
+    def quitting(self) -> bool:
+        """The operator asked to quit: the runs are being stopped, then the console exits."""
+        return self._quitting
+
+    @property
     def active(self) -> dict[str, Worker[Any]]:
         return self.model.active
 
@@ -364,7 +374,7 @@ class TetherApp(App[int]):
             self.select(self.model.ordered_ids()[-1])
         if self.selected is None:
             self._refresh_detail()
-        self._flush()
+        self.show_events()
         self.query_one("#runs", RunsList).focus()
         # What exists now (modules, widgets, the rank file) lives as long as the console:
         # keep it out of the cyclic collector, whose full passes over it stalled the screen
@@ -417,7 +427,7 @@ class TetherApp(App[int]):
         """A network store's first listing is in (it was taken off the loop): show it."""
         if self.selected is None and self.states:
             self.select(self.model.ordered_ids()[-1])
-        self._flush()
+        self.show_events()
 
     def _store_lost(self, words: str, lost: bool = True) -> None:
         if lost:
@@ -449,11 +459,13 @@ class TetherApp(App[int]):
     def on_flush(self, message: Flush) -> None:
         wait = self.pump.wait_s()
         if wait > 0:
-            self.set_timer(wait, self._flush)
+            self.set_timer(wait, self.show_events)
         else:
-            self._flush()
+            self.show_events()
 
-    def _flush(self) -> None:
+    def show_events(self) -> None:
+        """Bring the views up to date with every event collected so far, now. (Not named
+        ``_flush``: Textual's App calls its own ``_flush`` when a print is flushed.)"""
         try:
             self._flush_views()
         except NoMatches:  # the console is being torn down; the states are already up to date
@@ -825,7 +837,7 @@ class TetherApp(App[int]):
         self.model.ours.add(state.run_id)
         self.pump.structure_dirty = True
         self.start_run(state.run_id)
-        self._flush()
+        self.show_events()
         self.select(state.run_id)
 
     def start_run(self, rid: str, *, max_turns: int | None = None, budget_usd: float | None = None) -> Worker[Any]:
@@ -1041,7 +1053,7 @@ class TetherApp(App[int]):
             except Exception as exc:
                 self.notify(f"could not start the run: {one_line(exc)}", severity="error", markup=False)
                 return
-            self._flush()
+            self.show_events()
             self.select(rid)
 
         choices = agent_choices(self.config, base_url=self.harness.base_url, workspace=self.adhoc_workspace)

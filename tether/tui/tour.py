@@ -1,0 +1,289 @@
+"""``tether demo``: an autopilot tour of the console on the scripted provider.
+
+The tour drives the real console the way an operator would: the same keys, the same
+dialogs, the same runs on the embedded scripted provider. A caption line names each step.
+So a recording of it (``make recording``) shows the product, not a mock-up of it, and a
+test can play the same tour headlessly and check that it reaches every step.
+
+Between steps the tour waits on what the console knows (a run's status, a dialog ready
+for Enter), never on the clock; ``pace`` only adds the pauses that let a viewer read.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import tempfile
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual.pilot import Pilot
+from textual.screen import ModalScreen, Screen
+from textual.widgets import Input, Select, Static
+
+from tether.state import MaxBudget, NeedsApproval, Status
+from tether.tui.components.dialogs import ApproveDialog, NewRunDialog, RejectDialog
+
+__all__ = ["STEPS", "Caption", "Step", "Tour", "TourError", "run_demo"]
+
+
+@dataclass(frozen=True)
+class Step:
+    """One step of the tour: its name (what tests and ``Tour.reached`` use) and the caption
+    the viewer reads while it plays."""
+
+    name: str
+    caption: str
+
+
+STEPS: tuple[Step, ...] = (
+    Step("plan", "1/4 · n starts a run: plan reads the workspace and answers"),
+    Step("approval", "2/4 · destructive wants to delete a file: it waits for a decision (a shows the call)"),
+    Step("reject", "2/4 · r rejects it with a reason: the agent reads the decision in words"),
+    Step("progress", "3/4 · slow runs a long tool, which reports its progress"),
+    Step("stop", "3/4 · s stops it: the Stop reaches inside the tool, and the run can be resumed"),
+    Step("budget", "4/4 · runaway never answers: its $0.05 budget stops it; the sparkline shows each turn's prompt"),
+    Step("end", "Every run ended in a known way, for a known reason, at a known cost"),
+)
+
+REJECTION = "access.log is still needed by the log shipper"
+BUDGET_USD = "0.05"
+MAX_TURNS = "100"
+
+
+class TourError(RuntimeError):
+    """The console did not reach a step of the tour: what it was waiting for, in words."""
+
+
+class _Quit(Exception):
+    """The operator quit the console while the tour played."""
+
+
+class Caption(Static):
+    """The tour's caption line: on the console, above the key bar; on a dialog, just under
+    the dialog, which would otherwise cover it."""
+
+    DEFAULT_CSS = """
+    Caption {
+        height: 1;
+        width: 1fr;
+        padding: 0 1;
+        background: $accent;
+        color: $text;
+        text-style: bold;
+    }
+    Caption.-on-dialog {
+        width: auto;
+    }
+    """
+
+
+class Tour:
+    """The tour, as ``App.run(auto_pilot=...)`` takes it: ``await Tour(pace)(pilot)``.
+
+    ``pace``: seconds each caption is read before the tour acts (0 in tests). ``quit``:
+    quit the console after the last step (what a recording wants); otherwise it stays open
+    for the viewer. ``cap_s``: how long any one wait may take before the tour gives up with
+    a :class:`TourError`, which says what it was waiting for.
+    """
+
+    def __init__(self, pace: float = 1.6, *, quit: bool = True, cap_s: float = 60.0) -> None:
+        self.pace = pace
+        self.quit = quit
+        self.cap_s = cap_s
+        self.reached: list[str] = []
+        """The steps reached so far, by name, in order."""
+        self.runs: dict[str, str] = {}
+        """Scenario -> the id of the run the tour started for it."""
+        self.error: str | None = None
+        """Why the tour stopped short (a :class:`TourError`'s words), if it did."""
+        self._caption = ""
+
+    async def __call__(self, pilot: Pilot[Any]) -> None:
+        app: Any = pilot.app
+        try:
+            await self._until(pilot, lambda: app.console_up, "the console to open")
+            await self.plan(pilot)
+            await self.destructive(pilot)
+            await self.slow(pilot)
+            await self.runaway(pilot)
+            await self.step(pilot, "end")
+            await self.read(pilot, 2)
+        except _Quit:  # the viewer quit the console: the tour ends with it
+            return
+        except TourError as exc:
+            self.error = str(exc)
+            await app.stop_all()
+            app.exit(return_code=1, message=f"tether demo: {exc}")
+            return
+        if self.quit:
+            await app.action_quit()
+
+    # ---- the steps ---------------------------------------------------------------------
+    async def plan(self, pilot: Pilot[Any]) -> None:
+        await self.step(pilot, "plan")
+        rid = await self.new_run(pilot, "plan")
+        await self._until(pilot, lambda: self._status(pilot, rid) is Status.COMPLETED, "plan to answer")
+        await self.read(pilot)
+
+    async def destructive(self, pilot: Pilot[Any]) -> None:
+        app: Any = pilot.app
+        await self.step(pilot, "approval")
+        rid = await self.new_run(pilot, "destructive")
+        await self._until(pilot, lambda: app.can_decide(rid)
+                          and isinstance(app.states[rid].interruption, NeedsApproval),
+                          "destructive to ask for approval")
+        await self.read(pilot)
+        await pilot.press("a")
+        await self._until(pilot, lambda: isinstance(app.screen, ApproveDialog) and app.screen.armed,
+                          "the approval dialog")
+        self._show_caption(app.screen)
+        await self.read(pilot, 2)
+        await pilot.press("escape")
+        await self._until(pilot, lambda: not isinstance(app.screen, ModalScreen), "the dialog to close")
+        await self.step(pilot, "reject")
+        await pilot.press("r")
+        await self._until(pilot, lambda: isinstance(app.screen, RejectDialog) and app.screen.armed,
+                          "the reject dialog")
+        self._show_caption(app.screen)
+        await self.type(pilot, REJECTION)
+        await self.read(pilot)
+        await pilot.press("enter")
+        await self._until(pilot, lambda: self._status(pilot, rid) is Status.COMPLETED,
+                          "destructive to finish after the rejection")
+        await self.read(pilot, 2)
+
+    async def slow(self, pilot: Pilot[Any]) -> None:
+        app: Any = pilot.app
+        await self.step(pilot, "progress")
+        rid = await self.new_run(pilot, "slow")
+        await self._until(pilot, lambda: any("scanned 400 of" in line for line in app.trace_lines(rid)),
+                          "scan_archive's progress")
+        await self.step(pilot, "stop")
+        await pilot.press("s")
+        await self._until(pilot, lambda: self._status(pilot, rid) is Status.INTERRUPTED and rid not in app.active,
+                          "slow to stop")
+        await self.read(pilot, 1.5)
+
+    async def runaway(self, pilot: Pilot[Any]) -> None:
+        app: Any = pilot.app
+        await self.step(pilot, "budget")
+        rid = await self.new_run(pilot, "runaway", budget=BUDGET_USD, max_turns=MAX_TURNS)
+        await self._until(pilot, lambda: self._status(pilot, rid) is Status.BUDGET_EXCEEDED
+                          and isinstance(app.states[rid].interruption, MaxBudget) and rid not in app.active,
+                          "runaway's budget to stop it")
+        await self.read(pilot, 2)
+
+    # ---- what the steps are made of -------------------------------------------------------
+    async def step(self, pilot: Pilot[Any], name: str) -> None:
+        """Caption ``name``'s step, on whatever screen is up, and count it reached."""
+        self._caption = next(step.caption for step in STEPS if step.name == name)
+        self._check(pilot)
+        self.reached.append(name)
+        self._show_caption(pilot.app.screen)
+        await pilot.pause()
+
+    def _show_caption(self, screen: Screen[Any]) -> None:
+        """The caption on ``screen`` (a dialog gets its own copy, docked over the console's)."""
+        text = Text(self._caption)
+        found = list(screen.query(Caption))
+        if found:
+            found[0].update(text)
+            return
+        caption = Caption(text)
+        body = list(screen.query("#body"))
+        if body:  # the console: a line of its own between the runs and the key bar
+            screen.mount(caption, after=body[0])
+        else:
+            caption.add_class("-on-dialog")
+            screen.mount(caption)
+
+    async def new_run(self, pilot: Pilot[Any], scenario: str, *, budget: str | None = None,
+                      max_turns: str | None = None) -> str:
+        """Start ``scenario`` from the New run dialog, as an operator would; its run id."""
+        app: Any = pilot.app
+        before = set(app.states)
+        await pilot.press("n")
+        await self._until(pilot, lambda: isinstance(app.screen, NewRunDialog), "the New run dialog")
+        dialog = app.screen
+        self._show_caption(dialog)
+        await pilot.pause()
+        dialog.query_one("#agent", Select).value = ("demo", scenario)
+        await self.read(pilot, 0.6)
+        for selector, value in (("#max-turns", max_turns), ("#budget", budget)):
+            if value is not None:
+                field = dialog.query_one(selector, Input)
+                field.value = ""
+                await self._focus(pilot, field)
+                await self.type(pilot, value)
+        await self._focus(pilot, dialog.query_one("#prompt", Input))  # Enter there starts the run
+        await self.read(pilot, 0.6)
+        await pilot.press("enter")
+        await self._until(pilot, lambda: set(app.states) - before and app.selected not in before,
+                          f"{scenario}'s run to start")
+        rid: str = app.selected
+        self.runs[scenario] = rid
+        return rid
+
+    async def _focus(self, pilot: Pilot[Any], field: Input) -> None:
+        field.focus()  # takes effect when the app next handles its messages: wait for it
+        await self._until(pilot, lambda: pilot.app.focused is field, f"the field {field.id} to take the keys")
+
+    async def type(self, pilot: Pilot[Any], text: str) -> None:
+        """Type ``text`` into the focused field, a key at a time when a viewer is watching."""
+        if self.pace <= 0:
+            await pilot.press(*text)
+            return
+        for key in text:
+            await pilot.press(key)
+            await asyncio.sleep(0.04)
+
+    async def read(self, pilot: Pilot[Any], paces: float = 1.0) -> None:
+        """Give the viewer time to read the screen (nothing, in tests)."""
+        self._check(pilot)
+        await pilot.pause(self.pace * paces if self.pace > 0 else None)
+
+    @staticmethod
+    def _check(pilot: Pilot[Any]) -> None:
+        if pilot.app.quitting:  # type: ignore[attr-defined]
+            raise _Quit
+
+    @staticmethod
+    def _status(pilot: Pilot[Any], rid: str) -> Status | None:
+        state = pilot.app.states.get(rid)  # type: ignore[attr-defined]
+        return None if state is None else state.status
+
+    async def _until(self, pilot: Pilot[Any], ready: Callable[[], object], what: str) -> None:
+        deadline = time.monotonic() + self.cap_s
+        while not ready():
+            self._check(pilot)
+            if time.monotonic() > deadline:
+                raise TourError(f"the tour waited {self.cap_s:g} s for {what}; the console did not get there")
+            await pilot.pause(0.02)
+
+
+def run_demo(args: Any = None) -> int:
+    """``tether demo``: the tour on a console of its own, over the scripted provider (in a
+    child process, as ``tether`` runs it) and, unless ``--runs-dir`` says where, a
+    temporary runs folder, so the tour's runs do not join the operator's."""
+    from tether.provider.server import provider_process
+    from tether.tui.app import TetherApp
+
+    pace = getattr(args, "pace", 1.6)
+    latency_ms = getattr(args, "latency_ms", 120.0)
+    tour = Tour(pace, quit=not getattr(args, "stay", False))
+    with contextlib.ExitStack() as stack:
+        runs_dir = getattr(args, "runs_dir", None)
+        workspace = getattr(args, "workspace", None)
+        if runs_dir is None:
+            home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tether-demo-")))
+            runs_dir, workspace = home / "runs", workspace or home / "workspace"
+        url = stack.enter_context(provider_process(latency_ms=latency_ms))
+        app = TetherApp(runs_dir=runs_dir, workspace=workspace, provider_url=url, latency_ms=latency_ms,
+                        grace_s=0.5, operator="the demo")
+        app.run(auto_pilot=tour)
+    return app.return_code or 0
