@@ -1,0 +1,191 @@
+"""The wheel a user installs: ``python -m build`` makes one from the checkout that installs
+into a clean venv, and from that venv, away from the checkout, ``tether --help``, ``tether
+run plan`` and the console work: the tokenizer's rank file, the TCSS and the demo data are
+all inside the wheel.
+
+One build and one install serve the module (they are its slow part: about 20 s, most of it
+pip). The build runs without isolation, with the test extra's setuptools, wheel and build, on
+a copy of the checkout's files, so nothing is written into the checkout and no stale
+``build/`` there can leak into the wheel.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import os
+import re
+import select
+import signal
+import struct
+import subprocess
+import sys
+import termios
+import time
+import uuid
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.support import REPO, processes_with
+
+
+CAP_S = 120.0  # the cap on any one step; none is timed
+ESCAPES = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[PX^_].*?\x1b\\|\x1b[@-Z\\-_]")
+
+
+@dataclass
+class Installed:
+    wheel: Path
+    source: Path  # the copy of the checkout the wheel was built from
+    venv: Path
+    home: Path  # TETHER_HOME
+    cwd: Path  # where the commands run: outside the checkout
+
+    def env(self, **extra: str) -> dict[str, str]:
+        """This environment without anything that could lead Python back to the checkout
+        (PYTHONPATH, the test venv) or to the operator's own runs (TETHER_*)."""
+        env = {k: v for k, v in os.environ.items()
+               if not k.startswith(("PYTHON", "TETHER_")) and k != "VIRTUAL_ENV"}
+        return {**env, "TETHER_HOME": str(self.home), **extra}
+
+    def run(self, *argv: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(argv, capture_output=True, text=True, cwd=self.cwd, env=self.env(), timeout=CAP_S)
+
+
+def _checked(argv: list[str], cwd: Path) -> None:
+    done = subprocess.run(argv, capture_output=True, text=True, cwd=cwd, timeout=600)
+    assert done.returncode == 0, f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    root = tmp_path_factory.mktemp("wheel")
+    # What a clean clone holds, plus files not yet added (git's ignore rules leave out .venv,
+    # build/, *.egg-info and the like).
+    listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+                            capture_output=True, text=True, cwd=REPO, check=True).stdout
+    source = root / "source"
+    for name in filter(None, listed.split("\0")):
+        file = REPO / name
+        if file.is_file():  # a tracked file deleted in the work tree is listed too
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            (source / name).write_bytes(file.read_bytes())
+    dist = root / "dist"
+    _checked([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist)], source)
+    [wheel] = dist.glob("tether-*.whl")
+    venv = root / "venv"
+    _checked([sys.executable, "-m", "venv", str(venv)], root)
+    _checked([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)], root)
+    (root / "elsewhere").mkdir()
+    return Installed(wheel=wheel, source=source, venv=venv, home=root / "home", cwd=root / "elsewhere")
+
+
+def test_the_wheel_holds_every_file_of_the_package(installed: Installed) -> None:
+    """Every file under tether/ in the checkout is in the wheel: the modules of every folder,
+    the rank file, the sample workspace, the SQL, the TCSS, py.typed."""
+    package = installed.source / "tether"
+    wanted = {p.relative_to(installed.source).as_posix() for p in package.rglob("*") if p.is_file()}
+    with zipfile.ZipFile(installed.wheel) as zf:
+        held = set(zf.namelist())
+    assert wanted - held == set()
+    for name in ("tether/data/o200k_base.tiktoken", "tether/data/sample/errors.log", "tether/tui/app.tcss",
+                 "tether/py.typed"):
+        assert name in held
+
+
+def test_the_installed_cli_runs_the_plan_demo(installed: Installed) -> None:
+    python = installed.venv / "bin" / "python"
+    where = installed.run(str(python), "-c", "import tether, tether.tui.app; print(tether.__file__)")
+    assert where.returncode == 0, where.stderr
+    assert Path(where.stdout.strip()).is_relative_to(installed.venv), where.stdout
+    assert not Path(where.stdout.strip()).is_relative_to(REPO)
+
+    tether = str(installed.venv / "bin" / "tether")
+    helped = installed.run(tether, "--help")
+    assert helped.returncode == 0, helped.stderr
+    for command in ("console", "run", "runs", "show", "provider"):
+        assert re.search(rf"^\s+{command}\s", helped.stdout, re.M), helped.stdout
+
+    # The scripted model reads the sample workspace (copied from the wheel) and counts its
+    # tokens with the shipped rank file.
+    ran = installed.run(tether, "run", "plan")
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    assert "status=completed" in ran.stdout
+    assert "answer: errors.log mentions a timeout: worker 7 timed out after 30000 ms." in ran.stdout
+    assert (installed.home / "workspace" / "errors.log").is_file()
+
+
+class Terminal:
+    """A process on a pseudo-terminal of a given size; what it writes is kept, and read
+    as text with the terminal's escape sequences taken out."""
+
+    def __init__(self, argv: list[str], *, cwd: Path, env: dict[str, str], size: tuple[int, int]) -> None:
+        self.master, slave = os.openpty()
+        columns, lines = size
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", lines, columns, 0, 0))
+        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env,
+                                     start_new_session=True)  # its own group: the finally kills all of it
+        os.close(slave)
+        self.output = b""
+
+    def text(self) -> str:
+        return ESCAPES.sub(b"", self.output).decode("utf-8", "replace")
+
+    def _read(self, wait_s: float) -> bool:
+        """Read what there is within ``wait_s``; False once the terminal is closed."""
+        ready, _, _ = select.select([self.master], [], [], wait_s)
+        if not ready:
+            return True
+        try:
+            data = os.read(self.master, 65536)
+        except OSError:  # EIO: every process holding the terminal has exited
+            return False
+        self.output += data
+        return bool(data)
+
+    def wait_for(self, pattern: str, what: str) -> None:
+        deadline = time.monotonic() + CAP_S
+        while not re.search(pattern, self.text()):
+            if time.monotonic() > deadline or not self._read(0.2):
+                pytest.fail(f"no {what} on the terminal (exit code {self.proc.poll()}); it shows:\n{self.text()[-3000:]}")
+
+    def send(self, keys: bytes) -> None:
+        os.write(self.master, keys)
+
+    def wait_exit(self) -> int:
+        """Keep reading (a full terminal would block the process) until it exits."""
+        deadline = time.monotonic() + CAP_S
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            if not self._read(0.1):
+                break
+        return self.proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+
+    def close(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        os.close(self.master)
+
+
+def test_the_installed_console_runs_plan_and_quits_clean(installed: Installed) -> None:
+    token = uuid.uuid4().hex  # marks every process of this console, the provider child's too
+    env = installed.env(TERM="xterm-256color", MCP_TEST_TOKEN=token)
+    term = Terminal([str(installed.venv / "bin" / "tether"), "console", "--start", "plan"],
+                    cwd=installed.cwd, env=env, size=(120, 36))
+    try:
+        # The header and the panes are drawn (the TCSS loaded); plan's run completes with its
+        # answer (the sample workspace and the rank file from the wheel were used).
+        term.wait_for(r"Tether\s+—", "header")
+        term.wait_for(r"✔ completed\s+plan-", "completed plan run in the runs pane")
+        term.wait_for(r"errors\.log\s+mentions\s+a\s+timeout", "answer of plan's run")
+        alive = processes_with(token)
+        assert any("tether.cli provider" in line for line in alive.values()), alive  # the scripted provider's child
+        term.send(b"q")
+        assert term.wait_exit() == 0, term.text()[-3000:]
+        assert processes_with(token) == {}  # nothing left behind
+    finally:
+        term.close()
