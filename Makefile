@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test bench screenshots lab eval-local campaign clean
+.PHONY: run test bench screenshots recording lab eval-local campaign clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -43,6 +43,18 @@ bench: $(VENV)/.installed-bench
 
 screenshots: $(VENV)/.installed-test
 	$(BIN)/python -m tests.scenes screenshots
+
+$(VENV)/.installed-recording: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[recording]'
+	touch $@
+
+# `tether demo` (the console's autopilot tour) recorded as an asciinema cast, then drawn as
+# the animated SVG the README opens with. The tour reads no keys: stdin is /dev/null.
+recording: $(VENV)/.installed-recording
+	TERM=xterm-256color $(BIN)/asciinema rec --cols 120 --rows 36 --idle-time-limit 3 --quiet --overwrite \
+		--command "$(BIN)/tether demo" screenshots/demo.cast < /dev/null
+	$(BIN)/termtosvg-ng render screenshots/demo.cast screenshots/demo.svg \
+		--min-frame-duration 120 --max-frame-duration 4000 --loop-delay 4000
 
 lab: $(VENV)/.installed
 	$(BIN)/tether lab

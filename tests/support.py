@@ -3,11 +3,17 @@
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import html
 import json
 import os
+import re
+import select
+import signal
+import struct
 import subprocess
 import sys
+import termios
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -253,3 +259,62 @@ async def open_armed(pilot: Pilot[Any], app: TetherApp, key: str, kind: type) ->
     dialog = app.screen
     await wait_for(pilot, lambda: dialog.armed, "the dialog's grace period to end")
     return dialog
+
+
+# from tests/processes/test_wheel.py
+TERMINAL_CAP_S = 120.0  # the cap on any one wait on a terminal; none is timed
+ESCAPES = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[PX^_].*?\x1b\\|\x1b[@-Z\\-_]")
+
+
+class Terminal:
+    """A process on a pseudo-terminal of a given size; what it writes is kept, and read
+    as text with the terminal's escape sequences taken out."""
+
+    def __init__(self, argv: list[str], *, cwd: Path, env: dict[str, str], size: tuple[int, int]) -> None:
+        self.master, slave = os.openpty()
+        columns, lines = size
+        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", lines, columns, 0, 0))
+        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env,
+                                     start_new_session=True)  # its own group: the finally kills all of it
+        os.close(slave)
+        self.output = b""
+
+    def text(self) -> str:
+        return ESCAPES.sub(b"", self.output).decode("utf-8", "replace")
+
+    def _read(self, wait_s: float) -> bool:
+        """Read what there is within ``wait_s``; False once the terminal is closed."""
+        ready, _, _ = select.select([self.master], [], [], wait_s)
+        if not ready:
+            return True
+        try:
+            data = os.read(self.master, 65536)
+        except OSError:  # EIO: every process holding the terminal has exited
+            return False
+        self.output += data
+        return bool(data)
+
+    def wait_for(self, pattern: str, what: str) -> None:
+        deadline = time.monotonic() + TERMINAL_CAP_S
+        while not re.search(pattern, self.text()):
+            if time.monotonic() > deadline or not self._read(0.2):
+                pytest.fail(f"no {what} on the terminal (exit code {self.proc.poll()}); it shows:\n{self.text()[-3000:]}")
+
+    def send(self, keys: bytes) -> None:
+        os.write(self.master, keys)
+
+    def wait_exit(self) -> int:
+        """Keep reading (a full terminal would block the process) until it exits."""
+        deadline = time.monotonic() + TERMINAL_CAP_S
+        while self.proc.poll() is None and time.monotonic() < deadline:
+            if not self._read(0.1):
+                break
+        return self.proc.wait(timeout=max(1.0, deadline - time.monotonic()))
+
+    def close(self) -> None:
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self.proc.wait()
+        os.close(self.master)

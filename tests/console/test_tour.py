@@ -5,12 +5,13 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from tether.harness import Harness
 from tether.provider.scenarios import DESTRUCTIVE_DECLINED
 from tether.state import Cancelled, MaxBudget, Status
 from tether.tui.components.cost_meter import TurnsSparkline
 from tether.tui.tour import REJECTION, STEPS, Caption, Tour
 
-from tests.support import CAP_S, SIZE, finish, make_app, settle, shown, transcript, wait_for
+from tests.support import SIZE, finish, make_app, settle, shown, transcript, wait_for
 
 
 def caption(app) -> str:
@@ -82,3 +83,18 @@ async def test_quitting_during_the_tour_ends_the_tour_with_the_console(tmp_path:
     assert tour.error is None and tour.reached[-1] == "stop"
     assert app.states[tour.runs["slow"]].status is Status.INTERRUPTED  # stopped by the quit, saved, resumable
     assert not app.active and app.return_code == 0
+
+
+async def test_a_tour_that_cannot_reach_a_step_says_so_and_exits_1(tmp_path: Path) -> None:
+    """The endpoint refuses the key: plan fails, and the tour stops there, in words, at once
+    (not after its wait's cap)."""
+    harness = Harness(tmp_path / "runs", tmp_path / "workspace", fail="401@0")
+    app = make_app(tmp_path, harness=harness)
+    tour = Tour(pace=0)
+    async with app.run_test(size=SIZE) as pilot:
+        await tour(pilot)
+        await wait_for(pilot, lambda: not app.is_running, "the console to exit")
+    await harness.aclose()
+    assert tour.reached == ["plan"] and app.return_code == 1
+    assert tour.error is not None
+    assert "plan to answer" in tour.error and "ended failed" in tour.error and "401" in tour.error

@@ -11,16 +11,10 @@ a copy of the checkout's files, so nothing is written into the checkout and no s
 
 from __future__ import annotations
 
-import fcntl
 import os
 import re
-import select
-import signal
-import struct
 import subprocess
 import sys
-import termios
-import time
 import uuid
 import zipfile
 from dataclasses import dataclass
@@ -28,11 +22,10 @@ from pathlib import Path
 
 import pytest
 
-from tests.support import REPO, processes_with
+from tests.support import REPO, Terminal, processes_with
 
 
 CAP_S = 120.0  # the cap on any one step; none is timed
-ESCAPES = re.compile(rb"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[PX^_].*?\x1b\\|\x1b[@-Z\\-_]")
 
 
 @dataclass
@@ -115,60 +108,6 @@ def test_the_installed_cli_runs_the_plan_demo(installed: Installed) -> None:
     assert "status=completed" in ran.stdout
     assert "answer: errors.log mentions a timeout: worker 7 timed out after 30000 ms." in ran.stdout
     assert (installed.home / "workspace" / "errors.log").is_file()
-
-
-class Terminal:
-    """A process on a pseudo-terminal of a given size; what it writes is kept, and read
-    as text with the terminal's escape sequences taken out."""
-
-    def __init__(self, argv: list[str], *, cwd: Path, env: dict[str, str], size: tuple[int, int]) -> None:
-        self.master, slave = os.openpty()
-        columns, lines = size
-        fcntl.ioctl(slave, termios.TIOCSWINSZ, struct.pack("HHHH", lines, columns, 0, 0))
-        self.proc = subprocess.Popen(argv, stdin=slave, stdout=slave, stderr=slave, cwd=cwd, env=env,
-                                     start_new_session=True)  # its own group: the finally kills all of it
-        os.close(slave)
-        self.output = b""
-
-    def text(self) -> str:
-        return ESCAPES.sub(b"", self.output).decode("utf-8", "replace")
-
-    def _read(self, wait_s: float) -> bool:
-        """Read what there is within ``wait_s``; False once the terminal is closed."""
-        ready, _, _ = select.select([self.master], [], [], wait_s)
-        if not ready:
-            return True
-        try:
-            data = os.read(self.master, 65536)
-        except OSError:  # EIO: every process holding the terminal has exited
-            return False
-        self.output += data
-        return bool(data)
-
-    def wait_for(self, pattern: str, what: str) -> None:
-        deadline = time.monotonic() + CAP_S
-        while not re.search(pattern, self.text()):
-            if time.monotonic() > deadline or not self._read(0.2):
-                pytest.fail(f"no {what} on the terminal (exit code {self.proc.poll()}); it shows:\n{self.text()[-3000:]}")
-
-    def send(self, keys: bytes) -> None:
-        os.write(self.master, keys)
-
-    def wait_exit(self) -> int:
-        """Keep reading (a full terminal would block the process) until it exits."""
-        deadline = time.monotonic() + CAP_S
-        while self.proc.poll() is None and time.monotonic() < deadline:
-            if not self._read(0.1):
-                break
-        return self.proc.wait(timeout=max(1.0, deadline - time.monotonic()))
-
-    def close(self) -> None:
-        try:
-            os.killpg(self.proc.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-        self.proc.wait()
-        os.close(self.master)
 
 
 def test_the_installed_console_runs_plan_and_quits_clean(installed: Installed) -> None:

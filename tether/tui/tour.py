@@ -42,11 +42,11 @@ class Step:
 
 STEPS: tuple[Step, ...] = (
     Step("plan", "1/4 · n starts a run: plan reads the workspace and answers"),
-    Step("approval", "2/4 · destructive wants to delete a file: it waits for a decision (a shows the call)"),
-    Step("reject", "2/4 · r rejects it with a reason: the agent reads the decision in words"),
+    Step("approval", "2/4 · destructive wants to delete a file, and waits for a decision"),
+    Step("reject", "2/4 · r rejects the call with a reason: the agent reads it in words"),
     Step("progress", "3/4 · slow runs a long tool, which reports its progress"),
-    Step("stop", "3/4 · s stops it: the Stop reaches inside the tool, and the run can be resumed"),
-    Step("budget", "4/4 · runaway never answers: its $0.05 budget stops it; the sparkline shows each turn's prompt"),
+    Step("stop", "3/4 · s stops it inside the tool; the run stays resumable"),
+    Step("budget", "4/4 · runaway never answers, until its $0.05 budget stops it: see the sparkline"),
     Step("end", "Every run ended in a known way, for a known reason, at a known cost"),
 )
 
@@ -64,8 +64,9 @@ class _Quit(Exception):
 
 
 class Caption(Static):
-    """The tour's caption line: on the console, above the key bar; on a dialog, just under
-    the dialog, which would otherwise cover it."""
+    """The tour's caption line: on the console, under the header; on a dialog, just above
+    the dialog, which would otherwise cover it. At the top, the console's notifications
+    (bottom right) never cover it."""
 
     DEFAULT_CSS = """
     Caption {
@@ -77,7 +78,8 @@ class Caption(Static):
         text-style: bold;
     }
     Caption.-on-dialog {
-        width: auto;
+        width: 84;  /* the dialogs' width (app.tcss): one block, centred */
+        max-width: 95%;
     }
     """
 
@@ -127,14 +129,14 @@ class Tour:
     async def plan(self, pilot: Pilot[Any]) -> None:
         await self.step(pilot, "plan")
         rid = await self.new_run(pilot, "plan")
-        await self._until(pilot, lambda: self._status(pilot, rid) is Status.COMPLETED, "plan to answer")
+        await self._until_run(pilot, rid, lambda: self._status(pilot, rid) is Status.COMPLETED, "plan to answer")
         await self.read(pilot)
 
     async def destructive(self, pilot: Pilot[Any]) -> None:
         app: Any = pilot.app
         await self.step(pilot, "approval")
         rid = await self.new_run(pilot, "destructive")
-        await self._until(pilot, lambda: app.can_decide(rid)
+        await self._until_run(pilot, rid, lambda: app.can_decide(rid)
                           and isinstance(app.states[rid].interruption, NeedsApproval),
                           "destructive to ask for approval")
         await self.read(pilot)
@@ -153,7 +155,7 @@ class Tour:
         await self.type(pilot, REJECTION)
         await self.read(pilot)
         await pilot.press("enter")
-        await self._until(pilot, lambda: self._status(pilot, rid) is Status.COMPLETED,
+        await self._until_run(pilot, rid, lambda: self._status(pilot, rid) is Status.COMPLETED,
                           "destructive to finish after the rejection")
         await self.read(pilot, 2)
 
@@ -161,11 +163,11 @@ class Tour:
         app: Any = pilot.app
         await self.step(pilot, "progress")
         rid = await self.new_run(pilot, "slow")
-        await self._until(pilot, lambda: any("scanned 400 of" in line for line in app.trace_lines(rid)),
+        await self._until_run(pilot, rid, lambda: any("scanned 400 of" in line for line in app.trace_lines(rid)),
                           "scan_archive's progress")
         await self.step(pilot, "stop")
         await pilot.press("s")
-        await self._until(pilot, lambda: self._status(pilot, rid) is Status.INTERRUPTED and rid not in app.active,
+        await self._until_run(pilot, rid, lambda: self._status(pilot, rid) is Status.INTERRUPTED and rid not in app.active,
                           "slow to stop")
         await self.read(pilot, 1.5)
 
@@ -173,7 +175,7 @@ class Tour:
         app: Any = pilot.app
         await self.step(pilot, "budget")
         rid = await self.new_run(pilot, "runaway", budget=BUDGET_USD, max_turns=MAX_TURNS)
-        await self._until(pilot, lambda: self._status(pilot, rid) is Status.BUDGET_EXCEEDED
+        await self._until_run(pilot, rid, lambda: self._status(pilot, rid) is Status.BUDGET_EXCEEDED
                           and isinstance(app.states[rid].interruption, MaxBudget) and rid not in app.active,
                           "runaway's budget to stop it")
         await self.read(pilot, 2)
@@ -196,11 +198,11 @@ class Tour:
             return
         caption = Caption(text)
         body = list(screen.query("#body"))
-        if body:  # the console: a line of its own between the runs and the key bar
-            screen.mount(caption, after=body[0])
-        else:
+        if body:  # the console: a line of its own under the header
+            screen.mount(caption, before=body[0])
+        else:  # a dialog: just above it (the dialogs are centred)
             caption.add_class("-on-dialog")
-            screen.mount(caption)
+            screen.mount(caption, before=0)
 
     async def new_run(self, pilot: Pilot[Any], scenario: str, *, budget: str | None = None,
                       max_turns: str | None = None) -> str:
@@ -256,6 +258,22 @@ class Tour:
     def _status(pilot: Pilot[Any], rid: str) -> Status | None:
         state = pilot.app.states.get(rid)  # type: ignore[attr-defined]
         return None if state is None else state.status
+
+    async def _until_run(self, pilot: Pilot[Any], rid: str, ready: Callable[[], object], what: str) -> None:
+        """:meth:`_until`, for a step of run ``rid``: if the run ends some other way first
+        (the endpoint failed, say), the tour stops at once and says how it ended."""
+        app: Any = pilot.app
+
+        def ready_or_ended() -> object:
+            if ready():
+                return True
+            state = app.states.get(rid)
+            if state is not None and state.status is not Status.RUNNING and rid not in app.active:
+                raise TourError(f"the tour waited for {what}, but run {rid} ended {state.status.value}: "
+                                f"{app.reason(rid)}")
+            return False
+
+        await self._until(pilot, ready_or_ended, what)
 
     async def _until(self, pilot: Pilot[Any], ready: Callable[[], object], what: str) -> None:
         deadline = time.monotonic() + self.cap_s
