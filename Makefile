@@ -36,6 +36,7 @@ run: $(VENV)/.installed
 # local extra too: the first install compiles llama.cpp (about 6 minutes on 2 cores).
 test: $(VENV)/.installed-test $(VENV)/.installed-local
 	$(BIN)/lint-imports
+	$(BIN)/vulture tether/ .vulture_whitelist.py
 	$(BIN)/python -m pytest -q
 
 bench: $(VENV)/.installed-bench

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -73,16 +72,8 @@ def pg_server() -> Iterator["pg.PgServer"]:
     Without PostgreSQL's binaries: skipped here, an error in CI (``CI`` set)."""
     from tests import pg
 
-    try:
-        server = pg.start()
-    except pg.PgUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL is required in CI: {exc}", pytrace=False)
-        pytest.skip(str(exc))
-    try:
+    with pg.own_server() as server:
         yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture

@@ -30,6 +30,7 @@ import socket
 import subprocess
 import tempfile
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -202,6 +203,24 @@ def start(*, durable: bool = False) -> PgServer:
 
 class _PortTaken(Exception):
     pass
+
+
+@contextlib.contextmanager
+def own_server() -> Iterator[PgServer]:
+    """A server of the caller's own (to stop and restart at will), stopped and removed after.
+    Without PostgreSQL's binaries the test is skipped, and fails in CI (``CI`` set)."""
+    import pytest
+
+    try:
+        server = start()
+    except PgUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"PostgreSQL is required in CI: {exc}", pytrace=False)
+        pytest.skip(str(exc))
+    try:
+        yield server
+    finally:
+        server.stop()
 
 
 def _kill(process: subprocess.Popen) -> None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import fcntl
 import html
 import json
@@ -15,7 +16,7 @@ import subprocess
 import sys
 import termios
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 from typing import Any
 
@@ -28,6 +29,8 @@ from textual import events, on
 from textual.pilot import Pilot
 from textual.widgets import Input
 
+from tether.state import RunState, StateError
+from tether.store import RunStore
 from tether.tui.app import Shown, TetherApp
 
 REPO = Path(__file__).resolve().parents[1]
@@ -40,6 +43,19 @@ def chunk(delta: dict, finish: str | None = None, usage: dict | None = None) -> 
     if usage:
         body["usage"] = usage
     return f"data: {json.dumps(body)}\n\n"
+
+
+def load_all(store: RunStore) -> tuple[list[RunState], dict[str, str]]:
+    """Every readable run of a file store, oldest first, each replayed from its journal (not
+    the index), and the reason each unreadable one was skipped."""
+    states, problems = [], {}
+    for run_id in store.run_ids():
+        try:
+            states.append(store.load(run_id))
+        except StateError as exc:
+            problems[run_id] = str(exc)
+    states.sort(key=lambda s: s.created_at)
+    return states, problems
 
 
 def crashing(at: str, *args: str) -> subprocess.CompletedProcess:
@@ -141,6 +157,11 @@ TABLES = ("runs", "messages", "trace", "ledger", "owners", "control")
 
 
 # from tests/processes/test_store_contract.py
+def place(tmp_path: Path) -> list[str]:
+    """The CLI options that keep a test's runs and workspace in its own folder."""
+    return ["--runs-dir", str(tmp_path / "runs"), "--workspace", str(tmp_path / "ws")]
+
+
 def wait_until(predicate: Any, what: str, timeout_s: float = 20.0) -> None:
     """Poll a condition (a server ends a dead session's backend on its own schedule)."""
     deadline = time.monotonic() + timeout_s
@@ -164,13 +185,27 @@ def shown(app: TetherApp) -> str:
 
 # from tests/console/test_console_store.py
 async def ended(proc: asyncio.subprocess.Process) -> tuple[int, str]:
+    """:func:`exited`, with the output of both streams together."""
+    code, out, err = await exited(proc)
+    return code, out + err
+
+
+async def exited(proc: asyncio.subprocess.Process, cap_s: float = CAP_S) -> tuple[int, str, str]:
+    """A process's exit code, stdout and stderr, waiting ``cap_s`` at most (then it is killed)."""
+    async with reaped(proc):
+        out, err = await asyncio.wait_for(proc.communicate(), cap_s)
+    return proc.returncode or 0, out.decode(), err.decode()
+
+
+@contextlib.asynccontextmanager
+async def reaped(proc: asyncio.subprocess.Process) -> AsyncIterator[asyncio.subprocess.Process]:
+    """``proc``, killed and waited for on the way out if it has not exited by then."""
     try:
-        out, err = await asyncio.wait_for(proc.communicate(), CAP_S)
+        yield proc
     finally:
         if proc.returncode is None:
             proc.kill()
             await proc.wait()
-    return proc.returncode or 0, (out + err).decode()
 
 
 # from tests/console/test_console_store.py

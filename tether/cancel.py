@@ -9,7 +9,6 @@ wake the moment it fires, instead of when their sleep would have ended.
 from __future__ import annotations
 
 import asyncio
-import time
 from collections.abc import Awaitable
 from typing import Any, TypeVar
 
@@ -30,7 +29,6 @@ class CancelSignal:
         self._event = asyncio.Event()
         self.reason: str | None = None
         self.by: str | None = None
-        self.fired_at: float | None = None
         self._guarded: set[asyncio.Future[Any]] = set()
 
     @property
@@ -43,7 +41,6 @@ class CancelSignal:
             return
         self.reason = reason
         self.by = by
-        self.fired_at = time.perf_counter()
         self._event.set()
         for work in tuple(self._guarded):
             work.cancel()

@@ -27,7 +27,6 @@ from __future__ import annotations
 import asyncio
 import http
 import json
-import os
 import random
 import time
 from collections.abc import AsyncIterator, Callable
@@ -245,14 +244,6 @@ class ModelClient:
         self._stream = stream
         self._counter = counter or TokenCounter()
         self._rng = rng or random.Random()
-
-    @classmethod
-    def from_env(cls, **kw: Any) -> ModelClient:
-        """Build from ``LLM_BASE_URL`` and ``LLM_API_KEY`` (``LLM_MODEL`` is the CLI's)."""
-        base_url = os.environ.get("LLM_BASE_URL")
-        if not base_url:
-            raise ValueError("LLM_BASE_URL is not set (e.g. http://127.0.0.1:8000/v1)")
-        return cls(base_url, os.environ.get("LLM_API_KEY") or None, **kw)
 
     async def aclose(self) -> None:
         await self._http.aclose()

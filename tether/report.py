@@ -124,7 +124,7 @@ def owner_words(run_id: str, liveness: str | None, owner: Owner | None, *, long:
 
 
 def recorded(run_dir: Path) -> tuple[list[dict[str, Any]], float]:
-    """:func:`recorded_tool_runs` and :func:`recorded_ms` in one read of the trace."""
+    """The tool runs and the wall time the trace in ``run_dir`` records (:func:`recorded_records`)."""
     return recorded_records(read_trace(run_dir / TRACE_FILE))
 
 
@@ -189,31 +189,6 @@ def recorded_all(store: Store, run_ids: list[str]) -> dict[str, tuple[list[dict[
         log.warning("%s; the trace digests were not kept", exc)
     return out
 
-
-def recorded_tool_runs(run_dir: Path) -> list[dict[str, Any]]:
-    """Every tool run the trace records, across all the processes that ran it."""
-    runs = []
-    for record in read_trace(run_dir / TRACE_FILE):
-        if record.get("kind") == "tool_start":
-            try:
-                args = json.loads(record.get("args") or "{}")
-            except ValueError:
-                args = record.get("args")
-            runs.append({"name": record.get("name"), "args": args})
-    return runs
-
-
-def recorded_ms(run_dir: Path) -> float:
-    """Wall time the run was being worked on: each process's start to its stop."""
-    total, started = 0.0, None
-    for record in read_trace(run_dir / TRACE_FILE):
-        kind = record.get("kind")
-        if kind == "run_started":
-            started = record.get("ts")
-        elif kind == "run_stopped" and started is not None:
-            total += (record.get("ts", started) - started) * 1000
-            started = None
-    return total
 
 
 def text_summary(state: RunState, tool_runs: int, ms: float) -> str:

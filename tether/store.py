@@ -152,17 +152,6 @@ class RunStore:
         """Read a run without taking its lock (for listing and showing)."""
         return _read(self.run_dir(run_id) / JOURNAL_FILE)[0]
 
-    def load_all(self) -> tuple[list[RunState], dict[str, str]]:
-        """Every readable run, and the reason each unreadable one was skipped."""
-        states, problems = [], {}
-        for run_id in self.run_ids():
-            try:
-                states.append(self.load(run_id))
-            except StateError as exc:
-                problems[run_id] = str(exc)
-        states.sort(key=lambda s: s.created_at)
-        return states, problems
-
     # ---- summaries, from the index --------------------------------------------------
     def summaries(self, *, live_only: bool = False, problems: dict[str, str] | None = None) -> list[RunSummary]:
         """A summary of every readable run, oldest first, from the index.

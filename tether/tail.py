@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import os
 from collections import deque
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -252,15 +253,7 @@ class TraceTail:
         return out
 
     def _parse(self, data: bytes, out: list[dict[str, Any]]) -> None:
-        for line in data.split(b"\n"):
-            if not line:
-                continue
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if not isinstance(record, dict):
-                continue
+        for record in _dicts(data.split(b"\n")):
             seq = record.get("seq")
             if isinstance(seq, int):
                 if seq <= self.last_seq:
@@ -292,14 +285,7 @@ class TraceTail:
             return []
         self._ino = (st.st_dev, st.st_ino)
         self.offset = start + end + 1
-        out: list[dict[str, Any]] = []
-        for line in lines[-limit:] if limit > 0 else ():
-            try:
-                record = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(record, dict):
-                out.append(record)
+        out = list(_dicts(lines[-limit:] if limit > 0 else ()))
         for line in reversed(lines):  # what follows is new: anything up to the last seq was seen
             try:
                 seq = json.loads(line).get("seq")
@@ -325,7 +311,11 @@ def tail_records(path: Path, limit: int = 1000, max_bytes: int = 512 * 1024) -> 
     lines = data.split(b"\n")
     if start:
         lines = lines[1:]  # the first line may be cut
-    out: deque[dict[str, Any]] = deque(maxlen=limit)
+    return list(deque(_dicts(lines), maxlen=limit))
+
+
+def _dicts(lines: Iterable[bytes]) -> Iterator[dict[str, Any]]:
+    """The lines that parse as JSON objects (blank, torn and foreign lines are skipped)."""
     for line in lines:
         if not line:
             continue
@@ -334,8 +324,7 @@ def tail_records(path: Path, limit: int = 1000, max_bytes: int = 512 * 1024) -> 
         except ValueError:
             continue
         if isinstance(record, dict):
-            out.append(record)
-    return list(out)
+            yield record
 
 
 # ---- records back into events ------------------------------------------------------

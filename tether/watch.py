@@ -374,6 +374,19 @@ class _Printer:
     def flush(self) -> None:
         self.out.flush()
 
+    def orphaned(self, run_id: str) -> None:
+        """The line that ends the watch of a run no process holds any more."""
+        self.line(run_id, one_line(
+            f"{run_id} is orphaned: the process running it ended without stopping it; "
+            f"tether resume {run_id} goes on from its last step", 400))
+        self.flush()
+
+    def in_order(self, lines: list[tuple[float, int, str, dict[str, Any]]]) -> None:
+        """Records of several runs, as ``(ts, n, run_id, record)``: by time, then run, then order read."""
+        for _, _, rid, record in sorted(lines, key=lambda item: (item[0], item[2], item[1])):
+            self.record(rid, record)
+        self.flush()
+
 
 async def follow_run(runs_dir: Path | str, run_id: str, out: TextIO, *, stop_event: _Settable | None = None,
                      backlog: int = 20, timings: bool = True, on_ready: Callable[[], None] | None = None,
@@ -422,10 +435,7 @@ async def follow_run(runs_dir: Path | str, run_id: str, out: TextIO, *, stop_eve
                         printer.flush()
                         return record
             if orphaned:
-                printer.line(run_id, one_line(
-                    f"{run_id} is orphaned: the process running it ended without stopping it; "
-                    f"tether resume {run_id} goes on from its last step", 400))
-                printer.flush()
+                printer.orphaned(run_id)
                 return None
             printer.flush()
 
@@ -466,9 +476,7 @@ async def follow_all(runs_dir: Path | str, out: TextIO, *, stop_event: _Settable
                     tail = tails[change.run_id] = TraceTail(watcher.root / change.run_id / TRACE_FILE)
                 for n, record in enumerate(tail.read()):
                     lines.append((_ts(record), n, change.run_id, record))
-            for _, _, rid, record in sorted(lines, key=lambda item: (item[0], item[2], item[1])):
-                printer.record(rid, record)
-            printer.flush()
+            printer.in_order(lines)
 
 
 def _ts(record: dict[str, Any]) -> float:

@@ -224,10 +224,6 @@ class QueueView:
     executors: dict[str, str] = field(default_factory=dict)
     workers: dict[str, WorkerInfo] = field(default_factory=dict)
 
-    def worker_of(self, run_id: str) -> WorkerInfo | None:
-        executor = self.executors.get(run_id)
-        return None if executor is None else self.workers.get(executor)
-
 
 _WORKERS_TABLE = """
 CREATE TABLE IF NOT EXISTS {s}.workers (

@@ -74,10 +74,6 @@ def _rss_mb() -> float:
     return pages * resource.getpagesize() / 1e6
 
 
-def _peak_rss_mb() -> float:
-    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1e3  # KiB on Linux
-
-
 def _pct(values: list[float], q: float) -> float:
     if not values:
         return float("nan")

@@ -33,10 +33,11 @@ import time
 from pathlib import Path
 
 from tether.harness import Harness
-from tether.report import recorded_ms, recorded_tool_runs
+from tether.report import recorded
 from tether.state import Limits, RunState, Status
 from tether.store import TRACE_FILE, RunHandle, RunStore
 from tests.benchmarks import peers
+from tests.support import load_all
 
 RUNS = 10_000
 TARGET_RUNS_S = 1.0
@@ -111,10 +112,9 @@ def listing_figures(root: Path, repeats: int) -> dict[str, float]:
     figures["json_warm"] = statistics.median(_cli(root, "--json") for _ in range(repeats))
     started = time.perf_counter()
     store = RunStore(root)
-    states, _ = store.load_all()
+    states, _ = load_all(store)
     for state in states:
-        recorded_tool_runs(store.run_dir(state.run_id))
-        recorded_ms(store.run_dir(state.run_id))
+        recorded(store.run_dir(state.run_id))
     figures["before"] = time.perf_counter() - started
     started = time.perf_counter()
     in_process = RunStore(root).summaries()

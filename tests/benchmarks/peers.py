@@ -33,7 +33,8 @@ from tether.agents import DEFAULT_INSTRUCTIONS as SYSTEM_PROMPT
 from tether.demo import SCENARIO_TASKS
 from tether.harness import Harness
 from tether.state import Limits
-from tether.workspace import Workspace, ensure_sample
+from tether.tools.builtin import list_files_text
+from tether.workspace import ensure_sample
 
 MODEL = "runaway"
 TASK = SCENARIO_TASKS[MODEL]
@@ -53,17 +54,6 @@ def quiet_env() -> None:
     os.environ["OTEL_SDK_DISABLED"] = "true"
     os.environ["DO_NOT_TRACK"] = "1"
     os.environ["HF_HUB_OFFLINE"] = "1"
-
-
-def list_files_text(workspace: Workspace) -> str:
-    """The text Tether's ``list_files`` returns, computed the same way (a directory read)."""
-    entries = workspace.list_entries()
-    lines = [
-        f"{name}  {size} bytes{'  (not readable)' if workspace.is_forbidden(name) else ''}"
-        for name, size in entries
-    ]
-    lines.append(f"{len(entries)} file{'' if len(entries) == 1 else 's'}")
-    return "\n".join(lines)
 
 
 LIST_FILES_SCHEMA = {

@@ -47,6 +47,7 @@ from tether.state import NeedsApproval, RunState, StateError, Status
 from tether.store import LEDGER_FILE, TRACE_FILE, RunStore
 
 from tests.campaign.server import CountingApp, serving
+from tests.support import load_all
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_ID = "victim"
@@ -207,7 +208,7 @@ def drive(cell: Path, scenario: Scenario, base_url: str, plan: CrashPlan, counte
             break
         try:
             state = store.load(RUN_ID)
-            _, unreadable = store.load_all()
+            _, unreadable = load_all(store)
         except StateError as exc:
             flow.problems.append(f"state unloadable after {process.command} (exit {process.exit_code}): {exc}")
             break
@@ -227,7 +228,7 @@ def drive(cell: Path, scenario: Scenario, base_url: str, plan: CrashPlan, counte
 
 
 def _collect(flow: Flow, store: RunStore, workspace: Path) -> None:
-    states, _ = store.load_all()
+    states, _ = load_all(store)
     flow.states = {s.run_id: s for s in states}
     for run_id in flow.states:
         directory = store.run_dir(run_id)

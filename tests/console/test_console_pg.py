@@ -31,6 +31,7 @@ from tests.support import (
     header,
     notices,
     open_armed,
+    reaped,
     shown,
     still_console,
     transcript,
@@ -103,7 +104,7 @@ async def test_a_run_of_another_process_is_followed_and_stopped_over_postgresql(
     async with app.run_test(size=SIZE) as pilot:
         await app.store_ready()
         run = await spawn(pg_url, "run", "slow", "--run-id", "pg-s1", "--workspace", str(tmp_path / "w"))
-        try:
+        async with reaped(run):
             await wait_for(pilot, lambda: "pg-s1" in app.states, "the other process's run to be listed", CAP_S)
             app.select("pg-s1")
             await wait_for(pilot, lambda: app.badge_key("pg-s1") == "running", "it to show as running", CAP_S)
@@ -116,10 +117,6 @@ async def test_a_run_of_another_process_is_followed_and_stopped_over_postgresql(
             assert app.check_action("resume", ()) is None  # another process holds it
             await pilot.press("s")
             code, out = await ended(run)
-        finally:
-            if run.returncode is None:
-                run.kill()
-                await run.wait()
         assert code == 5, out
         await wait_for(pilot, lambda: app.states["pg-s1"].status is Status.INTERRUPTED, "the stopped state", CAP_S)
         assert app.states["pg-s1"].interruption == Cancelled(STOP_REASON, "alice")
@@ -142,7 +139,7 @@ async def test_a_process_waiting_for_a_decision_is_approved_from_a_console_on_po
         await app.store_ready()
         run = await spawn(pg_url, "run", "destructive", "--run-id", "pg-d1", "--wait-for-decision",
                           "--workspace", str(tmp_path / "w"))
-        try:
+        async with reaped(run):
             await wait_for(pilot, lambda: [p.run_id for p in app.pending_approvals()] == ["pg-d1"],
                            "the other process's approval to be pending", CAP_S)
             app.select("pg-d1")
@@ -152,10 +149,6 @@ async def test_a_process_waiting_for_a_decision_is_approved_from_a_console_on_po
             await pilot.press(*"fine")
             await pilot.press("enter")
             code, out = await ended(run)
-        finally:
-            if run.returncode is None:
-                run.kill()
-                await run.wait()
         assert code == 0, out
         await wait_for(pilot, lambda: app.states["pg-d1"].status is Status.COMPLETED, "the completed state", CAP_S)
         await wait_for(pilot, lambda: any("approved delete_file" in s for s in said), "the process's answer", CAP_S)
@@ -280,13 +273,7 @@ async def test_the_console_follows_a_run_across_a_restart_of_postgresql(tmp_path
     from tests import pg as pgserver
     from tests.support import TURNS
 
-    try:
-        server = pgserver.start()
-    except pgserver.PgUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL is required in CI: {exc}", pytrace=False)
-        pytest.skip(str(exc))
-    try:
+    with pgserver.own_server() as server:
         app = console(tmp_path, server.url)
         said = notices(app)
         async with app.run_test(size=SIZE) as pilot:
@@ -295,24 +282,18 @@ async def test_the_console_follows_a_run_across_a_restart_of_postgresql(tmp_path
                 sys.executable, "-m", "tether.cli", "run", "runaway", "--run-id", "pg-restart", "--latency-ms", "100",
                 "--max-turns", str(TURNS), "--store", server.url, "--workspace", str(tmp_path / "w"),
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
-            try:
+            async with reaped(run):
                 await wait_for(pilot, lambda: "pg-restart" in app.states and app.states["pg-restart"].turns >= 2,
                                "the run, followed", CAP_S)
                 await asyncio.to_thread(server.restart)  # a fast shutdown, then the same server again
                 await wait_for(pilot, lambda: any("lost the store" in s for s in said), "the loss, in words", CAP_S)
                 await wait_for(pilot, lambda: any("again" in s for s in said), "the store, back", CAP_S)
                 code, out = await ended(run)
-            finally:
-                if run.returncode is None:
-                    run.kill()
-                    await run.wait()
             assert code == 3, out  # the turn cap: the run went on after the restart
             await wait_for(pilot, lambda: app.states["pg-restart"].status is Status.MAX_TURNS_EXCEEDED
                            and app.states["pg-restart"].turns == TURNS, "the run's end, followed", CAP_S)
             assert server.operator_password not in shown(app)
             await finish(pilot, app)
-    finally:
-        server.stop()
 
 
 async def test_a_run_nobody_holds_is_approved_in_a_console_on_postgresql(pg: PgStore, pg_url: str, tmp_path: Path,

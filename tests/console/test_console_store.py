@@ -27,6 +27,7 @@ from tests.support import (
     header,
     notices,
     open_armed,
+    reaped,
     still_console,
     transcript,
     wait_for,
@@ -58,7 +59,7 @@ async def test_a_run_of_another_process_is_live_and_stopped_from_the_console(tmp
     async with app.run_test(size=SIZE) as pilot:
         await app.store_ready()
         run = await spawn("run", "slow", "--run-id", "s1", *place(tmp_path))
-        try:
+        async with reaped(run):
             await wait_for(pilot, lambda: "s1" in app.states, "the other process's run to be listed", CAP_S)
             app.select("s1")
             await wait_for(pilot, lambda: any("scanned" in line for line in app.trace_lines("s1")),
@@ -71,10 +72,6 @@ async def test_a_run_of_another_process_is_live_and_stopped_from_the_console(tmp
             assert app.check_action("approve", ()) is None
             await pilot.press("s")
             code, out = await ended(run)
-        finally:
-            if run.returncode is None:
-                run.kill()
-                await run.wait()
         assert code == 5, out
         await wait_for(pilot, lambda: app.states["s1"].status is Status.INTERRUPTED, "the stopped state", CAP_S)
         st = app.states["s1"]
@@ -98,7 +95,7 @@ async def test_a_process_waiting_for_a_decision_is_approved_from_the_console(tmp
     async with app.run_test(size=SIZE) as pilot:
         await app.store_ready()
         run = await spawn("run", "destructive", "--run-id", "d1", "--wait-for-decision", *place(tmp_path))
-        try:
+        async with reaped(run):
             await wait_for(pilot, lambda: [p.run_id for p in app.pending_approvals()] == ["d1"],
                            "the other process's approval to be pending", CAP_S)
             await wait_for(pilot, lambda: bells and any("d1 waits for approval" in s for s in said),
@@ -113,10 +110,6 @@ async def test_a_process_waiting_for_a_decision_is_approved_from_the_console(tmp
             await pilot.press(*"fine")
             await pilot.press("enter")
             code, out = await ended(run)
-        finally:
-            if run.returncode is None:
-                run.kill()
-                await run.wait()
         assert code == 0, out
         await wait_for(pilot, lambda: app.states["d1"].status is Status.COMPLETED, "the completed state", CAP_S)
         await wait_for(pilot, lambda: any("approved delete_file" in s for s in said), "the process's answer")
@@ -137,7 +130,7 @@ async def test_two_consoles_approving_one_call_at_once_make_one_decision(tmp_pat
         await first.store_ready()
         await second.store_ready()
         run = await spawn("run", "destructive", "--run-id", "d2", "--wait-for-decision", *place(tmp_path))
-        try:
+        async with reaped(run):
             for app, pilot in ((first, p1), (second, p2)):
                 await wait_for(pilot, lambda app=app: app.model.waits_in_process("d2"),
                                "both consoles to see the waiting process", CAP_S)
@@ -147,10 +140,6 @@ async def test_two_consoles_approving_one_call_at_once_make_one_decision(tmp_pat
                     second.deliver_decision("d2", "approve", "no, mine", call_id="call_1_0")]
             await asyncio.wait_for(asyncio.gather(*(w.wait() for w in both)), CAP_S)
             code, out = await ended(run)
-        finally:
-            if run.returncode is None:
-                run.kill()
-                await run.wait()
         assert code == 0, out
         replies = [w.result for w in both]
         assert sorted(r.ok for r in replies) == [False, True]
@@ -172,17 +161,13 @@ async def test_a_killed_owner_shows_as_orphaned_and_resume_adopts_it(tmp_path: P
         await app.store_ready()
         run = await spawn("run", "runaway", "--run-id", "o1", "--latency-ms", "200", "--max-turns", "50",
                           *place(tmp_path))
-        try:
+        async with reaped(run):
             await wait_for(pilot, lambda: "o1" in app.states and app.states["o1"].turns >= 1
                            and app.badge_key("o1") == "running", "the other process's run, live", CAP_S)
             app.select("o1")
             assert app.check_action("resume", ()) is None  # a live process holds it
             run.send_signal(signal.SIGKILL)
             await run.wait()
-        finally:
-            if run.returncode is None:
-                run.kill()
-                await run.wait()
         await wait_for(pilot, lambda: app.badge_key("o1") == "orphaned", "the orphaned badge", CAP_S)
         app.show_events()
         await pilot.pause()
@@ -274,16 +259,12 @@ async def test_a_process_waiting_for_a_decision_is_stopped_from_the_console(tmp_
     async with app.run_test(size=SIZE) as pilot:
         await app.store_ready()
         run = await spawn("run", "destructive", "--run-id", "d3", "--wait-for-decision", *place(tmp_path))
-        try:
+        async with reaped(run):
             await wait_for(pilot, lambda: app.model.waits_in_process("d3"), "the waiting process", CAP_S)
             app.select("d3")
             assert app.check_action("stop", ()) is True
             await pilot.press("s")
             code, out = await ended(run)
-        finally:
-            if run.returncode is None:
-                run.kill()
-                await run.wait()
         assert code == 5, out  # the process let go; the run waits on disk
         await wait_for(pilot, lambda: any("stops waiting" in s for s in said), "the reply's words", CAP_S)
         await wait_for(pilot, lambda: not app.model.held_elsewhere("d3"), "the process to let go", CAP_S)

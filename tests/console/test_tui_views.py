@@ -201,7 +201,7 @@ async def test_progress_that_changes_no_row_does_not_repaint_the_runs_list(tmp_p
         for n in range(200):
             app._sink(ToolProgress(run_id="plan-a", seq=n, call_id="c1", name="scan_archive", label=f"{n}"))
             if n % 50 == 0:
-                await wait_for(pilot, lambda: not app._flush_pending, "a flush")  # a few flushes
+                await wait_for(pilot, lambda: not app.pump.flush_pending, "a flush")  # a few flushes
         await settle(pilot, app)
         assert rendered == []
         app.select("plan-b")  # a change it must show still repaints
@@ -321,7 +321,7 @@ async def test_an_operator_reading_back_in_the_trace_keeps_their_lines_while_old
                 app._sink(ToolProgress(run_id="plan-a", seq=10_000 + n, call_id="c1", name="scan_archive",
                                        label=f"entry {n}"))
                 if n % 200 == 199:
-                    await wait_for(pilot, lambda: not app._flush_pending, "a flush")
+                    await wait_for(pilot, lambda: not app.pump.flush_pending, "a flush")
             await settle(pilot, app)
 
         await progress(0, MAX_LINES)  # the buffer is full: every new line drops the oldest

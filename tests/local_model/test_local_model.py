@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 
 from tether.evaluate import TASKS, EvalConfig, run_eval
-from tether.local_model import MODEL_ALIAS, MODEL_PACKAGE, find_gguf, local_server, missing_extra
+from tether.local_model import SMOLLM2, find_gguf, local_server, missing_extra
 from tether.state import Pricing, Status
 from tether.store import TRACE_FILE
 from tether.trace import read_trace
@@ -39,14 +39,14 @@ def base_url() -> Iterator[str]:
 
 @pytest.fixture(scope="module")
 def result(base_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
-    cfg = EvalConfig(base_url=base_url, model=MODEL_ALIAS, max_turns=3, max_tokens=128,
+    cfg = EvalConfig(base_url=base_url, model=SMOLLM2.alias, max_turns=3, max_tokens=128,
                      task_timeout_s=TASK_TIMEOUT_S)
     return asyncio.run(run_eval(cfg, keep_dir=tmp_path_factory.mktemp("eval-local")))
 
 
 def test_weights_found_without_importing_the_package() -> None:
     assert find_gguf().name.endswith(".gguf") and find_gguf().stat().st_size > 10_000_000
-    assert MODEL_PACKAGE not in sys.modules
+    assert SMOLLM2.package not in sys.modules
 
 
 def test_every_task_ends_in_one_of_the_five_exits(result: dict[str, Any]) -> None:
@@ -76,7 +76,7 @@ def test_trace_ends_with_run_stopped(result: dict[str, Any]) -> None:
 
 
 async def test_timeout_stops_a_real_model_through_the_signal(base_url: str, tmp_path: Path) -> None:
-    cfg = EvalConfig(base_url=base_url, model=MODEL_ALIAS, max_turns=3, max_tokens=128, task_timeout_s=0.05)
+    cfg = EvalConfig(base_url=base_url, model=SMOLLM2.alias, max_turns=3, max_tokens=128, task_timeout_s=0.05)
     result = await run_eval(cfg, keep_dir=tmp_path)
     for row in result["tasks"]:
         assert row["status"] == "interrupted" and "task timeout" in row["answer"]

@@ -19,6 +19,8 @@ from tether.state import Cancelled, NeedsApproval, Status
 from tether.store import RunStore
 from tether.trace import read_trace
 
+from tests.support import exited
+
 CAP_S = 60.0
 
 
@@ -56,16 +58,6 @@ async def tether(*args: str) -> tuple[int, str, str]:
     return proc.returncode or 0, out.decode(), err.decode()
 
 
-async def finish(proc: asyncio.subprocess.Process) -> tuple[int, str, str]:
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), CAP_S)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    return proc.returncode or 0, out.decode(), err.decode()
-
-
 @pytest.fixture
 def place(tmp_path: Path) -> Place:
     return Place(tmp_path)
@@ -79,7 +71,7 @@ async def test_stop_from_another_process_reaches_inside_scan_archive(place: Plac
         assert code == 0, err
         assert "s1 stops now" in out
     finally:
-        code, out, err = await finish(run)
+        code, out, err = await exited(run, CAP_S)
     assert code == 5, err
     summary = json.loads(out)
     assert summary["interruption"] == {"type": "cancelled", "reason": "enough scanning", "by": "alice"}
@@ -135,7 +127,7 @@ async def test_wait_for_decision_is_approved_from_a_second_process(place: Place)
         assert code == 0, err
         assert "approved delete_file" in out and "goes on" in out
     finally:
-        code, out, err = await finish(run)
+        code, out, err = await exited(run, CAP_S)
     assert code == 0, err
     assert json.loads(out)["answer"] == scenarios.DESTRUCTIVE_DELETED
     state = RunStore(place.runs).load("d1")
@@ -154,7 +146,7 @@ async def test_two_deciders_at_once_make_one_decision_and_the_other_is_told(plac
             tether("reject", "d2", "--reason", "keep it", "--as", "erin", *place.args),
             tether("approve", "d2", "--as", "frank", *place.args))
     finally:
-        await finish(run)
+        await exited(run, CAP_S)
     codes = sorted([first[0], second[0]])
     assert codes == [0, 2], (first, second)
     loser = first if first[0] == 2 else second

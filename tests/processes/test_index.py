@@ -25,12 +25,12 @@ import pytest
 
 from tether.harness import Harness
 from tether.index import INDEX_FILE, RunIndex, RunSummary
-from tether.report import LISTING_KEYS, SUMMARY_KEYS, recorded_ms, recorded_tool_runs, summary
+from tether.report import LISTING_KEYS, SUMMARY_KEYS, recorded, summary
 from tether.state import Limits, RunState, Status
 from tether.store import JOURNAL_FILE, OWNER_FILE, TRACE_FILE, RunHandle, RunStore, lock_held
 from tether.trace import read_trace
 
-from tests.support import crashing
+from tests.support import crashing, load_all, place, wait_until
 
 # What a summary says about a run, compared with the run itself (liveness, owner and the
 # journal's identity are not the run's).
@@ -42,19 +42,6 @@ COMPARED = ("run_id", "status", "model", "agent", "parent_run_id", "task", "turn
 def tether(*args: str, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tether.cli", *args], capture_output=True, text=True,
                           timeout=120, **kw)
-
-
-def place(tmp_path: Path) -> list[str]:
-    return ["--runs-dir", str(tmp_path / "runs"), "--workspace", str(tmp_path / "ws")]
-
-
-def wait_until(predicate, what: str, cap_s: float = 60.0) -> None:
-    """Poll a condition another process makes true; the cap fails the test."""
-    deadline = time.monotonic() + cap_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.01)
 
 
 def expected(state: RunState) -> dict:
@@ -115,7 +102,7 @@ async def test_summaries_match_the_runs_and_come_from_the_index(harness: Harness
                                                                 monkeypatch: pytest.MonkeyPatch):
     ids = await _some_runs(harness)
     store = RunStore(runs_dir)
-    states, problems = store.load_all()
+    states, problems = load_all(store)
     assert not problems
     seen = replays(monkeypatch)
     summaries = store.summaries()
@@ -139,7 +126,7 @@ async def test_summaries_match_the_runs_and_come_from_the_index(harness: Harness
     assert LISTING_KEYS[:len(SUMMARY_KEYS)] == SUMMARY_KEYS
     for state, row in zip(states, listed):  # what it printed before the index, value for value
         run_dir = store.run_dir(state.run_id)
-        before = summary(state, recorded_tool_runs(run_dir), recorded_ms(run_dir))
+        before = summary(state, *recorded(run_dir))
         assert {key: row[key] for key in SUMMARY_KEYS} == before
     plan = next(row for row in listed if row["run_id"] == ids["completed"])
     assert [r["name"] for r in plan["tool_runs"]] == ["list_files", "read_file"] and plan["ms"] > 0
@@ -340,13 +327,13 @@ def test_a_sigkilled_owner_leaves_an_orphan_that_resume_adopts(tmp_path: Path):
         def listening() -> bool:
             with socket.socket() as probe:
                 return probe.connect_ex(("127.0.0.1", port)) == 0
-        wait_until(listening, "the provider to listen")
+        wait_until(listening, "the provider to listen", 60.0)
         victim = subprocess.Popen([sys.executable, "-m", "tether.cli", "run", "runaway", "--run-id", "victim",
                                    "--base-url", f"http://127.0.0.1:{port}/v1", "--latency-ms", "200",
                                    "--max-turns", "400", "--json", *where],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
-            wait_until(lambda: any(r["kind"] == "turn" for r in read_trace(trace)), "the victim's first turn")
+            wait_until(lambda: any(r["kind"] == "turn" for r in read_trace(trace)), "the victim's first turn", 60.0)
             live = json.loads(tether("runs", "--live", "--json", *where).stdout)
             assert [(r["run_id"], r["liveness"], r["owner"]["pid"]) for r in live] == [("victim", "running", victim.pid)]
             assert f"owner: {victim.pid}@" in tether("show", "victim", *where).stdout
@@ -374,7 +361,7 @@ def test_a_sigkilled_owner_leaves_an_orphan_that_resume_adopts(tmp_path: Path):
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
             wait_until(lambda: (owner_record(store, "victim") or {}).get("pid") == resume.pid,
-                       "the resuming process to write owner.json")
+                       "the resuming process to write owner.json", 60.0)
             assert store.owner("victim").alive and store.liveness("victim") == "running"
             out, err = resume.communicate(timeout=120)
         finally:

@@ -38,7 +38,7 @@ from tether.mcp import (
     usable_schema,
 )
 from tether.tools.base import ToolContext, ToolError
-from tests.support import SERVERS, processes_with
+from tests.support import SERVERS, processes_with, reaped
 
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the launcher uses Linux prctl")
@@ -478,17 +478,13 @@ async def test_sigkilled_holder_leaves_no_server(tmp_path: Path, token: str):
     script.write_text(HOLDER)
     holder = await asyncio.create_subprocess_exec(sys.executable, str(script), json.dumps(specs),
                                                   stdout=asyncio.subprocess.PIPE, cwd=tmp_path)
-    try:
+    async with reaped(holder):
         line = await asyncio.wait_for(holder.stdout.readline(), 60)
         assert line.strip() == b"ready"
         assert len(processes_with(token)) == 5  # two launchers, two servers, one grandchild
         holder.kill()
         await holder.wait()
         await assert_no_processes(token)
-    finally:
-        if holder.returncode is None:
-            holder.kill()
-            await holder.wait()
 
 
 # ---- the launcher by itself --------------------------------------------------------------

@@ -20,7 +20,7 @@ from tether.state import Cancelled, Policies, Status
 from tether.store import RunStore
 from tests.conftest import Recorder
 from tests.endpoints import call, completion, scripted_app
-from tests.support import SERVERS, processes_with
+from tests.support import SERVERS, processes_with, reaped
 
 CAP_S = 60.0
 
@@ -162,7 +162,7 @@ env = {{ MCP_TEST_DIR = "{tmp_path}", MCP_TEST_TOKEN = "{token}" }}
         run = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.cli", "run", "--agent", "sleeper",
                                                    "--prompt", "sleep", "--run-id", "k1", *place,
                                                    stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
-        try:
+        async with reaped(run):
             deadline = time.monotonic() + CAP_S
             while not Path(str(marker) + ".started").exists():
                 assert time.monotonic() < deadline, "the slow tool never started"
@@ -170,10 +170,6 @@ env = {{ MCP_TEST_DIR = "{tmp_path}", MCP_TEST_TOKEN = "{token}" }}
             assert processes_with(token)  # the server (and its launcher) are up
             run.send_signal(signal.SIGKILL)
             await run.wait()
-        finally:
-            if run.returncode is None:
-                run.kill()
-                await run.wait()
         await gone(token)  # the launcher saw its parent die and took the server down
         assert RunStore(runs).load("k1").status is Status.RUNNING  # orphaned, mid-call
         Path(str(marker) + ".started").unlink()

@@ -7,7 +7,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
@@ -17,25 +16,12 @@ from tether.state import RunState, StateError
 from tether.store import RunStore
 from tether.trace import read_trace
 
-from tests.support import crashing
+from tests.support import crashing, place, wait_until
 
 
 def tether(*args: str, env: dict[str, str] | None = None, **kw) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tether.cli", *args], capture_output=True, text=True,
                           env={**os.environ, **(env or {})}, timeout=120, **kw)
-
-
-def place(tmp_path: Path) -> list[str]:
-    return ["--runs-dir", str(tmp_path / "runs"), "--workspace", str(tmp_path / "ws")]
-
-
-def wait_until(predicate, what: str, cap_s: float = 60.0) -> None:
-    """Poll a condition on disk (another process makes it true); the cap fails the test."""
-    deadline = time.monotonic() + cap_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.01)
 
 
 def test_sigkill_mid_run_then_resume_costs_what_an_uninterrupted_run_costs(tmp_path: Path):
@@ -54,7 +40,7 @@ def test_sigkill_mid_run_then_resume_costs_what_an_uninterrupted_run_costs(tmp_p
             return False
 
     try:  # after turn 2 and its tool: the kill lands while turn 3 waits on the provider
-        wait_until(both_results_saved, "turn 2's tool result to be saved")
+        wait_until(both_results_saved, "turn 2's tool result to be saved", 60.0)
     finally:
         os.kill(proc.pid, signal.SIGKILL)
         proc.wait()
@@ -102,7 +88,7 @@ def test_two_processes_cannot_resume_one_run(tmp_path: Path):
                               stdout=subprocess.PIPE, text=True)
     trace = tmp_path / "runs" / "r" / "trace.jsonl"
     try:
-        wait_until(lambda: any(r["kind"] == "turn" for r in read_trace(trace)), "the holder's first turn")
+        wait_until(lambda: any(r["kind"] == "turn" for r in read_trace(trace)), "the holder's first turn", 60.0)
         second = tether("resume", "r", "--max-turns", "400", *where)
     finally:
         holder.kill()
@@ -219,7 +205,7 @@ def test_run_against_tether_provider_with_base_url(tmp_path: Path):
         def listening() -> bool:
             with socket.socket() as probe:
                 return probe.connect_ex(("127.0.0.1", port)) == 0
-        wait_until(listening, "tether provider to listen")
+        wait_until(listening, "tether provider to listen", 60.0)
         result = tether("run", "--base-url", f"http://127.0.0.1:{port}/v1", "--model", "plan",
                         "--prompt", "Which file mentions a timeout?", "--json", *place(tmp_path),
                         env={"LLM_API_KEY": "sk-cli-secret-123456"})

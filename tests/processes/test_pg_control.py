@@ -17,6 +17,8 @@ from pathlib import Path
 from tether.pgstore import PgStore
 from tether.state import Cancelled, NeedsApproval, Status
 
+from tests.support import exited
+
 CAP_S = 60.0
 
 
@@ -31,18 +33,8 @@ async def spawn(tmp_path: Path, *args: str) -> asyncio.subprocess.Process:
                                                 env=env(tmp_path), cwd=tmp_path)
 
 
-async def finish(proc: asyncio.subprocess.Process) -> tuple[int, str, str]:
-    try:
-        out, err = await asyncio.wait_for(proc.communicate(), CAP_S)
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-    return proc.returncode or 0, out.decode(), err.decode()
-
-
 async def tether(tmp_path: Path, *args: str) -> tuple[int, str, str]:
-    return await finish(await spawn(tmp_path, *args))
+    return await exited(await spawn(tmp_path, *args), CAP_S)
 
 
 async def until(pg: PgStore, run_id: str, predicate, what: str) -> None:
@@ -68,7 +60,7 @@ async def test_stop_from_another_process_reaches_inside_the_tool_over_the_databa
         assert code == 0, err
         assert f"run s1 stops now (pid {run.pid})" in out
     finally:
-        code, out, err = await finish(run)
+        code, out, err = await exited(run, CAP_S)
     assert code == 5, err
     assert json.loads(out)["interruption"] == {"type": "cancelled", "reason": "enough scanning", "by": "alice"}
     state = await asyncio.to_thread(pg.load, "s1")
@@ -89,7 +81,7 @@ async def test_a_waiting_run_is_decided_from_another_process_over_the_database(p
         assert code == 0, err
         assert "approved delete_file" in out and f"(pid {run.pid}) goes on" in out
     finally:
-        code, out, err = await finish(run)
+        code, out, err = await exited(run, CAP_S)
     assert code == 0, err
     state = await asyncio.to_thread(pg.load, "d1")
     assert state.status is Status.COMPLETED
@@ -105,7 +97,7 @@ async def test_two_deciders_over_the_database_make_one_decision_and_the_other_is
             tether(tmp_path, "reject", "d2", "--reason", "keep it", "--as", "erin", "--store", pg_url),
             tether(tmp_path, "approve", "d2", "--as", "frank", "--store", pg_url))
     finally:
-        code, _, err = await finish(run)
+        code, _, err = await exited(run, CAP_S)
     assert code == 0, err
     codes = sorted([first[0], second[0]])
     assert codes == [0, 2], (first, second)

@@ -26,16 +26,8 @@ CAP_S = 90.0
 
 @pytest.fixture
 def server() -> Iterator[pgserver.PgServer]:
-    try:
-        s = pgserver.start()
-    except pgserver.PgUnavailable as exc:
-        if os.environ.get("CI"):
-            pytest.fail(f"PostgreSQL is required in CI: {exc}", pytrace=False)
-        pytest.skip(str(exc))
-    try:
+    with pgserver.own_server() as s:
         yield s
-    finally:
-        s.stop()
 
 
 def env(tmp_path: Path, **extra: str) -> dict[str, str]:

@@ -34,23 +34,13 @@ from tether.trace import TraceWriter
 from tether.watch import JOURNAL, NEW, REMOVED, TRACE, RunChange, follow_run, watch_runs
 from tether.wording import format_record
 
+from tests.support import place, wait_until
+
 CAP_S = 60.0
-
-
-def place(tmp_path: Path) -> list[str]:
-    return ["--runs-dir", str(tmp_path / "runs"), "--workspace", str(tmp_path / "ws")]
 
 
 def tether_cmd(*args: str) -> list[str]:
     return [sys.executable, "-m", "tether.cli", *args]
-
-
-def wait_until(predicate, what: str, cap_s: float = CAP_S) -> None:
-    deadline = time.monotonic() + cap_s
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"gave up waiting for {what}")
-        time.sleep(0.01)
 
 
 def stop_process(proc: subprocess.Popen) -> None:
@@ -533,7 +523,7 @@ def test_tether_watch_follows_a_run_in_another_process_until_it_stops(tmp_path: 
                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     watch = None
     try:
-        wait_until(journal.exists, "the run to be created")
+        wait_until(journal.exists, "the run to be created", CAP_S)
         watch = subprocess.Popen(tether_cmd("watch", "s", *where), stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                  text=True)
         out, err = watch.communicate(timeout=CAP_S * 2)

@@ -76,7 +76,7 @@ def test_a_submitted_run_waits_as_queued_then_a_worker_runs_it(fleet: Fleet, sto
     assert owner.pid == w.pid and w.executor_id in (owner.command or "")
     view = worker.queue_view(store)
     assert view.depth == 0 and view.executors[run_id] == w.executor_id
-    assert view.worker_of(run_id).pid == w.pid and view.worker_of(run_id).alive
+    assert view.workers[w.executor_id].pid == w.pid and view.workers[w.executor_id].alive
     if _cli_has_store():
         listed = fleet.tether("runs", "--store", fleet.url)
         line = next(x for x in listed.stdout.splitlines() if x.startswith(run_id))

@@ -12,8 +12,6 @@ from tether.evaluate import TASKS, EvalConfig, Grade, markdown, run_eval
 from tether.provider.scenarios import (
     DESTRUCTIVE_DECLINED, PLAN_ANSWER, RECOVER_ANSWER, RECOVER_GIVE_UP, REPEAT_ANSWER)
 
-BY_NAME = {t.name: t for t in TASKS}
-
 # Per task: answers graded right; wrong answers with (part of) why; half-right answers (the
 # right fact plus a false claim, or a fact short) with the claim that sinks them.
 RIGHT = {

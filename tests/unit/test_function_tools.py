@@ -26,7 +26,6 @@ from pydantic import BaseModel, Field
 from tether.cancel import CancelSignal, RunCancelled
 from tether.ledger import Ledger
 from tether.tools.base import InvalidArguments, PermissionDenied, Tool, ToolContext
-from tether.tools.builtin import tool_catalog
 from tether.tools.function import FunctionTool, function_tool, tool
 from tether.workspace import Workspace
 
@@ -639,7 +638,7 @@ def test_decorator_forms_and_defaults() -> None:
     assert (a.read_only, a.needs_approval, a.idempotent) == (False, False, False)
     assert (b.read_only, b.needs_approval, b.idempotent) == (True, True, True)
     assert get_ticket.source == __name__
-    assert list(tool_catalog([a, b, get_ticket])) == ["a", "b", "get_ticket"]
+    assert [t.name for t in (a, b, get_ticket)] == ["a", "b", "get_ticket"]
     assert function_tool(plain_lookup, read_only=True).read_only
 
 

@@ -29,8 +29,6 @@ from tether.tools.builtin import (
     DeleteFile,
     ListFiles,
     ReadFile,
-    builtin_tools,
-    tool_catalog,
 )
 from tether.demo import ScanArchive
 from tether.workspace import Workspace, ensure_sample
@@ -338,9 +336,9 @@ async def test_scan_archive_stops_when_the_signal_fires(ws: Workspace) -> None:
 # --- the set ---------------------------------------------------------------------------
 
 
-def test_builtin_tools_and_catalog() -> None:
-    catalog = tool_catalog(builtin_tools())
-    assert list(catalog) == ["list_files", "read_file", "delete_file"]  # scan_archive is the demo's
+def test_the_file_tools() -> None:
+    catalog = {tool.name: tool for tool in (ListFiles(), ReadFile(), DeleteFile())}
+    assert list(catalog) == ["list_files", "read_file", "delete_file"]
     delete = catalog["delete_file"]
     assert delete.needs_approval and not delete.read_only
     others = [tool for name, tool in catalog.items() if name != "delete_file"]
@@ -351,5 +349,3 @@ def test_builtin_tools_and_catalog() -> None:
         "properties": {},
         "additionalProperties": False,
     }
-    with pytest.raises(ValueError, match="two tools are named 'read_file'"):
-        tool_catalog([ReadFile(), ReadFile()])

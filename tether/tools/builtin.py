@@ -90,14 +90,18 @@ class ListFiles(Tool):
     parameters = _NO_ARGS
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
-        workspace = _workspace(ctx)
-        entries = workspace.list_entries()
-        lines = [
-            f"{name}  {size} bytes{'  (not readable)' if workspace.is_forbidden(name) else ''}"
-            for name, size in entries
-        ]
-        lines.append(f"{len(entries)} file{'' if len(entries) == 1 else 's'}")
-        return "\n".join(lines)
+        return list_files_text(_workspace(ctx))
+
+
+def list_files_text(workspace: Workspace) -> str:
+    """What ``list_files`` answers: each entry with its size, then how many there are."""
+    entries = workspace.list_entries()
+    lines = [
+        f"{name}  {size} bytes{'  (not readable)' if workspace.is_forbidden(name) else ''}"
+        for name, size in entries
+    ]
+    lines.append(f"{len(entries)} file{'' if len(entries) == 1 else 's'}")
+    return "\n".join(lines)
 
 
 class ReadFile(Tool):
@@ -156,18 +160,3 @@ class DeleteFile(Tool):
         result = f"Deleted {rel} ({size} bytes)."
         await ctx.ledger.acomplete(key, result)
         return result
-
-
-def builtin_tools() -> list[Tool]:
-    """The file tools (the demo's slow ``scan_archive`` lives in :mod:`tether.demo`)."""
-    return [ListFiles(), ReadFile(), DeleteFile()]
-
-
-def tool_catalog(tools: list[Tool]) -> dict[str, Tool]:
-    """Tools by name; two tools with one name would make calls ambiguous, so that is an error."""
-    catalog: dict[str, Tool] = {}
-    for tool in tools:
-        if tool.name in catalog:
-            raise ValueError(f"two tools are named {tool.name!r}")
-        catalog[tool.name] = tool
-    return catalog

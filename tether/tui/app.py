@@ -332,10 +332,6 @@ class TetherApp(App[int]):
     def events_seen(self) -> int:
         return self.pump.events_seen
 
-    @property
-    def _flush_pending(self) -> bool:
-        return self.pump.flush_pending
-
     # ---- set-up ----------------------------------------------------------------
     def get_default_screen(self) -> Screen[Any]:
         self._console_screen = ConsoleScreen(id="console")

@@ -54,7 +54,6 @@ class StoreClient:
         self.on_error = on_error  # the console stopped (True) or went back to (False) following the store, in words
         self.on_listed = on_listed  # a network store's listing is in the model (taken off the loop)
         self.ready = asyncio.Event()
-        self.batches = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._loading: set[str] = set()
         self._primed: set[str] = set()
@@ -257,7 +256,6 @@ class StoreClient:
     async def apply(self, batch: list[RunChange]) -> None:
         """One batch of changes into the model: the owners first, then what each changed run
         needs read (its summary, its state, its new trace records), read in one go."""
-        self.batches += 1
         model, pump, feed = self.model, self.pump, self.feed
         changes = [c for c in batch if REMOVED not in c and not model.is_driven(c.run_id)]
         asked = [c.run_id for c in changes if OWNER in c or NEW in c]

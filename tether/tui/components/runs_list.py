@@ -118,10 +118,6 @@ class RunsList(LineView, can_focus=True):
         return list(self._order)
 
     @property
-    def cursor_row(self) -> int:
-        return self._cursor
-
-    @property
     def highlighted_run(self) -> str | None:
         if not self._order or not 0 <= self._cursor < len(self._order):
             return None
