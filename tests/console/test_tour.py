@@ -20,7 +20,7 @@ def caption(app) -> str:
 
 async def test_the_tour_reaches_every_step_and_shows_what_it_says(tmp_path: Path) -> None:
     app = make_app(tmp_path, grace_s=0.2)  # the decision dialogs' grace period, as an operator has it
-    tour = Tour(pace=0, quit=False)
+    tour = Tour(pace=0, stay=True)
     async with app.run_test(size=SIZE) as pilot:
         await tour(pilot)
         assert tour.error is None

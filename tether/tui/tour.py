@@ -87,15 +87,15 @@ class Caption(Static):
 class Tour:
     """The tour, as ``App.run(auto_pilot=...)`` takes it: ``await Tour(pace)(pilot)``.
 
-    ``pace``: seconds each caption is read before the tour acts (0 in tests). ``quit``:
-    quit the console after the last step (what a recording wants); otherwise it stays open
-    for the viewer. ``cap_s``: how long any one wait may take before the tour gives up with
+    ``pace``: seconds each caption is read before the tour acts (0 in tests). ``stay``:
+    leave the console open after the last step, for the viewer; otherwise the tour quits it
+    (what a recording wants). ``cap_s``: how long any one wait may take before the tour gives up with
     a :class:`TourError`, which says what it was waiting for.
     """
 
-    def __init__(self, pace: float = 1.6, *, quit: bool = True, cap_s: float = 60.0) -> None:
+    def __init__(self, pace: float = 1.6, *, stay: bool = False, cap_s: float = 60.0) -> None:
         self.pace = pace
-        self.quit = quit
+        self.stay = stay
         self.cap_s = cap_s
         self.reached: list[str] = []
         """The steps reached so far, by name, in order."""
@@ -122,7 +122,7 @@ class Tour:
             await app.stop_all()
             app.exit(return_code=1, message=f"tether demo: {exc}")
             return
-        if self.quit:
+        if not self.stay:
             await app.action_quit()
 
     # ---- the steps ---------------------------------------------------------------------
@@ -293,14 +293,17 @@ def run_demo(args: Any = None) -> int:
 
     pace = getattr(args, "pace", 1.6)
     latency_ms = getattr(args, "latency_ms", 120.0)
-    tour = Tour(pace, quit=not getattr(args, "stay", False))
+    tour = Tour(pace, stay=getattr(args, "stay", False))
     with contextlib.ExitStack() as stack:
         runs_dir = getattr(args, "runs_dir", None)
         workspace = getattr(args, "workspace", None)
         if runs_dir is None:
             home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tether-demo-")))
             runs_dir, workspace = home / "runs", workspace or home / "workspace"
-        url = stack.enter_context(provider_process(latency_ms=latency_ms))
+        try:
+            url: str | None = stack.enter_context(provider_process(latency_ms=latency_ms))
+        except (RuntimeError, OSError):  # no child process: the same provider, in this process
+            url = None
         app = TetherApp(runs_dir=runs_dir, workspace=workspace, provider_url=url, latency_ms=latency_ms,
                         grace_s=0.5, operator="the demo")
         app.run(auto_pilot=tour)
