@@ -190,7 +190,6 @@ def recorded_all(store: Store, run_ids: list[str]) -> dict[str, tuple[list[dict[
     return out
 
 
-
 def text_summary(state: RunState, tool_runs: int, ms: float) -> str:
     """The chapter's one-line summary, the answer, and the per-turn prompt tokens."""
     cap = state.limits.max_turns if state.limits.max_turns is not None else "none"

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import shutil
 import statistics
 import subprocess
@@ -34,7 +33,7 @@ from pathlib import Path
 
 from tether.harness import Harness
 from tether.report import recorded
-from tether.state import Limits, RunState, Status
+from tether.state import Limits, RunState
 from tether.store import TRACE_FILE, RunHandle, RunStore
 from tests.benchmarks import peers
 from tests.support import load_all

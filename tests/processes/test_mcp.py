@@ -396,7 +396,7 @@ async def test_streamable_http_nothing_listening():
     with pytest.raises(MCPStartError) as caught:
         async with mcp_tools([MCPServer("web", url=url, startup_timeout_s=5)]):
             pytest.fail("the block must not run")
-    assert str(caught.value).startswith(f"MCP server 'web' failed to start: it could not be reached: ")
+    assert str(caught.value).startswith("MCP server 'web' failed to start: it could not be reached: ")
     assert str(caught.value).endswith(f"(url: {url}).")
 
 

@@ -77,7 +77,7 @@ from tether.tui.components.runs_list import RunsList
 from tether.tui.components.trace_view import TraceView
 from tether.tui.components.transcript import TranscriptView
 from tether.tui.model import ConsoleModel, agent_label, count
-from tether.tui.pump import FLUSH_INTERVAL_S, TRACED_PER_FLUSH, URGENT, EventPump  # noqa: F401 (re-exported)
+from tether.tui.pump import EventPump
 from tether.tui.store_client import StoreClient
 from tether.tui.text import badge, clean, money, one_line
 from tether.tui.textual_internals import has_unpainted_widgets, paint_now
