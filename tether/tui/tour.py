@@ -284,27 +284,25 @@ class Tour:
             await pilot.pause(0.02)
 
 
-def run_demo(args: Any = None) -> int:
-    """``tether demo``: the tour on a console of its own, over the scripted provider (in a
-    child process, as ``tether`` runs it) and, unless ``--runs-dir`` says where, a
-    temporary runs folder, so the tour's runs do not join the operator's."""
+def run_demo(args: Any) -> int:
+    """``tether demo`` (``args`` as the CLI parsed them): the tour on a console of its own,
+    over the scripted provider (in a child process, as ``tether`` runs it) and, unless
+    ``--runs-dir`` says where, a temporary runs folder, so the tour's runs do not join the
+    operator's."""
     from tether.provider.server import provider_process
     from tether.tui.app import TetherApp
 
-    pace = getattr(args, "pace", 1.6)
-    latency_ms = getattr(args, "latency_ms", 120.0)
-    tour = Tour(pace, stay=getattr(args, "stay", False))
+    tour = Tour(args.pace, stay=args.stay)
     with contextlib.ExitStack() as stack:
-        runs_dir = getattr(args, "runs_dir", None)
-        workspace = getattr(args, "workspace", None)
+        runs_dir, workspace = args.runs_dir, None  # None: the harness's default workspace
         if runs_dir is None:
             home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tether-demo-")))
-            runs_dir, workspace = home / "runs", workspace or home / "workspace"
+            runs_dir, workspace = home / "runs", home / "workspace"
         try:
-            url: str | None = stack.enter_context(provider_process(latency_ms=latency_ms))
+            url: str | None = stack.enter_context(provider_process(latency_ms=args.latency_ms))
         except (RuntimeError, OSError):  # no child process: the same provider, in this process
             url = None
-        app = TetherApp(runs_dir=runs_dir, workspace=workspace, provider_url=url, latency_ms=latency_ms,
+        app = TetherApp(runs_dir=runs_dir, workspace=workspace, provider_url=url, latency_ms=args.latency_ms,
                         grace_s=0.5, operator="the demo")
         app.run(auto_pilot=tour)
     return app.return_code or 0
