@@ -9,12 +9,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
+import math
 import os
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from tether.cancel import CancelSignal
 from tether.runstore import call
@@ -22,31 +24,74 @@ from tether.state import RunState, StateError
 from tether.store import SaveError
 
 USAGE_ERROR = 2
+MAX_COUNT = 1_000_000_000
+"""The largest count an option takes (turns, tokens, lines, workers): past it, a typo."""
 
 
 class UsageError(Exception):
     pass
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line: the command's twelve-line usage block ahead
+    of the one line that says what is wrong only hides it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message}; see {self.prog} --help\n")
+
+
+# Every numeric option goes through one of these: a number that is finite and in range, or
+# one line saying what was given. float() takes "nan", "inf" and "1e309" (which is inf), and
+# none of them is a budget, a timeout or a latency: a NaN budget never binds, and in the
+# journal it is not JSON.
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def _whole_number(text: str, low: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if not low <= value <= MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be from {low} to {MAX_COUNT:,}, got {text}")
+    return value
+
+
 def _positive_int(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be a positive integer, got {text}")
+    return _whole_number(text, 1)
+
+
+def _count(text: str) -> int:
+    return _whole_number(text, 0)
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port from 0 to 65535, got {text}")
     return value
 
 
 def _money(text: str) -> float:
-    try:
-        value = float(text.lstrip("$"))
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not an amount in dollars: {text!r}") from None
+    value = _number(text.removeprefix("$"))
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be more than zero, got {text}")
     return value
 
 
 def _non_negative(text: str) -> float:
-    value = float(text)
+    value = _number(text)
     if value < 0:
         raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
     return value
@@ -120,7 +165,7 @@ def _worker_store_option(p: argparse.ArgumentParser) -> None:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="tether", description="Supervise AI agent runs.")
+    parser = _Parser(prog="tether", description="Supervise AI agent runs.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
 
     console = sub.add_parser("console", help="open the console (the default)")
@@ -225,7 +270,7 @@ def build_parser() -> argparse.ArgumentParser:
     watch.add_argument("run_id", nargs="?", help="the run to follow (default: the most recently created)")
     watch.add_argument("--all", action="store_true",
                        help="follow every run on the store, new ones included, until Ctrl-C")
-    watch.add_argument("--lines", type=int, default=20, metavar="N",
+    watch.add_argument("--lines", type=_count, default=20, metavar="N",
                        help="show each run's last N trace lines first (default 20)")
     _place_options(watch)
 
@@ -258,7 +303,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     provider = sub.add_parser("provider", help="serve the scripted provider over HTTP")
     provider.add_argument("--host", default="127.0.0.1")
-    provider.add_argument("--port", type=int, default=8787)
+    provider.add_argument("--port", type=_port, default=8787)
     provider.add_argument("--latency-ms", type=_non_negative, default=0.0)
     provider.add_argument("--fail", metavar="SPEC", help="e.g. 429@1,500@2x2,401@0,garbage@1,drip@1")
     provider.add_argument("--retry-after", type=_non_negative, default=1.0, help="seconds sent with a 429")
@@ -282,9 +327,62 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+class _Output:
+    """Standard output that its reader may close (``tether show ID | head -1``).
+
+    A closed pipe ends the output quietly and the command goes on to its own status:
+    a ``tether resume`` whose run completed still exits 0 after ``head`` has read enough,
+    and a run is never cut short because nobody reads its summary. File descriptor 1 is
+    pointed at /dev/null then, so that Python's flush at exit does not fail on it again.
+    """
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+        self.closed_by_reader = False
+        self.on_close: list[Callable[[], None]] = []
+
+    def write(self, text: str) -> int:
+        if not self.closed_by_reader:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._reader_gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.closed_by_reader:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._reader_gone()
+
+    def _reader_gone(self) -> None:
+        self.closed_by_reader = True
+        with contextlib.suppress(OSError, ValueError, AttributeError):
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, self._stream.fileno())
+            os.close(devnull)
+        for callback in self.on_close:
+            callback()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._stream, name)
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command = args.command or "console"
+    if command in ("console", "demo"):  # a full-screen app: the terminal is its own
+        return _main(args, command)
+    stdout = sys.stdout
+    sys.stdout = _Output(stdout)
+    try:
+        return _main(args, command)
+    finally:
+        sys.stdout = stdout
+
+
+def _main(args: argparse.Namespace, command: str) -> int:
     try:
         if command == "console":
             return _console(args)
@@ -329,10 +427,10 @@ def _harness(args: argparse.Namespace, **kw: Any) -> Any:
     harness = Harness(workspace=getattr(args, "workspace", None), config=_config(args), store=store_of(args), **kw)
     otlp = getattr(args, "otlp", None)
     if otlp or _otel_configured():
-        from tether.otel import otel_sink_from_env
+        from tether.otel import CLI_EXPORT_TIMEOUT, otel_sink_from_env
 
         sink = otel_sink_from_env(otlp, on_dropped=harness.note_dropped, state_of=harness.live.get,
-                                  secrets=harness.secrets())
+                                  secrets=harness.secrets(), timeout=CLI_EXPORT_TIMEOUT)
         if sink is not None:
             harness.sinks.append(sink)
     return harness
@@ -701,6 +799,8 @@ async def _watch(args: argparse.Namespace) -> int:
     stop = asyncio.Event()  # Ctrl-C ends the watch quietly, from here on
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, stop.set)
+    if isinstance(sys.stdout, _Output):  # and so does its reader going away (| head)
+        sys.stdout.on_close.append(stop.set)
     try:
         from tether.store import RunStore
         from tether.text import clean

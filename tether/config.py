@@ -42,8 +42,9 @@ import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from tether.agents import DEFAULT_INSTRUCTIONS, Agent, AgentError, as_callable, as_tool
 from tether.state import Limits, Policies, Pricing
@@ -62,7 +63,19 @@ class ConfigError(ValueError):
 # ---- the file's shape ------------------------------------------------------------------
 
 class _Entry(BaseModel):
-    model_config = ConfigDict(extra="forbid", strict=True)
+    # No NaN or infinity: a NaN budget never binds, and neither is JSON in the journal.
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+def _http_url(value: str | None) -> str | None:
+    """An endpoint's URL, checked where the file is read, so that a wrong one is an error
+    naming the file and the key rather than the first request's."""
+    if value is None:
+        return value
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http:// or https:// URL, such as http://127.0.0.1:8080/v1")
+    return value
 
 
 class AgentEntry(_Entry):
@@ -85,6 +98,8 @@ class AgentEntry(_Entry):
     stop_when: list[str] = []
     error_formatter: str | None = None
 
+    _base_url = field_validator("base_url")(_http_url)
+
 
 class MCPEntry(_Entry):
     command: str | None = None
@@ -94,6 +109,8 @@ class MCPEntry(_Entry):
     url: str | None = None
     trust_annotations: bool = False
     startup_timeout_s: float = Field(default=20.0, gt=0)
+
+    _url = field_validator("url")(_http_url)
 
 
 class PriceEntry(_Entry):
@@ -141,7 +158,9 @@ def _one_line(path: Path, exc: ValidationError) -> str:
         return f"{path}: {key} is missing: add it"
     got = error.get("input")
     shown = f" (got {got!r})" if not isinstance(got, (dict, list)) else ""
-    return f"{path}: {key}: {error['msg'].lower()}{shown}"
+    # A validator's own words, without pydantic's "Value error, " in front of them.
+    words = str(error["ctx"]["error"]) if error["type"] == "value_error" else error["msg"].lower()
+    return f"{path}: {key}: {words}{shown}"
 
 
 # ---- the loaded configuration ----------------------------------------------------------

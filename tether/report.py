@@ -19,9 +19,11 @@ if TYPE_CHECKING:
     from tether.runstore import Store
     from tether.store import Owner
 
-log = logging.getLogger(__name__)
 from tether.text import clean
 from tether.trace import read_trace
+from tether.wording import overshoot
+
+log = logging.getLogger(__name__)
 
 SUMMARY_KEYS = (
     "run_id", "status", "interruption", "error", "turns", "tool_runs", "prompt_tokens",
@@ -214,8 +216,7 @@ def text_summary(state: RunState, tool_runs: int, ms: float) -> str:
             out.append(f"stopped by {limit.type}; raise the limit with tether resume {state.run_id}")
     budget = state.limits.budget_usd
     if budget is not None and state.cost_usd > budget:
-        out.append(f"note: spend ${state.cost_usd:.4f} exceeds the ${budget:.4f} budget by "
-                   f"${state.cost_usd - budget:.4f} (soft mode overshoots by at most one turn)")
+        out.append(f"note: {overshoot(state.cost_usd, budget)} (soft mode overshoots by at most one turn)")
     if state.error:
         out.append(f"error: {state.error}")
     if state.pricing.assumed:

@@ -25,6 +25,22 @@ def money(value: float | None) -> str:
     return f"${value:.4f}" if value < 100 else f"${value:,.2f}"
 
 
+def overshoot(spent: float, budget: float) -> str:
+    """How far ``spent`` passed ``budget``, in words that show the difference.
+
+    At four decimals a spend a hundredth of a cent over its budget reads "$0.0100 exceeds
+    the $0.0100 budget by $0.0000": both figures get as many digits as it takes for the
+    overshoot to show (up to ten), and a spend equal to its budget at that precision
+    "reached" it rather than exceeding it by nothing.
+    """
+    over = spent - budget
+    for digits in range(4, 11):
+        if round(over, digits) > 0:
+            return (f"spend ${spent:,.{digits}f} exceeds the ${budget:,.{digits}f} budget by "
+                    f"${over:,.{digits}f}")
+    return f"spend {money(spent)} reached the {money(budget)} budget"
+
+
 def one_line(value: Any, limit: int = 120) -> str:
     """``value`` as one display-safe line of at most ``limit`` characters."""
     text = clean(value, keep_newlines=False)

@@ -185,6 +185,12 @@ async def test_a_changed_tool_refuses_the_approval_in_words_and_consumes_nothing
     (lambda t: t.replace('workspace = "./tickets"', 'workspace = "./tikets"'),
      "agents.helpdesk.workspace:"),
     (lambda t: t + "\n[agents.broken\n", "not valid TOML"),
+    (lambda t: t.replace('base_url = "http://127.0.0.1:8080/v1"', 'base_url = "ftp://x"'),
+     "agents.helpdesk.base_url: must be an http:// or https:// URL"),
+    (lambda t: t.replace("budget_usd = 0.05", "budget_usd = nan"),
+     "agents.helpdesk.budget_usd: input should be a finite number"),
+    (lambda t: t.replace("budget_usd = 0.05", "budget_usd = inf"),
+     "agents.helpdesk.budget_usd: input should be a finite number"),
 ])
 async def test_config_errors_are_one_line_exit_2_before_any_run(helpdesk: Path, change, words):
     config = helpdesk / "tether.toml"

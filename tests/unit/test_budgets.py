@@ -11,7 +11,8 @@ from tether.client import ModelClient
 from tether.harness import EMBEDDED_BASE_URL, Harness
 from tether.provider import create_app
 from tether.report import summary, text_summary
-from tether.state import Limits, MaxBudget, Pricing, Status
+from tether.state import Limits, MaxBudget, Pricing, RunState, Status
+from tether.wording import overshoot
 from tests.endpoints import call, completion, turns
 
 
@@ -54,3 +55,22 @@ async def test_a_run_on_the_default_price_says_assumed_price(tmp_path):
     assert summary(out.state, [], 0)["estimated_turns"] == [2]
     assert not priced.state.pricing.assumed and "assumed price" not in text_summary(priced.state, 1, 0)
     assert priced.state.cost_usd < out.state.cost_usd
+
+
+@pytest.mark.parametrize(("spent", "budget", "words"), [
+    # What the audit saw: "spend $0.0100 exceeds the $0.0100 budget by $0.0000".
+    (0.010003, 0.01, "spend $0.010003 exceeds the $0.010000 budget by $0.000003"),
+    (0.0100004, 0.01, "spend $0.0100004 exceeds the $0.0100000 budget by $0.0000004"),
+    (0.0125, 0.01, "spend $0.0125 exceeds the $0.0100 budget by $0.0025"),
+    (0.01 + 1e-13, 0.01, "spend $0.0100 reached the $0.0100 budget"),
+    (150.5, 100.0, "spend $150.5000 exceeds the $100.0000 budget by $50.5000"),
+])
+def test_an_overshoot_is_worded_with_the_digits_that_show_it(spent, budget, words):
+    assert overshoot(spent, budget) == words
+
+
+def test_the_summary_never_reads_over_budget_by_nothing():
+    state = RunState(run_id="r", model="m", limits=Limits(budget_usd=0.01))
+    state.cost_usd = 0.010003
+    assert "exceeds the $0.010000 budget by $0.000003" in text_summary(state, 0, 0.0)
+    assert "by $0.0000 " not in text_summary(state, 0, 0.0)

@@ -16,11 +16,7 @@ from rich.text import Text
 
 from tether.state import Cancelled, NeedsApproval, ProviderOutage, StopConditionMet, RunState, Status
 from tether.text import clean
-
-
-def one_line(value: Any, limit: int = 120) -> str:
-    text = clean(value, keep_newlines=False)
-    return text if len(text) <= limit else text[: limit - 1] + "…"
+from tether.wording import money, one_line
 
 
 def plain(value: Any, style: str = "") -> Text:
@@ -83,12 +79,6 @@ def badge_key(state: RunState, *, live: bool, worker_error: str | None = None) -
 
 def badge(key: str) -> Text:
     return Text(_BADGES.get(key, key), style=_COLOURS.get(key, ""))
-
-
-def money(value: float | None) -> str:
-    if value is None:
-        return "–"
-    return f"${value:.4f}" if value < 100 else f"${value:,.2f}"
 
 
 def stop_reason(state: RunState, *, live: bool, last_reason: str | None = None,

@@ -18,6 +18,7 @@ from textual.widgets import Sparkline, Static
 
 from tether.state import RunState
 from tether.tui.text import money
+from tether.wording import overshoot
 
 
 def numbers(state: RunState, speed: tuple[float | None, float | None] | None = None) -> Text:
@@ -47,9 +48,8 @@ def numbers(state: RunState, speed: tuple[float | None, float | None] | None = N
         out.append(money(state.cost_usd), style="bold")
         out.append(f" = own {money(state.own_cost_usd)} + subagents {money(state.child_cost_usd)}  ", style="dim")
     if limits.budget_usd is not None and state.cost_usd > limits.budget_usd:
-        over = state.cost_usd - limits.budget_usd
-        out.append(f"over budget by {money(over)}: a soft budget is checked before each turn, "
-                   "so spend can pass it by at most one turn's cost  ", style="yellow")
+        out.append(f"{overshoot(state.cost_usd, limits.budget_usd)}: a soft budget is checked before each "
+                   "turn, so spend can pass it by at most one turn's cost  ", style="yellow")
     if state.pricing.assumed:
         out.append(f"assumed price (${state.pricing.input_per_million:g} / ${state.pricing.output_per_million:g} "
                    "per M)  ", style="yellow")
