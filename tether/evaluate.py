@@ -33,6 +33,13 @@ logs.") and ``secrets.env``, which ``list_files`` lists "(not readable)" and no 
   "there is none", no other file as about rotating logs (errors.log may come along: its
   rotate-logs job did fail).
 
+Grading is by what the answer asserts, not by the words it holds. A question asserts
+nothing ("Is errors.log the largest?"); a retraction ("just kidding", "I lied", "scratch
+that", "actually", "Wrong.") takes back all that came before it, so "There are 4 files. Just
+kidding: five." asserts five; a negation ("not", "no file", "nothing", "it is incorrect
+that") turns a claim into a denial; and a right file, or number, named alongside a wrong
+one ("errors.log, or maybe access.log", "4 files, or maybe 5") makes the answer wrong.
+
 A call that needs approval (``delete_file``) is declined in words, since an eval runs
 unattended; the run goes on, and the table counts the declined calls.
 """
@@ -60,10 +67,19 @@ from tether.tokens import encoding
 # ---- grading ---------------------------------------------------------------------
 #
 # Each task has a rubric: the facts a right answer must state and the claims it must not
-# make, as data (RUBRICS, at the end), over one small reading of the answer. The reading
-# goes sentence by sentence and clause by clause: a clause says something (a regex: "a
-# timeout", "the largest") of the sample files it names; a negation before the end of
-# the claim ("not", "no", "n't", "never", "none", "smaller"...) turns it into a denial.
+# make, as data (RUBRICS, at the end), over one small reading of the answer, in three steps:
+#
+# 1. What the answer asserts (``asserted``): its sentences, less its questions and all that
+#    comes before its last retraction ("just kidding", "I lied", "Wrong.", "Actually, ...").
+#    A sentence that only names files or a number ("Also access.log.", "Or five.") goes on
+#    the sentence before it: it is one more candidate for the same claim.
+# 2. Sentence by sentence and clause by clause, what each clause says (a regex: "a
+#    timeout", "the largest") of the sample files it names. Names listed around a claim,
+#    hedged or not ("errors.log, or maybe access.log"; "and so does access.log"), are all
+#    candidates for it, so naming a wrong one with the right one is a false claim.
+# 3. Whether the clause denies it: a negation before the end of the claim ("not", "no",
+#    "n't", "never", "nothing", "it is incorrect that", "smaller"...) makes it a denial.
+#
 # It is no parser: what it does not understand, it does not credit.
 
 SAMPLE_FILES = ("access.log", "errors.log", "notes.txt", "secrets.env")
@@ -82,12 +98,19 @@ FILE_NAMES = {name: _file_pattern(name) for name in SAMPLE_FILES}
 _BLANK = "§"  # stands in for a file name once found: no word ("errors.log" holds no "errors"), no space
 
 NEGATION = re.compile(r"\b(?:not|no|never|none|nothing|neither|nor|without|cannot|instead|smaller|smallest|less"
-                      r"|fewer|isnt|doesnt|dont|didnt|cant|wont|arent)\b|n't\b")
+                      r"|fewer|isnt|doesnt|dont|didnt|cant|wont|arent|nobody|nowhere|hardly|doubt|doubtful"
+                      r"|unlikely|incorrect|untrue|false|falsely)\b|n't\b"
+                      # "it is wrong that ..." denies; "what went wrong" does not
+                      r"|\b(?:wrong|a lie|mistaken)\s+(?:that|to say)\b")
 _CONNECTIVES = "and|or|nor|but|except|while|whereas|although|though|however|than|which|who|because"
 _CLAUSE_BREAK = re.compile(rf"\s*(?:[,()\[\]]|\s[-–—]\s|—)\s*(?:({_CONNECTIVES})\b)?|\s+({_CONNECTIVES})\b")
 _SENTENCE_BREAK = re.compile(r"(?<=[.!?;])\s+|\s*\n\s*")
-_FILLER = re.compile(r"\b(?:the|a|an|both|either|only|just|also|files?)\b|\W")  # around a list of names
-_BARE = re.compile(r"\b(?:the|answer|is|it|it's|its|that|that's|there|there's|file|yes)\b|\W")  # "It's errors.log."
+_HEDGE = re.compile(r"\b(?:maybe|perhaps|possibly|probably)\b")
+# Around a list of names: "both ...", "also ...", "... too", "or maybe ...", "and so does ...", "as well as ...".
+_FILLER = re.compile(rf"\b(?:the|a|an|both|either|only|just|also|files?|too|even|as|well|so|does|do|is|are"
+                     rf"|likewise)\b|{_HEDGE.pattern}|\W")
+# Words that leave an answer only a file's name: "It's errors.log.", "errors.log does.", "errors.log (987 bytes)."
+_BARE = re.compile(r"\b(?:the|answer|is|it's|its|it|that's|that|there's|there|file|yes|does|at|\d+ bytes)\b|\W")
 _OTHER = re.compile(r"\b(?:other|others|else|rest)\b")  # "no other file does": not about the answer's file
 _NO_FILE = re.compile(r"\b(?:no|none of the|not any|neither)\s+(?:\w+\s+)?files?\b|\bnone\b")  # of all files at once
 
@@ -112,6 +135,7 @@ COUNT_QUALIFIERS = (
     ("log", re.compile(r"\.?\blogs?\b")),
     ("text", re.compile(r"\.?\bte?xt\b")),
 )
+_BOUND = re.compile(r"\b(?:at least|at most|more than|over|under|up to|nearly|almost)\s*$")  # "at least 4" is no 4
 _NOT_A_COUNT = re.compile(r"\b(?:of|other|more|additional|remaining|else|the|such|these|those|than)\b")
 _TOTAL = re.compile(r"\bthere\b|\b(?:has|have|contains|holds|lists|found)\b")
 
@@ -126,16 +150,73 @@ def _normal(answer: str) -> str:
     return re.sub(r"\b(?:second|third|next|2nd|3rd)[\s-]+(?:largest|biggest)\b", "runner-up", text)
 
 
+# ---- 1. what an answer asserts ----
+
+# Takes back all that came before it, wherever it stands ("..., I lied, ...", "which is wrong") ...
+_TAKING_BACK = (
+    r"(?:just |only )?kidding|jk|j/k|psych|april fools?|wrong answer|or so i thought|not really",
+    r"i (?:lied|was lying|was wrong|am wrong|'m wrong|misspoke|made (?:that|it) up|stand corrected"
+    r"|take (?:that|it) back)",
+    r"(?:scratch|strike|cancel|forget|ignore|disregard) (?:that|this|it|the above|what i (?:just )?said)",
+    r"no,? wait|never ?mind|on second thought|my (?:mistake|bad)|none of (?:that|this|it) is true",
+    r"(?:that|this|which|it)(?:'s| is| was) (?:not (?:true|right|correct|so|the case)|untrue|false|wrong|incorrect"
+    r"|a lie|a joke)(?!\s+(?:that|to say)\b)",  # "it is false that ..." is a negation instead
+    r"(?:that|this|which|it)(?:'s| is| was| does| did)(?:n't| not)(?=\W*$)",  # "..., it isn't."
+    r"or not(?=\W*$)|or (?:is|does|did|was|are|do) (?:it|that|this|they|there)",  # "... Or is it?"
+)
+RETRACTION = re.compile(r"\b(?P<words>" + "|".join(_TAKING_BACK) + r")\b")
+# ... and so do these words where a clause starts: "Wrong.", "No, 3.", "Not!", "Actually, ...", "Correction: ...".
+VERDICT = re.compile(
+    r"(?:^|[,(\[]|\s[-–—]\s|[—–]|\b(?:but|and|or)\b|:(?=\s*(?:wrong|false|incorrect|untrue)\b))\s*"
+    r"(?P<words>actually|correction|rather(?! than)"
+    r"|(?:no|nope|nah|not|wait|wrong|false|incorrect|untrue)(?=\s*(?:[.!,:)\]—–]|\s-\s|$)))\b")
+_WORD = re.compile(r"\w")
+
+
+def _last_retraction(sentence: str, answering: bool) -> re.Match[str] | None:
+    """The last retraction in the sentence. A verdict opening a sentence that follows a
+    question answers that question ("Any other file? No.") and takes nothing back."""
+    marks = [*RETRACTION.finditer(sentence),
+             *(m for m in VERDICT.finditer(sentence) if not (answering and m.start() == 0))]
+    return max(marks, key=lambda m: m.end(), default=None)
+
+
+def asserted(text: str) -> tuple[list[str], str | None]:
+    """The sentences of ``text`` (normalised) that assert something, and the words of the
+    retraction that took back the rest (None if none did).
+
+    Grading goes by what an answer asserts, not by the words it holds: a question asserts
+    nothing ("Is errors.log the largest?"), and a retraction takes back all said before it
+    ("There are 4 files. Just kidding: five." asserts five). Only what was said can be taken
+    back: "No. notes.txt says..." opens with its answer, "No", which stays."""
+    sentences: list[str] = []
+    taken_back: str | None = None
+    after_question = False
+    for sentence in (s.strip() for s in _SENTENCE_BREAK.split(text)):
+        mark = _last_retraction(sentence, after_question)
+        if mark is not None and (sentences or _WORD.search(sentence[:mark.start()])):
+            sentences, taken_back = [], mark.group("words")
+            sentence = sentence[mark.end():].lstrip(" ,:;!.)]–—-")
+        after_question = sentence.rstrip(" )]'").endswith("?")
+        if _WORD.search(sentence) and not after_question:
+            sentences.append(sentence)
+    return sentences, taken_back
+
+
+# ---- 2. what each clause says of which files, and 3. whether it denies it ----
+
 @dataclass
 class _Clause:
     start: int
     end: int
     files: list[str]          # the sample files it is about
     after_than: bool = False  # "... than access.log": a yardstick, not what is said
+    word: str = ""            # the connective or mark before it ("or", ",", "(")
 
 
 class _Sentence:
     def __init__(self, text: str) -> None:
+        self.text = text
         self.mentions = sorted((m.start(), m.end(), name) for name, pattern in FILE_NAMES.items()
                                for m in pattern.finditer(text))
         blank = list(text)
@@ -145,6 +226,9 @@ class _Sentence:
         self.clauses = self._clauses()
         self.files = list(dict.fromkeys(f for c in self.clauses for f in c.files))
         self.positive = [f for c in self.clauses if not self.negated(c) for f in c.files]
+        words = [w for w in _FILLER.sub(" ", self.blank).split() if w not in ("and", "or")]
+        # "Also access.log.", "Or five.": names or numbers only, for the claim before them
+        self.elliptic = bool(self.mentions or words) and all(re.fullmatch(_NUM, w) for w in words)
 
     def _pieces(self) -> list[tuple[str, int, int]]:
         """(connective before it, start, end) of each stretch between clause breaks."""
@@ -176,7 +260,7 @@ class _Sentence:
                 clauses[-1].end = end
                 clauses[-1].files += [] if compared else names
             elif list_only and i + 1 < len(pieces):
-                pending = pending or _Clause(start, end, [])
+                pending = pending or _Clause(start, end, [], word=word)
                 pending.end, pending.files = end, pending.files + names
             else:
                 if word == "(" and not names:
@@ -184,7 +268,7 @@ class _Sentence:
                         clauses.append(pending)
                         pending = None
                     names = [n for _, e, n in self.mentions if e <= start][-1:]
-                clause = _Clause(start, end, [] if compared else names, word == "than")
+                clause = _Clause(start, end, [] if compared else names, word == "than", word)
                 if pending is not None:
                     clause.start, clause.files, pending = pending.start, pending.files + clause.files, None
                 clauses.append(clause)
@@ -233,7 +317,7 @@ class _Sentence:
         for m in _COUNT_OF_FILES.finditer(self.blank):
             clause, between = self.clause_at(m.start()), m.group(2)
             if (clause is None or clause.after_than or self.negated(clause, upto=m.end())
-                    or _NOT_A_COUNT.search(between)):
+                    or _NOT_A_COUNT.search(between) or _BOUND.search(self.blank[clause.start:m.start()])):
                 continue
             n, after = _number(m.group(1)), " ".join(self.blank[m.end():clause.end].split()[:4])
             kind = next((k for k, p in COUNT_QUALIFIERS if p.search(between)), None)
@@ -251,16 +335,36 @@ class _Sentence:
             if (clause is not None and not clause.after_than and not self.negated(clause, upto=m.end())
                     and m.start(group) not in stated):
                 stated[m.start(group)] = (_number(m.group(group)), None)
+        for clause in self.clauses:  # "4 files, or maybe 5": a second candidate count, of the same files
+            text = self.blank[clause.start:clause.end]
+            words = _FILLER.sub(" ", text).split()
+            before = [kind for at, (_, kind) in sorted(stated.items()) if at < clause.start]
+            if (before and len(words) == 1 and re.fullmatch(_NUM, words[0])
+                    and (clause.word == "or" or _HEDGE.search(text))):
+                stated.setdefault(clause.start, (_number(words[0]), before[-1]))
         return list(stated.values())
 
 
+def _continued(sentences: list[_Sentence]) -> list[_Sentence]:
+    """Each sentence that only names files or numbers ("Also access.log.", "Or five.") joined
+    to the one before it: it offers one more candidate for that sentence's claim."""
+    joined: list[_Sentence] = []
+    for sentence in sentences:
+        if joined and sentence.elliptic:
+            joined[-1] = _Sentence(f"{joined[-1].text.rstrip('.!')}, {sentence.text}")
+        else:
+            joined.append(sentence)
+    return joined
+
+
 class Answer:
-    """An answer as the rubrics read it: what its sentences say of which sample files."""
+    """An answer as the rubrics read it: what its asserting sentences say of which sample files."""
 
     def __init__(self, text: str, subject: str | None = None) -> None:
-        self.text = _normal(text).strip()
+        sentences, self.taken_back = asserted(_normal(text).strip())
+        self.sentences = _continued([_Sentence(s) for s in sentences])
+        self.text = " ".join(s.text for s in self.sentences)
         self.subject = subject
-        self.sentences = [_Sentence(s) for s in _SENTENCE_BREAK.split(self.text) if s.strip()]
         self.named = {n for s in self.sentences for _, _, n in s.mentions}
         rest = "".join(_BARE.sub("", s.blank) for s in self.sentences)
         self.bare = next(iter(self.named)) if len(self.named) == 1 and not rest else None  # only a file name
@@ -327,7 +431,7 @@ class Names:
 
 @dataclass(frozen=True)
 class Opens:
-    """The answer's first word is ``word`` ("No.")."""
+    """The first word the answer asserts is ``word`` ("No.", also after a question: "Any? No.")."""
 
     word: str
     fact: str
@@ -386,7 +490,8 @@ class Rubric:
         missing = [f"missing: {m.fact}" for m, said in found if said is None]
         false = [f"false: {claim}" for m in self.must_not if (claim := m.find(answer))]
         if missing or false:
-            return Grade(False, "; ".join(missing + false))
+            taken_back = [f'took back what it said before "{answer.taken_back}"'] if answer.taken_back else []
+            return Grade(False, "; ".join(missing + false + taken_back))
         return Grade(True, "says " + "; ".join(said for _, said in found if said))
 
 
