@@ -6,6 +6,11 @@ so resuming a saved run and running a new one are the same code path. Limits are
 checked before every model call; cost is added the moment a reply is back. Every
 decision about a call (run, cached, declined, cancelled, failed) is written into the
 transcript in words, and emitted as an event that the trace and the console share.
+
+Tool names are the tools' own everywhere (the transcript, the trace, approvals): only what
+goes to the model and comes back from it is mapped, to and from the names it is offered
+(:func:`~tether.tools.base.offered_name`: ``time.get_current_time`` goes as
+``time__get_current_time``, the only form hosted endpoints accept).
 """
 
 from __future__ import annotations
@@ -56,7 +61,7 @@ from tether.state import (
 from tether.runstore import Handle, TraceSink
 from tether.store import SaveError
 from tether.tokens import TokenCounter
-from tether.tools.base import Tool, ToolContext, ToolError
+from tether.tools.base import OFFERED_NAME, Tool, ToolContext, ToolError, offered_name
 from tether.workspace import Workspace
 
 MAX_TOOL_OUTPUT_CHARS = 16_000
@@ -120,7 +125,12 @@ class RunLoop:
         self.signal = signal
         self.ledger = handle.ledger()
         self.tool_runs: list[dict[str, Any]] = []  # executed in this process
-        self._schemas = [t.schema() for t in env.tools.values()]
+        # The names the model is offered, where they are not the tools' own, both ways.
+        self._offered = {name: offered_name(name) for name in env.tools if not OFFERED_NAME.fullmatch(name)}
+        self._named = {wire: name for name, wire in self._offered.items()}
+        self._schemas = [self._offer(t.schema()) for t in env.tools.values()]
+        self._sent: list[dict[str, Any]] = []  # the transcript as the model is sent it
+        self._sent_differs = False
         self._cache: dict[tuple[str, str], str] | None = None
         self._wire = env.client.new_transcript()
         self._call_ids: set[str] | None = None
@@ -215,7 +225,7 @@ class RunLoop:
                             + (f" (over by ${over:.4f}, less than the last turn's cost)" if over > 0 else ""),
                             MaxBudget())
             if limits.budget_mode == "strict":
-                counted = self.env.counter.prompt_tokens(st.messages, self._schemas)
+                counted = self.env.counter.prompt_tokens(self._model_messages(), self._schemas)
                 self._counted_prompt = counted
                 # The endpoint's count, not ours, is what it bills: scale ours by the largest
                 # ratio it has shown, plus a margin; before it has shown any, assume it may
@@ -248,7 +258,7 @@ class RunLoop:
             self.emit(TextDelta(run_id=st.run_id, turn=turn, text=text))
 
         reply = await self.env.client.complete(
-            st.model, st.messages, self._schemas, max_tokens=st.limits.max_tokens,
+            st.model, self._model_messages(), self._schemas, max_tokens=st.limits.max_tokens,
             signal=self.signal, on_retry=on_retry, transcript=self._wire,
             on_delta=on_delta if self.env.sinks else None,
         )
@@ -266,6 +276,7 @@ class RunLoop:
                 st.usage_ratio = round(ratio, 4)
         self._counted_prompt = 0
         message = reply.message()
+        self._own_names(message.get("tool_calls") or ())
         self._give_unique_ids(message.get("tool_calls") or ())
         st.messages.append(message)
         # Traced before it is saved: a crash in between leaves a turn that was paid for
@@ -284,6 +295,61 @@ class RunLoop:
         if not message.get("tool_calls"):
             return Stop(Status.COMPLETED, "the model answered")
         return None
+
+    # ---- names: the tools' own, and the ones the model is offered -----------
+    def _offer(self, schema: dict[str, Any]) -> dict[str, Any]:
+        fn = schema.get("function") or {}
+        wire = self._offered.get(fn.get("name"))
+        return schema if wire is None else {**schema, "function": {**fn, "name": wire}}
+
+    def _model_messages(self) -> list[dict[str, Any]]:
+        """The transcript as the model is sent it: each tool call under the name the tool is
+        offered by. Kept from turn to turn (the transcript only grows), and the transcript
+        itself while no call needs another name."""
+        messages = self.state.messages
+        sent = self._sent
+        if len(sent) > len(messages):  # not the transcript it was built from: start over
+            sent.clear()
+            self._sent_differs = False
+        for message in messages[len(sent):]:
+            shown = self._as_offered(message)
+            self._sent_differs = self._sent_differs or shown is not message
+            sent.append(shown)
+        return sent if self._sent_differs else messages
+
+    def _as_offered(self, message: dict[str, Any]) -> dict[str, Any]:
+        calls = message.get("tool_calls") if message.get("role") == "assistant" else None
+        if not calls or not isinstance(calls, list):
+            return message
+        renamed = []
+        for call in calls:
+            fn = call.get("function") if isinstance(call, dict) else None
+            name = fn.get("name") if isinstance(fn, dict) else None
+            if not isinstance(name, str) or OFFERED_NAME.fullmatch(name):
+                renamed.append(call)
+                continue
+            # A tool's own name (an old run's calls named with a dot, too), or one no tool has.
+            wire = self._offered.get(name) or offered_name(name)
+            renamed.append({**call, "function": {**fn, "name": wire}})
+        if all(a is b for a, b in zip(renamed, calls)):
+            return message
+        return {**message, "tool_calls": renamed}
+
+    def _own_names(self, calls: Any) -> None:
+        """A reply's calls under the tools' own names (the transcript, the trace and approvals
+        use those). A call by a tool's own name is taken as it is."""
+        for call in calls:
+            fn = call.get("function") or {}
+            name = fn.get("name")
+            if name in self._named and name not in self.env.tools:
+                fn["name"] = self._named[name]
+
+    def _tool_named(self, name: str) -> Tool | None:
+        """The tool a call names, by its own name or by the one it is offered by."""
+        tool = self.env.tools.get(name)
+        if tool is None and name in self._named:
+            tool = self.env.tools.get(self._named[name])
+        return tool
 
     def _give_unique_ids(self, calls: Any) -> None:
         """Call ids key approvals, results and the idempotency ledger, so each must be new
@@ -313,10 +379,11 @@ class RunLoop:
         call_id = call["id"]
         fn = call.get("function") or {}
         name, raw_args = str(fn.get("name", "")), fn.get("arguments") or "{}"
-        tool = self.env.tools.get(name)
+        tool = self._tool_named(name)
         if tool is None:
             await self._record(call_id, name, self._unknown_tool(name), ok=False, error="unknown tool")
             return None
+        name = tool.name
         args, problem = self._parse_args(name, raw_args)
         if problem:
             await self._record(call_id, name, problem, ok=False, error="invalid arguments")
@@ -404,8 +471,7 @@ class RunLoop:
         return None
 
     def _await_approval(self, call_id: str, tool: Tool, raw_args: str, earlier: Decision | None) -> Stop:
-        why = f"{tool.name} needs approval: " + ("it writes to the workspace" if not tool.read_only
-                                                   else "it is marked as needing approval")
+        why = f"{tool.name} needs approval: {tool.approval_reason()}"
         if earlier is not None and not earlier.used and earlier.args_hash != args_hash(raw_args):
             why += "; the arguments changed after the earlier decision, so that decision no longer applies"
         interruption = NeedsApproval(call_id, tool.name, raw_args, why)
@@ -451,8 +517,10 @@ class RunLoop:
                 if message.get("role") == "assistant":
                     for call in message.get("tool_calls") or ():
                         fn = call.get("function") or {}
+                        named = self._tool_named(str(fn.get("name", "")))
                         try:
-                            key = (fn.get("name", ""), _canonical(json.loads(fn.get("arguments") or "{}")))
+                            key = (named.name if named is not None else fn.get("name", ""),
+                                   _canonical(json.loads(fn.get("arguments") or "{}")))
                         except ValueError:
                             continue
                         calls[call.get("id", "")] = key
@@ -466,7 +534,7 @@ class RunLoop:
         return self._cache
 
     def _unknown_tool(self, name: str) -> str:
-        known = sorted(self.env.tools)
+        known = sorted(self._offered.get(n, n) for n in self.env.tools)  # as the model knows them
         hint = next((k for k in known if k.lower() == name.lower()), None)
         text = f"Error: unknown tool {name!r}."
         if hint:

@@ -36,7 +36,11 @@ How it is built (on facts measured with mcp 2.3 and the reference time server):
   restarts it. Tools keep the names and schemas of the first listing.
 * **Policy.** Tool annotations are hints the spec calls untrusted: they set read_only,
   needs_approval and idempotent only for a server with ``trust_annotations=True``. An
-  untrusted server's tools all write and need approval.
+  untrusted server's tools all write and need approval, and the approval's reason says so.
+* **Names.** A tool keeps the server's name for it unless that collides (``time.get_current_time``
+  then). The model is offered each tool under :func:`~tether.tools.base.offered_name`
+  (``time__get_current_time``: hosted endpoints refuse dots and more), and the run loop maps
+  its calls back; two tools that would be offered under one name are refused at start.
 """
 
 from __future__ import annotations
@@ -65,7 +69,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import jsonschema
 
 from tether.cancel import RunCancelled
-from tether.tools.base import Tool, ToolContext, ToolError
+from tether.tools.base import Tool, ToolContext, ToolError, offered_name
 
 if TYPE_CHECKING:
     import anyio
@@ -88,8 +92,10 @@ STOP_WAIT_S = 15.0
 supervisors (the SDK's own shutdown is bounded at about 6 s; the launcher makes it far less)."""
 
 PREFIX_SEPARATOR = "."
-"""Between a server's name and its tool's when names collide (``time.get_current_time``). OpenAI's
-own API accepts only ``[A-Za-z0-9_-]`` in function names; an endpoint that strict needs ``"__"``."""
+"""Between a server's name and its tool's when names collide (``time.get_current_time``): the
+name the trace, the console and the approvals show. The model is offered the name rewritten by
+:func:`~tether.tools.base.offered_name` (``time__get_current_time``), since OpenAI's API and
+others accept only ``[A-Za-z0-9_-]{1,64}`` in function names."""
 
 _NAME = re.compile(r"[A-Za-z0-9_-][A-Za-z0-9_.-]{0,63}")
 _ANY_OBJECT: dict[str, Any] = {"type": "object", "additionalProperties": True}
@@ -172,7 +178,8 @@ class MCPTool(Tool):
     """One tool of an MCP server, called on that server's session.
 
     ``name`` is the server's name for it unless it collides with another tool of the agent,
-    then ``<server>.<name>``; ``remote_name`` is what the server calls it.
+    then ``<server>.<name>``; ``remote_name`` is what the server calls it. The model is offered
+    it as ``offered_name(name)`` (see :func:`~tether.tools.base.offered_name`).
     """
 
     def __init__(self, link: _Link, listed: ListedTool, name: str) -> None:
@@ -198,6 +205,21 @@ class MCPTool(Tool):
 
     def __repr__(self) -> str:
         return f"<MCPTool {self.name} ({self.source})>"
+
+    def approval_reason(self) -> str:
+        """An untrusted server's tool needs approval because its annotations are not believed,
+        not because of what they say: the reason says that, and how to trust the server."""
+        if self._link.spec.trust_annotations:
+            return super().approval_reason()
+        said = annotation_words(self.annotations)
+        untrusted = f"the MCP server {self.server!r} is not trusted"
+        _, trusted_needs_approval, _ = policy(self.annotations, True)
+        if trusted_needs_approval:
+            own = ("this tool gives no annotations" if self.annotations is None
+                   else f"this tool's annotations ({said}) ask for approval too")
+            return f"{untrusted}, so each of its tools counts as one that writes; {own}, so trusting it would not help"
+        return (f"{untrusted}, so its tools' annotations ({said}) are not believed; trust it with "
+                f"trust_annotations = true under [mcp.{_toml_key(self.server)}] in the agent file to use them")
 
     def check_args(self, args: dict[str, Any]) -> str | None:
         try:
@@ -239,6 +261,24 @@ def policy(annotations: Any, trusted: bool) -> tuple[bool, bool, bool]:
     destructive = annotations is None or annotations.destructive_hint is not False
     idempotent = bool(annotations is not None and annotations.idempotent_hint is True)
     return False, destructive, idempotent
+
+
+def annotation_words(annotations: Any) -> str:
+    """What a tool's annotations say about policy, in words ("read-only", "not destructive, idempotent")."""
+    if annotations is None:
+        return "none given"
+    if annotations.read_only_hint is True:
+        words = ["read-only"]
+    else:
+        words = {True: ["destructive"], False: ["not destructive"]}.get(annotations.destructive_hint, [])
+    if annotations.idempotent_hint is True:
+        words.append("idempotent")
+    return ", ".join(words) or "no hints about writing"
+
+
+def _toml_key(name: str) -> str:
+    """A server's name as a key of the agent file's [mcp.<name>] table (quoted when it must be)."""
+    return name if re.fullmatch(r"[A-Za-z0-9_-]+", name) else json.dumps(name)
 
 
 def usable_schema(schema: Any) -> tuple[dict[str, Any], str | None]:
@@ -644,7 +684,11 @@ def _version() -> str:
 
 def catalog(listings: Sequence[tuple[_Link, Sequence[ListedTool]]], reserved: Collection[str]) -> list[MCPTool]:
     """Every server's tools, named: a name two servers share, or one the agent already uses,
-    is prefixed by the server (``time.get_current_time``)."""
+    is prefixed by the server (``time.get_current_time``).
+
+    Raises :class:`MCPStartError` when two tools would be offered to the model under one name
+    (:func:`~tether.tools.base.offered_name`: ``a.b`` and ``a__b`` both go as ``a__b``): the
+    model could not tell them apart, and a call of that name could not be mapped back."""
     own: list[tuple[_Link, list[ListedTool]]] = []
     for link, tools in listings:
         seen: dict[str, ListedTool] = {}
@@ -667,7 +711,27 @@ def catalog(listings: Sequence[tuple[_Link, Sequence[ListedTool]]], reserved: Co
                     name, n = f"{base}_{n}", n + 1
             taken.add(name)
             out.append(MCPTool(link, listed, name))
+    _refuse_shared_offered_names(out, reserved)
     return out
+
+
+def _refuse_shared_offered_names(tools: Sequence[MCPTool], reserved: Collection[str]) -> None:
+    offered: dict[str, str] = {offered_name(name): f"the agent's own tool {name!r}" for name in reserved}
+    for tool in tools:
+        wire = offered_name(tool.name)
+        other = offered.get(wire)
+        if other is None:  # tool names are unique already: a name taken here is another tool's
+            offered[wire] = f"the tool {_tool_words(tool)} of the MCP server {tool.server!r}"
+            continue
+        spec = tool._link.spec  # noqa: SLF001
+        why = (f"its tool {_tool_words(tool)} would be offered to the model as {wire!r}, and so would {other}; "
+               f"model endpoints accept only letters, digits, '_' and '-' in a tool name (at most 64), so the "
+               f"two cannot be told apart: rename this server or the other tool")
+        raise MCPStartError(f"MCP server {spec.name!r} failed to start: {why} ({spec.describe()}).", server=spec.name)
+
+
+def _tool_words(tool: MCPTool) -> str:
+    return repr(tool.name) if tool.name == tool.remote_name else f"{tool.remote_name!r} (named {tool.name!r})"
 
 
 @asynccontextmanager

@@ -4,6 +4,7 @@ start, and when the run's own process is killed and the run resumed elsewhere.""
 from __future__ import annotations
 
 import asyncio
+import re
 import signal
 import sys
 import time
@@ -16,7 +17,7 @@ from tether.events import ToolStart
 from tether.harness import Harness
 from tether.mcp import MCPServer
 from tether.provider.server import running_app
-from tether.state import Cancelled, Policies, Status
+from tether.state import Cancelled, NeedsApproval, Policies, Status
 from tether.store import RunStore
 from tests.conftest import Recorder
 from tests.endpoints import call, completion, scripted_app
@@ -133,7 +134,96 @@ async def test_names_that_collide_with_the_agents_own_tools_are_prefixed(tmp_pat
     async with running_app(scripted_app(script)) as url:
         async with Harness(tmp_path / "runs") as h:
             await h.start(agent(url, [echo_server(tmp_path, token)], tools=[echo]), "go")
-    assert "echo" in seen[0] and "echo.echo" in seen[0] and "echo.slow" not in seen[0] and "slow" in seen[0]
+    # The model is offered the prefixed name as hosted endpoints accept it (no dot).
+    assert "echo" in seen[0] and "echo__echo" in seen[0] and "echo.slow" not in seen[0] and "slow" in seen[0]
+    assert "echo.echo" not in seen[0]
+    await gone(token)
+
+
+OPENAI_NAME = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+"""What OpenAI's chat completions accept as a function name (anything else fails the request)."""
+
+
+async def test_a_prefixed_tool_is_offered_as_endpoints_accept_and_called_by_that_name(tmp_path: Path):
+    token = uuid.uuid4().hex
+    bodies: list[dict] = []
+
+    def script(t, r, body):
+        bodies.append(body)
+        bad = [tool["function"]["name"] for tool in body.get("tools") or ()
+               if not OPENAI_NAME.match(tool["function"]["name"])]
+        bad += [c["function"]["name"] for m in body["messages"] for c in m.get("tool_calls") or ()
+                if not OPENAI_NAME.match(c["function"]["name"])]
+        if bad:  # as OpenAI does: the request is refused
+            return completion(f"refused: {bad}")
+        if t == 0:
+            return completion(tool_calls=[call("echo__echo", {"text": "via the offered name"}, "e1")])
+        return completion("said: " + body["messages"][-1]["content"])
+
+    def echo(text: str) -> str:
+        """The agent's own echo."""
+        return text
+
+    recorder = Recorder()
+    async with running_app(scripted_app(script)) as url:
+        async with Harness(tmp_path / "runs") as h:
+            out = await h.start(agent(url, [echo_server(tmp_path, token)], tools=[echo],
+                                      policies=Policies(auto_approve=["echo.echo"])), "go", sinks=[recorder])
+            trace = list(h.store.read_trace(out.state.run_id))
+    assert out.state.status is Status.COMPLETED and out.state.answer == "said: echo: via the offered name"
+    assert "echo__echo" in [tool["function"]["name"] for tool in bodies[0]["tools"]]
+    # The transcript, the trace and the events keep the server and the tool as they are.
+    assert out.state.messages[2]["tool_calls"][0]["function"]["name"] == "echo.echo"
+    assert [r["name"] for r in trace if r.get("kind") == "tool_start"] == ["echo.echo"]
+    assert [e.name for e in recorder.events if isinstance(e, ToolStart)] == ["echo.echo"]
+    assert [r["name"] for r in out.tool_runs] == ["echo.echo"]
+    await gone(token)
+
+
+async def test_two_tools_offered_under_one_name_fail_the_run_in_words(tmp_path: Path):
+    token = uuid.uuid4().hex
+
+    def echo(text: str) -> str:
+        """The agent's own echo: the server's is then named echo.echo, offered as echo__echo."""
+        return text
+
+    def echo__echo(text: str) -> str:
+        """Offered under the name the server's echo would be."""
+        return text
+
+    async with running_app(scripted_app(lambda t, r, b: completion("never asked"))) as url:
+        async with Harness(tmp_path / "runs") as h:
+            out = await h.start(agent(url, [echo_server(tmp_path, token)], tools=[echo, echo__echo]), "go")
+    assert out.state.status is Status.FAILED and out.state.turns == 0
+    assert out.state.error.startswith(
+        "MCP server 'echo' failed to start: its tool 'echo' (named 'echo.echo') would be offered to the model as "
+        "'echo__echo', and so would the agent's own tool 'echo__echo'")
+    await gone(token)
+
+
+async def test_an_untrusted_servers_read_only_tool_says_why_it_needs_approval(tmp_path: Path):
+    token = uuid.uuid4().hex
+    endpoint = scripted_app(lambda t, r, b: completion(tool_calls=[call("fail", {"message": "x"}, "f1")]))
+    async with running_app(endpoint) as url:
+        async with Harness(tmp_path / "runs") as h:
+            out = await h.start(agent(url, [echo_server(tmp_path, token)]), "go")
+    waiting = out.state.interruption
+    assert out.state.status is Status.INTERRUPTED and isinstance(waiting, NeedsApproval)
+    assert waiting.why == ("fail needs approval: the MCP server 'echo' is not trusted, so its tools' annotations "
+                           "(read-only) are not believed; trust it with trust_annotations = true under [mcp.echo] "
+                           "in the agent file to use them")
+    assert "writes to the workspace" not in waiting.why
+    await gone(token)
+
+
+async def test_a_trusted_servers_write_tool_says_it_writes(tmp_path: Path):
+    token = uuid.uuid4().hex
+    endpoint = scripted_app(lambda t, r, b: completion(tool_calls=[call("echo", {"text": "x"}, "e1")]))
+    async with running_app(endpoint) as url:
+        async with Harness(tmp_path / "runs") as h:
+            out = await h.start(agent(url, [echo_server(tmp_path, token, trust_annotations=True)]), "go")
+    waiting = out.state.interruption
+    assert isinstance(waiting, NeedsApproval) and waiting.why == "echo needs approval: it writes to the workspace"
     await gone(token)
 
 

@@ -7,12 +7,15 @@ the model can act on goes back into the transcript, a permanent one ends the run
 
 The built-in tools declare all of this on the class; tools made at run time (from a
 plain function by :func:`tether.tool`, or listed by an MCP server) set the same
-attributes on the instance. The loop reads only the attributes and :meth:`Tool.check_args`.
+attributes on the instance. The loop reads only the attributes, :meth:`Tool.check_args` and
+:meth:`Tool.approval_reason`.
 """
 
 from __future__ import annotations
 
 import functools
+import hashlib
+import re
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
@@ -26,6 +29,37 @@ if TYPE_CHECKING:
     from tether.runstore import IdempotencyLedger
     from tether.state import RunState
     from tether.workspace import Workspace
+
+
+OFFERED_NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")
+"""The function names every chat-completions endpoint accepts: OpenAI's refuse any other
+(``^[a-zA-Z0-9_-]{1,64}$``), and the request fails before the model sees it."""
+
+_NOT_OFFERABLE = re.compile(r"[^A-Za-z0-9_-]")
+_DIGEST_CHARS = 8
+
+
+def offered_name(name: str) -> str:
+    """The name a tool is offered to the model by: ``name`` itself when it fits
+    :data:`OFFERED_NAME` (every built-in and ``@tool`` name does), else ``name`` rewritten to fit.
+
+    A dot becomes ``__`` (``time.get_current_time`` -> ``time__get_current_time``); any other
+    character outside ``[A-Za-z0-9_-]`` becomes ``_`` and, since that loses what the character
+    was, the name gets ``_`` and 8 hex digits of its SHA-256 (``get time`` -> ``get_time_…``);
+    a name longer than 64 is cut to 55 and gets the same digest. The same name always gives
+    the same offered name, in every process. Two tools could still be offered under one name
+    (``a.b`` and ``a__b``): :func:`tether.mcp.catalog` refuses that when the servers start.
+    The tool keeps its own name everywhere else (trace, console, approvals, the transcript);
+    the run loop maps between the two at the model's boundary.
+    """
+    if OFFERED_NAME.fullmatch(name):
+        return name
+    out = _NOT_OFFERABLE.sub("_", name.replace(".", "__"))
+    lossy = _NOT_OFFERABLE.search(name.replace(".", "")) is not None
+    if lossy or not out or len(out) > 64:
+        digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST_CHARS]
+        out = f"{out[:64 - _DIGEST_CHARS - 1]}_{digest}"
+    return out
 
 
 class ToolError(Exception):
@@ -100,6 +134,11 @@ class Tool(ABC):
     @abstractmethod
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         """Do the work and return the text the model reads."""
+
+    def approval_reason(self) -> str:
+        """Why a call of this tool waits for the operator's approval, in words that follow
+        "<name> needs approval: "."""
+        return "it writes to the workspace" if not self.read_only else "it is marked as needing approval"
 
     def check_args(self, args: dict[str, Any]) -> str | None:
         """Why ``args`` cannot be passed to :meth:`run`, in words for the model, or None.
