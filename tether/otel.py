@@ -29,6 +29,12 @@ delivered (the queue was full, the collector refused it, or it was still unsent 
 :meth:`OtelSink.shutdown`'s time ran out) is counted and reported through ``on_dropped``
 (run id, count), always on the thread that calls the sink or ``shutdown``/``force_flush``,
 never on the exporter's.
+
+Nor does it slow a command's exit much: a CLI command (``tether run``, ``resume``, ...)
+gives the collector at most :data:`CLI_EXPORT_TIMEOUT` (each export, the exporter's
+retries included, and the wait at exit), where a long-lived process (the console) waits
+up to :data:`SHUTDOWN_TIMEOUT` at exit and lets the exporter retry as the ``OTEL_EXPORTER_OTLP_*``
+variables say.
 """
 
 from __future__ import annotations
@@ -67,6 +73,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CAPTURE_CONTENT_ENV",
+    "CLI_EXPORT_TIMEOUT",
+    "SHUTDOWN_TIMEOUT",
     "OtelExportError",
     "OtelSink",
     "build_run_spans",
@@ -92,6 +100,17 @@ MAX_CONTENT_CHARS = 8192
 """A text part (a message's text, a tool's arguments or result) is cut to this many
 characters when exported."""
 REDACTED = "[redacted]"
+CLI_EXPORT_TIMEOUT = 0.5
+"""Seconds a CLI command gives the collector, at most: the OTLP exporter's timeout for one
+export (its retries with backoff included: a retry that would not fit is not made) and
+:meth:`OtelSink.shutdown`'s wait at exit. A collector that refuses connections costs the
+command a few milliseconds, one that is slow at most this; a collector that is up takes the
+run's spans well within it. What is not delivered in time is recorded in the run's trace
+as dropped. (``OTEL_EXPORTER_OTLP_TIMEOUT`` / ``..._TRACES_TIMEOUT`` apply when lower.)"""
+SHUTDOWN_TIMEOUT = 5.0
+"""Seconds :meth:`OtelSink.shutdown` waits by default (a long-lived process, the console,
+at exit): its exporter keeps the OTLP variables' timeout (10 s by default) and retries."""
+_ABORT_WAIT = 1.0  # at most this, and a tenth of shutdown's time, to stop an exporter still retrying
 _EXPORT_BATCH = 512
 
 # The conventions' well-known provider names, by the host of the endpoint a run talks to.
@@ -176,6 +195,17 @@ def provider_for(base_url: str | None) -> str:
                 or (pattern.endswith(".") and host.startswith(pattern)):
             return name
     return DEFAULT_PROVIDER
+
+
+def _env_export_timeout() -> float | None:
+    """The exporter's timeout from ``OTEL_EXPORTER_OTLP_TRACES_TIMEOUT`` / ``OTEL_EXPORTER_OTLP_TIMEOUT``
+    (seconds, as the Python exporter reads them), or None when unset or not a number."""
+    raw = os.environ.get("OTEL_EXPORTER_OTLP_TRACES_TIMEOUT") or os.environ.get("OTEL_EXPORTER_OTLP_TIMEOUT")
+    try:
+        value = float(raw) if raw else None
+    except ValueError:
+        return None
+    return value if value is not None and value >= 0 else None
 
 
 def _env_true(name: str) -> bool:
@@ -731,7 +761,8 @@ class OtelSink:
 
     Call it on the run's event loop (it never blocks: spans are ended in memory and
     exported on the processor's thread); call :meth:`shutdown` once at exit, from where
-    blocking for up to ``timeout`` seconds is fine.
+    blocking for up to ``shutdown_timeout`` seconds (default :data:`SHUTDOWN_TIMEOUT`; a
+    CLI command's: :data:`CLI_EXPORT_TIMEOUT`) is fine.
     """
 
     def __init__(
@@ -747,6 +778,7 @@ class OtelSink:
         max_queue_size: int | None = None,
         max_export_batch_size: int | None = None,
         schedule_delay_millis: float | None = None,
+        shutdown_timeout: float = SHUTDOWN_TIMEOUT,
     ) -> None:
         if tracer_provider is not None and exporter is not None:
             raise ValueError("give a tracer_provider or an exporter, not both")
@@ -755,6 +787,8 @@ class OtelSink:
         self.dropped: Counter[str] = Counter()
         """Spans lost so far, by why: ``queue_full``, ``export_failed``, ``unsent_at_shutdown``."""
         self.endpoint: str | None = None
+        self.shutdown_timeout = shutdown_timeout
+        """What :meth:`shutdown` waits at most when not told otherwise."""
         self._lock = threading.RLock()
         self._lost_lock = threading.Lock()
         self._lost: Counter[str] = Counter()
@@ -826,10 +860,12 @@ class OtelSink:
         self._report_drops()
         return done
 
-    def shutdown(self, timeout: float = 5.0) -> bool:
+    def shutdown(self, timeout: float | None = None) -> bool:
         """End the spans of runs still open (``tether.incomplete``), export what is queued,
-        and stop the exporter's thread, waiting at most ``timeout`` seconds; spans still
-        unsent then are reported as dropped. Idempotent. True when all was delivered in time."""
+        and stop the exporter's thread, waiting at most ``timeout`` seconds (default:
+        :attr:`shutdown_timeout`); spans still unsent then are reported as dropped.
+        Idempotent. True when all was delivered in time."""
+        timeout = self.shutdown_timeout if timeout is None else max(0.0, timeout)
         with self._lock:
             if self._closed:
                 return True
@@ -841,9 +877,10 @@ class OtelSink:
             self._report_drops()
             return done
         assert self._processor is not None
-        done = _in_thread(self.tracer_provider.shutdown, timeout, "tether-otel-shutdown")
+        abort = min(_ABORT_WAIT, timeout / 10)  # kept out of the wait for delivery: the total stays in timeout
+        done = _in_thread(self.tracer_provider.shutdown, timeout - abort, "tether-otel-shutdown")
         if not done:  # a collector that is down or slow: stop retrying, count what is left
-            _in_thread(self._processor.accounting.shutdown, 1.0, "tether-otel-abort")
+            _in_thread(self._processor.accounting.shutdown, abort, "tether-otel-abort")
         for span in self._processor.abandon():
             self._span_lost(span, "unsent_at_shutdown")
         self._report_drops()
@@ -852,20 +889,31 @@ class OtelSink:
 
 def otel_sink_from_env(otlp_url: str | None = None, *, on_dropped: Callable[[str, int], None] | None = None,
                        state_of: Callable[[str], Any] | None = None, secrets: Iterable[str] = (),
-                       capture_content: bool | None = None) -> OtelSink | None:
-    """The sink the CLI attaches: exporting to ``otlp_url`` (``--otlp``), else to the
-    endpoint ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_ENDPOINT`` name;
-    None when neither is set (or ``OTEL_SDK_DISABLED=true``). Content is captured when
-    ``capture_content`` or ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` says so."""
+                       capture_content: bool | None = None, timeout: float | None = None) -> OtelSink | None:
+    """The sink the CLI and the console attach: exporting to ``otlp_url`` (``--otlp``), else
+    to the endpoint ``OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`` / ``OTEL_EXPORTER_OTLP_ENDPOINT``
+    name; None when neither is set (or ``OTEL_SDK_DISABLED=true``). Content is captured when
+    ``capture_content`` or ``OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT`` says so.
+
+    ``timeout``: the most the collector may hold the process, in seconds: it caps the
+    exporter's timeout (each export, retries included) and is :meth:`OtelSink.shutdown`'s
+    wait; a CLI command passes :data:`CLI_EXPORT_TIMEOUT`. None (the console): the
+    exporter's timeout from the OTLP variables and :data:`SHUTDOWN_TIMEOUT` at exit."""
     if _env_true("OTEL_SDK_DISABLED"):
         return None
     if not otlp_url and not export_configured():
         return None
     endpoint = traces_endpoint(otlp_url)
     keys = [*secrets, os.environ.get("LLM_API_KEY") or ""]
-    sink = OtelSink(exporter=OTLPSpanExporter(endpoint=endpoint),
+    export_timeout: float | None = None
+    if timeout is not None:
+        timeout = max(0.0, timeout)
+        env_timeout = _env_export_timeout()
+        export_timeout = timeout if env_timeout is None else min(timeout, env_timeout)
+    sink = OtelSink(exporter=OTLPSpanExporter(endpoint=endpoint, timeout=export_timeout),
                     capture_content=capture_content_from_env() if capture_content is None else capture_content,
-                    on_dropped=on_dropped, state_of=state_of, secrets=keys)
+                    on_dropped=on_dropped, state_of=state_of, secrets=keys,
+                    shutdown_timeout=SHUTDOWN_TIMEOUT if timeout is None else timeout)
     sink.endpoint = endpoint
     return sink
 

@@ -4,7 +4,8 @@ how fast the host was (:func:`~tests.benchmarks.bench_harness.host_speed_ms`) be
 import time
 from collections.abc import Callable
 
-from tests.benchmarks import bench_console, bench_harness, bench_pgstore, bench_provider, bench_stop, bench_store, bench_stream, bench_workers
+from tests.benchmarks import (bench_console, bench_harness, bench_otel_exit, bench_pgstore, bench_provider, bench_stop,
+                               bench_store, bench_stream, bench_workers)
 
 
 def _section(name: str, run: Callable[[], object]) -> None:
@@ -23,5 +24,6 @@ if __name__ == "__main__":
     _section("store", lambda: bench_store.main([]))
     _section("store on PostgreSQL", bench_pgstore.main)
     _section("stop across processes", bench_stop.main_remote)
+    _section("a CLI command's exit with an OTLP collector down", lambda: bench_otel_exit.main([]))
     _section("workers on PostgreSQL", bench_workers.main)
     print(f"[host speed check at the end: {bench_harness.host_speed_ms():.1f} ms]")

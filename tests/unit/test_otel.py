@@ -38,7 +38,10 @@ from tether.events import (
     ToolStart,
     Turn,
 )
+from tether import otel
 from tether.otel import (
+    CLI_EXPORT_TIMEOUT,
+    SHUTDOWN_TIMEOUT,
     OtelExportError,
     OtelSink,
     export_run,
@@ -60,7 +63,8 @@ OTEL_ENV = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
             "OTEL_RESOURCE_ATTRIBUTES", "OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_HEADERS",
             "OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
             "OTEL_BSP_MAX_QUEUE_SIZE", "OTEL_BSP_SCHEDULE_DELAY", "OTEL_BSP_MAX_EXPORT_BATCH_SIZE",
-            "OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "LLM_API_KEY")
+            "OTEL_EXPORTER_OTLP_COMPRESSION", "OTEL_EXPORTER_OTLP_TRACES_COMPRESSION", "LLM_API_KEY",
+            "OTEL_EXPORTER_OTLP_TIMEOUT", "OTEL_EXPORTER_OTLP_TRACES_TIMEOUT")
 
 
 def ns(t: float) -> int:
@@ -761,3 +765,141 @@ async def test_the_console_exports_its_own_runs(clean_env, collector: Collector,
         await app.action_quit()
     names = [span.name for _, span in collector.spans()]
     assert "invoke_agent plan" in names and names.count("chat plan") == 3
+
+
+# ---- a CLI command's exit: a short, fixed bound on the wait for the collector (issue 31) ----------
+
+class TimeoutSpy(OTLPSpanExporter):
+    """The OTLP exporter, remembering the timeout it was made with."""
+
+    made: list[float | None] = []
+
+    def __init__(self, *args: Any, timeout: float | None = None, **kw: Any) -> None:
+        TimeoutSpy.made.append(timeout)
+        super().__init__(*args, timeout=timeout, **kw)
+
+
+@pytest.fixture
+def timeout_spy(clean_env) -> list[float | None]:
+    TimeoutSpy.made = []
+    clean_env.setattr(otel, "OTLPSpanExporter", TimeoutSpy)
+    return TimeoutSpy.made
+
+
+def test_a_cli_command_gives_the_collector_a_short_bound_the_console_its_longer_one(clean_env, timeout_spy,
+                                                                                       threads_stop, tmp_path: Path):
+    import argparse
+
+    from tether.cli import _harness
+
+    assert 0 < CLI_EXPORT_TIMEOUT <= 0.5 < SHUTDOWN_TIMEOUT
+    url = f"http://127.0.0.1:{free_port()}"
+    cli = otel_sink_from_env(url, timeout=CLI_EXPORT_TIMEOUT)
+    assert cli is not None and cli.shutdown_timeout == CLI_EXPORT_TIMEOUT
+    assert timeout_spy == [CLI_EXPORT_TIMEOUT]  # each export, its retries included, is capped too
+    cli.shutdown()
+
+    clean_env.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "0.2")  # a shorter timeout of the user's still applies
+    shorter = otel_sink_from_env(url, timeout=CLI_EXPORT_TIMEOUT)
+    assert shorter is not None and timeout_spy[-1] == 0.2 and shorter.shutdown_timeout == CLI_EXPORT_TIMEOUT
+    shorter.shutdown()
+    clean_env.setenv("OTEL_EXPORTER_OTLP_TIMEOUT", "30")  # a longer one does not lift the bound
+    longer = otel_sink_from_env(url, timeout=CLI_EXPORT_TIMEOUT)
+    assert longer is not None and timeout_spy[-1] == CLI_EXPORT_TIMEOUT
+    longer.shutdown()
+    clean_env.delenv("OTEL_EXPORTER_OTLP_TIMEOUT")
+
+    console = otel_sink_from_env(url)  # what the console attaches: the exporter's own timeout and retries
+    assert console is not None and console.shutdown_timeout == SHUTDOWN_TIMEOUT and timeout_spy[-1] is None
+    console.shutdown(timeout=1)
+
+    # and the CLI's commands (tether run, resume, approve, ...) attach the bounded one
+    clean_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
+    args = argparse.Namespace(runs_dir=tmp_path / "runs", workspace=tmp_path / "ws", otlp=None, config=None)
+    harness = _harness(args)
+    sinks = [sink for sink in harness.sinks if isinstance(sink, OtelSink)]
+    assert len(sinks) == 1 and sinks[0].shutdown_timeout == CLI_EXPORT_TIMEOUT
+    assert timeout_spy[-1] == CLI_EXPORT_TIMEOUT
+    sinks[0].shutdown()
+
+
+def test_with_the_cli_bound_a_refusing_collector_is_not_retried_and_every_span_is_reported(
+        clean_env, threads_stop, caplog: pytest.LogCaptureFixture):
+    import logging
+
+    caplog.set_level(logging.DEBUG, logger="opentelemetry")
+    url = f"http://127.0.0.1:{free_port()}/v1/traces"
+    # Without the bound, the exporter retries a refused connection after a backoff (what
+    # held a CLI command ~5 s at exit); the log says so, which is what is checked below.
+    unbounded = OTLPSpanExporter(endpoint=url, timeout=10)
+    spans = build_run_spans_of(research_run())
+    exporting = threading.Thread(target=unbounded.export, args=(spans,))
+    exporting.start()
+    for _ in range(200):
+        if any("retrying" in r.getMessage() for r in caplog.records):
+            break
+        exporting.join(0.05)
+    unbounded.shutdown()  # ends the backoff at once
+    exporting.join(10)
+    assert any("retrying" in r.getMessage() for r in caplog.records)
+    caplog.clear()
+
+    reports: list[tuple[str, int]] = []
+    sink = otel_sink_from_env(url.removesuffix("/v1/traces"), timeout=CLI_EXPORT_TIMEOUT,
+                              on_dropped=lambda run, n: reports.append((run, n)))
+    assert sink is not None
+    for event in research_run():
+        sink(event)
+    assert sink.shutdown() is False  # with the sink's own (CLI) bound
+    assert not any("retrying" in r.getMessage() for r in caplog.records)  # no retry was waited for
+    assert sink.dropped == {"export_failed": 9}  # the export failed fast: nothing left "unsent" at the deadline
+    lost: dict[str, int] = {}
+    for run, count in reports:
+        lost[run] = lost.get(run, 0) + count
+    assert lost == {run: sum(1 for s in spans if s.attributes["gen_ai.conversation.id"] == run)
+                    for run in (PARENT, CHILD)}  # every span of both runs, by run
+
+
+def build_run_spans_of(events: list[Event]) -> list[ReadableSpan]:
+    sink, memory, provider = memory_sink()
+    for event in events:
+        sink(event)
+    provider.shutdown()
+    return list(memory.get_finished_spans())
+
+
+def _tether_run(tmp_path: Path, endpoint: str, run_id: str) -> Any:
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in OTEL_ENV}
+    env["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
+    return subprocess.run([sys.executable, "-m", "tether.cli", "run", "plan", "--run-id", run_id,
+                           "--runs-dir", str(tmp_path / "runs"), "--workspace", str(tmp_path / "ws")],
+                          env=env, capture_output=True, text=True, timeout=120)
+
+
+def _trace(tmp_path: Path, run_id: str) -> list[dict[str, Any]]:
+    return [json.loads(line) for line in (tmp_path / "runs" / run_id / TRACE_FILE).read_text().splitlines()]
+
+
+def test_tether_run_with_a_refusing_collector_completes_and_records_the_dropped_spans(clean_env, tmp_path: Path):
+    result = _tether_run(tmp_path, f"http://127.0.0.1:{free_port()}", "refused")
+    assert result.returncode == 0, result.stderr
+    assert "status=completed" in result.stdout
+    assert result.stderr == ""  # the exporter's complaints stay out of the terminal
+    trace = _trace(tmp_path, "refused")
+    stopped = [r for r in trace if r["kind"] == "run_stopped"]
+    assert len(stopped) == 1 and stopped[0]["status"] == "completed"
+    assert sum(r["spans"] for r in trace if r["kind"] == "telemetry_dropped") == 6  # all of the run's spans
+
+
+def test_tether_run_with_a_collector_that_never_answers_records_the_spans_as_dropped(
+        clean_env, slow_collector: Collector, tmp_path: Path):
+    result = _tether_run(tmp_path, slow_collector.url, "silent")
+    assert result.returncode == 0, result.stderr
+    assert slow_collector.requests  # the spans were offered, and never answered
+    trace = _trace(tmp_path, "silent")
+    assert [r["status"] for r in trace if r["kind"] == "run_stopped"] == ["completed"]
+    assert sum(r["spans"] for r in trace if r["kind"] == "telemetry_dropped") == 6
