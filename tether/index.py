@@ -59,6 +59,7 @@ INDEX_EVERY_S = 1.0
 TASK_CHARS = 200
 BUSY_S = 5.0
 RETRY_AFTER_S = 5.0  # after an index error, a writer leaves the index alone this long
+PRIVATE_FILE = 0o600  # as tether.store's: summaries hold tasks and answers
 
 Liveness = Literal["running", "orphaned", "queued"]
 """``queued``: saved as running, held by no process, and waiting in the worker queue
@@ -250,6 +251,11 @@ class RunIndex:
         if self._db is not None and ino == self._ino:
             return self._db
         self._close()
+        if ino == -1:
+            # Made here, mode 0600, before SQLite opens it: SQLite gives its -wal and -shm
+            # files the database's own mode, so the three stay private (docs/run-store.md).
+            with contextlib.suppress(OSError):  # no runs dir, a read-only disk: connect says so
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE))
         db = sqlite3.connect(self.path, timeout=BUSY_S, isolation_level=None, check_same_thread=False)
         try:
             db.execute(f"PRAGMA busy_timeout = {int(BUSY_S * 1000)}")

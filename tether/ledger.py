@@ -85,7 +85,7 @@ class Ledger:
 
     def _append(self, record: dict[str, Any]) -> None:
         data = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(mode=0o700, parents=True, exist_ok=True)  # the run's folder, as the store makes it
         fd = os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o600)
         try:
             size = os.fstat(fd).st_size

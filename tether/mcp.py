@@ -530,7 +530,9 @@ class _Link:
             client = Client(spec.url, mode="legacy", cache=None, client_info=info, message_handler=on_message)
         else:
             assert self.stderr_path is not None
-            errlog = stack.enter_context(open(self.stderr_path, "a", encoding="utf-8", errors="replace"))
+            # Private like the run's other files: a server's stderr may echo what its tools read.
+            fd = os.open(self.stderr_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+            errlog = stack.enter_context(open(fd, "a", encoding="utf-8", errors="replace"))
             self._stderr_offset = errlog.tell()
             argv = launcher_argv(spec)
             params = StdioServerParameters(command=argv[0], args=argv[1:], env={**os.environ, **spec.env},

@@ -17,6 +17,12 @@ Layout of ``<runs_dir>/<run_id>/``:
 ``<runs_dir>/index.sqlite`` holds a summary of every run (:mod:`tether.index`), so that
 listing runs does not replay every journal.
 
+Transcripts are private: the folders the store creates (the runs dir, any missing parent
+of it such as ``$TETHER_HOME``, each run's folder) are made ``0700`` and every file in
+them ``0600`` (:data:`PRIVATE_DIR`, :data:`PRIVATE_FILE`), whatever the umask. A Tether
+home that already exists with looser modes is left as it is, with one warning on stderr
+per process naming the ``chmod`` that fixes it (:func:`check_home`).
+
 The process running a run holds an exclusive ``flock`` on the journal's descriptor,
 the one its saves append through: one system call, released by the kernel when the
 process ends however it ends, and no lock file to create or clean up. That lock, not
@@ -40,14 +46,16 @@ import getpass
 import json
 import logging
 import os
+import shlex
 import socket
+import stat
 import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tether.index import INDEX_EVERY_S, IndexUnavailable, JournalKey, Liveness, RunIndex, RunSummary
+from tether.index import INDEX_EVERY_S, INDEX_FILE, IndexUnavailable, JournalKey, Liveness, RunIndex, RunSummary
 from tether.state import RunState, StateError
 
 if TYPE_CHECKING:
@@ -71,6 +79,12 @@ GROWING_FIELDS = ("per_turn_prompt_tokens", "estimated_turns")
 # Header fields that seldom change: a commit carries them only when they did (a run's
 # agent reference is written at creation and when its MCP tools are first listed).
 STICKY_FIELDS = ("agent",)
+PRIVATE_DIR = 0o700
+"""The mode of every folder the store creates (as ~/.ssh): transcripts are nobody else's."""
+PRIVATE_FILE = 0o600
+"""The mode of every file the store creates."""
+# Names the store keeps in the runs dir for itself: never a run's id.
+RESERVED_NAMES = frozenset(INDEX_FILE + suffix for suffix in ("", "-wal", "-shm", "-journal"))
 
 
 class SaveError(Exception):
@@ -81,9 +95,96 @@ def _dumps(obj: Any) -> str:
     return json.dumps(obj, ensure_ascii=False, separators=(",", ":"))
 
 
+def default_home() -> Path:
+    """``$TETHER_HOME`` (default ``~/.local/share/tether``), without importing the harness."""
+    return Path(os.environ.get("TETHER_HOME") or Path.home() / ".local" / "share" / "tether")
+
+
 def default_runs_dir() -> Path:
     """``$TETHER_HOME/runs`` (the harness's default), without importing the harness."""
-    return Path(os.environ.get("TETHER_HOME") or Path.home() / ".local" / "share" / "tether") / "runs"
+    return default_home() / "runs"
+
+
+def private_dirs(path: Path | str) -> None:
+    """Make the folder ``path`` and whichever of its parents are missing, each ``0700``
+    (set after ``mkdir``, so the umask cannot widen or narrow it). Folders that exist are
+    left as they are."""
+    path = Path(path)
+    missing: list[Path] = []
+    while not path.is_dir():
+        missing.append(path)
+        if path.parent == path:
+            break
+        path = path.parent
+    for folder in reversed(missing):
+        try:
+            os.mkdir(folder, PRIVATE_DIR)
+        except FileExistsError:
+            if folder.is_dir():
+                continue  # made by another process meanwhile: its own business
+            raise
+        os.chmod(folder, PRIVATE_DIR)
+
+
+def private_file(path: Path | str) -> None:
+    """Create ``path`` empty with mode ``0600`` if it does not exist, so that a writer that
+    opens it later with ``O_CREAT`` (a trace, the control channel) appends to a private file."""
+    os.close(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | os.O_CLOEXEC, PRIVATE_FILE))
+
+
+_WARNED: set[str] = set()
+
+
+def _home_of(root: Path | str) -> Path | None:
+    """``$TETHER_HOME`` when the runs dir ``root`` is inside it (the default store), else None:
+    a runs dir elsewhere (``--runs-dir``, ``--store DIR``) is the user's choice of place."""
+    home = default_home()
+    try:
+        inside = Path(os.path.abspath(root)).is_relative_to(os.path.abspath(home))
+    except (OSError, ValueError):
+        return None
+    return home if inside else None
+
+
+def _open_home(root: Path) -> None:
+    """On opening a store in the Tether home: make the home ``0700`` if it is missing (now,
+    not at the first run: the demo workspace, made before the first run, would otherwise
+    make it with the default mode), or warn if it exists with looser modes. The runs dir
+    itself is made when a run is created (listing runs creates nothing)."""
+    home = _home_of(root)
+    if home is None:
+        return
+    if not home.exists():
+        with contextlib.suppress(OSError):  # an unwritable place: said when a run is created
+            private_dirs(home)
+        return
+    check_home(root)
+
+
+def check_home(root: Path | str) -> str | None:
+    """Warn, once per process and on stderr, when the Tether home that holds the runs dir
+    ``root`` lets other users in (group or other bits in its mode). The mode is not changed:
+    the warning names the ``chmod`` to run. Returns the warning (None when there is none,
+    or when it was given already). A runs dir outside ``$TETHER_HOME`` is not judged."""
+    home = _home_of(root)
+    if home is None:
+        return None
+    try:
+        st = os.stat(home)
+    except (OSError, ValueError):
+        return None
+    mode = st.st_mode & 0o777
+    if not stat.S_ISDIR(st.st_mode) or not mode & 0o077:
+        return None
+    where = os.path.abspath(home)
+    if where in _WARNED:
+        return None
+    _WARNED.add(where)
+    how = "readable by other users" if mode & 0o044 else "open to other users"
+    words = f"tether: warning: {where} is {how} (mode {mode:04o}); run: chmod 700 {shlex.quote(where)}"
+    with contextlib.suppress(OSError, ValueError):
+        print(words, file=sys.stderr, flush=True)
+    return words
 
 
 @dataclass(frozen=True, slots=True)
@@ -129,6 +230,7 @@ class RunStore:
     def __init__(self, runs_dir: Path | str) -> None:
         self.root = Path(runs_dir)
         self.index = RunIndex(self.root)
+        _open_home(self.root)
 
     @property
     def where(self) -> str:
@@ -138,10 +240,12 @@ class RunStore:
     def run_dir(self, run_id: str) -> Path:
         if not run_id or "/" in run_id or run_id in (".", "..") or "\0" in run_id:
             raise StateError(f"invalid run id {run_id!r}")
+        if run_id in RESERVED_NAMES:
+            raise StateError(f"invalid run id {run_id!r}: {run_id} is the run store's index, not a run")
         return self.root / run_id
 
     def exists(self, run_id: str) -> bool:
-        return (self.run_dir(run_id) / JOURNAL_FILE).exists()
+        return (self.run_dir(run_id) / JOURNAL_FILE).is_file()
 
     def run_ids(self) -> list[str]:
         if not self.root.is_dir():
@@ -150,7 +254,7 @@ class RunStore:
 
     def load(self, run_id: str) -> RunState:
         """Read a run without taking its lock (for listing and showing)."""
-        return _read(self.run_dir(run_id) / JOURNAL_FILE)[0]
+        return _read(self.run_dir(run_id) / JOURNAL_FILE, missing=f"no run {run_id} in {self.root}")[0]
 
     # ---- summaries, from the index --------------------------------------------------
     def summaries(self, *, live_only: bool = False, problems: dict[str, str] | None = None) -> list[RunSummary]:
@@ -215,7 +319,9 @@ class RunStore:
         path = self.run_dir(run_id) / JOURNAL_FILE
         try:
             st = os.stat(path)
-        except FileNotFoundError:
+            if not stat.S_ISREG(st.st_mode):
+                raise IsADirectoryError(path)
+        except _NOT_A_RUN:
             raise StateError(f"no run {run_id} in {self.root}") from None
         key = (st.st_size, st.st_mtime_ns, st.st_ino)
         try:
@@ -302,7 +408,9 @@ class RunStore:
     def control_append(self, run_id: str, request: ControlRequest) -> None:
         from tether import control
 
-        control.append(self.run_dir(run_id), request)
+        directory = self.run_dir(run_id)
+        private_file(directory / control.CONTROL_FILE)
+        control.append(directory, request)
 
     def control_read(self, run_id: str, seen: int) -> list[ControlRequest]:
         from tether import control
@@ -320,7 +428,9 @@ class RunStore:
     def append_event(self, run_id: str, event: Event) -> None:
         from tether.trace import TraceWriter
 
-        trace = TraceWriter(self.run_dir(run_id) / TRACE_FILE)
+        path = self.run_dir(run_id) / TRACE_FILE
+        private_file(path)
+        trace = TraceWriter(path)
         try:
             trace.write(event)
         finally:
@@ -332,9 +442,13 @@ class RunStore:
         one id, the second gets "already exists" instead of truncating the first's run.
         Running it is :meth:`open`'s business, like any saved run."""
         directory = self.run_dir(state.run_id)
-        directory.mkdir(parents=True, exist_ok=True)
+        try:
+            private_dirs(directory)
+        except (FileExistsError, NotADirectoryError) as exc:
+            raise StateError(f"cannot create run {state.run_id}: {exc.filename or directory} is in the way "
+                             f"(a file, not a folder)") from None
         tmp = directory / f".{JOURNAL_FILE}.{os.getpid()}.new"
-        tmp.write_bytes(_commit_bytes(state.messages, _header(state)))
+        _write_private(tmp, _commit_bytes(state.messages, _header(state)))
         try:
             os.link(tmp, directory / JOURNAL_FILE)
         except FileExistsError:
@@ -395,6 +509,7 @@ class RunHandle:
         """The run's trace writer (``trace.jsonl``), ``seq`` going on from its last line."""
         from tether.trace import TraceWriter
 
+        private_file(self.trace_path)
         return TraceWriter(self.trace_path, secrets=secrets)
 
     def ledger(self) -> Ledger:
@@ -414,7 +529,7 @@ class RunHandle:
         path = self.directory / JOURNAL_FILE
         try:
             fd = os.open(path, os.O_WRONLY)
-        except FileNotFoundError:
+        except _NOT_A_RUN:
             raise StateError(f"no run {self.run_id} in {self.directory.parent}") from None
         try:
             # A reader probing the lock (:func:`lock_held`) holds it shared for microseconds:
@@ -458,7 +573,7 @@ class RunHandle:
         Best effort: the record informs, the lock decides."""
         tmp = f"{self.directory}/.{OWNER_FILE}.{os.getpid()}.tmp"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, PRIVATE_FILE)
             try:
                 os.write(fd, _dumps(self._owner).encode())
             finally:
@@ -546,7 +661,7 @@ class RunHandle:
         locked before it replaces the old one, so the run is never unheld in between."""
         tmp = self.directory / f".{JOURNAL_FILE}.{os.getpid()}.tmp"
         data = _commit_bytes(state.messages, _header(state))
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, PRIVATE_FILE)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a file no one else knows yet
             if os.write(fd, data) != len(data):
@@ -618,6 +733,22 @@ def set_owner_command(words: str) -> None:
     _whoami()["command"] = words[:80]
 
 
+# A run id that names something in the runs dir that is not a run: a file (the index, a
+# stray file: ENOTDIR), a folder without a journal (ENOENT), a journal that is a folder.
+_NOT_A_RUN = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write a new file of mode ``0600`` (truncating any left by a crashed process)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, PRIVATE_FILE)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+    finally:
+        os.close(fd)
+
+
 def _header(state: RunState, since: dict[str, int] | None = None) -> dict[str, Any]:
     return {**state.header(since), "message_count": len(state.messages)}
 
@@ -629,8 +760,9 @@ def _commit_bytes(messages: list[dict[str, Any]], header: dict[str, Any]) -> byt
     return ("\n".join(lines) + "\n").encode()
 
 
-def _read(path: Path) -> tuple[RunState, int]:
-    """Replay a journal up to its last complete commit; return the state and where it ends."""
+def _read(path: Path, *, missing: str | None = None) -> tuple[RunState, int]:
+    """Replay a journal up to its last complete commit; return the state and where it ends.
+    No journal there (or something else in its place) is a StateError saying ``missing``."""
     messages: list[dict[str, Any]] = []
     uncommitted: list[dict[str, Any]] = []
     grown: dict[str, list[Any]] = {f: [] for f in GROWING_FIELDS}
@@ -639,8 +771,8 @@ def _read(path: Path) -> tuple[RunState, int]:
     committed_bytes = offset = 0
     try:
         f = open(path, "rb")
-    except FileNotFoundError:
-        raise StateError(f"no saved run at {path}") from None
+    except _NOT_A_RUN:
+        raise StateError(missing or f"no saved run at {path}") from None
     with f:
         for number, line in enumerate(f, 1):
             offset += len(line)

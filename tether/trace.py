@@ -25,7 +25,7 @@ class TraceWriter:
         self.path = path
         self._secrets = tuple(s for s in secrets if s)
         self._seq = _recover_tail(path)
-        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)  # transcripts are private
 
     @property
     def last_seq(self) -> int:

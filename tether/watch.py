@@ -59,7 +59,7 @@ from watchfiles._rust_notify import RustNotify, WatchfilesRustInternalError
 
 from tether.control import CONTROL_FILE
 from tether.index import INDEX_FILE
-from tether.store import HEARTBEAT_S, JOURNAL_FILE, LEDGER_FILE, OWNER_FILE, TRACE_FILE, lock_held
+from tether.store import HEARTBEAT_S, JOURNAL_FILE, LEDGER_FILE, OWNER_FILE, TRACE_FILE, lock_held, private_dirs
 from tether.tail import TraceTail
 from tether.wording import format_record, one_line
 
@@ -198,7 +198,7 @@ class RunWatcher:
 
     # ---- on the watcher's thread ------------------------------------------------------
     def _start(self) -> None:
-        self.root.mkdir(parents=True, exist_ok=True)
+        private_dirs(self.root)
         self._paths = self._wanted_paths()
         self._notify = self._make(self._paths)
         # Listed after the watches are in place: a run made in between is known, not missed.
