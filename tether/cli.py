@@ -227,6 +227,8 @@ def build_parser() -> argparse.ArgumentParser:
     resume.add_argument("run_id")
     resume.add_argument("--max-turns", type=_positive_int)
     resume.add_argument("--budget", type=_money, metavar="USD")
+    resume.add_argument("--message", metavar="TEXT",
+                        help="a follow-up: the next words to the agent; a completed run goes on from them")
     resume.add_argument("--json", action="store_true")
     _wait_options(resume)
     _otlp_option(resume)
@@ -240,6 +242,12 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("run_id")
         p.add_argument(field, default="")
         p.add_argument("--json", action="store_true")
+        if name == "approve":
+            p.add_argument("--option", metavar="ID",
+                           help="an ACP agent's permission option (such as allow_always's id); default: allow once")
+        else:
+            p.add_argument("--silent", action="store_true",
+                           help="an ACP agent: do not send the reason on to the agent as its next prompt")
         _as_option(p)
         _wait_options(p)
         _otlp_option(p)
@@ -569,7 +577,7 @@ async def _resume(args: argparse.Namespace) -> int:
     await _may_operate(args, "resume")
     async with _harness_for(args) as harness:
         outcome = await harness.run(args.run_id, signal=await _signal(args), max_turns=args.max_turns,
-                                    budget_usd=args.budget, wait_for_decision=_waiting(args))
+                                    budget_usd=args.budget, wait_for_decision=_waiting(args), message=args.message)
     return _emit_outcome(args, outcome)
 
 
@@ -593,9 +601,13 @@ async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
             if queued is not None:
                 return _emit_reply(args, queued)
         owner = await call(harness.store, harness.store.owner, args.run_id)
+        acp = {"option": getattr(args, "option", None), "silent": getattr(args, "silent", False)}
         if owner is not None and owner.alive:
-            reply = await harness.decide(args.run_id, verdict, text, by=_who(args))
+            reply = await harness.decide(args.run_id, verdict, text, by=_who(args), **acp)
             return _emit_reply(args, reply)
+        if acp["option"] or acp["silent"]:
+            raise UsageError(f"--option and --silent answer an ACP agent while it waits, and no process holds run "
+                             f"{args.run_id} now")
         operate = harness.approve if verdict == "approve" else harness.reject
         outcome = await operate(args.run_id, text, by=_who(args), signal=await _signal(args),
                                 wait_for_decision=_waiting(args))
@@ -662,6 +674,16 @@ async def _agents(args: argparse.Namespace) -> int:
     for row in rows:
         if row["set"] == "demo":
             continue
+        if "acp" in row:
+            acp = row["acp"]
+            print(clean(f"{row['name']}  ACP agent: {' '.join(acp['command'])}  ({row['config']})"))
+            if acp.get("error"):
+                print(clean(f"  {acp['error']}"))
+                continue
+            caps = ", ".join(sorted(k for k, v in acp["capabilities"].items() if v)) or "none"
+            print(clean(f"  {acp['agent']} {acp['version']}; auth: {', '.join(acp['auth_methods']) or 'none'}; "
+                        f"loads sessions: {'yes' if acp['load_session'] else 'no'}; capabilities: {caps}"))
+            continue
         where = row["base_url"] or "the embedded scripted provider"
         print(clean(f"{row['name']}  {row['model']} at {where}  ({row['config']})"))
         for tool in row["tools"]:
@@ -690,6 +712,8 @@ async def _describe(agent: Any, kind: str) -> dict[str, Any]:
     """An agent as ``tether agents`` shows it, its MCP servers' tools listed by starting them."""
     from tether.agents import AgentError
 
+    if agent.acp is not None:
+        return await _describe_acp(agent, kind)
     tools = agent.describe_tools()
     servers: list[dict[str, Any]] = []
     if agent.mcp_servers:
@@ -708,6 +732,26 @@ async def _describe(agent: Any, kind: str) -> dict[str, Any]:
                 servers.append({"name": server.name, "error": str(exc).splitlines()[0]})
     return {"name": agent.name, "set": kind, "model": agent.model, "base_url": agent.base_url,
             "config": str(agent.config) if agent.config else None, "tools": tools, "mcp": servers}
+
+
+async def _describe_acp(agent: Any, kind: str) -> dict[str, Any]:
+    """An ACP agent as ``tether agents`` shows it: what its ``initialize`` says (name, version,
+    auth methods, capabilities), without a session; one that does not answer says why."""
+    from tether.acp import AcpError, probe
+    from tether.agents import AgentError
+
+    row: dict[str, Any] = {"name": agent.name, "set": kind, "model": agent.model, "base_url": None,
+                           "config": str(agent.config) if agent.config else None, "tools": [], "mcp": [],
+                           "acp": {"command": list(agent.acp.argv)}}
+    try:
+        env, _ = agent.acp.resolved_env()
+        info = await probe(agent.acp.argv, env)
+    except (AcpError, AgentError) as exc:
+        row["acp"]["error"] = str(exc)
+        return row
+    row["acp"].update(agent=info.name, version=info.version, auth_methods=list(info.auth_methods),
+                      load_session=info.load_session, capabilities=info.capabilities)
+    return row
 
 
 async def _runs(args: argparse.Namespace) -> int:

@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import difflib
 import os
+import shutil
 import sys
 import tomllib
 from dataclasses import dataclass, field
@@ -44,9 +45,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from tether.agents import DEFAULT_INSTRUCTIONS, Agent, AgentError, as_callable, as_tool
+from tether.agents import DEFAULT_INSTRUCTIONS, AcpCommand, Agent, AgentError, as_callable, as_tool
 from tether.state import Limits, Policies, Pricing
 
 if TYPE_CHECKING:
@@ -79,7 +80,7 @@ def _http_url(value: str | None) -> str | None:
 
 
 class AgentEntry(_Entry):
-    model: str = Field(min_length=1)
+    model: str | None = Field(default=None, min_length=1)
     base_url: str | None = None
     api_key_env: str | None = None
     instructions: str = DEFAULT_INSTRUCTIONS
@@ -89,7 +90,7 @@ class AgentEntry(_Entry):
     mcp: list[str] = []
     max_turns: int | None = Field(default=Limits().max_turns, ge=1)
     budget_usd: float | None = Field(default=None, gt=0)
-    budget_mode: Literal["soft", "strict"] = "soft"
+    budget_mode: Literal["soft", "strict", "turns-only"] = "soft"
     max_tokens: int = Field(default=Limits().max_tokens, ge=1)
     tool_errors: Literal["fatal", "generic", "descriptive"] = "descriptive"
     triage: bool = True
@@ -98,7 +99,32 @@ class AgentEntry(_Entry):
     stop_when: list[str] = []
     error_formatter: str | None = None
 
+    # An agent that speaks ACP (tether.acp): its command, its environment, its Stop's grace.
+    acp: list[str] | None = None
+    env: dict[str, str] = {}
+    cancel_grace_s: float = Field(default=5.0, gt=0, le=600)
+    tell_rejections: bool = True
+
     _base_url = field_validator("base_url")(_http_url)
+
+    @model_validator(mode="after")
+    def _acp_or_model(self) -> "AgentEntry":
+        if self.acp is None:
+            if self.model is None:
+                raise ValueError("model is missing: add it (or acp = [COMMAND, ...] for an ACP agent)")
+            if self.env:
+                raise ValueError("env applies to an ACP agent's process only: remove it, or add acp = [...]")
+            if self.budget_mode == "turns-only":
+                raise ValueError("budget_mode = \"turns-only\" is for an ACP agent that reports no usage: Tether "
+                                 "counts this agent's tokens itself; use soft or strict")
+            return self
+        if not self.acp or not all(self.acp):
+            raise ValueError("acp must name the agent's command and its arguments, such as [\"opencode\", \"acp\"]")
+        mine = [key for key in ("base_url", "api_key_env", "error_formatter") if getattr(self, key) is not None]
+        mine += [key for key in ("tools", "mcp", "stop_when") if getattr(self, key)]
+        if mine:
+            raise ValueError(f"an ACP agent brings its own model and tools: remove {', '.join(mine)}")
+        return self
 
 
 class MCPEntry(_Entry):
@@ -240,9 +266,15 @@ class Config:
                  for ref in entry.stop_when]
         formatter = (None if entry.error_formatter is None else self._resolve(
             lambda: as_callable(entry.error_formatter, "error formatter", roots), f"{where}.error_formatter"))
+        acp = None
+        if entry.acp is not None:
+            command = self._command(entry.acp[0], f"{where}.acp")
+            acp = self._resolve(lambda: AcpCommand((command, *entry.acp[1:]), dict(entry.env),  # type: ignore[index]
+                                                   entry.cancel_grace_s, entry.tell_rejections), f"{where}.acp")
+        model = entry.model or f"acp:{Path(entry.acp[0]).name}" if entry.acp else entry.model
         try:
             return Agent(
-                name=name, model=entry.model, base_url=entry.base_url, api_key_env=entry.api_key_env,
+                name=name, model=model, base_url=entry.base_url, api_key_env=entry.api_key_env, acp=acp,
                 instructions=entry.instructions, tools=tools, mcp_servers=servers, limits=limits,
                 policies=policies, pricing=self.pricing(entry.model), stop_when=stops,
                 error_formatter=formatter, workspace=workspace, prompt=entry.prompt,
@@ -250,6 +282,15 @@ class Config:
             )
         except AgentError as exc:
             raise ConfigError(f"{self.path}: {where}: {exc}") from None
+
+    def _command(self, command: str, key: str) -> str:
+        """An agent's command as a path: one with a slash is relative to the file's folder,
+        any other is looked for on PATH, now, so that a missing one is this file's error."""
+        found = str(self._path(command)) if "/" in command else shutil.which(command)
+        if found is None or not os.access(found, os.X_OK) or not Path(found).is_file():
+            raise ConfigError(f"{self.path}: {key}: no command {command!r} here: install it, put it on PATH, "
+                              "or give its path")
+        return found
 
     def _resolve(self, build: Any, key: str) -> Any:
         try:

@@ -62,11 +62,16 @@ class ControlRequest:
     by: str = "operator"
     id: str = field(default_factory=lambda: uuid.uuid4().hex[:12])
     ts: float = field(default_factory=time.time)
+    option: str | None = None
+    """An ACP agent's permission option to answer with (``tether approve --option ID``)."""
+    silent: bool = False
+    """A rejection whose words are not sent on to an ACP agent (``tether reject --silent``)."""
 
     @classmethod
     def from_dict(cls, data: dict) -> "ControlRequest":
         return cls(kind=data["kind"], text=str(data.get("text") or ""), call_id=data.get("call_id"),
-                   by=str(data.get("by") or "operator"), id=str(data["id"]), ts=float(data.get("ts") or 0))
+                   by=str(data.get("by") or "operator"), id=str(data["id"]), ts=float(data.get("ts") or 0),
+                   option=data.get("option"), silent=bool(data.get("silent")))
 
 
 @dataclass(frozen=True, slots=True)
@@ -84,7 +89,7 @@ class ControlReply:
 def append(run_dir: Path, request: ControlRequest) -> None:
     """Append ``request`` in one write (O_APPEND: concurrent requesters never interleave)."""
     data = (json.dumps(asdict(request), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-    fd = os.open(run_dir / CONTROL_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(run_dir / CONTROL_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         os.write(fd, data)
     finally:

@@ -112,6 +112,16 @@ class ApprovalRequired(Event):
     tool: str
     args: str
     why: str
+    # An ACP agent's permission request: its options (id, name, kind) and the diff it shows.
+    options: list[dict[str, str]] | None = None
+    diff: str | None = None
+
+    def record(self) -> dict[str, Any]:
+        out = Event.record(self)
+        for name in ("options", "diff"):  # Tether's own calls have neither: their lines stay as they were
+            if out[name] is None:
+                del out[name]
+        return out
 
 
 @dataclass(slots=True, kw_only=True)
@@ -151,6 +161,47 @@ class WorkerNote(Event):
     kind: ClassVar[str] = "worker_note"
     worker: str
     text: str
+
+
+# ---- what agents that drive themselves (ACP) report beyond Tether's own loop -------------
+
+@dataclass(slots=True, kw_only=True)
+class AgentSession(Event):
+    """An ACP agent answered ``initialize`` and opened a session for the run: who it is."""
+
+    kind: ClassVar[str] = "agent_session"
+    agent_name: str
+    agent_version: str
+    session_id: str
+    pid: int
+    load_session: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class Thought(Event):
+    """The agent's reasoning for a turn, as it said it (shown folded)."""
+
+    kind: ClassVar[str] = "thought"
+    turn: int
+    text: str
+
+
+@dataclass(slots=True, kw_only=True)
+class Plan(Event):
+    """The agent's plan as a checklist; each one replaces the last. ``entries``: content, status."""
+
+    kind: ClassVar[str] = "plan"
+    entries: list[dict[str, str]]
+
+
+@dataclass(slots=True, kw_only=True)
+class FileWrite(Event):
+    """A file the agent wrote through Tether (ACP ``fs/write_text_file``), or was refused."""
+
+    kind: ClassVar[str] = "file_write"
+    path: str
+    size: int
+    refused: str | None = None
 
 
 EventSink = Callable[[Event], None]

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import time
 from collections.abc import Callable, Sequence
@@ -30,9 +31,11 @@ from tether.model import ChatModel
 from tether.events import EventSink, TelemetryDropped
 from tether.loop import LoopEnv, RunLoop, approve, reject
 from tether.provider import SCENARIOS, FaultPlan, create_app
-from tether.state import Limits, NeedsApproval, Policies, Pricing, RunState, StateError, Status, new_run_id
+from tether.state import (
+    Limits, NeedsApproval, Policies, Pricing, RunState, StateError, Status, new_run_id, pending_calls,
+)
 from tether.runstore import Handle, Store, TraceSink, call
-from tether.store import HEARTBEAT_S, RunStore
+from tether.store import HEARTBEAT_S, RunStore, private_dirs
 from tether.subagent import CHILD_MAX_TURNS, child_limits_budget
 from tether.tokens import TokenCounter, encoding, encoding_loaded
 from tether.tools.base import Tool
@@ -46,6 +49,7 @@ CHILD_SYSTEM_PROMPT = (
 ADHOC_AGENT = "default"
 """The name of the agent made from ``--base-url``/``--model`` alone: the file tools, no more."""
 STOP_REASON = "operator pressed Stop"
+log = logging.getLogger(__name__)
 
 
 def tether_home() -> Path:
@@ -138,6 +142,7 @@ class Harness:
     def workspace(self) -> Workspace:
         """The demo agents' workspace, with the sample files laid out the first time it is used."""
         if self._demo_workspace is None:
+            private_dirs(self._demo_root.parent)  # Tether's home, when it is there: 0700, as the store makes it
             self._demo_workspace = ensure_sample(self._demo_root)
         return self._demo_workspace
 
@@ -241,21 +246,26 @@ class Harness:
 
     async def run(self, run_id: str, *, signal: CancelSignal | None = None, sinks: Sequence[EventSink] = (),
                   max_turns: int | None = None, budget_usd: float | None = None,
-                  wait_for_decision: float | None = None) -> Outcome:
+                  wait_for_decision: float | None = None, message: str | None = None) -> Outcome:
         """Start or resume a run; raising limits is how a capped run goes on.
 
         ``wait_for_decision``: at an approval, keep holding the run and wait this many seconds
         (0: as long as it takes) for a decision from any process (:meth:`decide`), then go on;
-        None stops the run ``interrupted`` at the approval, for whoever decides to resume it."""
+        None stops the run ``interrupted`` at the approval, for whoever decides to resume it.
+        ``message``: a follow-up, the operator's next words to the agent, added to the
+        transcript; a completed run goes on from it too (a conversation, not only a task)."""
 
         def raise_limits(state: RunState) -> list[Any]:
             if max_turns is not None:
                 state.limits.max_turns = max_turns
             if budget_usd is not None:
                 state.limits.budget_usd = budget_usd
+            if message is not None:
+                _follow_up(state, message)
             return []
 
-        return await self._operate(run_id, raise_limits, signal, sinks, wait_for_decision)
+        return await self._operate(run_id, raise_limits, signal, sinks, wait_for_decision,
+                                   follow_up=message is not None)
 
     resume = run
 
@@ -286,12 +296,13 @@ class Harness:
         return await self.request(run_id, control.ControlRequest("stop", reason, by=by))
 
     async def decide(self, run_id: str, verdict: str, text: str = "", *, call_id: str | None = None,
-                     by: str = "operator") -> control.ControlReply:
+                     by: str = "operator", option: str | None = None, silent: bool = False) -> control.ControlReply:
         """Deliver an approval or a rejection to the process that holds the run waiting for
         one (``wait_for_decision``). A run nobody holds is decided with :meth:`approve` or
         :meth:`reject`, in this process."""
         kind = "approve" if verdict in ("approve", "approved") else "reject"
-        return await self.request(run_id, control.ControlRequest(kind, text, call_id=call_id, by=by))
+        return await self.request(run_id, control.ControlRequest(kind, text, call_id=call_id, by=by, option=option,
+                                                                 silent=silent))
 
     async def request(self, run_id: str, request: control.ControlRequest) -> control.ControlReply:
         """Append ``request`` to the run's control channel and have its process act on it
@@ -318,7 +329,7 @@ class Harness:
 
     async def _operate(self, run_id: str, prepare: Callable[[RunState], list[Any]], signal: CancelSignal | None,
                        sinks: Sequence[EventSink], wait_for_decision: float | None = None, *,
-                       deciding: bool = False) -> Outcome:
+                       deciding: bool = False, follow_up: bool = False) -> Outcome:
         if not encoding_loaded():
             await asyncio.to_thread(encoding)  # load the rank file off the event loop, once
         started = time.perf_counter()
@@ -330,13 +341,20 @@ class Harness:
         server.register(run_id, controls.poke)
         beating = asyncio.create_task(_heartbeat(handle), name=f"heartbeat {run_id}")
         try:
-            if state.status in (Status.COMPLETED, Status.FAILED):
+            if state.status in (Status.COMPLETED, Status.FAILED) and not follow_up:
                 last = max(state.approvals.values(), key=lambda d: d.ts, default=None) if deciding else None
                 if last is not None:
                     raise StateError(f"already decided: {last.verdict} by {last.by}, and run {run_id} has since "
                                      f"ended ({state.status.value})")
                 raise StateError(f"run {run_id} has already ended ({state.status.value}); it cannot be resumed")
             agent = self.agent_of(state)
+            if agent.acp is not None and follow_up:
+                raise StateError(f"run {run_id}'s ACP session ended with its agent's process, and a follow-up "
+                                 "needs it back (session/load); start a new run with the follow-up as its prompt")
+            if agent.acp is not None:
+                trace = handle.trace(self.secrets(agent))
+                return await self._drive_acp(state, agent, handle, trace, signal, controls, sinks,
+                                             wait_for_decision, deciding, started)
             client = self._client_for(agent, state)
             trace = handle.trace(self.secrets(agent))
             tools = {t.name: t for t in agent.tool_list}
@@ -388,6 +406,48 @@ class Harness:
                 trace.close()
             await _release(handle)
 
+    async def _drive_acp(self, state: RunState, agent: Agent, handle: Handle, trace: TraceSink,
+                         signal: CancelSignal, controls: "_Controls", sinks: Sequence[EventSink],
+                         wait_for_decision: float | None, deciding: bool, started: float) -> Outcome:
+        """A run of an ACP agent: its process drives the turns (:mod:`tether.acp.run`). The agent
+        waits on its permission requests anyway, so this process always holds the run while
+        it waits for a decision (``wait_for_decision``'s deadline still applies)."""
+        from tether.acp.run import AcpRun
+
+        run_id = state.run_id
+        if deciding:
+            raise StateError(f"run {run_id}'s agent {agent.name} speaks ACP, and its process is gone: a permission "
+                             "request is answered only while the agent waits for it. Start a new run")
+        all_sinks = [*self.sinks, *sinks]
+
+        def emit(event: Any) -> None:
+            event.run_id = run_id
+            if event.traced:
+                trace.write(event)
+            for sink in all_sinks:
+                try:
+                    sink(event)
+                except Exception:  # a broken view must not break the run it is watching
+                    log.exception("event sink %r failed on %s", sink, event.kind)
+
+        async def save() -> None:
+            state.updated_at = time.time()
+            await handle.asave(state)
+
+        async def decide(waiting: NeedsApproval) -> Any:
+            return await controls.wait_for_decision(waiting, wait_for_decision or 0)
+
+        controls.holds_agent = True
+        self._emitters[run_id] = emit
+        self.live[run_id] = state
+        self._signals[run_id] = signal
+        await controls.adopt()
+        run = AcpRun(state, agent, emit=emit, save=save, signal=signal, decide=decide)
+        controls.vet = run.vet
+        final = await run.run()
+        await controls.close()
+        return Outcome(final, run.tool_runs, (time.perf_counter() - started) * 1000)
+
     def _check_tools(self, state: RunState, tools: dict[str, Tool]) -> None:
         """Refuse, before anything is used up, a run whose tools are gone or changed; note
         tools it has not seen before (MCP tools, listed on the first operation)."""
@@ -411,6 +471,9 @@ class Harness:
         keys = [self._api_key, os.environ.get("LLM_API_KEY")]
         if agent is not None and agent.api_key_env:
             keys.append(os.environ.get(agent.api_key_env))
+        if agent is not None and agent.acp is not None:  # what its env took from this process's
+            with contextlib.suppress(AgentError):
+                keys.extend(agent.acp.resolved_env()[1])
         return tuple(k for k in keys if k)
 
     def _client_for(self, agent: Agent | None, state: RunState | None) -> ChatModel:
@@ -495,6 +558,22 @@ class Harness:
         return spawn
 
 
+def _follow_up(state: RunState, message: str) -> None:
+    """The operator's next words to the agent, at the end of its transcript. Refused in words
+    where they cannot go: nothing said, or a call still waiting for its result."""
+    if not message.strip():
+        raise StateError("a follow-up needs words: --message TEXT")
+    if state.parent_run_id is not None:
+        raise StateError(f"run {state.run_id} is a subagent of {state.parent_run_id}: follow up on the parent")
+    waiting = pending_calls(state)
+    if waiting:
+        names = ", ".join(c["function"].get("name", "?") for c in waiting)
+        raise StateError(f"run {state.run_id} has a call still waiting for its result ({names}): approve, reject "
+                         "or resume it first, then follow up")
+    state.messages.append({"role": "user", "content": message})
+    state.status, state.interruption, state.error = Status.RUNNING, None, None
+
+
 async def _heartbeat(handle: Handle) -> None:
     """Refresh the owner record's heartbeat while the run is held (shown to operators;
     whether the owner lives is the lock's to say)."""
@@ -544,6 +623,12 @@ class _Controls:
         self._waiting: NeedsApproval | None = None
         self._decision: asyncio.Future[control.ControlRequest | None] | None = None
         self._decided: control.ControlRequest | None = None
+        # The run's agent is a process of its own that waits with it (ACP): a Stop while the
+        # run waits for a decision stops the agent too, rather than leaving the run on disk.
+        self.holds_agent = False
+        # Checks a decision against what the agent asks (an ACP option that it does not offer):
+        # words to refuse it with, or None.
+        self.vet: Callable[[control.ControlRequest], str | None] | None = None
 
     async def poke(self, request_id: str) -> control.ControlReply:
         await self.process()
@@ -580,7 +665,7 @@ class _Controls:
     def _handle(self, request: control.ControlRequest) -> control.ControlReply:
         run_id = self.state.run_id
         if request.kind == "stop":
-            if self._decision is not None and not self._decision.done():
+            if self._decision is not None and not self._decision.done() and not self.holds_agent:
                 self._decision.set_result(None)  # stop waiting; the run stays waiting for approval
                 return control.ControlReply(True, f"run {run_id} waits for approval; its process (pid "
                                             f"{os.getpid()}) stops waiting and leaves it on disk")
@@ -604,8 +689,13 @@ class _Controls:
         if request.call_id and request.call_id != waiting.call_id:
             return control.ControlReply(False, f"run {run_id} waits for a decision on {waiting.call_id}, "
                                         f"not {request.call_id}")
-        decided = control.ControlRequest(request.kind, request.text, waiting.call_id, request.by, request.id,
-                                         request.ts)
+        if (request.option or request.silent) and self.vet is None:
+            return control.ControlReply(False, f"run {run_id} is not an ACP agent's: --option and --silent apply "
+                                        "to an ACP agent's permission requests only")
+        problem = self.vet(request) if self.vet is not None else None
+        if problem:
+            return control.ControlReply(False, problem)
+        decided = replace(request, call_id=waiting.call_id)
         self._decided = decided
         self._decision.set_result(decided)
         return control.ControlReply(True, f"{verdict} {waiting.tool_name} ({waiting.call_id}); "

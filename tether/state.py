@@ -20,7 +20,8 @@ from tether.records import field_names, plain
 
 SCHEMA_VERSION = 1
 
-BudgetMode = Literal["soft", "strict"]
+BudgetMode = Literal["soft", "strict", "turns-only"]
+"""``turns-only``: an ACP agent that reports no usage; its budget cannot hold, and the operator says so."""
 ToolErrorPolicy = Literal["fatal", "generic", "descriptive"]
 DedupeMode = Literal["off", "read-only", "all"]
 

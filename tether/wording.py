@@ -83,6 +83,18 @@ def describe(r: dict[str, Any], timings: bool = True) -> str:
         return f"{r.get('verdict')} {r.get('tool')} {r.get('call_id')}: {r.get('text')}"
     if kind == "worker_note":
         return f"{r.get('text')}"
+    if kind == "agent_session":
+        return (f"{r.get('agent_name')} {r.get('agent_version')}  session {r.get('session_id')}  pid {r.get('pid')}"
+                + ("  (loads sessions)" if r.get("load_session") else ""))
+    if kind == "plan":
+        marks = {"completed": "[x]", "in_progress": "[~]"}
+        return "  ".join(f"{marks.get(e.get('status'), '[ ]')} {e.get('content')}" for e in r.get("entries") or [])
+    if kind == "thought":
+        return f"(thought, turn {r.get('turn')}) {r.get('text')}"
+    if kind == "file_write":
+        if r.get("refused"):
+            return f"refused {r.get('path')}: {r.get('refused')}"
+        return f"wrote {r.get('path')} ({r.get('size')} bytes)"
     if kind == "run_stopped":
         return f"{r.get('status')}: {r.get('reason')}  turns={r.get('turns')} cost={money(r.get('cost_usd'))}"
     return json.dumps({k: v for k, v in r.items() if k not in ("kind", "run_id", "seq", "ts")}, default=str)

@@ -1,0 +1,180 @@
+"""A fake ACP agent, on the ``acp`` package's agent side, for what a real agent will not do on demand.
+
+    python tests/acp/fake_agent.py MODE
+
+Modes (the prompt's text may add ``SLOW``: stream until cancelled):
+- ``normal``: streams a thought, a plan and text; proposes a write of ``WRITE_NAME`` (a tool call
+  with a diff), asks permission, writes it through the client's ``fs/write_text_file`` when
+  allowed; reports usage three ways (``usage_update`` with cost, qwen-style ``_meta.usage``, the
+  response's ``usage``); honours ``session/cancel``;
+- ``ignore-cancel``: streams forever, ignoring ``session/cancel`` and SIGTERM;
+- ``die-mid-turn``: streams a chunk, says something on stderr, exits with status 3;
+- ``malformed``: writes a few lines that are not JSON-RPC to stdout, then answers normally;
+- ``garbage``: writes garbage lines to stdout forever;
+- ``write-outside``: asks the client to write outside the workspace (absolute and ``..``), and
+  reports the client's error text as its message;
+- ``flood``: a ~600 KB ``available_commands_update`` at session start, then ``FLOOD_CHUNKS``
+  text chunks as fast as it can.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import Any, cast
+
+import acp
+from acp import schema
+
+WRITE_NAME = "out.txt"
+WRITE_TEXT = "written by the fake agent\n"
+FLOOD_CHUNKS = 5000
+BIG_FRAME_COMMANDS = 3000  # x ~200 bytes of description: a ~600 KB frame, like qwen's first one
+USAGE_META = {"inputTokens": 40, "outputTokens": 8, "totalTokens": 48, "thoughtTokens": 2, "cachedReadTokens": 0}
+OPTIONS = [
+    schema.PermissionOption(option_id="allow", name="Allow once", kind="allow_once"),
+    schema.PermissionOption(option_id="always", name="Always allow", kind="allow_always"),
+    schema.PermissionOption(option_id="reject", name="Reject", kind="reject_once"),
+]
+
+
+class FakeAgent:
+    def __init__(self, mode: str) -> None:
+        self.mode = mode
+        self.client: Any = None
+        self.cwd: dict[str, str] = {}
+        self.cancelled: dict[str, asyncio.Event] = {}
+
+    def on_connect(self, conn: Any) -> None:
+        self.client = conn
+
+    async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
+                         **kwargs: Any) -> schema.InitializeResponse:
+        return schema.InitializeResponse(
+            protocol_version=acp.PROTOCOL_VERSION,
+            agent_capabilities=schema.AgentCapabilities(load_session=False),
+            agent_info=schema.Implementation(name="fake-agent", title="Fake agent", version="1.0.0"),
+            auth_methods=[],
+        )
+
+    async def new_session(self, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> schema.NewSessionResponse:
+        session_id = f"fake-{len(self.cwd) + 1}"
+        self.cwd[session_id] = cwd
+        self.cancelled[session_id] = asyncio.Event()
+        if self.mode == "flood":
+            asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self._big_frame(session_id)))
+        return schema.NewSessionResponse(session_id=session_id)
+
+    async def cancel(self, session_id: str, **kwargs: Any) -> None:
+        if self.mode != "ignore-cancel":
+            self.cancelled[session_id].set()
+
+    async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> schema.PromptResponse:
+        text = " ".join(getattr(block, "text", "") for block in prompt)
+        self.cancelled[session_id].clear()
+        run = getattr(self, "_" + self.mode.replace("-", "_"))
+        return await run(session_id, text)
+
+    # -- modes ----------------------------------------------------------------------------
+
+    async def _normal(self, sid: str, text: str) -> schema.PromptResponse:
+        cancelled = self.cancelled[sid]
+        await self._say(sid, acp.update_agent_thought_text("Planning the write."))
+        await self._say(sid, acp.update_plan([acp.plan_entry("Write out.txt", priority="high", status="in_progress")]))
+        if "SLOW" in text:
+            while not cancelled.is_set():
+                await self._say(sid, acp.update_agent_message_text("."))
+                await asyncio.sleep(0.02)
+            return schema.PromptResponse(stop_reason="cancelled")
+        await self._say(sid, acp.update_agent_message_text("I will write "))
+        await self._say(sid, acp.update_agent_message_text(WRITE_NAME + "."))
+        path = str(Path(self.cwd[sid]) / WRITE_NAME)
+        raw_input = {"path": path, "content": WRITE_TEXT}
+        diff = acp.tool_diff_content(path, WRITE_TEXT, None)
+        await self._say(sid, acp.start_tool_call("call_1", "Write out.txt", kind="edit", status="pending",
+                                                 content=[diff], locations=[schema.ToolCallLocation(path=path)],
+                                                 raw_input=raw_input))
+        asked = await self.client.request_permission(
+            session_id=sid, options=OPTIONS,
+            tool_call=schema.ToolCallUpdate(tool_call_id="call_1", title="Write out.txt", kind="edit",
+                                            status="pending", content=[diff],
+                                            locations=[schema.ToolCallLocation(path=path)], raw_input=raw_input))
+        outcome = asked.outcome
+        if cancelled.is_set() or isinstance(outcome, schema.DeniedOutcome):
+            await self._say(sid, acp.update_tool_call("call_1", status="failed"))
+            return schema.PromptResponse(stop_reason="cancelled")
+        if outcome.option_id == "reject":
+            await self._say(sid, acp.update_tool_call("call_1", status="failed"))
+            return schema.PromptResponse(stop_reason="end_turn")
+        await self.client.write_text_file(session_id=sid, path=path, content=WRITE_TEXT)
+        await self._say(sid, acp.update_tool_call("call_1", status="completed",
+                                                  content=[acp.tool_content(acp.text_block("Wrote out.txt"))]))
+        await self._say(sid, schema.UsageUpdate(session_update="usage_update", used=48, size=1000,
+                                                cost=schema.Cost(amount=0.0125, currency="USD")))
+        await self._say(sid, schema.AgentMessageChunk(session_update="agent_message_chunk",
+                                                      content=acp.text_block(""), field_meta={"usage": USAGE_META}))
+        await self._say(sid, acp.update_agent_message_text("Done."))
+        usage = schema.Usage(input_tokens=40, output_tokens=8, total_tokens=48)
+        return schema.PromptResponse(stop_reason="end_turn", usage=usage)
+
+    async def _ignore_cancel(self, sid: str, text: str) -> schema.PromptResponse:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        while True:
+            await self._say(sid, acp.update_agent_message_text("."))
+            await asyncio.sleep(0.05)
+
+    async def _die_mid_turn(self, sid: str, text: str) -> schema.PromptResponse:
+        await self._say(sid, acp.update_agent_message_text("Starting"))
+        await asyncio.sleep(0.05)
+        os.write(2, b"fake-agent: fatal: simulated crash in the middle of a turn\n")
+        os._exit(3)
+
+    async def _malformed(self, sid: str, text: str) -> schema.PromptResponse:
+        for line in (b"this is not json", b"[1, 2, 3]", b'{"hello": "world"}', b'{"jsonrpc": "2.0", "id": '):
+            os.write(1, line + b"\n")
+        await self._say(sid, acp.update_agent_message_text("still here"))
+        return schema.PromptResponse(stop_reason="end_turn")
+
+    async def _garbage(self, sid: str, text: str) -> schema.PromptResponse:
+        while True:
+            os.write(1, b"garbage garbage garbage\n")
+            await asyncio.sleep(0.001)
+
+    async def _write_outside(self, sid: str, text: str) -> schema.PromptResponse:
+        cwd = Path(self.cwd[sid])
+        said = []
+        for path in (str(cwd.parent / "escaped.txt"), str(cwd / ".." / "escaped2.txt")):
+            try:
+                await self.client.write_text_file(session_id=sid, path=path, content="escaped")
+                said.append(f"wrote {path}")
+            except acp.RequestError as exc:
+                said.append(f"error: {exc}")
+        await self._say(sid, acp.update_agent_message_text("\n".join(said)))
+        return schema.PromptResponse(stop_reason="end_turn")
+
+    async def _flood(self, sid: str, text: str) -> schema.PromptResponse:
+        for i in range(FLOOD_CHUNKS):
+            await self._say(sid, acp.update_agent_message_text(f"{i} "))
+        return schema.PromptResponse(stop_reason="end_turn")
+
+    # -- helpers ----------------------------------------------------------------------------
+
+    async def _say(self, sid: str, update: Any) -> None:
+        await self.client.session_update(session_id=sid, update=update)
+
+    async def _big_frame(self, sid: str) -> None:
+        commands = [schema.AvailableCommand(name=f"command-{i}", description="x" * 200) for i in range(BIG_FRAME_COMMANDS)]
+        await self._say(sid, schema.AvailableCommandsUpdate(session_update="available_commands_update",
+                                                            available_commands=commands))
+
+
+def main() -> None:
+    mode = sys.argv[1] if len(sys.argv) > 1 else "normal"
+    asyncio.run(acp.run_agent(cast(acp.Agent, FakeAgent(mode))))  # the part of acp.Agent it needs
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,250 @@
+"""ACP agents as Tether runs (tether.acp.run through the harness), against the fake agent:
+the run on the store, its trace, approvals decided from the control channel, Stop, budgets,
+an agent that dies or will not stop."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tether.agents import AcpCommand, Agent
+from tether.harness import Harness
+from tether.state import Cancelled, MaxBudget, NeedsApproval, StateError, Status
+from tether.trace import read_trace
+from tests.acp.conftest import fake_agent
+from tests.acp.fake_agent import WRITE_NAME, WRITE_TEXT
+from tests.support import processes_with
+
+
+def agent(workspace: Path, mode: str = "normal", **kw) -> Agent:
+    env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
+    grace = kw.pop("cancel_grace_s", 5.0)
+    return Agent(name="fake", model="acp:fake", acp=AcpCommand(tuple(fake_agent(mode)), env, grace),
+                 workspace=workspace, **kw)
+
+
+async def waiting(harness: Harness, run_id: str) -> NeedsApproval:
+    """The run's pending approval, once the agent has asked (read from the store, as any
+    console would)."""
+    for _ in range(1200):
+        with contextlib.suppress(StateError):  # another process may not have made it yet
+            state = harness.store.load(run_id)
+            if isinstance(state.interruption, NeedsApproval):
+                return state.interruption
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"run {run_id} never waited for approval")
+
+
+def kinds(harness: Harness, run_id: str) -> list[str]:
+    path = harness.store.root / run_id / "trace.jsonl"
+    return [record["kind"] for record in read_trace(path)] if path.exists() else []
+
+
+async def session_open(harness: Harness, run_id: str) -> None:
+    """Once the agent has its session (its trace says so), and its turn has begun."""
+    for _ in range(600):
+        if "agent_session" in kinds(harness, run_id):
+            await asyncio.sleep(0.2)  # the prompt is on its way; the agent streams
+            return
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"run {run_id}'s agent never opened a session")
+
+
+async def test_an_approved_write_lands_and_the_run_is_on_the_store(tmp_path: Path, acp_workspace: Path):
+    async with Harness(tmp_path / "runs") as harness:
+        state = harness.create(agent(acp_workspace), "write the file")
+        running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
+        pending = await waiting(harness, state.run_id)
+        assert pending.tool_name == "Write out.txt" and "out.txt" in pending.args
+        assert "Allow once (allow once)" in pending.why
+        reply = await harness.decide(state.run_id, "approve", "looks right", by="alice")
+        assert reply.ok, reply.text
+        outcome = await running
+    final = outcome.state
+    assert final.status is Status.COMPLETED, final.error
+    assert (acp_workspace / WRITE_NAME).read_text() == WRITE_TEXT
+    assert final.answer == "Done."
+    assert final.approvals["call_1"].verdict == "approved" and final.approvals["call_1"].by == "alice"
+    assert round(final.cost_usd, 4) == 0.0125, "the agent's own cost, not tokens at an assumed price"
+    assert final.prompt_tokens == 40 and final.completion_tokens == 8
+    trace = list(read_trace(tmp_path / "runs" / state.run_id / "trace.jsonl"))
+    seen = [r["kind"] for r in trace]
+    for kind in ("run_started", "agent_session", "plan", "tool_start", "approval_required", "approval_decision",
+                 "file_write", "tool_result", "thought", "turn", "run_stopped"):
+        assert kind in seen, (kind, seen)
+    asked = next(r for r in trace if r["kind"] == "approval_required")
+    assert "+written by the fake agent" in asked["diff"]
+    assert [o["kind"] for o in asked["options"]] == ["allow_once", "allow_always", "reject_once"]
+    written = next(r for r in trace if r["kind"] == "file_write")
+    assert written["path"].endswith(WRITE_NAME) and written["size"] == len(WRITE_TEXT)
+    assert not processes_with(str(acp_workspace.parent)), "the agent's process is gone"
+
+
+async def test_a_rejection_reaches_the_agent_as_the_next_prompt(tmp_path: Path, acp_workspace: Path):
+    async with Harness(tmp_path / "runs") as harness:
+        state = harness.create(agent(acp_workspace), "write the file")
+        running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
+        await waiting(harness, state.run_id)
+        assert (await harness.decide(state.run_id, "reject", "not in this folder", by="bob")).ok
+        # The words go in as the next prompt; the agent asks again, and this time it is allowed.
+        for _ in range(600):
+            if len([m for m in harness.store.load(state.run_id).messages if m.get("tether") == "rejection"]):
+                break
+            await asyncio.sleep(0.05)
+        await waiting(harness, state.run_id)
+        assert (await harness.decide(state.run_id, "approve", by="bob")).ok
+        final = (await running).state
+    told = [m["content"] for m in final.messages if m.get("tether") == "rejection"]
+    assert told == ["The operator bob declined this call: not in this folder. Nothing was done."]
+    assert final.status is Status.COMPLETED and final.turns == 2
+    assert "call_1" in final.failed_calls
+
+
+async def test_stop_mid_turn_cancels_the_session_and_leaves_no_process(tmp_path: Path, acp_workspace: Path):
+    async with Harness(tmp_path / "runs") as harness:
+        state = harness.create(agent(acp_workspace), "write SLOW")
+        running = asyncio.create_task(harness.run(state.run_id))
+        await session_open(harness, state.run_id)
+        reply = await harness.stop(state.run_id, "enough", by="carol")
+        assert reply.ok
+        final = (await running).state
+    assert final.status is Status.INTERRUPTED
+    assert final.interruption == Cancelled("enough", "carol")
+    assert not processes_with(str(acp_workspace.parent))
+
+
+async def test_an_agent_that_ignores_cancel_is_killed_after_its_grace(tmp_path: Path, acp_workspace: Path):
+    async with Harness(tmp_path / "runs") as harness:
+        state = harness.create(agent(acp_workspace, "ignore-cancel", cancel_grace_s=0.5), "go")
+        running = asyncio.create_task(harness.run(state.run_id))
+        await session_open(harness, state.run_id)
+        await harness.stop(state.run_id, "stop now")
+        final = (await running).state
+    assert final.status is Status.INTERRUPTED
+    assert "did not end its turn within 0.5 s" in final.interruption.reason
+    assert "process group was killed" in final.interruption.reason
+    assert not processes_with(str(acp_workspace.parent))
+
+
+async def test_an_agent_that_dies_mid_turn_ends_the_run_in_words(tmp_path: Path, acp_workspace: Path):
+    async with Harness(tmp_path / "runs") as harness:
+        outcome = await harness.start(agent(acp_workspace, "die-mid-turn"), "go")
+    final = outcome.state
+    assert final.status is Status.INTERRUPTED
+    assert "status 3" in final.interruption.reason, final.interruption.reason
+
+
+async def test_a_budget_crossed_cancels_the_turn(tmp_path: Path, acp_workspace: Path):
+    from tether.state import Limits
+
+    async with Harness(tmp_path / "runs") as harness:
+        state = harness.create(agent(acp_workspace, limits=Limits(budget_usd=0.01)), "write the file")
+        running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
+        await waiting(harness, state.run_id)
+        await harness.decide(state.run_id, "approve")
+        final = (await running).state
+    assert final.status is Status.BUDGET_EXCEEDED
+    assert final.interruption == MaxBudget()
+    assert final.cost_usd >= 0.01
+
+
+async def test_acp_agent_from_an_agent_file_and_approved_from_another_process(tmp_path: Path, acp_workspace: Path):
+    """``tether run --agent fake --wait-for-decision``, approved by ``tether approve`` in a
+    second process: the run's process holds the agent while it waits."""
+    config = tmp_path / "tether.toml"
+    argv = json.dumps(fake_agent("normal"))
+    pythonpath = os.environ.get("PYTHONPATH", "")
+    config.write_text(f'[agents.fake]\nacp = {argv}\nworkspace = "{acp_workspace}"\n'
+                      f'env = {{ PYTHONPATH = "{pythonpath}" }}\n')
+    env = {**os.environ, "TETHER_HOME": str(tmp_path), "TETHER_CONFIG": str(config)}
+    run = subprocess.Popen([sys.executable, "-m", "tether.cli", "run", "--agent", "fake", "--prompt", "write it",
+                            "--run-id", "a1", "--wait-for-decision", "--json"], env=env,
+                           stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        async with Harness(tmp_path / "runs") as harness:
+            await waiting(harness, "a1")
+        approve = subprocess.run([sys.executable, "-m", "tether.cli", "approve", "a1", "--as", "dana"], env=env,
+                                 capture_output=True, text=True, timeout=60)
+        assert approve.returncode == 0, approve.stderr
+        out, err = run.communicate(timeout=60)
+    finally:
+        if run.poll() is None:
+            run.kill()
+    assert run.returncode == 0, err
+    assert json.loads(out)["status"] == "completed"
+    assert (acp_workspace / WRITE_NAME).exists()
+    shown = subprocess.run([sys.executable, "-m", "tether.cli", "show", "a1"], env=env, capture_output=True,
+                           text=True, timeout=60)
+    assert "Done." in shown.stdout
+
+
+async def test_a_decision_may_pick_the_agents_option_and_a_wrong_one_is_refused_in_words(
+        tmp_path: Path, acp_workspace: Path):
+    async with Harness(tmp_path / "runs") as harness:
+        state = harness.create(agent(acp_workspace), "write the file")
+        running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
+        await waiting(harness, state.run_id)
+        wrong = await harness.decide(state.run_id, "approve", option="nope")
+        assert not wrong.ok and "offers no option 'nope'" in wrong.words and "always (allow_always)" in wrong.words
+        mismatched = await harness.decide(state.run_id, "approve", option="reject")
+        assert not mismatched.ok and "reject once: it cannot approve" in mismatched.words
+        assert (await harness.decide(state.run_id, "approve", option="always", by="erin")).ok
+        final = (await running).state
+    assert final.status is Status.COMPLETED
+    decided = [r for r in read_trace(tmp_path / "runs" / state.run_id / "trace.jsonl")
+               if r["kind"] == "approval_decision"]
+    assert [(d["verdict"], d["by"]) for d in decided] == [("approved", "erin")]
+
+
+async def test_a_silent_rejection_is_not_sent_to_the_agent(tmp_path: Path, acp_workspace: Path):
+    async with Harness(tmp_path / "runs") as harness:
+        state = harness.create(agent(acp_workspace), "write the file")
+        running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
+        await waiting(harness, state.run_id)
+        assert (await harness.decide(state.run_id, "reject", "no", silent=True)).ok
+        final = (await running).state
+    assert final.status is Status.COMPLETED and final.turns == 1
+    assert not [m for m in final.messages if m.get("tether") == "rejection"]
+    assert not (acp_workspace / WRITE_NAME).exists()
+
+
+async def test_option_and_silent_are_refused_for_tethers_own_runs(tmp_path: Path):
+    async with Harness(tmp_path / "runs") as harness:
+        state = harness.new_run("destructive")
+        running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
+        await waiting(harness, state.run_id)
+        reply = await harness.decide(state.run_id, "approve", option="allow")
+        assert not reply.ok and "not an ACP agent's" in reply.words
+        assert (await harness.decide(state.run_id, "approve")).ok
+        assert (await running).state.status is Status.COMPLETED
+
+
+async def test_a_budget_on_an_agent_that_reports_no_usage_is_refused_in_words(tmp_path: Path, acp_workspace: Path):
+    from tether.state import Limits
+
+    async with Harness(tmp_path / "runs") as harness:
+        unmetered = await harness.start(agent(acp_workspace, "write-outside", limits=Limits(budget_usd=0.5)), "go")
+        accepted = await harness.start(agent(acp_workspace, "write-outside",
+                                             limits=Limits(budget_usd=0.5, budget_mode="turns-only")), "go")
+    assert unmetered.state.status is Status.FAILED
+    assert "reports no usage, so its $0.5 budget cannot hold" in unmetered.state.error
+    assert 'budget_mode = "turns-only"' in unmetered.state.error
+    assert accepted.state.status is Status.COMPLETED
+    assert accepted.state.estimated_turns == [1], "the turn is marked: usage not reported"
+
+
+async def test_writes_outside_the_workspace_are_refused_and_recorded(tmp_path: Path, acp_workspace: Path):
+    async with Harness(tmp_path / "runs") as harness:
+        outcome = await harness.start(agent(acp_workspace, "write-outside"), "go")
+        trace = list(read_trace(tmp_path / "runs" / outcome.state.run_id / "trace.jsonl"))
+    refused = [r for r in trace if r["kind"] == "file_write"]
+    assert refused and all(r["refused"] for r in refused), refused
+    assert "outside" in outcome.state.answer
+    assert not (tmp_path / "escaped.txt").exists()
