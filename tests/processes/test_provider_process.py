@@ -21,6 +21,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tether.processes import free_port, stop_process, wait_until_serving
 from tether.provider.server import provider_process
 from tether.state import Status
 from tests.support import SIZE, finish, settle, still_console
@@ -74,6 +75,34 @@ def test_it_does_not_outlive_a_killed_parent(tmp_path: Path) -> None:
         if parent.poll() is None:
             parent.kill()
             parent.wait()
+
+
+def test_a_client_that_hangs_up_mid_request_is_one_line_not_a_traceback(tmp_path: Path) -> None:
+    """The crash campaign closes connections on purpose, e.g. a streamed request during the
+    provider's latency: that is normal, said in one line, with no traceback."""
+    port = free_port()
+    url = f"http://127.0.0.1:{port}/v1"
+    stderr = tmp_path / "stderr"
+    with stderr.open("wb") as errors:
+        proc = subprocess.Popen([sys.executable, "-m", "tether.cli", "provider", "--port", str(port),
+                                 "--latency-ms", "500"], stdin=subprocess.DEVNULL,
+                                stdout=subprocess.DEVNULL, stderr=errors)
+    try:
+        assert wait_until_serving(proc, url, CAP_S) is None
+        body = {"model": "plan", "messages": [{"role": "user", "content": "Plan it."}], "stream": True}
+        with httpx.Client(base_url=url) as client:
+            # Sent whole, then given up on (and its connection closed) before the 500 ms reply.
+            with pytest.raises(httpx.ReadTimeout):
+                client.post("/chat/completions", json=body, timeout=httpx.Timeout(CAP_S, read=0.1))
+            # Sent after the hang-up with the same latency, so answered after the provider
+            # went back to the first request and found its client gone: a wait, not a sleep.
+            assert client.post("/chat/completions", json=body, timeout=CAP_S).is_success
+    finally:
+        stop_process(proc)
+    said = stderr.read_text()
+    assert "Traceback" not in said and "ClientDisconnect" not in said, said
+    gone = "tether provider: the client went away mid-request (POST /v1/chat/completions)"
+    assert [line for line in said.splitlines() if "went away" in line] == [gone], said
 
 
 async def test_the_console_on_a_provider_process(tmp_path: Path) -> None:

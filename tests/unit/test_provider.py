@@ -525,6 +525,30 @@ async def test_drip_stops_when_the_client_disconnects() -> None:
     assert sent[0]["status"] == 200 and len(body_bytes) < 10
 
 
+async def test_a_client_gone_before_its_body_is_read_is_one_line_without_traceback(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """What uvicorn does when the client hung up during the latency: the body read finds a
+    disconnect. Not a failure: a one-line warning, no traceback, no 500 logged."""
+    app = create_app()
+    sent: list[dict[str, Any]] = []
+
+    async def receive() -> dict[str, Any]:
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        sent.append(message)
+
+    scope = {"type": "http", "asgi": {"version": "3.0", "spec_version": "2.3"}, "http_version": "1.1",
+             "method": "POST", "scheme": "http", "path": "/v1/chat/completions",
+             "raw_path": b"/v1/chat/completions", "query_string": b"", "root_path": "",
+             "headers": [(b"content-type", b"application/json")], "server": ("tether", 80),
+             "client": ("127.0.0.1", 1)}
+    await app(scope, receive, send)
+    [record] = caplog.records
+    assert record.getMessage() == "tether provider: the client went away mid-request (POST /v1/chat/completions)"
+    assert record.exc_info is None and "failed" not in caplog.text
+
+
 BAD_SPECS = ["429", "429@", "418@1", "500@1x0", "429@-1", "429@1,,500@2", "429@1x", "drip@one"]
 
 

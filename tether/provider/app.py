@@ -25,7 +25,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
@@ -380,12 +380,19 @@ async def _http_error(request: Request, exc: Exception) -> Response:
 def _guarded(endpoint: Endpoint) -> Endpoint:
     """Turn any unexpected exception into a 500 in the OpenAI shape: no traceback reaches a
     client, and in-process callers (httpx's ASGI transport) get a response, not a raise.
-    The log names the route only; request headers (and so any API key) are never logged."""
+    A client that hung up before its body was read (during ``--latency-ms``, say: the crash
+    campaign does it on purpose) is normal, not a failure: one line, no traceback, and an
+    empty answer that the server drops. The log names the route only; request headers (and
+    so any API key) are never logged."""
 
     @functools.wraps(endpoint)
     async def guarded(request: Request) -> Response:
         try:
             return await endpoint(request)
+        except ClientDisconnect:
+            logger.warning("tether provider: the client went away mid-request (%s %s)",
+                           request.method, request.url.path)
+            return Response(status_code=499)  # nobody reads it: the server discards it
         except Exception:
             logger.exception("scripted provider failed on %s %s", request.method, request.url.path)
             return _error_response(500, "The scripted provider failed to handle the request.", "server_error")
