@@ -346,15 +346,13 @@ class Harness:
                 if last is not None:
                     raise StateError(f"already decided: {last.verdict} by {last.by}, and run {run_id} has since "
                                      f"ended ({state.status.value})")
-                raise StateError(f"run {run_id} has already ended ({state.status.value}); it cannot be resumed")
+                raise StateError(f"run {run_id} has already ended ({state.status.value}); it cannot be resumed, but "
+                                 f"a follow-up goes on from it: tether resume {run_id} --message TEXT")
             agent = self.agent_of(state)
-            if agent.acp is not None and follow_up:
-                raise StateError(f"run {run_id}'s ACP session ended with its agent's process, and a follow-up "
-                                 "needs it back (session/load); start a new run with the follow-up as its prompt")
             if agent.acp is not None:
                 trace = handle.trace(self.secrets(agent))
-                return await self._drive_acp(state, agent, handle, trace, signal, controls, sinks,
-                                             wait_for_decision, deciding, started)
+                return await self._drive_acp(state, agent, handle, trace, signal, controls, sinks, prepare,
+                                             wait_for_decision, deciding, follow_up, started)
             client = self._client_for(agent, state)
             trace = handle.trace(self.secrets(agent))
             tools = {t.name: t for t in agent.tool_list}
@@ -408,7 +406,8 @@ class Harness:
 
     async def _drive_acp(self, state: RunState, agent: Agent, handle: Handle, trace: TraceSink,
                          signal: CancelSignal, controls: "_Controls", sinks: Sequence[EventSink],
-                         wait_for_decision: float | None, deciding: bool, started: float) -> Outcome:
+                         prepare: Callable[[RunState], list[Any]], wait_for_decision: float | None, deciding: bool,
+                         follow_up: bool, started: float) -> Outcome:
         """A run of an ACP agent: its process drives the turns (:mod:`tether.acp.run`). The agent
         waits on its permission requests anyway, so this process always holds the run while
         it waits for a decision (``wait_for_decision``'s deadline still applies)."""
@@ -437,12 +436,24 @@ class Harness:
         async def decide(waiting: NeedsApproval) -> Any:
             return await controls.wait_for_decision(waiting, wait_for_decision or 0)
 
+        earlier = None
+        if state.turns > 0:  # it goes on only with a follow-up, in the session it had: loaded again
+            if not follow_up:
+                raise StateError(f"run {run_id} is an ACP agent's: it goes on with a follow-up, "
+                                 f"tether resume {run_id} --message TEXT")
+            records = await call(self.store, lambda: [r for r in self.store.read_trace(run_id)
+                                                      if r.get("kind") == "agent_session"])
+            earlier = records[-1] if records else None
+            AcpRun.check_follow_up(state, agent, earlier)  # before the follow-up's words are saved
         controls.holds_agent = True
         self._emitters[run_id] = emit
         self.live[run_id] = state
         self._signals[run_id] = signal
         await controls.adopt()
-        run = AcpRun(state, agent, emit=emit, save=save, signal=signal, decide=decide)
+        for event in prepare(state):  # raised limits, a follow-up's words
+            emit(event)
+        await save()
+        run = AcpRun(state, agent, emit=emit, save=save, signal=signal, decide=decide, earlier=earlier)
         controls.vet = run.vet
         final = await run.run()
         await controls.close()

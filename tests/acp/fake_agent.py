@@ -3,6 +3,7 @@
     python tests/acp/fake_agent.py MODE
 
 Modes (the prompt's text may add ``SLOW``: stream until cancelled):
+- ``loads``: ``normal``, and it advertises ``loadSession`` (a follow-up in a new process);
 - ``normal``: streams a thought, a plan and text; proposes a write of ``WRITE_NAME`` (a tool call
   with a diff), asks permission, writes it through the client's ``fs/write_text_file`` when
   allowed; reports usage three ways (``usage_update`` with cost, qwen-style ``_meta.usage``, the
@@ -55,7 +56,7 @@ class FakeAgent:
                          **kwargs: Any) -> schema.InitializeResponse:
         return schema.InitializeResponse(
             protocol_version=acp.PROTOCOL_VERSION,
-            agent_capabilities=schema.AgentCapabilities(load_session=False),
+            agent_capabilities=schema.AgentCapabilities(load_session=self.mode == "loads"),
             agent_info=schema.Implementation(name="fake-agent", title="Fake agent", version="1.0.0"),
             auth_methods=[],
         )
@@ -67,6 +68,16 @@ class FakeAgent:
         if self.mode == "flood":
             asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self._big_frame(session_id)))
         return schema.NewSessionResponse(session_id=session_id)
+
+    async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
+                           **kwargs: Any) -> schema.LoadSessionResponse:
+        """``loads`` mode: an earlier session, its history replayed as updates first (as real
+        agents do), then the session goes on in this new process."""
+        self.cwd[session_id] = cwd
+        self.cancelled[session_id] = asyncio.Event()
+        await self._say(session_id, acp.update_user_message_text("(replayed) the earlier prompt"))
+        await self._say(session_id, acp.update_agent_message_text("(replayed) Done."))
+        return schema.LoadSessionResponse()
 
     async def cancel(self, session_id: str, **kwargs: Any) -> None:
         if self.mode != "ignore-cancel":
@@ -119,6 +130,9 @@ class FakeAgent:
         await self._say(sid, acp.update_agent_message_text("Done."))
         usage = schema.Usage(input_tokens=40, output_tokens=8, total_tokens=48)
         return schema.PromptResponse(stop_reason="end_turn", usage=usage)
+
+    async def _loads(self, sid: str, text: str) -> schema.PromptResponse:
+        return await self._normal(sid, text)
 
     async def _ignore_cancel(self, sid: str, text: str) -> schema.PromptResponse:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)

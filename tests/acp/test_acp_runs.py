@@ -248,3 +248,42 @@ async def test_writes_outside_the_workspace_are_refused_and_recorded(tmp_path: P
     assert refused and all(r["refused"] for r in refused), refused
     assert "outside" in outcome.state.answer
     assert not (tmp_path / "escaped.txt").exists()
+
+
+async def test_a_follow_up_loads_the_agents_session_in_a_new_process(tmp_path: Path, acp_workspace: Path):
+    async with Harness(tmp_path / "runs") as harness:
+        state = harness.create(agent(acp_workspace, "loads"), "write the file")
+        running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
+        await waiting(harness, state.run_id)
+        await harness.decide(state.run_id, "approve")
+        assert (await running).state.status is Status.COMPLETED
+        (acp_workspace / WRITE_NAME).unlink()
+
+        again = asyncio.create_task(harness.run(state.run_id, message="write it once more", wait_for_decision=0))
+        for _ in range(600):  # the new approval: a key of its own, as the agent reuses its call id
+            pending = harness.store.load(state.run_id).interruption
+            if isinstance(pending, NeedsApproval) and pending.call_id == "call_1#2":
+                break
+            await asyncio.sleep(0.05)
+        assert (await harness.decide(state.run_id, "approve")).ok
+        final = (await again).state
+        sessions = [r for r in read_trace(tmp_path / "runs" / state.run_id / "trace.jsonl")
+                    if r["kind"] == "agent_session"]
+    assert final.status is Status.COMPLETED and final.turns == 2
+    assert (acp_workspace / WRITE_NAME).exists()
+    assert [m["content"] for m in final.messages if m["role"] == "user"] == ["write the file", "write it once more"]
+    assert not any("(replayed)" in str(m.get("content")) for m in final.messages), "the replay is not recorded twice"
+    assert len(sessions) == 2 and sessions[0]["session_id"] == sessions[1]["session_id"]
+
+
+async def test_a_follow_up_is_refused_in_words_when_the_agent_cannot_load_its_session(
+        tmp_path: Path, acp_workspace: Path):
+    async with Harness(tmp_path / "runs") as harness:
+        done = await harness.start(agent(acp_workspace, "write-outside"), "go")
+        with pytest.raises(StateError, match="cannot load its earlier session"):
+            await harness.run(done.state.run_id, message="and then?")
+        with pytest.raises(StateError, match="a follow-up goes on from it"):
+            await harness.run(done.state.run_id)
+        after = harness.store.load(done.state.run_id)
+    assert after.status is Status.COMPLETED
+    assert "and then?" not in str(after.messages), "a refused follow-up changes nothing"

@@ -79,7 +79,8 @@ class AcpRun:
     """Drives one run of an ACP agent in this process, from its first prompt to its stop."""
 
     def __init__(self, state: RunState, agent: Agent, *, emit: Callable[[Event], None],
-                 save: Callable[[], Awaitable[None]], signal: CancelSignal, decide: Decide) -> None:
+                 save: Callable[[], Awaitable[None]], signal: CancelSignal, decide: Decide,
+                 earlier: dict[str, Any] | None = None) -> None:
         if agent.acp is None:
             raise ValueError(f"agent {agent.name} does not speak ACP")
         self.state = state
@@ -105,15 +106,18 @@ class AcpRun:
         self._turn_final: tuple[int, int] | None = None  # the prompt response's usage this turn
         self._session: AcpSession | None = None
         self._asking: PermissionRequest | None = None  # the request a decision is awaited for
+        self._earlier = earlier  # the run's last agent_session record: a follow-up loads that session
+        self._replaying = False  # session/load replays the history as updates: already on the record
+        self._priced = [0, 0]  # this turn's tokens already priced as they were reported
 
     # ---- the run ------------------------------------------------------------------------
     async def run(self) -> RunState:
         st = self.state
-        if st.turns > 0:
-            raise StateError(f"run {st.run_id} was a session of the ACP agent {self.agent.name}, and that "
-                             "session ended with its process; it cannot be resumed: start a new run")
+        follow_up = st.turns > 0
+        if follow_up:
+            self.check_follow_up(st, self.agent, self._earlier)
         st.status, st.interruption, st.error = Status.RUNNING, None, None
-        self.emit(RunStarted(run_id=st.run_id, model=st.model, resumed=False, parent_run_id=st.parent_run_id,
+        self.emit(RunStarted(run_id=st.run_id, model=st.model, resumed=follow_up, parent_run_id=st.parent_run_id,
                              pid=os.getpid(), agent=self.agent.name))
         try:
             env, _secrets = self.command.resolved_env()
@@ -126,7 +130,15 @@ class AcpRun:
         try:
             try:
                 info = await session.start()
-                session_id = await session.new_session()
+                if follow_up:
+                    assert self._earlier is not None
+                    self._replaying = True
+                    try:
+                        session_id = await session.load_session(str(self._earlier["session_id"]))
+                    finally:
+                        self._replaying = False
+                else:
+                    session_id = await session.new_session()
             except AgentStartError as exc:
                 return await self._finish(Status.FAILED, str(exc), error=str(exc))
             except AgentDied as exc:
@@ -183,12 +195,23 @@ class AcpRun:
         finally:
             await session.close()
 
+    @staticmethod
+    def check_follow_up(state: RunState, agent: Agent, earlier: dict[str, Any] | None) -> None:
+        """A run that has had turns goes on only in the agent's earlier session (its
+        ``agent_session`` record), which the agent must be able to load: refused in words."""
+        if earlier is None or not earlier.get("session_id"):
+            raise StateError(f"run {state.run_id} has no ACP session on record to go on with: start a new run")
+        if not earlier.get("load_session"):
+            raise StateError(f"the agent {agent.name} cannot load its earlier session (it does not advertise "
+                             "loadSession), and the session ended with its process: start a new run")
+
     async def _turn(self, session: AcpSession, prompt: str) -> tuple[str, bool]:
         """One prompt round: answers permission requests and a Stop while the agent works."""
         st = self.state
         self._turn_tokens = [0, 0]
         self._turn_final = None
         self._turn_usage_seen = False
+        self._priced = [0, 0]
         started = time.perf_counter()
         turn = asyncio.ensure_future(session.prompt(prompt))
         stopped = asyncio.ensure_future(self.signal.wait())
@@ -222,8 +245,8 @@ class AcpRun:
         st.prompt_tokens += prompt_tokens
         st.completion_tokens += completion_tokens
         st.per_turn_prompt_tokens.append(prompt_tokens)
-        if not self._reported_cost:
-            self._price(prompt_tokens, completion_tokens)
+        if not self._reported_cost:  # what the per-call reports have not priced yet
+            self._price(prompt_tokens - self._priced[0], completion_tokens - self._priced[1])
         if not self._turn_usage_seen:
             st.estimated_turns.append(st.turns)  # the agent reported no usage this turn
         self.emit(Turn(run_id=st.run_id, turn=st.turns, prompt_tokens=prompt_tokens,
@@ -304,6 +327,8 @@ class AcpRun:
     # ---- what the agent reports ---------------------------------------------------------------
     def _on_event(self, event: AcpEvent) -> None:
         st = self.state
+        if self._replaying:  # the loaded session's history: the transcript has it already
+            return
         match event:
             case TextChunk(text=text) if text:
                 self._text.append(text)
@@ -399,6 +424,9 @@ class AcpRun:
                 "remove budget_usd, or set budget_mode = \"turns-only\" to count turns alone")
 
     def _price(self, prompt_tokens: int, completion_tokens: int) -> None:
+        prompt_tokens, completion_tokens = max(0, prompt_tokens), max(0, completion_tokens)
+        self._priced[0] += prompt_tokens
+        self._priced[1] += completion_tokens
         self.state.cost_usd += self.state.pricing.cost(prompt_tokens, completion_tokens)
 
     def _check_budget(self) -> None:
@@ -419,6 +447,10 @@ class AcpRun:
     async def _finish(self, status: Status, reason: str, interruption: Any = None, *,
                       error: str | None = None) -> RunState:
         st = self.state
+        for call in self._calls.values():  # a call the agent never finished: say so in its slot
+            if call.status not in ("completed", "failed"):
+                call.text = call.text or f"not finished: {reason}"
+                self._settle(call, "failed")
         st.status, st.interruption, st.error = status, interruption, error
         if status is Status.COMPLETED and not any(m.get("role") == "assistant" and m.get("content")
                                                   for m in st.messages):
