@@ -5,7 +5,6 @@ an agent that dies or will not stop."""
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import os
 import subprocess
@@ -19,6 +18,7 @@ from tether.harness import Harness
 from tether.state import Cancelled, MaxBudget, NeedsApproval, StateError, Status
 from tether.trace import read_trace
 from tests.acp.conftest import fake_agent
+from tests.acp.driving import session_open, waiting
 from tests.acp.fake_agent import WRITE_NAME, WRITE_TEXT
 from tests.support import processes_with
 
@@ -28,33 +28,6 @@ def agent(workspace: Path, mode: str = "normal", **kw) -> Agent:
     grace = kw.pop("cancel_grace_s", 5.0)
     return Agent(name="fake", model="acp:fake", acp=AcpCommand(tuple(fake_agent(mode)), env, grace),
                  workspace=workspace, **kw)
-
-
-async def waiting(harness: Harness, run_id: str) -> NeedsApproval:
-    """The run's pending approval, once the agent has asked (read from the store, as any
-    console would)."""
-    for _ in range(1200):
-        with contextlib.suppress(StateError):  # another process may not have made it yet
-            state = harness.store.load(run_id)
-            if isinstance(state.interruption, NeedsApproval):
-                return state.interruption
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"run {run_id} never waited for approval")
-
-
-def kinds(harness: Harness, run_id: str) -> list[str]:
-    path = harness.store.root / run_id / "trace.jsonl"
-    return [record["kind"] for record in read_trace(path)] if path.exists() else []
-
-
-async def session_open(harness: Harness, run_id: str) -> None:
-    """Once the agent has its session (its trace says so), and its turn has begun."""
-    for _ in range(600):
-        if "agent_session" in kinds(harness, run_id):
-            await asyncio.sleep(0.2)  # the prompt is on its way; the agent streams
-            return
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"run {run_id}'s agent never opened a session")
 
 
 async def test_an_approved_write_lands_and_the_run_is_on_the_store(tmp_path: Path, acp_workspace: Path):

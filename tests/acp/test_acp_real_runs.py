@@ -1,0 +1,107 @@
+"""Real ACP agents (OpenCode, Qwen Code; ``make agents``) as Tether runs, offline, against a
+scripted endpoint on loopback: what an operator does with them, through the harness.
+
+- a write rejected with words: the next request the model receives carries them;
+- a follow-up, in a new agent process that loads the session: a write approved lands;
+- Stop mid-stream: the run is ``interrupted`` and no process is left;
+- a budget crossed: the turn is cancelled and the run ends ``budget_exceeded``.
+
+Without the agents (no npm) these skip with one reason; with ``CI`` set they fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+import pytest
+
+from tether.agents import AcpCommand, Agent
+from tether.harness import Harness
+from tether.provider.server import running_app
+from tether.state import Cancelled, Limits, MaxBudget, Status
+from tether.trace import read_trace
+from tests.acp import agents
+from tests.acp.driving import session_open, waiting
+from tests.acp.endpoint import DONE_ANSWER, ScriptedEndpoint
+from tests.acp.procs import alive_in
+
+CAP_S = 120.0
+
+
+def real_agent(name: str, home: Path, base_url: str, workspace: Path, **kw) -> Agent:
+    launch = agents.launch_opencode(home, base_url) if name == "opencode" else agents.launch_qwen(home, base_url)
+    return Agent(name=name, model="scripted", acp=AcpCommand(tuple(launch.command), launch.env, 10.0),
+                 workspace=workspace, **kw)
+
+
+def said_to_model(endpoint: ScriptedEndpoint) -> str:
+    return json.dumps([m.get("content") for body in endpoint.requests for m in body.get("messages") or []])
+
+
+@pytest.fixture
+def place(tmp_path: Path) -> tuple[Path, Path]:
+    agents.require_agents()
+    workspace, home = tmp_path / "workspace", tmp_path / "home"
+    workspace.mkdir()
+    home.mkdir()
+    return workspace, home
+
+
+@pytest.mark.parametrize("name", ["opencode", "qwen"])
+async def test_a_rejection_reaches_the_model_and_a_follow_up_writes(name: str, tmp_path: Path, place):
+    workspace, home = place
+    endpoint = ScriptedEndpoint()
+    target = workspace / "hello.txt"
+    async with running_app(endpoint.app()) as base_url, Harness(tmp_path / "runs") as harness:
+        coder = real_agent(name, home, base_url, workspace)
+        state = harness.create(coder, f"WRITE {target} CONTENT first try")
+        running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
+        asked = await asyncio.wait_for(waiting(harness, state.run_id), CAP_S)
+        assert "Allow" in asked.why or "allow" in asked.why
+        assert (await harness.decide(state.run_id, "reject", "use notes.md instead", by="alice")).ok
+        rejected = (await asyncio.wait_for(running, CAP_S)).state
+        assert rejected.status is Status.COMPLETED, rejected.error
+        assert not target.exists()
+        assert "use notes.md instead" in said_to_model(endpoint), "the operator's words reached the model"
+
+        # A follow-up: a new agent process, the same session loaded, a write allowed this time.
+        again = asyncio.create_task(harness.run(state.run_id, message=f"WRITE {target} CONTENT second try",
+                                                wait_for_decision=0))
+        await asyncio.wait_for(waiting(harness, state.run_id, other_than=asked), CAP_S)
+        assert (await harness.decide(state.run_id, "approve", by="alice")).ok
+        final = (await asyncio.wait_for(again, CAP_S)).state
+        trace = list(read_trace(tmp_path / "runs" / state.run_id / "trace.jsonl"))
+    assert final.status is Status.COMPLETED, final.error
+    assert target.read_text() == "second try"
+    assert final.answer and DONE_ANSWER in final.answer
+    sessions = [r for r in trace if r["kind"] == "agent_session"]
+    assert len(sessions) == 2 and sessions[0]["session_id"] == sessions[1]["session_id"]
+    assert [r["verdict"] for r in trace if r["kind"] == "approval_decision"] == ["rejected", "approved"]
+    assert any(r["kind"] == "approval_required" and "second try" in (r.get("diff") or "") for r in trace)
+    assert any(r["kind"] == "file_write" and r["path"] == str(target) for r in trace)
+    assert final.prompt_tokens > 0 and final.cost_usd > 0
+    assert not alive_in(workspace)
+
+
+@pytest.mark.parametrize("name", ["opencode", "qwen"])
+async def test_stop_mid_stream_and_a_budget_crossed(name: str, tmp_path: Path, place):
+    workspace, home = place
+    endpoint = ScriptedEndpoint()
+    async with running_app(endpoint.app()) as base_url, Harness(tmp_path / "runs") as harness:
+        state = harness.create(real_agent(name, home, base_url, workspace), "HOLD on")
+        running = asyncio.create_task(harness.run(state.run_id))
+        await asyncio.wait_for(session_open(harness, state.run_id), CAP_S)
+        await asyncio.wait_for(endpoint.holding.wait(), CAP_S)
+        assert (await harness.stop(state.run_id, "enough", by="bob")).ok
+        stopped = (await asyncio.wait_for(running, CAP_S)).state
+        assert not alive_in(workspace), alive_in(workspace)
+
+        budget = real_agent(name, home, base_url, workspace, limits=Limits(budget_usd=0.0000001))
+        capped = (await asyncio.wait_for(harness.start(budget, "say something"), CAP_S)).state
+    assert stopped.status is Status.INTERRUPTED
+    assert stopped.interruption == Cancelled("enough", "bob")
+    assert capped.status is Status.BUDGET_EXCEEDED, (capped.status, capped.error)
+    assert capped.interruption == MaxBudget()
+    assert not alive_in(workspace)
