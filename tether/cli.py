@@ -522,11 +522,18 @@ async def _run(args: argparse.Namespace) -> int:
                                     ("auto_approve", args.auto_approve),
                                     ("triage", None if args.no_triage is None else not args.no_triage))
                   if v is not None}
-        state = await call(harness.store, harness.create, agent, args.prompt, run_id=args.run_id,
-                           limits=replace(agent.limits, **overrides), policies=replace(agent.policies, **policy))
-        sinks = [_StreamPrinter(state.run_id)] if args.stream and not args.json else []
-        outcome = await harness.run(state.run_id, signal=await _signal(args), sinks=sinks,
-                                    wait_for_decision=_waiting(args))
+        # An ACP agent is started first: a missing command or one that does not speak ACP is one
+        # line and exit 2, with no run made.
+        session = await harness.start_acp(agent) if agent.acp is not None else None
+        try:
+            state = await call(harness.store, harness.create, agent, args.prompt, run_id=args.run_id,
+                               limits=replace(agent.limits, **overrides), policies=replace(agent.policies, **policy))
+            sinks = [_StreamPrinter(state.run_id)] if args.stream and not args.json else []
+            outcome = await harness.run(state.run_id, signal=await _signal(args), sinks=sinks,
+                                        wait_for_decision=_waiting(args), acp_session=session)
+        finally:
+            if session is not None:
+                await session.close()
     return _emit_outcome(args, outcome)
 
 

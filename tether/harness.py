@@ -240,13 +240,35 @@ class Harness:
     # ---- operations -------------------------------------------------------------------
     async def start(self, agent: Agent, prompt: str | None = None, *, run_id: str | None = None,
                     signal: CancelSignal | None = None, sinks: Sequence[EventSink] = ()) -> Outcome:
-        """Make a run of ``agent`` and run it until it stops, one of five ways."""
-        state = await call(self.store, self.create, agent, prompt, run_id=run_id)
-        return await self.run(state.run_id, signal=signal, sinks=sinks)
+        """Make a run of ``agent`` and run it until it stops, one of five ways. An ACP agent
+        is started first: one that is not there, or not an ACP agent, is an AgentError in
+        words, and no run is made."""
+        session = await self.start_acp(agent) if agent.acp is not None else None
+        try:
+            state = await call(self.store, self.create, agent, prompt, run_id=run_id)
+            return await self.run(state.run_id, signal=signal, sinks=sinks, acp_session=session)
+        finally:
+            if session is not None:
+                await session.close()
+
+    async def start_acp(self, agent: Agent) -> Any:
+        """An ACP agent's process, started and past ``initialize``, for the run about to be
+        made (:meth:`run` with ``acp_session``): a command that is missing or does not speak ACP
+        is an AgentError naming the agent, before any run exists. The caller closes it."""
+        from tether.acp import AcpError
+        from tether.acp.run import session_for
+
+        session = session_for(agent)
+        try:
+            await session.start()
+        except AcpError as exc:
+            raise AgentError(f"agent {agent.name}: {exc}") from None
+        return session
 
     async def run(self, run_id: str, *, signal: CancelSignal | None = None, sinks: Sequence[EventSink] = (),
                   max_turns: int | None = None, budget_usd: float | None = None,
-                  wait_for_decision: float | None = None, message: str | None = None) -> Outcome:
+                  wait_for_decision: float | None = None, message: str | None = None,
+                  acp_session: Any = None) -> Outcome:
         """Start or resume a run; raising limits is how a capped run goes on.
 
         ``wait_for_decision``: at an approval, keep holding the run and wait this many seconds
@@ -265,7 +287,7 @@ class Harness:
             return []
 
         return await self._operate(run_id, raise_limits, signal, sinks, wait_for_decision,
-                                   follow_up=message is not None)
+                                   follow_up=message is not None, acp_session=acp_session)
 
     resume = run
 
@@ -329,7 +351,7 @@ class Harness:
 
     async def _operate(self, run_id: str, prepare: Callable[[RunState], list[Any]], signal: CancelSignal | None,
                        sinks: Sequence[EventSink], wait_for_decision: float | None = None, *,
-                       deciding: bool = False, follow_up: bool = False) -> Outcome:
+                       deciding: bool = False, follow_up: bool = False, acp_session: Any = None) -> Outcome:
         if not encoding_loaded():
             await asyncio.to_thread(encoding)  # load the rank file off the event loop, once
         started = time.perf_counter()
@@ -352,7 +374,7 @@ class Harness:
             if agent.acp is not None:
                 trace = handle.trace(self.secrets(agent))
                 return await self._drive_acp(state, agent, handle, trace, signal, controls, sinks, prepare,
-                                             wait_for_decision, deciding, follow_up, started)
+                                             wait_for_decision, deciding, follow_up, started, acp_session)
             client = self._client_for(agent, state)
             trace = handle.trace(self.secrets(agent))
             tools = {t.name: t for t in agent.tool_list}
@@ -407,7 +429,7 @@ class Harness:
     async def _drive_acp(self, state: RunState, agent: Agent, handle: Handle, trace: TraceSink,
                          signal: CancelSignal, controls: "_Controls", sinks: Sequence[EventSink],
                          prepare: Callable[[RunState], list[Any]], wait_for_decision: float | None, deciding: bool,
-                         follow_up: bool, started: float) -> Outcome:
+                         follow_up: bool, started: float, session: Any) -> Outcome:
         """A run of an ACP agent: its process drives the turns (:mod:`tether.acp.run`). The agent
         waits on its permission requests anyway, so this process always holds the run while
         it waits for a decision (``wait_for_decision``'s deadline still applies)."""
@@ -453,7 +475,8 @@ class Harness:
         for event in prepare(state):  # raised limits, a follow-up's words
             emit(event)
         await save()
-        run = AcpRun(state, agent, emit=emit, save=save, signal=signal, decide=decide, earlier=earlier)
+        run = AcpRun(state, agent, emit=emit, save=save, signal=signal, decide=decide, earlier=earlier,
+                     session=session)
         controls.vet = run.vet
         final = await run.run()
         await controls.close()

@@ -260,3 +260,20 @@ async def test_a_follow_up_is_refused_in_words_when_the_agent_cannot_load_its_se
         after = harness.store.load(done.state.run_id)
     assert after.status is Status.COMPLETED
     assert "and then?" not in str(after.messages), "a refused follow-up changes nothing"
+
+
+@pytest.mark.parametrize(("argv", "words"), [
+    (["/bin/cat"], "is not a usable ACP agent"),
+    ([sys.executable, "-c", "import sys; sys.exit(4)"], "is not an ACP agent"),
+])
+def test_a_command_that_is_not_an_acp_agent_is_one_line_and_no_run(tmp_path: Path, argv, words):
+    config = tmp_path / "tether.toml"
+    config.write_text(f"[agents.bad]\nacp = {json.dumps(argv)}\n")
+    env = {**os.environ, "TETHER_HOME": str(tmp_path / "home"), "TETHER_CONFIG": str(config)}
+    done = subprocess.run([sys.executable, "-m", "tether.cli", "run", "--agent", "bad", "--prompt", "x"], env=env,
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2, done.stderr
+    [line] = done.stderr.strip().splitlines()
+    assert line.startswith("tether: error: agent bad: ") and words in line, line
+    runs = tmp_path / "home" / "runs"
+    assert not runs.exists() or not any(runs.iterdir()), "no run was made"

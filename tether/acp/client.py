@@ -66,7 +66,8 @@ class AcpSession:
         self.session_id: str | None = None
         self.returncode: int | None = None
         self._env = dict(env or {})
-        self._on_event = on_event
+        self.on_event = on_event
+        """Where every event goes, as it happens (may be set after the session started)."""
         self._init_timeout_s = init_timeout_s
         self._max_bad_frames = max_bad_frames
         self._client_info = Implementation(name=client_name, version=client_version)
@@ -245,9 +246,9 @@ class AcpSession:
     # -- internals ---------------------------------------------------------------------------
 
     def _emit(self, event: AcpEvent) -> None:
-        if self._on_event is not None:
+        if self.on_event is not None:
             try:
-                self._on_event(event)
+                self.on_event(event)
             except Exception:
                 logger.exception("an ACP event sink failed on %s", type(event).__name__)
         for stream in list(self._streams):

@@ -80,7 +80,7 @@ class AcpRun:
 
     def __init__(self, state: RunState, agent: Agent, *, emit: Callable[[Event], None],
                  save: Callable[[], Awaitable[None]], signal: CancelSignal, decide: Decide,
-                 earlier: dict[str, Any] | None = None) -> None:
+                 earlier: dict[str, Any] | None = None, session: AcpSession | None = None) -> None:
         if agent.acp is None:
             raise ValueError(f"agent {agent.name} does not speak ACP")
         self.state = state
@@ -91,20 +91,19 @@ class AcpRun:
         self.signal = signal
         self.decide = decide
         self.tool_runs: list[dict[str, Any]] = []
-        self._workspace = Path(agent.workspace or state.workspace or os.getcwd())
         self._permissions: asyncio.Queue[PermissionRequest] = asyncio.Queue()
         self._calls: dict[str, _Call] = {}
         self._text: list[str] = []
         self._thought: list[str] = []
         self._rejections: list[str] = []
         self._over_budget = False
-        self._turn_cost_base = 0.0  # the run's cost before this session (an agent's cost adds up per session)
+        self._session_cost = 0.0  # the agent's running total for its session, as last reported
         self._reported_cost = False
         self._usage_seen = False  # in any turn of this run
         self._turn_usage_seen = False
         self._turn_tokens = [0, 0]  # input, output from per-call reports (qwen's _meta) this turn
         self._turn_final: tuple[int, int] | None = None  # the prompt response's usage this turn
-        self._session: AcpSession | None = None
+        self._session: AcpSession | None = session  # started already (initialize), or None
         self._asking: PermissionRequest | None = None  # the request a decision is awaited for
         self._earlier = earlier  # the run's last agent_session record: a follow-up loads that session
         self._replaying = False  # session/load replays the history as updates: already on the record
@@ -119,17 +118,16 @@ class AcpRun:
         st.status, st.interruption, st.error = Status.RUNNING, None, None
         self.emit(RunStarted(run_id=st.run_id, model=st.model, resumed=follow_up, parent_run_id=st.parent_run_id,
                              pid=os.getpid(), agent=self.agent.name))
-        try:
-            env, _secrets = self.command.resolved_env()
-        except AgentError as exc:
-            return await self._finish(Status.FAILED, f"agent {self.agent.name}: {exc}", error=str(exc))
-        self._turn_cost_base = st.cost_usd
-        session = AcpSession(self.command.argv, workspace=self._workspace, env=env, on_event=self._on_event,
-                             cancel_grace_s=self.command.cancel_grace_s)
-        self._session = session
+        session = self._session
+        if session is None:
+            try:
+                session = self._session = session_for(self.agent)
+            except AgentError as exc:
+                return await self._finish(Status.FAILED, f"agent {self.agent.name}: {exc}", error=str(exc))
+        session.on_event = self._on_event
         try:
             try:
-                info = await session.start()
+                info = session.info or await session.start()
                 if follow_up:
                     assert self._earlier is not None
                     self._replaying = True
@@ -327,7 +325,9 @@ class AcpRun:
     # ---- what the agent reports ---------------------------------------------------------------
     def _on_event(self, event: AcpEvent) -> None:
         st = self.state
-        if self._replaying:  # the loaded session's history: the transcript has it already
+        if self._replaying:  # the loaded session's history: the transcript has it already,
+            if isinstance(event, UsageReported) and event.cost_amount is not None:
+                self._session_cost = event.cost_amount  # and its cost with it
             return
         match event:
             case TextChunk(text=text) if text:
@@ -405,10 +405,11 @@ class AcpRun:
             self._turn_tokens[1] += usage.output_tokens or 0
         elif usage.source == "prompt_response" and (usage.input_tokens or usage.output_tokens):
             self._turn_final = (usage.input_tokens or 0, usage.output_tokens or 0)
-        if usage.cost_amount is not None:  # the session's running total, in the agent's words
+        if usage.cost_amount is not None:  # the session's running total: what it grew by is this run's
             self._reported_cost = True
             st.pricing.assumed = False
-            st.cost_usd = self._turn_cost_base + usage.cost_amount
+            st.cost_usd += max(0.0, usage.cost_amount - self._session_cost)
+            self._session_cost = usage.cost_amount
         elif not self._reported_cost and usage.source == "meta":
             self._price(usage.input_tokens or 0, usage.output_tokens or 0)
         self._check_budget()
@@ -460,6 +461,16 @@ class AcpRun:
                              else interruption.to_dict()))
         await self.save()
         return st
+
+
+def session_for(agent: Agent) -> AcpSession:
+    """The session of an ACP agent's run, not started: its command, its environment (the
+    agent file's, ``${VAR}`` filled in; an AgentError names a variable that is not set), its
+    workspace (the agent's, else the current folder) and its Stop's grace."""
+    assert agent.acp is not None
+    env, _secrets = agent.acp.resolved_env()
+    return AcpSession(agent.acp.argv, workspace=Path(agent.workspace or os.getcwd()), env=env,
+                      cancel_grace_s=agent.acp.cancel_grace_s)
 
 
 class _Wake:
