@@ -28,11 +28,11 @@ from tether.agents import Agent, AgentError, changed_tools
 from tether.cancel import CancelSignal
 from tether.client import ModelClient, without_credentials
 from tether.model import ChatModel
-from tether.events import EventSink, TelemetryDropped
+from tether.events import EventSink, RunStopped, TelemetryDropped
 from tether.loop import LoopEnv, RunLoop, approve, reject
 from tether.provider import SCENARIOS, FaultPlan, create_app
 from tether.state import (
-    Limits, NeedsApproval, Policies, Pricing, RunState, StateError, Status, new_run_id, pending_calls,
+    Cancelled, Limits, NeedsApproval, Policies, Pricing, RunState, StateError, Status, new_run_id, pending_calls,
 )
 from tether.runstore import Handle, Store, TraceSink, call
 from tether.store import HEARTBEAT_S, RunStore, private_dirs
@@ -458,14 +458,20 @@ class Harness:
         async def decide(waiting: NeedsApproval) -> Any:
             return await controls.wait_for_decision(waiting, wait_for_decision or 0)
 
-        earlier = None
-        if state.turns > 0:  # it goes on only with a follow-up, in the session it had: loaded again
+        records = await call(self.store, lambda: [r for r in self.store.read_trace(run_id)
+                                                  if r.get("kind") == "agent_session"])
+        earlier = records[-1] if records else None
+        if earlier is not None and (state.status is Status.RUNNING or isinstance(state.interruption, NeedsApproval)):
+            # Saved as running, with a session: the process that drove it died, and its agent
+            # with it (a worker's recovery, a resume). Its turn is not done again behind the
+            # operator's back: the run ends in words, and a follow-up goes on in that session.
+            await self._acp_orphaned(state, handle, trace, sinks)
+            if not follow_up:
+                return Outcome(state, [], (time.perf_counter() - started) * 1000)
+        if earlier is not None:  # it goes on only with a follow-up, in the session it had: loaded again
             if not follow_up:
                 raise StateError(f"run {run_id} is an ACP agent's: it goes on with a follow-up, "
                                  f"tether resume {run_id} --message TEXT")
-            records = await call(self.store, lambda: [r for r in self.store.read_trace(run_id)
-                                                      if r.get("kind") == "agent_session"])
-            earlier = records[-1] if records else None
             AcpRun.check_follow_up(state, agent, earlier)  # before the follow-up's words are saved
         controls.holds_agent = True
         self._emitters[run_id] = emit
@@ -481,6 +487,23 @@ class Harness:
         final = await run.run()
         await controls.close()
         return Outcome(final, run.tool_runs, (time.perf_counter() - started) * 1000)
+
+    async def _acp_orphaned(self, state: RunState, handle: Handle, trace: TraceSink,
+                            sinks: Sequence[EventSink]) -> None:
+        reason = ("the process that drove this ACP agent ended mid-turn, and the agent with it; "
+                  f"a follow-up goes on in its session: tether resume {state.run_id} --message TEXT")
+        for unfinished in pending_calls(state):  # calls the agent never finished: said in their slots
+            state.messages.append({"role": "tool", "tool_call_id": unfinished["id"], "content": f"not finished: {reason}"})
+            state.failed_calls.append(unfinished["id"])
+        state.status, state.interruption, state.error = Status.INTERRUPTED, Cancelled(reason), None
+        event = RunStopped(run_id=state.run_id, status=state.status.value, reason=reason, turns=state.turns,
+                           cost_usd=state.cost_usd, interruption=state.interruption.to_dict())
+        trace.write(event)
+        for sink in [*self.sinks, *sinks]:
+            with contextlib.suppress(Exception):
+                sink(event)
+        state.updated_at = time.time()
+        await handle.asave(state)
 
     def _check_tools(self, state: RunState, tools: dict[str, Tool]) -> None:
         """Refuse, before anything is used up, a run whose tools are gone or changed; note

@@ -9,6 +9,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -277,3 +278,52 @@ def test_a_command_that_is_not_an_acp_agent_is_one_line_and_no_run(tmp_path: Pat
     assert line.startswith("tether: error: agent bad: ") and words in line, line
     runs = tmp_path / "home" / "runs"
     assert not runs.exists() or not any(runs.iterdir()), "no run was made"
+
+
+def test_a_run_whose_process_was_killed_mid_turn_ends_in_words_and_takes_a_follow_up(
+        tmp_path: Path, acp_workspace: Path):
+    """SIGKILL of the process driving an ACP run: the agent dies with it (its launcher), the
+    run is left `running` on disk; the next operation ends it in words (its turn is not done
+    again), and a follow-up goes on in the agent's session."""
+    config = tmp_path / "tether.toml"
+    pythonpath = os.environ.get("PYTHONPATH", "")
+    config.write_text(f'[agents.fake]\nacp = {json.dumps(fake_agent("loads"))}\nworkspace = "{acp_workspace}"\n'
+                      f'env = {{ PYTHONPATH = "{pythonpath}" }}\n')
+    env = {**os.environ, "TETHER_HOME": str(tmp_path), "TETHER_CONFIG": str(config)}
+    run = subprocess.Popen([sys.executable, "-m", "tether.cli", "run", "--agent", "fake", "--prompt", "write it",
+                            "--run-id", "k1", "--wait-for-decision"], env=env,
+                           stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        async def until_waiting() -> None:
+            async with Harness(tmp_path / "runs") as harness:
+                await waiting(harness, "k1")
+        asyncio.run(until_waiting())
+        run.kill()
+        run.wait(timeout=30)
+    finally:
+        if run.poll() is None:
+            run.kill()
+
+    def no_agent_left() -> bool:
+        return not processes_with(str(acp_workspace))
+    for _ in range(200):
+        if no_agent_left():
+            break
+        time.sleep(0.05)
+    assert no_agent_left(), "the agent died with the process that drove it"
+    resumed = subprocess.run([sys.executable, "-m", "tether.cli", "resume", "k1"], env=env, capture_output=True,
+                             text=True, timeout=120)
+    assert resumed.returncode == 5, resumed.stderr
+    assert "ended mid-turn, and the agent with it" in resumed.stdout
+    assert "tether resume k1 --message TEXT" in resumed.stdout
+    assert not (acp_workspace / WRITE_NAME).exists(), "the turn was not done again behind the operator's back"
+
+    async def follow_up() -> Status:
+        async with Harness(tmp_path / "runs") as harness:
+            before = harness.store.load("k1").interruption
+            going = asyncio.create_task(harness.run("k1", message="write it now", wait_for_decision=0))
+            await waiting(harness, "k1", other_than=before)
+            assert (await harness.decide("k1", "approve")).ok
+            return (await going).state.status
+    assert asyncio.run(follow_up()) is Status.COMPLETED
+    assert (acp_workspace / WRITE_NAME).exists()

@@ -112,7 +112,7 @@ class AcpRun:
     # ---- the run ------------------------------------------------------------------------
     async def run(self) -> RunState:
         st = self.state
-        follow_up = st.turns > 0
+        follow_up = self._earlier is not None  # a session on record: this goes on in it
         if follow_up:
             self.check_follow_up(st, self.agent, self._earlier)
         st.status, st.interruption, st.error = Status.RUNNING, None, None
