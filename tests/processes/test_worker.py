@@ -355,3 +355,34 @@ def test_a_run_whose_agent_a_listening_worker_cannot_rebuild_is_left_in_words(fl
     resumed = fleet.tether("resume", run_id, "--store", fleet.url, pythonpath=[str(modules)])
     assert resumed.returncode == 0, resumed.stderr
     assert store.load(run_id).status is Status.COMPLETED
+
+
+def test_a_worker_runs_an_acp_agent_and_a_decision_reaches_it(fleet: Fleet, store: PgStore, tmp_path: Path):
+    """An ACP agent's run from the queue: the worker starts the agent, the permission request
+    is a pending approval on the store, ``tether approve`` from another process reaches the
+    worker that holds the agent, and the agent's write lands. A worker without the agent's
+    command says so and leaves its runs alone."""
+    from tests.acp.conftest import fake_agent
+
+    workspace = tmp_path / "acp-ws"
+    workspace.mkdir()
+    config = tmp_path / "acp" / "tether.toml"
+    config.parent.mkdir()
+    config.write_text(f'[agents.coder]\nacp = {json.dumps(fake_agent("normal"))}\nworkspace = "{workspace}"\n')
+    missing = tmp_path / "missing" / "tether.toml"
+    missing.parent.mkdir()
+    missing.write_text('[agents.coder]\nacp = ["no-such-acp-agent"]\n')
+    lacking = fleet.start("--config", str(missing))
+    assert "no command 'no-such-acp-agent'" in lacking.text(), lacking.text()[-2000:]
+    run_id = fleet.submit("coder", "--config", str(config), "--prompt", "write the file")
+    fleet.start("--config", str(config))
+    wait_for(lambda: isinstance(store.load(run_id).interruption, NeedsApproval), "the agent to ask", 60)
+    approved = fleet.tether("approve", run_id, "--store", fleet.url, "--as", "alice")
+    assert approved.returncode == 0, approved.stderr
+    wait_for(lambda: _ended(store, run_id), "the run to end", 60)
+    state = store.load(run_id)
+    assert state.status is Status.COMPLETED, state.error
+    assert (workspace / "out.txt").exists()
+    assert [d.by for d in state.approvals.values()] == ["alice"]
+    kinds = [r["kind"] for r in _trace(store, run_id)]
+    assert "agent_session" in kinds and "file_write" in kinds
