@@ -132,10 +132,11 @@ async def test_an_agent_without_a_task_needs_one_and_the_dialog_stays_open(tmp_p
         assert app.screen is dialog and not app.states
         error = dialog.query_one("#error", Static).render().plain
         assert "helper has no task of its own" in error
-        # choose the next agent from the keyboard: it has a task of its own
+        # choose the next agent from the keyboard (Space opens the list; Enter there picks): it
+        # has a task of its own
         dialog.query_one("#agent", Select).focus()
         await pilot.pause()
-        await pilot.press("enter", "down", "enter")
+        await pilot.press("space", "down", "enter")
         await wait_for(pilot, lambda: dialog.choice.key == ("agent", "triage"), "triage to be chosen")
         assert TASK in prompt.placeholder
         assert dialog.query_one("#max-turns", Input).value == str(Limits().max_turns)  # triage's own cap

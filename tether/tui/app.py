@@ -58,12 +58,14 @@ from tether.harness import ADHOC_AGENT, Harness, Outcome, adhoc_agent
 from tether.provider.server import provider_process
 from tether.runstore import Store, call
 from tether.state import NeedsApproval, RunState, StateError, Status, new_run_id
+from tether.tail import tail_records
 from tether.tui.components.approvals import ApprovalsPane, Pending
 from tether.tui.components.cost_meter import CostMeter
 from tether.tui.components.dialogs import (
     GRACE_S,
     AgentChoice,
     ApproveDialog,
+    DecisionAnswer,
     HelpScreen,
     NewRunDialog,
     NewRunRequest,
@@ -75,8 +77,8 @@ from tether.tui.components.header import ConsoleHeader
 from tether.tui.components.key_bar import KeyBar
 from tether.tui.components.runs_list import RunsList
 from tether.tui.components.trace_view import TraceView
-from tether.tui.components.transcript import TranscriptView
-from tether.tui.model import ConsoleModel, agent_label, count
+from tether.tui.components.transcript import TranscriptView, plan_text
+from tether.tui.model import ConsoleModel, agent_label, count, is_acp
 from tether.tui.pump import EventPump
 from tether.tui.store_client import StoreClient
 from tether.tui.text import badge, clean, money, one_line
@@ -110,6 +112,16 @@ def agent_choices(config: Config | None, *, base_url: str | None = None,
         except ConfigError as exc:
             choices.append(AgentChoice("agent", name, "cannot be built (choose it to see why)",
                                        problem=f"agent {name} cannot be started: {exc}"))
+            continue
+        if agent.acp is not None:  # its own process brings its model and tools
+            command = " ".join([Path(agent.acp.argv[0]).name, *agent.acp.argv[1:]])
+            where = agent.workspace if agent.workspace is not None else Path.cwd()
+            task = f" · its task: {agent.prompt}" if agent.prompt else " · no task of its own"
+            choices.append(AgentChoice(
+                "agent", name, f"ACP agent: {command}",
+                detail=f"{name} ({config.path.name}): an ACP agent, with its own model and tools: {command} "  # type: ignore[union-attr]
+                       f"· in {where}{task}",
+                model=agent.model, prompt=agent.prompt, limits=agent.limits, policies=agent.policies))
             continue
         tools = ", ".join(t.name for t in agent.tool_list) or "no tools"
         if agent.mcp_servers:
@@ -592,6 +604,9 @@ class TetherApp(App[int]):
         label = agent_label(st)
         shown = st.model if label == st.model else f"{label} ({st.model})"
         out.append(f"   {one_line(shown, 60)}", style="dim")
+        notes = model.agent_notes.get(rid)
+        if notes is not None and notes.agent:  # an ACP agent: who answered, as it says
+            out.append(f" · {one_line(notes.agent, 40)}", style="bold blue")
         if st.parent_run_id:
             out.append(f"   subagent of {one_line(st.parent_run_id, 60)}", style="dim")
         out.append("\ntask    ", style="dim")
@@ -628,6 +643,16 @@ class TetherApp(App[int]):
         return out
 
     def _transcript_footer(self, rid: str) -> Text | None:
+        """What goes under the transcript: an ACP agent's plan (its last), then the reply
+        streaming in, or how the run stopped."""
+        notes = self.model.agent_notes.get(rid)
+        plan = plan_text(notes.plan) if notes is not None and notes.plan else None
+        footer = self._stop_footer(rid)
+        if plan is None or footer is None:
+            return plan or footer
+        return Text("\n").join([plan, footer])
+
+    def _stop_footer(self, rid: str) -> Text | None:
         model = self.model
         st = model.states[rid]
         if st.status is Status.RUNNING and model.is_live(rid):
@@ -641,7 +666,11 @@ class TetherApp(App[int]):
             return out
         key = model.badge_key(rid)
         if st.status is Status.COMPLETED and key != "worker_error":
+            if is_acp(st):
+                return Text(f"── completed: {clean(model.reason(rid))} ──", style="dim green")
             return Text("── completed: the model answered ──", style="dim green")
+        if model.waits_here(rid) or model.waits_in_process(rid):  # not stopped: its process holds it, waiting
+            return Text(f"── {clean(model.reason(rid))}: a approves · r rejects ──", style="bold cyan")
         return Text(f"── {st.status.value}: {clean(model.reason(rid))} ──", style="bold yellow")
 
     @property
@@ -667,9 +696,12 @@ class TetherApp(App[int]):
             cost.show(None)
             return
         st = self.states[rid]
+        buffer = self.pump.buffer(rid)  # first: a run's history may hold its agent's notes
+        notes = self.model.agent_notes.get(rid)
         self._update_static(header, self._header_text(rid))
-        transcript.show(st, self._transcript_footer(rid))
-        trace.show(rid, self.pump.buffer(rid))
+        # An ACP run's transcript has its agent's notes among its messages (none yet: still so).
+        transcript.show(st, self._transcript_footer(rid), notes.notes if notes is not None else [] if is_acp(st) else None)
+        trace.show(rid, buffer)
         cost.show(st, speed=self.model.speed.get(rid))
 
     @staticmethod
@@ -872,10 +904,14 @@ class TetherApp(App[int]):
                                              "Stop"),
                                name=f"stop {root}", group="control", exit_on_error=False)
 
-    def deliver_decision(self, rid: str, verdict: str, text: str = "", call_id: str | None = None) -> Worker[Any]:
-        """Hand a decision to the process that holds ``rid`` waiting for one (Harness.decide)."""
+    def deliver_decision(self, rid: str, verdict: str, text: str = "", call_id: str | None = None,
+                         option: str | None = None) -> Worker[Any]:
+        """Hand a decision to the process that holds ``rid`` waiting for one (Harness.decide):
+        another process, or this one for an ACP run it drives. ``option``: the ACP agent's
+        option to answer with (None: allow once, or reject once)."""
         return self.run_worker(
-            self._control(rid, lambda: self.harness.decide(rid, verdict, text, call_id=call_id, by=self.operator),
+            self._control(rid, lambda: self.harness.decide(rid, verdict, text, call_id=call_id, by=self.operator,
+                                                           option=option),
                           "Approve" if verdict == "approve" else "Reject"),
             name=f"decide {rid}", group="control", exit_on_error=False)
 
@@ -1017,13 +1053,20 @@ class TetherApp(App[int]):
         waiting = self.states[rid].interruption
         if not isinstance(waiting, NeedsApproval):
             return
+        ask = self.model.ask_of(rid, waiting.call_id)
+        if ask is None and is_acp(self.states[rid]):  # not seen yet: its trace has it
+            path = self._trace_path(rid)
+            if path is not None:
+                self.model.take_history(rid, tail_records(path))
+                ask = self.model.ask_of(rid, waiting.call_id)
 
-        def done(text: str | None) -> None:
-            if text is None or not self.can_decide(rid):
+        def done(answer: DecisionAnswer | str | None) -> None:
+            if answer is None or not self.can_decide(rid):
                 return
+            text, option = (answer.text, answer.option) if isinstance(answer, DecisionAnswer) else (answer, None)
             route = self.model.decide_route(rid)
             if route == "process":
-                self.deliver_decision(rid, verdict, text, call_id=waiting.call_id)
+                self.deliver_decision(rid, verdict, text, call_id=waiting.call_id, option=option)
             elif route == "worker":
                 self.decide_for_worker(rid, verdict, text, call_id=waiting.call_id)
             elif verdict == "approve":
@@ -1031,7 +1074,7 @@ class TetherApp(App[int]):
             else:
                 self.reject_run(rid, text, call_id=waiting.call_id)
 
-        self.push_screen(dialog(rid, waiting, grace_s=self.grace_s), done)
+        self.push_screen(dialog(rid, waiting, grace_s=self.grace_s, ask=ask), done)
 
     def action_new_run(self) -> None:
         if self.refused("New run"):

@@ -32,6 +32,7 @@ from tether.events import Event
 from tether.index import RunSummary
 from tether.state import (Cancelled, Limits, NeedsApproval, RunState, Status, interruption_from_dict)
 from tether.store import Owner
+from tether.tui.agent_notes import NOTE_KINDS, TRACKED_KINDS, AgentNotes, Ask
 from tether.tui.text import badge, badge_key, money, one_line, stop_reason
 
 BUDGET_ALERTS = (0.8, 1.0)  # fractions of a run's budget at which the operator is told, once each
@@ -46,7 +47,7 @@ class RunRow:
     model: str
     turns: int
     max_turns: int | None
-    cost: float
+    cost: float | None  # None: not known (an ACP agent that reported no usage)
     depth: int = 0
     owner: str = ""  # who runs it, when another process or a worker does
 
@@ -133,6 +134,13 @@ def agent_label(state: RunState) -> str:
     return ref.name
 
 
+def is_acp(state: RunState | None) -> bool:
+    """A run of an agent that speaks ACP: its own process drives its turns, and holds the
+    run while it waits for a decision (its agent's spec has ``acp``)."""
+    ref = state.agent if state is not None else None
+    return ref is not None and bool((ref.spec or {}).get("acp"))
+
+
 def count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
@@ -145,6 +153,11 @@ def age(seconds: float) -> str:
     if seconds < 90 * 60:
         return f"{seconds / 60:.0f} min"
     return f"{seconds / 3600:.0f} h"
+
+
+def _has_ask(record: Any) -> bool:
+    get = record.get if isinstance(record, dict) else lambda name: getattr(record, name, None)
+    return bool(get("options") or get("diff"))
 
 
 DecideRoute = Literal["here", "process", "worker"]
@@ -182,6 +195,7 @@ class ConsoleModel:
         self.stopping: set[str] = set()  # runs of other processes a Stop was sent to, not yet answered
         self.refusal: str | None = None  # why this console may only watch (a read-only role), in words
         self.queue: QueueInfo | None = None  # the workers' queue, on a store that has one
+        self.agent_notes: dict[str, AgentNotes] = {}  # what ACP agents said beside their transcripts
         self._order: list[str] | None = None
         self._summary_keys: dict[str, tuple[int, int, int]] = {}
         # alerts said once
@@ -289,6 +303,14 @@ class ConsoleModel:
         return (st is not None and self.held_elsewhere(rid) and st.status is Status.INTERRUPTED
                 and isinstance(st.interruption, NeedsApproval))
 
+    def waits_here(self, rid: str) -> bool:
+        """A run this console drives waits for a decision while it holds it: an ACP run,
+        whose agent process waits on its permission request (the decision goes to it
+        through the run's control channel, as to any process that waits)."""
+        st = self.states.get(rid)
+        return (st is not None and self.is_driven(rid) and st.status is Status.INTERRUPTED
+                and isinstance(st.interruption, NeedsApproval) and is_acp(st))
+
     def root_of(self, rid: str) -> str:
         seen = set()
         while rid not in seen:
@@ -316,6 +338,8 @@ class ConsoleModel:
         """The run waits for approval and no live process holds it, unless that process waits
         for a decision."""
         st = self.states.get(rid)
+        if self.waits_here(rid):
+            return True
         if st is None or self.is_driven(rid) or st.status is not Status.INTERRUPTED \
                 or not isinstance(st.interruption, NeedsApproval):
             return False
@@ -324,13 +348,15 @@ class ConsoleModel:
     def decide_route(self, rid: str) -> DecideRoute:
         """Where a decision on ``rid`` is made: delivered to the process waiting for it, or
         here (the console takes the run and goes on with it)."""
-        if self.waits_in_process(rid):
+        if self.waits_in_process(rid) or self.waits_here(rid):
             return "process"
         return "worker" if self.workers_decision(rid) else "here"
 
     def can_resume(self, rid: str) -> bool:
         st = self.states.get(rid)
         if st is None or self.is_live(rid) or st.parent_run_id:
+            return False
+        if is_acp(st) and st.turns > 0:  # an ACP session goes on only with a follow-up (resume --message)
             return False
         if st.status in (Status.MAX_TURNS_EXCEEDED, Status.BUDGET_EXCEEDED):
             return True
@@ -394,15 +420,17 @@ class ConsoleModel:
 
     def row(self, rid: str) -> RunRow:
         st = self.states[rid]
-        return RunRow(rid, self.badge_key(rid), agent_label(st), st.turns, st.limits.max_turns, st.cost_usd,
-                      self.depth(rid), self.runner(rid))
+        unknown = is_acp(st) and 0 < st.turns <= len(st.estimated_turns) and not st.cost_usd
+        return RunRow(rid, self.badge_key(rid), agent_label(st), st.turns, st.limits.max_turns,
+                      None if unknown else st.cost_usd, self.depth(rid), self.runner(rid))
 
     def pending_approvals(self) -> list[Pending]:
         out = []
         for rid in self.ordered_ids():
             st = self.states[rid]
             it = st.interruption
-            if st.status is Status.INTERRUPTED and isinstance(it, NeedsApproval) and not self.is_driven(rid):
+            if st.status is Status.INTERRUPTED and isinstance(it, NeedsApproval) and (
+                    not self.is_driven(rid) or self.waits_here(rid)):
                 out.append(Pending(rid, it.call_id, it.tool_name, it.args, it.why))
         return out
 
@@ -490,6 +518,39 @@ class ConsoleModel:
             self.activity.pop(rid, None)
             if root != rid:
                 self.activity[root] = "asking the model"
+
+    # ---- what an ACP agent said beside its transcript ------------------------------------------
+    def take_note(self, rid: str, kind: str, record: Any, index: int | None = None) -> bool:
+        """A record (or an event, turned into one only when it matters) of ``rid`` that may
+        make a note (:mod:`tether.tui.agent_notes`); True when its notes changed."""
+        notes = self.agent_notes.get(rid)
+        if notes is None:
+            if kind not in NOTE_KINDS:
+                return False
+            if kind == "approval_required" and not _has_ask(record):
+                return False  # Tether's own call: nothing beyond what its state says
+            notes = self.agent_notes[rid] = AgentNotes()
+        elif kind not in NOTE_KINDS and kind not in TRACKED_KINDS:
+            return False
+        return notes.take(record if isinstance(record, dict) else record.record(), index)
+
+    def take_history(self, rid: str, records: Iterable[dict[str, Any]]) -> bool:
+        """A run's trace records read back, oldest first (see :meth:`take_note`)."""
+        wanted = [r for r in records if r.get("kind") in NOTE_KINDS or r.get("kind") in TRACKED_KINDS]
+        if not wanted:
+            return False
+        if rid not in self.agent_notes:
+            if not any(r.get("kind") in NOTE_KINDS and (r.get("kind") != "approval_required" or _has_ask(r))
+                       for r in wanted):
+                return False
+            self.agent_notes[rid] = AgentNotes()
+        return self.agent_notes[rid].take_history(wanted)
+
+    def ask_of(self, rid: str, call_id: str) -> Ask | None:
+        """The agent's options and diff for its pending permission request (None: unknown,
+        or Tether's own call)."""
+        notes = self.agent_notes.get(rid)
+        return notes.asks.get(call_id) if notes is not None else None
 
     # ---- alerts, each said once ----------------------------------------------------------------
     def seed_alerts(self) -> None:

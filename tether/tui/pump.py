@@ -28,6 +28,7 @@ from pathlib import Path
 from tether.events import (ApprovalDecision, ApprovalRequired, Event, RunStarted, RunStopped, TextDelta, Turn)
 from tether.tail import tail_records
 from tether.wording import format_record
+from tether.tui.agent_notes import NOTE_KINDS, TRACKED_KINDS
 from tether.tui.model import ConsoleModel
 
 # Under a flood the views are redrawn ten times a second. Each redraw costs the same however
@@ -35,6 +36,7 @@ from tether.tui.model import ConsoleModel
 FLUSH_INTERVAL_S = 0.1
 TRACED_PER_FLUSH = 300  # events formatted into trace lines per refresh, the newest
 MAX_LINES = 1000  # trace lines kept per run (what the trace view can show)
+NOTED = NOTE_KINDS | TRACKED_KINDS
 URGENT = frozenset({"run_started", "run_stopped", "approval_required", "approval_decision"})  # shown at once
 
 
@@ -89,18 +91,21 @@ class EventPump:
             model.states[rid] = live
             model.stubs.discard(rid)
             model.ours.add(rid)
-        self._take(event)
+        # The run's state is the one its loop changes: a note's place among its messages is exact.
+        self._take(event, len(live.messages) if live is not None else None)
 
     def feed(self, events: Iterable[Event]) -> None:
         """Events of runs another process drives (read from their traces)."""
         for event in events:
             self._take(event)
 
-    def _take(self, event: Event) -> None:
+    def _take(self, event: Event, index: int | None = None) -> None:
         model = self.model
         rid = event.run_id
         if event.seq:
             self._seen_seq[rid] = event.seq
+        if event.kind in NOTED:  # what an ACP agent says beside its transcript (a plan, a thought...)
+            model.take_note(rid, event.kind, event, index)
         match event:
             case TextDelta(text=text):  # not a trace line: the run's growing reply
                 model.streaming[rid] = "" if text is None else model.streaming.get(rid, "") + text
@@ -190,13 +195,17 @@ class EventPump:
             except Exception:
                 path = None
             if path is not None:
+                history = []
                 for record in tail_records(path):
                     seq = int(record.get("seq") or 0)
                     if below_seq is not None and seq >= below_seq:
                         continue
                     self._line_no += 1
                     buf.append((self._line_no, format_record(record, timings=self.timings)))
+                    history.append(record)
                     last = max(last, seq)
+                if self.model.take_history(rid, history):
+                    self.mark(rid)
             self.trace[rid] = buf
             self._trace_seq[(rid, rid)] = last
             if self.on_buffer is not None:
@@ -213,6 +222,7 @@ class EventPump:
         buf = self.buffer(rid)
         first = self._first_seq.get(rid)
         lines: list[str] = []
+        history: list[dict] = []
         last = self._trace_seq.get((rid, rid), 0)
         lowest: int | None = None
         for record in records:
@@ -222,11 +232,13 @@ class EventPump:
             if first is None and seq and seq <= last:
                 continue
             lines.append(format_record(record, timings=self.timings))
+            history.append(record)
             last = max(last, seq)
             if seq and lowest is None:
                 lowest = seq
         if not lines:
             return False
+        self.model.take_history(rid, history)
         if lowest is not None:
             self._first_seq[rid] = lowest  # what is older than this buffer's first line
         old = list(buf)

@@ -27,17 +27,25 @@ def numbers(state: RunState, speed: tuple[float | None, float | None] | None = N
     streamed turn's time to first token and output rate (``speed``)."""
     limits = state.limits
     cap = "no cap" if limits.max_turns is None else f"{limits.max_turns}"
+    unreported = unreported_turns(state)
+    nothing = unreported is not None and unreported >= state.turns > 0  # an ACP agent that reported no usage
     out = Text()
     out.append("turns ", style="dim")
     out.append(f"{state.turns}", style="bold")
     out.append(f" / {cap}", style="dim")
-    out.append("   in ", style="dim")
-    out.append(f"{state.prompt_tokens:,}", style="bold")
-    out.append("  out ", style="dim")
-    out.append(f"{state.completion_tokens:,}", style="bold")
-    out.append(" tokens", style="dim")
-    out.append("   cost ", style="dim")
-    out.append(money(state.cost_usd), style="bold")
+    if nothing:
+        out.append("   tokens ", style="dim")
+        out.append("–", style="bold")
+        out.append("   cost ", style="dim")
+        out.append("usage not reported", style="bold yellow")
+    else:
+        out.append("   in ", style="dim")
+        out.append(f"{state.prompt_tokens:,}", style="bold")
+        out.append("  out ", style="dim")
+        out.append(f"{state.completion_tokens:,}", style="bold")
+        out.append(" tokens", style="dim")
+        out.append("   cost ", style="dim")
+        out.append(money(state.cost_usd), style="bold")
     if limits.budget_usd is not None:
         out.append(f" of {money(limits.budget_usd)} ({limits.budget_mode})", style="dim")
     else:
@@ -50,10 +58,18 @@ def numbers(state: RunState, speed: tuple[float | None, float | None] | None = N
     if limits.budget_usd is not None and state.cost_usd > limits.budget_usd:
         out.append(f"{overshoot(state.cost_usd, limits.budget_usd)}: a soft budget is checked before each "
                    "turn, so spend can pass it by at most one turn's cost  ", style="yellow")
-    if state.pricing.assumed:
+    if state.pricing.assumed and not nothing and (unreported is None or state.prompt_tokens or state.completion_tokens):
         out.append(f"assumed price (${state.pricing.input_per_million:g} / ${state.pricing.output_per_million:g} "
                    "per M)  ", style="yellow")
-    if state.estimated_turns:
+    if nothing:
+        n = state.turns
+        out.append(f"the agent reported no tokens or cost for {n} turn{'s' if n > 1 else ''}: "
+                   + ("its budget cannot be checked  " if limits.budget_usd is not None
+                      else "what it spent is unknown  "), style="yellow")
+    elif unreported:
+        out.append(f"usage not reported for {unreported} of {state.turns} turns: they count nothing here  ",
+                   style="yellow")
+    elif unreported is None and state.estimated_turns:
         n = len(state.estimated_turns)
         out.append(f"usage not reported for {n} turn{'s' if n > 1 else ''}: counted by Tether  ", style="yellow")
     ttft, rate = speed or (None, None)
@@ -66,11 +82,27 @@ def numbers(state: RunState, speed: tuple[float | None, float | None] | None = N
     return out
 
 
-def spark_caption(per_turn: list[int]) -> Text:
+def unreported_turns(state: RunState) -> int | None:
+    """For a run of an ACP agent, how many of its turns had no usage reported by the agent
+    (Tether counts nothing for those: the agent made its own model calls); None for a run
+    of Tether's own loop, whose unreported turns Tether counted itself."""
+    ref = state.agent
+    if ref is None or not (ref.spec or {}).get("acp"):
+        return None
+    return len(state.estimated_turns)
+
+
+def spark_caption(per_turn: list[int], unreported: int | None = None) -> Text:
+    """``unreported``: for an ACP run, its turns without usage (its agent keeps its own
+    context, so nothing is said of resending the transcript)."""
     out = Text("prompt tokens per turn", style="dim")
+    if unreported is not None and per_turn and unreported >= len(per_turn) and not any(per_turn):
+        out.append(": not reported by the agent", style="dim")
+        return out
     if per_turn:
         out.append(f"  {per_turn[0]:,} → {per_turn[-1]:,}", style="bold")
-        out.append(f"  (max {max(per_turn):,}; each turn resends the transcript)", style="dim")
+        out.append(f"  (max {max(per_turn):,}" + ("; each turn resends the transcript)" if unreported is None else ")"),
+                   style="dim")
     return out
 
 
@@ -164,7 +196,7 @@ class CostMeter(Vertical):
                 self._shown.pop("budget-bar", None)
             self._put("budget-pct", Text(f" {spent:.0%}", style="bold"))
         per_turn = state.per_turn_prompt_tokens
-        self._put("spark-caption", spark_caption(per_turn))
+        self._put("spark-caption", spark_caption(per_turn, unreported_turns(state)))
         # Redrawing the sparkline is the meter's costliest part: for a live run do it a few
         # times a second, at once when another run is shown or the run stopped.
         key = (run_id or state.run_id, len(per_turn), state.status)

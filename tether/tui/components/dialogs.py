@@ -17,10 +17,12 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Label, Select, Static
 
 from tether.state import Limits, NeedsApproval, Policies, RunState, Status
+from tether.tui.agent_notes import Ask, Option
 from tether.tui.text import clean, money, one_line, pretty_args, stop_reason
 
 GRACE_S = 0.4
@@ -46,9 +48,24 @@ class _Dialog(ModalScreen[Any]):
         self.dismiss(None)
 
 
+class FormSelect(Select[Any]):
+    """A form's list field: Enter submits the form, as in its text fields (Textual's Select
+    opens its list on Enter); Space, the arrows or a click open the list. Enter inside the
+    open list still picks an option: the list has the focus then."""
+
+    BINDINGS = [Binding("enter", "submit", "Submit", show=False)]
+
+    class Submitted(Message):
+        """Enter on the field, with its list closed."""
+
+    def action_submit(self) -> None:
+        self.post_message(self.Submitted())
+
+
 class _FormDialog(_Dialog):
-    """A form that becomes a request: Enter in a field or the primary button (``#submit``)
-    submits it; a value that does not parse is shown in words and the dialog stays open."""
+    """A form that becomes a request: Enter in a field (a text or a list field) or the
+    primary button (``#submit``) submits it; a value that does not parse is shown in words
+    and the dialog stays open."""
 
     def request(self) -> Any:
         raise NotImplementedError
@@ -62,6 +79,7 @@ class _FormDialog(_Dialog):
         yield Static(Text(hint, style="dim"))
 
     @on(Input.Submitted)
+    @on(FormSelect.Submitted)
     @on(Button.Pressed, "#submit")
     def _submit(self) -> None:
         try:
@@ -72,15 +90,68 @@ class _FormDialog(_Dialog):
         self.dismiss(request)
 
 
+@dataclass(frozen=True)
+class DecisionAnswer:
+    """What a decision dialog on an ACP agent's permission request returns: the words, and
+    the agent's option to answer with (None: allow once for Approve, reject once for Reject,
+    as the run picks by itself). A dialog on Tether's own call returns the words alone."""
+
+    text: str
+    option: str | None = None
+
+
+DIFF_LINES = 400  # a longer diff shows its first lines and says how many more
+DIFF_LINE_CHARS = 500
+
+
+def diff_text(diff: str) -> Text:
+    """A unified diff, coloured (+ green, - red, @@ cyan), bounded."""
+    lines = diff.splitlines()
+    out = Text()
+    for i, line in enumerate(lines[:DIFF_LINES]):
+        if i:
+            out.append("\n")
+        line = clean(line)
+        if line.startswith(("+++", "---")):
+            style = "bold"
+        elif line.startswith("+"):
+            style = "green"
+        elif line.startswith("-"):
+            style = "red"
+        elif line.startswith("@@"):
+            style = "cyan"
+        else:
+            style = ""
+        out.append(line if len(line) <= DIFF_LINE_CHARS else line[:DIFF_LINE_CHARS] + "…", style=style)
+    if len(lines) > DIFF_LINES:
+        out.append(f"\n… {len(lines) - DIFF_LINES} more lines (tether trace RUN_ID has the whole diff)", style="dim")
+    return out
+
+
+def diff_summary(diff: str) -> str:
+    lines = diff.splitlines()
+    added = sum(1 for line in lines if line.startswith("+") and not line.startswith("+++"))
+    removed = sum(1 for line in lines if line.startswith("-") and not line.startswith("---"))
+    files = sum(1 for line in lines if line.startswith("+++"))
+    return (f"{added} line{'' if added == 1 else 's'} added, {removed} removed"
+            + (f", in {files} files" if files > 1 else ""))
+
+
 class _DecisionDialog(_Dialog):
-    """Approve or reject one pending call; Enter confirms once the grace period is over."""
+    """Approve or reject one pending call; Enter confirms once the grace period is over.
+
+    For an ACP agent's permission request (``ask``: its options and diff), it also shows
+    the diff the agent proposes and every option it offers, with its kind. Enter (and the
+    main button) answers allow once, or reject once; a button per other option of the
+    same family (allow always, reject always) answers with that one."""
 
     verb = "Approve"
+    approves = True
     field_label = "Note (optional)"
     placeholder = "why you approve, kept with the decision"
     button_variant = "success"
 
-    def __init__(self, run_id: str, waiting: NeedsApproval, grace_s: float = GRACE_S) -> None:
+    def __init__(self, run_id: str, waiting: NeedsApproval, grace_s: float = GRACE_S, ask: Ask | None = None) -> None:
         super().__init__()
         self.run_id = run_id
         self.call_id = waiting.call_id
@@ -89,6 +160,15 @@ class _DecisionDialog(_Dialog):
         self.why = waiting.why
         self.grace_s = grace_s
         self.armed = False
+        self.ask = ask
+        self.default_option: Option | None = ask.default(self.approves) if ask is not None else None
+        self.other_options: list[Option] = ([o for o in ask.family(self.approves) if o != self.default_option]
+                                            if ask is not None else [])
+
+    @property
+    def diff(self) -> str:
+        """The diff shown (empty: none)."""
+        return self.ask.diff if self.ask is not None else ""
 
     def compose(self) -> ComposeResult:
         with Vertical(classes="dialog", id="decision"):
@@ -96,17 +176,58 @@ class _DecisionDialog(_Dialog):
             yield Static(_kv("run", self.run_id))
             yield Static(_kv("call id", self.call_id))
             yield Static(_kv("tool", self.tool, "bold"))
-            yield Static(_kv("why", self.why))
+            # An ACP agent's why lists its options: they are shown below, each with how to pick it.
+            why = self.why.partition(": ")[0] if self.ask is not None and self.ask.options else self.why
+            yield Static(_kv("why", why))
+            if self.ask is not None:
+                yield Static(self._options(), id="options")
+                if self.ask.diff:
+                    yield Static(_kv("diff", diff_summary(self.ask.diff)), classes="field-label")
+                    with VerticalScroll(classes="diff"):
+                        yield Static(diff_text(self.ask.diff), id="diff")
             yield Static(Text("arguments", style="dim"))
-            with VerticalScroll(classes="args"):
+            with VerticalScroll(classes="args short" if self.ask is not None else "args"):
                 yield Static(Text(clean(pretty_args(self.args))), id="args")
             yield Label(self.field_label, classes="field-label")
             yield Input(placeholder=self.placeholder, id="text")
             yield from self.extra()
             with Horizontal(classes="buttons"):
-                yield Button(self.verb, variant=self.button_variant, id="confirm", disabled=True)  # type: ignore[arg-type]
+                label = self.verb if self.default_option is None else f"{self.verb}: {one_line(self.default_option.name, 24)}"
+                yield Button(label, variant=self.button_variant, id="confirm", disabled=True)  # type: ignore[arg-type]
+                for i, option in enumerate(self.other_options):
+                    yield Button(one_line(option.name, 24), variant="warning", id=f"option-{i}", classes="option",
+                                 disabled=True)
                 yield Button("Cancel", id="cancel")
-            yield Static(Text("Enter confirms · Esc cancels", style="dim"), id="hint")
+            yield Static(Text(self._hint(), style="dim"), id="hint")
+
+    def _options(self) -> Text:
+        """Every option the agent offers, its kind, and how to pick it here."""
+        ask = self.ask
+        assert ask is not None
+        out = Text()
+        out.append(f"{'options':<10}", style="dim")
+        if not ask.options:
+            out.append("the agent offers none: the run answers in its own way", style="yellow")
+        other_key = "r rejects" if self.approves else "a approves"
+        for i, option in enumerate(ask.options):
+            if i:
+                out.append("\n" + " " * 10)
+            out.append(f"{one_line(option.name, 24):<24} ", style="bold" if option.allows == self.approves else "")
+            out.append(f"{option.kind_words:<14}", style="green" if option.allows else "red")
+            if option == self.default_option:
+                how = "Enter"
+            elif option in self.other_options:
+                how = "its button below"
+            else:
+                how = other_key
+            out.append(f" {how}", style="dim")
+        return out
+
+    def _hint(self) -> str:
+        if self.ask is not None and self.default_option is None:
+            return (f"the agent offers no {'allow' if self.approves else 'reject'} option: the run answers with "
+                    "what it can · Esc cancels")
+        return "Enter confirms · Esc cancels"
 
     def extra(self) -> ComposeResult:
         yield from ()
@@ -121,6 +242,8 @@ class _DecisionDialog(_Dialog):
     def _arm(self) -> None:
         self.armed = True
         self.query_one("#confirm", Button).disabled = False
+        for button in self.query(".option").results(Button):
+            button.disabled = False
 
     @on(Input.Submitted, "#text")
     def _submitted(self) -> None:
@@ -130,12 +253,25 @@ class _DecisionDialog(_Dialog):
     def _pressed(self) -> None:
         self.action_confirm()
 
+    @on(Button.Pressed, ".option")
+    def _option_pressed(self, event: Button.Pressed) -> None:
+        index = int(str(event.button.id).rpartition("-")[2])
+        self.pick(self.other_options[index])
+
     def action_confirm(self) -> None:
+        self.pick(None)
+
+    def pick(self, option: Option | None) -> None:
+        """Answer with ``option`` (None: the default, allow once or reject once)."""
         if not self.armed:
             self.query_one("#hint", Static).update(
                 Text(f"Enter is ignored for {self.grace_s:g} s after the dialog opens; press it again", style="yellow"))
             return
-        self.dismiss(self.query_one("#text", Input).value)
+        text = self.query_one("#text", Input).value
+        if self.ask is None:
+            self.dismiss(text)
+        else:
+            self.dismiss(DecisionAnswer(text, option.id if option is not None else None))
 
 
 class ApproveDialog(_DecisionDialog):
@@ -144,11 +280,16 @@ class ApproveDialog(_DecisionDialog):
 
 class RejectDialog(_DecisionDialog):
     verb = "Reject"
+    approves = False
     field_label = "Reason (written into the transcript, in words)"
     placeholder = "e.g. access.log is still needed"
     button_variant = "error"
 
     def extra(self) -> ComposeResult:
+        if self.ask is not None:
+            yield Static(Text("ACP has no field for a reason: the words go to the agent as its next prompt, "
+                              "after this turn (unless its agent file says tell_rejections = false).", style="dim"))
+            return
         yield Static(Text("An empty reason still records \"The operator declined this call: no reason given. "
                           "Nothing was done.\"", style="dim"))
 
@@ -280,8 +421,8 @@ class NewRunDialog(_FormDialog):
             yield Label(Text("New run", style="bold"), classes="dialog-title")
             with Grid(classes="form"):
                 yield Label("Agent")
-                yield Select([(choice.label(), key) for key, choice in self.choices.items()], value=first.key,
-                             allow_blank=False, id="agent")
+                yield FormSelect([(choice.label(), key) for key, choice in self.choices.items()],
+                                 value=first.key, allow_blank=False, id="agent")
                 if self.base_url:
                     yield Label("Model")
                     yield Input(value=self.default_model or "", placeholder=f"a model at {self.base_url}",
@@ -293,19 +434,20 @@ class NewRunDialog(_FormDialog):
                 yield Label("Budget (USD)")
                 yield Input(value=filled["#budget"], placeholder="blank: no budget, e.g. 0.01", id="budget")
                 yield Label("Budget mode")
-                yield Select([("soft: check before each turn", "soft"),
-                              ("strict: reserve the next turn's worst case", "strict")],
-                             value=filled["#budget-mode"], allow_blank=False, id="budget-mode")
+                yield FormSelect([("soft: check before each turn", "soft"),
+                                  ("strict: reserve the next turn's worst case", "strict")],
+                                 value=filled["#budget-mode"], allow_blank=False, id="budget-mode")
                 yield Label("Tool errors")
-                yield Select([("descriptive: the error's own words", "descriptive"),
-                              ("generic: just \"Error\"", "generic"),
-                              ("fatal: the run fails", "fatal")],
-                             value=filled["#tool-errors"], allow_blank=False, id="tool-errors")
+                yield FormSelect([("descriptive: the error's own words", "descriptive"),
+                                  ("generic: just \"Error\"", "generic"),
+                                  ("fatal: the run fails", "fatal")],
+                                 value=filled["#tool-errors"], allow_blank=False, id="tool-errors")
                 yield Label("Dedupe")
-                yield Select([("read-only tools", "read-only"), ("all tools", "all"), ("off", "off")],
-                             value=filled["#dedupe"], allow_blank=False, id="dedupe")
+                yield FormSelect([("read-only tools", "read-only"), ("all tools", "all"), ("off", "off")],
+                                 value=filled["#dedupe"], allow_blank=False, id="dedupe")
             yield Static(self._detail(first), id="agent-detail")
-            yield from self.form_footer("Start", "Enter in a field starts the run · Esc cancels")
+            yield from self.form_footer("Start", "Enter in a field starts the run · Space opens a list · "
+                                                 "Esc cancels")
 
     @staticmethod
     def _task_placeholder(choice: AgentChoice) -> str:
@@ -438,12 +580,14 @@ HELP_KEYS = (
     ("s", "Stop the selected run, whichever process runs it: fires its signal, even inside a running "
           "tool (scan_archive)."),
     ("a", "Approve the selected run's pending call (a dialog shows tool, arguments, call id); a process "
-          "waiting for the decision gets it."),
+          "waiting for the decision gets it. An ACP agent's request shows its diff and its options: Enter "
+          "allows once, a button picks another (allow always)."),
     ("r", "Reject it: the reason is written into the transcript in words; nothing is done."),
     ("n", "New run: an agent (the agent file's, or a demo scenario), its task, turn cap, budget "
           "and mode, tool-error policy, dedupe."),
     ("R", "Resume a run stopped by its turn cap, its budget or Stop, with raised limits; adopt an "
           "orphaned run."),
+    ("t", "On the transcript: unfold (or fold) an ACP agent's thoughts."),
     ("↑ ↓", "Select a run (the mouse works too)."),
     ("Tab", "Move between panes: runs, approvals, transcript, trace."),
     ("ctrl+p", "Command palette: every action above, by name."),

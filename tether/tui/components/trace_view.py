@@ -42,17 +42,25 @@ KIND_STYLES = {
     "approval_required": "bold yellow",
     "approval_decision": "bold yellow",
     "run_stopped": "bold red",
+    "agent_session": "bold blue",
+    "plan": "blue",
+    "thought": "dim italic",
+    "file_write": "green",
 }
+WHOLE_LINE = {"thought": "dim italic"}  # a thought reads as an aside: the whole line is dimmed
 
 
 class KindHighlighter(Highlighter):
     def highlight(self, text: Text) -> None:
         plain = text.plain
+        found: tuple[int, str, str] | None = None  # the kind word nearest the start (a thought's "turn 1" is not one)
         for kind, style in KIND_STYLES.items():
             at = plain.find(kind + " ")
-            if 0 <= at < 40:
-                text.stylize(style, at, at + len(kind))
-                break
+            if 0 <= at < 40 and (found is None or at < found[0]):
+                found = (at, kind, style)
+        if found is not None:
+            at, kind, style = found
+            text.stylize(WHOLE_LINE.get(kind, style), at, len(plain) if kind in WHOLE_LINE else at + len(kind))
         text.stylize("dim", 0, min(len(plain), 6))
 
 

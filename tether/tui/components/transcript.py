@@ -24,12 +24,14 @@ from rich.console import Console, Group
 from rich.padding import Padding
 from rich.segment import Segment
 from rich.text import Text
+from textual.binding import Binding
 from textual.cache import LRUCache
 from textual.events import Resize
 from textual.geometry import Size
 from textual.strip import Strip
 
 from tether.state import RunState
+from tether.tui.agent_notes import Entry, Note, place
 from tether.tui.components.line_view import LineView
 from tether.tui.components.trace_view import follow_tail, is_following
 from tether.tui.text import clean, one_line
@@ -43,6 +45,8 @@ ROLE_STYLES = {
 TOOL_LINES = 24
 MIN_WIDTH = 20  # narrower panes still wrap at this width (and scroll sideways)
 TOOL_CHARS = 4000
+THOUGHT_FOLDED_CHARS = 100  # a folded thought: its first line, cut here
+THOUGHT_CHARS = 4000  # an unfolded one: at most this much (tether trace RUN_ID has it all)
 
 
 def _content(message: dict[str, Any]) -> str:
@@ -77,6 +81,11 @@ def render_message(message: dict[str, Any], names: dict[str, str]) -> Text | Gro
             result.append(f"\n… {len(lines) - TOOL_LINES} more lines", style="dim")
         return ToolBlock(out, result)
     out.append(f"{role}  ", style=ROLE_STYLES.get(role, "bold"))
+    if role == "user" and message.get("tether") == "rejection":
+        out.append("(sent by Tether as the agent's next prompt: ACP has no field for a rejection's reason)\n  ",
+                   style="dim")
+        out.append(clean(text), style="italic yellow")
+        return out
     if text:
         out.append(clean(text))
     for call in message.get("tool_calls") or ():
@@ -88,6 +97,70 @@ def render_message(message: dict[str, Any], names: dict[str, str]) -> Text | Gro
         out.append(" ")
         out.append(one_line(fn.get("arguments") or "{}", 400))
         out.append(f"  {clean(call_id)}", style="dim")
+    return out
+
+
+def render_note(note: Note, unfolded: bool = False, workspace: str | None = None) -> Text | Group:
+    """A line of an ACP agent's own (:mod:`tether.tui.agent_notes`): who it is, a thought
+    (folded to one dim line unless ``unfolded``), a file it wrote (its path from the
+    agent's ``workspace``, when it is inside: the trace has it whole)."""
+    out = Text()
+    if note.kind == "session":
+        out.append("agent  ", style="bold blue")
+        out.append(clean(note.text), style="bold")
+        out.append(f"  {one_line(note.detail, 80)}", style="dim")
+        return out
+    if note.kind == "file_write":
+        if note.failed:
+            out.append("  ✖ refused ", style="bold red")
+            out.append(clean(note.text))
+            out.append(f": {one_line(note.detail, 300)}", style="red")
+        else:
+            out.append("  ✎ wrote ", style="bold green")
+            out.append(clean(_inside(note.text, workspace)))
+            out.append(f"  ({note.detail})", style="dim")
+        return out
+    text = note.text.strip()
+    if not unfolded:
+        first = text.split("\n", 1)[0]
+        out.append("  ▸ thought  ", style="dim")
+        out.append(one_line(first, THOUGHT_FOLDED_CHARS), style="dim italic")
+        if len(first) > THOUGHT_FOLDED_CHARS or "\n" in text:
+            out.append("  (t unfolds)", style="dim")
+        return out
+    out.append("  ▾ thought", style="dim")
+    body = clean(text if len(text) <= THOUGHT_CHARS else text[:THOUGHT_CHARS] + "…")
+    return ToolBlock(out, Text(body, style="dim italic"))
+
+
+def _inside(path: str, workspace: str | None) -> str:
+    """``path`` from ``workspace`` when it is inside it, else as it is."""
+    if workspace:
+        root = workspace.rstrip("/") + "/"
+        if path.startswith(root) and len(path) > len(root):
+            return path[len(root):]
+    return path
+
+
+PLAN_MARKS = {"completed": ("[x]", "green"), "in_progress": ("[~]", "bold yellow")}
+PLAN_ENTRIES = 30  # a longer plan shows its first 30 entries and says how many more
+
+
+def plan_text(entries: list[dict[str, Any]]) -> Text:
+    """An ACP agent's plan as a checklist: ``[x]`` done, ``[~]`` in progress, ``[ ]`` to do."""
+    done = sum(1 for e in entries if e.get("status") == "completed")
+    out = Text("plan  ", style="bold blue")
+    out.append(f"{done} of {len(entries)} done (the agent's latest plan)", style="dim")
+    for entry in entries[:PLAN_ENTRIES]:
+        status = str(entry.get("status") or "pending")
+        mark, style = PLAN_MARKS.get(status, ("[ ]", "dim"))
+        out.append("\n  ")
+        out.append(f"{mark} ", style=style)
+        out.append(one_line(entry.get("content") or "", 200), style="dim" if status == "completed" else "")
+        if entry.get("priority") == "high":
+            out.append("  high", style="red")
+    if len(entries) > PLAN_ENTRIES:
+        out.append(f"\n  … {len(entries) - PLAN_ENTRIES} more", style="dim")
     return out
 
 
@@ -119,6 +192,7 @@ class TranscriptDocument:
         self.scroll_y = 0.0  # where the operator left it, when not following the tail
         self.following = True
         self.width = 0
+        self.workspace: str | None = None  # an ACP agent's folder: the paths it wrote are shown from there
         self.clear()
 
     def clear(self) -> None:
@@ -126,6 +200,7 @@ class TranscriptDocument:
         self.count = 0  # messages of the run rendered so far
         self.hidden = 0  # of those, not kept (the oldest)
         self.footer: str | None = None  # plain text of the footer shown (always the last item)
+        self.entries: list[Entry] = []  # with notes: what was added, in order (messages and notes)
         self.names: dict[str, str] = {}
         self.items: list[Text | Group] = []
         self.ids: list[int] = []
@@ -133,14 +208,21 @@ class TranscriptDocument:
         self.starts: list[int] | None = None  # first line of each item (None: to compute)
         self.next_id = 0
         self.rendered: OrderedDict[int, list[Strip]] = OrderedDict()
+        self.unfolded = False
 
     @property
     def height(self) -> int:
         return sum(self.heights)
 
-    def update(self, messages: list[dict[str, Any]], footer: Text | None) -> bool:
+    def update(self, messages: list[dict[str, Any]], footer: Text | None, notes: Any = None,
+               unfolded: bool = False) -> bool:
         """Add the messages since the last update and put ``footer`` under them; False when
-        nothing changed."""
+        nothing changed. ``notes``: an ACP agent's lines among the messages (see
+        :meth:`_update_noted`); ``unfolded``: its thoughts shown whole."""
+        if notes is not None or self.entries:
+            if not self.entries and self.count:  # shown without notes so far: all of it again, in order
+                self.clear()
+            return self._update_noted(messages, footer, list(notes or ()), unfolded)
         footer_plain = footer.plain if footer is not None else None
         if footer_plain == self.footer and len(messages) == self.count:
             return False
@@ -153,6 +235,45 @@ class TranscriptDocument:
                     self.names[str(call.get("id", ""))] = str((call.get("function") or {}).get("name", ""))
         for message in new[skipped:]:
             self._add(render_message(message, self.names))
+        self.count = len(messages)
+        self.hidden += skipped
+        self._trim()
+        if footer is not None:
+            self._add(footer)
+            self.footer = footer_plain
+        self.starts = None
+        return True
+
+    def _update_noted(self, messages: list[dict[str, Any]], footer: Text | None, notes: list[Note],
+                      unfolded: bool) -> bool:
+        """The messages and the notes in their order (:func:`tether.tui.agent_notes.place`):
+        what came since is added; a note placed before what is shown (read back from history,
+        or the thoughts folded the other way) has the transcript rendered again."""
+        footer_plain = footer.plain if footer is not None else None
+        entries, by_key = place(messages, notes)
+        done = self.entries
+        if unfolded != self.unfolded or entries[:len(done)] != done or len(messages) < self.count:
+            self.clear()
+            self.unfolded = unfolded
+            done = self.entries
+        if footer_plain == self.footer and len(entries) == len(done):
+            return False
+        self._drop_footer()
+        new = entries[len(done):]
+        skipped = max(0, len(new) - self.max_messages)
+        for kind, at in new[:skipped]:
+            if kind == "m":
+                for call in messages[at].get("tool_calls") or ():
+                    self.names[str(call.get("id", ""))] = str((call.get("function") or {}).get("name", ""))
+        for kind, at in new[skipped:]:
+            if kind == "m" and messages[at].get("role") == "system":  # the agent never saw it
+                self._add(Text("system  Tether's instructions are not sent to an ACP agent: it brings its own",
+                               style="dim"))
+            elif kind == "m":
+                self._add(render_message(messages[at], self.names))
+            else:
+                self._add(render_note(by_key[at], unfolded, self.workspace))
+        self.entries = entries
         self.count = len(messages)
         self.hidden += skipped
         self._trim()
@@ -242,6 +363,8 @@ class TranscriptView(LineView, can_focus=True):
     layout pass of the whole screen."""
 
     BORDER_TITLE = "Transcript"
+    BINDINGS = [Binding("t", "toggle_thoughts", "Thoughts", id="transcript.thoughts",
+                        tooltip="Unfold (or fold) the agent's thoughts")]
     MAX_MESSAGES = 200
     RENDERED_KEPT = 64  # messages whose wrapped lines are kept (those on screen and a few more)
     RUNS_KEPT = 6  # documents kept, the least recently shown dropped
@@ -258,6 +381,9 @@ class TranscriptView(LineView, can_focus=True):
         super().__init__(**kwargs)
         self._documents: LRUCache[str, TranscriptDocument] = LRUCache(self.RUNS_KEPT)
         self._document: TranscriptDocument | None = None
+        self.unfolded = False
+        """An ACP agent's thoughts are shown whole (``t``), rather than one dim line each."""
+        self._last: tuple[RunState | None, Text | None, Any] = (None, None, None)
 
     @property
     def document(self) -> TranscriptDocument | None:
@@ -274,11 +400,29 @@ class TranscriptView(LineView, can_focus=True):
         follow_tail(self)
 
     # ---- what is shown -------------------------------------------------------------
-    def show(self, state: RunState | None, footer: Text | None = None) -> None:
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "toggle_thoughts":  # greyed out but for a run whose agent thought aloud
+            notes = self._last[2]
+            return True if notes is not None and any(n.kind == "thought" for n in notes) else None
+        return True
+
+    def action_toggle_thoughts(self) -> None:
+        self.unfolded = not self.unfolded
+        state, footer, notes = self._last
+        self.show(state, footer, notes)
+
+    def show(self, state: RunState | None, footer: Text | None = None, notes: Any = None) -> None:
         """Show ``state``'s transcript and, under it, ``footer`` (how the run stopped).
+        ``notes``: what its ACP agent said beside it (:class:`tether.tui.agent_notes.Note`),
+        placed among its messages.
 
         A run shown recently is shown as it was left, with only its new messages added;
         a changed footer replaces the old one."""
+        notes = list(notes) if notes is not None else None  # as it is now: the run's notes grow
+        had_thoughts = self._last[2] is not None and any(n.kind == "thought" for n in self._last[2])
+        self._last = (state, footer, notes)
+        if had_thoughts != (notes is not None and any(n.kind == "thought" for n in notes)):
+            self.refresh_bindings()
         if state is None:
             if self._document is not None:
                 self._open(None)
@@ -291,10 +435,13 @@ class TranscriptView(LineView, can_focus=True):
             self._open(document)
         document = self._document
         assert document is not None
+        if notes is not None and document.workspace is None:
+            ref = state.agent
+            document.workspace = str((ref.spec or {}).get("workspace") or "") if ref is not None else None
         if len(state.messages) < document.count:
             document.clear()
             self.anchor()
-        if document.update(state.messages, footer):
+        if document.update(state.messages, footer, notes, self.unfolded):
             self._changed()
             follow_tail(self)
 
