@@ -19,7 +19,9 @@ from tether.provider.scenarios import DESTRUCTIVE_DECLINED, DESTRUCTIVE_DELETED,
 from tether.state import Cancelled, Limits, NeedsApproval, Status
 from tether.tui.app import STOP_REASON, TetherApp, run_console
 from tether.tui.components.approvals import ApprovalsPane
-from tether.tui.components.dialogs import ApproveDialog, HelpScreen, NewRunDialog, NewRunRequest, RejectDialog, ResumeDialog
+from tether.tui.components.dialogs import (
+    ApproveDialog, FollowUpDialog, HelpScreen, NewRunDialog, NewRunRequest, RejectDialog, ResumeDialog,
+)
 from tether.tui.components.runs_list import RunsList
 from tether.tui.text import clean
 
@@ -208,6 +210,41 @@ async def test_resume_with_raised_limits(tmp_path: Path) -> None:
         assert footers == ["── max_turns_exceeded: turn cap reached: 5 of 5 turns ──"]  # replaced, not added
         shown = app.transcript_view.screen_text
         assert "3 of 3 turns" not in shown and shown.count("5 of 5 turns") == 1
+        await finish(pilot, app)
+
+
+async def test_a_follow_up_from_the_console_goes_on_from_a_completed_run(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        rid = app.create_run(NewRunRequest("plan"), run_id="plan-1")
+        app.select(rid)
+        await settle(pilot, app)
+        before = app.states[rid].turns
+        assert status(app, rid) is Status.COMPLETED and app.check_action("follow_up", ()) is True
+        await pilot.press("m")
+        await wait_for(pilot, lambda: isinstance(app.screen, FollowUpDialog), "the follow-up dialog")
+        await pilot.press("enter")  # nothing typed: said in words, and the dialog stays
+        assert "type what to tell the agent" in str(app.screen.query_one("#error").render())
+        app.screen.query_one("#message", Input).value = "Which file is the largest?"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not isinstance(app.screen, FollowUpDialog), "the dialog to close")
+        await settle(pilot, app, "the run to go on and stop")
+        st = app.states[rid]
+        assert st.status is Status.COMPLETED and st.turns == before + 1
+        assert [m["content"] for m in st.messages if m["role"] == "user"][-1] == "Which file is the largest?"
+        assert "Which file is the largest?" in transcript(app)
+        await finish(pilot, app)
+
+
+async def test_follow_up_does_not_apply_to_a_run_waiting_for_approval(tmp_path: Path) -> None:
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        rid = app.create_run(NewRunRequest("destructive"), run_id="destructive-1")
+        app.select(rid)
+        await settle(pilot, app)
+        assert app.check_action("follow_up", ()) is None  # greyed in the footer
+        await pilot.press("m")
+        assert not isinstance(app.screen, FollowUpDialog)
         await finish(pilot, app)
 
 

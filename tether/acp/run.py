@@ -275,7 +275,7 @@ class AcpRun:
         waiting = NeedsApproval(key, tool, args, why)
         st.status, st.interruption = Status.INTERRUPTED, waiting
         self.emit(ApprovalRequired(run_id=st.run_id, call_id=key, tool=tool, args=args, why=why,
-                                   options=options, diff=_diff_text(request) or None))
+                                   options=options, diff=_diff_text(request, self._workspace()) or None))
         await self.save()
         self._asking = request
         try:
@@ -306,6 +306,10 @@ class AcpRun:
         self.emit(ApprovalDecision(run_id=st.run_id, call_id=key, tool=tool,
                                    verdict="approved" if approved else "rejected", text=words, by=decision.by))
         await self.save()
+
+    def _workspace(self) -> Path | None:
+        session = self._session
+        return session.workspace.resolve() if session is not None else None
 
     def vet(self, decision: Any) -> str | None:
         """Words to refuse a decision with before it is taken: an option the agent does not
@@ -492,16 +496,24 @@ def _option_for(request: PermissionRequest, approved: bool, chosen: str | None) 
     raise AcpError(f"the agent offers no {'allow' if approved else 'reject'} option for {request.tool_call_id}")
 
 
-def _diff_text(request: PermissionRequest) -> str:
-    """The change a permission request proposes, as a unified diff per file."""
+def _diff_text(request: PermissionRequest, workspace: Path | None) -> str:
+    """The change a permission request proposes, as a unified diff per file, its paths
+    relative to the workspace where they are inside it (``b/out.txt``, as git shows them)."""
     import difflib
+
+    def shown(path: str) -> str:
+        with contextlib.suppress(ValueError):
+            if workspace is not None:
+                return str(Path(path).relative_to(workspace))
+        return path.lstrip("/")
 
     parts = []
     for diff in request.diffs:
         old = (diff.old_text or "").splitlines(keepends=True)
         new = diff.new_text.splitlines(keepends=True)
-        parts.append("".join(difflib.unified_diff(old, new, f"a/{diff.path}" if diff.old_text is not None
-                                                  else "/dev/null", f"b/{diff.path}")))
+        name = shown(diff.path)
+        parts.append("".join(difflib.unified_diff(old, new, f"a/{name}" if diff.old_text is not None
+                                                  else "/dev/null", f"b/{name}")))
     return "\n".join(p for p in parts if p)
 
 

@@ -66,6 +66,7 @@ from tether.tui.components.dialogs import (
     AgentChoice,
     ApproveDialog,
     DecisionAnswer,
+    FollowUpDialog,
     HelpScreen,
     NewRunDialog,
     NewRunRequest,
@@ -173,6 +174,8 @@ class ConsoleScreen(Screen[None]):
         Binding("n", "app.new_run", "New run", id="tether.new_run"),
         Binding("R", "app.resume", "Resume", key_display="R", id="tether.resume",
                 tooltip="Resume with raised limits"),
+        Binding("m", "app.follow_up", "Follow up", id="tether.follow_up",
+                tooltip="Tell the agent of a run that is not running what to do next"),
         Binding("f1", "app.help", "Help", id="tether.help"),
         Binding("q", "app.quit", "Quit", id="tether.quit", tooltip="Stop running runs cleanly, then quit"),
     ]
@@ -783,7 +786,7 @@ class TetherApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         checks: dict[str, Callable[[str], bool]] = {
             "stop": self.model.can_stop, "approve": self.model.can_decide, "reject": self.model.can_decide,
-            "resume": self.model.can_resume,
+            "resume": self.model.can_resume, "follow_up": self.model.can_follow_up,
         }
         check = checks.get(action)
         if check is None:
@@ -868,9 +871,11 @@ class TetherApp(App[int]):
         self.show_events()
         self.select(state.run_id)
 
-    def start_run(self, rid: str, *, max_turns: int | None = None, budget_usd: float | None = None) -> Worker[Any]:
+    def start_run(self, rid: str, *, max_turns: int | None = None, budget_usd: float | None = None,
+                  message: str | None = None) -> Worker[Any]:
         return self._launch(rid, lambda sig: self.harness.run(rid, signal=sig, sinks=[self._sink],
-                                                              max_turns=max_turns, budget_usd=budget_usd))
+                                                              max_turns=max_turns, budget_usd=budget_usd,
+                                                              message=message))
 
     def approve_run(self, rid: str, note: str = "", call_id: str | None = None) -> Worker[Any]:
         """Approve the call of a run nobody holds: this console takes the run and goes on with it."""
@@ -1111,6 +1116,19 @@ class TetherApp(App[int]):
                 self.start_run(rid, max_turns=request.max_turns, budget_usd=request.budget_usd)
 
         self.push_screen(ResumeDialog(self.states[rid], self.last_reason.get(rid)), done)
+
+    def action_follow_up(self) -> None:
+        rid = self.selected
+        if not rid or not self.model.can_follow_up(rid) or self.refused("Follow up"):
+            return
+        if self.model.needs_load(rid):
+            self.client.load(rid)
+
+        def done(message: str | None) -> None:
+            if message is not None and self.model.can_follow_up(rid):
+                self.start_run(rid, message=message)
+
+        self.push_screen(FollowUpDialog(self.states[rid]), done)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):

@@ -365,6 +365,15 @@ class ConsoleModel:
         # orphaned: saved as running, and nobody runs it (a queued run is a worker's to start)
         return st.status is Status.RUNNING and not self.is_queued(rid)
 
+    def can_follow_up(self, rid: str) -> bool:
+        """A follow-up (``m``) goes to a run that is not running and waits for nothing: the
+        harness says in words what else stands in its way (an ACP agent that cannot load its
+        session, a call still waiting for its result)."""
+        st = self.states.get(rid)
+        if st is None or self.is_live(rid) or st.parent_run_id or self.is_queued(rid):
+            return False
+        return st.status is not Status.RUNNING and not isinstance(st.interruption, NeedsApproval)
+
     def applies(self, rid: str | None) -> tuple[bool, bool, bool]:
         """(Stop, Approve/Reject, Resume) for ``rid``."""
         if rid is None:

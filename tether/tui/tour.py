@@ -5,6 +5,11 @@ dialogs, the same runs on the embedded scripted provider. A caption line names e
 So a recording of it (``make recording``) shows the product, not a mock-up of it, and a
 test can play the same tour headlessly and check that it reaches every step.
 
+``tether demo --acp`` (:class:`AcpTour`) is the same for two real coding agents, OpenCode and
+Qwen Code (``make agents`` installs them), side by side under the console on a scripted
+endpoint (:mod:`tether.provider.coding`): a write approved with its diff, one rejected in
+words the agent answers, and a long answer stopped mid-stream.
+
 Between steps the tour waits on what the console knows (a run's status, a dialog ready
 for Enter), never on the clock; ``pace`` only adds the pauses that let a viewer read.
 """
@@ -13,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -28,7 +34,7 @@ from textual.widgets import Input, Select, Static
 from tether.state import MaxBudget, NeedsApproval, Status
 from tether.tui.components.dialogs import ApproveDialog, NewRunDialog, RejectDialog
 
-__all__ = ["STEPS", "Caption", "Step", "Tour", "TourError", "run_demo"]
+__all__ = ["ACP_STEPS", "STEPS", "AcpTour", "Caption", "Step", "Tour", "TourError", "run_demo"]
 
 
 @dataclass(frozen=True)
@@ -53,6 +59,18 @@ STEPS: tuple[Step, ...] = (
 REJECTION = "access.log is still needed by the log shipper"
 BUDGET_USD = "0.05"
 MAX_TURNS = "100"
+
+ACP_STEPS: tuple[Step, ...] = (
+    Step("opencode", "1/4 · n starts OpenCode on a project: it wants to edit greet.py, and asks first"),
+    Step("qwen", "1/4 · and Qwen Code beside it: two coding agents, each waiting on a decision"),
+    Step("approve", "2/4 · a shows OpenCode's edit as a diff; Enter allows it, and greet.py is written"),
+    Step("reject", "3/4 · r rejects Qwen Code's write in words: they go to it as its next prompt"),
+    Step("answer", "3/4 · Qwen Code answers the operator's words, and CHANGELOG.md stays unwritten"),
+    Step("stream", "4/4 · OpenCode walks through the project: its answer streams in"),
+    Step("stop", "4/4 · s stops it mid-stream: the agent cancels its turn, the run ends interrupted, no process left"),
+    Step("end", "Two coding agents under one console: every write decided, every run ended for a known reason"),
+)
+ACP_REJECTION = "not yet: the changelog is written on release day"
 
 
 class TourError(RuntimeError):
@@ -93,6 +111,8 @@ class Tour:
     a :class:`TourError`, which says what it was waiting for.
     """
 
+    steps: tuple[Step, ...] = STEPS
+
     def __init__(self, pace: float = 1.6, *, stay: bool = False, cap_s: float = 60.0) -> None:
         self.pace = pace
         self.stay = stay
@@ -109,10 +129,7 @@ class Tour:
         app: Any = pilot.app
         try:
             await self._until(pilot, lambda: app.console_up, "the console to open")
-            await self.plan(pilot)
-            await self.destructive(pilot)
-            await self.slow(pilot)
-            await self.runaway(pilot)
+            await self.play(pilot)
             await self.step(pilot, "end")
             await self.read(pilot, 2)
         except _Quit:  # the viewer quit the console: the tour ends with it
@@ -124,6 +141,13 @@ class Tour:
             return
         if not self.stay:
             await app.action_quit()
+
+    async def play(self, pilot: Pilot[Any]) -> None:
+        """Every step but the last."""
+        await self.plan(pilot)
+        await self.destructive(pilot)
+        await self.slow(pilot)
+        await self.runaway(pilot)
 
     # ---- the steps ---------------------------------------------------------------------
     async def plan(self, pilot: Pilot[Any]) -> None:
@@ -183,7 +207,7 @@ class Tour:
     # ---- what the steps are made of -------------------------------------------------------
     async def step(self, pilot: Pilot[Any], name: str) -> None:
         """Caption ``name``'s step, on whatever screen is up, and count it reached."""
-        self._caption = next(step.caption for step in STEPS if step.name == name)
+        self._caption = next(step.caption for step in self.steps if step.name == name)
         self._check(pilot)
         self.reached.append(name)
         self._show_caption(pilot.app.screen)
@@ -205,8 +229,10 @@ class Tour:
             screen.mount(caption, before=0)
 
     async def new_run(self, pilot: Pilot[Any], scenario: str, *, budget: str | None = None,
-                      max_turns: str | None = None) -> str:
-        """Start ``scenario`` from the New run dialog, as an operator would; its run id."""
+                      max_turns: str | None = None, agent: str | None = None, prompt: str | None = None) -> str:
+        """Start ``scenario`` from the New run dialog, as an operator would; its run id. With
+        ``agent``, that agent of the agent file, on ``prompt`` (typed), is the run ``scenario``
+        names here."""
         app: Any = pilot.app
         before = set(app.states)
         await pilot.press("n")
@@ -214,9 +240,9 @@ class Tour:
         dialog = app.screen
         self._show_caption(dialog)
         await pilot.pause()
-        dialog.query_one("#agent", Select).value = ("demo", scenario)
+        dialog.query_one("#agent", Select).value = ("demo", scenario) if agent is None else ("agent", agent)
         await self.read(pilot, 0.6)
-        for selector, value in (("#max-turns", max_turns), ("#budget", budget)):
+        for selector, value in (("#max-turns", max_turns), ("#budget", budget), ("#prompt", prompt)):
             if value is not None:
                 field = dialog.query_one(selector, Input)
                 field.value = ""
@@ -284,11 +310,90 @@ class Tour:
             await pilot.pause(0.02)
 
 
+class AcpTour(Tour):
+    """``tether demo --acp``: two real coding agents under the console, on the agent file
+    :func:`tether.acp.demo.write_agent_file` writes (``opencode`` and ``qwen``) and the
+    scripted endpoint's :data:`tether.acp.demo.TASKS`. OpenCode's edit is approved from the
+    dialog that shows its diff; Qwen Code's write is rejected in words, which it answers; a
+    long answer of OpenCode's is stopped mid-stream. ``runs``: ``edit``, ``write``, ``explain``."""
+
+    steps = ACP_STEPS
+
+    def __init__(self, pace: float = 1.6, *, stay: bool = False, cap_s: float = 120.0) -> None:
+        super().__init__(pace, stay=stay, cap_s=cap_s)  # a cold agent takes seconds to start
+
+    async def play(self, pilot: Pilot[Any]) -> None:
+        from tether.acp.demo import EDIT_PROMPT, EXPLAIN_PROMPT, WRITE_PROMPT
+
+        app: Any = pilot.app
+        await self.step(pilot, "opencode")
+        edit = await self.new_run(pilot, "edit", agent="opencode", prompt=EDIT_PROMPT)
+        await self._until_run(pilot, edit, lambda: self._asks(pilot, edit), "OpenCode to ask to edit greet.py")
+        await self.read(pilot)
+        await self.step(pilot, "qwen")
+        write = await self.new_run(pilot, "write", agent="qwen", prompt=WRITE_PROMPT)
+        await self._until_run(pilot, write, lambda: self._asks(pilot, write), "Qwen Code to ask to write CHANGELOG.md")
+        await self.read(pilot, 1.5)
+
+        app.select(edit)
+        await self.step(pilot, "approve")
+        await self.read(pilot, 0.6)
+        await pilot.press("a")
+        await self._until(pilot, lambda: isinstance(app.screen, ApproveDialog) and app.screen.armed,
+                          "the approval dialog")
+        self._show_caption(app.screen)
+        await self.read(pilot, 2.5)
+        await pilot.press("enter")
+        await self._until_run(pilot, edit, lambda: self._ended(pilot, edit, Status.COMPLETED),
+                              "OpenCode to write greet.py and finish")
+        await self.read(pilot, 1.5)
+
+        app.select(write)
+        await self.step(pilot, "reject")
+        await self.read(pilot, 0.6)
+        await pilot.press("r")
+        await self._until(pilot, lambda: isinstance(app.screen, RejectDialog) and app.screen.armed,
+                          "the reject dialog")
+        self._show_caption(app.screen)
+        await self.type(pilot, ACP_REJECTION)
+        await self.read(pilot)
+        await pilot.press("enter")
+        await self._until_run(pilot, write, lambda: self._ended(pilot, write, Status.COMPLETED),
+                              "Qwen Code to answer the operator's words")
+        await self.step(pilot, "answer")
+        await self.read(pilot, 2)
+
+        await self.step(pilot, "stream")
+        explain = await self.new_run(pilot, "explain", agent="opencode", prompt=EXPLAIN_PROMPT)
+        await self._until_run(pilot, explain, lambda: len(app.model.streaming.get(explain) or "") > 40,
+                              "OpenCode's answer to stream in")
+        await self.read(pilot, 1.5)
+        await self.step(pilot, "stop")
+        await pilot.press("s")
+        await self._until(pilot, lambda: self._ended(pilot, explain, Status.INTERRUPTED), "OpenCode to stop")
+        await self.read(pilot, 1.5)
+
+    @staticmethod
+    def _asks(pilot: Pilot[Any], rid: str) -> bool:
+        """The run waits on its agent's permission request, and this console can answer it."""
+        app: Any = pilot.app
+        state = app.states.get(rid)
+        return state is not None and isinstance(state.interruption, NeedsApproval) and app.can_decide(rid)
+
+    @staticmethod
+    def _ended(pilot: Pilot[Any], rid: str, status: Status) -> bool:
+        app: Any = pilot.app
+        state = app.states.get(rid)
+        return state is not None and state.status is status and rid not in app.active
+
+
 def run_demo(args: Any) -> int:
     """``tether demo`` (``args`` as the CLI parsed them): the tour on a console of its own,
     over the scripted provider (in a child process, as ``tether`` runs it) and, unless
     ``--runs-dir`` says where, a temporary runs folder, so the tour's runs do not join the
-    operator's."""
+    operator's. With ``--acp``, :class:`AcpTour` (see :func:`run_acp_demo`)."""
+    if getattr(args, "acp", False):
+        return run_acp_demo(args)
     from tether.provider.server import provider_process
     from tether.tui.app import TetherApp
 
@@ -303,6 +408,32 @@ def run_demo(args: Any) -> int:
         except (RuntimeError, OSError):  # no child process: the same provider, in this process
             url = None
         app = TetherApp(runs_dir=runs_dir, workspace=workspace, provider_url=url, latency_ms=args.latency_ms,
+                        grace_s=0.5, operator="the demo")
+        app.run(auto_pilot=tour)
+    return app.return_code or 0
+
+
+def run_acp_demo(args: Any) -> int:
+    """``tether demo --acp``: :class:`AcpTour` on a console of its own, the agents at the scripted
+    endpoint (a child process), in a small project of a temporary folder. Without the agents,
+    one line that says how to get them, and exit 2."""
+    from tether.acp.demo import TASKS, missing, seed_workspace, write_agent_file
+    from tether.config import load_config
+    from tether.provider.coding import endpoint_process
+    from tether.tui.app import TetherApp
+
+    why = missing()
+    if why is not None:
+        print(f"tether demo --acp: {why}", file=sys.stderr)
+        return 2
+    tour = AcpTour(args.pace, stay=args.stay)
+    with contextlib.ExitStack() as stack:
+        home = Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="tether-demo-")))
+        workspace = seed_workspace(home / "project")
+        url = stack.enter_context(endpoint_process(tasks=TASKS, workspace=workspace))
+        config = load_config(write_agent_file(home / "tether.toml", base_url=url, home=home / "agents",
+                                              workspace=workspace))
+        app = TetherApp(runs_dir=args.runs_dir or home / "runs", workspace=home / "workspace", config=config,
                         grace_s=0.5, operator="the demo")
         app.run(auto_pilot=tour)
     return app.return_code or 0

@@ -574,11 +574,41 @@ class ResumeDialog(_FormDialog):
         return ResumeRequest(max_turns, budget)
 
 
+# ---- a follow-up ------------------------------------------------------------------
+
+class FollowUpDialog(_FormDialog):
+    """The operator's next words to the agent of a run that is not running: a conversation,
+    not only a task (a completed run goes on from them)."""
+
+    def __init__(self, state: RunState) -> None:
+        super().__init__()
+        self.state = state
+
+    def compose(self) -> ComposeResult:
+        st = self.state
+        with Vertical(classes="dialog", id="follow-up"):
+            yield Label(Text(f"Follow up on {one_line(st.run_id, 60)}", style="bold"), classes="dialog-title")
+            yield Static(_kv("now", f"{st.status.value}: {stop_reason(st, live=False)}"))
+            yield Input(placeholder="what to tell the agent next", id="message")
+            yield from self.form_footer("Send", "Enter sends · Esc cancels")
+
+    def on_mount(self) -> None:
+        self.query_one("#message", Input).focus()
+
+    def request(self) -> str:
+        text = self.query_one("#message", Input).value.strip()
+        if not text:
+            raise ValueError("type what to tell the agent")
+        return text
+
+
 # ---- help ------------------------------------------------------------------------
 
 HELP_KEYS = (
     ("s", "Stop the selected run, whichever process runs it: fires its signal, even inside a running "
           "tool (scan_archive)."),
+    ("m", "Follow up on the selected run that is not running: your next words to its agent, and the run "
+          "goes on from them (a completed run too; an ACP agent's session is loaded again)."),
     ("a", "Approve the selected run's pending call (a dialog shows tool, arguments, call id); a process "
           "waiting for the decision gets it. An ACP agent's request shows its diff and its options: Enter "
           "allows once, a button picks another (allow always)."),

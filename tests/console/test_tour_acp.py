@@ -1,0 +1,112 @@
+"""``tether demo --acp``'s tour, played headlessly with both real agents (OpenCode and Qwen Code,
+``make agents``) on the scripted endpoint: it reaches every step, and each step leaves on the
+store what its caption promises. The approved edit is in the file, the rejected run's next
+prompt carried the operator's words (and the model was sent them), the stopped run is
+interrupted mid-stream, and no agent process is left.
+
+Without the agents this skips with one reason (and fails with ``CI`` set); without them,
+``tether demo --acp`` says in one line how to get them, and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+from textual.pilot import Pilot
+from textual.widgets import Static
+
+import tether.acp.demo as acp_demo
+from tether.acp.demo import CHANGELOG, EDIT_PROMPT, EXPLANATION, GREET_AFTER, GREET_BEFORE, TASKS, WRITE_PROMPT
+from tether.config import load_config
+from tether.provider.coding import ScriptedEndpoint
+from tether.provider.server import running_app
+from tether.state import Cancelled, Status
+from tether.trace import read_trace
+from tether.tui.components.dialogs import ApproveDialog
+from tether.tui.tour import ACP_REJECTION, ACP_STEPS, AcpTour, Caption, run_demo
+
+from tests.acp import agents
+from tests.acp.procs import alive_in
+from tests.support import SIZE, finish, make_app, settle, transcript
+
+
+class Watching(AcpTour):
+    """The tour, noting what the approval dialog showed while the tour read it."""
+
+    diff_shown = ""
+
+    async def read(self, pilot: Pilot[Any], paces: float = 1.0) -> None:
+        screen = pilot.app.screen
+        if isinstance(screen, ApproveDialog) and screen.armed:
+            self.diff_shown = str(screen.query_one("#diff", Static).render())
+        await super().read(pilot, paces)
+
+
+async def test_the_acp_tour_supervises_both_agents_through_every_step(tmp_path: Path) -> None:
+    agents.require_agents()
+    workspace = acp_demo.seed_workspace(tmp_path / "project")
+    endpoint = ScriptedEndpoint(TASKS, workspace)
+    async with running_app(endpoint.app()) as base_url:
+        config = load_config(acp_demo.write_agent_file(tmp_path / "tether.toml", base_url=base_url,
+                                                       home=tmp_path / "agents", workspace=workspace))
+        app = make_app(tmp_path, config=config, grace_s=0.2)  # the dialogs' grace period, as an operator has it
+        tour = Watching(pace=0, stay=True)
+        try:
+            async with app.run_test(size=SIZE) as pilot:
+                await tour(pilot)
+                assert tour.error is None, tour.error
+                assert tour.reached == [step.name for step in ACP_STEPS]
+                assert str(app.console_screen.query_one(Caption).render()) == ACP_STEPS[-1].caption
+                assert list(tour.runs) == ["edit", "write", "explain"]
+                app.select(tour.runs["write"])
+                await settle(pilot, app)
+                shown = transcript(app)
+                await finish(pilot, app)
+        finally:
+            await app.harness.aclose()
+    store = app.harness.store
+    edit, write, explain = (store.load(tour.runs[name]) for name in ("edit", "write", "explain"))
+    assert (edit.agent.name, write.agent.name, explain.agent.name) == ("opencode", "qwen", "opencode")
+
+    # OpenCode's edit: the dialog showed its diff; allowed once, it is in the file.
+    assert "+    greeting = f\"Hello, {name}\"" in tour.diff_shown and "-    return 'Hello ' + name" in tour.diff_shown
+    assert edit.status is Status.COMPLETED, edit.error
+    assert (workspace / "greet.py").read_text() == GREET_AFTER != GREET_BEFORE
+    assert [(d.verdict, d.by) for d in edit.approvals.values()] == [("approved", app.operator)]
+    trace = list(read_trace(store.root / edit.run_id / "trace.jsonl"))
+    assert any(r["kind"] == "file_write" and r["path"] == str(workspace / "greet.py") for r in trace)
+    assert {"role": "user", "content": EDIT_PROMPT} in edit.messages
+
+    # Qwen Code's write: rejected in words, which went in as its next prompt, and it answered them.
+    assert write.status is Status.COMPLETED, write.error
+    assert not (workspace / "CHANGELOG.md").exists()
+    assert {"role": "user", "content": WRITE_PROMPT} in write.messages
+    told = [m for m in write.messages if m.get("tether") == "rejection"]
+    assert len(told) == 1 and ACP_REJECTION in told[0]["content"]
+    said_to_model = json.dumps([m.get("content") for body in endpoint.requests for m in body.get("messages") or []])
+    assert ACP_REJECTION in said_to_model
+    assert write.answer is not None and ACP_REJECTION[1:] in write.answer and "CHANGELOG.md" in write.answer
+    assert ACP_REJECTION[1:] in shown and "Understood" in shown  # on the console, the words and the answer
+    assert CHANGELOG.splitlines()[0] not in (write.answer or "")
+
+    # OpenCode's long answer: stopped by the console's Stop mid-stream.
+    assert explain.status is Status.INTERRUPTED
+    assert explain.interruption == Cancelled(explain.interruption.reason, app.operator)
+    assert endpoint.held_closed.is_set()  # the model's stream was still open when the Stop came
+    assert EXPLANATION not in json.dumps(explain.messages)
+
+    assert not alive_in(tmp_path), alive_in(tmp_path)
+
+
+def test_without_the_agents_tether_demo_acp_says_how_to_get_them_and_exits_2(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.setattr(acp_demo, "OPENCODE", tmp_path / "nowhere" / "opencode")
+    args = argparse.Namespace(acp=True, pace=0.0, stay=False, runs_dir=None, latency_ms=0.0)
+    assert run_demo(args) == 2
+    said = capsys.readouterr().err
+    assert said.count("\n") == 1 and said.startswith("tether demo --acp: the real ACP agents are not installed")
+    assert "make agents" in said and str(acp_demo.AGENTS_DIR) in said
