@@ -482,7 +482,7 @@ class Harness:
             emit(event)
         await save()
         run = AcpRun(state, agent, emit=emit, save=save, signal=signal, decide=decide, earlier=earlier,
-                     session=session)
+                     session=session, expect=controls.expect)
         controls.vet = run.vet
         final = await run.run()
         await controls.close()
@@ -758,12 +758,19 @@ class _Controls:
         return control.ControlReply(True, f"{verdict} {waiting.tool_name} ({waiting.call_id}); "
                                     f"the process running {run_id} (pid {os.getpid()}) goes on")
 
-    async def wait_for_decision(self, waiting: NeedsApproval, timeout_s: float) -> control.ControlRequest | None:
-        """Wait for an approve or reject of ``waiting`` from any process; None after
-        ``timeout_s`` (0: forever) or a Stop."""
+    def expect(self, waiting: NeedsApproval) -> None:
+        """Be ready for a decision on ``waiting`` before anyone can know of it: a decider that
+        reads the approval on the store and answers at once (while the run is still being
+        saved) is then taken, not told the run is not waiting."""
         self._waiting = waiting
         self._decided = None
         self._decision = asyncio.get_running_loop().create_future()
+
+    async def wait_for_decision(self, waiting: NeedsApproval, timeout_s: float) -> control.ControlRequest | None:
+        """Wait for an approve or reject of ``waiting`` from any process; None after
+        ``timeout_s`` (0: forever) or a Stop."""
+        if self._waiting != waiting or self._decision is None or self._decision.done() and self._decided is None:
+            self.expect(waiting)
         await self.process()  # a decision may have been made before this process got here
         stopped = asyncio.ensure_future(self.signal.wait())
         try:

@@ -1,11 +1,27 @@
 """``make bench``: every benchmark, one after the other, each with how long it took and
-how fast the host was (:func:`~tests.benchmarks.bench_harness.host_speed_ms`) before it."""
+how fast the host was (:func:`~tests.benchmarks.bench_harness.host_speed_ms`) before it.
 
+``--only NAME[,NAME...]`` runs only those (the names below: ``provider``, ``acp``...)."""
+
+import argparse
 import time
 from collections.abc import Callable
 
-from tests.benchmarks import (bench_console, bench_harness, bench_otel_exit, bench_pgstore, bench_provider, bench_stop,
-                               bench_store, bench_stream, bench_workers)
+from tests.benchmarks import (bench_acp, bench_console, bench_harness, bench_otel_exit, bench_pgstore, bench_provider,
+                               bench_stop, bench_store, bench_stream, bench_workers)
+
+BENCHES: list[tuple[str, str, Callable[[], object]]] = [
+    ("provider", "provider", bench_provider.main),
+    ("harness", "harness", lambda: bench_harness.main([])),
+    ("console", "console", bench_console.main),
+    ("stream", "streaming on the console", bench_stream.main),
+    ("store", "store", lambda: bench_store.main([])),
+    ("pgstore", "store on PostgreSQL", bench_pgstore.main),
+    ("stop", "stop across processes", bench_stop.main_remote),
+    ("otel-exit", "a CLI command's exit with an OTLP collector down", lambda: bench_otel_exit.main([])),
+    ("workers", "workers on PostgreSQL", bench_workers.main),
+    ("acp", "ACP agents under Tether", lambda: bench_acp.main([])),
+]
 
 
 def _section(name: str, run: Callable[[], object]) -> None:
@@ -17,13 +33,14 @@ def _section(name: str, run: Callable[[], object]) -> None:
 
 
 if __name__ == "__main__":
-    _section("provider", bench_provider.main)
-    _section("harness", lambda: bench_harness.main([]))
-    _section("console", bench_console.main)
-    _section("streaming on the console", bench_stream.main)
-    _section("store", lambda: bench_store.main([]))
-    _section("store on PostgreSQL", bench_pgstore.main)
-    _section("stop across processes", bench_stop.main_remote)
-    _section("a CLI command's exit with an OTLP collector down", lambda: bench_otel_exit.main([]))
-    _section("workers on PostgreSQL", bench_workers.main)
+    parser = argparse.ArgumentParser(description="make bench: every benchmark, or some")
+    parser.add_argument("--only", help="comma-separated names: " + ", ".join(key for key, _, _ in BENCHES))
+    args = parser.parse_args()
+    chosen = {name.strip() for name in args.only.split(",")} if args.only else {key for key, _, _ in BENCHES}
+    unknown = chosen - {key for key, _, _ in BENCHES}
+    if unknown:
+        parser.error(f"no benchmark named {', '.join(sorted(unknown))}")
+    for key, title, run in BENCHES:
+        if key in chosen:
+            _section(title, run)
     print(f"[host speed check at the end: {bench_harness.host_speed_ms():.1f} ms]")

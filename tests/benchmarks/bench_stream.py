@@ -80,8 +80,8 @@ async def _trial(url: str, tmp: Path, log: Path, index: int) -> list[float]:
         view = app.transcript_view
         show = view.show
 
-        def watched_show(state, footer=None):  # the benchmark's hook, not the console's
-            show(state, footer)
+        def watched_show(state, footer=None, *rest, **kw):  # the benchmark's hook, not the console's
+            show(state, footer, *rest, **kw)
             text = footer.plain if footer is not None else ""
             for i in range(PIECES):
                 if i not in shown and f"<{i}>" in text:

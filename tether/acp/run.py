@@ -80,7 +80,8 @@ class AcpRun:
 
     def __init__(self, state: RunState, agent: Agent, *, emit: Callable[[Event], None],
                  save: Callable[[], Awaitable[None]], signal: CancelSignal, decide: Decide,
-                 earlier: dict[str, Any] | None = None, session: AcpSession | None = None) -> None:
+                 earlier: dict[str, Any] | None = None, session: AcpSession | None = None,
+                 expect: Callable[[NeedsApproval], None] | None = None) -> None:
         if agent.acp is None:
             raise ValueError(f"agent {agent.name} does not speak ACP")
         self.state = state
@@ -90,6 +91,7 @@ class AcpRun:
         self.save = save
         self.signal = signal
         self.decide = decide
+        self.expect = expect  # readies the decision's wait before the approval is announced
         self.tool_runs: list[dict[str, Any]] = []
         self._permissions: asyncio.Queue[PermissionRequest] = asyncio.Queue()
         self._calls: dict[str, _Call] = {}
@@ -274,6 +276,9 @@ class AcpRun:
             key = f"{request.tool_call_id}#{n}"
         waiting = NeedsApproval(key, tool, args, why)
         st.status, st.interruption = Status.INTERRUPTED, waiting
+        self._asking = request
+        if self.expect is not None:
+            self.expect(waiting)
         self.emit(ApprovalRequired(run_id=st.run_id, call_id=key, tool=tool, args=args, why=why,
                                    options=options, diff=_diff_text(request, self._workspace()) or None))
         await self.save()
