@@ -9,6 +9,7 @@ Modes (the prompt's text may add ``SLOW``: stream until cancelled):
   allowed; reports usage three ways (``usage_update`` with cost, qwen-style ``_meta.usage``, the
   response's ``usage``); honours ``session/cancel``;
 - ``ignore-cancel``: streams forever, ignoring ``session/cancel`` and SIGTERM;
+- ``die-asking``: asks permission for a write, then exits with status 5 before it is answered;
 - ``die-mid-turn``: streams a chunk, says something on stderr, exits with status 3;
 - ``malformed``: writes a few lines that are not JSON-RPC to stdout, then answers normally;
 - ``garbage``: writes garbage lines to stdout forever;
@@ -130,6 +131,19 @@ class FakeAgent:
         await self._say(sid, acp.update_agent_message_text("Done."))
         usage = schema.Usage(input_tokens=40, output_tokens=8, total_tokens=48)
         return schema.PromptResponse(stop_reason="end_turn", usage=usage)
+
+    async def _die_asking(self, sid: str, text: str) -> schema.PromptResponse:
+        """Asks permission for a write, then dies before any answer can matter."""
+        path = str(Path(self.cwd[sid]) / WRITE_NAME)
+        await self._say(sid, acp.start_tool_call("call_1", "Write out.txt", kind="edit", status="pending"))
+        asking = asyncio.ensure_future(self.client.request_permission(
+            session_id=sid, options=OPTIONS,
+            tool_call=schema.ToolCallUpdate(tool_call_id="call_1", title="Write out.txt", kind="edit",
+                                            status="pending", raw_input={"path": path, "content": WRITE_TEXT})))
+        await asyncio.sleep(0.3)
+        print("the fake agent dies while it asks", file=sys.stderr, flush=True)
+        os._exit(5)
+        return await asking  # never reached
 
     async def _loads(self, sid: str, text: str) -> schema.PromptResponse:
         return await self._normal(sid, text)

@@ -327,3 +327,15 @@ def test_a_run_whose_process_was_killed_mid_turn_ends_in_words_and_takes_a_follo
             return (await going).state.status
     assert asyncio.run(follow_up()) is Status.COMPLETED
     assert (acp_workspace / WRITE_NAME).exists()
+
+
+async def test_an_agent_that_dies_while_it_waits_for_a_decision_ends_the_run(tmp_path: Path, acp_workspace: Path):
+    async with Harness(tmp_path / "runs") as harness:
+        state = harness.create(agent(acp_workspace, "die-asking"), "write the file")
+        outcome = await asyncio.wait_for(harness.run(state.run_id, wait_for_decision=0), 60)
+        late = await harness.decide(state.run_id, "approve")
+    final = outcome.state
+    assert final.status is Status.INTERRUPTED
+    assert "status 5" in final.interruption.reason and "dies while it asks" in final.interruption.reason
+    assert not late.ok, "nothing waits for a decision any more"
+    assert not (acp_workspace / WRITE_NAME).exists()

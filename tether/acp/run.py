@@ -45,6 +45,7 @@ from tether.events import (
     TextDelta, Thought, ToolProgress, ToolResult, ToolStart, Turn,
 )
 from tether.loop import approved_words, declined_words
+from tether.wording import overshoot
 from tether.state import (
     Cancelled, Decision, MaxBudget, MaxTurns, NeedsApproval, RunState, StateError, Status,
 )
@@ -162,10 +163,9 @@ class AcpRun:
                 if problem:
                     return await self._finish(Status.FAILED, problem, error=problem)
                 if self._over_budget:
-                    budget = st.limits.budget_usd
-                    return await self._finish(Status.BUDGET_EXCEEDED,
-                                              f"spend ${st.cost_usd:.4f} reached the ${budget:.4f} budget; the "
-                                              "agent's turn was cancelled", MaxBudget())
+                    budget = st.limits.budget_usd or 0.0
+                    return await self._finish(Status.BUDGET_EXCEEDED, f"{overshoot(st.cost_usd, budget)}; the agent's "
+                                              "turn was cancelled", MaxBudget())
                 if self.signal.cancelled or stop_reason == "cancelled":
                     reason = self.signal.reason or "the agent cancelled its turn"
                     if killed:
@@ -226,7 +226,7 @@ class AcpRun:
                     if not asking.done():
                         asking.cancel()
                 if asking in done and not asking.cancelled() and asking.result() is not _WAKE:
-                    await self._ask(asking.result())
+                    await self._ask(asking.result(), turn)
                 if (stopped in done or self._over_budget or self.signal.cancelled) and cancelling is None:
                     cancelling = asyncio.ensure_future(session.cancel())
             ended = turn.result()
@@ -257,8 +257,9 @@ class AcpRun:
         await self.save()
         return ended.stop_reason, killed
 
-    async def _ask(self, request: PermissionRequest) -> None:
-        """A permission request, as a pending approval on the store until someone decides."""
+    async def _ask(self, request: PermissionRequest, turn: asyncio.Future[Any]) -> None:
+        """A permission request, as a pending approval on the store until someone decides, or
+        until the ``turn`` it belongs to ends without it."""
         st = self.state
         if self.signal.cancelled:
             request.cancel(by_session=True)
@@ -282,12 +283,23 @@ class AcpRun:
         self.emit(ApprovalRequired(run_id=st.run_id, call_id=key, tool=tool, args=args, why=why,
                                    options=options, diff=_diff_text(request, self._workspace()) or None))
         await self.save()
-        self._asking = request
+        deciding = asyncio.ensure_future(self.decide(waiting))
         try:
-            decision = await self.decide(waiting)
+            # The agent may end the turn meanwhile (it died, or withdrew the request): then
+            # there is nothing left to decide.
+            await asyncio.wait({deciding, turn}, return_when=asyncio.FIRST_COMPLETED)
         finally:
             self._asking = None
+            if not deciding.done():
+                deciding.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await deciding
         st.status, st.interruption = Status.RUNNING, None
+        if deciding.cancelled():
+            request.cancel(by_session=True)
+            await self.save()
+            return
+        decision = deciding.result()
         if decision is None:  # a Stop (or the deadline): the turn is cancelled, and this request with it
             request.cancel(by_session=True)
             if not self.signal.cancelled:
