@@ -339,3 +339,21 @@ async def test_an_agent_that_dies_while_it_waits_for_a_decision_ends_the_run(tmp
     assert "status 5" in final.interruption.reason and "dies while it asks" in final.interruption.reason
     assert not late.ok, "nothing waits for a decision any more"
     assert not (acp_workspace / WRITE_NAME).exists()
+
+
+@pytest.mark.parametrize(("mode", "status", "words"), [
+    ("malformed", Status.COMPLETED, "still here"),
+    ("garbage", Status.FAILED, "sent 20 malformed frames in a row"),
+    ("flood", Status.COMPLETED, "4999"),
+])
+async def test_bad_frames_and_floods_through_a_run(tmp_path: Path, acp_workspace: Path, mode, status, words):
+    """A few lines that are not JSON-RPC are skipped, a run of them ends the run in words, and a
+    flood (a 600 KB frame, then 5,000 chunks) lands whole in the transcript."""
+    async with Harness(tmp_path / "runs") as harness:
+        final = (await asyncio.wait_for(harness.start(agent(acp_workspace, mode), "go"), 120)).state
+        kinds = [r["kind"] for r in read_trace(tmp_path / "runs" / final.run_id / "trace.jsonl")]
+    assert final.status is status, (final.status, final.error)
+    shown = final.answer if status is Status.COMPLETED else final.error
+    assert words in (shown or ""), shown
+    assert "text_delta" not in kinds, "streamed pieces are not kept in the trace"
+    assert not processes_with(str(acp_workspace.parent))
