@@ -65,12 +65,22 @@ $(VENV)/.installed-recording: pyproject.toml | $(BIN)/python
 	touch $@
 
 # `tether demo` (the console's autopilot tour) recorded as an asciinema cast, then drawn as
-# the animated SVG the README opens with. The tour reads no keys: stdin is /dev/null.
-recording: $(VENV)/.installed-recording
+# the animated SVG the README opens with; beside it, `tether demo --acp` (OpenCode and Qwen
+# Code under the console: `make agents` installs them), taller for the diff in its approval
+# dialog. The tours read no keys: stdin is /dev/null.
+recording: $(VENV)/.installed-recording agents
 	TERM=xterm-256color $(BIN)/asciinema rec --cols 120 --rows 36 --idle-time-limit 3 --quiet --overwrite \
 		--command "$(BIN)/tether demo" screenshots/demo.cast < /dev/null
 	$(BIN)/termtosvg-ng render screenshots/demo.cast screenshots/demo.svg \
 		--min-frame-duration 120 --max-frame-duration 4000 --loop-delay 4000
+	@why="$$($(BIN)/python -c 'from tether.acp.demo import missing; print(missing() or "")')"; \
+	if [ -n "$$why" ]; then echo "make recording: screenshots/demo-acp.* not recorded: $$why"; else \
+		set -ex; \
+		TERM=xterm-256color $(BIN)/asciinema rec --cols 120 --rows 46 --idle-time-limit 3 --quiet --overwrite \
+			--command "$(BIN)/tether demo --acp" screenshots/demo-acp.cast < /dev/null; \
+		$(BIN)/termtosvg-ng render screenshots/demo-acp.cast screenshots/demo-acp.svg \
+			--min-frame-duration 120 --max-frame-duration 4000 --loop-delay 4000; \
+	fi
 
 lab: $(VENV)/.installed
 	$(BIN)/tether lab

@@ -188,6 +188,9 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--latency-ms", type=_non_negative, default=120.0,
                       help="the scripted provider's added latency per reply (default 120)")
     demo.add_argument("--stay", action="store_true", help="keep the console open after the tour")
+    demo.add_argument("--acp", action="store_true",
+                      help="the tour of two real coding agents, OpenCode and Qwen Code, under the console "
+                           "(`make agents` installs them)")
     demo.add_argument("--runs-dir", type=Path,
                       help="keep the tour's runs here (default: a temporary folder, removed afterwards)")
 
