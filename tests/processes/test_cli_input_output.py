@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tether.cli import main
+
 
 def tether(*args: str, home: Path, closed_stdout: bool = False) -> subprocess.CompletedProcess:
     """``tether ARGS`` in a child process. With ``closed_stdout`` its standard output is a
@@ -48,14 +50,19 @@ def tether(*args: str, home: Path, closed_stdout: bool = False) -> subprocess.Co
     (["provider", "--port", "70000"], "argument --port: must be a port from 0 to 65535"),
     (["eval", "--task-timeout", "inf"], "argument --task-timeout: must be a finite number"),
 ])
-def test_every_numeric_option_is_finite_and_in_range_or_one_line_and_exit_2(tmp_path: Path, args, words):
-    done = tether(*args, home=tmp_path)
+def test_every_numeric_option_is_finite_and_in_range_or_one_line_and_exit_2(tmp_path: Path, monkeypatch, capsys,
+                                                                             args, words):
+    # In this process: argparse refuses before any command runs (one test below runs the CLI).
+    monkeypatch.setenv("TETHER_HOME", str(tmp_path))
+    with pytest.raises(SystemExit) as exited:
+        main(args)
+    out, err = capsys.readouterr()
     command = args[0]
-    assert done.returncode == 2
-    [line] = done.stderr.strip().splitlines()
+    assert exited.value.code == 2
+    [line] = err.strip().splitlines()
     assert line.startswith(f"tether {command}: error: {words}"), line
     assert line.endswith(f"; see tether {command} --help")
-    assert "usage:" not in done.stderr and done.stdout == ""
+    assert "usage:" not in err and out == ""
     assert not (tmp_path / "runs").exists() or not any((tmp_path / "runs").iterdir()), "nothing was created"
 
 
