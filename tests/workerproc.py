@@ -33,8 +33,9 @@ def clean_slate(url: str) -> None:
 
     with psycopg.connect(url, autocommit=True) as conn:
         tables = [f"tether.{t}" for t in TETHER_TABLES]
-        if conn.execute("SELECT to_regclass('tether.workers')").fetchone()[0] is not None:
-            tables.append("tether.workers")
+        for table in ("tether.workers", "tether.recoveries"):
+            if conn.execute("SELECT to_regclass(%s)", (table,)).fetchone()[0] is not None:
+                tables.append(table)
         if conn.execute("SELECT to_regclass('tether.runs')").fetchone()[0] is not None:
             conn.execute("TRUNCATE " + ", ".join(tables))
         dbos = [t for t in DBOS_TABLES if conn.execute("SELECT to_regclass(%s)", (f"dbos.{t}",)).fetchone()[0]]

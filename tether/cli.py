@@ -308,7 +308,13 @@ def build_parser() -> argparse.ArgumentParser:
 
     worker = sub.add_parser("worker", help="run queued runs (tether submit) until SIGINT or SIGTERM")
     worker.add_argument("--concurrency", type=_positive_int, default=1, metavar="N",
-                        help="runs of one agent this worker runs at once (default 1)")
+                        help="runs this worker process drives at once, in all (default 1): across every "
+                             "agent's queue it takes runs from, whatever other workers say; a run waiting "
+                             "for a decision counts")
+    worker.add_argument("--max-recoveries", type=_count, default=3, metavar="N",
+                        help="a run whose worker died or was lost while driving it is recovered at most N "
+                             "times (default 3) since it last made progress; at the next such death it is "
+                             "parked as failed (\"crashed every worker that took it\")")
     _worker_store_option(worker)
     _config_option(worker)
 

@@ -33,6 +33,14 @@ The mapping:
   is free and whose heartbeat is :data:`SILENT_S` old, claims the dead executor's lock (so only one worker recovers it), and resumes
   its workflows on their own queues (``resume_workflow(id, queue_name=...)``), so the
   concurrency limit holds for them too.
+* **Recoveries that give up.** A run the dead worker was driving goes back to its queue's
+  isolated twin (:data:`ISOLATED`: driven alone on a worker, so a later death is its own),
+  and the death is counted in Tether's table ``recoveries``. At the death after
+  :data:`MAX_RECOVERIES` recoveries with no progress in between, the run is parked as
+  ``failed`` ("crashed every worker that took it", with each dead worker and when) and its
+  workflow cancelled: no worker takes it again.
+* **``--concurrency N`` is this process's**: N runs at once across all its queues, counted
+  from DBOS's table at each claim (:func:`_install_gate`), whatever other workers say.
 """
 
 from __future__ import annotations
@@ -83,6 +91,16 @@ than this: after a database restart every lock is gone at once, and each worker 
 moment to take its own again; a killed worker is recovered within this long."""
 HELD_WAIT_S = 1.0  # a drive step finding its run held by a live process looks again this often
 DECISION_WAIT_S = 3600.0  # one recv's timeout; the workflow waits again after it, for as long as it takes
+MAX_RECOVERIES = 3
+"""A run whose worker died (or was lost) while driving it is recovered at most this many times
+since its transcript last grew; at the next such death it is parked as ``failed``
+(``tether worker --max-recoveries N``)."""
+GAVE_UP = "crashed every worker that took it"
+ISOLATED = ":isolated"
+"""A run recovered from a worker that died while driving it goes back to its agent's queue
+with this suffix: a worker takes such a run only when it drives nothing else, and takes
+nothing else while it drives one, so each later death is that run's alone."""
+ISOLATED_POLL_S = 0.5
 
 
 # ---- names ------------------------------------------------------------------------------
@@ -92,6 +110,11 @@ def queue_for(agent_name: str, source: str | None) -> str:
     if source == "demo":
         return DEMO_QUEUE
     return "tether-agent-" + re.sub(r"[^A-Za-z0-9_.-]", "_", agent_name)[:100]
+
+
+def isolated(queue: str) -> str:
+    """The queue where the recovered runs of ``queue`` wait, to be driven each on its own."""
+    return queue if queue.endswith(ISOLATED) else queue + ISOLATED
 
 
 def queue_of_run(state: RunState) -> str:
@@ -232,6 +255,24 @@ CREATE TABLE IF NOT EXISTS {s}.workers (
     concurrency integer, queues json, cannot json,
     lock_key bigint GENERATED ALWAYS AS (hashtextextended('tether-worker:' || executor_id, {seed})) STORED
 )"""
+_RECOVERIES_TABLE = """
+CREATE TABLE IF NOT EXISTS {s}.recoveries (
+    run_id text NOT NULL,
+    executor_id text NOT NULL,
+    host text, pid integer,
+    last_seen double precision,
+    found double precision NOT NULL,
+    by_executor text NOT NULL,
+    run_created double precision NOT NULL,
+    messages integer NOT NULL,
+    parked boolean NOT NULL DEFAULT false,
+    PRIMARY KEY (run_id, executor_id)
+)"""
+"""One row per worker that died (or was lost) while driving a run: the dead worker, where it
+ran, when it was last seen alive (its heartbeat, on the database's clock), who found it dead
+and when, and the run's transcript length then. The deaths of a run that count toward
+:data:`MAX_RECOVERIES` are its rows with the transcript's present length (``run_created``
+tells a run from an earlier one of the same id)."""
 
 
 def queue_view(store: Any) -> QueueView:
@@ -396,19 +437,27 @@ def _registered() -> tuple[Any, Any]:
         assert _WORKER is not None, "a drive step outside a worker"
         return await _WORKER.drive(run_id, decision)
 
-    # No cap on recoveries: each resumes from the run's last committed step (and the recovery
-    # path, resume_workflow, resets DBOS's count anyway).
+    # No cap here: resume_workflow, the recovery path, resets DBOS's count. Tether caps the
+    # recoveries itself (Worker._recover, MAX_RECOVERIES), counting in its own table.
     @DBOS.workflow(name=WORKFLOW, max_recovery_attempts=None)
     async def run(run_id: str) -> dict[str, Any]:
         outcome = await drive(run_id, None)
         while outcome.get("waiting"):
-            decision = await _await_decision(outcome["waiting"])
+            decision = await _await_decision(run_id, outcome["waiting"])
             if decision is None:
                 break  # stopped while waiting: the run stays waiting, on its own
             outcome = await drive(run_id, decision)
         return outcome
 
-    async def _await_decision(call_id: str) -> dict[str, Any] | None:
+    async def _await_decision(run_id: str, call_id: str) -> dict[str, Any] | None:
+        waiting = _WORKER._waiting if _WORKER is not None else set()
+        waiting.add(run_id)  # drives nothing meanwhile (Worker._room)
+        try:
+            return await _receive(call_id)
+        finally:
+            waiting.discard(run_id)
+
+    async def _receive(call_id: str) -> dict[str, Any] | None:
         while True:
             message = await DBOS.recv_async(DECISION_TOPIC, timeout_seconds=DECISION_WAIT_S)
             if message is None:
@@ -451,6 +500,84 @@ def _shut_down(state: RunState) -> bool:
         and stop.reason == SHUTDOWN_REASON
 
 
+# ---- --concurrency: N runs in this process, across its queues ---------------------------------
+
+_GATE_INSTALLED: bool | None = None
+
+
+def _install_gate() -> bool:
+    """Make DBOS's dequeue ask this process's :class:`Worker` how many runs it may take.
+
+    DBOS 3.4.0 keeps ``worker_concurrency`` in the queue's row, shared by every worker of the
+    queue, and counts it per queue. Two methods of its system database are wrapped, for this
+    worker's own queues only: ``get_queue`` (which the queue threads reload every poll) gives
+    this worker's ``--concurrency`` instead of the row's, and ``start_queued_workflows`` (the
+    claim) claims at most the room :meth:`Worker._room` leaves, under one lock for the
+    process, so two queues' threads never claim the same slot. False (and nothing wrapped)
+    when DBOS's methods are not the ones this was written against."""
+    global _GATE_INSTALLED
+    if _GATE_INSTALLED is not None:
+        return _GATE_INSTALLED
+    import copy
+    import inspect
+
+    from dbos._sys_db import SystemDatabase
+
+    claim, get_queue = SystemDatabase.start_queued_workflows, SystemDatabase.get_queue
+    try:
+        claim_params = list(inspect.signature(claim).parameters)[:7]
+        get_params = list(inspect.signature(get_queue).parameters)[:2]
+    except (TypeError, ValueError):
+        claim_params = get_params = []
+    if claim_params != ["self", "queue", "executor_id", "app_version", "queue_partition_key",
+                        "local_running_count", "partition_local_running_count"] or get_params != ["self", "name"]:
+        _GATE_INSTALLED = False
+        return False
+
+    def gated_get_queue(self: Any, name: str, **kwargs: Any) -> Any:
+        queue = get_queue(self, name, **kwargs)
+        worker = _WORKER
+        if queue is not None and worker is not None and getattr(self, "executor_id", None) == worker.executor_id \
+                and name in worker.listened:
+            _set_worker_concurrency(queue, 1 if name.endswith(ISOLATED) else worker.concurrency)
+        return queue
+
+    def gated_claim(self: Any, queue: Any, executor_id: str, app_version: str, partition: Any,
+                    local_running_count: int = 0, partition_local_running_count: int = 0, **kwargs: Any) -> Any:
+        worker = _WORKER
+        if worker is None or executor_id != worker.executor_id or partition is not None \
+                or queue.name not in worker.listened:
+            return claim(self, queue, executor_id, app_version, partition, local_running_count,
+                         partition_local_running_count, **kwargs)
+        with worker._claiming:
+            room = worker._room(self, queue.name)
+            if room <= 0:
+                return [], "worker_concurrency"
+            capped = copy.copy(queue)
+            _set_worker_concurrency(capped, room)
+            return claim(self, capped, executor_id, app_version, None, 0, partition_local_running_count, **kwargs)
+
+    SystemDatabase.get_queue = gated_get_queue  # type: ignore[method-assign]
+    SystemDatabase.start_queued_workflows = gated_claim  # type: ignore[method-assign]
+    _GATE_INSTALLED = True
+    return True
+
+
+def _set_worker_concurrency(queue: Any, n: int) -> None:
+    """The limit DBOS's dequeue reads (``Queue._worker_concurrency``), on this process's copy."""
+    setattr(queue, "_worker_concurrency", n)  # noqa: B010 (DBOS's private field, named once here)
+
+
+def _active_here() -> set[str] | None:
+    """The workflows executing in this process now (DBOS's own registry of them), or None."""
+    try:
+        from dbos._dbos import _get_dbos_instance
+
+        return set(_get_dbos_instance()._active_workflows_set.activeList())
+    except Exception:
+        return None
+
+
 # ---- the worker process ----------------------------------------------------------------------
 
 class Superseded(StateError):
@@ -464,11 +591,12 @@ class Worker:
     drive steps use (made on DBOS's event loop, where the workflows run)."""
 
     def __init__(self, url: str, *, concurrency: int = 1, config: Config | None = None,
-                 executor_id: str | None = None) -> None:
+                 executor_id: str | None = None, max_recoveries: int = MAX_RECOVERIES) -> None:
         from tether.pgstore import PgStore
 
         self.url = url
         self.concurrency = concurrency
+        self.max_recoveries = max_recoveries
         self.config = config
         self.executor_id = executor_id or new_executor_id()
         self.store = PgStore(url)
@@ -480,6 +608,14 @@ class Worker:
         self._noted: set[str] = set()
         self._launched = False
         self.superseded = False
+        self.gated = False  # --concurrency holds across this process's queues (_install_gate)
+        self._claiming = threading.Lock()  # one claim at a time in this process, whatever the queue
+        self._waiting: set[str] = set()  # runs whose workflow waits here for a decision
+
+    @property
+    def listened(self) -> list[str]:
+        """Every queue this worker takes runs from: its agents' queues and their isolated twins."""
+        return [*self.queues, *(isolated(q) for q in self.queues)]
 
     # ---- what this worker can run ----
     def capabilities(self) -> None:
@@ -515,6 +651,11 @@ class Worker:
         self._register()
         _WORKER = self
         run, _ = _registered()
+        self.gated = _install_gate()
+        if not self.gated:
+            log.warning("this DBOS release does not let the worker count its runs across its queues: "
+                        "--concurrency %d holds per queue, and recovered runs are not driven on their own",
+                        self.concurrency)
         engine = _engine(self.url, pool_size=max(4, self.concurrency + 2))
         config: DBOSConfig = {"name": APP_NAME, "system_database_engine": engine,
                               "system_database_url": "postgresql+psycopg://tether@localhost/tether",
@@ -522,18 +663,18 @@ class Worker:
                               "dbos_system_schema": DBOS_SCHEMA, "run_migrations": False,
                               "log_level": os.environ.get("TETHER_DBOS_LOG", "ERROR")}
         DBOS(config=config)
-        DBOS.listen_queues(self.queues)
+        DBOS.listen_queues(self.listened)
         DBOS.launch()
         self._launched = True
         for queue in self.queues:
-            stored = DBOS.retrieve_queue(queue)
-            if stored is not None and stored.worker_concurrency not in (None, self.concurrency):
-                log.warning("queue %s had worker_concurrency %s; this worker sets it to %s for every worker",
-                            queue, stored.worker_concurrency, self.concurrency)
+            # The row's worker_concurrency is DBOS's, shared by every worker of the queue (the
+            # last one started wrote it); a gated worker reads its own --concurrency instead.
             DBOS.register_queue(queue, worker_concurrency=self.concurrency, polling_interval_sec=QUEUE_POLL_S,
                                 on_conflict="always_update")
-        log.info("worker %s (pid %d on %s) takes runs from %s, %d at a time", self.executor_id, os.getpid(),
-                 socket.gethostname(), ", ".join(self.queues), self.concurrency)
+            DBOS.register_queue(isolated(queue), worker_concurrency=1, polling_interval_sec=ISOLATED_POLL_S,
+                                on_conflict="always_update")
+        log.info("worker %s (pid %d on %s) takes runs from %s, %d at a time in all", self.executor_id,
+                 os.getpid(), socket.gethostname(), ", ".join(self.queues), self.concurrency)
 
     def _register(self) -> None:
         """Take this worker's liveness lock, on a session of its own for the worker's life,
@@ -543,6 +684,7 @@ class Worker:
         conn = _connect(self.url, _SESSION_SETTINGS)
         self.store.ensure_schema(conn)
         conn.execute(self.store.q(_WORKERS_TABLE))
+        conn.execute(self.store.q(_RECOVERIES_TABLE))
         key = conn.execute("SELECT hashtextextended(%s, %s)", (f"tether-worker:{self.executor_id}",
                                                               _lock_seed())).fetchone()[0]
         if not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
@@ -579,6 +721,38 @@ class Worker:
             self._liveness = None
         self.store.close()
         _WORKER = None
+
+    # ---- how many runs to claim (the gate of _install_gate) ----
+    def _room(self, sys_db: Any, queue: str) -> int:
+        """How many runs this worker may claim from ``queue`` now: ``--concurrency`` less its
+        workflows that are ``PENDING`` on this executor (driven, waiting for a decision, or
+        just claimed), read from DBOS's table, so that it is what the queue view shows.
+
+        A run of an isolated queue only when nothing here is being driven, and nothing else
+        while one is. While such a run waits for a worker, this one starts no other run, so
+        that it (or another worker) is soon free to take it: a busy fleet would otherwise
+        never leave a worker empty for it. Called under ``_claiming``, so the count and the
+        claim are one step."""
+        import sqlalchemy as sa
+
+        alone = queue.endswith(ISOLATED)
+        active = _active_here()
+        if active is not None and (len(active) >= self.concurrency or (alone and active - self._waiting)):
+            return 0  # full (or not alone) without asking the database
+        with sys_db.engine.connect() as c:
+            rows = c.execute(sa.text(
+                f"SELECT workflow_uuid, queue_name, status FROM {DBOS_SCHEMA}.workflow_status "
+                f"WHERE name = :name AND (status = 'PENDING' AND executor_id = :me "
+                f"OR status = 'ENQUEUED' AND queue_name = ANY(:isolated))"),
+                {"me": self.executor_id, "name": WORKFLOW,
+                 "isolated": [isolated(q) for q in self.queues]}).fetchall()
+        mine = [(wid, q or "") for wid, q, status in rows if status == "PENDING"]
+        driven = [q for wid, q in mine if wid not in self._waiting]
+        if alone:
+            return 1 if not driven and len(mine) < self.concurrency else 0
+        if any(q.endswith(ISOLATED) for q in driven) or len(mine) < len(rows):
+            return 0  # one driven alone here, or one waiting to be
+        return self.concurrency - len(mine)
 
     # ---- the supervisor: liveness, recovery, notes (once a second) ----
     async def supervise(self, stopping: asyncio.Event) -> None:
@@ -630,7 +804,12 @@ class Worker:
     def _recover(self, conn: Any, executor: str) -> None:
         """Hand a dead executor's workflows back to their queues. Its lock, taken here for
         the duration, makes this worker the only one doing it; the list is read again under
-        the lock, so workflows another worker recovered a moment ago are left alone."""
+        the lock, so workflows another worker recovered a moment ago are left alone.
+
+        A run the dead worker was driving (its owner record, left behind, names that worker)
+        has the death counted (:meth:`_death`): it goes back to its queue's isolated twin, or,
+        past :attr:`max_recoveries`, is parked as failed and its workflow cancelled. The
+        others (queued, waiting for a decision, handed over at a shutdown) go back as they were."""
         from dbos import DBOS
 
         key = conn.execute("SELECT hashtextextended(%s, %s)", (f"tether-worker:{executor}", _lock_seed())).fetchone()[0]
@@ -640,18 +819,106 @@ class Worker:
             rows = conn.execute(f"SELECT workflow_uuid, queue_name FROM {DBOS_SCHEMA}.workflow_status "
                                 f"WHERE status = 'PENDING' AND name = %s AND executor_id = %s",
                                 (WORKFLOW, executor)).fetchall()
+            back, parked = [], []
             for workflow_id, queue in rows:
-                DBOS.resume_workflow(workflow_id, queue_name=queue or DEMO_QUEUE)
-            if rows:
+                queue = queue or DEMO_QUEUE
+                death = self._death(conn, workflow_id, executor)
+                if death == "park":
+                    parked.append(workflow_id)
+                    continue
+                DBOS.resume_workflow(workflow_id, queue_name=isolated(queue) if death else queue)
+                back.append(workflow_id)
+            if back:
                 log.warning("worker %s: worker %s is gone; its %d run(s) went back to their queues: %s",
-                            self.executor_id, executor, len(rows), ", ".join(r[0] for r in rows))
+                            self.executor_id, executor, len(back), ", ".join(back))
+            if parked:
+                log.error("worker %s: worker %s is gone; run(s) %s %s, and were parked as failed",
+                          self.executor_id, executor, ", ".join(parked), GAVE_UP)
         finally:
             conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+
+    def _death(self, conn: Any, run_id: str, executor: str) -> str | None:
+        """Count the death of ``executor`` against ``run_id`` if it was driving the run:
+        None (it was not: the run goes back as it was), "resume" (to be driven on its own), or
+        "park" (the run was parked as failed: no worker takes it again)."""
+        try:
+            owner = self.store.owner(run_id)
+            if owner is None or owner.alive or owner.command != f"tether worker {executor}":
+                return None
+            state = self.store.load(run_id)
+        except (StateError, OSError) as exc:
+            log.warning("run %s: %s", run_id, exc)
+            return None
+        if state.status is not Status.RUNNING:
+            return None  # it had stopped (and was saved so) before the worker died
+        row = conn.execute(self.store.q("SELECT host, pid, heartbeat FROM {s}.workers WHERE executor_id = %s"),
+                           (executor,)).fetchone()
+        host, pid, seen = row if row is not None else (owner.host, owner.pid, owner.heartbeat)
+        host, pid = host or owner.host, pid or owner.pid
+        conn.execute(self.store.q(
+            "INSERT INTO {s}.recoveries (run_id, executor_id, host, pid, last_seen, found, by_executor, run_created, "
+            "messages) VALUES (%s, %s, %s, %s, %s, extract(epoch FROM clock_timestamp()), %s, %s, %s) "
+            "ON CONFLICT (run_id, executor_id) DO NOTHING"),
+            (run_id, executor, host, pid, seen, self.executor_id, state.created_at, len(state.messages)))
+        deaths = conn.execute(self.store.q(
+            "SELECT executor_id, host, pid, coalesce(last_seen, found) FROM {s}.recoveries WHERE run_id = %s "
+            "AND run_created = %s AND messages = %s ORDER BY found, executor_id"),
+            (run_id, state.created_at, len(state.messages))).fetchall()
+        said = "; ".join(f"{i}. worker {e} (pid {p} on {h}), last seen {_when(t)}"
+                         for i, (e, h, p, t) in enumerate(deaths, 1))
+        recovery = len(deaths)  # the recovery this death asks for
+        if recovery <= self.max_recoveries:
+            text = (f"worker {executor} (pid {pid} on {host}) died or was lost while driving the run (last seen "
+                    f"{_when(seen)}); worker {self.executor_id} hands it back to the queue, to be driven on its own: "
+                    f"recovery {recovery} of at most {self.max_recoveries} since the run last made progress")
+            log.warning("run %s: %s", run_id, text)
+            with contextlib.suppress(StateError, OSError):
+                self.store.append_event(run_id, WorkerNote(run_id=run_id, worker=self.executor_id, text=text))
+            return "resume"
+        reason = (f"{GAVE_UP}: {len(deaths)} workers died or were lost while driving it, with no progress in "
+                  f"between ({said}); after {self.max_recoveries} recoveries (the limit set by "
+                  f"tether worker --max-recoveries) no worker takes it again")
+        if not self._park(run_id, reason):
+            return None
+        conn.execute(self.store.q("UPDATE {s}.recoveries SET parked = true WHERE run_id = %s AND executor_id = %s"),
+                     (run_id, executor))
+        return "park"
+
+    def _park(self, run_id: str, reason: str) -> bool:
+        """End the run ``failed`` for ``reason`` (saved and traced as any stop), then cancel its
+        workflow, so that no worker takes it again. False if the run could not be taken."""
+        from dbos import DBOS
+
+        from tether.events import RunStopped
+
+        try:
+            state, handle = self.store.open(run_id)
+        except (StateError, OSError) as exc:
+            log.warning("run %s was not parked (it goes back to its queue): %s", run_id, exc)
+            return False
+        try:
+            if state.status is not Status.RUNNING:
+                return False
+            state.status, state.interruption, state.error = Status.FAILED, None, reason
+            state.updated_at = time.time()
+            trace = handle.trace()
+            trace.write(WorkerNote(run_id=run_id, worker=self.executor_id, text=reason))
+            trace.write(RunStopped(run_id=run_id, status=state.status.value, reason=reason, turns=state.turns,
+                                   cost_usd=state.cost_usd, interruption=None))
+            handle.save(state)
+        finally:
+            handle.release()
+        # After the save: a cancel that did not happen leaves a failed run, which the next
+        # worker to take its workflow leaves as it is (a drive step never reopens an ended run).
+        DBOS.cancel_workflow(run_id)
+        log.error("run %s: %s", run_id, reason)
+        return True
 
     def _note_unbuildable(self, conn: Any) -> None:
         """Say once, in the trace of each queued run whose agent this worker cannot build,
         that it was left for another worker, and why."""
-        queues = {queue_for(name, "config"): name for name in self.cannot}
+        queues = {q: name for name in self.cannot for q in (queue_for(name, "config"),
+                                                            isolated(queue_for(name, "config")))}
         rows = conn.execute(f"SELECT workflow_uuid, queue_name FROM {DBOS_SCHEMA}.workflow_status "
                             f"WHERE status = 'ENQUEUED' AND name = %s AND queue_name = ANY(%s)",
                             (WORKFLOW, list(queues))).fetchall()
@@ -745,6 +1012,12 @@ class Worker:
         return _outcome(state, unbuildable=why)
 
 
+def _when(epoch: float | None) -> str:
+    if epoch is None:
+        return "at an unknown time"
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(epoch)) + f".{int(epoch % 1 * 1000):03d} UTC"
+
+
 def _lock_seed() -> int:
     from tether.pgstore import LOCK_SEED
 
@@ -753,13 +1026,14 @@ def _lock_seed() -> int:
 
 # ---- the command -----------------------------------------------------------------------------
 
-def serve(url: str, *, concurrency: int = 1, config: Config | None = None) -> int:
+def serve(url: str, *, concurrency: int = 1, config: Config | None = None,
+          max_recoveries: int = MAX_RECOVERIES) -> int:
     """``tether worker``: run queued runs until SIGINT or SIGTERM; then cancel what runs here
     (saved as interrupted by the shutdown, for the next worker to go on with) and exit 0."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("dbos").setLevel(os.environ.get("TETHER_DBOS_LOG", "ERROR"))
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    worker = Worker(url, concurrency=concurrency, config=config)
+    worker = Worker(url, concurrency=concurrency, config=config, max_recoveries=max_recoveries)
     try:
         worker.start()
         print(f"worker {worker.executor_id} (pid {os.getpid()}) on {worker.store.where}: queues "
@@ -845,7 +1119,9 @@ def worker_command(args: Any) -> int:
     url = _store_url(args)
     path = config_path(args.config)
     config = load_config(path) if path is not None else None
-    return serve(url, concurrency=args.concurrency, config=config)
+    max_recoveries = getattr(args, "max_recoveries", None)
+    return serve(url, concurrency=args.concurrency, config=config,
+                 max_recoveries=MAX_RECOVERIES if max_recoveries is None else max_recoveries)
 
 
 def _store_url(args: Any) -> str:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 import textwrap
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -72,7 +73,8 @@ def test_a_submitted_run_waits_as_queued_then_a_worker_runs_it(fleet: Fleet, sto
 
     w = fleet.start()
     # While it runs, the run's owner and the queue view both name the worker.
-    owner = wait_for(lambda: (o := store.owner(run_id)) is not None and o.alive and o, "the worker to take the run")
+    owner = wait_for(lambda: (o := store.owner(run_id)) is not None and o.alive and o.pid is not None and o,
+                     "the worker to take the run (its record written)")
     assert owner.pid == w.pid and w.executor_id in (owner.command or "")
     view = worker.queue_view(store)
     assert view.depth == 0 and view.executors[run_id] == w.executor_id
@@ -386,3 +388,180 @@ def test_a_worker_runs_an_acp_agent_and_a_decision_reaches_it(fleet: Fleet, stor
     assert [d.by for d in state.approvals.values()] == ["alice"]
     kinds = [r["kind"] for r in _trace(store, run_id)]
     assert "agent_session" in kinds and "file_write" in kinds
+
+
+# ---- --concurrency is the worker's own, across its queues (issue 27, item 5) ------------------
+
+SLEEPY_TOOLS = '''
+import time
+
+
+def list_files() -> str:
+    """List the files in the folder."""
+    time.sleep(2.0)
+    return "errors.log"
+
+
+def read_file(path: str) -> str:
+    """Read a file."""
+    return "ERROR disk full on /var (3 times)"
+'''
+
+
+def _agent_file(tmp_path: Path, base: str, agents: dict[str, tuple[str, str]]) -> tuple[Path, Path]:
+    """An agent file of ``plan`` agents, each {name: (module, its source)}, and the folder of
+    their modules (for the workers' PYTHONPATH)."""
+    modules = tmp_path / "agent-modules"
+    modules.mkdir()
+    config = tmp_path / "agents" / "tether.toml"
+    (config.parent / "ws").mkdir(parents=True)
+    text = ""
+    for name, (module, source) in agents.items():
+        (modules / f"{module}.py").write_text(source)
+        text += textwrap.dedent(f"""
+            [agents.{name}]
+            model = "plan"
+            base_url = "{base}/{name}/v1"
+            workspace = "./ws"
+            tools = ["{module}:list_files", "{module}:read_file"]
+        """)
+    config.write_text(text)
+    return config, modules
+
+
+def test_concurrency_is_each_workers_own_across_its_queues(fleet: Fleet, store: PgStore, provider,
+                                                           tmp_path: Path, monkeypatch):
+    """Two workers on the demo queue at --concurrency 1 and 2 (the one with 2 started last,
+    which once set the queue's limit for both), the second also on an agent's queue of its
+    own: sampled from the queue view and the owners while ten slow runs go through, the
+    first never drives more than 1 run, the second never more than 2 in all, and each
+    reaches its limit."""
+    from tether.config import load_config
+
+    base, _ = provider
+    config, modules = _agent_file(tmp_path, base, {"sleepy": ("wsleepy", SLEEPY_TOOLS)})
+    monkeypatch.syspath_prepend(str(modules))
+    runs = [worker.submit(fleet.url, "slow", base_url=f"{base}/cc{i}/v1", workspace=tmp_path / "ws")[0].run_id
+            for i in range(6)]
+    agents = load_config(config)
+    runs += [worker.submit(fleet.url, "sleepy", "what went wrong?", config=agents)[0].run_id for _ in range(4)]
+    one = fleet.start("--concurrency", "1")
+    two = fleet.start("--concurrency", "2", "--config", str(config), pythonpath=[str(modules)])
+    limits = {one.executor_id: 1, two.executor_id: 2}
+    most = dict.fromkeys(limits, 0)
+    most_owned = dict.fromkeys(limits, 0)
+    queues_of_two: set[str] = set()
+
+    def sample() -> bool:
+        view = worker.queue_view(store)
+        held = {e: [r for r, x in view.executors.items() if x == e] for e in limits}
+        owned = {e: 0 for e in limits}
+        for owner in store.owners(runs).values():
+            if owner is not None and owner.alive and owner.command:
+                executor = owner.command.split()[-1]
+                if executor in owned:
+                    owned[executor] += 1
+        for e in limits:
+            most[e] = max(most[e], len(held[e]))
+            most_owned[e] = max(most_owned[e], owned[e])
+        queues_of_two.update("sleepy" if store.load(r).agent.name == "sleepy" else "demo" for r in held[two.executor_id])
+        assert all(len(held[e]) <= limits[e] for e in limits), f"a worker drove more than its --concurrency: {held}"
+        assert all(owned[e] <= limits[e] for e in limits), f"a worker owned more runs than its --concurrency: {owned}"
+        return all(_ended(store, r) for r in runs)
+
+    wait_for(sample, "the ten runs to end", 120, 0.05)
+    assert all(store.load(r).status is Status.COMPLETED for r in runs)
+    assert most == limits, f"each worker reaches its own limit, no more: {most}"
+    assert most_owned[two.executor_id] == 2 and queues_of_two == {"demo", "sleepy"}
+    view = worker.queue_view(store)
+    assert (view.workers[one.executor_id].concurrency, view.workers[two.executor_id].concurrency) == (1, 2)
+
+
+# ---- recoveries that give up (issue 27, item 4) ----------------------------------------------
+
+KILLER_TOOLS = '''
+import os
+import signal
+
+
+def list_files() -> str:
+    """List the files in the folder."""
+    os.kill(os.getpid(), signal.SIGKILL)
+    return "never"
+
+
+def read_file(path: str) -> str:
+    """Read a file."""
+    return "nothing to see"
+'''
+
+
+def test_a_run_that_kills_every_worker_that_takes_it_is_parked_as_failed(fleet: Fleet, store: PgStore, provider,
+                                                                         tmp_path: Path, pg_url: str, monkeypatch):
+    """Its tool SIGKILLs the worker. With three workers kept alive (a killed one is replaced,
+    as a service manager would), the run is recovered twice (--max-recoveries 2), each time
+    driven on its own, and at the third death it is parked as failed in words that name each
+    dead worker and when; its workflow is cancelled, no worker takes it again, the runs that
+    shared a worker with it when it struck finish, and the fleet goes on with new runs."""
+    from tether.config import load_config
+
+    base, counter = provider
+    config, modules = _agent_file(tmp_path, base, {"crasher": ("wkill", KILLER_TOOLS),
+                                                   "sleepy": ("wsleepy", SLEEPY_TOOLS.replace("2.0", "8.0"))})
+    monkeypatch.syspath_prepend(str(modules))
+    agents = load_config(config)
+    args = ("--concurrency", "2", "--max-recoveries", "2", "--config", str(config))
+
+    def alive() -> list:
+        return [w for w in fleet.workers if w.process.poll() is None]
+
+    def top_up() -> None:
+        while len(alive()) < 3:
+            fleet.start(*args, pythonpath=[str(modules)])
+
+    top_up()
+    # Five runs in an 8 s tool on three workers of two slots: the one slot left is beside one.
+    bystanders = [worker.submit(pg_url, "sleepy", "what went wrong?", config=agents)[0].run_id for _ in range(5)]
+    wait_for(lambda: sum(1 for o in store.owners(bystanders).values() if o is not None and o.alive) == 5,
+             "the workers to take the five runs", 30)
+    killer = worker.submit(pg_url, "crasher", "list the files", config=agents)[0].run_id
+
+    def parked() -> bool:
+        top_up()
+        return store.load(killer).status is Status.FAILED
+
+    wait_for(parked, "the run to be parked as failed", 150, 0.2)
+    state = store.load(killer)
+    dead = [w for w in fleet.workers if w.process.poll() == -9]
+    assert len(dead) == 3, [w.process.returncode for w in fleet.workers]
+    assert worker.GAVE_UP in state.error and "after 2 recoveries" in state.error, state.error
+    for w in dead:  # each attempt's worker, and when it was last seen alive
+        assert f"worker {w.executor_id} (pid {w.pid} on " in state.error, state.error
+    assert state.error.count(" UTC") == 3 and state.exit_code == 1
+    trace = _trace(store, killer)
+    assert sorted(r["pid"] for r in trace if r["kind"] == "run_started") == sorted(w.pid for w in dead)
+    notes = [r["text"] for r in trace if r["kind"] == "worker_note"]
+    assert len(notes) == 3 and "recovery 1 of at most 2" in notes[0] and "recovery 2 of at most 2" in notes[1]
+    assert notes[-1] == state.error and trace[-1]["kind"] == "run_stopped" and trace[-1]["status"] == "failed"
+    assert counter.requests["crasher"] == 1, "a recovery asked the model again"
+    assert worker._workflow_status(store, killer) == "CANCELLED"
+    with store._conn() as conn:
+        rows = conn.execute("SELECT executor_id, parked FROM tether.recoveries WHERE run_id = %s", (killer,)).fetchall()
+    assert sorted(e for e, _ in rows) == sorted(w.executor_id for w in dead) and sum(p for _, p in rows) == 1
+
+    # No worker takes it again, and none loops on it: the trace and the fleet stay as they are.
+    seen, survivors = len(trace), alive()
+    time.sleep(worker.SILENT_S + 2 * worker.SUPERVISE_S)
+    assert len(_trace(store, killer)) == seen and store.load(killer).status is Status.FAILED
+    assert alive() == survivors and len(survivors) == 3
+    view = worker.queue_view(store)
+    assert killer not in view.executors and killer not in view.queued
+    # The runs that shared a worker with it when it struck finish, and so does a new one.
+    wait_for(lambda: all(_ended(store, r) for r in bystanders), "the other runs to end", 120)
+    assert all(store.load(r).status is Status.COMPLETED for r in bystanders)
+    struck = [r for r in bystanders if any("died or was lost" in n["text"] for n in _trace(store, r)
+                                           if n["kind"] == "worker_note")]
+    assert struck, "no run shared a worker with the killer: the test proved less than it says"
+    after = fleet.submit("plan", "--base-url", f"{base}/after-park/v1")
+    wait_for(lambda: _ended(store, after), "a new run to end", 60)
+    assert store.load(after).status is Status.COMPLETED
