@@ -262,7 +262,8 @@ class Harness:
         try:
             await session.start()
         except AcpError as exc:
-            raise AgentError(f"agent {agent.name}: {exc}") from None
+            where = f"{agent.config}: agents.{agent.name}.acp" if agent.config else f"agent {agent.name}"
+            raise AgentError(f"{where}: {exc}; fix the command, or check it runs the agent's ACP mode") from None
         return session
 
     async def run(self, run_id: str, *, signal: CancelSignal | None = None, sinks: Sequence[EventSink] = (),

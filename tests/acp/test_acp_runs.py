@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.agents import AcpCommand, Agent
+from tether.agents import AcpCommand, Agent, AgentError
 from tether.harness import Harness
 from tether.state import Cancelled, MaxBudget, NeedsApproval, StateError, Status
 from tether.trace import read_trace
@@ -275,7 +275,8 @@ def test_a_command_that_is_not_an_acp_agent_is_one_line_and_no_run(tmp_path: Pat
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     [line] = done.stderr.strip().splitlines()
-    assert line.startswith("tether: error: agent bad: ") and words in line, line
+    assert line.startswith(f"tether: error: {config}: agents.bad.acp: ") and words in line, line
+    assert line.endswith("fix the command, or check it runs the agent's ACP mode")
     runs = tmp_path / "home" / "runs"
     assert not runs.exists() or not any(runs.iterdir()), "no run was made"
 
@@ -357,3 +358,44 @@ async def test_bad_frames_and_floods_through_a_run(tmp_path: Path, acp_workspace
     assert words in (shown or ""), shown
     assert "text_delta" not in kinds, "streamed pieces are not kept in the trace"
     assert not processes_with(str(acp_workspace.parent))
+
+
+def test_tether_agents_shows_what_an_acp_agent_says_of_itself(tmp_path: Path):
+    config = tmp_path / "tether.toml"
+    config.write_text(f"[agents.fake]\nacp = {json.dumps(fake_agent('loads'))}\n\n"
+                      f"[agents.cat]\nacp = [\"/bin/cat\"]\n")
+    env = {**os.environ, "TETHER_HOME": str(tmp_path / "home"), "TETHER_CONFIG": str(config)}
+    shown = subprocess.run([sys.executable, "-m", "tether.cli", "agents"], env=env, capture_output=True, text=True,
+                           timeout=120)
+    assert shown.returncode == 0, shown.stderr
+    assert "fake  ACP agent: " in shown.stdout
+    assert "fake-agent 1.0.0; auth: none; loads sessions: yes" in shown.stdout
+    assert "cat  ACP agent: /bin/cat" in shown.stdout and "is not a usable ACP agent" in shown.stdout
+    listed = subprocess.run([sys.executable, "-m", "tether.cli", "agents", "--json"], env=env, capture_output=True,
+                            text=True, timeout=120)
+    rows = {r["name"]: r for r in json.loads(listed.stdout)}
+    assert rows["fake"]["acp"]["agent"] == "fake-agent" and rows["fake"]["acp"]["load_session"] is True
+    assert "error" in rows["cat"]["acp"]
+
+
+def test_an_acp_agents_environment_is_saved_as_written_and_what_it_took_is_a_secret(
+        tmp_path: Path, acp_workspace: Path, monkeypatch):
+    monkeypatch.setenv("TETHER_TEST_ACP_KEY", "sk-very-secret-123")
+    command = AcpCommand(tuple(fake_agent("normal")), {"AGENT_KEY": "${TETHER_TEST_ACP_KEY}", "PLAIN": "yes"})
+    coder = Agent(name="fake", model="acp:fake", acp=command, workspace=acp_workspace)
+    assert command.resolved_env() == ({"AGENT_KEY": "sk-very-secret-123", "PLAIN": "yes"}, ("sk-very-secret-123",))
+    async def run() -> Status:
+        async with Harness(tmp_path / "runs") as harness:
+            assert "sk-very-secret-123" in harness.secrets(coder)
+            state = harness.create(coder, "write the file")
+            going = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
+            await waiting(harness, state.run_id)
+            await harness.decide(state.run_id, "approve")
+            return (await going).state.status
+    assert asyncio.run(run()) is Status.COMPLETED
+    saved = b"".join(p.read_bytes() for p in (tmp_path / "runs").rglob("*") if p.is_file())  # the index too
+    assert b"${TETHER_TEST_ACP_KEY}" in saved, "the run remembers the reference"
+    assert b"sk-very-secret-123" not in saved, "never the value"
+    monkeypatch.delenv("TETHER_TEST_ACP_KEY")
+    with pytest.raises(AgentError, match="env.AGENT_KEY names \\$\\{TETHER_TEST_ACP_KEY\\}, which is not set"):
+        command.resolved_env()
