@@ -30,7 +30,6 @@ import json
 import logging
 import re
 import signal
-import subprocess
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator, Sequence
@@ -43,7 +42,8 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tether.processes import free_port, stop_process, wait_until_serving
+from tether.processes import free_port
+from tether.provider.server import child_server
 
 __all__ = ["DONE_ANSWER", "HOLD_WORDS", "PLAIN_ANSWER", "TITLE_ANSWER", "USAGE", "WRITE_TOOLS", "ScriptedEndpoint",
            "Task", "endpoint_process"]
@@ -237,25 +237,14 @@ def endpoint_process(*, tasks: Sequence[Task] = (), workspace: Path | None = Non
     """The endpoint in a child process on a free loopback port: its ``/v1`` base URL once it
     answers. It stops on exit, and when this process dies (it watches its stdin)."""
     port = free_port()
-    url = f"http://127.0.0.1:{port}/v1"
-    with tempfile.TemporaryDirectory(prefix="tether-endpoint-") as folder, tempfile.TemporaryFile() as errors:
+    with tempfile.TemporaryDirectory(prefix="tether-endpoint-") as folder:
         script = Path(folder) / "tasks.json"
         script.write_text(json.dumps([asdict(task) for task in tasks]))
         command = [sys.executable, "-m", "tether.provider.coding", "--port", str(port), "--tasks", str(script)]
         if workspace is not None:
             command += ["--workspace", str(workspace)]
-        proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=errors)
-        try:
-            why = wait_until_serving(proc, url, start_timeout_s)
-            if why:
-                errors.seek(0)
-                said = errors.read()[-600:].decode("utf-8", "replace").strip()
-                raise RuntimeError(f"the scripted endpoint on port {port} {why}" + (f": {said}" if said else ""))
+        with child_server(command, port, "the scripted endpoint", start_timeout_s) as url:
             yield url
-        finally:
-            if proc.stdin is not None:
-                proc.stdin.close()
-            stop_process(proc)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

@@ -69,6 +69,15 @@ def provider_process(*, latency_ms: float = 0.0, fail_spec: str | None = None,
                "--latency-ms", repr(latency_ms), "--until-stdin-closes"]
     if fail_spec:
         command += ["--fail", fail_spec]
+    with child_server(command, port, "the scripted provider", start_timeout_s) as url:
+        yield url
+
+
+@contextlib.contextmanager
+def child_server(command: list[str], port: int, what: str, start_timeout_s: float) -> Iterator[str]:
+    """``command`` (a server that stops when its stdin closes) in a child process: its
+    ``/v1`` base URL on ``port`` once it answers, with the tail of its stderr in the error
+    when it does not; stopped on exit."""
     url = f"http://127.0.0.1:{port}/v1"
     with tempfile.TemporaryFile() as errors:  # not the terminal: the console owns it
         proc = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL, stderr=errors)
@@ -77,7 +86,7 @@ def provider_process(*, latency_ms: float = 0.0, fail_spec: str | None = None,
             if why:
                 errors.seek(0)
                 said = errors.read()[-600:].decode("utf-8", "replace").strip()
-                raise RuntimeError(f"the scripted provider on port {port} {why}" + (f": {said}" if said else ""))
+                raise RuntimeError(f"{what} on port {port} {why}" + (f": {said}" if said else ""))
             yield url
         finally:
             if proc.stdin is not None:
