@@ -84,8 +84,8 @@ async def test_a_decision_from_the_console_reaches_the_workers_waiting_workflow(
         await wait_for(pilot, lambda: app.model.decide_route(rid) == "worker", "the worker's workflow, waiting",
                        CAP_S)
         app.show_events()
-        await pilot.pause()
-        assert f"waits in worker {w.executor_id}'s workflow" in header(app)
+        await wait_for(pilot, lambda: f"waits in worker {w.executor_id}'s workflow" in header(app),
+                       "the header to name the worker's workflow", CAP_S)
         await open_armed(pilot, app, "a", ApproveDialog)
         await pilot.press(*"fine")
         await pilot.press("enter")
