@@ -66,12 +66,17 @@ class ControlRequest:
     """An ACP agent's permission option to answer with (``tether approve --option ID``)."""
     silent: bool = False
     """A rejection whose words are not sent on to an ACP agent (``tether reject --silent``)."""
+    args: str | None = None
+    """An approval's edited arguments (JSON): the call runs with these (``tether approve --args``)."""
+    rule: str | None = None
+    """The standing rule that decides (its id), when no person does."""
 
     @classmethod
     def from_dict(cls, data: dict) -> "ControlRequest":
         return cls(kind=data["kind"], text=str(data.get("text") or ""), call_id=data.get("call_id"),
                    by=str(data.get("by") or "operator"), id=str(data["id"]), ts=float(data.get("ts") or 0),
-                   option=data.get("option"), silent=bool(data.get("silent")))
+                   option=data.get("option"), silent=bool(data.get("silent")), args=data.get("args"),
+                   rule=data.get("rule"))
 
 
 @dataclass(frozen=True, slots=True)

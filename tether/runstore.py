@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
+    from tether.approvals import DecisionQuery, DecisionRecord, Rule
     from tether.control import ControlRequest
     from tether.events import Event
     from tether.index import Liveness, RunSummary
@@ -163,6 +164,22 @@ class Store(Protocol):
 
     def append_event(self, run_id: str, event: Event) -> None:
         """Add one event to the trace of a run this process does not drive."""
+
+    # ---- approvals (tether.approvals): standing rules and the record of decisions ----
+    def rules(self) -> list[Rule]:
+        """Every standing rule on the store, expired ones too, oldest first. Cheap to call
+        before each call that needs approval: a store may answer from a cache it checks."""
+
+    def rule_add(self, rule: Rule) -> Rule:
+        """Keep ``rule`` under the next id (``R1``, ``R2``…; an id is never reused) and return it."""
+
+    def rule_remove(self, rule_id: str) -> Rule:
+        """Remove rule ``rule_id`` and return it; a :class:`~tether.approvals.RuleError`, in
+        words, when the store has no such rule."""
+
+    def decisions(self, query: DecisionQuery) -> list[DecisionRecord]:
+        """The decisions ``query`` selects, newest first, from the index (every save of a run
+        records its decisions there: :func:`tether.approvals.records_of`)."""
 
 
 async def call(store: Store | Handle, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

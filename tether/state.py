@@ -97,10 +97,47 @@ class NeedsApproval:
     tool_name: str
     args: str
     why: str = ""
+    asked_at: float | None = None
+    """When the call first asked (kept across re-asks: a deadline counts from it)."""
+    needed: int = 1
+    """How many different people must approve (two for a two-person tool or rule)."""
+    approvers: tuple[str, ...] = ()
+    """Who has approved so far, when more than one person must."""
+    deadline_at: float | None = None
+    """When the wait ends without a decision, and then :attr:`on_deadline` happens."""
+    on_deadline: str = "reject"
+    escalated: bool = False
+    """The deadline passed once and someone else was asked: the next one rejects."""
+    preview: dict[str, Any] | None = None
+    """What the call would change (:class:`tether.approvals.Preview` as a dict), or None."""
+    rule: str | None = None
+    """The ``ask`` rule that holds the call for people, when one does."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {"type": self.type, "callId": self.call_id, "toolName": self.tool_name, "args": self.args,
-                "why": self.why}
+        out: dict[str, Any] = {"type": self.type, "callId": self.call_id, "toolName": self.tool_name,
+                               "args": self.args, "why": self.why}
+        # Written only when set, so a plain approval reads as it always did.
+        if self.asked_at is not None:
+            out["askedAt"] = self.asked_at
+        if self.needed != 1:
+            out["needed"] = self.needed
+        if self.approvers:
+            out["approvers"] = list(self.approvers)
+        if self.deadline_at is not None:
+            out["deadlineAt"] = self.deadline_at
+            out["onDeadline"] = self.on_deadline
+        if self.escalated:
+            out["escalated"] = True
+        if self.preview is not None:
+            out["preview"] = self.preview
+        if self.rule is not None:
+            out["rule"] = self.rule
+        return out
+
+    @property
+    def tally(self) -> str:
+        """``1 of 2`` while a two-person call has some of its approvals; else empty."""
+        return f"{len(self.approvers)} of {self.needed}" if self.needed > 1 else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,7 +215,10 @@ def interruption_from_dict(data: Mapping[str, Any] | None) -> Interruption | Non
         match data.get("type"):
             case "approval":
                 return NeedsApproval(str(data["callId"]), str(data["toolName"]), str(data.get("args") or "{}"),
-                                     str(data.get("why") or ""))
+                                     str(data.get("why") or ""), data.get("askedAt"), int(data.get("needed") or 1),
+                                     tuple(data.get("approvers") or ()), data.get("deadlineAt"),
+                                     str(data.get("onDeadline") or "reject"), bool(data.get("escalated")),
+                                     data.get("preview"), data.get("rule"))
             case "max_turns":
                 return MaxTurns()
             case "max_budget":
@@ -221,10 +261,33 @@ class Decision:
     call_id: str
     verdict: Literal["approved", "rejected"]
     args_hash: str
+    """The hash of the arguments the call runs with: the operator's, when edited."""
     text: str = ""  # the note (approved) or the reason (rejected)
     by: str = "operator"
     used: bool = False
     ts: float = field(default_factory=time.time)
+    tool: str = ""
+    args: str | None = None
+    """The operator's edited arguments (JSON), or None: the call runs as the model asked."""
+    asked_hash: str | None = None
+    """With edited arguments: the hash of the model's, which the edit is bound to."""
+    rule: str | None = None
+    """The id of the standing rule that decided (``by`` then says ``rule R3``)."""
+    approvers: list[str] = field(default_factory=list)
+    """Who approved, in order, when more than one person must (:attr:`needed`)."""
+    needed: int = 1
+    asked_at: float | None = None
+    """When the call asked; with :attr:`ts`, how long it waited."""
+
+    @property
+    def complete(self) -> bool:
+        """A rejection, or an approval by as many people as it needs."""
+        return self.verdict == "rejected" or len(self.approvers) >= self.needed or self.needed <= 1
+
+    @property
+    def bound_hash(self) -> str:
+        """The hash of the model's arguments this decision answers."""
+        return self.asked_hash or self.args_hash
 
 
 def args_hash(arguments: str) -> str:

@@ -345,6 +345,7 @@ def _http_date(delta: timedelta) -> str:
         (_http_date(timedelta(hours=-1)), 0.0),  # an HTTP-date already past
         ("soon", 0.0015),  # unreadable: jittered backoff instead (the rng's midpoint)
     ],
+    ids=["seconds", "date-ahead", "date-past", "unreadable"],  # stable: the dates change by the second
 )
 async def test_retry_after_forms(header: str, wait: float) -> None:
     fake = Fake(status(429, headers={"Retry-After": header}))
