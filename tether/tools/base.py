@@ -7,8 +7,8 @@ the model can act on goes back into the transcript, a permanent one ends the run
 
 The built-in tools declare all of this on the class; tools made at run time (from a
 plain function by :func:`tether.tool`, or listed by an MCP server) set the same
-attributes on the instance. The loop reads only the attributes, :meth:`Tool.check_args` and
-:meth:`Tool.approval_reason`.
+attributes on the instance. The loop reads only the attributes, :meth:`Tool.check_args`,
+:meth:`Tool.approval_reason` and, for a call that waits for approval, :meth:`Tool.preview`.
 """
 
 from __future__ import annotations
@@ -26,6 +26,7 @@ import jsonschema
 from tether.cancel import CancelSignal
 
 if TYPE_CHECKING:
+    from tether.approvals.preview import Preview
     from tether.runstore import IdempotencyLedger
     from tether.state import RunState
     from tether.workspace import Workspace
@@ -139,6 +140,21 @@ class Tool(ABC):
         """Why a call of this tool waits for the operator's approval, in words that follow
         "<name> needs approval: "."""
         return "it writes to the workspace" if not self.read_only else "it is marked as needing approval"
+
+    def preview(self, args: dict[str, Any], workspace: "Workspace | None"
+                ) -> "Preview | str | None | Awaitable[Preview | str | None]":
+        """What a call with ``args`` would change, shown to the people deciding it: a
+        :class:`~tether.approvals.preview.Preview`, or text (a unified diff is shown as a
+        diff, other text as a summary), or None for nothing to show. The default declares
+        no preview.
+
+        Override it (sync or ``async def``) in a tool that changes something a person should
+        see before approving. It must only *read*: it runs before anyone approved. A sync
+        preview runs in a worker thread; either kind is cut short after a few seconds, and
+        what it raises is shown as a failed preview rather than blocking the decision
+        (:func:`tether.approvals.preview.preview_call`). Raise :class:`ToolError` with the
+        tool's own words (a refused path) to have exactly those words shown."""
+        return None
 
     def check_args(self, args: dict[str, Any]) -> str | None:
         """Why ``args`` cannot be passed to :meth:`run`, in words for the model, or None.

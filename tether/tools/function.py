@@ -29,6 +29,14 @@ Choices, and why:
   function said nothing, and inventing words ("done") would mislead the model when None
   means "not found". Anything else is JSON (``to_jsonable_python``, then ``json.dumps``
   with ``ensure_ascii=False``); a value pydantic cannot encode is written with ``str()``.
+* **A preview for the approval dialog** (``preview=fn``, for a tool that needs approval):
+  ``fn`` takes the tool's arguments by name, validated and coerced as the tool gets them
+  (any subset of them, or ``**kwargs`` for all; never the ToolContext: a preview belongs to
+  no call yet), and returns text (a unified diff is shown as a diff, other text as a
+  summary), a :class:`~tether.approvals.preview.Preview`, or None. Names, not an args dict,
+  so the preview reads like the tool and a typo is a TypeError at decoration. It must only
+  read; a sync one runs in a worker thread, and what it raises is shown as a failed
+  preview (:func:`tether.approvals.preview.preview_call`).
 * **Exceptions propagate**: the loop's tool-error policy decides what the model reads,
   and a :class:`~tether.tools.base.ToolError` keeps its meaning (e.g. ``permanent``).
 * **Arguments are validated before the call**, by :meth:`FunctionTool.check_args` (the
@@ -52,7 +60,7 @@ import re
 import types
 import typing
 from collections.abc import Callable, Mapping
-from typing import Annotated, Any, overload
+from typing import TYPE_CHECKING, Annotated, Any, overload
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, ValidationError, create_model
 from pydantic.fields import FieldInfo
@@ -60,6 +68,10 @@ from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import PydanticUndefined, to_jsonable_python
 
 from tether.tools.base import InvalidArguments, Tool, ToolContext
+
+if TYPE_CHECKING:
+    from tether.approvals.preview import Preview
+    from tether.workspace import Workspace
 
 __all__ = ["FunctionTool", "function_tool", "tool"]
 
@@ -86,6 +98,7 @@ class FunctionTool(Tool):
         read_only: bool = False,
         needs_approval: bool = False,
         idempotent: bool = False,
+        preview: Callable[..., Any] | None = None,
     ) -> None:
         _check_callable(fn)
         # Not ``updated``: the function's own __dict__ must not overwrite our attributes.
@@ -104,6 +117,8 @@ class FunctionTool(Tool):
         self._is_async = inspect.iscoroutinefunction(fn)
         self._model, self._params, self.parameters = _arguments_model(fn, self.name, documented)
         self._wants_context = any(p.field is None for p in self._params)
+        self._preview = preview
+        self._preview_takes = None if preview is None else _preview_takes(preview, self.name, self._params)
 
     # ---- what the loop reads ---------------------------------------------------------
     @property
@@ -135,6 +150,34 @@ class FunctionTool(Tool):
         except ValidationError as exc:
             return self._problem(exc)
         return None
+
+    async def preview(self, args: dict[str, Any], workspace: Workspace | None) -> Preview | str | None:
+        """What the ``preview=`` function says of a call with ``args`` (None without one).
+        ``workspace`` is not passed on: a function tool has no folder of Tether's."""
+        if self._preview is None:
+            return None
+        try:
+            values = self._model.model_validate(args)
+        except ValidationError as exc:
+            raise InvalidArguments(self._problem(exc)) from None
+        named: dict[str, Any] = {}
+        for param in self._params:
+            if param.field is None:
+                continue
+            value = getattr(values, param.field)
+            if param.kind is inspect.Parameter.VAR_KEYWORD:
+                named.update(value)
+            else:
+                named[param.name] = value
+        if self._preview_takes is not None:
+            named = {name: value for name, value in named.items() if name in self._preview_takes}
+        if inspect.iscoroutinefunction(self._preview):
+            result = await self._preview(**named)
+        else:
+            result = await asyncio.to_thread(functools.partial(self._preview, **named))
+        if inspect.isawaitable(result):  # a sync wrapper around an async function
+            result = await result
+        return typing.cast("Preview | str | None", result)
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         """Validate ``args`` again (to get coerced values), call the function, and return
@@ -222,6 +265,7 @@ def tool(
     read_only: bool = False,
     needs_approval: bool = False,
     idempotent: bool = False,
+    preview: Callable[..., Any] | None = None,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -234,15 +278,19 @@ def tool(
     read_only: bool = False,
     needs_approval: bool = False,
     idempotent: bool = False,
+    preview: Callable[..., Any] | None = None,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a function a tool: ``@tool`` or ``@tool(read_only=True, ...)``.
 
     The name is the function's, the description its docstring's summary, the schema
     comes from its type hints, and the parameter descriptions from its docstring.
+    ``preview`` shows the people approving a call what it would change: a function taking
+    the tool's arguments by name (see the module's notes), e.g.
+    ``@tool(needs_approval=True, preview=refund_preview)``.
     Raises TypeError, in words, for what cannot become a tool.
     """
     options: dict[str, Any] = dict(name=name, description=description, read_only=read_only,
-                                   needs_approval=needs_approval, idempotent=idempotent)
+                                   needs_approval=needs_approval, idempotent=idempotent, preview=preview)
     if fn is None:
         return lambda f: FunctionTool(f, **options)
     if isinstance(fn, str):
@@ -258,11 +306,12 @@ def function_tool(
     read_only: bool = False,
     needs_approval: bool = False,
     idempotent: bool = False,
+    preview: Callable[..., Any] | None = None,
 ) -> FunctionTool:
     """A tool from a function that was not decorated (an agent listing a plain function).
     Same options and defaults as :func:`tool`."""
     return FunctionTool(fn, name=name, description=description, read_only=read_only,
-                        needs_approval=needs_approval, idempotent=idempotent)
+                        needs_approval=needs_approval, idempotent=idempotent, preview=preview)
 
 
 # ---- what may become a tool ----------------------------------------------------------
@@ -283,6 +332,32 @@ def _check_callable(fn: Any) -> None:
     if inspect.isgeneratorfunction(fn) or inspect.isasyncgenfunction(fn):
         raise TypeError(f"{what} yields values, but a tool returns one result: "
                         "return a list (or a string) instead of yielding")
+
+
+def _preview_takes(preview: Any, tool_name: str, params: tuple[_Param, ...]) -> frozenset[str] | None:
+    """The tool's arguments ``preview`` takes by name (None: all of them, it has ``**kwargs``),
+    or a TypeError that says what to change."""
+    if isinstance(preview, Tool) or not callable(preview):
+        raise TypeError(f"preview= of {tool_name} must be a function of the tool's arguments, "
+                        f"got {type(preview).__name__} {_short(preview)}")
+    try:
+        signature = inspect.signature(preview)
+    except (TypeError, ValueError) as exc:
+        raise TypeError(f"cannot read the signature of the preview of {tool_name}: {exc}") from None
+    known = [p.name for p in params if p.field is not None]
+    takes: set[str] = set()
+    for p in signature.parameters.values():
+        if p.kind is inspect.Parameter.VAR_KEYWORD:
+            return None
+        if p.kind in (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.VAR_POSITIONAL):
+            raise TypeError(f"the preview of {tool_name} takes {p.name!r} by position; it is called with "
+                            "the tool's arguments by name: make it a named parameter")
+        if p.name in known:
+            takes.add(p.name)
+        elif p.default is inspect.Parameter.empty:
+            raise TypeError(f"the preview of {tool_name} takes {p.name!r}, which is not an argument of the "
+                            f"tool (its arguments are {', '.join(known) or 'none'}); give it a default or remove it")
+    return frozenset(takes)
 
 
 def _tool_name(fn: Callable[..., Any], name: str | None) -> str:
