@@ -2,12 +2,16 @@
 
 ``<runs_dir>/index.sqlite`` holds one row per run: what a listing shows (status, model,
 agent, task, turns, cost, limits, the interruption, timestamps) and the identity of the
-journal it was read from (size, ``mtime_ns``, inode). The journals stay the truth; the
-index is a cache of them that any process may rebuild:
+journal it was read from (size, ``mtime_ns``, inode). Beside them, one row per decision a
+run holds (:func:`tether.approvals.records_of`), written in the same transaction as the
+run's row, so ``tether decisions`` lists the whole store's without replaying a journal.
+The journals stay the truth; the index is a cache of them that any process may rebuild:
 
 * the process running a run writes its row when it creates the run, on every save that
   changes the status or the interruption, and otherwise at most once a second
-  (:data:`INDEX_EVERY_S`) while the run goes on, so a save rarely touches it;
+  (:data:`INDEX_EVERY_S`) while the run goes on, so a save rarely touches it; a save
+  whose decisions changed writes the row and the run's decisions at once, whatever the
+  throttle says, and until they are written every save tries again;
 * a reader (:meth:`tether.store.RunStore.summaries`) compares every row with its journal
   in one directory scan (a ``stat`` per run) and replays only the journals that are new
   or changed since their row was written; a missing or corrupt index file is rebuilt
@@ -40,12 +44,13 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 if TYPE_CHECKING:
+    from tether.approvals import DecisionQuery, DecisionRecord
     from tether.state import RunState
     from tether.store import Owner
 
@@ -53,7 +58,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 INDEX_FILE = "index.sqlite"
-SCHEMA = 1  # PRAGMA user_version: another value means the tables are rebuilt
+SCHEMA = 2  # PRAGMA user_version: another value means the tables are rebuilt (2: decisions)
 INDEX_EVERY_S = 1.0
 """A running run's row is refreshed at most this often (besides every change of status)."""
 TASK_CHARS = 200
@@ -84,10 +89,23 @@ CREATE TABLE runs (
 CREATE TABLE traces (
     run_id TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, ino INTEGER, tool_runs TEXT, ms REAL
 ) WITHOUT ROWID;
+CREATE TABLE decisions (
+    run_id TEXT NOT NULL, call_id TEXT NOT NULL, tool TEXT, agent TEXT, source TEXT, args TEXT, edited_args TEXT,
+    verdict TEXT, words TEXT, decider TEXT, rule TEXT, approvers TEXT, ts REAL NOT NULL, waited_s REAL,
+    PRIMARY KEY (run_id, call_id)
+) WITHOUT ROWID;
+CREATE INDEX decisions_ts ON decisions (ts);
 PRAGMA user_version = {SCHEMA};
 """
 _UPSERT = (f"INSERT OR REPLACE INTO runs ({', '.join(_COLUMNS)}) "
            f"VALUES ({', '.join('?' * len(_COLUMNS))})")
+DECISION_COLUMNS = ("run_id", "call_id", "tool", "agent", "source", "args", "edited_args", "verdict", "words",
+                    "decider", "rule", "approvers", "ts", "waited_s")
+"""A decision's columns, in :class:`~tether.approvals.DecisionRecord`'s order (its ``by`` is
+``decider``, a word SQL keeps for itself; ``approvers`` is a JSON array). PostgreSQL's
+table has the same."""
+_PUT_DECISION = (f"INSERT OR REPLACE INTO decisions ({', '.join(DECISION_COLUMNS)}) "
+                 f"VALUES ({', '.join('?' * len(DECISION_COLUMNS))})")
 
 
 @dataclass(slots=True)
@@ -196,6 +214,48 @@ class RunSummary:
 
 
 assert _COLUMNS == tuple(f.name for f in fields(RunSummary))[:len(_COLUMNS)]
+
+
+# ---- decisions as rows (both stores) -------------------------------------------------
+
+def decision_row(record: DecisionRecord) -> tuple[Any, ...]:
+    """``record`` as the values of :data:`DECISION_COLUMNS`."""
+    return (record.run_id, record.call_id, record.tool, record.agent, record.source, record.args,
+            record.edited_args, record.verdict, record.words, record.by, record.rule,
+            json.dumps(list(record.approvers), separators=(",", ":")), record.ts, record.waited_s)
+
+
+def decision_of(row: Sequence[Any]) -> DecisionRecord:
+    """A row of :data:`DECISION_COLUMNS` as the record it was written from."""
+    from tether.approvals import DecisionRecord
+
+    values = list(row)
+    values[11] = tuple(json.loads(values[11] or "[]"))
+    return DecisionRecord(*values)
+
+
+def decisions_key(state: RunState) -> tuple[Any, ...]:
+    """What a run's decisions are, in a value cheap to compare on every save: a store
+    writes the run's decision rows again only when it differs (a decision is never taken
+    back, so a new one, or one more approver, shows in its time or its approvers)."""
+    return tuple((call_id, d.verdict, d.ts, d.by, len(d.approvers)) for call_id, d in state.approvals.items())
+
+
+def decision_filter(query: DecisionQuery, *, approver: str) -> tuple[str, list[Any]]:
+    """The ``WHERE`` clause (``%s`` placeholders) and parameters that select ``query``'s
+    decisions; ``approver`` is the SQL that says whether the parameter is among the row's
+    approvers (each database spells a JSON array's membership its own way)."""
+    where, params = [], []
+    if query.since is not None:
+        where.append("ts >= %s")
+        params.append(query.since)
+    if query.agent is not None:
+        where.append("agent = %s")
+        params.append(query.agent)
+    if query.by is not None:
+        where.append(f"(decider = %s OR rule = %s OR {approver})")
+        params += [query.by, query.by, query.by]
+    return (" WHERE " + " AND ".join(where)) if where else "", params
 
 
 class IndexUnavailable(Exception):
@@ -308,11 +368,14 @@ class RunIndex:
                                              (run_id,)).fetchone())
         return None if row is None else RunSummary.from_row(row)
 
-    def put(self, summaries: Iterable[RunSummary], *, remove: Iterable[str] = ()) -> None:
-        """Write rows (and drop the rows of runs that are gone) in one transaction."""
+    def put(self, summaries: Iterable[RunSummary], *, remove: Iterable[str] = (),
+            decisions: Mapping[str, Sequence[DecisionRecord]] | None = None) -> None:
+        """Write rows (and drop the rows of runs that are gone) in one transaction.
+        ``decisions``: run id -> every decision the run holds, replacing its rows."""
         rows = [s.row() for s in summaries]
         gone = [(run_id,) for run_id in remove]
-        if not rows and not gone:
+        decided = decisions or {}
+        if not rows and not gone and not decided:
             return
 
         def write(db: sqlite3.Connection) -> None:
@@ -320,24 +383,49 @@ class RunIndex:
                 db.executemany(_UPSERT, rows)
                 db.executemany("DELETE FROM runs WHERE run_id = ?", gone)
                 db.executemany("DELETE FROM traces WHERE run_id = ?", gone)
+                db.executemany("DELETE FROM decisions WHERE run_id = ?", [*gone, *((r,) for r in decided)])
+                db.executemany(_PUT_DECISION, [decision_row(d) for records in decided.values() for d in records])
 
         self._op(write)
 
-    def record(self, summary: RunSummary) -> bool:
-        """The owner's write: one row, best effort (never raises; False if not written).
-        After an error the index is left alone for :data:`RETRY_AFTER_S`: readers replay
-        what it missed, and repair a bad file."""
+    def record(self, summary: RunSummary, decisions: Sequence[DecisionRecord] | None = None) -> bool:
+        """The owner's write: one row, and with ``decisions`` the run's decision rows in the
+        same transaction; best effort (never raises; False if not written). After an error
+        the index is left alone for :data:`RETRY_AFTER_S`: readers replay what it missed,
+        and repair a bad file."""
         now = time.monotonic()
         if now - self._failed_at < RETRY_AFTER_S:
             return False
         try:
-            self._op(lambda db: db.execute(_UPSERT, summary.row()), repair=False)
+            if decisions is None:
+                self._op(lambda db: db.execute(_UPSERT, summary.row()), repair=False)
+            else:
+                self._op(lambda db: self._write_run(db, summary, decisions), repair=False)
             return True
         except (IndexUnavailable, sqlite3.Error, OSError) as exc:
             self._failed_at = now
             log.warning("run %s: its summary was not indexed (%s); readers will replay its journal",
                         summary.run_id, exc)
             return False
+
+    @staticmethod
+    def _write_run(db: sqlite3.Connection, summary: RunSummary, decisions: Sequence[DecisionRecord]) -> None:
+        with _transaction(db):
+            db.execute(_UPSERT, summary.row())
+            db.execute("DELETE FROM decisions WHERE run_id = ?", (summary.run_id,))
+            db.executemany(_PUT_DECISION, [decision_row(d) for d in decisions])
+
+    def decisions(self, query: DecisionQuery) -> list[DecisionRecord]:
+        """The decisions ``query`` selects, newest first (raises :class:`IndexUnavailable`)."""
+        where, params = decision_filter(
+            query, approver="EXISTS (SELECT 1 FROM json_each(decisions.approvers) WHERE value = %s)")
+        text = (f"SELECT {', '.join(DECISION_COLUMNS)} FROM decisions{where} "
+                "ORDER BY ts DESC, run_id DESC, call_id DESC").replace("%s", "?")
+        if query.limit is not None:
+            text += " LIMIT ?"
+            params.append(query.limit)
+        rows = self._op(lambda db: db.execute(text, params).fetchall())
+        return [decision_of(row) for row in rows]
 
     # ---- the trace digests (what ``tether runs --json`` reads of each trace) -------------
     def traces(self) -> dict[str, tuple[JournalKey, str, float]]:

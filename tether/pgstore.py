@@ -1,7 +1,8 @@
 """Runs in PostgreSQL: the run store (:mod:`tether.runstore`) for more than one machine.
 
 ``PgStore("postgresql://tether:…@host/tether")`` keeps every run in six tables of the
-schema ``tether`` (made on first use; ``tether/data/pg/roles.sql`` makes the roles):
+schema ``tether``, and the approvals in two more (made on first use;
+``tether/data/pg/roles.sql`` makes the roles):
 
 * ``runs``: one row per run. ``header`` is the run without its transcript
   (:meth:`RunState.header`), ``summary`` what a listing shows (:class:`RunSummary`), and
@@ -14,6 +15,12 @@ schema ``tether`` (made on first use; ``tether/data/pg/roles.sql`` makes the rol
 * ``owners``: who holds a run (pid, host, user, since, heartbeat, command, control address,
   the server's backend pid), or last held it without letting go.
 * ``control``: the control channel's requests, by run and index.
+* ``rules``: the standing rules (:mod:`tether.approvals.rules`), ids ``R1``, ``R2``… from
+  the sequence ``rule_numbers``, so an id is never given twice.
+* ``decisions``: every decision a run holds (:func:`tether.approvals.records_of`), by run
+  and call, written by the save that records it, in the same statement; ``tether
+  decisions`` reads them by time. Not tied to ``runs`` by a foreign key: the record of who
+  decided what stays when runs are cleared away.
 
 **A save is one transaction**: the step's new messages, the header and summary, the
 ledger results recorded since the last save, and the trace lines emitted since then, sent
@@ -64,13 +71,16 @@ import psycopg
 from psycopg import sql
 
 from tether.control import ControlRequest
-from tether.index import Liveness, RunSummary, _COLUMNS
+from tether.index import (
+    DECISION_COLUMNS, Liveness, RunSummary, _COLUMNS, decision_filter, decision_of, decision_row, decisions_key,
+)
 from tether.ledger import LedgerEntry
 from tether.state import RunState, StateError
 from tether.store import Owner, SaveError, _whoami
 from tether.trace import stamped_line
 
 if TYPE_CHECKING:
+    from tether.approvals import DecisionQuery, DecisionRecord, Rule
     from tether.events import Event
 
 log = logging.getLogger(__name__)
@@ -146,7 +156,25 @@ CREATE TABLE IF NOT EXISTS {s}.control (
     request json NOT NULL,
     PRIMARY KEY (run_id, idx)
 );
+CREATE SEQUENCE IF NOT EXISTS {s}.rule_numbers;
+CREATE TABLE IF NOT EXISTS {s}.rules (
+    id text PRIMARY KEY,
+    number bigint NOT NULL,
+    rule json NOT NULL
+);
+CREATE TABLE IF NOT EXISTS {s}.decisions (
+    run_id text NOT NULL, call_id text NOT NULL, tool text, agent text, source text, args text, edited_args text,
+    verdict text, words text, decider text, rule text, approvers text, ts double precision NOT NULL,
+    waited_s double precision,
+    PRIMARY KEY (run_id, call_id)
+);
+CREATE INDEX IF NOT EXISTS decisions_ts ON {s}.decisions (ts);
 """
+_NEWEST_TABLE = "decisions"  # made last: when it is there, so is every other
+# A run's decisions, as a JSON array of rows, written over the rows of the same calls.
+_PUT_DECISIONS = ("INSERT INTO {s}.decisions SELECT * FROM json_populate_recordset(NULL::{s}.decisions, "
+                  "%(decisions)s::json) ON CONFLICT (run_id, call_id) DO UPDATE SET "
+                  + ", ".join(f"{c} = EXCLUDED.{c}" for c in DECISION_COLUMNS[2:]))
 # The advisory locks held in this database, as the bigint keys they were taken with.
 _HELD = ("SELECT (l.classid::bigint << 32) | l.objid::bigint FROM pg_locks l "
          "WHERE l.locktype = 'advisory' AND l.objsubid = 1 AND l.granted "
@@ -173,14 +201,16 @@ WITH run AS (
     INSERT INTO {{s}}.ledger (run_id, key, status, result)
     SELECT %(run)s, l.key, 'done', l.result FROM unnest(%(keys)s::text[], %(results)s::text[]) AS l(key, result)
     ON CONFLICT (run_id, key) DO UPDATE SET status = 'done', result = EXCLUDED.result
+), decided AS (
+    {put_decisions}
 )
 SELECT (SELECT count(*) FROM run), pg_notify(%(channel)s, %(journal)s),
        CASE WHEN %(traced)s THEN pg_notify(%(channel)s, %(trace)s) END
 """
-_SAVE = _SAVE_TEMPLATE.format(keep="")
+_SAVE = _SAVE_TEMPLATE.format(keep="", put_decisions=_PUT_DECISIONS)
 # A retry after a lost connection may find the first try committed: the rows already there
-# are the same rows, and are kept.
-_SAVE_AGAIN = _SAVE_TEMPLATE.format(keep=" ON CONFLICT DO NOTHING")
+# are the same rows, and are kept (decisions are written over, with the same values).
+_SAVE_AGAIN = _SAVE_TEMPLATE.format(keep=" ON CONFLICT DO NOTHING", put_decisions=_PUT_DECISIONS)
 # Taking a run: the lock tried once (a materialized CTE), and the token, the owner record and
 # its notification only if it was free. A run that does not exist gives a row of NULLs.
 _TAKE = """
@@ -281,6 +311,17 @@ def _check_id(run_id: str) -> str:
 def _summary_json(state: RunState) -> str:
     summary = RunSummary.of(state, _NO_KEY)
     return _dumps({name: getattr(summary, name) for name in _COLUMNS})
+
+
+def _decisions_json(state: RunState) -> str:
+    """The run's decisions as the JSON array :data:`_PUT_DECISIONS` takes. A text column
+    holds no NUL (a hostile model's arguments may): it is kept as its JSON escape, as text."""
+    from tether.approvals import records_of
+
+    def text(value: Any) -> Any:
+        return value.replace("\0", "\\u0000") if isinstance(value, str) else value
+
+    return _dumps([{c: text(v) for c, v in zip(DECISION_COLUMNS, decision_row(r))} for r in records_of(state)])
 
 
 def _summary(data: dict[str, Any]) -> RunSummary:
@@ -491,7 +532,7 @@ class PgStore:
 
     def ensure_schema(self, conn: psycopg.Connection) -> None:
         """Make the tables if they are missing (one maker at a time, by a transaction lock)."""
-        exists = conn.execute("SELECT to_regclass(%s)", (f"{self.schema}.control",)).fetchone()[0]
+        exists = conn.execute("SELECT to_regclass(%s)", (f"{self.schema}.{_NEWEST_TABLE}",)).fetchone()[0]
         if exists is None:
             try:
                 with conn.transaction():
@@ -502,6 +543,13 @@ class PgStore:
                         if statement.strip():
                             conn.execute(statement)
             except psycopg.errors.InsufficientPrivilege as exc:
+                if conn.execute("SELECT to_regclass(%s)", (f"{self.schema}.control",)).fetchone()[0] is not None:
+                    # The runs' tables of an earlier Tether, and a role that may not add the new
+                    # ones (the watcher's): the runs are readable; the operator's role adds them.
+                    log.warning("%s: the approvals' tables are missing and this role cannot make them; "
+                                "they are made when the operator's role connects", self.where)
+                    self._ready = True
+                    return
                 raise StoreUnavailable(f"{self.where}: the tables of schema {self.schema} are missing and this role "
                                        f"cannot make them ({_clean(exc, self.url)}); run tether/data/pg/roles.sql "
                                        f"as a superuser, then connect as the operator role") from None
@@ -533,6 +581,8 @@ class PgStore:
                         with conn.cursor() as cur:
                             cur.executemany(self.q("INSERT INTO {s}.messages (run_id, idx, message) VALUES (%s, %s, %s)"),
                                             [(state.run_id, i, _dumps(m)) for i, m in enumerate(state.messages)])
+                    if state.approvals:
+                        conn.execute(self.q(_PUT_DECISIONS), {"decisions": _decisions_json(state)})
                     self.notify(conn, state.run_id, NEW)
             except psycopg.errors.UniqueViolation:
                 raise StateError(f"run {state.run_id} already exists") from None
@@ -708,6 +758,48 @@ class PgStore:
                          (run_id, seq, _dumps(event.record())))
             self.notify(conn, run_id, TRACE)
 
+    # ---- approvals: the standing rules and the record of decisions ---------------------------
+    def rules(self) -> list[Rule]:
+        """Every rule, oldest first: one small query (the rules are few)."""
+        from tether.approvals import Rule
+
+        with self._conn() as conn:
+            rows = conn.execute(self.q("SELECT id, rule FROM {s}.rules ORDER BY number")).fetchall()
+        return [Rule.from_dict({**data, "id": rule_id}) for rule_id, data in rows]
+
+    def rule_add(self, rule: Rule) -> Rule:
+        """Kept under ``R`` and the sequence's next number."""
+        from dataclasses import replace
+
+        data = {k: v for k, v in rule.to_dict().items() if k != "id"}
+        with self._conn() as conn:
+            (rule_id,) = conn.execute(self.q(
+                "INSERT INTO {s}.rules (id, number, rule) SELECT 'R' || n, n, %s "
+                "FROM (SELECT nextval(%s) AS n) AS next RETURNING id"),
+                (_dumps(data), f"{self.schema}.rule_numbers")).fetchone()
+        return replace(rule, id=rule_id)
+
+    def rule_remove(self, rule_id: str) -> Rule:
+        from tether.approvals import Rule, RuleError
+
+        with self._conn() as conn:
+            row = conn.execute(self.q("DELETE FROM {s}.rules WHERE id = %s RETURNING rule"), (rule_id,)).fetchone()
+        if row is None:
+            raise RuleError(f"no rule {rule_id} on this store; tether rules lists them")
+        return Rule.from_dict({**row[0], "id": rule_id})
+
+    def decisions(self, query: DecisionQuery) -> list[DecisionRecord]:
+        """From the ``decisions`` table, newest first."""
+        where, params = decision_filter(
+            query, approver="EXISTS (SELECT 1 FROM json_array_elements_text(approvers::json) AS a WHERE a = %s)")
+        text = f"SELECT {', '.join(DECISION_COLUMNS)} FROM {{s}}.decisions{where} ORDER BY ts DESC, run_id DESC, call_id DESC"
+        if query.limit is not None:
+            text += " LIMIT %s"
+            params.append(query.limit)
+        with self._conn() as conn:
+            rows = conn.execute(self.q(text), params).fetchall()
+        return [decision_of(row) for row in rows]
+
     # ---- owning a run -----------------------------------------------------------------
     def open(self, run_id: str, *, control: str | None = None) -> tuple[RunState, PgHandle]:
         """Take the run's advisory lock on a session of its own and load the run; a run
@@ -778,6 +870,7 @@ class PgHandle:
         self._flusher: threading.Timer | None = None  # armed by the first line no save has taken
         self._lost = False  # the session went away with the server; the run may still be ours
         self._saving = 0  # saves whose lines are taken but not committed yet
+        self._decided: tuple[Any, ...] | None = None  # the decisions the table holds (index.decisions_key)
 
     @property
     def scratch_dir(self) -> None:
@@ -872,6 +965,7 @@ class PgHandle:
             self._seq = seq
             self._token, self._owner = token, owner
             self._messages = len(state.messages)
+            self._decided = () if not state.approvals else None  # written again by the first save
             return state
 
     def _take(self, conn: psycopg.Connection, token: str,
@@ -912,20 +1006,23 @@ class PgHandle:
             done, self._done = self._done, {}
             self._saving += 1
         new = [(self.run_id, i, _dumps(m)) for i, m in enumerate(state.messages[self._messages:], self._messages)]
+        decided = decisions_key(state)
+        decisions = _decisions_json(state) if decided != self._decided else "[]"
         return (state.status.value, state.updated_at, len(state.messages), _dumps(state.header()),
-                _summary_json(state), new, lines, done)
+                _summary_json(state), new, lines, done, decisions, decided)
 
     def _commit(self, snap: tuple[Any, ...]) -> None:
         """The save's statements in one pipeline: one round trip to the server. The first
         divides by zero unless this handle's token is still the run's, so a fenced owner's
-        transaction aborts before it writes anything."""
-        status, updated_at, count, header, summary, new, lines, done = snap
+        transaction aborts before it writes anything. The run's decisions go with it when
+        they changed since the last save that committed."""
+        status, updated_at, count, header, summary, new, lines, done, decisions, decided = snap
         deadline = time.monotonic() + RECONNECT_S
         try:
             while True:
                 try:
                     self._commit_locked(status, updated_at, count, header, summary, new, lines, done,
-                                        again=self._lost)
+                                        decisions, again=self._lost)
                     break
                 except _Lost as exc:
                     # The database went away. Its transaction either committed or not: the
@@ -944,10 +1041,11 @@ class PgHandle:
             with self._buffers:
                 self._saving -= 1
         self._messages = count
+        self._decided = decided
 
     def _commit_locked(self, status: str, updated_at: float, count: int, header: str, summary: str,
-                       new: list[tuple[str, int, str]], lines: list[tuple[int, str]], done: dict[str, str], *,
-                       again: bool = False) -> None:
+                       new: list[tuple[str, int, str]], lines: list[tuple[int, str]], done: dict[str, str],
+                       decisions: str, *, again: bool = False) -> None:
         try:
             with self._conn() as conn:
                 conn.execute(self._q(_SAVE_AGAIN if again else _SAVE), {
@@ -955,7 +1053,7 @@ class PgHandle:
                     "count": count, "header": header, "summary": summary,
                     "idxs": [i for _, i, _ in new], "messages": [m for _, _, m in new],
                     "seqs": [seq for seq, _ in lines], "records": [line for _, line in lines],
-                    "keys": list(done), "results": list(done.values()),
+                    "keys": list(done), "results": list(done.values()), "decisions": decisions,
                     "channel": self.store.channel, "journal": _notice(self.run_id, JOURNAL),
                     "traced": bool(lines), "trace": _notice(self.run_id, TRACE)})
         except psycopg.errors.DivisionByZero:

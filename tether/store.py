@@ -14,8 +14,15 @@ Layout of ``<runs_dir>/<run_id>/``:
 * ``owner.json``: while a process runs the run, who it is (pid, host, user, since when,
   its command) and its heartbeat; written when it takes the run, removed when it lets go.
 
-``<runs_dir>/index.sqlite`` holds a summary of every run (:mod:`tether.index`), so that
-listing runs does not replay every journal.
+``<runs_dir>/index.sqlite`` holds a summary of every run and its decisions
+(:mod:`tether.index`), so that listing runs, or every decision on the store, does not
+replay every journal.
+
+``<runs_dir>/rules.json`` holds the store's standing rules (:mod:`tether.approvals.rules`),
+so every process that uses the store sees one set: rewritten whole and atomically under
+an ``flock`` of ``<runs_dir>/.rules.lock`` (rules are few and seldom change), with the
+next id kept in it so that an id is never given twice; a reader keeps what it parsed
+until the file's identity changes, so reading the rules before each call is a ``stat``.
 
 Transcripts are private: the folders the store creates (the runs dir, any missing parent
 of it such as ``$TETHER_HOME``, each run's folder) are made ``0700`` and every file in
@@ -53,25 +60,31 @@ import sys
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from tether.index import INDEX_EVERY_S, INDEX_FILE, IndexUnavailable, JournalKey, Liveness, RunIndex, RunSummary
+from tether.index import (
+    INDEX_EVERY_S, INDEX_FILE, IndexUnavailable, JournalKey, Liveness, RunIndex, RunSummary, decisions_key,
+)
 from tether.state import RunState, StateError
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import Callable, Iterator
 
+    from tether.approvals import DecisionQuery, DecisionRecord, Rule
     from tether.control import ControlRequest
     from tether.events import Event
     from tether.ledger import Ledger
     from tether.trace import TraceWriter
 
 log = logging.getLogger(__name__)
+T = TypeVar("T")
 
 JOURNAL_FILE = "journal.jsonl"
 TRACE_FILE = "trace.jsonl"
 LEDGER_FILE = "ledger.jsonl"
 OWNER_FILE = "owner.json"
+RULES_FILE = "rules.json"
+RULES_LOCK = ".rules.lock"
 HEARTBEAT_S = 5.0
 """How often the process running a run should call :meth:`RunHandle.heartbeat`."""
 # Header fields that only grow: a commit carries what was appended since the last one.
@@ -84,7 +97,7 @@ PRIVATE_DIR = 0o700
 PRIVATE_FILE = 0o600
 """The mode of every file the store creates."""
 # Names the store keeps in the runs dir for itself: never a run's id.
-RESERVED_NAMES = frozenset(INDEX_FILE + suffix for suffix in ("", "-wal", "-shm", "-journal"))
+RESERVED_NAMES = frozenset({*(INDEX_FILE + suffix for suffix in ("", "-wal", "-shm", "-journal")), RULES_FILE})
 
 
 class SaveError(Exception):
@@ -230,6 +243,7 @@ class RunStore:
     def __init__(self, runs_dir: Path | str) -> None:
         self.root = Path(runs_dir)
         self.index = RunIndex(self.root)
+        self._rules = _RulesFile(self.root)
         _open_home(self.root)
 
     @property
@@ -241,7 +255,8 @@ class RunStore:
         if not run_id or "/" in run_id or run_id in (".", "..") or "\0" in run_id:
             raise StateError(f"invalid run id {run_id!r}")
         if run_id in RESERVED_NAMES:
-            raise StateError(f"invalid run id {run_id!r}: {run_id} is the run store's index, not a run")
+            what = "standing rules" if run_id == RULES_FILE else "index"
+            raise StateError(f"invalid run id {run_id!r}: {run_id} is the run store's {what}, not a run")
         return self.root / run_id
 
     def exists(self, run_id: str) -> bool:
@@ -275,6 +290,19 @@ class RunStore:
         held it); both None otherwise. ``live_only`` keeps the running runs (orphans
         included) and those waiting for an approval. Unreadable runs are left out; their
         reasons go into ``problems`` when given."""
+        out, held = self._refreshed(problems)
+        for summary in out:
+            if summary.status == "running":
+                self._live(summary, held.get(summary.run_id))
+        if live_only:
+            out = [s for s in out if s.status == "running" or s.waiting]
+        out.sort(key=lambda s: s.created_at)
+        return out
+
+    def _refreshed(self, problems: dict[str, str] | None) -> tuple[list[RunSummary], dict[str, bool]]:
+        """Every readable run's row, the index brought up to date with the journals first
+        (see :meth:`summaries`): the rows of new or changed journals, and their decisions,
+        written from a replay. Also whether each running run whose row was stale is held."""
         disk = self._scan()
         try:
             rows = self.index.all() if disk or self.index.path.exists() else {}
@@ -285,6 +313,7 @@ class RunStore:
         held: dict[str, bool] = {}
         out: list[RunSummary] = []
         fresh: list[RunSummary] = []
+        decided: dict[str, list[DecisionRecord]] = {}
         for run_id, key in disk.items():
             row = rows.get(run_id)
             if row is not None:
@@ -296,23 +325,18 @@ class RunStore:
                     if held[run_id]:
                         out.append(row)
                         continue
-            summary = self._replay(run_id, key, problems)
-            if summary is not None:
-                out.append(summary)
-                fresh.append(summary)
+            replayed = self._replay(run_id, key, problems)
+            if replayed is not None:
+                out.append(replayed[0])
+                fresh.append(replayed[0])
+                decided[run_id] = replayed[1]
         gone = [run_id for run_id in rows if run_id not in disk]
         if usable and (fresh or gone):
             try:
-                self.index.put(fresh, remove=gone)
+                self.index.put(fresh, remove=gone, decisions=decided)
             except IndexUnavailable as exc:
                 log.warning("%s; the index was not updated", exc)
-        for summary in out:
-            if summary.status == "running":
-                self._live(summary, held.get(summary.run_id))
-        if live_only:
-            out = [s for s in out if s.status == "running" or s.waiting]
-        out.sort(key=lambda s: s.created_at)
-        return out
+        return out, held
 
     def summary(self, run_id: str) -> RunSummary:
         """One run's summary (from the index when its row is current), with its liveness."""
@@ -334,9 +358,10 @@ class RunStore:
             if not held:
                 row = None
         if row is None:
-            row = RunSummary.of(_read(path)[0], key)
+            state = _read(path)[0]
+            row = RunSummary.of(state, key)
             with contextlib.suppress(IndexUnavailable):
-                self.index.put([row])
+                self.index.put([row], decisions={run_id: _records(state)})
         if row.status == "running":
             self._live(row, held)
         return row
@@ -393,16 +418,64 @@ class RunStore:
                 found[entry.name] = (st.st_size, st.st_mtime_ns, st.st_ino)
         return found
 
-    def _replay(self, run_id: str, key: JournalKey, problems: dict[str, str] | None) -> RunSummary | None:
-        """A summary from the journal (``key`` was read before it: if the journal grows
-        meanwhile, the row looks stale next time rather than fresh)."""
+    def _replay(self, run_id: str, key: JournalKey,
+                problems: dict[str, str] | None) -> tuple[RunSummary, list[DecisionRecord]] | None:
+        """A summary and the decisions from the journal (``key`` was read before it: if the
+        journal grows meanwhile, the row looks stale next time rather than fresh)."""
         try:
             state = _read(self.run_dir(run_id) / JOURNAL_FILE)[0]
         except StateError as exc:
             if problems is not None:
                 problems[run_id] = str(exc)
             return None
-        return RunSummary.of(state, key)
+        return RunSummary.of(state, key), _records(state)
+
+    # ---- approvals: the standing rules and the record of decisions -------------------------
+    def rules(self) -> list[Rule]:
+        """Every rule in ``rules.json``, oldest first: a ``stat`` when it has not changed."""
+        return self._rules.read()
+
+    def rule_add(self, rule: Rule) -> Rule:
+        """Keep ``rule`` under the next id, in one atomic rewrite of ``rules.json``."""
+        from dataclasses import replace
+
+        def add(data: dict[str, Any]) -> Rule:
+            number = int(data.get("next") or 1)
+            added = replace(rule, id=f"R{number}")
+            data["next"] = number + 1
+            data["rules"].append(added.to_dict())
+            return added
+
+        return self._rules.change(add)
+
+    def rule_remove(self, rule_id: str) -> Rule:
+        """Take rule ``rule_id`` out of ``rules.json`` (its id is not given again)."""
+        from tether.approvals import Rule
+
+        def remove(data: dict[str, Any]) -> Rule:
+            for i, kept in enumerate(data["rules"]):
+                if kept.get("id") == rule_id:
+                    del data["rules"][i]
+                    return Rule.from_dict(kept)
+            raise _no_rule(rule_id)
+
+        return self._rules.change(remove)
+
+    def decisions(self, query: DecisionQuery) -> list[DecisionRecord]:
+        """From the index, brought up to date first as :meth:`summaries` does (only the
+        journals that changed since their row are replayed). An index that cannot be used
+        at all makes this read every journal instead, as a listing does."""
+        self._refreshed(None)
+        try:
+            return self.index.decisions(query)
+        except IndexUnavailable as exc:
+            log.warning("%s; reading the journals instead", exc)
+        records = []
+        for run_id in self.run_ids():
+            with contextlib.suppress(StateError):
+                records.extend(r for r in _records(self.load(run_id)) if query.admits(r))
+        records.sort(key=lambda r: (r.ts, r.run_id, r.call_id), reverse=True)
+        return records[:query.limit] if query.limit is not None else records
 
     # ---- the control channel and the trace, by run id ------------------------------------
     def control_append(self, run_id: str, request: ControlRequest) -> None:
@@ -456,7 +529,8 @@ class RunStore:
         finally:
             tmp.unlink()
         st = os.stat(directory / JOURNAL_FILE)
-        self.index.record(RunSummary.of(state, (st.st_size, st.st_mtime_ns, st.st_ino)))
+        self.index.record(RunSummary.of(state, (st.st_size, st.st_mtime_ns, st.st_ino)),
+                          _records(state) if state.approvals else None)
 
     def open(self, run_id: str, *, control: str | None = None) -> tuple[RunState, RunHandle]:
         """Lock a run for this process and load it; the second process gets a clear error.
@@ -491,6 +565,7 @@ class RunHandle:
         self._index = index
         self._indexed: tuple[Any, Any] | None = None  # (status, interruption) of the last row written
         self._indexed_at = 0.0
+        self._decided: tuple[Any, ...] | None = None  # the decisions the index holds (index.decisions_key)
         self._owner: dict[str, Any] | None = None
 
     @property
@@ -613,6 +688,9 @@ class RunHandle:
         # The row is taken to say what was loaded (the creator wrote it, or the last owner on
         # its last change of status); if it does not, it is stale, and readers replay it.
         self._indexed, self._indexed_at = (state.status, state.interruption), time.monotonic()
+        # Decisions are not taken on trust: a run that holds some writes them with its first
+        # save (a crash may have kept the last owner from writing them).
+        self._decided = () if not state.approvals else None
 
     def save(self, state: RunState) -> None:
         """Commit the state: its new messages and a header, in one write."""
@@ -637,19 +715,27 @@ class RunHandle:
         if self._index is not None:
             now = time.monotonic()
             indexed = self._indexed
+            decided = decisions_key(state)
             if (indexed is None or indexed[0] is not state.status or indexed[1] != state.interruption
-                    or now - self._indexed_at >= INDEX_EVERY_S):
-                self._index_row(state, now)
+                    or now - self._indexed_at >= INDEX_EVERY_S or decided != self._decided):
+                self._index_row(state, now, decided)
 
     async def asave(self, state: RunState) -> None:
         """:meth:`save`, inline: one append to the page cache costs less than a thread hop."""
         self.save(state)
 
-    def _index_row(self, state: RunState, now: float) -> None:
-        """Write the run's summary with the journal's identity as this save left it."""
+    def _index_row(self, state: RunState, now: float, decided: tuple[Any, ...]) -> None:
+        """Write the run's summary with the journal's identity as this save left it, and
+        its decisions with it when they changed. Decisions not written (an index error) are
+        tried again by every save until they are: a row written later without them would
+        look current, and no reader would replay the journal that holds them."""
         st = os.fstat(self._fd)
         self._indexed, self._indexed_at = (state.status, state.interruption), now
-        self._index.record(RunSummary.of(state, (st.st_size, st.st_mtime_ns, st.st_ino)))  # type: ignore[union-attr]
+        records = _records(state) if decided != self._decided else None
+        written = self._index.record(RunSummary.of(state, (st.st_size, st.st_mtime_ns, st.st_ino)),  # type: ignore[union-attr]
+                                     records)
+        if written and records is not None:
+            self._decided = decided
 
     def _append(self, data: bytes) -> None:
         written = os.write(self._fd, data)
@@ -738,13 +824,85 @@ def set_owner_command(words: str) -> None:
 _NOT_A_RUN = (FileNotFoundError, NotADirectoryError, IsADirectoryError)
 
 
-def _write_private(path: Path, data: bytes) -> None:
+def _records(state: RunState) -> list[DecisionRecord]:
+    from tether.approvals import records_of
+
+    return list(records_of(state))
+
+
+def _no_rule(rule_id: str) -> Exception:
+    from tether.approvals import RuleError
+
+    return RuleError(f"no rule {rule_id} on this store; tether rules lists them")
+
+
+class _RulesFile:
+    """``<runs_dir>/rules.json``: ``{"next": N, "rules": [...]}`` (see the module)."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.path = root / RULES_FILE
+        self._key: JournalKey | None = None
+        self._rules: list[Rule] = []
+
+    def read(self) -> list[Rule]:
+        try:
+            st = os.stat(self.path)
+        except FileNotFoundError:
+            return []
+        key = (st.st_size, st.st_mtime_ns, st.st_ino)
+        if key != self._key:  # replaced since it was parsed (every write is a new file)
+            rules = self._parse(self._load())
+            self._key, self._rules = key, rules
+        return list(self._rules)
+
+    def _load(self) -> dict[str, Any]:
+        try:
+            data = json.loads(self.path.read_bytes())
+        except FileNotFoundError:
+            return {"next": 1, "rules": []}
+        except (OSError, ValueError) as exc:
+            raise StateError(f"the store's rules in {self.path} cannot be read ({exc}); fix the file "
+                             "or move it away") from None
+        if not isinstance(data, dict) or not isinstance(data.get("rules"), list):
+            raise StateError(f"the store's rules in {self.path} are not a rules file; fix it or move it away")
+        return data
+
+    def _parse(self, data: dict[str, Any]) -> list[Rule]:
+        from tether.approvals import Rule
+
+        try:
+            return [Rule.from_dict(r) for r in data["rules"]]
+        except (TypeError, ValueError, AttributeError) as exc:
+            raise StateError(f"a rule in {self.path} cannot be read ({exc}); fix the file or move it away") from None
+
+    def change(self, edit: Callable[[dict[str, Any]], T]) -> T:
+        """``edit(data)`` on the rules as they are now, under the lock, then the file replaced
+        (written and synced first: a crash leaves the old rules or the new ones); its result."""
+        private_dirs(self.root)
+        lock = os.open(self.root / RULES_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE)
+        try:
+            fcntl.flock(lock, fcntl.LOCK_EX)
+            data = self._load()
+            self._parse(data)  # a file this process cannot read is not written over
+            result = edit(data)
+            tmp = self.root / f".{RULES_FILE}.{os.getpid()}.tmp"
+            _write_private(tmp, (json.dumps(data, ensure_ascii=False, indent=1) + "\n").encode(), sync=True)
+            os.replace(tmp, self.path)
+            return result
+        finally:
+            os.close(lock)  # drops the lock
+
+
+def _write_private(path: Path, data: bytes, *, sync: bool = False) -> None:
     """Write a new file of mode ``0600`` (truncating any left by a crashed process)."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, PRIVATE_FILE)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
+        if sync:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
