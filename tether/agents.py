@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from tether.state import AgentRef, Limits, Policies, Pricing, RunState
 from tether.tools.base import Tool
-from tether.tools.builtin import DeleteFile, ListFiles, ReadFile
+from tether.tools.builtin import DeleteFile, ListFiles, ReadFile, WriteFile
 
 if TYPE_CHECKING:
     from tether.mcp import MCPServer
@@ -53,10 +53,11 @@ class AgentError(ValueError):
 def _builtin_tools() -> dict[str, Callable[[], Tool]]:
     from tether.subagent import ResearchTool
 
-    return {"list_files": ListFiles, "read_file": ReadFile, "delete_file": DeleteFile, "research": ResearchTool}
+    return {"list_files": ListFiles, "read_file": ReadFile, "write_file": WriteFile, "delete_file": DeleteFile,
+            "research": ResearchTool}
 
 
-FILE_TOOLS = frozenset({"list_files", "read_file", "delete_file"})
+FILE_TOOLS = frozenset({"list_files", "read_file", "write_file", "delete_file"})
 """The built-in tools that work on the agent's workspace (so it must have one)."""
 
 

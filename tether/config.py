@@ -98,6 +98,10 @@ class AgentEntry(_Entry):
     auto_approve: list[str] = []
     stop_when: list[str] = []
     error_formatter: str | None = None
+    # How long a call waits for people (a duration: "10m"), then what happens: it is
+    # rejected (the default), the run stops, or someone else is asked (one more deadline).
+    decision_deadline: str | None = None
+    on_deadline: Literal["reject", "stop", "escalate"] = "reject"
 
     # An agent that speaks ACP (tether.acp): its command, its environment, its Stop's grace.
     acp: list[str] | None = None
@@ -106,6 +110,18 @@ class AgentEntry(_Entry):
     tell_rejections: bool = True
 
     _base_url = field_validator("base_url")(_http_url)
+
+    @field_validator("decision_deadline")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        if value is not None:
+            from tether.approvals import RuleError, parse_duration
+
+            try:
+                parse_duration(value)
+            except RuleError as exc:
+                raise ValueError(str(exc)) from None
+        return value
 
     @model_validator(mode="after")
     def _acp_or_model(self) -> "AgentEntry":
@@ -257,8 +273,12 @@ class Config:
         servers = [self.mcp_server(server, where=f"{where}.mcp") for server in entry.mcp]
         limits = Limits(max_turns=entry.max_turns, budget_usd=entry.budget_usd, budget_mode=entry.budget_mode,
                         max_tokens=entry.max_tokens)
+        from tether.approvals import parse_duration
+
         policies = Policies(tool_errors=entry.tool_errors, triage=entry.triage, dedupe=entry.dedupe,
-                            auto_approve=list(entry.auto_approve))
+                            auto_approve=list(entry.auto_approve),
+                            decision_deadline_s=parse_duration(entry.decision_deadline)
+                            if entry.decision_deadline else None, on_deadline=entry.on_deadline)
         roots = (str(self.path.parent),)
         # Resolved here, key by key, so that an error names the key it comes from.
         tools = [self._resolve(lambda r=ref: as_tool(r, roots=roots), f"{where}.tools") for ref in entry.tools]

@@ -70,13 +70,16 @@ class ControlRequest:
     """An approval's edited arguments (JSON): the call runs with these (``tether approve --args``)."""
     rule: str | None = None
     """The standing rule that decides (its id), when no person does."""
+    scope: str | None = None
+    """For an ACP agent's "always" option: the scope of the rule Tether keeps of it
+    (``run:ID``, the default; ``agent``; ``store``)."""
 
     @classmethod
     def from_dict(cls, data: dict) -> "ControlRequest":
         return cls(kind=data["kind"], text=str(data.get("text") or ""), call_id=data.get("call_id"),
                    by=str(data.get("by") or "operator"), id=str(data["id"]), ts=float(data.get("ts") or 0),
                    option=data.get("option"), silent=bool(data.get("silent")), args=data.get("args"),
-                   rule=data.get("rule"))
+                   rule=data.get("rule"), scope=data.get("scope"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -115,13 +115,17 @@ class ApprovalRequired(Event):
     # An ACP agent's permission request: its options (id, name, kind) and the diff it shows.
     options: list[dict[str, str]] | None = None
     diff: str | None = None
+    # Set only when they say something (tether.state.NeedsApproval has each):
+    needed: int | None = None
+    approvers: list[str] | None = None
+    deadline_at: float | None = None
+    on_deadline: str | None = None
+    preview: dict[str, Any] | None = None
+    rule: str | None = None
 
     def record(self) -> dict[str, Any]:
-        out = Event.record(self)
-        for name in ("options", "diff"):  # Tether's own calls have neither: their lines stay as they were
-            if out[name] is None:
-                del out[name]
-        return out
+        return _without_nones(Event.record(self), ("options", "diff", "needed", "approvers", "deadline_at",
+                                                   "on_deadline", "preview", "rule"))
 
 
 @dataclass(slots=True, kw_only=True)
@@ -130,8 +134,48 @@ class ApprovalDecision(Event):
     call_id: str
     tool: str
     verdict: str
+    """``approved``, ``rejected``, or ``pending`` (one of the people a call needs approved)."""
     text: str
     by: str
+    args: str | None = None
+    """The operator's edited arguments, when the call runs with them."""
+    rule: str | None = None
+    tally: str | None = None
+    """``1 of 2`` for a two-person call."""
+
+    def record(self) -> dict[str, Any]:
+        return _without_nones(Event.record(self), ("args", "rule", "tally"))
+
+
+@dataclass(slots=True, kw_only=True)
+class ApprovalEscalated(Event):
+    """A call's decision deadline passed with ``escalate``: someone else is asked (the
+    notification channel), and the call waits one more deadline, which then rejects."""
+
+    kind: ClassVar[str] = "approval_escalated"
+    call_id: str
+    tool: str
+    waited_s: float
+    deadline_at: float
+
+
+@dataclass(slots=True, kw_only=True)
+class RuleAdded(Event):
+    """A standing rule made during a run (an ACP agent's "always" option, chosen by a person)."""
+
+    kind: ClassVar[str] = "rule_added"
+    rule: str
+    effect: str
+    describes: str
+    by: str
+
+
+def _without_nones(out: dict[str, Any], optional: tuple[str, ...]) -> dict[str, Any]:
+    """Optional fields left out when unset, so the lines of plain approvals stay as they were."""
+    for name in optional:
+        if out.get(name) is None:
+            out.pop(name, None)
+    return out
 
 
 @dataclass(slots=True, kw_only=True)

@@ -29,7 +29,7 @@ from tether.cancel import CancelSignal
 from tether.client import ModelClient, without_credentials
 from tether.model import ChatModel
 from tether.events import EventSink, RunStopped, TelemetryDropped
-from tether.loop import LoopEnv, RunLoop, approve, reject
+from tether.loop import LoopEnv, RunLoop, approve, check_edit, reject
 from tether.provider import SCENARIOS, FaultPlan, create_app
 from tether.state import (
     Cancelled, Limits, NeedsApproval, Policies, Pricing, RunState, StateError, Status, new_run_id, pending_calls,
@@ -293,19 +293,21 @@ class Harness:
     resume = run
 
     async def approve(self, run_id: str, note: str = "", *, call_id: str | None = None, by: str = "operator",
-                      signal: CancelSignal | None = None, sinks: Sequence[EventSink] = (),
+                      args: str | None = None, signal: CancelSignal | None = None, sinks: Sequence[EventSink] = (),
                       wait_for_decision: float | None = None) -> Outcome:
-        """Approve the waiting call (bound to its arguments, used once), then go on. For a run
-        whose process waits for a decision, use :meth:`decide`: it reaches that process."""
-        return await self._operate(run_id, lambda s: [approve(s, call_id, note, by)], signal, sinks,
-                                   wait_for_decision, deciding=True)
+        """Approve the waiting call (bound to its arguments, used once), then go on. ``args``:
+        the operator's edited arguments (JSON), checked against the tool's schema first. A
+        call that needs two people keeps waiting after the first. For a run whose process
+        waits for a decision, use :meth:`decide`: it reaches that process."""
+        request = control.ControlRequest("approve", note, call_id=call_id, by=by, args=args)
+        return await self._operate(run_id, _nothing, signal, sinks, wait_for_decision, decision=request)
 
     async def reject(self, run_id: str, reason: str = "", *, call_id: str | None = None, by: str = "operator",
                      signal: CancelSignal | None = None, sinks: Sequence[EventSink] = (),
                      wait_for_decision: float | None = None) -> Outcome:
         """Decline the waiting call, in words in its result slot, then go on."""
-        return await self._operate(run_id, lambda s: [reject(s, call_id, reason, by)], signal, sinks,
-                                   wait_for_decision, deciding=True)
+        request = control.ControlRequest("reject", reason, call_id=call_id, by=by)
+        return await self._operate(run_id, _nothing, signal, sinks, wait_for_decision, decision=request)
 
     async def stop(self, run_id: str, reason: str = STOP_REASON, *, by: str = "operator") -> control.ControlReply:
         """Stop a run whichever process runs it: its signal fires, and the tool it is running is
@@ -319,13 +321,14 @@ class Harness:
         return await self.request(run_id, control.ControlRequest("stop", reason, by=by))
 
     async def decide(self, run_id: str, verdict: str, text: str = "", *, call_id: str | None = None,
-                     by: str = "operator", option: str | None = None, silent: bool = False) -> control.ControlReply:
+                     by: str = "operator", option: str | None = None, silent: bool = False,
+                     args: str | None = None) -> control.ControlReply:
         """Deliver an approval or a rejection to the process that holds the run waiting for
         one (``wait_for_decision``). A run nobody holds is decided with :meth:`approve` or
-        :meth:`reject`, in this process."""
+        :meth:`reject`, in this process. ``args``: an approval's edited arguments (JSON)."""
         kind = "approve" if verdict in ("approve", "approved") else "reject"
         return await self.request(run_id, control.ControlRequest(kind, text, call_id=call_id, by=by, option=option,
-                                                                 silent=silent))
+                                                                 silent=silent, args=args))
 
     async def request(self, run_id: str, request: control.ControlRequest) -> control.ControlReply:
         """Append ``request`` to the run's control channel and have its process act on it
@@ -352,10 +355,12 @@ class Harness:
 
     async def _operate(self, run_id: str, prepare: Callable[[RunState], list[Any]], signal: CancelSignal | None,
                        sinks: Sequence[EventSink], wait_for_decision: float | None = None, *,
-                       deciding: bool = False, follow_up: bool = False, acp_session: Any = None) -> Outcome:
+                       decision: control.ControlRequest | None = None, follow_up: bool = False,
+                       acp_session: Any = None) -> Outcome:
         if not encoding_loaded():
             await asyncio.to_thread(encoding)  # load the rank file off the event loop, once
         started = time.perf_counter()
+        deciding = decision is not None
         signal = signal or CancelSignal()
         server = await self._control_server()
         state, handle = await _open(self.store, run_id, control=server.address)
@@ -400,6 +405,13 @@ class Harness:
                 if failure is not None:
                     return Outcome(await loop.fail(failure), [], (time.perf_counter() - started) * 1000)
                 await controls.adopt()  # requests made while the run's process was dead
+                controls.vet = lambda request: _vet_tether(tools, state, request)
+                if decision is not None:
+                    problem = _vet_tether(tools, state, decision)
+                    if problem:
+                        raise StateError(problem)
+                    loop.emit(_apply(state, decision))
+                    await loop.save()
                 events = prepare(state)
                 if events:
                     for event in events:
@@ -408,11 +420,14 @@ class Harness:
                 final = await loop.run()
                 while wait_for_decision is not None and isinstance(final.interruption, NeedsApproval) \
                         and not signal.cancelled:
-                    decision = await controls.wait_for_decision(final.interruption, wait_for_decision)
-                    if decision is None:
+                    decided = await controls.wait_for_decision(final.interruption, _until(final.interruption,
+                                                                                          wait_for_decision))
+                    if decided is None:
+                        if _overdue(final.interruption):
+                            final = await loop.run()  # the loop answers an overdue call by its deadline
+                            continue
                         break  # no decision in time (or a Stop): the run stays waiting, on disk
-                    apply = approve if decision.kind == "approve" else reject
-                    loop.emit(apply(state, decision.call_id, decision.text, decision.by))
+                    loop.emit(_apply(state, decided))
                     await loop.save()
                     final = await loop.run()
                 await controls.close()
@@ -457,7 +472,7 @@ class Harness:
             await handle.asave(state)
 
         async def decide(waiting: NeedsApproval) -> Any:
-            return await controls.wait_for_decision(waiting, wait_for_decision or 0)
+            return await controls.wait_for_decision(waiting, _until(waiting, wait_for_decision or 0))
 
         records = await call(self.store, lambda: [r for r in self.store.read_trace(run_id)
                                                   if r.get("kind") == "agent_session"])
@@ -483,7 +498,7 @@ class Harness:
             emit(event)
         await save()
         run = AcpRun(state, agent, emit=emit, save=save, signal=signal, decide=decide, earlier=earlier,
-                     session=session, expect=controls.expect)
+                     session=session, expect=controls.expect, rules=self._rules_access())
         controls.vet = run.vet
         final = await run.run()
         await controls.close()
@@ -576,7 +591,23 @@ class Harness:
             stop_conditions=[] if child else list(agent.stop_when),  # type: ignore[arg-type]
             error_formatter=agent.error_formatter,  # type: ignore[arg-type]
             spawn=None if child else self._spawner(agent, client, tools, list(sinks)),
+            rules=self._rules if callable(getattr(self.store, "rules", None)) else None,
         )
+
+    async def _rules(self) -> list[Any]:
+        """The store's standing rules (:mod:`tether.approvals`), read before each call."""
+        return await call(self.store, self.store.rules)
+
+    def _rules_access(self) -> Any:
+        from tether.acp.run import Rules
+
+        if not callable(getattr(self.store, "rules", None)):
+            return None
+
+        async def add(rule: Any) -> Any:
+            return await call(self.store, self.store.rule_add, rule)
+
+        return Rules(read=self._rules, add=add)
 
     def _spawner(self, agent: Agent, client: ChatModel, tools: dict[str, Tool], sinks: list[EventSink]) -> Any:
         """``sinks``: the operation's own; the harness's are added by :meth:`_env`, once."""
@@ -732,16 +763,21 @@ class _Controls:
             self.signal.cancel(request.text or STOP_REASON, request.by)
             return control.ControlReply(True, f"run {run_id} stops now (pid {os.getpid()})")
         verdict = "approved" if request.kind == "approve" else "rejected"
+        waiting = self._waiting
         if self._decided is not None:
             done = "approved" if self._decided.kind == "approve" else "rejected"
+            if done == "approved" and waiting is not None and len(waiting.approvers) + 1 < waiting.needed:
+                return control.ControlReply(False, f"{self._decided.by}'s approval of {waiting.tool_name} "
+                                            f"({len(waiting.approvers) + 1} of {waiting.needed}) is being recorded: "
+                                            "decide again in a moment")
             return control.ControlReply(False, f"already decided: {done} by {self._decided.by}; "
                                         "there is one decision per call")
         earlier = (self.state.approvals.get(request.call_id) if request.call_id
                    else max(self.state.approvals.values(), key=lambda d: d.ts, default=None))
-        if earlier is not None and (self._waiting is None or earlier.call_id == self._waiting.call_id):
+        if earlier is not None and (waiting is None or earlier.call_id == waiting.call_id) \
+                and not (waiting is not None and not earlier.complete):
             return control.ControlReply(False, f"already decided: {earlier.verdict} by {earlier.by}; "
                                         "there is one decision per call")
-        waiting = self._waiting
         if waiting is None or self._decision is None or self._decision.done():
             return control.ControlReply(False, f"run {run_id} is not waiting for a decision (it is running)")
         if request.call_id and request.call_id != waiting.call_id:
@@ -756,6 +792,10 @@ class _Controls:
         decided = replace(request, call_id=waiting.call_id)
         self._decided = decided
         self._decision.set_result(decided)
+        if request.kind == "approve" and len(waiting.approvers) + 1 < waiting.needed:
+            return control.ControlReply(True, f"approved {waiting.tool_name} ({waiting.call_id}): "
+                                        f"{len(waiting.approvers) + 1} of {waiting.needed}; it waits for "
+                                        f"{waiting.needed - len(waiting.approvers) - 1} more different people")
         return control.ControlReply(True, f"{verdict} {waiting.tool_name} ({waiting.call_id}); "
                                     f"the process running {run_id} (pid {os.getpid()}) goes on")
 
@@ -782,6 +822,48 @@ class _Controls:
             stopped.cancel()
             self._waiting = None
             self._decision = None
+
+
+def _nothing(state: RunState) -> list[Any]:
+    return []
+
+
+def _apply(state: RunState, request: control.ControlRequest) -> Any:
+    """A decision, made on the run's state: the event that records it."""
+    if request.kind == "approve":
+        return approve(state, request.call_id, request.text, request.by, args=request.args, rule=request.rule)
+    return reject(state, request.call_id, request.text, request.by, rule=request.rule)
+
+
+def _vet_tether(tools: dict[str, Tool], state: RunState, request: control.ControlRequest) -> str | None:
+    """Why a decision on a Tether run's waiting call cannot be taken, in words, or None: an
+    edit that fails the tool's schema, or a person approving a two-person call twice."""
+    if request.option or request.silent:
+        return (f"run {state.run_id} is not an ACP agent's: --option and --silent apply to an ACP agent's "
+                "permission requests only")
+    if request.kind != "approve":
+        return None
+    if request.args is not None:
+        problem = check_edit(tools, state, request.call_id, request.args)
+        if problem:
+            return problem
+    waiting = state.interruption
+    if isinstance(waiting, NeedsApproval) and request.by in waiting.approvers:
+        return (f"{request.by} has approved {waiting.tool_name} ({waiting.call_id}) already: it needs {waiting.needed} "
+                f"different people ({waiting.tally} so far)")
+    return None
+
+
+def _until(waiting: NeedsApproval, timeout_s: float) -> float:
+    """How long to wait for a decision: ``timeout_s`` (0: forever), cut to the call's deadline."""
+    if waiting.deadline_at is None:
+        return timeout_s
+    left = max(0.001, waiting.deadline_at - time.time())
+    return left if not timeout_s else min(timeout_s, left)
+
+
+def _overdue(waiting: NeedsApproval) -> bool:
+    return waiting.deadline_at is not None and time.time() >= waiting.deadline_at
 
 
 def adhoc_agent(model: str, base_url: str | None, workspace: Path, *, api_key_env: str | None = "LLM_API_KEY",

@@ -21,16 +21,19 @@ import logging
 import math
 import os
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tether import faultpoints
+from tether.approvals import Call, Rule, Verdict, decide, format_duration, run_source
+from tether.approvals.preview import Preview, preview_call
 from tether.agents import ErrorFormatter, StopCondition
 from tether.cancel import CancelSignal, RunCancelled
 from tether.model import ChatModel, ProviderError, RetryNotice
 from tether.events import (
     ApprovalDecision,
+    ApprovalEscalated,
     ApprovalRequired,
     Event,
     EventSink,
@@ -76,14 +79,23 @@ def _operator(by: str) -> str:
     return "the operator" if not by or by == "operator" else f"the operator {by}"
 
 
+DEADLINE = "deadline"
+"""Who decides when nobody did in time (a rejection, never an approval)."""
+
+
 def declined_words(reason: str, by: str = "operator") -> str:
     reason = reason.strip().rstrip(".")
+    if by.startswith("rule "):
+        return f"Declined by {by} ({reason}). Nothing was done."
+    if by == DEADLINE:
+        return f"{reason.capitalize()}: the call was declined. Nothing was done."
     return f"{_operator(by).capitalize()} declined this call: {reason or 'no reason given'}. Nothing was done."
 
 
 def approved_words(note: str, by: str = "operator") -> str:
     note = note.strip().rstrip(".")
-    return f"Approved by {_operator(by)}{f' ({note})' if note else ''}."
+    who = by if by.startswith("rule ") else _operator(by)
+    return f"Approved by {who}{f' ({note})' if note else ''}."
 
 
 @dataclass
@@ -107,6 +119,8 @@ class LoopEnv:
     error_formatter: ErrorFormatter | None = None
     # Runs a subagent for the research tool: (parent, call id, question, signal) -> child.
     spawn: Callable[[RunState, str, str, CancelSignal], Awaitable[RunState]] | None = None
+    # The store's standing rules, read before each call (None: no rules, people decide).
+    rules: Callable[[], Awaitable[Sequence[Rule]]] | None = None
 
 
 class RunLoop:
@@ -135,6 +149,7 @@ class RunLoop:
         self._wire = env.client.new_transcript()
         self._call_ids: set[str] | None = None
         self._counted_prompt = 0  # our count of the request being asked (strict budgets only)
+        self._asked: dict[str, NeedsApproval] = {}  # calls that asked for approval before this run()
 
     # ---- events and saving ---------------------------------------------
     def emit(self, event: Event) -> None:
@@ -167,6 +182,8 @@ class RunLoop:
         if st.status is Status.COMPLETED or st.status is Status.FAILED:
             raise StateError(f"run {st.run_id} has already ended ({st.status.value}); it cannot be resumed")
         resumed = st.turns > 0
+        if isinstance(st.interruption, NeedsApproval):  # asked before: its deadline counts from then
+            self._asked[st.interruption.call_id] = st.interruption
         st.status, st.interruption, st.error = Status.RUNNING, None, None
         self.emit(RunStarted(run_id=st.run_id, model=st.model, resumed=resumed,
                              parent_run_id=st.parent_run_id, pid=os.getpid(),
@@ -390,19 +407,32 @@ class RunLoop:
             return None
 
         approval_note: str | None = None
-        if tool.needs_approval and name not in st.policies.auto_approve:
-            decision = st.approvals.get(call_id)
+        decision = st.approvals.get(call_id)
+        verdict = await self._verdict(tool, args) if decision is None else None
+        if verdict is not None and verdict.effect == "deny":
+            decision = self._by_rule(call_id, tool, raw_args, verdict)
+        ask = verdict.rule if verdict is not None and verdict.effect == "ask" else None
+        if (tool.needs_approval and name not in st.policies.auto_approve) or ask is not None or decision is not None:
+            if decision is None and verdict is not None and verdict.effect == "allow":
+                decision = self._by_rule(call_id, tool, raw_args, verdict)
             # A recorded intent means this very call was approved and started before a crash.
             consumed_here = call_id in st.intents and decision is not None and decision.verdict == "approved"
-            if not consumed_here and (decision is None or decision.used
-                                      or decision.args_hash != args_hash(raw_args)):
-                return self._await_approval(call_id, tool, raw_args, decision)
+            if not consumed_here and (decision is None or decision.used or not decision.complete
+                                      or decision.bound_hash != args_hash(raw_args)):
+                return await self._await_approval(call_id, tool, raw_args, decision, ask)
             decision.used = True
             if decision.verdict == "rejected":  # reject() normally answers the call itself
                 text = declined_words(decision.text, decision.by)
                 await self._record(call_id, name, text, ok=False, error="declined")
                 return None
             approval_note = approved_words(decision.text, decision.by)
+            if decision.args is not None:  # the operator's arguments, checked when they were given
+                edited, problem = self._parse_args(name, decision.args)
+                if problem:
+                    await self._record(call_id, name, problem, ok=False, error="invalid arguments")
+                    return None
+                approval_note = edited_words(decision, raw_args)
+                args, raw_args = edited, decision.args
 
         dedupe_key = (name, _canonical(args))
         if self._dedupes(tool) and dedupe_key in self._result_cache():
@@ -470,13 +500,92 @@ class RunLoop:
         await self._record(call_id, tool.name, text, ok=False, error=own_words, started=started)
         return None
 
-    def _await_approval(self, call_id: str, tool: Tool, raw_args: str, earlier: Decision | None) -> Stop:
+    async def _verdict(self, tool: Tool, args: dict[str, Any]) -> Verdict | None:
+        """What the store's standing rules say of this call (None: no rule fits)."""
+        if self.env.rules is None:
+            return None
+        try:
+            rules = await self.env.rules()
+        except Exception as exc:  # rules that cannot be read decide nothing: people still do
+            log.warning("run %s: the standing rules could not be read (%s); people decide", self.state.run_id, exc)
+            return None
+        if not rules:
+            return None
+        st = self.state
+        agent = st.agent.name if st.agent is not None else st.model
+        return decide(rules, Call(tool.name, args, agent, run_source(st), st.run_id))  # type: ignore[arg-type]
+
+    def _by_rule(self, call_id: str, tool: Tool, raw_args: str, verdict: Verdict) -> Decision:
+        """Record the decision a standing rule made, at once; a deny answers the call in words."""
+        rule = verdict.rule
+        by = f"rule {rule.id}"
+        asked = self._asked.get(call_id)
+        decision = Decision(call_id, "approved" if rule.effect == "allow" else "rejected", args_hash(raw_args),
+                            f"{rule.reason}; {rule.by}, {time.strftime('%Y-%m-%d', time.localtime(rule.created))}",
+                            by, tool=tool.name, rule=rule.id, asked_at=asked.asked_at if asked else time.time())
+        self.state.approvals[call_id] = decision
+        self.emit(ApprovalDecision(run_id=self.state.run_id, call_id=call_id, tool=tool.name,
+                                   verdict=decision.verdict, text=verdict.words(), by=by, rule=rule.id))
+        faultpoints.boundary("rule_matched")  # decided, not saved yet: a crash here decides again on resume
+        return decision
+
+    async def _await_approval(self, call_id: str, tool: Tool, raw_args: str, earlier: Decision | None,
+                              ask: Rule | None) -> Stop | None:
+        """Hold the call for people: how many, until when, showing what it would change. A
+        call whose deadline has passed (its process was gone, or nobody answered in time)
+        is answered here by the deadline, never approved."""
+        st = self.state
+        before = self._asked.get(call_id)
         why = f"{tool.name} needs approval: {tool.approval_reason()}"
-        if earlier is not None and not earlier.used and earlier.args_hash != args_hash(raw_args):
+        if ask is not None:
+            why = f"{tool.name} needs approval: {ask.cited()} asks for it"
+        if earlier is not None and not earlier.used and earlier.complete and earlier.bound_hash != args_hash(raw_args):
             why += "; the arguments changed after the earlier decision, so that decision no longer applies"
-        interruption = NeedsApproval(call_id, tool.name, raw_args, why)
-        self.emit(ApprovalRequired(run_id=self.state.run_id, call_id=call_id, tool=tool.name, args=raw_args, why=why))
+        needed = max(ask.approvals if ask is not None else 1, int(getattr(tool, "approvals", 1) or 1),
+                     earlier.needed if earlier is not None and not earlier.complete else 1)
+        approvers = tuple(earlier.approvers) if earlier is not None and not earlier.complete else ()
+        if approvers:
+            why += f"; {len(approvers)} of {needed} approved ({', '.join(approvers)})"
+        deadline_s = ask.deadline_s if ask is not None and ask.deadline_s else st.policies.decision_deadline_s
+        on_deadline = ask.on_deadline if ask is not None and ask.deadline_s else st.policies.on_deadline
+        asked_at = before.asked_at if before is not None and before.asked_at else time.time()
+        deadline_at = before.deadline_at if before is not None and before.deadline_at else \
+            (asked_at + deadline_s if deadline_s else None)
+        escalated = before.escalated if before is not None else False
+        if deadline_at is not None and time.time() >= deadline_at:
+            waited = format_duration(time.time() - asked_at)
+            if on_deadline == "escalate" and not escalated and deadline_s:
+                deadline_at, escalated = time.time() + deadline_s, True
+                self.emit(ApprovalEscalated(run_id=st.run_id, call_id=call_id, tool=tool.name,
+                                            waited_s=round(time.time() - asked_at, 3), deadline_at=deadline_at))
+                why += f"; no decision within {waited}, so it was escalated"
+            elif on_deadline == "stop":
+                reason = f"no decision on {tool.name} ({call_id}) within {waited}"
+                return Stop(Status.INTERRUPTED, reason, Cancelled(reason, "deadline"))
+            else:
+                call = next(c for c in pending_calls(st) if c.get("id") == call_id)
+                self.emit(_reject_call(st, call, f"no decision within {waited}", DEADLINE, asked_at=asked_at))
+                await self.save()
+                return None  # the model reads the rejection and goes on
+        preview = before.preview if before is not None and before.preview is not None else \
+            await self._preview(tool, raw_args)
+        interruption = NeedsApproval(call_id, tool.name, raw_args, why, asked_at, needed, approvers, deadline_at,
+                                     on_deadline, escalated, preview, ask.id if ask is not None else None)
+        self._asked[call_id] = interruption
+        self.emit(ApprovalRequired(run_id=st.run_id, call_id=call_id, tool=tool.name, args=raw_args, why=why,
+                                   needed=needed if needed > 1 else None, approvers=list(approvers) or None,
+                                   deadline_at=deadline_at, on_deadline=on_deadline if deadline_at else None,
+                                   preview=preview, rule=interruption.rule))
         return Stop(Status.INTERRUPTED, f"waiting for approval of {tool.name} ({call_id})", interruption)
+
+    async def _preview(self, tool: Tool, raw_args: str) -> dict[str, Any] | None:
+        """What the call would change, for the people deciding (read-only; a failure is shown)."""
+        try:
+            args = json.loads(raw_args)
+        except ValueError:
+            return None
+        shown: Preview | None = await preview_call(tool, args, self.env.workspace)
+        return None if shown is None else shown.to_dict()
 
     async def _record(self, call_id: str, name: str, text: str, *, ok: bool, cached: bool = False,
                       error: str | None = None, started: float | None = None) -> None:
@@ -587,23 +696,103 @@ def _waiting_call(state: RunState, call_id: str | None) -> dict[str, Any]:
     raise StateError(f"run {state.run_id} has no pending call {wanted!r}")
 
 
-def approve(state: RunState, call_id: str | None = None, note: str = "", by: str = "operator") -> ApprovalDecision:
-    """Approve the waiting call, bound to its id and exact arguments; it runs on resume."""
+def approve(state: RunState, call_id: str | None = None, note: str = "", by: str = "operator", *,
+            args: str | None = None, rule: str | None = None) -> ApprovalDecision:
+    """Approve the waiting call, bound to its id and exact arguments; it runs on resume.
+
+    ``args``: the operator's edited arguments (JSON, already checked against the tool's
+    schema: :func:`check_edit`); the approval binds to them, and to the model's arguments it
+    answers. A call that needs two people is approved once by each: the first approval is
+    recorded as ``1 of 2`` and the call keeps waiting; the same person twice is refused."""
     call = _waiting_call(state, call_id)
     fn = call["function"]
-    state.approvals[call["id"]] = Decision(call["id"], "approved", args_hash(fn.get("arguments") or "{}"), note, by)
+    asked = fn.get("arguments") or "{}"
+    waiting = state.interruption if isinstance(state.interruption, NeedsApproval) else None
+    needed = waiting.needed if waiting is not None and waiting.call_id == call["id"] else 1
+    earlier = state.approvals.get(call["id"])
+    approvers: list[str] = []
+    if earlier is not None and not earlier.complete and earlier.verdict == "approved":
+        if by in earlier.approvers:
+            raise StateError(f"{by} has approved {fn.get('name', '')} ({call['id']}) already: it needs "
+                             f"{earlier.needed} different people ({len(earlier.approvers)} of {earlier.needed} so far)")
+        if (earlier.args or None) != (args or None):
+            raise StateError(f"{', '.join(earlier.approvers)} approved {fn.get('name', '')} with "
+                             f"{'the arguments ' + earlier.args if earlier.args else 'the model’s arguments'}: "
+                             "a second approval must be of the same arguments (or reject it)")
+        approvers, needed = list(earlier.approvers), earlier.needed
+    approvers.append(by)
+    bound = args_hash(args) if args is not None else args_hash(asked)
+    decision = Decision(call["id"], "approved", bound, note, by, tool=fn.get("name", ""), args=args,
+                        asked_hash=args_hash(asked) if args is not None else None, rule=rule,
+                        approvers=approvers if needed > 1 else [], needed=needed,
+                        asked_at=_asked_at(waiting, earlier))
+    state.approvals[call["id"]] = decision
+    tally = f"{len(approvers)} of {needed}" if needed > 1 else None
+    words = approved_words(note, by)
+    if tally and not decision.complete:
+        words = f"{words} {tally} approved: {needed - len(approvers)} more must approve."
     return ApprovalDecision(run_id=state.run_id, call_id=call["id"], tool=fn.get("name", ""),
-                            verdict="approved", text=approved_words(note, by), by=by)
+                            verdict="approved" if decision.complete else "pending", text=words, by=by,
+                            args=args, rule=rule, tally=tally)
 
 
-def reject(state: RunState, call_id: str | None = None, reason: str = "", by: str = "operator") -> ApprovalDecision:
-    """Decline the waiting call and write the decision, in words, into its result slot."""
+def check_edit(tools: dict[str, Tool], state: RunState, call_id: str | None, edited: str) -> str | None:
+    """Why the operator's edited arguments for the waiting call cannot be used, in words, or
+    None when they fit the tool's schema."""
+    try:
+        call = _waiting_call(state, call_id)
+    except StateError as exc:
+        return str(exc)
+    name = str((call.get("function") or {}).get("name", ""))
+    tool = tools.get(name) or next((t for t in tools.values() if offered_name(t.name) == name), None)
+    if tool is None:
+        return f"the arguments of {name} cannot be edited: the tool is not known here"
+    try:
+        parsed = json.loads(edited)
+    except ValueError as exc:
+        return f"the edited arguments are not JSON ({exc.msg} at position {exc.pos}); nothing was decided"
+    if not isinstance(parsed, dict):
+        return f"the edited arguments must be a JSON object, not {type(parsed).__name__}; nothing was decided"
+    problem = tool.check_args(parsed)
+    return None if problem is None else f"the edited arguments do not fit {tool.name}: {problem}; nothing was decided"
+
+
+def edited_words(decision: Decision, asked: str) -> str:
+    """What the model reads when its call ran with the operator's arguments."""
+    def shown(raw: str | None) -> str:
+        try:
+            return json.dumps(json.loads(raw or "{}"), ensure_ascii=False)
+        except ValueError:
+            return str(raw)
+
+    return (f"{approved_words(decision.text, decision.by)[:-1]}, with changed arguments: it ran with "
+            f"{shown(decision.args)} (you asked for {shown(asked)}).")
+
+
+def _asked_at(waiting: NeedsApproval | None, earlier: Decision | None) -> float | None:
+    if earlier is not None and earlier.asked_at is not None:
+        return earlier.asked_at
+    return waiting.asked_at if waiting is not None else None
+
+
+def reject(state: RunState, call_id: str | None = None, reason: str = "", by: str = "operator", *,
+           rule: str | None = None) -> ApprovalDecision:
+    """Decline the waiting call and write the decision, in words, into its result slot. Any
+    one rejection rejects a call that needs two people."""
     call = _waiting_call(state, call_id)
+    waiting = state.interruption if isinstance(state.interruption, NeedsApproval) else None
+    return _reject_call(state, call, reason, by, rule=rule,
+                        asked_at=_asked_at(waiting, state.approvals.get(call["id"])))
+
+
+def _reject_call(state: RunState, call: dict[str, Any], reason: str, by: str, *, rule: str | None = None,
+                 asked_at: float | None = None) -> ApprovalDecision:
     fn = call["function"]
-    decision = Decision(call["id"], "rejected", args_hash(fn.get("arguments") or "{}"), reason, by, used=True)
+    decision = Decision(call["id"], "rejected", args_hash(fn.get("arguments") or "{}"), reason, by, used=True,
+                        tool=fn.get("name", ""), rule=rule, asked_at=asked_at)
     state.approvals[call["id"]] = decision
     words = declined_words(reason, by)
     state.messages.append({"role": "tool", "tool_call_id": call["id"], "content": words})
     state.failed_calls.append(call["id"])
     return ApprovalDecision(run_id=state.run_id, call_id=call["id"], tool=fn.get("name", ""),
-                            verdict="rejected", text=words, by=by)
+                            verdict="rejected", text=words, by=by, rule=rule)

@@ -79,6 +79,10 @@ class Policies:
     triage: bool = True
     dedupe: DedupeMode = "read-only"
     auto_approve: list[str] = field(default_factory=list)
+    decision_deadline_s: float | None = None
+    """How long a call waits for people before :attr:`on_deadline` (None: as long as it takes)."""
+    on_deadline: str = "reject"
+    """``reject`` (never approve), ``stop`` the run, or ``escalate`` and wait one more deadline."""
 
 
 # ---- why a run stopped without an answer ----------------------------------------

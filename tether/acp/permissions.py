@@ -61,6 +61,9 @@ class PermissionRequest:
         """The first option of ``kind`` (``allow_once`` is what the console's ``a`` picks)."""
         return next((o for o in self.options if o.kind == kind), None)
 
+    def option_by_id(self, option_id: str) -> PermissionOption | None:
+        return next((o for o in self.options if o.option_id == option_id), None)
+
     def decide(self, option_id: str, *, tool_call_id: str | None = None, args_hash: str | None = None) -> None:
         """Answer with one of the agent's options. With ``tool_call_id``/``args_hash``, the decision
         is refused (ValueError, in words) unless it was made for this very request."""

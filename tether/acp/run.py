@@ -24,10 +24,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import os
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -39,16 +40,20 @@ from tether.acp.events import (
 )
 from tether.acp.permissions import PermissionRequest
 from tether.agents import Agent, AgentError
+from tether.approvals import Call, Rule, RuleError, Verdict, check, decide, format_duration
+from tether.approvals.preview import preview_of_acp
 from tether.cancel import CancelSignal
 from tether.events import (
-    AgentSession, ApprovalDecision, ApprovalRequired, Event, FileWrite, Plan, RunStarted, RunStopped,
-    TextDelta, Thought, ToolProgress, ToolResult, ToolStart, Turn,
+    AgentSession, ApprovalDecision, ApprovalEscalated, ApprovalRequired, Event, FileWrite, Plan, RuleAdded,
+    RunStarted, RunStopped, TextDelta, Thought, ToolProgress, ToolResult, ToolStart, Turn,
 )
-from tether.loop import approved_words, declined_words
+from tether.loop import DEADLINE, approved_words, declined_words
 from tether.wording import overshoot
 from tether.state import (
     Cancelled, Decision, MaxBudget, MaxTurns, NeedsApproval, RunState, StateError, Status,
 )
+
+log = logging.getLogger(__name__)
 
 # What a stop reason means for the run (ACP's StopReason against the run contract).
 STOP_REASONS: dict[str, Status] = {
@@ -63,6 +68,14 @@ PREVIEW_CHARS = 400
 Decide = Callable[[NeedsApproval], Awaitable[Any]]
 """Waits for a decision on a pending approval from any process: a ControlRequest (kind
 ``approve``/``reject``, text, by), or None when a Stop or the deadline came first."""
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The store's standing rules, as an ACP run consults and adds to them."""
+
+    read: Callable[[], Awaitable[Sequence[Rule]]]
+    add: Callable[[Rule], Awaitable[Rule]]
 
 
 @dataclass
@@ -82,7 +95,7 @@ class AcpRun:
     def __init__(self, state: RunState, agent: Agent, *, emit: Callable[[Event], None],
                  save: Callable[[], Awaitable[None]], signal: CancelSignal, decide: Decide,
                  earlier: dict[str, Any] | None = None, session: AcpSession | None = None,
-                 expect: Callable[[NeedsApproval], None] | None = None) -> None:
+                 expect: Callable[[NeedsApproval], None] | None = None, rules: Rules | None = None) -> None:
         if agent.acp is None:
             raise ValueError(f"agent {agent.name} does not speak ACP")
         self.state = state
@@ -93,6 +106,7 @@ class AcpRun:
         self.signal = signal
         self.decide = decide
         self.expect = expect  # readies the decision's wait before the approval is announced
+        self.rules = rules
         self.tool_runs: list[dict[str, Any]] = []
         self._permissions: asyncio.Queue[PermissionRequest] = asyncio.Queue()
         self._calls: dict[str, _Call] = {}
@@ -108,6 +122,7 @@ class AcpRun:
         self._turn_final: tuple[int, int] | None = None  # the prompt response's usage this turn
         self._session: AcpSession | None = session  # started already (initialize), or None
         self._asking: PermissionRequest | None = None  # the request a decision is awaited for
+        self._waiting: NeedsApproval | None = None  # and the approval it is on the store as
         self._earlier = earlier  # the run's last agent_session record: a follow-up loads that session
         self._replaying = False  # session/load replays the history as updates: already on the record
         self._priced = [0, 0]  # this turn's tokens already priced as they were reported
@@ -275,13 +290,76 @@ class AcpRun:
         while key in st.approvals:
             n += 1
             key = f"{request.tool_call_id}#{n}"
-        waiting = NeedsApproval(key, tool, args, why)
+        asked_at = time.time()
+        verdict = await self._verdict(request, tool)
+        if verdict is not None and verdict.effect != "ask":  # a standing rule decides, at once
+            rule = verdict.rule
+            note = f"{rule.reason}; {rule.by}, {time.strftime('%Y-%m-%d', time.localtime(rule.created))}"
+            await self._answer(request, key, tool, "approve" if rule.effect == "allow" else "reject", note,
+                               f"rule {rule.id}", rule=rule.id, asked_at=asked_at)
+            return
+        ask = verdict.rule if verdict is not None else None
+        needed = ask.approvals if ask is not None else 1
+        deadline_s = ask.deadline_s if ask is not None and ask.deadline_s else st.policies.decision_deadline_s
+        on_deadline = ask.on_deadline if ask is not None and ask.deadline_s else st.policies.on_deadline
+        diff = _diff_text(request, self._workspace()) or None
+        shown = preview_of_acp(request.diffs, self._workspace())
+        preview = None if shown is None else shown.to_dict()
+        waiting = NeedsApproval(key, tool, args, why, asked_at, needed, (), asked_at + deadline_s if deadline_s else None,
+                                on_deadline, False, preview, ask.id if ask is not None else None)
+        while True:
+            decision = await self._wait(request, waiting, options, diff, turn)
+            if decision is False:
+                return  # the turn ended without it
+            if decision is None and waiting.deadline_at is not None and time.time() >= waiting.deadline_at \
+                    and not self.signal.cancelled:
+                waited = format_duration(time.time() - asked_at)
+                if waiting.on_deadline == "escalate" and not waiting.escalated and deadline_s:
+                    waiting = replace(waiting, deadline_at=time.time() + deadline_s, escalated=True)
+                    self.emit(ApprovalEscalated(run_id=st.run_id, call_id=key, tool=tool,
+                                                waited_s=round(time.time() - asked_at, 3),
+                                                deadline_at=waiting.deadline_at))
+                    continue
+                if waiting.on_deadline != "stop":
+                    await self._answer(request, key, tool, "reject", f"no decision within {waited}", DEADLINE,
+                                       asked_at=asked_at)
+                    return
+                self.signal.cancel(f"no decision on {tool} ({key}) within {waited}", DEADLINE)
+            if decision is None:  # a Stop (or the deadline): the turn is cancelled, and this request with it
+                request.cancel(by_session=True)
+                if not self.signal.cancelled:
+                    self.signal.cancel("no decision came in time for the agent's permission request")
+                await self.save()
+                return
+            if decision.kind == "approve" and len(waiting.approvers) + 1 < waiting.needed:
+                waiting = replace(waiting, approvers=(*waiting.approvers, decision.by))
+                self.emit(ApprovalDecision(run_id=st.run_id, call_id=key, tool=tool, verdict="pending",
+                                           text=approved_words(decision.text, decision.by), by=decision.by,
+                                           tally=waiting.tally))
+                continue  # the same person again is refused by vet()
+            break
+        approvers = [*waiting.approvers, decision.by] if waiting.needed > 1 and decision.kind == "approve" else []
+        await self._answer(request, key, tool, decision.kind, decision.text, decision.by, option=decision.option,
+                           silent=decision.silent, asked_at=asked_at, approvers=approvers, needed=waiting.needed)
+        chosen = request.option_by_id(decision.option) if decision.option else None
+        if chosen is not None and chosen.kind.endswith("_always"):
+            await self._always(request, tool, chosen, decision)
+
+    async def _wait(self, request: PermissionRequest, waiting: NeedsApproval, options: list[dict[str, str]],
+                    diff: str | None, turn: asyncio.Future[Any]) -> Any:
+        """Put ``waiting`` on the store and wait for a decision: the ControlRequest, None (a
+        Stop, or the deadline), or False when the agent's turn ended first (nothing to decide)."""
+        st = self.state
         st.status, st.interruption = Status.INTERRUPTED, waiting
-        self._asking = request
+        self._asking, self._waiting = request, waiting
         if self.expect is not None:
             self.expect(waiting)
-        self.emit(ApprovalRequired(run_id=st.run_id, call_id=key, tool=tool, args=args, why=why,
-                                   options=options, diff=_diff_text(request, self._workspace()) or None))
+        self.emit(ApprovalRequired(run_id=st.run_id, call_id=waiting.call_id, tool=waiting.tool_name,
+                                   args=waiting.args, why=waiting.why, options=options, diff=diff,
+                                   needed=waiting.needed if waiting.needed > 1 else None,
+                                   approvers=list(waiting.approvers) or None, deadline_at=waiting.deadline_at,
+                                   on_deadline=waiting.on_deadline if waiting.deadline_at else None,
+                                   preview=waiting.preview, rule=waiting.rule))
         await self.save()
         deciding = asyncio.ensure_future(self.decide(waiting))
         try:
@@ -289,7 +367,7 @@ class AcpRun:
             # there is nothing left to decide.
             await asyncio.wait({deciding, turn}, return_when=asyncio.FIRST_COMPLETED)
         finally:
-            self._asking = None
+            self._asking = self._waiting = None
             if not deciding.done():
                 deciding.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
@@ -298,40 +376,80 @@ class AcpRun:
         if deciding.cancelled():
             request.cancel(by_session=True)
             await self.save()
-            return
-        decision = deciding.result()
-        if decision is None:  # a Stop (or the deadline): the turn is cancelled, and this request with it
-            request.cancel(by_session=True)
-            if not self.signal.cancelled:
-                self.signal.cancel("no decision came in time for the agent's permission request")
-            await self.save()
-            return
-        approved = decision.kind == "approve"
-        option = _option_for(request, approved, decision.option)
-        words = approved_words(decision.text, decision.by) if approved else declined_words(decision.text,
-                                                                                            decision.by)
+            return False
+        return deciding.result()
+
+    async def _answer(self, request: PermissionRequest, key: str, tool: str, kind: str, text: str, by: str, *,
+                      option: str | None = None, silent: bool = False, rule: str | None = None,
+                      asked_at: float | None = None, approvers: list[str] | None = None, needed: int = 1) -> None:
+        """Answer the agent with the option for the verdict, and record the decision."""
+        st = self.state
+        approved = kind == "approve"
+        words = approved_words(text, by) if approved else declined_words(text, by)
         try:
-            request.decide(option, tool_call_id=request.tool_call_id, args_hash=request.args_hash)
-        except ValueError as exc:  # already answered (the agent withdrew it): say so, decide nothing
+            request.decide(_option_for(request, approved, option), tool_call_id=request.tool_call_id,
+                           args_hash=request.args_hash)
+        except (ValueError, AcpError) as exc:  # already answered (the agent withdrew it): say so, decide nothing
             words = f"{words} (not delivered: {exc})"
-        st.approvals[key] = Decision(key, "approved" if approved else "rejected", request.args_hash, decision.text,
-                                     decision.by, used=True)
+        st.approvals[key] = Decision(key, "approved" if approved else "rejected", request.args_hash, text, by,
+                                     used=True, tool=tool, rule=rule, approvers=approvers or [], needed=needed,
+                                     asked_at=asked_at)
         if not approved:
             st.failed_calls.append(request.tool_call_id)
-            if not decision.silent:
+            if not silent:
                 self._rejections.append(words)
         self.emit(ApprovalDecision(run_id=st.run_id, call_id=key, tool=tool,
-                                   verdict="approved" if approved else "rejected", text=words, by=decision.by))
+                                   verdict="approved" if approved else "rejected", text=words, by=by, rule=rule,
+                                   tally=f"{needed} of {needed}" if needed > 1 and approved else None))
         await self.save()
+
+    async def _verdict(self, request: PermissionRequest, tool: str) -> Verdict | None:
+        """What the store's standing rules say of a permission request: matched on the
+        agent's tool kind (``edit``, ``execute``…; its title when it gives none) and its raw input."""
+        if self.rules is None:
+            return None
+        try:
+            rules = await self.rules.read()
+        except Exception as exc:  # rules that cannot be read decide nothing: people still do
+            log.warning("run %s: the standing rules could not be read (%s); people decide", self.state.run_id, exc)
+            return None
+        raw = request.raw_input if isinstance(request.raw_input, dict) else {}
+        return decide(rules, Call(request.kind or tool, raw, self.agent.name, "acp", self.state.run_id)) \
+            if rules else None
+
+    async def _always(self, request: PermissionRequest, tool: str, chosen: Any, decision: Any) -> None:
+        """The operator chose the agent's own "always" option: Tether keeps it as a rule too,
+        so the record is Tether's (scope: this run, unless the operator picked another)."""
+        if self.rules is None:
+            return
+        effect = "allow" if chosen.kind.startswith("allow") else "deny"
+        scope = decision.scope or f"run:{self.state.run_id}"
+        rule = Rule(effect, request.kind or tool, f"{chosen.name} chosen for {tool}", decision.by,  # type: ignore[arg-type]
+                    agent=self.agent.name, source="acp", scope="agent" if scope == "agent" else scope)
+        try:
+            added = await self.rules.add(check(rule).rule)
+        except (RuleError, OSError, StateError) as exc:
+            log.warning("run %s: the agent's %s choice was not kept as a rule: %s", self.state.run_id, chosen.kind, exc)
+            return
+        self.emit(RuleAdded(run_id=self.state.run_id, rule=added.id, effect=added.effect, describes=added.describe(),
+                            by=added.by))
 
     def _workspace(self) -> Path | None:
         session = self._session
         return session.workspace.resolve() if session is not None else None
 
     def vet(self, decision: Any) -> str | None:
-        """Words to refuse a decision with before it is taken: an option the agent does not
-        offer, or one that does not fit the verdict (allowing with a reject option)."""
+        """Words to refuse a decision with before it is taken: edited arguments (ACP has no way
+        to give them to the agent), the same person approving twice, an option the agent does
+        not offer, or one that does not fit the verdict (allowing with a reject option)."""
         request = self._asking
+        if decision.kind == "approve" and decision.args is not None:
+            return (f"run {self.state.run_id} is the ACP agent {self.agent.name}'s, and ACP offers no way to change "
+                    "the arguments of an agent's call: approve or reject it as the agent asked")
+        waiting = self._waiting
+        if waiting is not None and decision.kind == "approve" and decision.by in waiting.approvers:
+            return (f"{decision.by} has approved {waiting.tool_name} ({waiting.call_id}) already: it needs "
+                    f"{waiting.needed} different people ({waiting.tally} so far)")
         if request is None or not decision.option:
             return None
         option = next((o for o in request.options if o.option_id == decision.option), None)

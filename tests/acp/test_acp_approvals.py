@@ -1,0 +1,91 @@
+"""The approvals model for ACP agents (issue 25), against the fake agent: standing rules
+answer a permission request at once, the agent's own "always" option is kept as a Tether
+rule, an edit is refused (ACP cannot carry it), and a two-person request waits for two."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from tether.approvals import Rule, parse_where
+from tether.harness import Harness
+from tether.state import Limits, Status
+from tests.acp.driving import waiting
+from tests.acp.fake_agent import WRITE_NAME, WRITE_TEXT
+from tests.acp.test_acp_runs import agent
+
+
+async def test_an_allow_rule_answers_the_agent_at_once(tmp_path: Path, acp_workspace: Path):
+    async with Harness(tmp_path / "runs") as harness:
+        added = harness.store.rule_add(Rule("allow", "edit", "the fake agent may write", "alice", agent="fake",
+                                            where=(parse_where("path=*.txt"),)))
+        final = (await harness.start(agent(acp_workspace), "write the file")).state
+    assert final.status is Status.COMPLETED, final.error
+    assert (acp_workspace / WRITE_NAME).read_text() == WRITE_TEXT
+    decision = final.approvals["call_1"]
+    assert (decision.verdict, decision.by, decision.rule) == ("approved", f"rule {added.id}", added.id)
+
+
+async def test_a_deny_rule_rejects_in_words_the_agent_is_told(tmp_path: Path, acp_workspace: Path):
+    async with Harness(tmp_path / "runs") as harness:
+        added = harness.store.rule_add(Rule("deny", "edit", "no writes today", "bob", source="acp"))
+        state = harness.create(agent(acp_workspace), "write the file", limits=Limits(max_turns=1))
+        final = (await harness.run(state.run_id)).state
+    assert not (acp_workspace / WRITE_NAME).exists()
+    assert final.approvals["call_1"].verdict == "rejected"
+    told = [m["content"] for m in final.messages if m.get("tether") == "rejection"]
+    assert told and told[0].startswith(f"Declined by rule {added.id} (no writes today; bob, ")
+
+
+async def test_the_agents_always_option_is_kept_as_a_tether_rule(tmp_path: Path, acp_workspace: Path):
+    async with Harness(tmp_path / "runs") as harness:
+        state = harness.create(agent(acp_workspace), "write the file")
+        running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
+        await waiting(harness, state.run_id)
+        reply = await harness.request(state.run_id, _request("approve", by="carol", option="always", scope="agent"))
+        assert reply.ok, reply.words
+        final = (await running).state
+        (rule,) = harness.store.rules()
+    assert final.status is Status.COMPLETED
+    assert (rule.effect, rule.tool, rule.agent, rule.source, rule.scope, rule.by) == \
+        ("allow", "edit", "fake", "acp", "agent", "carol")
+    assert "Always allow" in rule.reason
+
+
+async def test_an_edit_of_an_acp_agents_call_is_refused_in_words(tmp_path: Path, acp_workspace: Path):
+    async with Harness(tmp_path / "runs") as harness:
+        state = harness.create(agent(acp_workspace), "write the file")
+        running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
+        await waiting(harness, state.run_id)
+        refused = await harness.decide(state.run_id, "approve", by="dan", args='{"path": "other.txt"}')
+        assert not refused.ok
+        assert "ACP offers no way to change the arguments" in refused.words
+        assert (await harness.decide(state.run_id, "approve", by="dan")).ok  # nothing was consumed
+        final = (await running).state
+    assert final.status is Status.COMPLETED
+
+
+async def test_a_two_person_rule_holds_the_agent_for_two_people(tmp_path: Path, acp_workspace: Path):
+    async with Harness(tmp_path / "runs") as harness:
+        harness.store.rule_add(Rule("ask", "edit", "two people for writes", "erin", approvals=2))
+        state = harness.create(agent(acp_workspace), "write the file")
+        running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
+        await waiting(harness, state.run_id)
+        first = await harness.decide(state.run_id, "approve", by="alice")
+        assert first.ok and "1 of 2" in first.words
+        while not (await waiting(harness, state.run_id)).approvers:
+            await asyncio.sleep(0.02)
+        again = await harness.decide(state.run_id, "approve", by="alice")
+        assert not again.ok and "alice has approved" in again.words
+        assert not (acp_workspace / WRITE_NAME).exists()
+        assert (await harness.decide(state.run_id, "approve", by="bob")).ok
+        final = (await running).state
+    assert final.status is Status.COMPLETED
+    assert final.approvals["call_1"].approvers == ["alice", "bob"]
+    assert (acp_workspace / WRITE_NAME).read_text() == WRITE_TEXT
+
+
+def _request(kind: str, **kw):
+    from tether.control import ControlRequest
+
+    return ControlRequest(kind, kw.pop("text", ""), **kw)
