@@ -14,6 +14,7 @@ import json
 import math
 import os
 import sys
+import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -164,6 +165,59 @@ def _worker_store_option(p: argparse.ArgumentParser) -> None:
                    help="the PostgreSQL store, postgresql://USER[:PASSWORD]@HOST/DB (or TETHER_STORE)")
 
 
+def _deadline_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--decision-deadline", metavar="DURATION",
+                   help="how long a call waits for a decision (10m, 2h), then --on-deadline happens; "
+                        "a deadline never approves")
+    p.add_argument("--on-deadline", choices=["reject", "stop", "escalate"],
+                   help="what a passed deadline does: reject the call (the default), stop the run, or "
+                        "escalate (notify, and wait one more deadline, which then rejects)")
+
+
+def _approvals_parsers(sub: Any) -> None:
+    """``tether rules [add|remove|explain]`` and ``tether decisions`` (docs/approvals.md)."""
+    rules = sub.add_parser("rules", help="the store's standing rules: list them, add one, remove one, explain a call")
+    rules.add_argument("--json", action="store_true")
+    actions = rules.add_subparsers(dest="rules_command", metavar="ACTION")
+    add = actions.add_parser("add", help="a rule that decides every call it fits (and the calls waiting now)")
+    effect = add.add_mutually_exclusive_group(required=True)
+    for name in ("allow", "deny", "ask"):
+        effect.add_argument(f"--{name}", dest="effect", action="store_const", const=name)
+    add.add_argument("tool", metavar="TOOL", help="the tool's name, a glob: delete_file, fs.*, *")
+    add.add_argument("--agent", metavar="NAME", help="only the calls of this agent's runs")
+    add.add_argument("--where", action="append", default=[], metavar="KEY=GLOB",
+                     help="only calls whose argument KEY (a name, or a JSON pointer such as /options/force) "
+                          "fits GLOB: path=*.log (repeatable: all must fit)")
+    add.add_argument("--source", choices=["tether", "acp", "program"],
+                     help="only runs of this source: Tether's loop, an ACP agent, a program through the run API")
+    add.add_argument("--scope", default="store", metavar="run:ID|agent|store",
+                     help="one run, the --agent's runs, or the whole store (default)")
+    add.add_argument("--expires", metavar="DATE|DURATION", help="when the rule stops applying: 2026-12-31, or 7d")
+    add.add_argument("--approvals", type=_positive_int, default=1, metavar="N",
+                     help="--ask: how many different people must approve (2 for a two-person call)")
+    add.add_argument("--deadline", metavar="DURATION", help="--ask: how long the call waits for people")
+    add.add_argument("--on-deadline", choices=["reject", "stop", "escalate"], default="reject",
+                     help="--ask: what a passed deadline does (default reject)")
+    add.add_argument("--reason", default="", help="why: what every decision by the rule shows")
+    add.add_argument("--json", action="store_true")
+    _as_option(add)
+    _config_option(add)
+    remove = actions.add_parser("remove", help="remove a rule (its id is not given again)")
+    remove.add_argument("rule_id", metavar="ID")
+    explain = actions.add_parser("explain", help="which rule decides a run's call, and why the others do not")
+    explain.add_argument("run_id")
+    explain.add_argument("call_id")
+    decisions = sub.add_parser("decisions", help="every decision on the store, newest first: who approved what")
+    decisions.add_argument("--since", metavar="DATE|DURATION", help="from this date (2026-12-01) or this long ago (7d)")
+    decisions.add_argument("--agent", metavar="NAME", help="only the decisions on this agent's runs")
+    decisions.add_argument("--by", metavar="NAME", help="only those of this person, or of this rule (R3)")
+    decisions.add_argument("--limit", type=_positive_int, metavar="N", help="the newest N")
+    decisions.add_argument("--json", action="store_true")
+    for p in (rules, add, remove, explain, decisions):
+        _store_option(p)
+        p.add_argument("--runs-dir", type=Path, help="where runs are saved (default $TETHER_HOME/runs)")
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="tether", description="Supervise AI agent runs.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
@@ -222,6 +276,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--cancel-after", type=_non_negative, metavar="SECONDS",
                      help="fire the run's Stop signal after this many seconds")
     run.add_argument("--json", action="store_true")
+    _deadline_options(run)
     _wait_options(run)
     _otlp_option(run)
     _place_options(run)
@@ -248,6 +303,9 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "approve":
             p.add_argument("--option", metavar="ID",
                            help="an ACP agent's permission option (such as allow_always's id); default: allow once")
+            p.add_argument("--args", metavar="JSON",
+                           help="approve with these arguments instead of the model's (a JSON object, checked "
+                                "against the tool's schema); the call runs with them")
         else:
             p.add_argument("--silent", action="store_true",
                            help="an ACP agent: do not send the reason on to the agent as its next prompt")
@@ -294,6 +352,7 @@ def build_parser() -> argparse.ArgumentParser:
     export.add_argument("--runs-dir", type=Path, help="where runs are saved (default $TETHER_HOME/runs)")
     for p in (run, resume, *deciders, stop, runs, show, trace, watch, export):
         _store_option(p)
+    _approvals_parsers(sub)
 
     submit = sub.add_parser("submit", help="create a run and put it on the worker queue; prints its id at once")
     submit.add_argument("--agent", required=True, metavar="NAME", help="an agent from the agent file, or a demo scenario")
@@ -303,6 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
     submit.add_argument("--auto-approve", type=_tool_list, metavar="TOOL[,TOOL]")
     submit.add_argument("--workspace", type=Path, help="a demo scenario: its folder (default $TETHER_HOME/workspace)")
     submit.add_argument("--json", action="store_true")
+    _deadline_options(submit)
     _worker_store_option(submit)
     _config_option(submit)
 
@@ -520,6 +580,8 @@ def _run_agent(args: argparse.Namespace, harness: Any) -> Any:
 async def _run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
+    from tether.approvals.commands import deadline_policy
+
     await _may_operate(args, "run")
     harness = _harness(args, latency_ms=args.latency_ms, fail=args.fail, stream=args.stream)
     async with harness:
@@ -529,7 +591,8 @@ async def _run(args: argparse.Namespace) -> int:
                      if v is not None}
         policy = {k: v for k, v in (("tool_errors", args.tool_errors), ("dedupe", args.dedupe),
                                     ("auto_approve", args.auto_approve),
-                                    ("triage", None if args.no_triage is None else not args.no_triage))
+                                    ("triage", None if args.no_triage is None else not args.no_triage),
+                                    *deadline_policy(args.decision_deadline, args.on_deadline).items())
                   if v is not None}
         # An ACP agent is started first: a missing command or one that does not speak ACP is one
         # line and exit 2, with no run made.
@@ -606,55 +669,64 @@ async def _reject(args: argparse.Namespace) -> int:
 
 
 async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
-    """Decide the run's waiting call: delivered to the process that holds the run waiting
-    for a decision, if one does; otherwise made here, and the run goes on in this process."""
+    """Decide the run's waiting call: delivered to whoever holds the run waiting for a
+    decision (a queue worker's workflow, or a process), if anyone does; otherwise made here,
+    and the run goes on in this process."""
+    from tether.approvals.commands import deliver
+    from tether.control import ControlRequest
+
+    edited = _edited_args(getattr(args, "args", None))
     await _may_operate(args, verdict)
     async with _harness_for(args) as harness:
-        if _has_workers(harness.store):
-            from tether import worker  # a worker's workflow may wait for this decision
-
-            queued = await worker.decide(harness.store, args.run_id, verdict, text, by=_who(args))
-            if queued is not None:
-                return _emit_reply(args, queued)
-        owner = await call(harness.store, harness.store.owner, args.run_id)
         acp = {"option": getattr(args, "option", None), "silent": getattr(args, "silent", False)}
-        if owner is not None and owner.alive:
-            reply = await harness.decide(args.run_id, verdict, text, by=_who(args), **acp)
+        request = ControlRequest(verdict, text, by=_who(args), args=edited, **acp)
+        reply = await deliver(harness.store, args.run_id, request)
+        if reply is not None:
             return _emit_reply(args, reply)
         if acp["option"] or acp["silent"]:
             raise UsageError(f"--option and --silent answer an ACP agent while it waits, and no process holds run "
                              f"{args.run_id} now")
+        edit = {"args": edited} if edited is not None else {}
         operate = harness.approve if verdict == "approve" else harness.reject
         outcome = await operate(args.run_id, text, by=_who(args), signal=await _signal(args),
-                                wait_for_decision=_waiting(args))
+                                wait_for_decision=_waiting(args), **edit)
     return _emit_outcome(args, outcome)
+
+
+def _edited_args(text: str | None) -> str | None:
+    """``--args JSON``: the call's arguments as the operator edited them (a JSON object),
+    refused in words before anything is decided when it is not one."""
+    if text is None:
+        return None
+    try:
+        parsed = json.loads(text)
+    except ValueError as exc:
+        raise UsageError(f"--args is not JSON ({exc.msg} at position {exc.pos}): give the arguments as a JSON "
+                         "object, such as '{\"path\": \"old.log\"}'; nothing was decided") from None
+    if not isinstance(parsed, dict):
+        raise UsageError(f"--args must be a JSON object of the call's arguments, not {type(parsed).__name__}; "
+                         "nothing was decided")
+    return json.dumps(parsed, ensure_ascii=False)
 
 
 async def _stop(args: argparse.Namespace) -> int:
     """Through the store and the control channel alone: no harness, no agent file to load,
     so the Stop reaches the run's process a few interpreter start-ups sooner."""
     from tether import control
+    from tether.approvals.commands import has_workers
 
     store = store_of(args)
     await _may_operate(args, "stop")
     if not await call(store, store.exists, args.run_id):
         raise StateError(f"no run {args.run_id} in {store.where}")
     request = control.ControlRequest("stop", args.reason or "stopped from the command line", by=_who(args))
-    if _has_workers(store):
+    if has_workers(store):
         from tether import worker  # a worker's workflow may wait for a decision on the run
 
         waiting = await worker.stop_waiting(store, args.run_id, request)
         if waiting is not None:
             return _emit_reply(args, waiting)
     return _emit_reply(args, await control.request(store, args.run_id, request))
-
-
-def _has_workers(store: Any) -> bool:
-    """Whether queue workers may hold runs of ``store`` (PostgreSQL). The file store has
-    none, and a Stop on it should not pay for importing the workers' modules."""
-    from tether.store import RunStore
-
-    return not isinstance(store, RunStore)
 
 
 def _emit_reply(args: argparse.Namespace, reply: Any) -> int:
@@ -780,6 +852,16 @@ async def _runs(args: argparse.Namespace) -> int:
     store = store_of(args)
     problems: dict[str, str] = {}
     runs = await call(store, store.summaries, live_only=args.live, problems=problems)
+    now = time.time()
+    if any(r.waiting and (r.interruption or {}).get("deadlineAt", now + 1) <= now for r in runs):
+        # Deadlines of calls nobody is there to answer are applied by the listing (and the
+        # listing then shows what they did).
+        from tether.approvals.deadlines import apply_due
+
+        for words in await call(store, apply_due, store, now=now):
+            print(f"tether: {clean(words)}", file=sys.stderr)
+        problems.clear()
+        runs = await call(store, store.summaries, live_only=args.live, problems=problems)
     if args.json:
         recorded = await call(store, recorded_all, store, [r.run_id for r in runs])
         print(json.dumps([listing(r, *recorded[r.run_id]) for r in runs]))
@@ -801,6 +883,87 @@ async def _runs(args: argparse.Namespace) -> int:
         sys.stdout.write("\n".join(lines) + "\n")
     for run_id, problem in problems.items():
         print(f"tether: skipped {run_id}: {problem}", file=sys.stderr)
+    return 0
+
+
+async def _rules(args: argparse.Namespace) -> int:
+    """``tether rules``: list the store's standing rules, or add, remove or explain."""
+    from tether.approvals.commands import explain_call, rule_json, rule_line
+
+    store = store_of(args)
+    action = getattr(args, "rules_command", None)
+    if action == "add":
+        return await _rule_add(args, store)
+    if action == "remove":
+        await _may_operate(args, "rules remove")
+        removed = await call(store, store.rule_remove, args.rule_id)
+        print(f"removed {removed.id}: {removed.describe()} ({removed.reason})")
+        return 0
+    rules = await call(store, store.rules)
+    if action == "explain":
+        state = await call(store, store.load, args.run_id)
+        print("\n".join(explain_call(state, args.call_id, rules)))
+        return 0
+    now = time.time()
+    if args.json:
+        print(json.dumps([rule_json(r, now) for r in rules]))
+    elif not rules:
+        print(f"no standing rules on {store.where}; tether rules add --allow|--deny TOOL --reason TEXT makes one")
+    else:
+        print("\n".join(rule_line(r, now) for r in rules))
+    return 0
+
+
+async def _rule_add(args: argparse.Namespace, store: Any) -> int:
+    """Check the rule (errors refused in words, warnings on stderr), keep it, then let it
+    decide the calls already waiting that it fits."""
+    from tether.approvals import Rule, check, parse_duration, parse_where
+    from tether.approvals.commands import apply_to_waiting, expiry_note, known_tools, parse_time, rule_json
+    from tether.text import clean
+
+    await _may_operate(args, "rules add")
+    rule = Rule(args.effect, args.tool, args.reason.strip(), _who(args), agent=args.agent,
+                where=tuple(parse_where(w) for w in args.where), source=args.source, scope=args.scope,
+                expires=None if args.expires is None else parse_time(args.expires, option="--expires", ago=False),
+                approvals=args.approvals, deadline_s=None if args.deadline is None else parse_duration(args.deadline),
+                on_deadline=args.on_deadline)
+    tools, agents = known_tools(_config(args))
+    checked = check(rule, tools=tools, agents=agents)
+    warnings = list(checked.warnings)
+    if rule.run_id is not None and not await call(store, store.exists, rule.run_id):
+        warnings.append(f"no run {rule.run_id} on {store.where}; the rule applies if one is made with that id")
+    for warning in warnings:
+        print(clean(f"tether: warning: {warning}"), file=sys.stderr)
+    added = await call(store, store.rule_add, checked.rule)
+    applied = await apply_to_waiting(store, added)
+    if args.json:
+        print(json.dumps({"rule": rule_json(added, time.time()), "warnings": warnings,
+                          "decided": [{"run_id": a.run_id, "call_id": a.call_id, "tool": a.tool, "decided": a.decided,
+                                       "words": a.words} for a in applied]}))
+        return 0
+    print(added.id)
+    note = expiry_note(added)
+    print(clean(f"{added.id}: {added.describe()} [{added.scope}]" + (f"; {note}" if note else "")))
+    for outcome in applied:
+        print(clean(outcome.words))
+    return 0
+
+
+async def _decisions(args: argparse.Namespace) -> int:
+    """``tether decisions``: the record of decisions, from the index, newest first."""
+    from tether.approvals import DecisionQuery
+    from tether.approvals.commands import decision_lines, parse_time
+
+    since = None if args.since is None else parse_time(args.since, option="--since", ago=True)
+    store = store_of(args)
+    query = DecisionQuery(since=since, agent=args.agent, by=args.by, limit=args.limit)
+    records = await call(store, store.decisions, query)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in records]))
+    elif not records:
+        print(f"no decisions on {store.where}" + (" that fit" if any((args.since, args.agent, args.by)) else ""))
+    else:
+        sys.stdout.write("\n".join(decision_lines(records)) + "\n")
     return 0
 
 
@@ -950,7 +1113,7 @@ async def _export_otel(args: argparse.Namespace) -> int:
 
 _COMMANDS = {"agents": _agents, "stop": _stop, "export-otel": _export_otel, "run": _run, "resume": _resume,
              "approve": _approve, "reject": _reject, "runs": _runs, "show": _show, "trace": _trace,
-             "watch": _watch, "lab": _lab, "eval": _eval}
+             "watch": _watch, "lab": _lab, "eval": _eval, "rules": _rules, "decisions": _decisions}
 
 
 if __name__ == "__main__":

@@ -13,7 +13,10 @@ its trace file afterwards (:func:`export_run`, ``tether export-otel``) come out 
   with the usage and the finish reason.
 * ``execute_tool {tool}``: one per tool call, from ``tool_start`` to ``tool_result`` (a
   call that never started, declined or answered from the cache, gets a span of its
-  recorded length); progress lines are events on it; a failed call is an ERROR.
+  recorded length); progress lines are events on it; a failed call is an ERROR. How the
+  call was decided (verdict, by whom or which rule, edited or not, how long it waited) is
+  an event on it too, timed when the decision was made, which is before the span starts;
+  the same event is on the run's span, where a call that never runs keeps it.
 
 Every span carries ``gen_ai.conversation.id`` = the run id; what is Tether's own
 (status, cost, turn number, cached, error, ...) is under ``tether.``. Message content
@@ -364,6 +367,9 @@ class _SpanBuilder:
         self.runs: dict[str, _Run] = {}
         self.last_seq: dict[str, int] = {}  # per run: an event delivered twice is built once
         self.waiting: dict[str, list[tuple[str, dict[str, Any], int]]] = {}  # events before a run's span
+        self.asked: dict[tuple[str, str], int] = {}  # (run, call) -> when it first asked for a decision
+        # (run, call) -> decision events waiting for the call's span (it starts when the call runs)
+        self.decided: dict[tuple[str, str], list[tuple[dict[str, Any], int]]] = {}
         self._handlers: dict[str, Callable[[dict[str, Any], int], None]] = {
             "run_started": self._run_started, "turn": self._turn, "provider_retry": self._provider_retry,
             "tool_start": self._tool_start, "tool_progress": self._tool_progress, "tool_result": self._tool_result,
@@ -478,9 +484,12 @@ class _SpanBuilder:
         }
         if self.capture and raw_args is not None:
             attributes["gen_ai.tool.call.arguments"] = self.redact(_cut(raw_args))
-        return self.tracer.start_span(f"execute_tool {name}" if name else "execute_tool",
+        span = self.tracer.start_span(f"execute_tool {name}" if name else "execute_tool",
                                       context=trace_api.set_span_in_context(run.agent),
                                       kind=SpanKind.INTERNAL, attributes=attributes, start_time=start_ns)
+        for event_attributes, event_ns in self.decided.pop((record["run_id"], call_id), ()):
+            span.add_event("tether.approval_decision", event_attributes, timestamp=event_ns)
+        return span
 
     # -- handlers
     def _run_started(self, record: dict[str, Any], ns: int) -> None:
@@ -600,16 +609,44 @@ class _SpanBuilder:
                       "tether.why": self.redact(record.get("why") or "")}
         if self.capture:
             attributes["gen_ai.tool.call.arguments"] = self.redact(_cut(str(record.get("args") or "")))
+        self.asked.setdefault((record["run_id"], attributes["gen_ai.tool.call.id"]), ns)
         self._agent_event(record, ns, "tether.approval_required", attributes)
 
     def _approval_decision(self, record: dict[str, Any], ns: int) -> None:
-        attributes = {"gen_ai.tool.call.id": str(record.get("call_id") or ""),
-                      "gen_ai.tool.name": str(record.get("tool") or ""),
-                      "tether.verdict": str(record.get("verdict") or ""),
-                      "tether.by": str(record.get("by") or "")}
+        run_id, call_id = record["run_id"], str(record.get("call_id") or "")
+        verdict = str(record.get("verdict") or "")
+        attributes: dict[str, Any] = {"gen_ai.tool.call.id": call_id,
+                                      "gen_ai.tool.name": str(record.get("tool") or ""),
+                                      "tether.verdict": verdict,
+                                      "tether.by": self.redact(str(record.get("by") or "")),
+                                      "tether.rule": str(record.get("rule") or ""),
+                                      "tether.edited": record.get("args") is not None}
+        waited = self._waited_s(run_id, call_id, ns, complete=verdict != "pending")
+        if waited is not None:
+            attributes["tether.waited_s"] = waited
+        if record.get("tally"):
+            attributes["tether.tally"] = str(record["tally"])
         if self.capture and record.get("text"):
             attributes["tether.text"] = self.redact(_cut(str(record["text"])))
+        if self.capture and record.get("args") is not None:
+            attributes["tether.edited_arguments"] = self.redact(_cut(str(record["args"])))
         self._agent_event(record, ns, "tether.approval_decision", attributes)
+        run = self.runs.get(run_id)
+        span = run.tools.get(call_id) if run is not None else None
+        if span is not None:
+            span.add_event("tether.approval_decision", attributes, timestamp=ns)
+        else:  # the call's span starts when it runs (or is answered): the event waits for it
+            self.decided.setdefault((run_id, call_id), []).append((attributes, ns))
+
+    def _waited_s(self, run_id: str, call_id: str, ns: int, *, complete: bool) -> float | None:
+        """How long the call had waited when decided: from when it first asked, as the run's
+        decision records it (it asked in another process, perhaps), else as this stream saw."""
+        decision = getattr(self._state(run_id), "approvals", {}).get(call_id)
+        asked_at = getattr(decision, "asked_at", None)
+        seen = self.asked.pop((run_id, call_id), None) if complete else self.asked.get((run_id, call_id))
+        if asked_at is None and seen is not None:
+            asked_at = seen / 1e9
+        return None if asked_at is None else round(max(0.0, ns / 1e9 - float(asked_at)), 3)
 
     def _run_stopped(self, record: dict[str, Any], ns: int) -> None:
         run = self._run_for(record, ns)
