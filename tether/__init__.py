@@ -28,6 +28,8 @@ from typing import TYPE_CHECKING, Any
 __all__ = [
     # agents and running them
     "Agent", "AgentError", "Harness", "Outcome", "load_config", "ConfigError",
+    # loops that are not Tether's, reporting into runs (Harness.track)
+    "TrackedRun", "Approval", "RunEnded", "Stopped", "LimitReached",
     # models
     "ChatModel", "ModelReply", "ProviderError",
     # tools
@@ -43,6 +45,7 @@ __all__ = [
 _WHERE = {
     "Agent": "tether.agents", "AgentError": "tether.agents",
     "Harness": "tether.harness", "Outcome": "tether.harness",
+    **dict.fromkeys(["TrackedRun", "Approval", "RunEnded", "Stopped", "LimitReached"], "tether.tracked"),
     "load_config": "tether.config", "ConfigError": "tether.config",
     "tool": "tether.tools.function",
     **dict.fromkeys(["ChatModel", "ModelReply", "ProviderError"], "tether.model"),
@@ -109,3 +112,4 @@ if TYPE_CHECKING:
     )
     from tether.tools.base import PermissionDenied, Tool, ToolContext, ToolError
     from tether.tools.function import tool
+    from tether.tracked import Approval, LimitReached, RunEnded, Stopped, TrackedRun

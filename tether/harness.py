@@ -16,7 +16,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -39,6 +39,7 @@ from tether.store import HEARTBEAT_S, RunStore, private_dirs
 from tether.subagent import CHILD_MAX_TURNS, child_limits_budget
 from tether.tokens import TokenCounter, encoding, encoding_loaded
 from tether.tools.base import Tool
+from tether.tracked import TrackedRun
 from tether.workspace import Workspace, ensure_sample
 
 EMBEDDED_BASE_URL = "http://tether.embedded/v1"
@@ -176,6 +177,10 @@ class Harness:
         from tether.config import ConfigError, load_config
 
         ref = state.agent
+        if ref is not None and ref.spec.get("program"):
+            raise StateError(f"run {state.run_id} was reported by a program ({ref.spec['program']}, agent {ref.name}): "
+                             "Tether cannot rebuild that loop, so it cannot resume it or decide its calls when the "
+                             "program is gone; the program goes on with it while it runs")
         if ref is None:  # made before agents: the demo, or an ad hoc endpoint
             if demo.is_scenario(state.model):
                 return self.demo_agent(state.model)
@@ -308,6 +313,77 @@ class Harness:
         """Decline the waiting call, in words in its result slot, then go on."""
         request = control.ControlRequest("reject", reason, call_id=call_id, by=by)
         return await self._operate(run_id, _nothing, signal, sinks, wait_for_decision, decision=request)
+
+    @contextlib.asynccontextmanager
+    async def track(self, name: str, task: str = "", *, source: str = "program", model: str = "",
+                    run_id: str | None = None, limits: Limits | None = None, pricing: Pricing | None = None,
+                    policies: Policies | None = None, attach: bool = False, keep_open: bool = False,
+                    cancel: asyncio.Task[Any] | None = None,
+                    sinks: Sequence[EventSink] = ()) -> AsyncIterator[TrackedRun]:
+        """A run of a loop that is not Tether's, which the program reports into
+        (:mod:`tether.tracked`): ``async with harness.track("triage", task) as run``.
+
+        ``source`` names the framework (``openai-agents``, ``pydantic-ai``, ``claude-code``,
+        ``program``); ``limits`` are checked at each usage report; ``cancel`` is a task a Stop
+        cancels. ``attach`` reports into the existing run ``run_id`` (a hook process after the
+        one that opened it); ``keep_open`` leaves the run running when the block ends without
+        an answer, for the next reporter. A Stop or a limit that ends the run inside the block
+        ends it in a known way and is not raised out of it; any other exception fails the run
+        and is raised."""
+        from tether.tracked import RunEnded, TrackedRun, new_state, program_of, started
+
+        if attach:
+            if run_id is None:
+                raise ValueError("attach names the run to report into: run_id=")
+        else:
+            fresh = new_state(name, task, source=source, model=model, run_id=run_id, limits=limits, pricing=pricing,
+                              policies=policies)
+            await call(self.store, self.store.create, fresh)
+            run_id = fresh.run_id
+        if not encoding_loaded():
+            await asyncio.to_thread(encoding)
+        server = await self._control_server()
+        state, handle = await _open(self.store, run_id, control=server.address)
+        signal = CancelSignal()
+        controls = _Controls(state, handle, signal)
+        controls.holds_agent = True  # the program waits with its run: a Stop ends it, not just the wait
+        server.register(run_id, controls.poke)
+        beating = asyncio.create_task(_heartbeat(handle), name=f"heartbeat {run_id}")
+        trace = handle.trace(())
+        try:
+            if attach and program_of(state) is None:
+                raise StateError(f"run {run_id} is not a program's run: it cannot be reported into")
+            if state.status in (Status.COMPLETED, Status.FAILED):
+                raise StateError(f"run {run_id} has already ended ({state.status.value})")
+            resumed = attach and bool(state.messages)
+            state.status, state.interruption, state.error = Status.RUNNING, None, None
+            self.live[run_id] = state
+            self._signals[run_id] = signal
+            run = TrackedRun(self, state, handle, trace, controls, signal, sinks, cancel)
+            self._emitters[run_id] = run._emit
+            await controls.adopt()
+            started(run, resumed)
+            await run._save()
+            try:
+                yield run
+            except RunEnded as ended:
+                await run.close(ended)
+            except BaseException as exc:
+                await run.close(exc)
+                raise
+            else:
+                if keep_open and not run.ended:
+                    await run._save()
+                else:
+                    await run.close(None)
+        finally:
+            beating.cancel()
+            server.unregister(run_id)
+            self._emitters.pop(run_id, None)
+            self.live.pop(run_id, None)
+            self._signals.pop(run_id, None)
+            trace.close()
+            await _release(handle)
 
     async def stop(self, run_id: str, reason: str = STOP_REASON, *, by: str = "operator") -> control.ControlReply:
         """Stop a run whichever process runs it: its signal fires, and the tool it is running is
