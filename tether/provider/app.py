@@ -29,6 +29,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
+from tether.provider.anthropic import Messages, ReceivedRequest
 from tether.provider.faults import FaultKind, FaultPlan
 from tether.provider.scenarios import SCENARIOS, Reply, Scenario, turn_index
 from tether.tokens import TokenCounter, encoding, render_completion
@@ -84,14 +85,20 @@ def create_app(
     retry_after: float = 1.0,
     counter: TokenCounter | None = None,
     usage_scale: float = 1.0,
+    record: Callable[[ReceivedRequest], None] | None = None,
 ) -> Starlette:
     """The provider app: ``latency_ms`` delays every completion, ``faults`` injects failures,
     ``retry_after`` is the 429's ``Retry-After`` in seconds, ``usage_scale`` multiplies the
-    prompt tokens it reports (an endpoint that counts more than Tether does, as real ones may)."""
+    prompt tokens it reports (an endpoint that counts more than Tether does, as real ones may).
+    Beside it, Anthropic's Messages API for Claude Code (:mod:`tether.provider.anthropic`),
+    whose every request is handed to ``record``."""
     provider = _Provider(latency_ms / 1000, faults or FaultPlan(), retry_after, counter or TokenCounter(),
                          usage_scale)
+    messages = Messages(provider.counter, record)
     return Starlette(
         routes=[
+            Route("/", messages.root, methods=["GET", "HEAD"]),
+            Route("/v1/messages", _guarded(messages.create), methods=["POST"]),
             Route("/v1/chat/completions", _guarded(provider.chat_completions), methods=["POST"]),
             Route("/v1/models", _guarded(provider.list_models), methods=["GET"]),
             Route("/v1/models/{model:path}", _guarded(provider.retrieve_model), methods=["GET"]),
