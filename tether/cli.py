@@ -927,6 +927,7 @@ async def _rule_add(args: argparse.Namespace, store: Any) -> int:
                 expires=None if args.expires is None else parse_time(args.expires, option="--expires", ago=False),
                 approvals=args.approvals, deadline_s=None if args.deadline is None else parse_duration(args.deadline),
                 on_deadline=args.on_deadline)
+    check(rule)  # what needs no agent file is refused before one is loaded (a second, at most)
     tools, agents = known_tools(_config(args))
     checked = check(rule, tools=tools, agents=agents)
     warnings = list(checked.warnings)
