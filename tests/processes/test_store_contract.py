@@ -13,6 +13,7 @@ binaries it is skipped here and fails in CI.
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -381,3 +382,82 @@ async def test_a_subagent_run_is_a_run_of_its_own_in_the_same_store(store: Store
     assert child.cost_usd > 0 and out.child_cost_usd == pytest.approx(child.cost_usd)
     listed = {s.run_id: s.parent_run_id for s in store.summaries()}
     assert listed == {out.run_id: None, child.run_id: out.run_id}
+
+
+# ---- approvals: the standing rules and the record of decisions (issue 25) ---------------------
+
+@pytest.fixture
+def approvals_store(store: Store) -> Iterator[Store]:
+    """``store`` with no rules and no decisions, before and after (PostgreSQL's are the
+    session's: a rule left behind would decide other tests' calls)."""
+    def clear() -> None:
+        if is_pg(store):
+            with store._conn() as conn:  # type: ignore[attr-defined]
+                conn.execute(store.q("TRUNCATE {s}.rules, {s}.decisions"))  # type: ignore[attr-defined]
+    clear()
+    yield store
+    clear()
+
+
+def another_view(store: Store) -> Store:
+    """The same store as another process opens it."""
+    if is_pg(store):
+        from tether.pgstore import PgStore
+
+        return PgStore(store.url)  # type: ignore[attr-defined]
+    return RunStore(store.root)  # type: ignore[attr-defined]
+
+
+def test_rules_are_the_stores_for_every_process_and_an_id_is_never_given_twice(approvals_store: Store):
+    from tether.approvals import Rule, RuleError, parse_where
+
+    store, other = approvals_store, another_view(approvals_store)
+    try:
+        assert store.rules() == []
+        first = store.rule_add(Rule("allow", "delete_file", "scratch logs", "alice",
+                                    where=(parse_where("path=*.log"), parse_where("/opts/force=true")),
+                                    agent="ops", scope="agent", expires=time.time() + 3600))
+        second = other.rule_add(Rule("ask", "deploy", "two people", "bob", approvals=2, deadline_s=600,
+                                     on_deadline="escalate", source="program"))
+        assert int(second.id[1:]) > int(first.id[1:])
+        assert other.rules() == store.rules() == [first, second]  # oldest first, as they were made
+        assert store.rule_remove(first.id) == first
+        assert other.rules() == [second]
+        with pytest.raises(RuleError, match=f"no rule {first.id} on this store; tether rules lists them"):
+            other.rule_remove(first.id)
+        third = other.rule_add(Rule("deny", "*", "frozen", "carol"))
+        assert int(third.id[1:]) > int(second.id[1:])
+        assert [r.id for r in store.rules()] == [second.id, third.id]
+    finally:
+        getattr(other, "close", lambda: None)()
+
+
+def test_a_save_records_the_runs_decisions_for_the_whole_store(approvals_store: Store):
+    from tether.approvals import DecisionQuery
+    from tether.state import Decision
+
+    store, other = approvals_store, another_view(approvals_store)
+    try:
+        store.create(new_state("d1", tool_call("c1", "deploy", '{"env": "prod"}')))
+        state, handle = store.open("d1")
+        try:
+            state.approvals["c1"] = Decision("c1", "approved", args_hash('{"env": "prod"}'), "", "alice",
+                                             tool="deploy", approvers=["alice"], needed=2, asked_at=time.time() - 3)
+            handle.save(state)
+            (pending,) = other.decisions(DecisionQuery())
+            assert (pending.run_id, pending.verdict, pending.approvers) == ("d1", "pending", ("alice",))
+            state.approvals["c1"] = Decision("c1", "approved", args_hash('{"env": "prod"}'), "", "bob",
+                                             tool="deploy", approvers=["alice", "bob"], needed=2,
+                                             asked_at=pending.ts - 3)
+            handle.save(state)
+        finally:
+            handle.release()
+        (done,) = other.decisions(DecisionQuery())  # the same call's row, now complete
+        assert (done.verdict, done.by, done.approvers, done.args) == ("approved", "bob", ("alice", "bob"),
+                                                                     '{"env": "prod"}')
+        assert done.waited_s is not None and done.waited_s >= 3
+        assert other.decisions(DecisionQuery(by="alice")) == [done]
+        assert other.decisions(DecisionQuery(agent="someone")) == []
+        assert other.decisions(DecisionQuery(since=done.ts + 1)) == []
+    finally:
+        getattr(other, "close", lambda: None)()
