@@ -199,7 +199,7 @@ def _approvals_parsers(sub: Any) -> None:
     add.add_argument("--on-deadline", choices=["reject", "stop", "escalate"], default="reject",
                      help="--ask: what a passed deadline does (default reject)")
     add.add_argument("--reason", default="", help="why: what every decision by the rule shows")
-    add.add_argument("--json", action="store_true")
+    add.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
     _as_option(add)
     _config_option(add)
     remove = actions.add_parser("remove", help="remove a rule (its id is not given again)")
@@ -214,8 +214,13 @@ def _approvals_parsers(sub: Any) -> None:
     decisions.add_argument("--limit", type=_positive_int, metavar="N", help="the newest N")
     decisions.add_argument("--json", action="store_true")
     for p in (rules, add, remove, explain, decisions):
-        _store_option(p)
-        p.add_argument("--runs-dir", type=Path, help="where runs are saved (default $TETHER_HOME/runs)")
+        # An action's own options must not reset the same ones given before it
+        # (tether rules --store URL add ...): unset there, they are left out.
+        unset = {"default": argparse.SUPPRESS} if p in (add, remove, explain) else {}
+        p.add_argument("--store", metavar="URL|DIR", **unset,
+                       help="the run store: a postgresql:// URL or a runs directory (default $TETHER_STORE, "
+                            "else --runs-dir, else $TETHER_HOME/runs)")
+        p.add_argument("--runs-dir", type=Path, **unset, help="where runs are saved (default $TETHER_HOME/runs)")
 
 
 def build_parser() -> argparse.ArgumentParser:

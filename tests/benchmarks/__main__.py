@@ -7,8 +7,8 @@ import argparse
 import time
 from collections.abc import Callable
 
-from tests.benchmarks import (bench_acp, bench_console, bench_harness, bench_otel_exit, bench_pgstore, bench_provider,
-                               bench_stop, bench_store, bench_stream, bench_workers)
+from tests.benchmarks import (bench_acp, bench_console, bench_decisions, bench_harness, bench_otel_exit, bench_pgstore,
+                               bench_provider, bench_stop, bench_store, bench_stream, bench_workers)
 
 BENCHES: list[tuple[str, str, Callable[[], object]]] = [
     ("provider", "provider", bench_provider.main),
@@ -17,6 +17,7 @@ BENCHES: list[tuple[str, str, Callable[[], object]]] = [
     ("stream", "streaming on the console", bench_stream.main),
     ("store", "store", lambda: bench_store.main([])),
     ("pgstore", "store on PostgreSQL", bench_pgstore.main),
+    ("decisions", "the record of decisions", lambda: bench_decisions.main([])),
     ("stop", "stop across processes", bench_stop.main_remote),
     ("otel-exit", "a CLI command's exit with an OTLP collector down", lambda: bench_otel_exit.main([])),
     ("workers", "workers on PostgreSQL", bench_workers.main),

@@ -306,3 +306,13 @@ def test_approve_with_arguments_that_are_not_a_json_object_is_refused_and_the_ca
         assert refused.returncode == 2 and words in refused.stderr and "nothing was decided" in refused.stderr
     state = open_store(spec).load("d1")
     assert isinstance(state.interruption, NeedsApproval) and not state.approvals
+
+
+def test_the_store_named_before_the_action_is_the_one_it_acts_on(tmp_path: Path):
+    named = tmp_path / "named"
+    env = {**{k: v for k, v in os.environ.items() if k != "TETHER_STORE"}, "TETHER_HOME": str(tmp_path / "home")}
+    made = subprocess.run([sys.executable, "-m", "tether.cli", "rules", "--store", str(named), "add", "--deny",
+                           "delete_file", "--reason", "x"], capture_output=True, text=True, env=env, timeout=CAP_S)
+    rule_id = added(made)
+    assert rule_ids(tmp_path, str(named)) == [rule_id]
+    assert not (tmp_path / "home" / "runs").exists()  # not the default store
