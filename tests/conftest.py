@@ -86,6 +86,7 @@ def pg(pg_url: str) -> Iterator["PgStore"]:
     store = PgStore(pg_url)
     with store._conn() as conn:
         conn.execute(store.q("TRUNCATE " + ", ".join(f"{{s}}.{t}" for t in TABLES)))
+        conn.execute(store.q("ALTER SEQUENCE {s}.rule_numbers RESTART"))  # rule ids from R1 again
     try:
         yield store
     finally:

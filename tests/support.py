@@ -153,7 +153,7 @@ class SlowStream:
 
 
 # from tests/processes/test_store_contract.py
-TABLES = ("runs", "messages", "trace", "ledger", "owners", "control")
+TABLES = ("runs", "messages", "trace", "ledger", "owners", "control", "rules", "decisions")
 
 
 # from tests/processes/test_store_contract.py

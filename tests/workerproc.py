@@ -20,7 +20,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 STOP_WAIT_S = 20.0
-TETHER_TABLES = ("runs", "messages", "trace", "ledger", "owners", "control")
+TETHER_TABLES = ("runs", "messages", "trace", "ledger", "owners", "control", "rules", "decisions")
 # DBOS's per-workflow tables (not its migrations, versions or queues): no FK ties them to
 # workflow_status, so each is emptied.
 DBOS_TABLES = ("workflow_status", "operation_outputs", "notifications", "workflow_events",

@@ -60,9 +60,11 @@ class Scenario:
     name: str
     approve: bool = False  # answer each approval interruption with ``tether approve``
     auto_approve: tuple[str, ...] = ()
+    model: str | None = None  # the scripted scenario run (default: the name)
+    rule: tuple[str, ...] = ()  # ``tether rules add`` arguments, added to the store before the run
 
     def run_args(self, base_url: str) -> list[str]:
-        args = ["run", self.name, "--base-url", base_url, "--run-id", RUN_ID]
+        args = ["run", self.model or self.name, "--base-url", base_url, "--run-id", RUN_ID]
         if self.auto_approve:
             args += ["--auto-approve", ",".join(self.auto_approve)]
         return args
@@ -73,6 +75,10 @@ SCENARIOS = {
     "destructive": Scenario("destructive", approve=True),
     "repeat_write": Scenario("repeat_write", auto_approve=("delete_file",)),
     "research": Scenario("research"),
+    # The delete decided by a standing rule, not a person: a crash between the rule matching
+    # and the decision's save must decide again on resume, once.
+    "destructive_ruled": Scenario("destructive_ruled", model="destructive",
+                                  rule=("--allow", "delete_file", "--where", "path=*.log", "--reason", "scratch logs")),
 }
 
 
@@ -195,6 +201,10 @@ def drive(cell: Path, scenario: Scenario, base_url: str, plan: CrashPlan, counte
     store = RunStore(cell / "runs")
     flow = Flow()
     counter.requests.pop(tag, None)
+    if scenario.rule:
+        subprocess.run([sys.executable, "-m", "tether.cli", "rules", "add", *scenario.rule, "--as", "campaign",
+                        "--runs-dir", str(cell / "runs")], check=True, capture_output=True, cwd=REPO,
+                       timeout=PROCESS_CAP_S)
     args = scenario.run_args(f"{base_url}/{tag}/v1")
     while True:
         if len(flow.processes) >= MAX_PROCESSES:

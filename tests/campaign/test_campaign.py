@@ -20,7 +20,9 @@ import pytest
 
 from tether.state import Status
 from tether.store import RunStore
-from tests.campaign.crash import CRASH, DOUBLE, SIGKILL, Campaign, Process, failures, table, trace_problems
+from tests.campaign.crash import (
+    CRASH, DOUBLE, SCENARIOS, SIGKILL, Campaign, Process, failures, table, trace_problems,
+)
 
 
 @pytest.fixture(scope="module")
@@ -50,6 +52,17 @@ def test_plan_survives_a_crash_in_each_gap(campaign: Campaign):
 
 def test_destructive_approved_survives_a_crash_in_each_gap(campaign: Campaign):
     _holds(campaign, "destructive", DESTRUCTIVE_POINTS)
+
+
+def test_a_rule_decided_delete_survives_a_crash_before_the_decision_is_saved(campaign: Campaign):
+    """Crash where the standing rule has matched and the decision is not saved yet, and just
+    after its save: the resumed run decides by the rule again, once, and deletes once."""
+    reference = campaign.reference(SCENARIOS["destructive_ruled"])
+    matched = reference.boundaries.index("rule_matched") + 1
+    _holds(campaign, "destructive_ruled", [matched, matched + 1, matched + 2])
+    state = reference.states["victim"]
+    (decision,) = state.approvals.values()
+    assert (decision.by, decision.rule) == ("rule R1", "R1")
 
 
 def test_a_second_crash_during_the_resume_and_a_real_sigkill(campaign: Campaign):

@@ -1,0 +1,155 @@
+"""Approvals across processes (issue 25), on both stores: a rule added from a second process
+decides the call a first one waits on; a rule and a person deciding at once make one
+decision, recorded once; an edited approval from another process; two people."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tether.approvals import DecisionQuery
+from tether.provider import scenarios
+from tether.runstore import open_store
+from tests.processes.test_control import CAP_S, spawn, tether
+from tests.support import exited
+
+
+class Where:
+    """A store (the file store in a temp dir, or the session's PostgreSQL) and a workspace."""
+
+    def __init__(self, store_args: list[str], ws: Path) -> None:
+        self.store_args = store_args
+        self.ws = ws
+        self._store = None
+
+    @property
+    def args(self) -> list[str]:
+        return [*self.store_args, "--workspace", str(self.ws)]
+
+    def store(self):
+        if self._store is None:  # one store (one pool of connections) for the whole test
+            self._store = open_store(self.store_args[1])
+        return self._store
+
+    def close(self) -> None:
+        close = getattr(self._store, "close", None)
+        if callable(close):
+            close()
+
+    async def waiting(self, run_id: str) -> None:
+        """Until the run's call waits for a decision, as any console would see it on the store."""
+        async def scan() -> None:
+            while True:
+                try:
+                    if self.store().summary(run_id).waiting or _waits_running(self.store(), run_id):
+                        return
+                except Exception:  # not made yet
+                    pass
+                await asyncio.sleep(0.05)
+        await asyncio.wait_for(scan(), CAP_S)
+
+
+def _waits_running(store, run_id: str) -> bool:
+    from tether.state import NeedsApproval
+
+    return isinstance(store.load(run_id).interruption, NeedsApproval)
+
+
+@pytest.fixture(params=["files", "postgres"])
+def where(request, tmp_path: Path) -> Iterator[Where]:
+    if request.param == "files":
+        place = Where(["--store", str(tmp_path / "runs")], tmp_path / "ws")
+    else:
+        request.getfixturevalue("pg")  # empties the store first
+        place = Where(["--store", request.getfixturevalue("pg_url")], tmp_path / "ws")
+    yield place
+    place.close()
+
+
+async def test_a_rule_added_from_a_second_process_decides_the_waiting_call(where: Where):
+    run = await spawn("run", "destructive", "--run-id", "r1", "--wait-for-decision", "--json", *where.args)
+    try:
+        await where.waiting("r1")
+        code, out, err = await tether("rules", "add", "--allow", "delete_file", "--where", "path=*.log",
+                                      "--reason", "scratch logs", "--as", "alice", *where.store_args)
+        assert code == 0, err
+        assert "R1" in out and "r1" in out
+    finally:
+        code, out, err = await exited(run, CAP_S)
+    assert code == 0, err
+    assert json.loads(out)["answer"] == scenarios.DESTRUCTIVE_DELETED
+    state = where.store().load("r1")
+    (decision,) = state.approvals.values()
+    assert (decision.verdict, decision.by, decision.rule) == ("approved", "rule R1", "R1")
+    assert not (where.ws / "access.log").exists()
+
+
+async def test_a_rule_and_a_person_deciding_at_once_make_one_decision(where: Where):
+    run = await spawn("run", "destructive", "--run-id", "r2", "--wait-for-decision", "--json", *where.args)
+    try:
+        await where.waiting("r2")
+        ruled, person = await asyncio.gather(
+            tether("rules", "add", "--deny", "delete_file", "--reason", "keep logs", "--as", "bob", *where.store_args),
+            tether("approve", "r2", "--as", "carol", *where.store_args))
+    finally:
+        code, out, err = await exited(run, CAP_S)
+    assert code == 0, err
+    assert ruled[0] == 0, ruled  # the rule is kept either way
+    state = where.store().load("r2")
+    assert len(state.approvals) == 1
+    (decision,) = state.approvals.values()
+    assert decision.by in ("rule R1", "carol")
+    records = where.store().decisions(DecisionQuery())
+    assert len([r for r in records if r.run_id == "r2"]) == 1
+    loser_said = ruled[1] + ruled[2] if decision.by == "carol" else person[1] + person[2]
+    assert "already decided" in loser_said
+
+
+async def test_an_edited_approval_from_another_process_runs_with_the_new_arguments(where: Where):
+    run = await spawn("run", "destructive", "--run-id", "r3", "--wait-for-decision", "--json", *where.args)
+    try:
+        await where.waiting("r3")
+        code, out, err = await tether("approve", "r3", "--args", '{"path": 3}', "--as", "dan", *where.store_args)
+        assert code != 0 and "do not fit delete_file" in out + err, (out, err)  # refused, nothing consumed
+        code, _, err = await tether("approve", "r3", "--args", "{not json", *where.store_args)
+        assert code == 2 and "JSON" in err, err
+        code, out, err = await tether("approve", "r3", "--args", '{"path": "errors.log"}', "--as", "dan",
+                                      *where.store_args)
+        assert code == 0, err
+    finally:
+        code, out, err = await exited(run, CAP_S)
+    assert code == 0, err
+    assert (where.ws / "access.log").exists() and not (where.ws / "errors.log").exists()
+    (decision,) = where.store().load("r3").approvals.values()
+    assert json.loads(decision.args) == {"path": "errors.log"} and decision.by == "dan"
+
+
+async def test_two_people_approve_a_two_person_call_from_two_processes(where: Where):
+    code, _, err = await tether("rules", "add", "--ask", "delete_file", "--approvals", "2", "--reason", "two people",
+                                "--as", "erin", *where.store_args)
+    assert code == 0, err
+    run = await spawn("run", "destructive", "--run-id", "r4", "--wait-for-decision", "--json", *where.args)
+    try:
+        await where.waiting("r4")
+        code, out, err = await tether("approve", "r4", "--as", "alice", *where.store_args)
+        assert code == 0 and "1 of 2" in out, (out, err)
+        for _ in range(400):  # the run asks again, with alice's approval on it
+            waiting = where.store().load("r4").interruption
+            if getattr(waiting, "approvers", ()) == ("alice",):
+                break
+            await asyncio.sleep(0.05)
+        code, out, err = await tether("approve", "r4", "--as", "alice", *where.store_args)
+        assert code != 0 and "alice has approved" in out + err
+        assert (where.ws / "access.log").exists()
+        code, out, err = await tether("approve", "r4", "--as", "bob", *where.store_args)
+        assert code == 0, err
+    finally:
+        code, out, err = await exited(run, CAP_S)
+    assert code == 0, err
+    assert not (where.ws / "access.log").exists()
+    (decision,) = where.store().load("r4").approvals.values()
+    assert decision.approvers == ["alice", "bob"]
