@@ -541,7 +541,7 @@ class RunLoop:
             why = f"{tool.name} needs approval: {ask.cited()} asks for it"
         if earlier is not None and not earlier.used and earlier.complete and earlier.bound_hash != args_hash(raw_args):
             why += "; the arguments changed after the earlier decision, so that decision no longer applies"
-        needed = max(ask.approvals if ask is not None else 1, int(getattr(tool, "approvals", 1) or 1),
+        needed = max(ask.approvals if ask is not None else 1, tool.approvals,
                      earlier.needed if earlier is not None and not earlier.complete else 1)
         approvers = tuple(earlier.approvers) if earlier is not None and not earlier.complete else ()
         if approvers:

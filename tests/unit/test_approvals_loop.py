@@ -239,3 +239,16 @@ async def test_an_escalated_deadline_on_the_store_waits_once_more_then_rejects(h
     assert apply_due(harness.store, now=time.time() + 12) == []  # the second deadline is not due yet
     second = apply_due(harness.store, now=time.time() + 30)
     assert "the call was rejected" in second[0]
+
+
+async def test_a_library_tool_may_need_two_people(tmp_path):
+    import tether
+
+    @tether.tool(needs_approval=True, approvals=2)
+    def refund(amount: int) -> str:
+        """Refund a customer."""
+        return f"refunded {amount}"
+
+    with pytest.raises(TypeError, match="approvals=2 is for a tool that needs approval"):
+        tether.tool(approvals=2)(lambda amount: "")
+    assert refund.approvals == 2

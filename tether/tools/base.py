@@ -123,6 +123,8 @@ class Tool(ABC):
     parameters: dict[str, Any]
     read_only: bool = True
     needs_approval: bool = False
+    approvals: int = 1
+    """How many different people approve each call (two for a payment), when it needs approval."""
     idempotent: bool = False
     """Recorded (from an MCP server's ``idempotentHint``, or the decorator's option); calling it
     twice with one input has no more effect than once."""

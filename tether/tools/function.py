@@ -99,8 +99,13 @@ class FunctionTool(Tool):
         needs_approval: bool = False,
         idempotent: bool = False,
         preview: Callable[..., Any] | None = None,
+        approvals: int = 1,
     ) -> None:
         _check_callable(fn)
+        if isinstance(approvals, bool) or not isinstance(approvals, int) or not 1 <= approvals <= 5:
+            raise TypeError(f"approvals is how many different people approve each call, 1 to 5; not {approvals!r}")
+        if approvals > 1 and not needs_approval:
+            raise TypeError(f"approvals={approvals} is for a tool that needs approval: add needs_approval=True")
         # Not ``updated``: the function's own __dict__ must not overwrite our attributes.
         functools.update_wrapper(self, fn, updated=())
         self.fn = fn
@@ -109,6 +114,7 @@ class FunctionTool(Tool):
         self.description = summary if description is None else inspect.cleandoc(description).strip()
         self.read_only = bool(read_only)
         self.needs_approval = bool(needs_approval)
+        self.approvals = approvals
         self.idempotent = bool(idempotent)
         self.source = str(getattr(fn, "__module__", None) or "__main__")
         # Kept in the instance dict so that code asking whether a tool set its own ref
@@ -266,6 +272,7 @@ def tool(
     needs_approval: bool = False,
     idempotent: bool = False,
     preview: Callable[..., Any] | None = None,
+    approvals: int = 1,
 ) -> Callable[[Callable[..., Any]], FunctionTool]: ...
 
 
@@ -279,6 +286,7 @@ def tool(
     needs_approval: bool = False,
     idempotent: bool = False,
     preview: Callable[..., Any] | None = None,
+    approvals: int = 1,
 ) -> FunctionTool | Callable[[Callable[..., Any]], FunctionTool]:
     """Make a function a tool: ``@tool`` or ``@tool(read_only=True, ...)``.
 
@@ -286,11 +294,13 @@ def tool(
     comes from its type hints, and the parameter descriptions from its docstring.
     ``preview`` shows the people approving a call what it would change: a function taking
     the tool's arguments by name (see the module's notes), e.g.
-    ``@tool(needs_approval=True, preview=refund_preview)``.
+    ``@tool(needs_approval=True, preview=refund_preview)``. ``approvals=2`` makes each call
+    wait for two different people (a payment, a production deploy).
     Raises TypeError, in words, for what cannot become a tool.
     """
     options: dict[str, Any] = dict(name=name, description=description, read_only=read_only,
-                                   needs_approval=needs_approval, idempotent=idempotent, preview=preview)
+                                   needs_approval=needs_approval, idempotent=idempotent, preview=preview,
+                                   approvals=approvals)
     if fn is None:
         return lambda f: FunctionTool(f, **options)
     if isinstance(fn, str):
@@ -307,11 +317,12 @@ def function_tool(
     needs_approval: bool = False,
     idempotent: bool = False,
     preview: Callable[..., Any] | None = None,
+    approvals: int = 1,
 ) -> FunctionTool:
     """A tool from a function that was not decorated (an agent listing a plain function).
     Same options and defaults as :func:`tool`."""
     return FunctionTool(fn, name=name, description=description, read_only=read_only,
-                        needs_approval=needs_approval, idempotent=idempotent, preview=preview)
+                        needs_approval=needs_approval, idempotent=idempotent, preview=preview, approvals=approvals)
 
 
 # ---- what may become a tool ----------------------------------------------------------
