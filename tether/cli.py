@@ -958,18 +958,18 @@ async def _rule_add(args: argparse.Namespace, store: Any) -> int:
 async def _decisions(args: argparse.Namespace) -> int:
     """``tether decisions``: the record of decisions, from the index, newest first."""
     from tether.approvals import DecisionQuery
-    from tether.approvals.commands import decision_lines, parse_time
+    from tether.approvals.commands import decision_table, decisions_json, parse_time
 
     since = None if args.since is None else parse_time(args.since, option="--since", ago=True)
     store = store_of(args)
     query = DecisionQuery(since=since, agent=args.agent, by=args.by, limit=args.limit)
     records = await call(store, store.decisions, query)
     if args.json:
-        print(json.dumps([r.to_dict() for r in records]))
+        print(decisions_json(records))
     elif not records:
         print(f"no decisions on {store.where}" + (" that fit" if any((args.since, args.agent, args.by)) else ""))
     else:
-        sys.stdout.write("\n".join(decision_lines(records)) + "\n")
+        sys.stdout.write(decision_table(records) + "\n")
     return 0
 
 

@@ -47,7 +47,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
 
 if TYPE_CHECKING:
     from tether.approvals import DecisionQuery, DecisionRecord
@@ -225,13 +225,17 @@ def decision_row(record: DecisionRecord) -> tuple[Any, ...]:
             json.dumps(list(record.approvers), separators=(",", ":")), record.ts, record.waited_s)
 
 
-def decision_of(row: Sequence[Any]) -> DecisionRecord:
-    """A row of :data:`DECISION_COLUMNS` as the record it was written from."""
+def decisions_of(rows: Iterable[Sequence[Any]]) -> list[DecisionRecord]:
+    """Rows of :data:`DECISION_COLUMNS` as the records they were written from (10,000 of
+    them for one listing: most have no approvers, whose JSON is not parsed)."""
     from tether.approvals import DecisionRecord
 
-    values = list(row)
-    values[11] = tuple(json.loads(values[11] or "[]"))
-    return DecisionRecord(*values)
+    out = []
+    for row in rows:
+        values = list(row)
+        values[11] = () if values[11] in (None, "[]") else tuple(json.loads(values[11]))
+        out.append(DecisionRecord(*values))
+    return out
 
 
 def decisions_key(state: RunState) -> tuple[Any, ...]:
@@ -256,6 +260,14 @@ def decision_filter(query: DecisionQuery, *, approver: str) -> tuple[str, list[A
         where.append(f"(decider = %s OR rule = %s OR {approver})")
         params += [query.by, query.by, query.by]
     return (" WHERE " + " AND ".join(where)) if where else "", params
+
+
+class Indexed(NamedTuple):
+    """What the index says of a run's journal: its identity when the row was written, and
+    the run's status then (a :class:`RunSummary` says as much, with the rest of the row)."""
+
+    key: JournalKey
+    status: str
 
 
 class IndexUnavailable(Exception):
@@ -363,6 +375,13 @@ class RunIndex:
         rows = self._op(lambda db: db.execute(f"SELECT {', '.join(_COLUMNS)} FROM runs").fetchall())
         return {row[0]: RunSummary.from_row(row) for row in rows}
 
+    def keys(self) -> dict[str, Indexed]:
+        """Every row's journal identity and status, without the rest of the row: what a
+        reader needs to know which rows are stale."""
+        rows = self._op(lambda db: db.execute("SELECT run_id, journal_size, journal_mtime_ns, journal_ino, status "
+                                              "FROM runs").fetchall())
+        return {r[0]: Indexed((r[1], r[2], r[3]), r[4]) for r in rows}
+
     def get(self, run_id: str) -> RunSummary | None:
         row = self._op(lambda db: db.execute(f"SELECT {', '.join(_COLUMNS)} FROM runs WHERE run_id = ?",
                                              (run_id,)).fetchone())
@@ -424,8 +443,7 @@ class RunIndex:
         if query.limit is not None:
             text += " LIMIT ?"
             params.append(query.limit)
-        rows = self._op(lambda db: db.execute(text, params).fetchall())
-        return [decision_of(row) for row in rows]
+        return decisions_of(self._op(lambda db: db.execute(text, params).fetchall()))
 
     # ---- the trace digests (what ``tether runs --json`` reads of each trace) -------------
     def traces(self) -> dict[str, tuple[JournalKey, str, float]]:

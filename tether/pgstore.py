@@ -72,7 +72,7 @@ from psycopg import sql
 
 from tether.control import ControlRequest
 from tether.index import (
-    DECISION_COLUMNS, Liveness, RunSummary, _COLUMNS, decision_filter, decision_of, decision_row, decisions_key,
+    DECISION_COLUMNS, Liveness, RunSummary, _COLUMNS, decision_filter, decision_row, decisions_key, decisions_of,
 )
 from tether.ledger import LedgerEntry
 from tether.state import RunState, StateError
@@ -797,8 +797,7 @@ class PgStore:
             text += " LIMIT %s"
             params.append(query.limit)
         with self._conn() as conn:
-            rows = conn.execute(self.q(text), params).fetchall()
-        return [decision_of(row) for row in rows]
+            return decisions_of(conn.execute(self.q(text), params).fetchall())
 
     # ---- owning a run -----------------------------------------------------------------
     def open(self, run_id: str, *, control: str | None = None) -> tuple[RunState, PgHandle]:

@@ -299,13 +299,18 @@ class RunStore:
         out.sort(key=lambda s: s.created_at)
         return out
 
-    def _refreshed(self, problems: dict[str, str] | None) -> tuple[list[RunSummary], dict[str, bool]]:
+    def _refreshed(self, problems: dict[str, str] | None, *,
+                   rows_wanted: bool = True) -> tuple[list[RunSummary], dict[str, bool]]:
         """Every readable run's row, the index brought up to date with the journals first
         (see :meth:`summaries`): the rows of new or changed journals, and their decisions,
-        written from a replay. Also whether each running run whose row was stale is held."""
+        written from a replay. Also whether each running run whose row was stale is held.
+        Without ``rows_wanted`` only the index is brought up to date: the rows that are
+        current are not read (only their journals' identity), nor returned."""
         disk = self._scan()
         try:
-            rows = self.index.all() if disk or self.index.path.exists() else {}
+            rows: dict[str, Any] = {}
+            if disk or self.index.path.exists():
+                rows = self.index.all() if rows_wanted else self.index.keys()
             usable = True
         except IndexUnavailable as exc:
             log.warning("%s; reading the journals instead", exc)
@@ -317,14 +322,13 @@ class RunStore:
         for run_id, key in disk.items():
             row = rows.get(run_id)
             if row is not None:
-                if row.key == key:
-                    out.append(row)
-                    continue
-                if row.status == "running":
-                    held[run_id] = self._held(run_id)
-                    if held[run_id]:
+                current = row.key == key
+                if not current and row.status == "running":
+                    current = held[run_id] = self._held(run_id)
+                if current:
+                    if rows_wanted:
                         out.append(row)
-                        continue
+                    continue
             replayed = self._replay(run_id, key, problems)
             if replayed is not None:
                 out.append(replayed[0])
@@ -465,7 +469,7 @@ class RunStore:
         """From the index, brought up to date first as :meth:`summaries` does (only the
         journals that changed since their row are replayed). An index that cannot be used
         at all makes this read every journal instead, as a listing does."""
-        self._refreshed(None)
+        self._refreshed(None, rows_wanted=False)
         try:
             return self.index.decisions(query)
         except IndexUnavailable as exc:
