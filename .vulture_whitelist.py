@@ -52,3 +52,7 @@ context_size
 cost_currency
 agent_version  # AgentSession: a trace record's field (tether watch, the console)
 _acp_or_model  # a pydantic model_validator, called by pydantic
+_.set_session_mode  # acp's Agent protocol, called by name (tether/acp/server.py)
+_.set_config_option
+_duration  # a pydantic field_validator (tether/config.py), called by pydantic
+describes  # RuleAdded: a trace record's field (tether watch, the console)

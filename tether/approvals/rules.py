@@ -27,7 +27,7 @@ import json
 import re
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 Effect = Literal["allow", "deny", "ask"]
@@ -364,6 +364,3 @@ def format_duration(seconds: float) -> str:
         return f"{seconds / 3600:g} h"
     return f"{seconds / 86400:g} d"
 
-
-def with_id(rule: Rule, rule_id: str) -> Rule:
-    return replace(rule, id=rule_id)
