@@ -30,6 +30,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import gc
+import json
 import os
 import sys
 import time
@@ -52,7 +53,8 @@ from tether import demo
 from tether.agents import Agent
 from tether.cancel import CancelSignal
 from tether.config import Config, ConfigError, find_config, load_config
-from tether.control import ControlReply, operator_name
+from tether.approvals import Call, Checked, DecisionQuery, Rule, run_source
+from tether.control import ControlReply, ControlRequest, operator_name
 from tether.events import Event
 from tether.harness import ADHOC_AGENT, Harness, Outcome, adhoc_agent
 from tether.provider.server import provider_process
@@ -60,7 +62,10 @@ from tether.runstore import Store, call
 from tether.state import NeedsApproval, RunState, StateError, Status, new_run_id
 from tether.tail import tail_records
 from tether.tui.components.approvals import ApprovalsPane, Pending
+from tether.tui.components.args_editor import ArgsEditor
 from tether.tui.components.cost_meter import CostMeter
+from tether.tui.components.decision import ACP_NO_EDIT
+from tether.tui.components.decisions_screen import DecisionsScreen
 from tether.tui.components.dialogs import (
     GRACE_S,
     AgentChoice,
@@ -76,6 +81,8 @@ from tether.tui.components.dialogs import (
 )
 from tether.tui.components.header import ConsoleHeader
 from tether.tui.components.key_bar import KeyBar
+from tether.tui.components.rule_editor import RuleContext, RuleEditor
+from tether.tui.components.rules_screen import ConfirmDialog, RulesScreen
 from tether.tui.components.runs_list import RunsList
 from tether.tui.components.trace_view import TraceView
 from tether.tui.components.transcript import TranscriptView, plan_text
@@ -170,6 +177,8 @@ class ConsoleScreen(Screen[None]):
     BINDINGS = [
         Binding("s", "app.stop", "Stop", id="tether.stop", tooltip="Stop the selected run"),
         Binding("a", "app.approve", "Approve", id="tether.approve", tooltip="Approve the pending call"),
+        Binding("e", "app.edit", "Edit", show=False, id="tether.edit",  # the footer keeps Help and Quit in 80 columns
+                tooltip="Approve the pending call with edited arguments"),
         Binding("r", "app.reject", "Reject", id="tether.reject", tooltip="Reject the pending call, in words"),
         Binding("n", "app.new_run", "New run", id="tether.new_run"),
         Binding("R", "app.resume", "Resume", key_display="R", id="tether.resume",
@@ -178,6 +187,10 @@ class ConsoleScreen(Screen[None]):
                 tooltip="Tell the agent of a run that is not running what to do next"),
         Binding("f1", "app.help", "Help", id="tether.help"),
         Binding("q", "app.quit", "Quit", id="tether.quit", tooltip="Stop running runs cleanly, then quit"),
+        Binding("L", "app.rules", "Rules", key_display="L", id="tether.rules",
+                tooltip="The standing rules: list, add, remove"),
+        Binding("D", "app.decisions", "Decisions", key_display="D", id="tether.decisions",
+                tooltip="Every decision on the store: who approved what, when"),
     ]
 
     paint_when_settled = False
@@ -544,6 +557,8 @@ class TetherApp(App[int]):
             if await self.client.check_queue():
                 self._mark(structure=True)
                 self._bindings_dirty = True
+            if isinstance(self.screen, RulesScreen):  # a rule another process added or removed: shown
+                await self._reload_rules()
         finally:
             self._checking = False
         rid = self.selected
@@ -786,6 +801,7 @@ class TetherApp(App[int]):
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         checks: dict[str, Callable[[str], bool]] = {
             "stop": self.model.can_stop, "approve": self.model.can_decide, "reject": self.model.can_decide,
+            "edit": self.model.can_decide,
             "resume": self.model.can_resume, "follow_up": self.model.can_follow_up,
         }
         check = checks.get(action)
@@ -801,10 +817,15 @@ class TetherApp(App[int]):
         yield SystemCommand("New run", "Start a run: an agent or a demo scenario, its task, limits and policies",
                             self.action_new_run)
         yield SystemCommand("Help", "Keys and what they do (F1)", self.action_help)
+        yield SystemCommand("Rules", "The standing rules that decide calls: list, add, remove (L)", self.action_rules)
+        yield SystemCommand("Decisions", "Every decision on the store: who approved what, when (D)",
+                            self.action_decisions)
         if rid and self.can_stop(rid):
             yield SystemCommand("Stop run", f"Stop {name}: fire its cancellation signal", self.action_stop)
         if rid and self.can_decide(rid):
             yield SystemCommand("Approve call", f"Approve the pending call of {name}", self.action_approve)
+            yield SystemCommand("Approve with edited arguments", f"Edit the arguments of {name}'s pending call, "
+                                "then approve it (e)", self.action_edit)
             yield SystemCommand("Reject call", f"Reject the pending call of {name}, in words", self.action_reject)
         if rid and self.can_resume(rid):
             yield SystemCommand("Resume run", f"Resume {name} with raised limits", self.action_resume)
@@ -877,10 +898,11 @@ class TetherApp(App[int]):
                                                               max_turns=max_turns, budget_usd=budget_usd,
                                                               message=message))
 
-    def approve_run(self, rid: str, note: str = "", call_id: str | None = None) -> Worker[Any]:
-        """Approve the call of a run nobody holds: this console takes the run and goes on with it."""
+    def approve_run(self, rid: str, note: str = "", call_id: str | None = None, args: str | None = None) -> Worker[Any]:
+        """Approve the call of a run nobody holds: this console takes the run and goes on with it.
+        ``args``: the operator's edited arguments (JSON)."""
         return self._launch(rid, lambda sig: self.harness.approve(rid, note, call_id=call_id, signal=sig,
-                                                                  sinks=[self._sink], by=self.operator),
+                                                                  sinks=[self._sink], by=self.operator, args=args),
                             deciding=call_id or "")
 
     def reject_run(self, rid: str, reason: str = "", call_id: str | None = None) -> Worker[Any]:
@@ -910,27 +932,33 @@ class TetherApp(App[int]):
                                name=f"stop {root}", group="control", exit_on_error=False)
 
     def deliver_decision(self, rid: str, verdict: str, text: str = "", call_id: str | None = None,
-                         option: str | None = None) -> Worker[Any]:
+                         option: str | None = None, args: str | None = None) -> Worker[Any]:
         """Hand a decision to the process that holds ``rid`` waiting for one (Harness.decide):
         another process, or this one for an ACP run it drives. ``option``: the ACP agent's
-        option to answer with (None: allow once, or reject once)."""
+        option to answer with (None: allow once, or reject once); ``args``: edited arguments."""
         return self.run_worker(
             self._control(rid, lambda: self.harness.decide(rid, verdict, text, call_id=call_id, by=self.operator,
-                                                           option=option),
+                                                           option=option, args=args),
                           "Approve" if verdict == "approve" else "Reject"),
             name=f"decide {rid}", group="control", exit_on_error=False)
 
-    def decide_for_worker(self, rid: str, verdict: str, text: str = "", call_id: str | None = None) -> Worker[Any]:
+    def decide_for_worker(self, rid: str, verdict: str, text: str = "", call_id: str | None = None,
+                          args: str | None = None, by: str | None = None) -> Worker[Any]:
         """Hand a decision to the queue worker's workflow that waits for it (tether.worker.decide);
-        when no workflow waits after all, decide here as for a run nobody holds."""
+        when no workflow waits after all, decide here as for a run nobody holds. ``by``: a
+        rule's (``rule R4``) instead of this console's operator."""
         from tether import worker
 
         async def decide() -> ControlReply:
-            reply = await worker.decide(self.harness.store, rid, verdict, text, by=self.operator,  # type: ignore[arg-type]
-                                        call_id=call_id)
+            edited = {"args": args} if args is not None else {}  # only edits need the newer signature
+            reply = await worker.decide(self.harness.store, rid, verdict, text, by=by or self.operator,  # type: ignore[arg-type]
+                                        call_id=call_id, **edited)
             if reply is None:
-                if verdict == "approve":
-                    self.approve_run(rid, text, call_id=call_id)
+                if by is not None:  # a rule's decision: this console's loop reads the store's rules
+                    self._launch(rid, lambda sig: self.harness.run(rid, signal=sig, sinks=[self._sink]),
+                                 deciding=call_id or "")
+                elif verdict == "approve":
+                    self.approve_run(rid, text, call_id=call_id, args=args)
                 else:
                     self.reject_run(rid, text, call_id=call_id)
                 return ControlReply(True, f"no worker waits for run {rid}: this console goes on with it")
@@ -1051,7 +1079,8 @@ class TetherApp(App[int]):
 
     def _decide(self, dialog: Callable[..., Screen[Any]], verdict: str) -> None:
         """Open ``dialog`` on the selected run's waiting call; apply the note or reason it
-        returns: delivered to the process waiting for it, or here."""
+        returns (with edited arguments, or a rule to save that decides it): delivered to
+        the process waiting for it, or here."""
         rid = self.selected
         if not rid or not self.can_decide(rid) or self.refused("Approve" if verdict == "approve" else "Reject"):
             return
@@ -1068,18 +1097,207 @@ class TetherApp(App[int]):
         def done(answer: DecisionAnswer | str | None) -> None:
             if answer is None or not self.can_decide(rid):
                 return
-            text, option = (answer.text, answer.option) if isinstance(answer, DecisionAnswer) else (answer, None)
-            route = self.model.decide_route(rid)
-            if route == "process":
-                self.deliver_decision(rid, verdict, text, call_id=waiting.call_id, option=option)
-            elif route == "worker":
-                self.decide_for_worker(rid, verdict, text, call_id=waiting.call_id)
-            elif verdict == "approve":
-                self.approve_run(rid, text, call_id=waiting.call_id)
+            if isinstance(answer, DecisionAnswer) and answer.rule is not None:
+                self.run_worker(self._rule_decides(rid, waiting, answer.rule, answer.option), name=f"rule {rid}",
+                                group="control", exit_on_error=False)
+                return
+            if isinstance(answer, DecisionAnswer):
+                self.send_decision(rid, "approve" if answer.args is not None else verdict, answer.text,
+                                   waiting.call_id, option=answer.option, args=answer.args)
             else:
-                self.reject_run(rid, text, call_id=waiting.call_id)
+                self.send_decision(rid, verdict, answer, waiting.call_id)
 
-        self.push_screen(dialog(rid, waiting, grace_s=self.grace_s, ask=ask), done)
+        self.push_screen(dialog(rid, waiting, grace_s=self.grace_s, ask=ask, acp=is_acp(self.states[rid]),
+                                rules=self.rule_context(rid)), done)
+
+    def send_decision(self, rid: str, verdict: str, text: str, call_id: str, *, option: str | None = None,
+                      args: str | None = None) -> None:
+        """Decide ``call_id`` the way the run waits for it: delivered to the process that
+        holds it, to the queue worker's workflow, or here (this console goes on with it)."""
+        route = self.model.decide_route(rid)
+        if route == "process":
+            self.deliver_decision(rid, verdict, text, call_id=call_id, option=option, args=args)
+        elif route == "worker":
+            self.decide_for_worker(rid, verdict, text, call_id=call_id, args=args)
+        elif verdict == "approve":
+            self.approve_run(rid, text, call_id=call_id, args=args)
+        else:
+            self.reject_run(rid, text, call_id=call_id)
+
+    def action_edit(self) -> None:
+        """Approve the selected run's waiting call with edited arguments (``e``)."""
+        rid = self.selected
+        if not rid or not self.can_decide(rid) or self.refused("Edit and approve"):
+            return
+        waiting = self.states[rid].interruption
+        if not isinstance(waiting, NeedsApproval):
+            return
+        if is_acp(self.states[rid]):
+            self.notify(ACP_NO_EDIT, title="Edit and approve: refused", severity="warning", markup=False, timeout=10)
+            return
+
+        def done(answer: tuple[str, str | None] | None) -> None:
+            if answer is not None and self.can_decide(rid):
+                note, args = answer
+                self.send_decision(rid, "approve", note, waiting.call_id, args=args)
+
+        self.push_screen(ArgsEditor(rid, waiting), done)
+
+    # ---- standing rules and the record of decisions (tether.approvals) ------------------------------
+    def rule_context(self, rid: str | None = None) -> RuleContext:
+        """What the rule editor checks a rule against: the tools of ``rid``'s agent (none
+        known for an ACP agent, whose tools are its own), and the agents known here."""
+        st = self.states.get(rid) if rid else None
+        agents = set(self.config.names if self.config is not None else ()) | set(scenario_choices())
+        agents |= {s.agent.name for s in self.states.values() if s.agent is not None}
+        tools = None
+        if st is not None and not is_acp(st):
+            with contextlib.suppress(Exception):  # an agent that cannot be rebuilt: no warning about tools
+                tools = {t.name: t.parameters for t in self.harness.agent_of(st).tool_list}
+        agent = (st.agent.name if st.agent is not None else st.model) if st is not None else None
+        return RuleContext(self.operator, tools, tuple(sorted(agents)), run_id=rid if st is not None else None,
+                           agent=agent)
+
+    async def _save_rule(self, checked: Checked) -> Rule | None:
+        """Keep ``checked``'s rule on the store, and say so (with its warnings); None when the
+        store refused it (said in words)."""
+        store = self.harness.store
+        try:
+            rule = await call(store, store.rule_add, checked.rule)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.notify(one_line(exc, 400), title="the rule was not saved", severity="error", markup=False,
+                        timeout=15)
+            return None
+        words = f"rule {rule.id}: {rule.describe()} ({rule.reason})"
+        if checked.warnings:
+            words += "\n" + "\n".join(f"warning: {w}" for w in checked.warnings)
+        self.notify(words, title=f"rule {rule.id} saved", severity="warning" if checked.warnings else "information",
+                    markup=False, timeout=15)
+        await self._reload_rules()
+        return rule
+
+    async def _rule_decides(self, rid: str, waiting: NeedsApproval, checked: Checked, option: str | None) -> None:
+        """Save the rule made from ``waiting``'s call, then let it decide that call, by the
+        same path as a person's decision, recorded as ``rule R4``."""
+        rule = await self._save_rule(checked)
+        if rule is None:
+            return
+        st = self.states.get(rid)
+        try:
+            args = json.loads(waiting.args)
+        except ValueError:
+            args = {}
+        agent = (st.agent.name if st.agent is not None else st.model) if st is not None else ""
+        source = run_source(st) if st is not None else "tether"
+        missed = rule.misses(Call(waiting.tool_name, args if isinstance(args, dict) else {}, agent, source, rid))  # type: ignore[arg-type]
+        if missed is not None:
+            self.notify(f"rule {rule.id} does not fit this call ({missed}): it still waits for a decision",
+                        title=f"{one_line(rid, 60)}", severity="warning", markup=False, timeout=15)
+            return
+        if not self.can_decide(rid):
+            return
+        verdict, by = ("approve" if rule.effect == "allow" else "reject"), f"rule {rule.id}"
+        route = self.model.decide_route(rid)
+        if route == "process":
+            request = ControlRequest(verdict, rule.reason, call_id=waiting.call_id, by=by, rule=rule.id, option=option)
+            await self._control(rid, lambda: self.harness.request(rid, request),
+                                "Approve" if verdict == "approve" else "Reject")
+        elif route == "worker":
+            self.decide_for_worker(rid, verdict, rule.reason, call_id=waiting.call_id, by=by)
+        else:  # nobody holds it: this console goes on with it, and its loop reads the store's rules
+            self._launch(rid, lambda sig: self.harness.run(rid, signal=sig, sinks=[self._sink]),
+                         deciding=waiting.call_id)
+
+    def action_rules(self) -> None:
+        if not isinstance(self.screen, RulesScreen):
+            self.push_screen(RulesScreen())
+            self.run_worker(self._reload_rules(), name="rules", group="rules", exclusive=True, exit_on_error=False)
+
+    async def _reload_rules(self) -> None:
+        """The store's rules onto the rules screen, when it is up."""
+        screen = self.screen
+        if not isinstance(screen, RulesScreen):
+            return
+        store = self.harness.store
+        try:
+            rules = await call(store, store.rules)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.notify(one_line(exc, 400), title="the rules could not be read", severity="error", markup=False)
+            return
+        if screen.is_attached:
+            screen.show(rules)
+
+    @on(RulesScreen.Add)
+    def _add_rule(self) -> None:
+        if self.refused("Add a rule"):
+            return
+
+        def done(checked: Checked | None) -> None:
+            if checked is not None:
+                self.run_worker(self._save_rule(checked), name="add rule", group="control", exit_on_error=False)
+
+        self.push_screen(RuleEditor(self.rule_context()), done)
+
+    @on(RulesScreen.Remove)
+    def _remove_rule(self, message: RulesScreen.Remove) -> None:
+        if self.refused("Remove a rule"):
+            return
+        rule = message.rule
+
+        def done(yes: bool | None) -> None:
+            if yes:
+                self.run_worker(self._rule_removed(rule.id), name="remove rule", group="control", exit_on_error=False)
+
+        self.push_screen(ConfirmDialog(f"Remove rule {rule.id}?", f"{rule.describe()} ({rule.reason}; {rule.by})"),
+                         done)
+
+    async def _rule_removed(self, rule_id: str) -> None:
+        store = self.harness.store
+        try:
+            rule = await call(store, store.rule_remove, rule_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.notify(one_line(exc, 400), title=f"rule {rule_id} was not removed", severity="error", markup=False)
+            return
+        self.notify(f"{rule.describe()} ({rule.reason})", title=f"rule {rule.id} removed", markup=False)
+        await self._reload_rules()
+
+    def action_decisions(self) -> None:
+        if not isinstance(self.screen, DecisionsScreen):
+            self.push_screen(DecisionsScreen())  # it asks for its decisions when it mounts
+
+    @on(DecisionsScreen.Query)
+    def _decisions_asked(self, message: DecisionsScreen.Query) -> None:
+        self.run_worker(self._load_decisions(message.query), name="decisions", group="decisions", exclusive=True,
+                        exit_on_error=False)
+
+    async def _load_decisions(self, query: DecisionQuery) -> None:
+        store = self.harness.store
+        try:
+            records = await call(store, store.decisions, query)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.notify(one_line(exc, 400), title="the decisions could not be read", severity="error", markup=False)
+            return
+        screen = self.screen
+        if isinstance(screen, DecisionsScreen):
+            screen.show(records, query)
+
+    @on(DecisionsScreen.Chosen)
+    def _decision_chosen(self, message: DecisionsScreen.Chosen) -> None:
+        if message.run_id not in self.states:
+            self.notify(f"run {message.run_id} is not on this console's list (it may have been removed)",
+                        severity="warning", markup=False)
+            return
+        if isinstance(self.screen, DecisionsScreen):
+            self.screen.dismiss(None)
+        self.select(message.run_id)
 
     def action_new_run(self) -> None:
         if self.refused("New run"):

@@ -1,4 +1,4 @@
-"""Keyboard-driven dialogs: approve, reject, new run, resume with raised limits, help.
+"""Keyboard-driven dialogs: approve, reject (:mod:`.decision`), new run, resume with raised limits, help.
 
 Every dialog dismisses with a value (or ``None`` when cancelled with Esc); the app acts on
 it. The approve and reject dialogs ignore Enter for a short grace period after they open,
@@ -9,290 +9,25 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from typing import Literal
 
 from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical, VerticalScroll
-from textual.message import Message
-from textual.screen import ModalScreen
+from textual.containers import Grid, Horizontal, Vertical
 from textual.widgets import Button, Input, Label, Select, Static
 
-from tether.state import Limits, NeedsApproval, Policies, RunState, Status
-from tether.tui.agent_notes import Ask, Option
-from tether.tui.text import clean, money, one_line, pretty_args, stop_reason
+from tether.state import Limits, Policies, RunState, Status
+from tether.tui.components.decision import GRACE_S, ApproveDialog, DecisionAnswer, RejectDialog
+from tether.tui.components.forms import Dialog, FormDialog, FormSelect, kv
+from tether.tui.text import clean, money, one_line, stop_reason
 
-GRACE_S = 0.4
-
-
-def _kv(key: str, value: str, style: str = "") -> Text:
-    out = Text()
-    out.append(f"{key:<10}", style="dim")
-    out.append(clean(value), style=style)
-    return out
-
-
-class _Dialog(ModalScreen[Any]):
-    """Common frame: Esc cancels."""
-
-    BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel")]
-
-    def action_cancel(self) -> None:
-        self.dismiss(None)
-
-    @on(Button.Pressed, "#cancel")
-    def _cancel_pressed(self) -> None:
-        self.dismiss(None)
-
-
-class FormSelect(Select[Any]):
-    """A form's list field: Enter submits the form, as in its text fields (Textual's Select
-    opens its list on Enter); Space, the arrows or a click open the list. Enter inside the
-    open list still picks an option: the list has the focus then."""
-
-    BINDINGS = [Binding("enter", "submit", "Submit", show=False)]
-
-    class Submitted(Message):
-        """Enter on the field, with its list closed."""
-
-    def action_submit(self) -> None:
-        self.post_message(self.Submitted())
-
-
-class _FormDialog(_Dialog):
-    """A form that becomes a request: Enter in a field (a text or a list field) or the
-    primary button (``#submit``) submits it; a value that does not parse is shown in words
-    and the dialog stays open."""
-
-    def request(self) -> Any:
-        raise NotImplementedError
-
-    def form_footer(self, submit: str, hint: str) -> ComposeResult:
-        """The line ``_submit`` writes a bad value's error to, the buttons, and the key hint."""
-        yield Static("", id="error")
-        with Horizontal(classes="buttons"):
-            yield Button(submit, variant="primary", id="submit")
-            yield Button("Cancel", id="cancel")
-        yield Static(Text(hint, style="dim"))
-
-    @on(Input.Submitted)
-    @on(FormSelect.Submitted)
-    @on(Button.Pressed, "#submit")
-    def _submit(self) -> None:
-        try:
-            request = self.request()
-        except ValueError as exc:
-            self.query_one("#error", Static).update(Text(str(exc), style="bold red"))
-            return
-        self.dismiss(request)
-
-
-@dataclass(frozen=True)
-class DecisionAnswer:
-    """What a decision dialog on an ACP agent's permission request returns: the words, and
-    the agent's option to answer with (None: allow once for Approve, reject once for Reject,
-    as the run picks by itself). A dialog on Tether's own call returns the words alone."""
-
-    text: str
-    option: str | None = None
-
-
-DIFF_LINES = 400  # a longer diff shows its first lines and says how many more
-DIFF_LINE_CHARS = 500
-
-
-def diff_text(diff: str) -> Text:
-    """A unified diff, coloured (+ green, - red, @@ cyan), bounded."""
-    lines = diff.splitlines()
-    out = Text()
-    for i, line in enumerate(lines[:DIFF_LINES]):
-        if i:
-            out.append("\n")
-        line = clean(line)
-        if line.startswith(("+++", "---")):
-            style = "bold"
-        elif line.startswith("+"):
-            style = "green"
-        elif line.startswith("-"):
-            style = "red"
-        elif line.startswith("@@"):
-            style = "cyan"
-        else:
-            style = ""
-        out.append(line if len(line) <= DIFF_LINE_CHARS else line[:DIFF_LINE_CHARS] + "…", style=style)
-    if len(lines) > DIFF_LINES:
-        out.append(f"\n… {len(lines) - DIFF_LINES} more lines (tether trace RUN_ID has the whole diff)", style="dim")
-    return out
-
-
-def diff_summary(diff: str) -> str:
-    lines = diff.splitlines()
-    added = sum(1 for line in lines if line.startswith("+") and not line.startswith("+++"))
-    removed = sum(1 for line in lines if line.startswith("-") and not line.startswith("---"))
-    files = sum(1 for line in lines if line.startswith("+++"))
-    return (f"{added} line{'' if added == 1 else 's'} added, {removed} removed"
-            + (f", in {files} files" if files > 1 else ""))
-
-
-class _DecisionDialog(_Dialog):
-    """Approve or reject one pending call; Enter confirms once the grace period is over.
-
-    For an ACP agent's permission request (``ask``: its options and diff), it also shows
-    the diff the agent proposes and every option it offers, with its kind. Enter (and the
-    main button) answers allow once, or reject once; a button per other option of the
-    same family (allow always, reject always) answers with that one."""
-
-    verb = "Approve"
-    approves = True
-    field_label = "Note (optional)"
-    placeholder = "why you approve, kept with the decision"
-    button_variant = "success"
-
-    def __init__(self, run_id: str, waiting: NeedsApproval, grace_s: float = GRACE_S, ask: Ask | None = None) -> None:
-        super().__init__()
-        self.run_id = run_id
-        self.call_id = waiting.call_id
-        self.tool = waiting.tool_name
-        self.args = waiting.args
-        self.why = waiting.why
-        self.grace_s = grace_s
-        self.armed = False
-        self.ask = ask
-        self.default_option: Option | None = ask.default(self.approves) if ask is not None else None
-        self.other_options: list[Option] = ([o for o in ask.family(self.approves) if o != self.default_option]
-                                            if ask is not None else [])
-
-    @property
-    def diff(self) -> str:
-        """The diff shown (empty: none)."""
-        return self.ask.diff if self.ask is not None else ""
-
-    def compose(self) -> ComposeResult:
-        with Vertical(classes="dialog", id="decision"):
-            yield Label(Text(f"{self.verb} {clean(self.tool)}?", style="bold"), classes="dialog-title")
-            yield Static(_kv("run", self.run_id))
-            yield Static(_kv("call id", self.call_id))
-            yield Static(_kv("tool", self.tool, "bold"))
-            # An ACP agent's why lists its options: they are shown below, each with how to pick it.
-            why = self.why.partition(": ")[0] if self.ask is not None and self.ask.options else self.why
-            yield Static(_kv("why", why))
-            if self.ask is not None:
-                yield Static(self._options(), id="options")
-                if self.ask.diff:
-                    yield Static(_kv("diff", diff_summary(self.ask.diff)), classes="field-label")
-                    with VerticalScroll(classes="diff"):
-                        yield Static(diff_text(self.ask.diff), id="diff")
-            yield Static(Text("arguments", style="dim"))
-            with VerticalScroll(classes="args short" if self.ask is not None else "args"):
-                yield Static(Text(clean(pretty_args(self.args))), id="args")
-            yield Label(self.field_label, classes="field-label")
-            yield Input(placeholder=self.placeholder, id="text")
-            yield from self.extra()
-            with Horizontal(classes="buttons"):
-                label = self.verb if self.default_option is None else f"{self.verb}: {one_line(self.default_option.name, 24)}"
-                yield Button(label, variant=self.button_variant, id="confirm", disabled=True)  # type: ignore[arg-type]
-                for i, option in enumerate(self.other_options):
-                    yield Button(one_line(option.name, 24), variant="warning", id=f"option-{i}", classes="option",
-                                 disabled=True)
-                yield Button("Cancel", id="cancel")
-            yield Static(Text(self._hint(), style="dim"), id="hint")
-
-    def _options(self) -> Text:
-        """Every option the agent offers, its kind, and how to pick it here."""
-        ask = self.ask
-        assert ask is not None
-        out = Text()
-        out.append(f"{'options':<10}", style="dim")
-        if not ask.options:
-            out.append("the agent offers none: the run answers in its own way", style="yellow")
-        other_key = "r rejects" if self.approves else "a approves"
-        for i, option in enumerate(ask.options):
-            if i:
-                out.append("\n" + " " * 10)
-            out.append(f"{one_line(option.name, 24):<24} ", style="bold" if option.allows == self.approves else "")
-            out.append(f"{option.kind_words:<14}", style="green" if option.allows else "red")
-            if option == self.default_option:
-                how = "Enter"
-            elif option in self.other_options:
-                how = "its button below"
-            else:
-                how = other_key
-            out.append(f" {how}", style="dim")
-        return out
-
-    def _hint(self) -> str:
-        if self.ask is not None and self.default_option is None:
-            return (f"the agent offers no {'allow' if self.approves else 'reject'} option: the run answers with "
-                    "what it can · Esc cancels")
-        return "Enter confirms · Esc cancels"
-
-    def extra(self) -> ComposeResult:
-        yield from ()
-
-    def on_mount(self) -> None:
-        self.query_one("#text", Input).focus()
-        if self.grace_s <= 0:
-            self._arm()
-        else:
-            self.set_timer(self.grace_s, self._arm)
-
-    def _arm(self) -> None:
-        self.armed = True
-        self.query_one("#confirm", Button).disabled = False
-        for button in self.query(".option").results(Button):
-            button.disabled = False
-
-    @on(Input.Submitted, "#text")
-    def _submitted(self) -> None:
-        self.action_confirm()
-
-    @on(Button.Pressed, "#confirm")
-    def _pressed(self) -> None:
-        self.action_confirm()
-
-    @on(Button.Pressed, ".option")
-    def _option_pressed(self, event: Button.Pressed) -> None:
-        index = int(str(event.button.id).rpartition("-")[2])
-        self.pick(self.other_options[index])
-
-    def action_confirm(self) -> None:
-        self.pick(None)
-
-    def pick(self, option: Option | None) -> None:
-        """Answer with ``option`` (None: the default, allow once or reject once)."""
-        if not self.armed:
-            self.query_one("#hint", Static).update(
-                Text(f"Enter is ignored for {self.grace_s:g} s after the dialog opens; press it again", style="yellow"))
-            return
-        text = self.query_one("#text", Input).value
-        if self.ask is None:
-            self.dismiss(text)
-        else:
-            self.dismiss(DecisionAnswer(text, option.id if option is not None else None))
-
-
-class ApproveDialog(_DecisionDialog):
-    verb = "Approve"
-
-
-class RejectDialog(_DecisionDialog):
-    verb = "Reject"
-    approves = False
-    field_label = "Reason (written into the transcript, in words)"
-    placeholder = "e.g. access.log is still needed"
-    button_variant = "error"
-
-    def extra(self) -> ComposeResult:
-        if self.ask is not None:
-            yield Static(Text("ACP has no field for a reason: the words go to the agent as its next prompt, "
-                              "after this turn (unless its agent file says tell_rejections = false).", style="dim"))
-            return
-        yield Static(Text("An empty reason still records \"The operator declined this call: no reason given. "
-                          "Nothing was done.\"", style="dim"))
-
+__all__ = [  # the decision dialogs live in .decision; the app and the tests find every dialog here
+    "GRACE_S", "AgentChoice", "ApproveDialog", "DecisionAnswer", "FollowUpDialog", "HelpScreen", "NewRunDialog",
+    "NewRunRequest", "RejectDialog", "ResumeDialog", "ResumeRequest",
+]
 
 # ---- new run -------------------------------------------------------------------
 
@@ -379,7 +114,7 @@ def _fields(choice: AgentChoice) -> dict[str, str]:
     }
 
 
-class NewRunDialog(_FormDialog):
+class NewRunDialog(FormDialog):
     """Choose an agent (the agent file's, then the demo scenarios; with ``--base-url``, a
     model at that endpoint), type its task (blank: the agent's own), set its limits and
     policies (filled with the chosen agent's own; a field the operator changed stays as
@@ -521,7 +256,7 @@ class ResumeRequest:
     budget_usd: float | None
 
 
-class ResumeDialog(_FormDialog):
+class ResumeDialog(FormDialog):
     def __init__(self, state: RunState, reason: str | None = None) -> None:
         super().__init__()
         self.state = state
@@ -542,12 +277,12 @@ class ResumeDialog(_FormDialog):
         turns, budget = self.suggested()
         with Vertical(classes="dialog", id="resume"):
             yield Label(Text(f"Resume {one_line(st.run_id, 60)}", style="bold"), classes="dialog-title")
-            yield Static(_kv("stopped", f"{st.status.value}: "
+            yield Static(kv("stopped", f"{st.status.value}: "
                              + (self.reason or stop_reason(st, live=False))))
             cap = "no turn cap" if st.limits.max_turns is None else f"a cap of {st.limits.max_turns}"
             of_budget = ("no budget" if st.limits.budget_usd is None
                          else f"a budget of {money(st.limits.budget_usd)}")
-            yield Static(_kv("so far", f"{st.turns} turn{'' if st.turns == 1 else 's'} ({cap}), "
+            yield Static(kv("so far", f"{st.turns} turn{'' if st.turns == 1 else 's'} ({cap}), "
                              f"{money(st.cost_usd)} spent ({of_budget})"))
             if st.status in (Status.MAX_TURNS_EXCEEDED, Status.BUDGET_EXCEEDED):
                 yield Static(Text("Each extra turn resends the whole transcript: the turns you add cost more "
@@ -576,7 +311,7 @@ class ResumeDialog(_FormDialog):
 
 # ---- a follow-up ------------------------------------------------------------------
 
-class FollowUpDialog(_FormDialog):
+class FollowUpDialog(FormDialog):
     """The operator's next words to the agent of a run that is not running: a conversation,
     not only a task (a completed run goes on from them)."""
 
@@ -588,7 +323,7 @@ class FollowUpDialog(_FormDialog):
         st = self.state
         with Vertical(classes="dialog", id="follow-up"):
             yield Label(Text(f"Follow up on {one_line(st.run_id, 60)}", style="bold"), classes="dialog-title")
-            yield Static(_kv("now", f"{st.status.value}: {stop_reason(st, live=False)}"))
+            yield Static(kv("now", f"{st.status.value}: {stop_reason(st, live=False)}"))
             yield Input(placeholder="what to tell the agent next", id="message")
             yield from self.form_footer("Send", "Enter sends · Esc cancels")
 
@@ -609,10 +344,16 @@ HELP_KEYS = (
           "tool (scan_archive)."),
     ("m", "Follow up on the selected run that is not running: your next words to its agent, and the run "
           "goes on from them (a completed run too; an ACP agent's session is loaded again)."),
-    ("a", "Approve the selected run's pending call (a dialog shows tool, arguments, call id); a process "
+    ("a", "Approve the selected run's pending call (a dialog shows tool, arguments, what it would change); a process "
           "waiting for the decision gets it. An ACP agent's request shows its diff and its options: Enter "
           "allows once, a button picks another (allow always)."),
-    ("r", "Reject it: the reason is written into the transcript in words; nothing is done."),
+    ("e", "Approve the pending call with edited arguments (JSON; ctrl+e in the Approve dialog): the tool runs "
+          "with yours and the model reads that they changed. Not for an ACP agent's call."),
+    ("r", "Reject it: the reason is written into the transcript in words; nothing is done. Approve and Reject "
+          "also offer \"Always allow…\" and \"Always deny…\": a standing rule made from the call."),
+    ("L", "The standing rules: list, add (a), remove (d). Each decides at once the calls it fits."),
+    ("D", "Every decision on the store, newest first: who (a person or a rule), when, how long it waited; "
+          "Enter goes to its run."),
     ("n", "New run: an agent (the agent file's, or a demo scenario), its task, turn cap, budget "
           "and mode, tool-error policy, dedupe."),
     ("R", "Resume a run stopped by its turn cap, its budget or Stop, with raised limits; adopt an "
@@ -626,7 +367,7 @@ HELP_KEYS = (
 )
 
 
-class HelpScreen(_Dialog):
+class HelpScreen(Dialog):
     BINDINGS = [Binding("escape,f1,q", "cancel", "Close", id="help.close")]
 
     def compose(self) -> ComposeResult:

@@ -1,0 +1,457 @@
+"""Approvals that scale, in the console (issue 25): what a call would change shown before
+deciding, approving with edited arguments, "always allow…" and "always deny…" making a
+standing rule that decides the call, the rules screen, and the decisions screen.
+
+Driven headlessly with Textual's pilot on a file store in a temp dir and the scripted
+provider (the ``destructive`` scenario waits on ``delete_file access.log``). Every wait
+is on a condition under a cap; what is asserted is what the operator sees (the screen,
+the words said) and what reached the harness and the store (the run's decisions, the
+store's rules).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.text import Text
+from textual.pilot import Pilot
+from textual.widgets import Button, DataTable, Input, Static, TextArea
+
+from tether.approvals import Rule, Where
+from tether.approvals.preview import preview_call
+from tether.state import NeedsApproval, Status
+from tether.tools.builtin import WriteFile
+from tether.tui.app import TetherApp
+from tether.tui.components.approval_view import deadline_words, preview_body, tally_words
+from tether.tui.components.args_editor import ArgsEditor
+from tether.tui.components.decision import ACP_NO_EDIT
+from tether.tui.components.decisions_screen import DecisionsScreen
+from tether.tui.components.dialogs import ApproveDialog, NewRunRequest, RejectDialog
+from tether.tui.components.rule_editor import RuleContext, RuleEditor, where_lines
+from tether.tui.components.rules_screen import ConfirmDialog, RulesScreen
+from tether.workspace import Workspace
+
+from tests.support import SIZE, finish, make_app, notices, open_armed, settle, still_console, transcript, wait_for
+
+RID = "destructive-1"
+
+
+async def destructive_waiting(pilot: Pilot[Any], app: TetherApp) -> NeedsApproval:
+    app.create_run(NewRunRequest("destructive"), run_id=RID)
+    app.select(RID)
+    await settle(pilot, app, "destructive to stop for approval")
+    waiting = app.states[RID].interruption
+    assert isinstance(waiting, NeedsApproval) and waiting.tool_name == "delete_file"
+    return waiting
+
+
+def shown(widget: Static) -> str:
+    """What a Static shows, as plain text."""
+    content = widget.content
+    return content.plain if isinstance(content, Text) else str(content)
+
+
+def dialog_text(dialog: Any) -> str:
+    return "\n".join(shown(s) for s in dialog.query(Static) if not isinstance(s, Button))
+
+
+# ---- what the call would change, before deciding --------------------------------------
+
+def write_call(workspace: Path) -> NeedsApproval:
+    """A write_file call on an existing file, its preview made by the tool's own preview
+    (the loop keeps the same dict on the waiting call)."""
+    (workspace / "notes.txt").write_text("groceries\nmilk\neggs\n", encoding="utf-8")
+    args = {"path": "notes.txt", "content": "groceries\nmilk\nbread\nbutter\n"}
+    preview = asyncio.run(preview_call(WriteFile(), args, Workspace(workspace)))
+    assert preview is not None and preview.kind == "diff", preview
+    return NeedsApproval("call_1_0", "write_file", json.dumps(args), "write_file needs approval: it writes to the "
+                         "workspace", needed=2, approvers=("alice",), preview=preview.to_dict())
+
+
+def test_the_diff_of_a_write_shows_in_the_dialog(snap_compare: Any, tmp_path: Path) -> None:
+    """The diff coloured (+ green, - red), the tally of a two-person call; still (no clock)."""
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    waiting = write_call(workspace)
+    app = still_console(runs_dir=tmp_path / "runs", workspace=workspace, grace_s=0)
+
+    async def open_dialog(pilot: Pilot[Any]) -> None:
+        await pilot.app.push_screen(ApproveDialog("write-1", waiting, grace_s=0, rules=RuleContext("operator")))
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=SIZE, run_before=open_dialog)
+
+
+async def test_the_preview_is_coloured_and_the_tally_said(tmp_path: Path) -> None:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir()
+    waiting = await asyncio.to_thread(write_call, workspace)
+    app = make_app(tmp_path, grace_s=0)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.push_screen(ApproveDialog("write-1", waiting, grace_s=0))
+        await pilot.pause()
+        preview = app.screen.query_one("#preview", Static).content
+        assert isinstance(preview, Text)
+        styles = {preview.plain[span.start:span.end]: str(span.style) for span in preview.spans}
+        assert (styles["+bread"], styles["-eggs"]) == ("green", "red")
+        assert any(text.startswith("@@") and style == "dim" for text, style in styles.items())
+        text = dialog_text(app.screen)
+        assert "changes   write notes.txt" in text
+        assert "people    1 of 2 approved (alice)" in text
+        await finish(pilot, app)
+
+
+async def test_the_loop_s_preview_of_a_delete_shows(tmp_path: Path) -> None:
+    """destructive's delete_file: the loop keeps the file's size and first lines on the call."""
+    app = make_app(tmp_path, grace_s=0)
+    async with app.run_test(size=SIZE) as pilot:
+        waiting = await destructive_waiting(pilot, app)
+        assert waiting.preview is not None and waiting.preview["kind"] == "summary"
+        dialog = await open_armed(pilot, app, "a", ApproveDialog)
+        text = dialog_text(dialog)
+        assert "changes   delete access.log (404 bytes)" in text
+        assert "GET /api/orders?page=2" in text
+        await pilot.press("escape")
+        await finish(pilot, app)
+
+
+async def test_a_failed_preview_is_shown_and_deciding_goes_on(tmp_path: Path) -> None:
+    waiting = NeedsApproval("call_1_0", "write_file", '{"path": "big.bin", "content": "x"}', "it writes",
+                            preview={"kind": "failed", "title": "write_file",
+                                     "text": "preview failed: no answer within 2 s"})
+    app = make_app(tmp_path, grace_s=0)
+    answers: list[Any] = []
+    async with app.run_test(size=SIZE) as pilot:
+        await app.push_screen(ApproveDialog("run-1", waiting, grace_s=0), answers.append)
+        await pilot.pause()
+        body = app.screen.query_one("#preview", Static).content
+        assert isinstance(body, Text)
+        assert body.plain == "preview failed: no answer within 2 s (you can still decide)"
+        assert str(body.style) == "yellow"
+        await pilot.press(*"looks fine", "enter")
+        await wait_for(pilot, lambda: answers == ["looks fine"], "the approval")
+        await finish(pilot, app)
+
+
+def test_deadline_and_tally_words() -> None:
+    now = 1_000_000.0
+    waiting = NeedsApproval("c", "deploy", "{}", deadline_at=now + 9 * 60 + 10, on_deadline="reject")
+    assert deadline_words(waiting, now) == "rejects in 9 min"
+    assert deadline_words(NeedsApproval("c", "deploy", "{}", deadline_at=now + 30, on_deadline="stop"), now) \
+        == "stops the run in 30 s"
+    escalating = NeedsApproval("c", "deploy", "{}", deadline_at=now + 7200, on_deadline="escalate")
+    assert deadline_words(escalating, now) == "escalates to someone else in 2 h"
+    assert deadline_words(NeedsApproval("c", "deploy", "{}", deadline_at=now + 600, on_deadline="escalate",
+                                        escalated=True), now) == "escalated once; rejects in 10 min"
+    assert "deadline has passed" in (deadline_words(NeedsApproval("c", "d", "{}", deadline_at=now - 1), now) or "")
+    assert deadline_words(NeedsApproval("c", "deploy", "{}"), now) is None
+    assert tally_words(NeedsApproval("c", "deploy", "{}", needed=2)) == "0 of 2 approved: it needs 2 different people"
+    assert tally_words(NeedsApproval("c", "deploy", "{}")) is None
+    assert preview_body({"kind": "summary", "text": "delete a.log", "truncated": True}).plain.startswith("delete a.log")
+
+
+async def test_the_deadline_shows_in_the_dialog(tmp_path: Path) -> None:
+    waiting = NeedsApproval("call_1_0", "deploy", "{}", "it deploys", deadline_at=time.time() + 9 * 60 + 20)
+    app = make_app(tmp_path, grace_s=0)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.push_screen(RejectDialog("run-1", waiting, grace_s=0))
+        await pilot.pause()
+        assert shown(app.screen.query_one("#deadline", Static)) == "deadline  rejects in 9 min"
+        await finish(pilot, app)
+
+
+# ---- approving with edited arguments --------------------------------------------------
+
+async def edit_to(pilot: Pilot[Any], app: TetherApp, text: str) -> ArgsEditor:
+    await wait_for(pilot, lambda: isinstance(app.screen, ArgsEditor), "the arguments editor")
+    editor = app.screen
+    assert json.loads(editor.query_one("#args-text", TextArea).text) == {"path": "access.log"}
+    editor.query_one("#args-text", TextArea).text = text
+    await pilot.press("ctrl+s")
+    await pilot.pause()
+    return editor  # type: ignore[return-value]
+
+
+async def test_e_approves_with_the_edited_arguments(tmp_path: Path) -> None:
+    """The run's decision carries the operator's arguments, the tool ran with them (scratch.log
+    deleted, access.log kept), and the transcript says the arguments changed."""
+    app = make_app(tmp_path, grace_s=0)
+    async with app.run_test(size=SIZE) as pilot:
+        await destructive_waiting(pilot, app)
+        workspace = tmp_path / "workspace"
+        (workspace / "scratch.log").write_text("old lines\n", encoding="utf-8")
+        await pilot.press("e")
+        await edit_to(pilot, app, '{\n  "path": "scratch.log"\n}')
+        await settle(pilot, app, "the run to go on with the edited arguments")
+        st = app.states[RID]
+        decision = st.approvals["call_1_0"]
+        assert decision.verdict == "approved" and json.loads(decision.args or "") == {"path": "scratch.log"}
+        assert not (workspace / "scratch.log").exists() and (workspace / "access.log").exists()
+        assert st.status is Status.COMPLETED
+        assert "scratch.log" in transcript(app)
+        await finish(pilot, app)
+
+
+async def test_the_approve_dialog_s_edit_keeps_the_note(tmp_path: Path) -> None:
+    app = make_app(tmp_path, grace_s=0)
+    async with app.run_test(size=SIZE) as pilot:
+        await destructive_waiting(pilot, app)
+        (tmp_path / "workspace" / "scratch.log").write_text("x\n", encoding="utf-8")
+        await open_armed(pilot, app, "a", ApproveDialog)
+        await pilot.press(*"only the scratch one", "ctrl+e")
+        await wait_for(pilot, lambda: isinstance(app.screen, ArgsEditor), "the arguments editor")
+        assert app.screen.query_one("#note", Input).value == "only the scratch one"
+        await edit_to(pilot, app, '{"path": "scratch.log"}')
+        await settle(pilot, app)
+        decision = app.states[RID].approvals["call_1_0"]
+        assert (decision.text, json.loads(decision.args or "")) == ("only the scratch one", {"path": "scratch.log"})
+        await finish(pilot, app)
+
+
+async def test_invalid_json_is_refused_in_the_dialog_and_nothing_is_sent(tmp_path: Path) -> None:
+    app = make_app(tmp_path, grace_s=0)
+    async with app.run_test(size=SIZE) as pilot:
+        await destructive_waiting(pilot, app)
+        await pilot.press("e")
+        editor = await edit_to(pilot, app, '{"path": scratch.log}')
+        assert app.screen is editor
+        error = shown(editor.query_one("#error", Static))
+        assert error.startswith("the arguments are not JSON: Expecting value (line 1, column 10)"), error
+        assert error.endswith("nothing was sent")
+        editor.query_one("#args-text", TextArea).text = '["scratch.log"]'
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert "must be a JSON object" in shown(editor.query_one("#error", Static))
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, ArgsEditor), "the editor to close")
+        st = app.states[RID]
+        assert not app.active and st.status is Status.INTERRUPTED and not st.approvals
+        await finish(pilot, app)
+
+
+async def test_an_edit_the_tool_s_schema_refuses_is_said_in_words(tmp_path: Path) -> None:
+    app = make_app(tmp_path, grace_s=0)
+    said = notices(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await destructive_waiting(pilot, app)
+        await pilot.press("e")
+        await edit_to(pilot, app, '{"path": "access.log", "force": true}')
+        await settle(pilot, app)
+        assert any("do not fit delete_file" in words for words in said), said
+        st = app.states[RID]
+        assert st.status is Status.INTERRUPTED and not st.approvals  # consumed nothing
+        assert (tmp_path / "workspace" / "access.log").exists()
+        await finish(pilot, app)
+
+
+async def test_an_acp_agent_s_call_cannot_be_edited(tmp_path: Path) -> None:
+    waiting = NeedsApproval("call_1", "Write out.txt", '{"path": "out.txt"}', "the agent asks")
+    app = make_app(tmp_path, grace_s=0)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.push_screen(ApproveDialog("acp-1", waiting, grace_s=0, acp=True))
+        await pilot.pause()
+        assert not app.screen.query("#edit")
+        await pilot.press("ctrl+e")
+        await pilot.pause()
+        assert isinstance(app.screen, ApproveDialog)
+        assert shown(app.screen.query_one("#hint", Static)) == ACP_NO_EDIT
+        assert "the protocol offers no way to change them" in ACP_NO_EDIT
+        await finish(pilot, app)
+
+
+# ---- "always allow…", "always deny…": a standing rule from the call ------------------------
+
+async def open_rule_editor(pilot: Pilot[Any], app: TetherApp, key: str, dialog: type, effect: str) -> RuleEditor:
+    await open_armed(pilot, app, key, dialog)
+    await pilot.click(f"#always-{effect}")
+    await wait_for(pilot, lambda: isinstance(app.screen, RuleEditor), "the rule editor")
+    await pilot.pause()  # its lists take their values when mounted
+    return app.screen  # type: ignore[return-value]
+
+
+def fill(editor: RuleEditor, **fields: str) -> None:
+    for name, value in fields.items():
+        if name == "where":
+            editor.query_one("#where", TextArea).text = value
+        else:
+            editor.query_one(f"#{name}", Input).value = value
+
+
+async def test_always_allow_makes_a_rule_that_decides_the_call(tmp_path: Path) -> None:
+    app = make_app(tmp_path, grace_s=0)
+    said = notices(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await destructive_waiting(pilot, app)
+        editor = await open_rule_editor(pilot, app, "a", ApproveDialog, "allow")
+        # Prefilled from the call: its tool, its agent, each string argument as a pattern.
+        assert editor.query_one("#tool", Input).value == "delete_file"
+        assert editor.query_one("#agent", Input).value == "destructive"
+        assert editor.query_one("#where", TextArea).text == "path=access.log"
+        assert str(editor.query_one("#scope").value) == "agent"  # type: ignore[attr-defined]
+        fill(editor, where="path=*.log", reason="scratch logs go")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: app.states[RID].status is Status.COMPLETED, "the rule to decide the call")
+        await settle(pilot, app)
+        [rule] = app.harness.store.rules()
+        assert (rule.effect, rule.tool, rule.agent, rule.where, rule.scope, rule.reason, rule.by) == \
+            ("allow", "delete_file", "destructive", (Where("path", "*.log"),), "agent", "scratch logs go", "operator")
+        decision = app.states[RID].approvals["call_1_0"]
+        assert (decision.verdict, decision.by, decision.rule) == ("approved", f"rule {rule.id}", rule.id)
+        assert not (tmp_path / "workspace" / "access.log").exists()
+        assert any(f"rule {rule.id} saved" in words for words in said), said
+        await finish(pilot, app)
+
+
+async def test_always_deny_from_reject_makes_a_deny_rule(tmp_path: Path) -> None:
+    app = make_app(tmp_path, grace_s=0)
+    async with app.run_test(size=SIZE) as pilot:
+        await destructive_waiting(pilot, app)
+        editor = await open_rule_editor(pilot, app, "r", RejectDialog, "deny")
+        assert str(editor.query_one("#effect").value) == "deny"  # type: ignore[attr-defined]
+        fill(editor, reason="logs are evidence")
+        editor.query_one("#scope").value = f"run:{RID}"  # type: ignore[attr-defined]
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: app.states[RID].status is Status.COMPLETED, "the rule to decide the call")
+        await settle(pilot, app)
+        [rule] = app.harness.store.rules()
+        assert (rule.effect, rule.scope, rule.where) == ("deny", f"run:{RID}", (Where("path", "access.log"),))
+        decision = app.states[RID].approvals["call_1_0"]
+        assert (decision.verdict, decision.by) == ("rejected", f"rule {rule.id}")
+        assert (tmp_path / "workspace" / "access.log").exists()
+        await finish(pilot, app)
+
+
+async def test_a_rule_the_check_refuses_is_said_and_nothing_is_saved(tmp_path: Path) -> None:
+    app = make_app(tmp_path, grace_s=0)
+    async with app.run_test(size=SIZE) as pilot:
+        await destructive_waiting(pilot, app)
+        editor = await open_rule_editor(pilot, app, "a", ApproveDialog, "allow")
+        error = editor.query_one("#error", Static)
+        await pilot.press("ctrl+s")  # no reason yet
+        await pilot.pause()
+        assert "say why in Reason" in shown(error)
+        fill(editor, reason="scratch", where="path")
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert "write KEY=GLOB" in shown(error)
+        fill(editor, where="nothing=*.log")
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert "delete_file has no argument 'nothing'" in shown(error) and "can never match" in shown(error)
+        fill(editor, where="path=*.log", expires="soon")
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert "'soon' is not a duration" in shown(error)
+        assert app.screen is editor and app.harness.store.rules() == []
+        await pilot.press("escape")  # back to the approve dialog, then out: nothing decided
+        await wait_for(pilot, lambda: isinstance(app.screen, ApproveDialog), "the approve dialog")
+        await pilot.press("escape")
+        await pilot.pause()
+        assert app.states[RID].status is Status.INTERRUPTED and not app.states[RID].approvals
+        await finish(pilot, app)
+
+
+def test_the_where_patterns_of_a_call() -> None:
+    assert where_lines('{"path": "old.log", "force": true, "glob": "a*[b]?"}') == ["path=old.log", "glob=a[*][[]b][?]"]
+    assert where_lines("not json") == []
+
+
+# ---- the rules screen ---------------------------------------------------------------------
+
+def rule_ids(screen: RulesScreen) -> list[str]:
+    return [rule.id for rule in screen.rules]
+
+
+async def test_the_rules_screen_lists_adds_and_removes(tmp_path: Path) -> None:
+    app = make_app(tmp_path, grace_s=0)
+    store = app.harness.store
+    first = store.rule_add(Rule("deny", "delete_file", "keep the evidence", "alice", agent="destructive",
+                                where=(Where("path", "*.env"),), expires=time.time() + 3600))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("L")
+        await wait_for(pilot, lambda: isinstance(app.screen, RulesScreen), "the rules screen")
+        screen: RulesScreen = app.screen  # type: ignore[assignment]
+        await wait_for(pilot, lambda: rule_ids(screen) == [first.id], "the rule on the store to be listed")
+        table = screen.query_one("#rules", DataTable)
+        cells = [str(cell) for cell in table.get_row_at(0)]
+        assert cells[:6] == [first.id, "deny", "deny delete_file where path=*.env agent destructive", "store",
+                             "keep the evidence", "alice"]
+        # Another process adds one: the screen shows it (the owner-check timer polls the rules).
+        second = await asyncio.to_thread(store.rule_add, Rule("allow", "read_file", "reading is fine", "bob"))
+        await wait_for(pilot, lambda: rule_ids(screen) == [first.id, second.id], "the other process's rule")
+        # Add from the screen: the same editor, empty.
+        await pilot.press("a")
+        await wait_for(pilot, lambda: isinstance(app.screen, RuleEditor), "the rule editor")
+        editor: RuleEditor = app.screen  # type: ignore[assignment]
+        assert editor.query_one("#tool", Input).value == "" and editor.query_one("#where", TextArea).text == ""
+        fill(editor, tool="list_files", reason="listing is harmless")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: len(screen.rules) == 3, "the new rule to be listed")
+        added = screen.rules[-1]
+        assert (added.effect, added.tool, added.scope, added.by) == ("allow", "list_files", "store", "operator")
+        # Remove the first, confirmed.
+        table.move_cursor(row=0)
+        await pilot.press("d")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), "the confirmation")
+        await pilot.press("n")  # kept
+        await wait_for(pilot, lambda: app.screen is screen, "back on the rules screen")
+        assert [r.id for r in store.rules()] == [first.id, second.id, added.id]
+        await pilot.press("d")
+        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), "the confirmation")
+        await pilot.press("y")
+        await wait_for(pilot, lambda: rule_ids(screen) == [second.id, added.id], "the rule to go")
+        assert [r.id for r in store.rules()] == [second.id, added.id]
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is app.console_screen, "back on the console")
+        await finish(pilot, app)
+
+
+async def test_an_expired_rule_is_marked(tmp_path: Path) -> None:
+    app = make_app(tmp_path, grace_s=0)
+    rule = app.harness.store.rule_add(Rule("allow", "read_file", "for the demo", "alice", expires=time.time() - 60))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("L")
+        await wait_for(pilot, lambda: isinstance(app.screen, RulesScreen) and app.screen.rules == [rule],
+                       "the rule to be listed")
+        cells = [str(cell) for cell in app.screen.query_one("#rules", DataTable).get_row_at(0)]
+        assert cells[-1].startswith("expired ")
+        await finish(pilot, app)
+
+
+# ---- the decisions screen -----------------------------------------------------------------
+
+async def test_the_decisions_screen_lists_a_decision_and_goes_to_its_run(tmp_path: Path) -> None:
+    app = make_app(tmp_path, grace_s=0)
+    async with app.run_test(size=SIZE) as pilot:
+        await destructive_waiting(pilot, app)
+        app.approve_run(RID, "disk is full", call_id="call_1_0")
+        await settle(pilot, app, "the approved run to finish")
+        app.create_run(NewRunRequest("plan"), run_id="plan-1")  # selected elsewhere when the decision is chosen
+        await settle(pilot, app)
+        app.select("plan-1")
+        await pilot.press("D")
+        await wait_for(pilot, lambda: isinstance(app.screen, DecisionsScreen), "the decisions screen")
+        screen: DecisionsScreen = app.screen  # type: ignore[assignment]
+        await wait_for(pilot, lambda: len(screen.records) == 1, "the decision to be listed")
+        cells = [str(cell) for cell in screen.query_one("#decisions", DataTable).get_row_at(0)]
+        assert cells[1:6] == [RID, "delete_file", '{"path":"access.log"}', "approved", "operator"]
+        # Filtered by a decider who decided nothing: none.
+        by = screen.query_one("#by", Input)
+        by.focus()
+        by.value = "mallory"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not screen.records, "the filter to apply")
+        assert "no decisions fit the filters" in shown(screen.query_one("#decisions-count", Static))
+        by.value = "operator"
+        by.focus()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: len(screen.records) == 1, "the filter to apply")
+        screen.query_one("#decisions", DataTable).focus()
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.screen is app.console_screen, "back on the console")
+        assert app.selected == RID
+        await finish(pilot, app)
