@@ -1,17 +1,31 @@
 """Claude Code under Tether (issue 29, item 4): the real CLI (``make agents`` pins it), headless
-and offline, against the scripted provider's Anthropic Messages endpoint on loopback.
+and offline, against the scripted provider's Anthropic Messages endpoint on loopback, with the
+hooks ``tether hook claude-code --install`` wrote:
 
 - the endpoint speaks what Claude Code parses (a probe: two Bash calls and an answer);
-Without the CLI (no npm) the real-CLI tests skip with one reason; with ``CI`` set they fail.
+- a Bash call denied from ``tether reject`` (another process): the next request carries the words;
+- one approved from a Pilot console;
+- a Stop made while no hook holds the run ends the session at its next hook (after the tool);
+- a Stop while a call waits denies it at once, in the operator's words;
+- a decision deadline denies by itself, with the call allowed by Claude Code's own list
+  (a hook that timed out would have let it run).
+
+Every wait is on a condition under a generous cap; nothing asserts on timing. Without the CLI
+(no npm) the real-CLI tests skip with one reason; with ``CI`` set they fail.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import json
 import os
 import signal
+import subprocess
+import sys
+import time
+import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -19,9 +33,13 @@ from pathlib import Path
 import httpx
 import pytest
 
+from tether.approvals import Rule
+from tether.integrations import claude_code
 from tether.provider.anthropic import COMMANDS_DONE, COMMANDS_MODEL, COMMANDS_REFUSED, ReceivedRequest
 from tether.provider.app import create_app
 from tether.provider.server import running_app
+from tether.state import Cancelled, NeedsApproval, RunState, Status
+from tether.store import RunStore
 from tests.acp import agents
 from tests.acp.procs import alive_in
 
@@ -49,12 +67,23 @@ class Session:
 
 @dataclass
 class Place:
-    """A project folder and a private HOME, beside an endpoint that records every request."""
+    """A project folder, a private HOME and a run store, beside an endpoint that records every
+    request; the session's id is chosen here, so its run's id is known before it starts."""
 
     project: Path
     home: Path
+    runs: Path
     received: list[ReceivedRequest]
     base_url: str = ""
+    session_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+
+    @property
+    def run_id(self) -> str:
+        return claude_code.run_id_of(self.session_id)
+
+    def state(self) -> RunState | None:
+        store = RunStore(self.runs)
+        return store.load(self.run_id) if store.exists(self.run_id) else None
 
 
 @pytest.fixture
@@ -64,11 +93,12 @@ async def place(tmp_path: Path) -> AsyncIterator[Place]:
     project.mkdir()
     home.mkdir()
     received: list[ReceivedRequest] = []
-    here = Place(project, home, received)
+    here = Place(project, home, tmp_path / "runs", received)
     async with running_app(create_app(record=received.append)) as url:
         here.base_url = url.removesuffix("/v1")
         yield here
-    assert alive_in(project) == {}, "a process of the session was left behind"
+    # SessionEnd's hook ends the run from a detached process of its own: it is gone once done.
+    await until(lambda: alive_in(project) == {}, "every process of the session to be gone")
 
 
 def claude_env(place: Place, **extra: str) -> dict[str, str]:
@@ -81,11 +111,53 @@ def claude_env(place: Place, **extra: str) -> dict[str, str]:
     return {**env, **extra}
 
 
+async def until(predicate, what: str, session: asyncio.Task | None = None, cap: float = CAP_S):
+    """Wait for ``predicate()`` to be true (returned); fail after the cap, or as soon as the
+    Claude Code session ended without it."""
+    deadline = time.monotonic() + cap
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if session is not None and session.done():
+            done = session.result()
+            raise AssertionError(f"the session ended before {what}: {done.code} {done.result} {done.stderr[-2000:]}")
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out after {cap:g} s waiting for {what}")
+        await asyncio.sleep(0.05)
+
+
+def install(place: Place, *options: str) -> dict:
+    """``tether hook claude-code --install PROJECT`` with the test's store: the settings it wrote."""
+    assert claude_code.main(["--install", str(place.project), "--store", str(place.runs), *options]) == 0
+    return json.loads((place.project / ".claude" / "settings.json").read_text())
+
+
+async def tether_cli(*args: str) -> tuple[int, str]:
+    """A ``tether`` command in a process of its own, as an operator would type it."""
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.cli", *args,
+                                                stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    out, _ = await asyncio.wait_for(proc.communicate(), CAP_S)
+    return proc.returncode, out.decode()
+
+
+async def waiting_call(place: Place, session: asyncio.Task) -> NeedsApproval:
+    state = await until(lambda: (s := place.state()) is not None and isinstance(s.interruption, NeedsApproval) and s,
+                        "a call waiting for a decision", session)
+    return state.interruption
+
+
+async def ended_run(place: Place) -> RunState:
+    """The run once its session's last hook ended it (SessionEnd's, detached, for a completed one)."""
+    return await until(lambda: (s := place.state()) is not None and s.status is not Status.RUNNING and s,
+                       "the run to end")
+
+
 async def run_claude(place: Place, prompt: str, *args: str, env: dict[str, str] | None = None) -> Session:
     """``claude -p PROMPT --output-format stream-json --verbose`` in the project, its whole process
     group killed if it outlives the cap."""
     command = [str(agents.CLAUDE), "-p", prompt, "--output-format", "stream-json", "--verbose",
-               "--model", COMMANDS_MODEL, *args]
+               "--model", COMMANDS_MODEL, "--session-id", place.session_id, *args]
     proc = await asyncio.create_subprocess_exec(*command, cwd=place.project, env=env or claude_env(place),
                                                 stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.PIPE,
                                                 stderr=asyncio.subprocess.PIPE, start_new_session=True)
@@ -183,3 +255,251 @@ async def test_claude_code_runs_headless_and_offline_against_the_scripted_endpoi
     assert (place.project / "out.txt").read_text() == "hi\n"
     assert len(session.received) == 3 and {r.session_id for r in session.received} == {session.session_id}
     assert all(r.body["stream"] for r in session.received)
+
+
+async def test_a_bash_call_denied_from_tether_reject_reaches_the_model_in_its_words(place: Place):
+    settings = install(place)
+    session = asyncio.create_task(run_claude(place, "Run:\necho hi > out.txt"))
+    waiting = await waiting_call(place, session)
+    assert (waiting.tool_name, json.loads(waiting.args)["command"]) == ("Bash", "echo hi > out.txt")
+    code, said = await tether_cli("reject", place.run_id, "--reason", "write to notes.md instead", "--as", "alice",
+                                  "--runs-dir", str(place.runs))
+    assert code == 0, said
+    done = await session
+    words = "The operator alice declined this call: write to notes.md instead. Nothing was done."
+    assert done.code == 0, done.stderr
+    assert carries(done.received[-1], words), "the next request carries the operator's words"
+    assert done.result["result"] == COMMANDS_REFUSED.format(reason=words)
+    assert not (place.project / "out.txt").exists()
+    state = await ended_run(place)
+    assert state.status is Status.COMPLETED and state.answer == done.result["result"]
+    decision = state.approvals[waiting.call_id]
+    assert (decision.verdict, decision.by) == ("rejected", "alice")
+    assert state.turns == 2 and state.prompt_tokens > 0  # each model call's usage, from the transcript
+    assert settings["hooks"]["PreToolUse"][0]["matcher"] == claude_code.DEFAULT_MATCHER
+
+
+async def test_a_bash_call_approved_from_a_console_runs(place: Place):
+    from tests.support import SIZE, finish, make_app, open_armed, wait_for
+    from tether.tui.components.dialogs import ApproveDialog
+
+    install(place)
+    app = make_app(place.runs.parent, operator="bob")
+    async with app.run_test(size=SIZE) as pilot:
+        await app.store_ready()
+        session = asyncio.create_task(run_claude(place, "Run:\necho hi > out.txt\ncat out.txt"))
+        await wait_for(pilot, lambda: [p.run_id for p in app.pending_approvals()] == [place.run_id],
+                       "the session's call to wait in the console", CAP_S)
+        app.select(place.run_id)
+        await open_armed(pilot, app, "a", ApproveDialog)
+        await pilot.press(*"looks safe")
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: [p.run_id for p in app.pending_approvals()] == [place.run_id],
+                       "the second call to wait", CAP_S)
+        await open_armed(pilot, app, "a", ApproveDialog)
+        await pilot.press("enter")
+        done = await asyncio.wait_for(session, CAP_S)
+        await finish(pilot, app)
+    assert done.code == 0, done.stderr
+    assert done.result["result"] == COMMANDS_DONE.format(n=2, output="hi")
+    assert (place.project / "out.txt").read_text() == "hi\n"
+    state = await ended_run(place)
+    approved = list(state.approvals.values())
+    assert [(d.verdict, d.by, d.text) for d in approved] == [("approved", "bob", "looks safe"), ("approved", "bob", "")]
+    assert state.status is Status.COMPLETED and state.answer == done.result["result"]
+    results = [m["content"] for m in state.messages if m["role"] == "tool"]
+    assert results == ["(no output)", "hi"]  # each call's result, from PostToolUse
+
+
+async def test_a_stop_made_between_hooks_ends_the_session_at_its_next_hook(place: Place):
+    RunStore(place.runs).rule_add(Rule("allow", "Bash", "the tests' shell", "alice", source="program"))
+    install(place)
+    gate = place.project / "go"
+    prompt = f"Run:\necho one >> steps.txt; while [ ! -e {gate} ]; do sleep 0.05; done\necho two >> steps.txt"
+    session = asyncio.create_task(run_claude(place, prompt))
+    await until(lambda: (place.project / "steps.txt").exists(), "the first command to run", session)
+    code, said = await tether_cli("stop", place.run_id, "--reason", "wrong branch", "--as", "carol",
+                                  "--runs-dir", str(place.runs))
+    assert code == 1 and "recorded" in said, said  # no hook holds the run: the next one takes the Stop
+    gate.touch()
+    done = await session
+    assert (place.project / "steps.txt").read_text() == "one\n"  # the second command never ran
+    assert len(done.received) == 1, "the session asked the model nothing after the Stop"
+    state = await ended_run(place)
+    assert state.status is Status.INTERRUPTED and state.interruption == Cancelled("wrong branch", "carol")
+    assert done.result["terminal_reason"] == "hook_stopped"  # continue: false, at PostToolUse
+
+
+async def test_a_stop_while_a_call_waits_denies_it_in_the_operators_words(place: Place):
+    install(place)
+    session = asyncio.create_task(run_claude(place, "Run:\necho hi > out.txt"))
+    await waiting_call(place, session)
+    code, said = await tether_cli("stop", place.run_id, "--reason", "not today", "--as", "carol",
+                                  "--runs-dir", str(place.runs))
+    assert code == 0, said
+    done = await session
+    words = f"The operator carol stopped this session in Tether (run {place.run_id}): not today. The call was not run."
+    assert carries(done.received[-1], words)
+    assert not (place.project / "out.txt").exists()
+    state = await ended_run(place)
+    assert state.status is Status.INTERRUPTED and state.interruption == Cancelled("not today", "carol")
+
+
+async def test_a_decision_deadline_denies_rather_than_letting_the_hook_time_out(place: Place):
+    settings = install(place, "--deadline", "2")
+    (pre,) = settings["hooks"]["PreToolUse"]
+    assert pre["hooks"][0]["timeout"] > 2  # Claude Code's timeout outlasts Tether's deadline
+    # Claude Code's own list allows Bash: a decision dropped by a timeout would let the call run.
+    session = asyncio.create_task(run_claude(place, "Run:\necho hi > out.txt", "--allowedTools", "Bash"))
+    done = await session
+    assert not (place.project / "out.txt").exists()
+    state = await ended_run(place)
+    (decision,) = state.approvals.values()
+    assert (decision.verdict, decision.by) == ("rejected", "deadline")
+    assert carries(done.received[-1], "the call was declined. Nothing was done.")
+    assert done.result["result"].startswith(COMMANDS_REFUSED.format(reason="No decision within "))
+
+
+# ---- the hooks without Claude Code ---------------------------------------------------------
+
+
+def test_install_merges_into_the_projects_settings_and_twice_is_once(tmp_path: Path):
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    theirs = {"type": "command", "command": "notify-send done"}
+    settings.write_text(json.dumps({"model": "opus", "permissions": {"allow": ["Read"]},
+                                    "hooks": {"Stop": [{"hooks": [theirs]}],
+                                              "PreToolUse": [{"matcher": "Bash", "hooks": [theirs]}]}}))
+    policy = claude_code.Policy(store=str(tmp_path / "runs"), deadline_s=90, matcher="Bash|Write")
+    claude_code.install(tmp_path, policy)
+    once = settings.read_text()
+    claude_code.install(tmp_path, policy)
+    assert settings.read_text() == once
+    written = json.loads(once)
+    assert written["model"] == "opus" and written["permissions"] == {"allow": ["Read"]}
+    assert set(written["hooks"]) == set(claude_code.EVENTS)
+    assert written["hooks"]["Stop"][0] == {"hooks": [theirs]}  # theirs first, kept as they were
+    (_, pre) = written["hooks"]["PreToolUse"]
+    (hook,) = pre["hooks"]
+    assert pre["matcher"] == "Bash|Write" and hook["timeout"] == 90 + claude_code.TIMEOUT_MARGIN_S
+    assert hook["command"].split()[1:] == ["-m", claude_code.MODULE, "--store", str(tmp_path / "runs"),
+                                           "--deadline", "90"]
+    assert written["hooks"]["PostToolUse"][0]["matcher"] == "*"
+
+
+def test_install_refuses_what_it_would_break_and_writes_nothing(tmp_path: Path, capsys):
+    settings = tmp_path / ".claude" / "settings.json"
+    settings.parent.mkdir()
+    settings.write_text("{not json")
+    assert claude_code.main(["--install", str(tmp_path)]) == 2
+    assert "is not JSON" in capsys.readouterr().err and settings.read_text() == "{not json"
+    assert claude_code.main(["--install", str(tmp_path), "--store", "postgresql://tether:s3cret@db/runs"]) == 2
+    assert "password" in capsys.readouterr().err
+    assert claude_code.main(["--install", str(tmp_path), "--deadline", "0"]) == 2
+    assert claude_code.main(["--install", str(tmp_path), "--local"]) == 0
+    assert json.loads((tmp_path / ".claude" / "settings.local.json").read_text())["hooks"]["SessionEnd"]
+
+
+def transcript(path: Path, *calls: tuple[str, int, int, str]) -> str:
+    """A Claude Code transcript holding these model calls (id, input and output tokens, text)."""
+    lines = [{"type": "user", "message": {"role": "user", "content": "hello"}}]
+    for message_id, prompt, completion, text in calls:
+        lines.append({"type": "assistant", "message": {
+            "id": message_id, "model": "claude-x", "role": "assistant", "content": [{"type": "text", "text": text}],
+            "usage": {"input_tokens": prompt, "output_tokens": completion, "cache_read_input_tokens": 0}}})
+    path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
+    return str(path)
+
+
+def answer(capsys, runs: Path, event: str, *options: str, **payload) -> tuple[int, dict | None]:
+    body = {"session_id": "s-1", "cwd": "/tmp", "hook_event_name": event, "transcript_path": "", **payload}
+    policy = claude_code._policy(claude_code._parser().parse_args(["--store", str(runs), *options]))
+    code = claude_code.hook(json.dumps(body).encode(), policy, detached=True)
+    out = capsys.readouterr().out.strip()
+    return code, json.loads(out) if out else None
+
+
+def test_usage_from_the_transcript_ends_the_run_at_its_budget_and_stops_the_session(tmp_path: Path, capsys):
+    runs = tmp_path / "runs"
+    path = tmp_path / "t.jsonl"
+    assert answer(capsys, runs, "SessionStart", "--budget", "0.01", source="startup") == (0, None)
+    assert answer(capsys, runs, "UserPromptSubmit", prompt="tidy up") == (0, None)
+    transcript(path, ("m1", 1000, 10, "Let me look."))
+    bash = {"tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_use_id": "t1"}
+    assert answer(capsys, runs, "PostToolUse", transcript_path=str(path), tool_response={"stdout": "a.txt"},
+                  **bash) == (0, None)
+    state = RunStore(runs).load("claude-s-1")
+    assert state.turns == 1 and state.prompt_tokens == 1000 and state.model == "claude-x"
+    assert [m["role"] for m in state.messages] == ["user", "assistant", "assistant", "tool"]
+    assert state.messages[1]["content"] == "Let me look." and state.messages[3]["content"] == "a.txt"
+    transcript(path, ("m1", 1000, 10, "Let me look."), ("m2", 5_000_000, 10, "Now delete."))
+    code, said = answer(capsys, runs, "PreToolUse", transcript_path=str(path), **{**bash, "tool_use_id": "t2"})
+    decision = said["hookSpecificOutput"]
+    assert decision["permissionDecision"] == "deny"
+    assert decision["permissionDecisionReason"].startswith("Tether ended this session's run claude-s-1: the budget")
+    assert RunStore(runs).load("claude-s-1").status is Status.BUDGET_EXCEEDED
+    code, said = answer(capsys, runs, "UserPromptSubmit", prompt="go on")
+    assert said["continue"] is False and "the budget of $0.0100 is spent" in said["stopReason"]
+    assert answer(capsys, runs, "SessionEnd", reason="other") == (0, None)
+    assert RunStore(runs).load("claude-s-1").status is Status.BUDGET_EXCEEDED  # the end stays the budget's
+
+
+def test_a_pre_tool_use_that_cannot_reach_the_store_denies(tmp_path: Path, capsys):
+    (tmp_path / "runs").write_text("not a folder")
+    code, said = answer(capsys, tmp_path / "runs", "PreToolUse", tool_name="Bash", tool_input={"command": "ls"},
+                        tool_use_id="t1")
+    assert code == 0 and said["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert said["hookSpecificOutput"]["permissionDecisionReason"].startswith("Tether could not put this call")
+    assert answer(capsys, tmp_path / "runs", "Stop")[0] == 1  # a report that fails: said, never blocking
+
+
+def test_a_hook_whose_command_is_wrong_denies_a_call_and_never_blocks_a_stop(tmp_path: Path, capsys, monkeypatch):
+    def run(event: str, *argv: str) -> tuple[int, str, str]:
+        body = json.dumps({"session_id": "s-1", "hook_event_name": event, "tool_name": "Bash", "tool_use_id": "t"})
+        monkeypatch.setattr(sys, "stdin", type("In", (), {"buffer": io.BytesIO(body.encode())})())
+        code = claude_code.main(list(argv))
+        said = capsys.readouterr()
+        return code, said.out, said.err
+
+    code, out, _ = run("PreToolUse", "--deadline", "soon")
+    assert code == 0 and json.loads(out)["hookSpecificOutput"]["permissionDecision"] == "deny"
+    assert "the hook's command is wrong" in out
+    code, out, err = run("Stop", "--no-such-option")
+    assert code == 1 and out == "" and "unrecognized arguments: --no-such-option" in err
+
+
+async def test_a_call_approved_with_edited_arguments_runs_with_them(place: Place):
+    install(place)
+    session = asyncio.create_task(run_claude(place, "Run:\necho hi > out.txt"))
+    waiting = await waiting_call(place, session)
+    edited = {"command": "echo edited > out.txt", "description": "Run step 1"}
+    code, said = await tether_cli("approve", place.run_id, "--args", json.dumps(edited), "--as", "dana",
+                                  "--runs-dir", str(place.runs))
+    assert code == 0, said
+    done = await session
+    assert done.code == 0, done.stderr
+    assert (place.project / "out.txt").read_text() == "edited\n"  # Claude Code ran the operator's arguments
+    state = await ended_run(place)
+    assert json.loads(state.approvals[waiting.call_id].args) == edited
+
+
+def test_a_hook_killed_while_its_call_waits_leaves_the_session_going(tmp_path: Path, capsys):
+    runs = tmp_path / "runs"
+    assert answer(capsys, runs, "SessionStart", source="startup") == (0, None)
+    body = {"session_id": "s-1", "cwd": "/tmp", "hook_event_name": "PreToolUse", "transcript_path": "",
+            "tool_name": "Bash", "tool_input": {"command": "ls"}, "tool_use_id": "t1"}
+    waiting = subprocess.Popen([sys.executable, "-m", claude_code.MODULE, "--store", str(runs)],
+                               stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    try:
+        waiting.stdin.write(json.dumps(body).encode())
+        waiting.stdin.close()
+        deadline = time.monotonic() + CAP_S
+        while not isinstance(RunStore(runs).load("claude-s-1").interruption, NeedsApproval):
+            assert time.monotonic() < deadline and waiting.poll() is None, "the call never waited"
+            time.sleep(0.05)
+    finally:
+        waiting.kill()  # as Claude Code does at its timeout, or when its user presses Esc
+        waiting.wait()
+    assert answer(capsys, runs, "UserPromptSubmit", prompt="try something else") == (0, None)
+    state = RunStore(runs).load("claude-s-1")
+    assert state.status is Status.RUNNING and state.messages[-1]["content"] == "try something else"
