@@ -718,7 +718,7 @@ async def _stop(args: argparse.Namespace) -> int:
     """Through the store and the control channel alone: no harness, no agent file to load,
     so the Stop reaches the run's process a few interpreter start-ups sooner."""
     from tether import control
-    from tether.approvals.commands import has_workers
+    from tether.store import has_workers
 
     store = store_of(args)
     await _may_operate(args, "stop")

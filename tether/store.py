@@ -767,6 +767,12 @@ class RunHandle:
         self.attach(state, len(data))
 
 
+def has_workers(store: Any) -> bool:
+    """Whether queue workers may hold runs of ``store``: a database's (PostgreSQL); the file
+    store has none, and a command on it does not pay for importing the workers' modules."""
+    return not isinstance(store, RunStore)
+
+
 def lock_held(journal: Path) -> bool:
     """Whether a process holds the run's lock: try a shared lock on a descriptor of our
     own, without blocking, and let go at once. The owner holds it exclusive, so the try

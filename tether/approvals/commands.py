@@ -179,19 +179,12 @@ async def apply_to_waiting(store: Store, rule: Rule) -> list[Applied]:
     return out
 
 
-def has_workers(store: Store) -> bool:
-    """Whether queue workers may hold runs of ``store`` (PostgreSQL). The file store has
-    none, and a command on it should not pay for importing the workers' modules."""
-    from tether.store import RunStore
-
-    return not isinstance(store, RunStore)
-
-
 async def deliver(store: Store, run_id: str, request: ControlRequest) -> ControlReply | None:
     """Hand a decision to whoever holds the run waiting for it: a queue worker's workflow
     (PostgreSQL), else the process that holds the run. None when nobody holds it: then the
     decision is the caller's to make on the run itself."""
     from tether import control
+    from tether.store import has_workers
 
     if has_workers(store):
         queued = await _worker_decide(store, run_id, request)
