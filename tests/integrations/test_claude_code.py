@@ -55,6 +55,7 @@ class Session:
     lines: list[dict]
     stderr: str
     received: list[ReceivedRequest] = field(default_factory=list)
+    pid: int = 0
 
     @property
     def result(self) -> dict:
@@ -168,7 +169,7 @@ async def run_claude(place: Place, prompt: str, *args: str, env: dict[str, str] 
             os.killpg(proc.pid, signal.SIGKILL)
         await proc.wait()
     lines = [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
-    return Session(proc.returncode, lines, err.decode(errors="replace"), list(place.received))
+    return Session(proc.returncode, lines, err.decode(errors="replace"), list(place.received), proc.pid)
 
 
 def carries(request: ReceivedRequest, words: str) -> bool:
@@ -276,6 +277,7 @@ async def test_a_bash_call_denied_from_tether_reject_reaches_the_model_in_its_wo
     decision = state.approvals[waiting.call_id]
     assert (decision.verdict, decision.by) == ("rejected", "alice")
     assert state.turns == 2 and state.prompt_tokens > 0  # each model call's usage, from the transcript
+    assert state.agent.spec["pid"] == done.pid  # Claude Code's process, not a hook's
     assert settings["hooks"]["PreToolUse"][0]["matcher"] == claude_code.DEFAULT_MATCHER
 
 
@@ -429,6 +431,8 @@ def test_usage_from_the_transcript_ends_the_run_at_its_budget_and_stops_the_sess
     assert answer(capsys, runs, "PostToolUse", transcript_path=str(path), tool_response={"stdout": "a.txt"},
                   **bash) == (0, None)
     state = RunStore(runs).load("claude-s-1")
+    assert state.agent.spec["program"] == "claude-code" and state.agent.spec["session_id"] == "s-1"
+    assert state.agent.spec["host"]
     assert state.turns == 1 and state.prompt_tokens == 1000 and state.model == "claude-x"
     assert [m["role"] for m in state.messages] == ["user", "assistant", "assistant", "tool"]
     assert state.messages[1]["content"] == "Let me look." and state.messages[3]["content"] == "a.txt"

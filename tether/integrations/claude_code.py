@@ -43,6 +43,7 @@ import math
 import os
 import re
 import shlex
+import socket
 import subprocess
 import sys
 import time
@@ -296,10 +297,10 @@ async def _open(harness: Harness, store: Store, policy: Policy, payload: dict[st
     policies = Policies(decision_deadline_s=policy.deadline_s, on_deadline="reject")
     async with harness.track(policy.name, "", source=SOURCE, run_id=run_id or first, limits=limits,
                              policies=policies, keep_open=True) as run:
-        # What the run remembers of its program: the session, and Claude Code's process (the
-        # hook's is gone in a moment), in place of the hook's own pid.
+        # What the run remembers of its program: the session, and Claude Code's process and host
+        # (the hook's process is gone in a moment), in place of the hook's own pid.
         spec = {"program": SOURCE, "session_id": session, "cwd": payload.get("cwd"),
-                "transcript_path": payload.get("transcript_path"), "pid": _claude_pid()}
+                "transcript_path": payload.get("transcript_path"), "pid": _claude_pid(), "host": socket.gethostname()}
         if run.state.agent is not None:
             run.state.agent = replace(run.state.agent, spec={k: v for k, v in spec.items() if v})
         return run.run_id
