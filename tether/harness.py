@@ -340,9 +340,7 @@ class Harness:
                               policies=policies)
             await call(self.store, self.store.create, fresh)
             run_id = fresh.run_id
-        if not encoding_loaded():
-            await asyncio.to_thread(encoding)
-        server = await self._control_server()
+        server = await self._control_server()  # (no tokenizer: a reported run's tokens are the program's)
         state, handle = await _open(self.store, run_id, control=server.address)
         signal = CancelSignal()
         controls = _Controls(state, handle, signal)
@@ -353,7 +351,10 @@ class Harness:
         try:
             if attach and program_of(state) is None:
                 raise StateError(f"run {run_id} is not a program's run: it cannot be reported into")
-            if state.status in (Status.COMPLETED, Status.FAILED):
+            stopped = state.status is Status.INTERRUPTED and not isinstance(state.interruption, NeedsApproval)
+            if state.status in (Status.COMPLETED, Status.FAILED) or (attach and stopped) \
+                    or state.status in (Status.MAX_TURNS_EXCEEDED, Status.BUDGET_EXCEEDED):
+                # A program's run that stopped is not revived by a late reporter (a hook).
                 raise StateError(f"run {run_id} has already ended ({state.status.value})")
             resumed = attach and bool(state.messages)
             state.status, state.interruption, state.error = Status.RUNNING, None, None

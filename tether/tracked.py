@@ -41,7 +41,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from tether.approvals import Call, decide, format_duration
+from tether.approvals import Call, decide, format_duration, run_source
 from tether.cancel import CancelSignal, RunCancelled
 from tether.events import (
     ApprovalDecision, ApprovalEscalated, ApprovalRequired, Event, EventSink, RunStarted, RunStopped, TextDelta,
@@ -135,6 +135,13 @@ class TrackedRun:
         self.state.messages.append({"role": "user", "content": text})
         await self._save()
 
+    async def say(self, text: str) -> None:
+        """The agent's words, whole (what :meth:`text` streams, given at once), saved now."""
+        self._check()
+        self._text.append(text)
+        self._flush_text()
+        await self._save()
+
     def text(self, delta: str) -> None:
         """A piece of the agent's reply as it streams (shown live; not saved until the turn)."""
         self._check()
@@ -154,18 +161,21 @@ class TrackedRun:
         self._emit(ToolStart(run_id=self.run_id, call_id=call_id, name=name, args=raw))
         await self._save()
 
-    async def tool_finished(self, call_id: str, output: str, *, ok: bool = True, error: str | None = None) -> None:
-        """The call's result, as the agent's model reads it. A call rejected through
+    async def tool_finished(self, call_id: str, output: str, *, ok: bool = True, error: str | None = None,
+                            ms: float | None = None) -> None:
+        """The call's result, as the agent's model reads it; ``ms``, how long it took when the
+        program knows better than the time since :meth:`tool_started`. A call rejected through
         :meth:`approval` already has its result (the worded rejection): this adds nothing."""
         self._check()
         if self._answered(call_id):
             return
         name, began = self._started.pop(call_id, (self._tool_of(call_id), time.perf_counter()))
+        took = ms if ms is not None else (time.perf_counter() - began) * 1000
         self.state.messages.append({"role": "tool", "tool_call_id": call_id, "content": str(output)})
         if not ok:
             self.state.failed_calls.append(call_id)
         self._emit(ToolResult(run_id=self.run_id, call_id=call_id, name=name,
-                              ms=round((time.perf_counter() - began) * 1000, 3), ok=ok, error=error,
+                              ms=round(took, 3), ok=ok, error=error,
                               preview=str(output)[:200]))
         await self._save()
 
@@ -200,10 +210,12 @@ class TrackedRun:
             raise LimitReached(Status.MAX_TURNS_EXCEEDED, reason, MaxTurns())
 
     async def approval(self, tool: str, args: Mapping[str, Any] | str | None = None, *,
-                       call_id: str | None = None) -> Approval:
+                       call_id: str | None = None, deadline_at: float | None = None) -> Approval:
         """Wait for a decision on a call, from anywhere: a standing rule at once, else people
-        (one, or two for a two-person rule), before the deadline. Raises :class:`Stopped`
-        when the run is stopped while it waits."""
+        (one, or two for a two-person rule), before the deadline. ``deadline_at``: a time the
+        program cannot wait past (a hook's own timeout), after which the call is rejected,
+        whatever a rule or the run says. Raises :class:`Stopped` when the run is stopped
+        while it waits."""
         self._check()
         st = self.state
         raw = _raw(args)
@@ -218,7 +230,7 @@ class TrackedRun:
         parsed = _parsed(raw)
         agent = st.agent.name if st.agent is not None else st.model
         rules = await self.harness._rules() if callable(getattr(self.harness.store, "rules", None)) else []
-        verdict = decide(rules, Call(tool, parsed, agent, "program", st.run_id)) if rules else None
+        verdict = decide(rules, Call(tool, parsed, agent, run_source(st), st.run_id)) if rules else None  # type: ignore[arg-type]
         asked_at = time.time()
         if verdict is not None and verdict.effect != "ask":
             rule = verdict.rule
@@ -230,9 +242,11 @@ class TrackedRun:
         on_deadline = ask.on_deadline if ask is not None and ask.deadline_s else st.policies.on_deadline
         why = f"{tool} needs approval: " + (f"{ask.cited()} asks for it" if ask is not None
                                             else f"the program {agent} asks")
+        due = asked_at + deadline_s if deadline_s else None
+        if deadline_at is not None and (due is None or deadline_at < due):
+            due, on_deadline, deadline_s = deadline_at, "reject", None  # the program's own limit: it rejects
         waiting = NeedsApproval(call_id, tool, raw, why, asked_at, ask.approvals if ask is not None else 1, (),
-                                asked_at + deadline_s if deadline_s else None, on_deadline, False, None,
-                                ask.id if ask is not None else None)
+                                due, on_deadline, False, None, ask.id if ask is not None else None)
         while True:
             decision = await self._wait(waiting)
             if decision is None:

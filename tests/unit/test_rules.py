@@ -162,7 +162,7 @@ TOOLS = {"delete_file": {"type": "object", "properties": {"path": {"type": "stri
     (dict(effect="maybe"), "a rule allows, denies or asks; not 'maybe'"),
     (dict(tool=" "), "name the tool the rule is for"),
     (dict(reason=" "), "say why, with --reason TEXT"),
-    (dict(source="web"), "--source is one of tether, acp, program; not 'web'"),
+    (dict(source="web"), "--source is one of tether, acp, program, openai-agents, pydantic-ai, claude-code; not 'web'"),
     (dict(scope="agent"), "--scope agent needs --agent NAME"),
     (dict(scope="team"), "--scope is run:ID, agent or store; not 'team'"),
     (dict(scope="run:"), "--scope is run:ID, agent or store"),
@@ -230,3 +230,15 @@ def test_a_duration_that_is_not_one_is_refused_in_words(text: str):
 
 def test_durations_are_worded_in_the_largest_whole_unit():
     assert [format_duration(s) for s in (30, 600, 5400, 172800)] == ["30 s", "10 min", "1.5 h", "2 d"]
+
+
+def test_a_program_rule_fits_every_source_that_reports_through_the_run_api():
+    from tether.approvals import Call, Rule, decide
+
+    rule = Rule("allow", "Bash", "ls is harmless", "alice", id="R1", source="program")
+    for source in ("program", "claude-code", "openai-agents", "pydantic-ai"):
+        assert decide([rule], Call("Bash", {}, "a", source)) is not None, source  # type: ignore[arg-type]
+    assert decide([rule], Call("Bash", {}, "a", "acp")) is None
+    only = Rule("allow", "Bash", "ls is harmless", "alice", id="R2", source="claude-code")
+    assert decide([only], Call("Bash", {}, "a", "claude-code")) is not None
+    assert decide([only], Call("Bash", {}, "a", "pydantic-ai")) is None

@@ -174,3 +174,24 @@ def test_a_program_killed_outright_shows_as_orphaned(tmp_path: Path):
                              str(tmp_path / "runs")], capture_output=True, text=True, env=env, check=True)
     (row,) = json.loads(listed.stdout)
     assert row["run_id"] == "prog" and row["liveness"] == "orphaned"
+
+
+async def test_a_programs_own_deadline_rejects_and_a_stopped_run_is_not_revived(harness: Harness):
+    import time
+
+    async with harness.track("hooks", "work", source="claude-code", keep_open=True) as run:
+        await run.say("I will list the files.")
+        decision = await run.approval("Bash", {"command": "ls"}, deadline_at=time.time() + 0.05)
+        await run.tool_finished("late", "ignored", ms=12.5)
+    assert not decision.approved and decision.by == "deadline"
+    assert decision.words.startswith("No decision within ") and decision.words.endswith("Nothing was done.")
+    state = harness.store.load(run.run_id)
+    assert state.status is Status.RUNNING  # kept open for the next reporter
+    assert {"role": "assistant", "content": "I will list the files."} in state.messages
+    await harness.stop(run.run_id, "enough")  # nobody holds it: recorded for the next reporter
+    async with harness.track("hooks", attach=True, run_id=run.run_id) as again:
+        with pytest.raises(Stopped):
+            await again.usage(1, 1)
+    with pytest.raises(StateError, match="has already ended"):
+        async with harness.track("hooks", attach=True, run_id=run.run_id):
+            pass

@@ -88,12 +88,13 @@ def records_of(state: RunState) -> Iterator[DecisionRecord]:
 
 
 def run_source(state: RunState) -> str:
-    """Where a run's turns come from: ``acp`` for an ACP agent's, ``program`` for one
-    reported through the run API, else ``tether``."""
+    """Where a run's turns come from: ``acp`` for an ACP agent's; for one reported through
+    the run API, its framework (``openai-agents``, ``pydantic-ai``, ``claude-code``) or
+    ``program``; else ``tether``."""
     spec = state.agent.spec if state.agent is not None else {}
     if spec.get("acp"):
         return "acp"
-    return "program" if spec.get("program") else "tether"
+    return str(spec.get("program") or "tether")
 
 
 def _calls(state: RunState) -> dict[str, tuple[str, str]]:

@@ -31,11 +31,13 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Literal
 
 Effect = Literal["allow", "deny", "ask"]
-Source = Literal["tether", "acp", "program"]
+Source = Literal["tether", "acp", "program", "openai-agents", "pydantic-ai", "claude-code"]
 OnDeadline = Literal["reject", "stop", "escalate"]
 
 EFFECTS: tuple[Effect, ...] = ("allow", "deny", "ask")
-SOURCES: tuple[Source, ...] = ("tether", "acp", "program")
+SOURCES: tuple[Source, ...] = ("tether", "acp", "program", "openai-agents", "pydantic-ai", "claude-code")
+PROGRAMS = frozenset({"program", "openai-agents", "pydantic-ai", "claude-code"})
+"""The sources that report through the run API: a rule for ``program`` fits them all."""
 ON_DEADLINE: tuple[OnDeadline, ...] = ("reject", "stop", "escalate")
 _STRENGTH = {"deny": 2, "ask": 1, "allow": 0}
 _SCOPE_RANK = {"run": 2, "agent": 1, "store": 0}
@@ -150,7 +152,8 @@ class Rule:
             return f"the tool {call.tool} is not {self.tool}"
         if self.agent is not None and call.agent != self.agent:
             return f"the agent is {call.agent}, not {self.agent}"
-        if self.source is not None and call.source != self.source:
+        if self.source is not None and call.source != self.source \
+                and not (self.source == "program" and call.source in PROGRAMS):
             return f"the run's source is {call.source}, not {self.source}"
         if self.run_id is not None and call.run_id != self.run_id:
             return f"it applies to run {self.run_id} only"
@@ -355,12 +358,13 @@ def parse_duration(text: str) -> float:
 
 
 def format_duration(seconds: float) -> str:
-    """``600`` -> ``10 min``: how deadlines are worded."""
-    if seconds < 60:
-        return f"{seconds:g} s"
-    if seconds < 3600:
-        return f"{seconds / 60:g} min"
-    if seconds < 86400:
-        return f"{seconds / 3600:g} h"
-    return f"{seconds / 86400:g} d"
+    """``600`` -> ``10 min``, ``300.2`` -> ``5 min``: how deadlines are worded (one decimal at most)."""
+    for unit, size in (("d", 86400), ("h", 3600), ("min", 60)):
+        if seconds >= size:
+            return f"{_short(seconds / size)} {unit}"
+    return f"{_short(seconds)} s"
+
+
+def _short(value: float) -> str:
+    return f"{value:.1f}".rstrip("0").rstrip(".")
 
