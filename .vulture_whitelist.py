@@ -30,6 +30,7 @@ preview
 # ---- the public surface (tether.__all__, a documented contract) ----------------------------
 _.resumable  # Status.resumable (Status is in tether.__all__; README's run contract)
 LISTING_KEYS  # the keys of `tether runs --json` (docs/run-store.md)
+resume  # tether.integrations.openai_agents.resume: a paused run gone on with by another process (docs/integrations.md)
 
 # ---- kept for the tests, the crash campaign and the benchmarks, on purpose -----------------
 install  # faultpoints.install: the crash campaign's hook into the loop's boundaries

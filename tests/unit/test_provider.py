@@ -34,6 +34,7 @@ TOOLS = [
     _tool("delete_file", {"path": {"type": "string"}}),
     _tool("scan_archive"),
     _tool("research", {"question": {"type": "string"}}),
+    _tool("close_ticket", {"ticket": {"type": "integer"}, "reason": {"type": "string"}}),
 ]
 
 # Plausible tool results, keyed by (tool, the argument that matters).
@@ -46,9 +47,11 @@ RESULTS: dict[tuple[str, str], str] = {
     ("delete_file", "access.log"): "Deleted access.log.",
     ("scan_archive", ""): "scanned 1200 of 1200 entries",
     ("research", sc.RESEARCH_QUESTION): sc.PLAN_ANSWER,
+    ("close_ticket", "42"): "Ticket 42 closed: duplicate of 17.",
 }
 GENERIC_ERROR = {("read_file", "timeout.log"): "Error"}
 DECLINED = {("delete_file", "access.log"): "The operator declined this call: keep the logs. Nothing was done."}
+TICKET_DECLINED = {("close_ticket", "42"): "The operator ann declined this call: 17 is another bug. Nothing was done."}
 SCAN_CANCELLED = {("scan_archive", ""): "The scan was cancelled after it scanned 400 of 1200 entries."}
 
 
@@ -176,6 +179,21 @@ SCRIPTS: list[tuple[str, str, Mapping[tuple[str, str], str], list[Turn]]] = [
     ),
     ("slow-finished", "slow", {}, [call("scan_archive"), answer(sc.SLOW_ANSWER.format(n=1200))]),
     ("slow-cancelled", "slow", SCAN_CANCELLED, [call("scan_archive"), answer(sc.SLOW_UNFINISHED.format(n=400))]),
+    (
+        "ticket-closed",
+        "ticket",
+        {},
+        [call("close_ticket", ticket=42, reason="duplicate of 17"), answer(sc.TICKET_CLOSED)],
+    ),
+    (
+        "ticket-declined",
+        "ticket",
+        TICKET_DECLINED,
+        [
+            call("close_ticket", ticket=42, reason="duplicate of 17"),
+            answer(sc.TICKET_KEPT.format(said=TICKET_DECLINED[("close_ticket", "42")])),
+        ],
+    ),
     (
         "research",
         "research",

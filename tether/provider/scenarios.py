@@ -39,6 +39,8 @@ SLOW_UNFINISHED = "The archive scan did not finish ({n} entries scanned)."
 SLOW_NO_COUNT = "The archive scan did not report how many entries it scanned."
 RESEARCH_QUESTION = "Which file mentions a timeout?"
 RESEARCH_PREFIX = "Research result: "
+TICKET_CLOSED = "Ticket 42 is closed as a duplicate of 17."
+TICKET_KEPT = "I left ticket 42 open. The tool said: {said}"
 
 # "scanned 1200 of 1200 entries" (finished) or "(630 of 1200 entries scanned)" (stopped).
 _SCANNED = re.compile(r"scanned\s+(\d[\d,]*)|(\d[\d,]*) of \d[\d,]* entries scanned", re.IGNORECASE)
@@ -181,6 +183,16 @@ def _slow(t: int, tool_text: str, messages: Sequence[Message]) -> Reply:
     return _answer(template.format(n=n))
 
 
+def _ticket(t: int, tool_text: str, messages: Sequence[Message]) -> Reply:
+    if t == 0:
+        return _call(t, "close_ticket", call_id="close_42", ticket=42, reason="duplicate of 17")
+    results = _tool_contents(messages)
+    said = results[-1] if results else ""
+    if "ticket 42 closed" in said.lower():
+        return _answer(TICKET_CLOSED)
+    return _answer(TICKET_KEPT.format(said=said))  # declined, denied or failed: the words, quoted
+
+
 def _research(t: int, tool_text: str, messages: Sequence[Message]) -> Reply:
     if t == 0:
         return _call(t, "research", question=RESEARCH_QUESTION)
@@ -200,6 +212,7 @@ SCENARIOS: dict[str, Scenario] = {
         Scenario("repeat_write", "deletes access.log in two consecutive turns, then answers", _repeat_write),
         Scenario("forbidden", "reads secrets.env every turn and never gives up", _forbidden),
         Scenario("slow", "runs the slow scan_archive tool, then reports its count", _slow),
+        Scenario("ticket", "closes ticket 42 (close_ticket needs approval); answers per the tool's result", _ticket),
         Scenario("research", "asks a research subagent, then answers with its summary", _research),
         Scenario("research_child", "the research subagent: the plan script", _plan),
     )
