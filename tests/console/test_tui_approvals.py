@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,9 @@ from tether.tui.components.rule_editor import RuleContext, RuleEditor, where_lin
 from tether.tui.components.rules_screen import ConfirmDialog, RulesScreen
 from tether.workspace import Workspace
 
-from tests.support import SIZE, finish, make_app, notices, open_armed, settle, still_console, transcript, wait_for
+from tests.support import (
+    SIZE, ended, finish, make_app, notices, open_armed, reaped, settle, still_console, transcript, wait_for,
+)
 
 RID = "destructive-1"
 
@@ -161,6 +164,42 @@ async def test_the_deadline_shows_in_the_dialog(tmp_path: Path) -> None:
         await app.push_screen(RejectDialog("run-1", waiting, grace_s=0))
         await pilot.pause()
         assert shown(app.screen.query_one("#deadline", Static)) == "deadline  rejects in 9 min"
+        await finish(pilot, app)
+
+
+# ---- two people ---------------------------------------------------------------------------
+
+async def test_two_people_approve_a_two_person_call(tmp_path: Path) -> None:
+    """An ask rule for two people: the first approval shows as 1 of 2 (the pane, the header,
+    the dialog), the same person again is refused in words, a second person completes it."""
+    app = make_app(tmp_path, grace_s=0)
+    said = notices(app)
+    app.harness.store.rule_add(Rule("ask", "delete_file", "two people for deletes", "alice", approvals=2))
+    async with app.run_test(size=SIZE) as pilot:
+        waiting = await destructive_waiting(pilot, app)
+        assert (waiting.needed, waiting.approvers) == (2, ())
+        dialog = await open_armed(pilot, app, "a", ApproveDialog)
+        assert "people    0 of 2 approved: it needs 2 different people" in dialog_text(dialog)
+        await pilot.press("enter")
+        await settle(pilot, app, "the first approval")
+        waiting = app.states[RID].interruption
+        assert isinstance(waiting, NeedsApproval) and waiting.approvers == ("operator",)
+        assert app.states[RID].status is Status.INTERRUPTED
+        assert "1 of 2 approved (operator)" in str(app.console_screen.query_one("#run-header", Static).content)
+        assert [p.tally for p in app.pending_approvals()] == ["1 of 2 approved (operator)"]
+        dialog = await open_armed(pilot, app, "a", ApproveDialog)
+        assert "people    1 of 2 approved (operator)" in dialog_text(dialog)
+        await pilot.press("enter")  # the same person again
+        await settle(pilot, app)
+        assert any("operator has approved delete_file (call_1_0) already" in words for words in said), said
+        assert app.states[RID].status is Status.INTERRUPTED
+        app.operator = "alice"  # a second person at this console
+        await open_armed(pilot, app, "a", ApproveDialog)
+        await pilot.press("enter")
+        await settle(pilot, app, "the second approval")
+        st = app.states[RID]
+        assert st.status is Status.COMPLETED and st.approvals["call_1_0"].approvers == ["operator", "alice"]
+        assert not (tmp_path / "workspace" / "access.log").exists()
         await finish(pilot, app)
 
 
@@ -358,6 +397,61 @@ async def test_a_rule_the_check_refuses_is_said_and_nothing_is_saved(tmp_path: P
 def test_the_where_patterns_of_a_call() -> None:
     assert where_lines('{"path": "old.log", "force": true, "glob": "a*[b]?"}') == ["path=old.log", "glob=a[*][[]b][?]"]
     assert where_lines("not json") == []
+
+
+# ---- a run another process holds, waiting for a decision -------------------------------
+
+async def spawn_waiting(tmp_path: Path, run_id: str) -> asyncio.subprocess.Process:
+    """``tether run destructive --wait-for-decision``: a process that holds its run waiting."""
+    return await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tether.cli", "run", "destructive", "--run-id", run_id, "--wait-for-decision",
+        "--runs-dir", str(tmp_path / "runs"), "--workspace", str(tmp_path / "workspace"),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+
+
+async def test_a_rule_made_here_decides_the_call_another_process_waits_on(tmp_path: Path) -> None:
+    app = make_app(tmp_path, grace_s=0)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.store_ready()
+        run = await spawn_waiting(tmp_path, "d1")
+        async with reaped(run):
+            await wait_for(pilot, lambda: [p.run_id for p in app.pending_approvals()] == ["d1"],
+                           "the other process's call to be pending", 60)
+            app.select("d1")
+            assert app.model.decide_route("d1") == "process"
+            editor = await open_rule_editor(pilot, app, "a", ApproveDialog, "allow")
+            fill(editor, where="path=*.log", reason="scratch logs go")
+            await pilot.press("ctrl+s")
+            code, out = await ended(run)
+        assert code == 0, out
+        await wait_for(pilot, lambda: app.states["d1"].status is Status.COMPLETED, "the completed state", 60)
+        [rule] = app.harness.store.rules()
+        decision = app.states["d1"].approvals["call_1_0"]
+        assert (decision.verdict, decision.by, decision.rule) == ("approved", f"rule {rule.id}", rule.id)
+        assert not app.active  # the process went on with it, not this console
+        await finish(pilot, app)
+
+
+async def test_edited_arguments_reach_the_process_that_waits(tmp_path: Path) -> None:
+    app = make_app(tmp_path, grace_s=0)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.store_ready()
+        run = await spawn_waiting(tmp_path, "d2")
+        async with reaped(run):
+            await wait_for(pilot, lambda: [p.run_id for p in app.pending_approvals()] == ["d2"],
+                           "the other process's call to be pending", 60)
+            (tmp_path / "workspace" / "scratch.log").write_text("x\n", encoding="utf-8")
+            app.select("d2")
+            await pilot.press("e")
+            await edit_to(pilot, app, '{"path": "scratch.log"}')
+            code, out = await ended(run)
+        assert code == 0, out
+        await wait_for(pilot, lambda: app.states["d2"].status is Status.COMPLETED, "the completed state", 60)
+        decision = app.states["d2"].approvals["call_1_0"]
+        assert json.loads(decision.args or "") == {"path": "scratch.log"}
+        assert not (tmp_path / "workspace" / "scratch.log").exists()
+        assert (tmp_path / "workspace" / "access.log").exists()
+        await finish(pilot, app)
 
 
 # ---- the rules screen ---------------------------------------------------------------------

@@ -62,6 +62,7 @@ from tether.runstore import Store, call
 from tether.state import NeedsApproval, RunState, StateError, Status, new_run_id
 from tether.tail import tail_records
 from tether.tui.components.approvals import ApprovalsPane, Pending
+from tether.tui.components.approval_view import deadline_clock, tally_words
 from tether.tui.components.args_editor import ArgsEditor
 from tether.tui.components.cost_meter import CostMeter
 from tether.tui.components.decision import ACP_NO_EDIT
@@ -637,6 +638,9 @@ class TetherApp(App[int]):
         elif key == "approval" and isinstance(it, NeedsApproval):
             out.append("waiting ", style="dim")
             out.append(f"{clean(it.tool_name)} {one_line(it.args, 120)} ({clean(it.call_id)})", style="bold")
+            tally, deadline = tally_words(it), deadline_clock(it) if self.timings else None
+            if tally or deadline:
+                out.append(f"  {' · '.join(w for w in (tally, deadline) if w)}", style="bold yellow")
             out.append("  a approves · r rejects", style="dim")
         elif key == "queued":
             out.append("queued  ", style="dim")
@@ -1040,6 +1044,8 @@ class TetherApp(App[int]):
             return None
         decision = st.approvals.get(call_id) if call_id else max(st.approvals.values(), key=lambda d: d.ts,
                                                                   default=None)
+        if decision is not None and not decision.complete:  # a two-person call: the harness's words say why
+            return None
         if decision is not None:
             return f"already decided: {decision.verdict} by {decision.by}; there is one decision per call"
         if self.model.held_elsewhere(rid) or await call(self.harness.store, self.harness.store.owner, rid) is not None:

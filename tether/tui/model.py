@@ -85,10 +85,14 @@ class Pending:
     tool: str
     args: str
     why: str
+    tally: str = ""
+    """``1 of 2 approved (alice)`` for a call that needs more than one person."""
 
     def prompt(self) -> Text:
         out = Text()
         out.append(one_line(self.tool, 30), style="bold yellow")
+        if self.tally:
+            out.append(f" [{one_line(self.tally, 60)}]", style="bold")
         out.append(" ")
         out.append(one_line(self.args, 200))
         out.append("\n  run ", style="dim")
@@ -440,7 +444,8 @@ class ConsoleModel:
             it = st.interruption
             if st.status is Status.INTERRUPTED and isinstance(it, NeedsApproval) and (
                     not self.is_driven(rid) or self.waits_here(rid)):
-                out.append(Pending(rid, it.call_id, it.tool_name, it.args, it.why))
+                tally = f"{it.tally} approved ({', '.join(it.approvers)})" if it.approvers else it.tally
+                out.append(Pending(rid, it.call_id, it.tool_name, it.args, it.why, tally))
         return out
 
     def reason(self, rid: str) -> str:

@@ -97,11 +97,22 @@ def tally_words(waiting: NeedsApproval) -> str | None:
 _AT_DEADLINE = {"reject": "rejects", "stop": "stops the run", "escalate": "escalates to someone else"}
 
 
+def _then(waiting: NeedsApproval) -> str:
+    return "rejects" if waiting.escalated else _AT_DEADLINE.get(waiting.on_deadline, waiting.on_deadline)
+
+
+def deadline_clock(waiting: NeedsApproval) -> str | None:
+    """``rejects at 14:05``: the deadline as a time of day (it never goes stale on screen)."""
+    if waiting.deadline_at is None:
+        return None
+    return f"{_then(waiting)} at {time.strftime('%H:%M', time.localtime(waiting.deadline_at))}"
+
+
 def deadline_words(waiting: NeedsApproval, now: float | None = None) -> str | None:
     """``rejects in 9 min`` (or stops, escalates) when the call has a deadline; else None."""
     if waiting.deadline_at is None:
         return None
-    then = "rejects" if waiting.escalated else _AT_DEADLINE.get(waiting.on_deadline, waiting.on_deadline)
+    then = _then(waiting)
     left = waiting.deadline_at - (time.time() if now is None else now)
     if left <= 0:
         words = f"the deadline has passed: it {then} as soon as its run is looked at"
