@@ -15,12 +15,13 @@ import asyncio
 import json
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
 from rich.text import Text
 from textual.pilot import Pilot
-from textual.widgets import Button, DataTable, Input, Static, TextArea
+from textual.widgets import Button, DataTable, Input, Select, Static, TextArea
 
 from tether.approvals import Rule, Where
 from tether.approvals.preview import preview_call
@@ -36,8 +37,10 @@ from tether.tui.components.rule_editor import RuleContext, RuleEditor, where_lin
 from tether.tui.components.rules_screen import ConfirmDialog, RulesScreen
 from tether.workspace import Workspace
 
+from tests.console.test_tui_acp import agent_file, waits
 from tests.support import (
-    SIZE, ended, finish, make_app, notices, open_armed, reaped, settle, still_console, transcript, wait_for,
+    SIZE, ended, finish, make_app, notices, open_armed, processes_with, reaped, settle, still_console, transcript,
+    wait_for,
 )
 
 RID = "destructive-1"
@@ -300,6 +303,38 @@ async def test_an_acp_agent_s_call_cannot_be_edited(tmp_path: Path) -> None:
         assert shown(app.screen.query_one("#hint", Static)) == ACP_NO_EDIT
         assert "the protocol offers no way to change them" in ACP_NO_EDIT
         await finish(pilot, app)
+
+
+async def test_an_acp_run_s_always_option_keeps_a_rule_of_the_scope_picked(tmp_path: Path) -> None:
+    """The fake ACP agent's write, in this console: e is refused in words (on the main screen
+    and in the dialog); its "Always allow" answers the agent and Tether keeps the rule, for
+    the scope picked in the dialog."""
+    token = uuid.uuid4().hex
+    _, config = agent_file(tmp_path, token)
+    app = make_app(tmp_path, config=config, grace_s=0)
+    said = notices(app)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            rid = app.create_run(NewRunRequest("", "write the file", agent="writer"))
+            app.select(rid)
+            await wait_for(pilot, lambda: waits(app, rid) and app.model.ask_of(rid, "call_1") is not None,
+                           "the writer to ask permission for its write")
+            await pilot.press("e")
+            await wait_for(pilot, lambda: any(ACP_NO_EDIT in words for words in said), "e refused in words")
+            dialog = await open_armed(pilot, app, "a", ApproveDialog)
+            await pilot.press("ctrl+e")
+            await pilot.pause()
+            assert shown(dialog.query_one("#hint", Static)) == ACP_NO_EDIT
+            dialog.query_one("#always-scope", Select).value = "agent"
+            assert str(dialog.query_one("#option-0", Button).label) == "Always allow"
+            await pilot.click("#option-0")
+            await wait_for(pilot, lambda: app.states[rid].status is Status.COMPLETED, "the write to be done", 60)
+            await settle(pilot, app)
+            kept = [r for r in app.harness.store.rules() if r.source == "acp"]
+            assert [(r.effect, r.agent, r.scope, r.by) for r in kept] == [("allow", "writer", "agent", "operator")]
+            await finish(pilot, app)
+    finally:
+        assert not processes_with(token), "an agent process was left behind"
 
 
 # ---- "always allow…", "always deny…": a standing rule from the call ------------------------

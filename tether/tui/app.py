@@ -936,13 +936,21 @@ class TetherApp(App[int]):
                                name=f"stop {root}", group="control", exit_on_error=False)
 
     def deliver_decision(self, rid: str, verdict: str, text: str = "", call_id: str | None = None,
-                         option: str | None = None, args: str | None = None) -> Worker[Any]:
+                         option: str | None = None, args: str | None = None, scope: str | None = None) -> Worker[Any]:
         """Hand a decision to the process that holds ``rid`` waiting for one (Harness.decide):
         another process, or this one for an ACP run it drives. ``option``: the ACP agent's
-        option to answer with (None: allow once, or reject once); ``args``: edited arguments."""
+        option to answer with (None: allow once, or reject once); ``args``: edited arguments;
+        ``scope``: for an "always" option, the scope of the rule Tether keeps of it."""
+        def decide() -> Awaitable[ControlReply]:
+            if scope is not None:  # the request Harness.decide makes, with the rule's scope
+                kind = "approve" if verdict in ("approve", "approved") else "reject"
+                return self.harness.request(rid, ControlRequest(kind, text, call_id=call_id, by=self.operator,
+                                                                option=option, scope=scope))
+            return self.harness.decide(rid, verdict, text, call_id=call_id, by=self.operator, option=option,
+                                       args=args)
+
         return self.run_worker(
-            self._control(rid, lambda: self.harness.decide(rid, verdict, text, call_id=call_id, by=self.operator,
-                                                           option=option, args=args),
+            self._control(rid, decide,
                           "Approve" if verdict == "approve" else "Reject"),
             name=f"decide {rid}", group="control", exit_on_error=False)
 
@@ -1109,7 +1117,7 @@ class TetherApp(App[int]):
                 return
             if isinstance(answer, DecisionAnswer):
                 self.send_decision(rid, "approve" if answer.args is not None else verdict, answer.text,
-                                   waiting.call_id, option=answer.option, args=answer.args)
+                                   waiting.call_id, option=answer.option, args=answer.args, scope=answer.scope)
             else:
                 self.send_decision(rid, verdict, answer, waiting.call_id)
 
@@ -1117,12 +1125,13 @@ class TetherApp(App[int]):
                                 rules=self.rule_context(rid)), done)
 
     def send_decision(self, rid: str, verdict: str, text: str, call_id: str, *, option: str | None = None,
-                      args: str | None = None) -> None:
+                      args: str | None = None, scope: str | None = None) -> None:
         """Decide ``call_id`` the way the run waits for it: delivered to the process that
-        holds it, to the queue worker's workflow, or here (this console goes on with it)."""
+        holds it, to the queue worker's workflow, or here (this console goes on with it).
+        ``scope``: with an ACP agent's "always" option, the scope of the rule Tether keeps."""
         route = self.model.decide_route(rid)
         if route == "process":
-            self.deliver_decision(rid, verdict, text, call_id=call_id, option=option, args=args)
+            self.deliver_decision(rid, verdict, text, call_id=call_id, option=option, args=args, scope=scope)
         elif route == "worker":
             self.decide_for_worker(rid, verdict, text, call_id=call_id, args=args)
         elif verdict == "approve":

@@ -20,7 +20,7 @@ from textual import on
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
-from textual.widgets import Button, Input, Label, Static
+from textual.widgets import Button, Input, Label, Select, Static
 
 from tether.approvals import Checked
 from tether.state import NeedsApproval
@@ -50,6 +50,8 @@ class DecisionAnswer:
     option: str | None = None
     args: str | None = None
     rule: Checked | None = None
+    scope: str | None = None
+    """With an ACP agent's "always" option: the scope of the rule Tether keeps of it."""
 
 
 class _DecisionDialog(Dialog):
@@ -110,6 +112,11 @@ class _DecisionDialog(Dialog):
                 yield Static(kv("deadline", deadline, "bold yellow"), id="deadline")
             if self.ask is not None:
                 yield Static(self._options(), id="options")
+            if any(o.kind.endswith("_always") for o in self.other_options):
+                yield Label("The agent's \"always\" is kept as a Tether rule too, for", classes="field-label")
+                yield Select([("this run", f"run:{self.run_id}"), ("this agent's runs", "agent"),
+                              ("the whole store", "store")], value=f"run:{self.run_id}", allow_blank=False,
+                             id="always-scope")
             if self.ask is not None and self.ask.diff:
                 yield Static(kv("diff", diff_summary(self.ask.diff)), classes="field-label")
                 with VerticalScroll(classes="diff"):
@@ -143,8 +150,9 @@ class _DecisionDialog(Dialog):
         if self.approves and not self.acp:
             yield Button("Edit arguments…", id="edit")
         if self.rules is not None:
-            for effect in self.always:
-                yield Button(f"Always {effect}…", id=f"always-{effect}", classes="always")
+            for effect in self.always:  # an ACP agent's own "always" options are on the row above
+                label = f"Tether rule: {effect}…" if self.acp else f"Always {effect}…"
+                yield Button(label, id=f"always-{effect}", classes="always")
 
     def _options(self) -> Text:
         """Every option the agent offers, its kind, and how to pick it here."""
@@ -243,6 +251,8 @@ class _DecisionDialog(Dialog):
         text = self.query_one("#text", Input).value
         if self.ask is None:
             self.dismiss(text)
+        elif option is not None and option.kind.endswith("_always"):
+            self.dismiss(DecisionAnswer(text, option.id, scope=str(self.query_one("#always-scope", Select).value)))
         else:
             self.dismiss(DecisionAnswer(text, option.id if option is not None else None))
 
