@@ -397,6 +397,15 @@ def build_parser() -> argparse.ArgumentParser:
     lab.add_argument("--quick", action="store_true", help="a reduced lab (fewer, smaller rows)")
     lab.add_argument("--only", action="append", default=[], metavar="EXPERIMENT", help="repeatable")
 
+    served = sub.add_parser("acp", help="be an ACP agent on stdio: an editor runs Tether's agents as sessions")
+    _config_option(served)
+    _store_option(served)
+    served.add_argument("--workspace", type=Path, help="the demo agents' folder (default $TETHER_HOME/workspace)")
+
+    hook = sub.add_parser("hook", help="a hook of another agent's CLI: tether hook claude-code [--install [DIR]]")
+    hook.add_argument("agent", choices=["claude-code"], help="whose hook (tether hook claude-code --help)")
+    hook.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
     evaluate = sub.add_parser("eval", help="run the six eval tasks against a model and grade the answers")
     evaluate.add_argument("--base-url", default=os.environ.get("LLM_BASE_URL"),
                           help="a chat-completions endpoint (or LLM_BASE_URL); default: the scripted provider")
@@ -454,7 +463,7 @@ class _Output:
 def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     command = args.command or "console"
-    if command in ("console", "demo"):  # a full-screen app: the terminal is its own
+    if command in ("console", "demo", "acp", "hook"):  # a full-screen app, or a protocol on stdout
         return _main(args, command)
     stdout = sys.stdout
     sys.stdout = _Output(stdout)
@@ -474,6 +483,14 @@ def _main(args: argparse.Namespace, command: str) -> int:
             return run_demo(args)
         if command == "provider":
             return _provider(args)
+        if command == "acp":
+            from tether.acp.server import main as serve_acp
+
+            return serve_acp(args)
+        if command == "hook":
+            from tether.integrations.claude_code import main as claude_code_hook
+
+            return claude_code_hook(args.rest)
         if command in ("worker", "submit"):  # DBOS launches outside an event loop
             from tether import worker
 

@@ -305,6 +305,8 @@ class Harness:
         call that needs two people keeps waiting after the first. For a run whose process
         waits for a decision, use :meth:`decide`: it reaches that process."""
         request = control.ControlRequest("approve", note, call_id=call_id, by=by, args=args)
+        if await self._paused_program(run_id):
+            return await self._decide_paused_program(run_id, request, sinks)
         return await self._operate(run_id, _nothing, signal, sinks, wait_for_decision, decision=request)
 
     async def reject(self, run_id: str, reason: str = "", *, call_id: str | None = None, by: str = "operator",
@@ -312,7 +314,36 @@ class Harness:
                      wait_for_decision: float | None = None) -> Outcome:
         """Decline the waiting call, in words in its result slot, then go on."""
         request = control.ControlRequest("reject", reason, call_id=call_id, by=by)
+        if await self._paused_program(run_id):
+            return await self._decide_paused_program(run_id, request, sinks)
         return await self._operate(run_id, _nothing, signal, sinks, wait_for_decision, decision=request)
+
+    async def _paused_program(self, run_id: str) -> bool:
+        """A run an openai-agents program paused at an approval and saved, with its agent by
+        reference: a decision can go on with it in this process, though the program is gone."""
+        state = await call(self.store, self.store.load, run_id)
+        return state.agent is not None and bool(state.agent.spec.get("openai_agents")) \
+            and isinstance(state.interruption, NeedsApproval)
+
+    async def _decide_paused_program(self, run_id: str, request: control.ControlRequest,
+                                     sinks: Sequence[EventSink]) -> Outcome:
+        """Record the decision on the paused run, then go on with it from its saved state
+        (:func:`tether.integrations.openai_agents.resume`), as its program would have."""
+        from tether.integrations.openai_agents import resume
+
+        started = time.perf_counter()
+        state, handle = await _open(self.store, run_id)
+        try:
+            event = _apply(state, request)
+            trace = handle.trace(())
+            trace.write(event)
+            trace.close()
+            await handle.asave(state)
+        finally:
+            await _release(handle)
+        await resume(self, run_id, sinks=sinks)
+        final = await call(self.store, self.store.load, run_id)
+        return Outcome(final, [], (time.perf_counter() - started) * 1000)
 
     @contextlib.asynccontextmanager
     async def track(self, name: str, task: str = "", *, source: str = "program", model: str = "",

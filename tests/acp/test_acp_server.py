@@ -1,5 +1,5 @@
 """Tether as an ACP agent (issue 29, item 5), driven by the ``acp`` package's client side as the
-editor: ``python -m tether.acp.server`` is spawned over stdio with a file store in a temp
+editor: ``tether acp`` is spawned over stdio with a file store in a temp
 folder and the demo's scripted agents (no network). Each test waits for what the editor is
 sent, never for time; each checks that the server exits by itself when its stdin closes and
 leaves no process behind."""
@@ -120,12 +120,12 @@ class Place:
 
     @contextlib.asynccontextmanager
     async def served(self, editor: Editor, *options: str) -> AsyncIterator[Any]:
-        """``python -m tether.acp.server`` with its client connection, initialized as
+        """``tether acp`` (as an editor starts it) with its client connection, initialized as
         ``test-editor``. On the way out its stdin is closed: it must exit 0 by itself, and
         leave no process in the test's folder."""
         with self.stderr.open("ab") as stderr:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "tether.acp.server", "--store", str(self.runs), *options,
+                sys.executable, "-m", "tether.cli", "acp", "--store", str(self.runs), *options,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
                 cwd=self.tmp, env=self.env(), limit=50 * 1024 * 1024)
         assert proc.stdin is not None and proc.stdout is not None

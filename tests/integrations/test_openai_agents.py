@@ -257,3 +257,26 @@ async def test_the_example_runs_against_the_scripted_provider(tmp_path: Path, pr
         await finished(proc)
     assert exit_code == 0, out
     assert TICKET_CLOSED in out and "run support-42: completed" in out
+
+
+async def test_tether_reject_alone_goes_on_with_a_paused_run_whose_program_is_gone(bot: Path, provider: Recording):
+    """The operator needs no program of their own: `tether reject` rebuilds the agent by its
+    reference, records the decision, and runs the paused run to its end."""
+    runs = bot / "runs"
+    proc = await program(start_code(runs, "oa-r"), bot, BOT_BASE_URL=provider.url)
+    try:
+        await line_with(proc, "waiting")
+        await waiting(runs, "oa-r")
+        proc.kill()
+    finally:
+        await finished(proc)
+    command = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "tether.cli", "reject", "oa-r", "--reason", "not a duplicate", "--as", "erin",
+        "--store", str(runs), cwd=bot, env=environment(bot, BOT_BASE_URL=provider.url),
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    said, _ = await asyncio.wait_for(command.communicate(), CAP_S)
+    assert command.returncode == 0, said.decode()
+    words = declined_words("not a duplicate", "erin")
+    state = Harness(runs).store.load("oa-r")
+    assert state.status is Status.COMPLETED and state.answer == TICKET_KEPT.format(said=words)
+    assert provider.tool_messages(1) == [words]
