@@ -298,22 +298,22 @@ class Harness:
     resume = run
 
     async def approve(self, run_id: str, note: str = "", *, call_id: str | None = None, by: str = "operator",
-                      args: str | None = None, signal: CancelSignal | None = None, sinks: Sequence[EventSink] = (),
-                      wait_for_decision: float | None = None) -> Outcome:
+                      args: str | None = None, rule: str | None = None, signal: CancelSignal | None = None,
+                      sinks: Sequence[EventSink] = (), wait_for_decision: float | None = None) -> Outcome:
         """Approve the waiting call (bound to its arguments, used once), then go on. ``args``:
         the operator's edited arguments (JSON), checked against the tool's schema first. A
         call that needs two people keeps waiting after the first. For a run whose process
         waits for a decision, use :meth:`decide`: it reaches that process."""
-        request = control.ControlRequest("approve", note, call_id=call_id, by=by, args=args)
+        request = control.ControlRequest("approve", note, call_id=call_id, by=by, args=args, rule=rule)
         if await self._paused_program(run_id):
             return await self._decide_paused_program(run_id, request, sinks)
         return await self._operate(run_id, _nothing, signal, sinks, wait_for_decision, decision=request)
 
     async def reject(self, run_id: str, reason: str = "", *, call_id: str | None = None, by: str = "operator",
-                     signal: CancelSignal | None = None, sinks: Sequence[EventSink] = (),
+                     rule: str | None = None, signal: CancelSignal | None = None, sinks: Sequence[EventSink] = (),
                      wait_for_decision: float | None = None) -> Outcome:
         """Decline the waiting call, in words in its result slot, then go on."""
-        request = control.ControlRequest("reject", reason, call_id=call_id, by=by)
+        request = control.ControlRequest("reject", reason, call_id=call_id, by=by, rule=rule)
         if await self._paused_program(run_id):
             return await self._decide_paused_program(run_id, request, sinks)
         return await self._operate(run_id, _nothing, signal, sinks, wait_for_decision, decision=request)

@@ -413,7 +413,8 @@ class RunLoop:
             decision = self._by_rule(call_id, tool, raw_args, verdict)
         ask = verdict.rule if verdict is not None and verdict.effect == "ask" else None
         if (tool.needs_approval and name not in st.policies.auto_approve) or ask is not None or decision is not None:
-            if decision is None and verdict is not None and verdict.effect == "allow":
+            if decision is None and verdict is not None and verdict.effect == "allow" and tool.approvals <= 1:
+                # (A rule is not a person: a call that needs two people still waits for them.)
                 decision = self._by_rule(call_id, tool, raw_args, verdict)
             # A recorded intent means this very call was approved and started before a crash.
             consumed_here = call_id in st.intents and decision is not None and decision.verdict == "approved"
@@ -521,7 +522,7 @@ class RunLoop:
         by = f"rule {rule.id}"
         asked = self._asked.get(call_id)
         decision = Decision(call_id, "approved" if rule.effect == "allow" else "rejected", args_hash(raw_args),
-                            f"{rule.reason}; {rule.by}, {time.strftime('%Y-%m-%d', time.localtime(rule.created))}",
+                            rule.note(),
                             by, tool=tool.name, rule=rule.id, asked_at=asked.asked_at if asked else time.time())
         self.state.approvals[call_id] = decision
         self.emit(ApprovalDecision(run_id=self.state.run_id, call_id=call_id, tool=tool.name,

@@ -234,7 +234,7 @@ class TrackedRun:
         asked_at = time.time()
         if verdict is not None and verdict.effect != "ask":
             rule = verdict.rule
-            note = f"{rule.reason}; {rule.by}, {time.strftime('%Y-%m-%d', time.localtime(rule.created))}"
+            note = rule.note()
             return await self._decided(call_id, tool, raw, "approve" if rule.effect == "allow" else "reject",
                                        note, f"rule {rule.id}", rule=rule.id, asked_at=asked_at)
         ask = verdict.rule if verdict is not None else None

@@ -307,7 +307,7 @@ def queue_view(store: Any) -> QueueView:
 # ---- deciding a run that waits in a worker's workflow ---------------------------------------
 
 async def decide(store: Any, run_id: str, verdict: str, text: str = "", *, by: str = "operator",
-                 call_id: str | None = None) -> ControlReply | None:
+                 call_id: str | None = None, args: str | None = None, rule: str | None = None) -> ControlReply | None:
     """Approve or reject the call a worker-run run waits on, from any process: the decision
     is recorded in the run's control channel (first come, first served: a second decider is
     told who decided) and sent to the run's workflow as a DBOS message, which waits for it
@@ -316,7 +316,7 @@ async def decide(store: Any, run_id: str, verdict: str, text: str = "", *, by: s
     usual way then."""
     if not _is_pg(store):
         return None
-    return await asyncio.to_thread(_decide, store, run_id, verdict, text, by, call_id)
+    return await asyncio.to_thread(_decide, store, run_id, verdict, text, by, call_id, args, rule)
 
 
 async def stop_waiting(store: Any, run_id: str, request: ControlRequest) -> ControlReply | None:
@@ -371,7 +371,7 @@ def _workflow_status(store: PgStore, run_id: str) -> str | None:
 
 
 def _decide(store: PgStore, run_id: str, verdict: str, text: str, by: str,
-            call_id: str | None) -> ControlReply | None:
+            call_id: str | None, args: str | None = None, rule: str | None = None) -> ControlReply | None:
     kind = "approve" if verdict in ("approve", "approved") else "reject"
     if _workflow_status(store, run_id) not in ("PENDING", "ENQUEUED"):
         return None
@@ -388,9 +388,12 @@ def _decide(store: PgStore, run_id: str, verdict: str, text: str, by: str,
     if call_id and call_id != waiting.call_id:
         return ControlReply(False, f"run {run_id} waits for a decision on {waiting.call_id}, not {call_id}")
     earlier = state.approvals.get(waiting.call_id)
-    if earlier is not None:
+    if earlier is not None and earlier.complete:
         return ControlReply(False, f"already decided: {earlier.verdict} by {earlier.by}; there is one decision per call")
-    mine = ControlRequest(kind, text, call_id=waiting.call_id, by=by)
+    if kind == "approve" and by in waiting.approvers:
+        return ControlReply(False, f"{by} has approved {waiting.tool_name} ({waiting.call_id}) already: it needs "
+                            f"{waiting.needed} different people ({waiting.tally} so far)")
+    mine = ControlRequest(kind, text, call_id=waiting.call_id, by=by, args=args, rule=rule)
     store.control_append(run_id, mine)
     # The channel orders the requests: the first decision on this call is the one.
     first = next((r for r in store.control_read(run_id, state.control_seen)
@@ -413,7 +416,7 @@ def _decide(store: PgStore, run_id: str, verdict: str, text: str, by: str,
 
 def _message(request: ControlRequest) -> dict[str, Any]:
     return {"kind": request.kind, "text": request.text, "call_id": request.call_id, "by": request.by,
-            "id": request.id}
+            "id": request.id, "args": request.args, "rule": request.rule}
 
 
 # ---- the workflow --------------------------------------------------------------------------
@@ -996,9 +999,11 @@ class Worker:
         if decision is not None and isinstance(state.interruption, NeedsApproval) \
                 and state.interruption.call_id == decision.get("call_id") \
                 and state.interruption.call_id not in state.approvals:
-            operate = harness.approve if decision.get("kind") == "approve" else harness.reject
-            return lambda: operate(run_id, decision.get("text") or "", call_id=decision.get("call_id"),
-                                   by=decision.get("by") or "operator")
+            decided = dict(call_id=decision.get("call_id"), by=decision.get("by") or "operator",
+                           rule=decision.get("rule"))
+            if decision.get("kind") == "approve":
+                return lambda: harness.approve(run_id, decision.get("text") or "", args=decision.get("args"), **decided)
+            return lambda: harness.reject(run_id, decision.get("text") or "", **decided)
         return None
 
     async def _unbuildable(self, state: RunState, why: str) -> dict[str, Any]:
@@ -1062,7 +1067,7 @@ def config_path(path: Path | None) -> Path | None:
 
 def submit(url: str, agent_name: str, prompt: str | None = None, *, config: Config | None = None,
            run_id: str | None = None, base_url: str | None = None, auto_approve: list[str] | None = None,
-           workspace: Path | None = None) -> tuple[RunState, str]:
+           workspace: Path | None = None, deadline: dict[str, Any] | None = None) -> tuple[RunState, str]:
     """Create a run of ``agent_name`` (from the agent file, else a demo scenario) in the
     store at ``url`` and put it on its agent's queue; returns the run and the queue. The
     agent is built here once, so that the run saves its reference (a worker rebuilds it)."""
@@ -1087,6 +1092,8 @@ def submit(url: str, agent_name: str, prompt: str | None = None, *, config: Conf
         policies = agent.policies
         if auto_approve:
             policies = replace(policies, auto_approve=list(auto_approve))
+        if deadline:  # --decision-deadline / --on-deadline
+            policies = replace(policies, **deadline)
         state = harness.create(agent, prompt, run_id=run_id, policies=policies)
         queue = enqueue(url, state)
     finally:
@@ -1103,8 +1110,11 @@ def submit_command(args: Any) -> int:
     url = _store_url(args)
     path = config_path(args.config)
     config = load_config(path) if path is not None else None
+    from tether.approvals.commands import deadline_policy
+
+    deadline = deadline_policy(getattr(args, "decision_deadline", None), getattr(args, "on_deadline", None))
     state, queue = submit(url, args.agent, args.prompt, config=config, run_id=args.run_id, base_url=args.base_url,
-                          auto_approve=args.auto_approve, workspace=args.workspace)
+                          auto_approve=args.auto_approve, workspace=args.workspace, deadline=deadline)
     if args.json:
         print(json.dumps({"run_id": state.run_id, "queue": queue, "agent": args.agent, "status": "queued"}))
     else:

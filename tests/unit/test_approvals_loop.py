@@ -252,3 +252,13 @@ async def test_a_library_tool_may_need_two_people(tmp_path):
     with pytest.raises(TypeError, match="approvals=2 is for a tool that needs approval"):
         tether.tool(approvals=2)(lambda amount: "")
     assert refund.approvals == 2
+
+
+async def test_an_allow_rule_is_not_a_person_for_a_two_person_tool(harness: Harness):
+    agent = harness.demo_agent("destructive")
+    next(t for t in agent.tool_list if t.name == "delete_file").approvals = 2
+    harness.store.rule_add(rule("allow"))
+    out = await harness.run(harness.create(agent).run_id)
+    waiting = out.state.interruption
+    assert isinstance(waiting, NeedsApproval) and waiting.needed == 2
+    assert (harness.workspace.root / "access.log").exists()

@@ -294,7 +294,7 @@ class AcpRun:
         verdict = await self._verdict(request, tool)
         if verdict is not None and verdict.effect != "ask":  # a standing rule decides, at once
             rule = verdict.rule
-            note = f"{rule.reason}; {rule.by}, {time.strftime('%Y-%m-%d', time.localtime(rule.created))}"
+            note = rule.note()
             await self._answer(request, key, tool, "approve" if rule.effect == "allow" else "reject", note,
                                f"rule {rule.id}", rule=rule.id, asked_at=asked_at)
             return

@@ -108,12 +108,6 @@ class Applied:
     words: str
 
 
-def rule_note(rule: Rule) -> str:
-    """The note a decision by ``rule`` carries: why, who made the rule and when (so its words
-    read ``Approved by rule R3 (delete scratch logs; alice, 2026-12-03)``, as the loop's)."""
-    return f"{rule.reason}; {rule.by}, {when(rule.created)[:10]}"
-
-
 def waits_for_approval(summary: RunSummary) -> bool:
     """The run holds a call for a decision (saved interrupted at it, or saved running by a
     process that waits for one)."""
@@ -164,7 +158,7 @@ async def apply_to_waiting(store: Store, rule: Rule) -> list[Applied]:
                                f"{rule.id} fits {what}, which needs {waiting.needed} people: left for them"))
             continue
         kind = "approve" if rule.effect == "allow" else "reject"
-        request = ControlRequest(kind, rule_note(rule), call_id=waiting.call_id, by=f"rule {rule.id}", rule=rule.id)
+        request = ControlRequest(kind, rule.note(), call_id=waiting.call_id, by=f"rule {rule.id}", rule=rule.id)
         reply = await deliver(store, state.run_id, request)
         if reply is None:
             out.append(Applied(state.run_id, waiting.call_id, waiting.tool_name, False,

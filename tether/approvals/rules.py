@@ -172,9 +172,13 @@ class Rule:
                 not any(c in self.tool for c in "*?["))
 
     # ---- words ---------------------------------------------------------------------
+    def note(self) -> str:
+        """A decision's words when this rule makes it: ``delete scratch logs; alice, 2026-12-03``."""
+        return f"{self.reason}; {self.by}, {time.strftime('%Y-%m-%d', time.localtime(self.created))}"
+
     def cited(self) -> str:
         """How a decision names the rule: ``rule R3 (delete scratch logs; alice, 2026-12-03)``."""
-        return f"rule {self.id} ({self.reason}; {self.by}, {time.strftime('%Y-%m-%d', time.localtime(self.created))})"
+        return f"rule {self.id} ({self.note()})"
 
     def describe(self) -> str:
         """The rule as one line of ``tether rules``: what it fits and what it does."""
