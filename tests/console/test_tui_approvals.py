@@ -25,6 +25,7 @@ from textual.widgets import Button, DataTable, Input, Select, Static, TextArea
 
 from tether.approvals import Rule, Where
 from tether.approvals.preview import preview_call
+from tether.pgstore import PgStore
 from tether.state import NeedsApproval, Status
 from tether.tools.builtin import WriteFile
 from tether.tui.app import TetherApp
@@ -37,6 +38,8 @@ from tether.tui.components.rule_editor import RuleContext, RuleEditor, where_lin
 from tether.tui.components.rules_screen import ConfirmDialog, RulesScreen
 from tether.workspace import Workspace
 
+from tests.console.test_console_pg import console as pg_console
+from tests.console.test_console_pg import on_loop  # noqa: F401  (a fixture)
 from tests.console.test_tui_acp import agent_file, waits
 from tests.support import (
     SIZE, ended, finish, make_app, notices, open_armed, processes_with, reaped, settle, still_console, transcript,
@@ -584,3 +587,40 @@ async def test_the_decisions_screen_lists_a_decision_and_goes_to_its_run(tmp_pat
         await wait_for(pilot, lambda: app.screen is app.console_screen, "back on the console")
         assert app.selected == RID
         await finish(pilot, app)
+
+
+# ---- on PostgreSQL: the same, with every read and write of the store off the event loop -------
+
+async def test_rules_and_decisions_on_postgresql_off_the_loop(pg: PgStore, pg_url: str, tmp_path: Path,
+                                                              on_loop: list[str]) -> None:
+    """A run another process left waiting (nobody holds it): "always allow" saves the rule on
+    the database and this console goes on with the run, decided by it; the rules screen and
+    the decisions screen read the database; no psycopg call is made on the event loop."""
+    app = pg_console(tmp_path, pg_url)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.store_ready()
+        run = await asyncio.create_subprocess_exec(
+            sys.executable, "-m", "tether.cli", "run", "destructive", "--run-id", "pg-a1", "--workspace",
+            str(tmp_path / "w"), "--store", pg_url, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+        code, out = await ended(run)
+        assert code == 5, out  # interrupted: waiting for approval, nobody holds it
+        await wait_for(pilot, lambda: [p.run_id for p in app.pending_approvals()] == ["pg-a1"],
+                       "the waiting call to be pending", 60)
+        app.select("pg-a1")
+        editor = await open_rule_editor(pilot, app, "a", ApproveDialog, "allow")
+        fill(editor, where="path=*.log", reason="scratch logs go")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: app.states["pg-a1"].status is Status.COMPLETED, "the rule to decide it", 60)
+        [rule] = await asyncio.to_thread(pg.rules)
+        assert app.states["pg-a1"].approvals["call_1_0"].by == f"rule {rule.id}"
+        await pilot.press("L")
+        await wait_for(pilot, lambda: isinstance(app.screen, RulesScreen) and rule_ids(app.screen) == [rule.id],
+                       "the rule on the rules screen", 60)
+        await pilot.press("escape")
+        await pilot.press("D")
+        await wait_for(pilot, lambda: isinstance(app.screen, DecisionsScreen) and len(app.screen.records) == 1,
+                       "the decision on the decisions screen", 60)
+        assert app.screen.records[0].by == f"rule {rule.id}"  # type: ignore[attr-defined]
+        await pilot.press("escape")
+        await finish(pilot, app)
+    assert on_loop == []
