@@ -82,13 +82,18 @@ def tools() -> list[Tool]:
     return [as_tool(ref) for ref in TOOLS]
 
 
+FOR_PROGRAMS = frozenset({"ticket"})
+"""Scripts for programs on other frameworks (their own tools, not the demo's): no demo agent."""
+
+
 def scenarios() -> dict[str, str]:
-    """Scenario name -> what it shows, without the internal ``*_child`` scripts."""
-    return {name: s.description for name, s in SCENARIOS.items() if not name.endswith("_child")}
+    """Scenario name -> what it shows, without the internal ``*_child`` scripts and the
+    scripts of other frameworks' programs."""
+    return {name: s.description for name, s in SCENARIOS.items() if is_scenario(name)}
 
 
 def is_scenario(name: str) -> bool:
-    return name in SCENARIOS and not name.endswith("_child")
+    return name in SCENARIOS and not name.endswith("_child") and name not in FOR_PROGRAMS
 
 
 def default_workspace() -> Path:
