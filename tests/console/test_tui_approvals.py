@@ -238,6 +238,12 @@ async def test_e_approves_with_the_edited_arguments(tmp_path: Path) -> None:
         assert not (workspace / "scratch.log").exists() and (workspace / "access.log").exists()
         assert st.status is Status.COMPLETED
         assert "scratch.log" in transcript(app)
+        # The record of decisions shows the operator's arguments, marked as edited.
+        await pilot.press("D")
+        await wait_for(pilot, lambda: isinstance(app.screen, DecisionsScreen) and app.screen.records,
+                       "the decision on the decisions screen")
+        cells = [str(cell) for cell in app.screen.query_one("#decisions", DataTable).get_row_at(0)]
+        assert cells[3] == '✎ {"path": "scratch.log"}' and cells[4] == "approved"
         await finish(pilot, app)
 
 
@@ -500,6 +506,7 @@ def rule_ids(screen: RulesScreen) -> list[str]:
 
 async def test_the_rules_screen_lists_adds_and_removes(tmp_path: Path) -> None:
     app = make_app(tmp_path, grace_s=0)
+    said = notices(app)
     store = app.harness.store
     first = store.rule_add(Rule("deny", "delete_file", "keep the evidence", "alice", agent="destructive",
                                 where=(Where("path", "*.env"),), expires=time.time() + 3600))
@@ -520,11 +527,13 @@ async def test_the_rules_screen_lists_adds_and_removes(tmp_path: Path) -> None:
         await wait_for(pilot, lambda: isinstance(app.screen, RuleEditor), "the rule editor")
         editor: RuleEditor = app.screen  # type: ignore[assignment]
         assert editor.query_one("#tool", Input).value == "" and editor.query_one("#where", TextArea).text == ""
-        fill(editor, tool="list_files", reason="listing is harmless")
+        fill(editor, tool="list_files", agent="ghost", reason="listing is harmless")
         await pilot.press("ctrl+s")
         await wait_for(pilot, lambda: len(screen.rules) == 3, "the new rule to be listed")
         added = screen.rules[-1]
-        assert (added.effect, added.tool, added.scope, added.by) == ("allow", "list_files", "store", "operator")
+        assert (added.effect, added.tool, added.agent, added.scope, added.by) == \
+            ("allow", "list_files", "ghost", "store", "operator")
+        assert any("warning: no agent named 'ghost' is known here" in words for words in said), said
         # Remove the first, confirmed.
         table.move_cursor(row=0)
         await pilot.press("d")

@@ -109,8 +109,8 @@ class RuleEditor(FormDialog):
         self._submit()
 
     def request(self) -> Checked:
-        value = lambda selector: self.query_one(selector, Input).value.strip()  # noqa: E731
-        tool, agent, reason, expires = value("#tool"), value("#agent"), value("#reason"), value("#expires")
+        tool, agent, reason, expires = (self.query_one(f"#{name}", Input).value.strip()
+                                        for name in ("tool", "agent", "reason", "expires"))
         if not tool:
             raise ValueError("name the tool the rule is for (a glob: delete_file, fs.*, *)")
         if not reason:
