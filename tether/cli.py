@@ -891,6 +891,8 @@ async def _runs(args: argparse.Namespace) -> int:
         lines = []
         for r in runs:
             line = f"{r.run_id:<40} {r.shown_status:<20} {r.model:<16} turns={r.turns:<4} cost=${r.cost_usd:.4f}"
+            if r.source != "tether":  # an ACP agent's, or a program's on another framework
+                line += f"  [{r.source}]"
             if r.liveness is not None:
                 line += f"  {owner_words(r.run_id, r.liveness, r.owner)}"
             elif (r.interruption or {}).get("type") == "approval":

@@ -58,7 +58,7 @@ log = logging.getLogger(__name__)
 T = TypeVar("T")
 
 INDEX_FILE = "index.sqlite"
-SCHEMA = 2  # PRAGMA user_version: another value means the tables are rebuilt (2: decisions)
+SCHEMA = 3  # PRAGMA user_version: another value means the tables are rebuilt (2: decisions; 3: source)
 INDEX_EVERY_S = 1.0
 """A running run's row is refreshed at most this often (besides every change of status)."""
 TASK_CHARS = 200
@@ -74,7 +74,7 @@ JournalKey = tuple[int, int, int]  # (size, mtime_ns, inode)
 _COLUMNS = (
     "run_id", "status", "model", "agent", "parent_run_id", "task", "turns", "cost_usd", "budget_usd", "max_turns",
     "created_at", "updated_at", "interruption", "error", "prompt_tokens", "completion_tokens", "child_cost_usd",
-    "per_turn_prompt_tokens", "estimated_turns", "assumed_price", "answer", "tool_runs",
+    "per_turn_prompt_tokens", "estimated_turns", "assumed_price", "answer", "tool_runs", "source",
     "journal_size", "journal_mtime_ns", "journal_ino",
 )
 _JSON_COLUMNS = frozenset(("interruption", "per_turn_prompt_tokens", "estimated_turns"))
@@ -84,7 +84,7 @@ CREATE TABLE runs (
     turns INTEGER, cost_usd REAL, budget_usd REAL, max_turns INTEGER, created_at REAL, updated_at REAL,
     interruption TEXT, error TEXT, prompt_tokens INTEGER, completion_tokens INTEGER, child_cost_usd REAL,
     per_turn_prompt_tokens TEXT, estimated_turns TEXT, assumed_price INTEGER, answer TEXT, tool_runs INTEGER,
-    journal_size INTEGER, journal_mtime_ns INTEGER, journal_ino INTEGER
+    source TEXT, journal_size INTEGER, journal_mtime_ns INTEGER, journal_ino INTEGER
 ) WITHOUT ROWID;
 CREATE TABLE traces (
     run_id TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, ino INTEGER, tool_runs TEXT, ms REAL
@@ -139,6 +139,9 @@ class RunSummary:
     assumed_price: bool = False
     answer: str | None = None
     tool_runs: int = 0
+    source: str = "tether"
+    """Where the run's turns come from: ``tether``, ``acp``, or the framework of a program
+    reporting through the run API (``openai-agents``, ``pydantic-ai``, ``claude-code``, ``program``)."""
     # The journal this row was read from: a row whose key differs from the journal's is stale.
     journal_size: int = -1
     journal_mtime_ns: int = -1
@@ -163,6 +166,8 @@ class RunSummary:
 
     @classmethod
     def of(cls, state: RunState, key: JournalKey) -> RunSummary:
+        from tether.approvals.audit import run_source
+
         answer = None
         if state.status == "completed":
             for message in reversed(state.messages):
@@ -183,7 +188,7 @@ class RunSummary:
             prompt_tokens=state.prompt_tokens, completion_tokens=state.completion_tokens,
             child_cost_usd=state.child_cost_usd, per_turn_prompt_tokens=list(state.per_turn_prompt_tokens),
             estimated_turns=list(state.estimated_turns), assumed_price=state.pricing.assumed, answer=answer,
-            tool_runs=state.tool_runs, journal_size=key[0], journal_mtime_ns=key[1], journal_ino=key[2],
+            tool_runs=state.tool_runs, source=run_source(state), journal_size=key[0], journal_mtime_ns=key[1], journal_ino=key[2],
         )
 
     def row(self) -> tuple[Any, ...]:

@@ -47,7 +47,7 @@ async def test_a_reported_run_is_a_run_like_any_other(harness: Harness, recorder
     assert state.turns == 1 and state.prompt_tokens == 812 and state.cost_usd > 0
     assert state.pricing.assumed  # no price was given: said so, as for any run
     summary = harness.store.summary(run.run_id)
-    assert summary.agent == "triage" and summary.status == "completed"
+    assert (summary.agent, summary.status, summary.source) == ("triage", "completed", "pydantic-ai")
     assert kinds(harness, run.run_id) == ["run_started", "tool_start", "tool_result", "turn", "run_stopped"]
     assert "text_delta" in recorder.kinds(run.run_id)  # streamed to views, not traced
     with pytest.raises(StateError, match="reported by a program \\(pydantic-ai, agent triage\\)"):
@@ -173,7 +173,10 @@ def test_a_program_killed_outright_shows_as_orphaned(tmp_path: Path):
     listed = subprocess.run([sys.executable, "-m", "tether.cli", "runs", "--json", "--runs-dir",
                              str(tmp_path / "runs")], capture_output=True, text=True, env=env, check=True)
     (row,) = json.loads(listed.stdout)
-    assert row["run_id"] == "prog" and row["liveness"] == "orphaned"
+    assert (row["run_id"], row["liveness"], row["source"]) == ("prog", "orphaned", "program")
+    listed = subprocess.run([sys.executable, "-m", "tether.cli", "runs", "--runs-dir", str(tmp_path / "runs")],
+                            capture_output=True, text=True, env=env, check=True)
+    assert "[program]" in listed.stdout
 
 
 async def test_a_programs_own_deadline_rejects_and_a_stopped_run_is_not_revived(harness: Harness):
