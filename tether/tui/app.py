@@ -955,18 +955,18 @@ class TetherApp(App[int]):
             name=f"decide {rid}", group="control", exit_on_error=False)
 
     def decide_for_worker(self, rid: str, verdict: str, text: str = "", call_id: str | None = None,
-                          args: str | None = None, by: str | None = None) -> Worker[Any]:
+                          args: str | None = None, rule: str | None = None) -> Worker[Any]:
         """Hand a decision to the queue worker's workflow that waits for it (tether.worker.decide);
-        when no workflow waits after all, decide here as for a run nobody holds. ``by``: a
-        rule's (``rule R4``) instead of this console's operator."""
+        when no workflow waits after all, decide here as for a run nobody holds. ``rule``: the
+        standing rule that decides (recorded as ``rule R4``), not this console's operator."""
         from tether import worker
 
         async def decide() -> ControlReply:
-            edited = {"args": args} if args is not None else {}  # only edits need the newer signature
-            reply = await worker.decide(self.harness.store, rid, verdict, text, by=by or self.operator,  # type: ignore[arg-type]
-                                        call_id=call_id, **edited)
+            by = f"rule {rule}" if rule is not None else self.operator
+            reply = await worker.decide(self.harness.store, rid, verdict, text, by=by, call_id=call_id,  # type: ignore[arg-type]
+                                        args=args, rule=rule)
             if reply is None:
-                if by is not None:  # a rule's decision: this console's loop reads the store's rules
+                if rule is not None:  # a rule's decision: this console's loop reads the store's rules
                     self._launch(rid, lambda sig: self.harness.run(rid, signal=sig, sinks=[self._sink]),
                                  deciding=call_id or "")
                 elif verdict == "approve":
@@ -1211,6 +1211,11 @@ class TetherApp(App[int]):
             self.notify(f"rule {rule.id} does not fit this call ({missed}): it still waits for a decision",
                         title=f"{one_line(rid, 60)}", severity="warning", markup=False, timeout=15)
             return
+        if rule.effect == "allow" and waiting.needed > 1:  # a rule is not a person
+            self.notify(f"rule {rule.id} is saved, but a rule does not count as a person: this call needs "
+                        f"{waiting.needed} people, so it still waits for them",
+                        title=f"{one_line(rid, 60)}", severity="warning", markup=False, timeout=15)
+            return
         if not self.can_decide(rid):
             return
         verdict, by = ("approve" if rule.effect == "allow" else "reject"), f"rule {rule.id}"
@@ -1220,7 +1225,7 @@ class TetherApp(App[int]):
             await self._control(rid, lambda: self.harness.request(rid, request),
                                 "Approve" if verdict == "approve" else "Reject")
         elif route == "worker":
-            self.decide_for_worker(rid, verdict, rule.reason, call_id=waiting.call_id, by=by)
+            self.decide_for_worker(rid, verdict, rule.reason, call_id=waiting.call_id, rule=rule.id)
         else:  # nobody holds it: this console goes on with it, and its loop reads the store's rules
             self._launch(rid, lambda sig: self.harness.run(rid, signal=sig, sinks=[self._sink]),
                          deciding=waiting.call_id)
