@@ -308,6 +308,9 @@ def build_parser() -> argparse.ArgumentParser:
         if name == "approve":
             p.add_argument("--option", metavar="ID",
                            help="an ACP agent's permission option (such as allow_always's id); default: allow once")
+            p.add_argument("--scope", metavar="run:ID|agent|store",
+                           help="with an ACP agent's \"always\" option: the scope of the rule Tether keeps of it "
+                                "(default: this run)")
             p.add_argument("--args", metavar="JSON",
                            help="approve with these arguments instead of the model's (a JSON object, checked "
                                 "against the tool's schema); the call runs with them")
@@ -700,12 +703,18 @@ async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
     edited = _edited_args(getattr(args, "args", None))
     await _may_operate(args, verdict)
     async with _harness_for(args) as harness:
-        acp = {"option": getattr(args, "option", None), "silent": getattr(args, "silent", False)}
+        acp = {"option": getattr(args, "option", None), "silent": getattr(args, "silent", False),
+               "scope": getattr(args, "scope", None)}
+        if acp["scope"] is not None and not acp["option"]:
+            raise UsageError("--scope is the scope of the rule kept of an ACP agent's \"always\" option: "
+                             "give the option with --option ID")
+        if acp["scope"] not in (None, "agent", "store") and not str(acp["scope"]).startswith("run:"):
+            raise UsageError(f"--scope is run:ID, agent or store; not {acp['scope']!r}")
         request = ControlRequest(verdict, text, by=_who(args), args=edited, **acp)
         reply = await deliver(harness.store, args.run_id, request)
         if reply is not None:
             return _emit_reply(args, reply)
-        if acp["option"] or acp["silent"]:
+        if acp["option"] or acp["silent"] or acp["scope"]:
             raise UsageError(f"--option and --silent answer an ACP agent while it waits, and no process holds run "
                              f"{args.run_id} now")
         edit = {"args": edited} if edited is not None else {}

@@ -430,13 +430,14 @@ class Harness:
 
     async def decide(self, run_id: str, verdict: str, text: str = "", *, call_id: str | None = None,
                      by: str = "operator", option: str | None = None, silent: bool = False,
-                     args: str | None = None) -> control.ControlReply:
+                     args: str | None = None, scope: str | None = None) -> control.ControlReply:
         """Deliver an approval or a rejection to the process that holds the run waiting for
         one (``wait_for_decision``). A run nobody holds is decided with :meth:`approve` or
-        :meth:`reject`, in this process. ``args``: an approval's edited arguments (JSON)."""
+        :meth:`reject`, in this process. ``args``: an approval's edited arguments (JSON);
+        ``scope``: for an ACP agent's "always" option, the scope of the rule Tether keeps."""
         kind = "approve" if verdict in ("approve", "approved") else "reject"
         return await self.request(run_id, control.ControlRequest(kind, text, call_id=call_id, by=by, option=option,
-                                                                 silent=silent, args=args))
+                                                                 silent=silent, args=args, scope=scope))
 
     async def request(self, run_id: str, request: control.ControlRequest) -> control.ControlReply:
         """Append ``request`` to the run's control channel and have its process act on it

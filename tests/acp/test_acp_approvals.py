@@ -42,7 +42,7 @@ async def test_the_agents_always_option_is_kept_as_a_tether_rule(tmp_path: Path,
         state = harness.create(agent(acp_workspace), "write the file")
         running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
         await waiting(harness, state.run_id)
-        reply = await harness.request(state.run_id, _request("approve", by="carol", option="always", scope="agent"))
+        reply = await harness.decide(state.run_id, "approve", by="carol", option="always", scope="agent")
         assert reply.ok, reply.words
         final = (await running).state
         (rule,) = harness.store.rules()
@@ -84,8 +84,3 @@ async def test_a_two_person_rule_holds_the_agent_for_two_people(tmp_path: Path, 
     assert final.approvals["call_1"].approvers == ["alice", "bob"]
     assert (acp_workspace / WRITE_NAME).read_text() == WRITE_TEXT
 
-
-def _request(kind: str, **kw):
-    from tether.control import ControlRequest
-
-    return ControlRequest(kind, kw.pop("text", ""), **kw)
