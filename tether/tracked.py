@@ -433,6 +433,21 @@ def started(run: TrackedRun, resumed: bool) -> None:
                          agent=st.agent.name if st.agent else st.model))
 
 
+WHAT_IT_CAN = {
+    "acp": "an ACP agent: Stop cancels its turn at once; a follow-up goes on in its session",
+    "claude-code": "Claude Code: Stop lands at its next hook (a call waiting is denied at once); not resumable here",
+    "openai-agents": "openai-agents: Stop cancels it at once; a run paused at an approval goes on from its saved state",
+    "pydantic-ai": "pydantic-ai: Stop cancels it at once; not resumable here (its program goes on with it)",
+    "program": "a program: Stop is raised in it at once; not resumable here (its program goes on with it)",
+}
+"""What each source of runs other than Tether's loop can do, as the console says it."""
+
+
+def what_it_can(source: str) -> str | None:
+    """The words for a run's source and what it can do, or None for Tether's own loop."""
+    return WHAT_IT_CAN.get(source)
+
+
 def program_of(state: RunState) -> str | None:
     """The source of a run a program reported (``openai-agents``…), or None for any other run."""
     if state.agent is None:

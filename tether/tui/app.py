@@ -61,6 +61,7 @@ from tether.provider.server import provider_process
 from tether.runstore import Store, call
 from tether.state import NeedsApproval, RunState, StateError, Status, new_run_id
 from tether.tail import tail_records
+from tether.tracked import what_it_can
 from tether.tui.components.approvals import ApprovalsPane, Pending
 from tether.tui.components.approval_view import deadline_clock, tally_words
 from tether.tui.components.args_editor import ArgsEditor
@@ -628,6 +629,10 @@ class TetherApp(App[int]):
             out.append(f" · {one_line(notes.agent, 40)}", style="bold blue")
         if st.parent_run_id:
             out.append(f"   subagent of {one_line(st.parent_run_id, 60)}", style="dim")
+        can = what_it_can(run_source(st))
+        if can is not None:  # not Tether's loop: say whose it is, and when Stop lands
+            out.append("\nsource  ", style="dim")
+            out.append(can, style="blue")
         out.append("\ntask    ", style="dim")
         out.append(one_line(st.task, 200))
         it = st.interruption

@@ -32,6 +32,7 @@ from tether.events import Event
 from tether.index import RunSummary
 from tether.state import (Cancelled, Limits, NeedsApproval, RunState, Status, interruption_from_dict)
 from tether.store import Owner
+from tether.tracked import program_of
 from tether.tui.agent_notes import NOTE_KINDS, TRACKED_KINDS, AgentNotes, Ask
 from tether.tui.text import badge, badge_key, money, one_line, stop_reason
 
@@ -361,6 +362,8 @@ class ConsoleModel:
         if st is None or self.is_live(rid) or st.parent_run_id:
             return False
         if is_acp(st) and st.turns > 0:  # an ACP session goes on only with a follow-up (resume --message)
+            return False
+        if program_of(st) is not None:  # a program's loop, which Tether cannot rebuild
             return False
         if st.status in (Status.MAX_TURNS_EXCEEDED, Status.BUDGET_EXCEEDED):
             return True
