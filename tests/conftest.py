@@ -97,3 +97,19 @@ def pg(pg_url: str) -> Iterator["PgStore"]:
 def pg_url(pg_server) -> str:
     """The operator's URL of the session's server (``postgresql://tether:…@127.0.0.1:PORT/tether``)."""
     return pg_server.url
+
+
+# ``make test`` runs the tests on several workers (pytest-xdist). The slowest files go first,
+# so the end of the run is not one long test on one worker while the others idle.
+SLOW_FIRST = (
+    "tests/local_model/", "tests/console/test_console_workers.py", "tests/campaign/", "tests/console/test_tour",
+    "tests/processes/test_worker", "tests/processes/test_wheel.py", "tests/integrations/", "tests/acp/test_acp_server.py",
+    "tests/processes/test_rules_cli.py", "tests/processes/test_decisions.py", "tests/processes/test_approvals_processes.py",
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    def rank(item: pytest.Item) -> int:
+        return next((i for i, prefix in enumerate(SLOW_FIRST) if item.nodeid.startswith(prefix)), len(SLOW_FIRST))
+
+    items.sort(key=rank)  # stable: within a rank, and for the rest, the order of collection
