@@ -907,6 +907,8 @@ async def _runs(args: argparse.Namespace) -> int:
             elif (r.interruption or {}).get("type") == "approval":
                 waiting = r.interruption or {}
                 line += f"  waits for approval of {waiting.get('toolName')}"
+                if int(waiting.get("needed") or 1) > 1:  # a two-person call: how far it is
+                    line += f" ({len(waiting.get('approvers') or [])} of {waiting['needed']} approved)"
                 holder = await call(store, store.owner, r.run_id)
                 if holder is not None and holder.alive:  # a process keeps it, waiting for a decision
                     line += f" (pid {holder.where} waits for the decision)"

@@ -142,6 +142,8 @@ async def test_two_people_approve_a_two_person_call_from_two_processes(where: Wh
             if getattr(waiting, "approvers", ()) == ("alice",):
                 break
             await asyncio.sleep(0.05)
+        code, out, err = await tether("runs", *where.store_args)
+        assert "waits for approval of delete_file (1 of 2 approved)" in out, out
         code, out, err = await tether("approve", "r4", "--as", "alice", *where.store_args)
         assert code != 0 and "alice has approved" in out + err
         assert (where.ws / "access.log").exists()
