@@ -26,14 +26,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tether import faultpoints
-from tether.approvals import Call, Rule, Verdict, decide, format_duration, run_source
+from tether.approvals import Call, Rule, Verdict, run_source
+from tether.approvals.holding import deadline_of, overdue, verdict_of
 from tether.approvals.preview import Preview, preview_call
 from tether.agents import ErrorFormatter, StopCondition
 from tether.cancel import CancelSignal, RunCancelled
 from tether.model import ChatModel, ProviderError, RetryNotice
 from tether.events import (
     ApprovalDecision,
-    ApprovalEscalated,
     ApprovalRequired,
     Event,
     EventSink,
@@ -503,18 +503,9 @@ class RunLoop:
 
     async def _verdict(self, tool: Tool, args: dict[str, Any]) -> Verdict | None:
         """What the store's standing rules say of this call (None: no rule fits)."""
-        if self.env.rules is None:
-            return None
-        try:
-            rules = await self.env.rules()
-        except Exception as exc:  # rules that cannot be read decide nothing: people still do
-            log.warning("run %s: the standing rules could not be read (%s); people decide", self.state.run_id, exc)
-            return None
-        if not rules:
-            return None
         st = self.state
         agent = st.agent.name if st.agent is not None else st.model
-        return decide(rules, Call(tool.name, args, agent, run_source(st), st.run_id))  # type: ignore[arg-type]
+        return await verdict_of(self.env.rules, Call(tool.name, args, agent, run_source(st), st.run_id))  # type: ignore[arg-type]
 
     def _by_rule(self, call_id: str, tool: Tool, raw_args: str, verdict: Verdict) -> Decision:
         """Record the decision a standing rule made, at once; a deny answers the call in words."""
@@ -547,25 +538,23 @@ class RunLoop:
         approvers = tuple(earlier.approvers) if earlier is not None and not earlier.complete else ()
         if approvers:
             why += f"; {len(approvers)} of {needed} approved ({', '.join(approvers)})"
-        deadline_s = ask.deadline_s if ask is not None and ask.deadline_s else st.policies.decision_deadline_s
-        on_deadline = ask.on_deadline if ask is not None and ask.deadline_s else st.policies.on_deadline
+        deadline_s, on_deadline = deadline_of(ask, st.policies)
         asked_at = before.asked_at if before is not None and before.asked_at else time.time()
         deadline_at = before.deadline_at if before is not None and before.deadline_at else \
             (asked_at + deadline_s if deadline_s else None)
         escalated = before.escalated if before is not None else False
         if deadline_at is not None and time.time() >= deadline_at:
-            waited = format_duration(time.time() - asked_at)
-            if on_deadline == "escalate" and not escalated and deadline_s:
-                deadline_at, escalated = time.time() + deadline_s, True
-                self.emit(ApprovalEscalated(run_id=st.run_id, call_id=call_id, tool=tool.name,
-                                            waited_s=round(time.time() - asked_at, 3), deadline_at=deadline_at))
-                why += f"; no decision within {waited}, so it was escalated"
-            elif on_deadline == "stop":
-                reason = f"no decision on {tool.name} ({call_id}) within {waited}"
-                return Stop(Status.INTERRUPTED, reason, Cancelled(reason, "deadline"))
+            step = overdue(NeedsApproval(call_id, tool.name, raw_args, why, asked_at, deadline_at=deadline_at,
+                                         on_deadline=on_deadline, escalated=escalated), deadline_s)
+            if step.event is not None:  # escalated: someone else is asked, and it waits once more
+                deadline_at, escalated = step.waiting.deadline_at, True
+                self.emit(step.event)
+                why += f"; {step.words}, so it was escalated"
+            elif step.action == "stop":
+                return Stop(Status.INTERRUPTED, step.words, Cancelled(step.words, DEADLINE))
             else:
                 call = next(c for c in pending_calls(st) if c.get("id") == call_id)
-                self.emit(_reject_call(st, call, f"no decision within {waited}", DEADLINE, asked_at=asked_at))
+                self.emit(_reject_call(st, call, step.words, DEADLINE, asked_at=asked_at))
                 await self.save()
                 return None  # the model reads the rejection and goes on
         preview = before.preview if before is not None and before.preview is not None else \

@@ -41,10 +41,11 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from tether.approvals import Call, decide, format_duration, run_source
+from tether.approvals import Call, run_source
+from tether.approvals.holding import deadline_of, overdue, verdict_of
 from tether.cancel import CancelSignal, RunCancelled
 from tether.events import (
-    ApprovalDecision, ApprovalEscalated, ApprovalRequired, Event, EventSink, RunStarted, RunStopped, TextDelta,
+    ApprovalDecision, ApprovalRequired, Event, EventSink, RunStarted, RunStopped, TextDelta,
     ToolResult, ToolStart, Turn,
 )
 from tether.loop import DEADLINE, approve, reject
@@ -227,10 +228,9 @@ class TrackedRun:
         earlier = st.approvals.get(call_id)
         if earlier is not None and earlier.complete:
             return _approval(earlier)
-        parsed = _parsed(raw)
         agent = st.agent.name if st.agent is not None else st.model
-        rules = await self.harness._rules() if callable(getattr(self.harness.store, "rules", None)) else []
-        verdict = decide(rules, Call(tool, parsed, agent, run_source(st), st.run_id)) if rules else None  # type: ignore[arg-type]
+        read = self.harness._rules if callable(getattr(self.harness.store, "rules", None)) else None
+        verdict = await verdict_of(read, Call(tool, _parsed(raw), agent, run_source(st), st.run_id))  # type: ignore[arg-type]
         asked_at = time.time()
         if verdict is not None and verdict.effect != "ask":
             rule = verdict.rule
@@ -238,8 +238,7 @@ class TrackedRun:
             return await self._decided(call_id, tool, raw, "approve" if rule.effect == "allow" else "reject",
                                        note, f"rule {rule.id}", rule=rule.id, asked_at=asked_at)
         ask = verdict.rule if verdict is not None else None
-        deadline_s = ask.deadline_s if ask is not None and ask.deadline_s else st.policies.decision_deadline_s
-        on_deadline = ask.on_deadline if ask is not None and ask.deadline_s else st.policies.on_deadline
+        deadline_s, on_deadline = deadline_of(ask, st.policies)
         why = f"{tool} needs approval: " + (f"{ask.cited()} asks for it" if ask is not None
                                             else f"the program {agent} asks")
         due = asked_at + deadline_s if deadline_s else None
@@ -252,18 +251,15 @@ class TrackedRun:
             if decision is None:
                 if self.signal.cancelled:
                     raise self._stopped()
-                waited = format_duration(time.time() - asked_at)
-                if waiting.on_deadline == "escalate" and not waiting.escalated and deadline_s:
-                    waiting = replace(waiting, deadline_at=time.time() + deadline_s, escalated=True)
-                    self._emit(ApprovalEscalated(run_id=st.run_id, call_id=call_id, tool=tool,
-                                                 waited_s=round(time.time() - asked_at, 3),
-                                                 deadline_at=waiting.deadline_at))
+                step = overdue(waiting, deadline_s)
+                if step.event is not None:  # escalated: someone else is asked, and it waits once more
+                    waiting = step.waiting
+                    self._emit(step.event)
                     continue
-                if waiting.on_deadline == "stop":
-                    self.signal.cancel(f"no decision on {tool} ({call_id}) within {waited}", DEADLINE)
+                if step.action == "stop":
+                    self.signal.cancel(step.words, DEADLINE)
                     raise self._stopped()
-                return await self._decided(call_id, tool, raw, "reject", f"no decision within {waited}", DEADLINE,
-                                           asked_at=asked_at)
+                return await self._decided(call_id, tool, raw, "reject", step.words, DEADLINE, asked_at=asked_at)
             st.status, st.interruption = Status.INTERRUPTED, waiting
             if decision.kind == "approve":
                 event = approve(st, call_id, decision.text, decision.by, args=decision.args)

@@ -84,3 +84,15 @@ async def test_a_two_person_rule_holds_the_agent_for_two_people(tmp_path: Path, 
     assert final.approvals["call_1"].approvers == ["alice", "bob"]
     assert (acp_workspace / WRITE_NAME).read_text() == WRITE_TEXT
 
+
+
+async def test_a_deadline_rejects_an_agents_request_nobody_answered(tmp_path: Path, acp_workspace: Path):
+    async with Harness(tmp_path / "runs") as harness:
+        harness.store.rule_add(Rule("ask", "edit", "writes wait for a person", "erin", deadline_s=0.2))
+        state = harness.create(agent(acp_workspace), "write the file", limits=Limits(max_turns=1))
+        final = (await harness.run(state.run_id, wait_for_decision=0)).state
+    assert not (acp_workspace / WRITE_NAME).exists()
+    decision = final.approvals["call_1"]
+    assert (decision.verdict, decision.by) == ("rejected", "deadline")
+    told = [m["content"] for m in final.messages if m.get("tether") == "rejection"]
+    assert told and told[0].startswith("No decision within ")

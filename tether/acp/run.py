@@ -40,11 +40,12 @@ from tether.acp.events import (
 )
 from tether.acp.permissions import PermissionRequest
 from tether.agents import Agent, AgentError
-from tether.approvals import Call, Rule, RuleError, Verdict, check, decide, format_duration
+from tether.approvals import Call, Rule, RuleError, Verdict, check
+from tether.approvals.holding import deadline_of, overdue, verdict_of
 from tether.approvals.preview import preview_of_acp
 from tether.cancel import CancelSignal
 from tether.events import (
-    AgentSession, ApprovalDecision, ApprovalEscalated, ApprovalRequired, Event, FileWrite, Plan, RuleAdded,
+    AgentSession, ApprovalDecision, ApprovalRequired, Event, FileWrite, Plan, RuleAdded,
     RunStarted, RunStopped, TextDelta, Thought, ToolProgress, ToolResult, ToolStart, Turn,
 )
 from tether.loop import DEADLINE, approved_words, declined_words
@@ -300,8 +301,7 @@ class AcpRun:
             return
         ask = verdict.rule if verdict is not None else None
         needed = ask.approvals if ask is not None else 1
-        deadline_s = ask.deadline_s if ask is not None and ask.deadline_s else st.policies.decision_deadline_s
-        on_deadline = ask.on_deadline if ask is not None and ask.deadline_s else st.policies.on_deadline
+        deadline_s, on_deadline = deadline_of(ask, st.policies)
         diff = _diff_text(request, self._workspace()) or None
         shown = preview_of_acp(request.diffs, self._workspace())
         preview = None if shown is None else shown.to_dict()
@@ -313,18 +313,15 @@ class AcpRun:
                 return  # the turn ended without it
             if decision is None and waiting.deadline_at is not None and time.time() >= waiting.deadline_at \
                     and not self.signal.cancelled:
-                waited = format_duration(time.time() - asked_at)
-                if waiting.on_deadline == "escalate" and not waiting.escalated and deadline_s:
-                    waiting = replace(waiting, deadline_at=time.time() + deadline_s, escalated=True)
-                    self.emit(ApprovalEscalated(run_id=st.run_id, call_id=key, tool=tool,
-                                                waited_s=round(time.time() - asked_at, 3),
-                                                deadline_at=waiting.deadline_at))
+                step = overdue(waiting, deadline_s)
+                if step.event is not None:  # escalated: someone else is asked, and it waits once more
+                    waiting = step.waiting
+                    self.emit(step.event)
                     continue
-                if waiting.on_deadline != "stop":
-                    await self._answer(request, key, tool, "reject", f"no decision within {waited}", DEADLINE,
-                                       asked_at=asked_at)
+                if step.action == "reject":
+                    await self._answer(request, key, tool, "reject", step.words, DEADLINE, asked_at=asked_at)
                     return
-                self.signal.cancel(f"no decision on {tool} ({key}) within {waited}", DEADLINE)
+                self.signal.cancel(step.words, DEADLINE)
             if decision is None:  # a Stop (or the deadline): the turn is cancelled, and this request with it
                 request.cancel(by_session=True)
                 if not self.signal.cancelled:
@@ -406,16 +403,9 @@ class AcpRun:
     async def _verdict(self, request: PermissionRequest, tool: str) -> Verdict | None:
         """What the store's standing rules say of a permission request: matched on the
         agent's tool kind (``edit``, ``execute``…; its title when it gives none) and its raw input."""
-        if self.rules is None:
-            return None
-        try:
-            rules = await self.rules.read()
-        except Exception as exc:  # rules that cannot be read decide nothing: people still do
-            log.warning("run %s: the standing rules could not be read (%s); people decide", self.state.run_id, exc)
-            return None
         raw = request.raw_input if isinstance(request.raw_input, dict) else {}
-        return decide(rules, Call(request.kind or tool, raw, self.agent.name, "acp", self.state.run_id)) \
-            if rules else None
+        return await verdict_of(None if self.rules is None else self.rules.read,
+                                Call(request.kind or tool, raw, self.agent.name, "acp", self.state.run_id))
 
     async def _always(self, request: PermissionRequest, tool: str, chosen: Any, decision: Any) -> None:
         """The operator chose the agent's own "always" option: Tether keeps it as a rule too,

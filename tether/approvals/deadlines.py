@@ -18,11 +18,11 @@ A deadline never approves.
 from __future__ import annotations
 
 import time
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
+from tether.approvals.holding import overdue
 from tether.approvals.rules import format_duration
-from tether.events import ApprovalEscalated, RunStopped
+from tether.events import RunStopped
 from tether.loop import DEADLINE, reject
 from tether.state import Cancelled, NeedsApproval, StateError, Status
 
@@ -50,21 +50,22 @@ def apply_due(store: Store, *, now: float | None = None) -> list[str]:
                     or waiting.deadline_at is None or waiting.deadline_at > now:
                 continue
             trace = handle.trace()
-            waited = format_duration(now - (waiting.asked_at or waiting.deadline_at))
-            if waiting.on_deadline == "escalate" and not waiting.escalated:
-                extra = waiting.deadline_at - (waiting.asked_at or waiting.deadline_at)
-                state.interruption = replace(waiting, deadline_at=now + max(extra, 1.0), escalated=True)
-                trace.write(ApprovalEscalated(run_id=state.run_id, call_id=waiting.call_id, tool=waiting.tool_name,
-                                              waited_s=round(now - (waiting.asked_at or now), 3),
-                                              deadline_at=state.interruption.deadline_at))
-                done.append(f"{state.run_id}: no decision on {waiting.tool_name} within {waited}; escalated, "
-                            f"it waits {format_duration(max(extra, 1.0))} more")
+            # The deadline it was given, counted from the asking (escalated: once more, as long).
+            extra = max(waiting.deadline_at - (waiting.asked_at or waiting.deadline_at), 1.0)
+            step = overdue(waiting, extra, now=now)
+            if step.event is not None:
+                state.interruption = step.waiting
+                step.event.run_id = state.run_id
+                trace.write(step.event)
+                done.append(f"{state.run_id}: {step.words} on {waiting.tool_name}; escalated, it waits "
+                            f"{format_duration(extra)} more")
             else:
+                waited = format_duration(now - (waiting.asked_at or waiting.deadline_at))
                 reason = f"no decision on {waiting.tool_name} ({waiting.call_id}) within {waited}"
-                if waiting.on_deadline == "stop":
+                if step.action == "stop":
                     words = f"{reason}: the run was stopped"
                 else:
-                    trace.write(reject(state, waiting.call_id, f"no decision within {waited}", DEADLINE))
+                    trace.write(reject(state, waiting.call_id, step.words, DEADLINE))
                     state.approvals[waiting.call_id].asked_at = waiting.asked_at
                     words = f"{reason}: the call was rejected; tether resume {state.run_id} goes on"
                 state.interruption = Cancelled(words, DEADLINE)
