@@ -22,7 +22,7 @@ from tether.harness import Harness
 from tether.provider.server import running_app
 from tether.state import Cancelled, Limits, MaxBudget, Status
 from tether.trace import read_trace
-from tests.acp import agents
+from tests.acp import installed as agents
 from tests.acp.driving import session_open, waiting
 from tests.acp.endpoint import DONE_ANSWER, ScriptedEndpoint
 from tests.acp.procs import alive_in

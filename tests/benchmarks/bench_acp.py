@@ -67,7 +67,7 @@ from tether.events import ApprovalRequired, Event, RunStopped, TextDelta
 from tether.harness import Harness
 from tether.provider.server import running_app
 from tether.state import Cancelled, Status
-from tests.acp import agents as real_agents
+from tests.acp import installed as real_agents
 from tests.acp.conftest import FAKE_AGENT, fake_agent
 from tests.acp.endpoint import ScriptedEndpoint
 from tests.acp.procs import alive_in

@@ -29,7 +29,7 @@ from tether.trace import read_trace
 from tether.tui.components.dialogs import ApproveDialog
 from tether.tui.tour import ACP_REJECTION, ACP_STEPS, AcpTour, Caption, run_demo
 
-from tests.acp import agents
+from tests.acp import installed as agents
 from tests.acp.procs import alive_in
 from tests.support import SIZE, finish, make_app, settle, transcript
 

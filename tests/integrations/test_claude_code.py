@@ -40,7 +40,7 @@ from tether.provider.app import create_app
 from tether.provider.server import running_app
 from tether.state import Cancelled, NeedsApproval, RunState, Status
 from tether.store import RunStore
-from tests.acp import agents
+from tests.acp import installed as agents
 from tests.acp.procs import alive_in
 
 CAP_S = 120.0

@@ -18,7 +18,8 @@ def test_tether_demo_plays_every_step_then_quits_clean(tmp_path: Path) -> None:
     token = uuid.uuid4().hex  # marks every process of the demo, the provider child's too
     home = tmp_path / "home"
     env = {**os.environ, "TERM": "xterm-256color", "TETHER_HOME": str(home), "MCP_TEST_TOKEN": token}
-    term = Terminal([sys.executable, "-m", "tether.cli", "demo", "--pace", "0.05", "--latency-ms", "0"],
+    # A pace a loaded machine still paints each caption in (the suite runs on four workers).
+    term = Terminal([sys.executable, "-m", "tether.cli", "demo", "--pace", "0.3", "--latency-ms", "0"],
                     cwd=REPO, env=env, size=(150, 42))
     try:
         code = term.wait_exit()
