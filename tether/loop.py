@@ -543,6 +543,9 @@ class RunLoop:
         deadline_at = before.deadline_at if before is not None and before.deadline_at else \
             (asked_at + deadline_s if deadline_s else None)
         escalated = before.escalated if before is not None else False
+        if before is not None and before.deadline_at is not None:
+            on_deadline = before.on_deadline  # asked again (one of two approved): as it was first held
+        rule_id = ask.id if ask is not None else before.rule if before is not None else None
         if deadline_at is not None and time.time() >= deadline_at:
             step = overdue(NeedsApproval(call_id, tool.name, raw_args, why, asked_at, deadline_at=deadline_at,
                                          on_deadline=on_deadline, escalated=escalated), deadline_s)
@@ -560,7 +563,7 @@ class RunLoop:
         preview = before.preview if before is not None and before.preview is not None else \
             await self._preview(tool, raw_args)
         interruption = NeedsApproval(call_id, tool.name, raw_args, why, asked_at, needed, approvers, deadline_at,
-                                     on_deadline, escalated, preview, ask.id if ask is not None else None)
+                                     on_deadline, escalated, preview, rule_id)
         self._asked[call_id] = interruption
         self.emit(ApprovalRequired(run_id=st.run_id, call_id=call_id, tool=tool.name, args=raw_args, why=why,
                                    needed=needed if needed > 1 else None, approvers=list(approvers) or None,

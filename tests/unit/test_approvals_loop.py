@@ -262,3 +262,12 @@ async def test_an_allow_rule_is_not_a_person_for_a_two_person_tool(harness: Harn
     waiting = out.state.interruption
     assert isinstance(waiting, NeedsApproval) and waiting.needed == 2
     assert (harness.workspace.root / "access.log").exists()
+
+
+async def test_a_call_asked_again_after_one_of_two_keeps_its_rule_and_deadline(harness: Harness):
+    added = harness.store.rule_add(rule("ask", approvals=2, deadline_s=600, on_deadline="escalate"))
+    run_id = await destructive(harness)
+    first = (await harness.run(run_id)).state.interruption
+    again = (await harness.approve(run_id, by="alice")).state.interruption
+    assert isinstance(again, NeedsApproval) and again.approvers == ("alice",)
+    assert (again.rule, again.on_deadline, again.deadline_at) == (added.id, "escalate", first.deadline_at)
