@@ -37,7 +37,8 @@ run: $(VENV)/.installed
 test: $(VENV)/.installed-test $(VENV)/.installed-local agents
 	$(BIN)/lint-imports
 	$(BIN)/vulture tether/ .vulture_whitelist.py
-	$(BIN)/python -m pytest -q -n 4
+	$(BIN)/python -m pytest -q -n 4 -m "not serial"
+	$(BIN)/python -m pytest -q -m serial
 
 # Real agents for tests/acp (issue 30) and tests/integrations (issue 29), pinned, in an ignored
 # folder of the checkout: OpenCode, Qwen Code, the Node 22 Qwen Code needs, and Claude Code (a

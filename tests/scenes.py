@@ -88,6 +88,8 @@ class Scene:
         if self.then is not None:
             await self.then(pilot)
             await quiet(pilot)
+        app.clear_notifications()  # a toast is a moment, not part of a still picture (it may or may not be up yet)
+        await pilot.pause()
 
     async def play(self, pilot: Pilot[Any]) -> None:
         await self.setup(pilot)

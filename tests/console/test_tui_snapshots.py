@@ -19,6 +19,10 @@ from tether.config import load_config
 
 from tests import scenes
 
+# Snapshots compare what a screen painted: alone, after the parallel run (make test), where
+# a loaded machine cannot catch a frame half-painted.
+pytestmark = pytest.mark.serial
+
 
 @pytest.fixture
 def snap(snap_compare: Any, tmp_path: Path) -> Callable[..., bool]:

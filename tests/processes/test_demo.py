@@ -9,11 +9,14 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
+
 from tether.tui.tour import STEPS
 
 from tests.support import REPO, Terminal, processes_with
 
 
+@pytest.mark.serial  # the captions are read from what the terminal was sent, which a loaded machine coalesces
 def test_tether_demo_plays_every_step_then_quits_clean(tmp_path: Path) -> None:
     token = uuid.uuid4().hex  # marks every process of the demo, the provider child's too
     home = tmp_path / "home"
