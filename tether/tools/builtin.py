@@ -12,6 +12,7 @@ so a path the call would refuse shows the call's own refusal; it only stats and 
 
 from __future__ import annotations
 
+import os
 import stat
 from pathlib import Path
 from typing import Any, ClassVar
@@ -88,6 +89,12 @@ def _require_file(rel: str, real: Path) -> int:
         raise NotFound(f"no such file: {rel}. Call list_files to see what exists.") from None
     except OSError as exc:
         raise ToolError(f"could not access {rel}: {exc.strerror}") from None
+    return _file_size(rel, info)
+
+
+def _file_size(rel: str, info: os.stat_result) -> int:
+    """The size of a regular file, or the error the model should see for anything else (a
+    directory; a device or FIFO, which would block)."""
     if stat.S_ISDIR(info.st_mode):
         raise ToolError(f"{rel} is a directory, not a file. Call list_files to see the files.")
     if not stat.S_ISREG(info.st_mode):
@@ -107,11 +114,7 @@ def _writable(rel: str, real: Path) -> int | None:
         return None
     except OSError as exc:
         raise ToolError(f"could not access {rel}: {exc.strerror}") from None
-    if stat.S_ISDIR(info.st_mode):
-        raise ToolError(f"{rel} is a directory, not a file. Call list_files to see the files.")
-    if not stat.S_ISREG(info.st_mode):
-        raise ToolError(f"{rel} is not a regular file")
-    return info.st_size
+    return _file_size(rel, info)
 
 
 def _write(path: Path, data: bytes) -> None:
