@@ -322,6 +322,10 @@ def build_parser() -> argparse.ArgumentParser:
         _otlp_option(p)
         _place_options(p)
 
+    from tether.web.command import add_parser as serve_parser
+
+    serve_parser(sub, _store_option, _port)
+
     stop = sub.add_parser("stop", help="stop a run, whichever process runs it")
     stop.add_argument("run_id")
     stop.add_argument("--reason", default="", help="why, recorded with the stop")
@@ -494,6 +498,10 @@ def _main(args: argparse.Namespace, command: str) -> int:
             from tether.integrations.claude_code import main as claude_code_hook
 
             return claude_code_hook(args.rest)
+        if command == "serve":  # aiohttp's server, on an event loop of its own
+            from tether.web.command import serve_command
+
+            return serve_command(args, store_of(args), lambda: _harness(args))
         if command in ("worker", "submit"):  # DBOS launches outside an event loop
             from tether import worker
 
