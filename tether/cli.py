@@ -409,6 +409,14 @@ def build_parser() -> argparse.ArgumentParser:
     _store_option(served)
     served.add_argument("--workspace", type=Path, help="the demo agents' folder (default $TETHER_HOME/workspace)")
 
+    notify = sub.add_parser("notify", help="send the store's notifications ([notify.NAME] in tether.toml) "
+                                           "where no tether serve runs; until SIGINT or SIGTERM")
+    _store_option(notify)
+    _config_option(notify)
+    notify.add_argument("--public-url", metavar="URL",
+                        help="where tether serve is reached (https://tether.example.com): approvals then carry "
+                             "links that approve or reject; without it, no links")
+
     hook = sub.add_parser("hook", help="a hook of another agent's CLI: tether hook claude-code [--install [DIR]]")
     hook.add_argument("agent", choices=["claude-code"], help="whose hook (tether hook claude-code --help)")
     hook.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
@@ -1125,6 +1133,12 @@ def _console(args: argparse.Namespace) -> int:
     return run_console(args)
 
 
+async def _notify(args: argparse.Namespace) -> int:
+    from tether.notify.command import notify_command
+
+    return await notify_command(args, store_of(args))
+
+
 async def _lab(args: argparse.Namespace) -> int:
     from tether.lab import command
 
@@ -1157,7 +1171,8 @@ async def _export_otel(args: argparse.Namespace) -> int:
 
 _COMMANDS = {"agents": _agents, "stop": _stop, "export-otel": _export_otel, "run": _run, "resume": _resume,
              "approve": _approve, "reject": _reject, "runs": _runs, "show": _show, "trace": _trace,
-             "watch": _watch, "lab": _lab, "eval": _eval, "rules": _rules, "decisions": _decisions}
+             "watch": _watch, "lab": _lab, "eval": _eval, "rules": _rules, "decisions": _decisions,
+             "notify": _notify}
 
 
 if __name__ == "__main__":

@@ -164,6 +164,8 @@ class ConfigFile(_Entry):
     agents: dict[str, AgentEntry] = {}
     mcp: dict[str, MCPEntry] = {}
     pricing: dict[str, PriceEntry] = {}
+    # [notify.NAME] tables: checked by tether.notify.channels, where notifications are sent from.
+    notify: dict[str, dict[str, Any]] = {}
 
 
 _FIXES = {
