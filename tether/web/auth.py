@@ -43,10 +43,11 @@ SESSIONS = web.AppKey("sessions", Sessions)
 THROTTLE = web.AppKey("throttle", Throttle)
 USERS = web.AppKey("users", UserBook)
 WATCH_ONLY = web.AppKey("watch_only", str)  # the store role's name when it may only watch, else ""
+SESSION = web.RequestKey("session", Session)
 
 
 def session_of(request: web.Request) -> Session | None:
-    return request.get("session")
+    return request.get(SESSION)
 
 
 def may_change(request: web.Request) -> bool:
@@ -113,7 +114,7 @@ async def _guarded(request: web.Request, handler: Handler) -> web.StreamResponse
     sessions = request.app[SESSIONS]
     session = sessions.get(request.cookies.get(COOKIE))
     if session is not None:
-        request["session"] = session
+        request[SESSION] = session
     if path == "/login" or path.startswith(PUBLIC_PREFIXES):
         return await handler(request)
     if session is None:
@@ -155,9 +156,9 @@ async def login_page(request: web.Request, *, status: int = 200, words: str = ""
     token = request.cookies.get(LOGIN_COOKIE) or secrets.token_urlsafe(24)
     response = html("login.html", status, words=words, name=name, token=token,
                     next=safe_next(request.query.get("next")), session=None)
-    settings = request.app[SETTINGS]
-    response.set_cookie(LOGIN_COOKIE, token, path="/login", httponly=True, samesite="Strict",
-                        secure=settings.secure_cookies, max_age=3600)
+    # Not Secure even behind TLS: it only ties the form to this browser (login CSRF), it
+    # opens nothing; a proxy's plain-http hop must not lose it.
+    response.set_cookie(LOGIN_COOKIE, token, path="/login", httponly=True, samesite="Strict", max_age=3600)
     return response
 
 

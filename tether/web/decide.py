@@ -152,6 +152,12 @@ class Decider:
         if not task.cancelled() and task.exception() is not None and not isinstance(task.exception(), StateError):
             log.warning("run %s, which this server went on with, failed: %s", run_id, task.exception())
 
+    async def settled(self) -> None:
+        """Until every run this server went on with has stopped (each as it stops: a Stop,
+        its answer, or another approval to wait for)."""
+        while self._runs:
+            await asyncio.wait([task for task, _ in self._runs.values()])
+
     async def aclose(self) -> None:
         """Stop, in words, every run this server goes on with, and wait for each to save."""
         runs = list(self._runs.values())

@@ -46,8 +46,11 @@ async def _claim(request: web.Request, token: str, *, spend: bool) -> tuple[Any,
         return None, "this server cannot read notification links (tether.notify is not installed here)"
     store = _store(request)
     try:
-        read = links.spend_link if spend else links.read_link
-        return await call(store, read, store, token), None
+        if spend:
+            session = session_of(request)
+            return await call(store, links.spend_link, store, token,
+                              by=session.user if session is not None else BEARER_BY), None
+        return await call(store, links.read_link, store, token), None
     except links.LinkRefused as exc:
         return None, str(getattr(exc, "words", None) or exc)
 
@@ -76,7 +79,7 @@ async def link_page(request: web.Request) -> web.StreamResponse:
     token = request.match_info["token"]
     claim, refused = await _claim(request, token, spend=False)
     if claim is None:
-        return words_page(request, 403, "This link does not decide", f"{refused}; nothing was changed", back=None)
+        return words_page(request, 403, "This link does not decide", str(refused), back=None)
     if not claim.bearer:
         _login_first(request)
     stale = await _stale(request, claim)
@@ -95,7 +98,7 @@ async def link_decide(request: web.Request) -> web.StreamResponse:
     form = await request.post()
     claim, refused = await _claim(request, token, spend=False)
     if claim is None:
-        return words_page(request, 403, "This link does not decide", f"{refused}; nothing was changed", back=None)
+        return words_page(request, 403, "This link does not decide", str(refused), back=None)
     session = session_of(request)
     if not claim.bearer:
         if session is None:
@@ -111,7 +114,7 @@ async def link_decide(request: web.Request) -> web.StreamResponse:
         return words_page(request, 409, "This link does not decide", stale, back=None)
     claim, refused = await _claim(request, token, spend=True)  # once: a second press is refused here
     if claim is None:
-        return words_page(request, 403, "This link does not decide", f"{refused}; nothing was changed", back=None)
+        return words_page(request, 403, "This link does not decide", str(refused), back=None)
     by = session.user if session is not None else BEARER_BY
     text = str(form.get("reason") or "").strip()
     from tether.web.pages import DECIDER

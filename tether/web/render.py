@@ -35,5 +35,7 @@ def fragment(template: str, **context: Any) -> str:
 
 def words_page(request: web.Request, status: int, title: str, words: str, *, back: str | None = "/") -> web.Response:
     """An answer in words (an error, a refusal, what a decision did): never a stack trace."""
-    session = request.get("session")
+    from tether.web.auth import SESSION
+
+    session = request.get(SESSION)
     return html("words.html", status, title=title, words=words, back=back, session=session)

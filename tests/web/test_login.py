@@ -1,0 +1,155 @@
+"""The login in front of ``tether serve``: who gets in, what the cookie is, what is refused."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tether.state import NeedsApproval
+from tether.store import RunStore
+from tether.web.users import UserBook, UserError
+
+from tests.web.conftest import PAGE, PASSWORDS, Served, csrf_of, logged_in, login, serving
+
+
+async def test_a_good_login_opens_a_session_whose_cookie_is_httponly_strict_and_expires(web: Served):
+    client = web.client()
+    await client.start_server()
+    try:
+        response = await login(client, "ana")
+        assert response.status == 303 and response.headers["Location"] == "/"
+        cookie = response.cookies["tether_session"]
+        assert cookie["httponly"] and cookie["samesite"] == "Strict" and cookie["path"] == "/"
+        assert int(cookie["max-age"]) == 12 * 3600
+        assert not cookie["secure"]  # plain http on loopback: a Secure cookie would never come back
+        page = await client.get("/")
+        assert page.status == 200
+        assert 'data-testid="who">ana<' in await page.text()
+    finally:
+        await client.close()
+
+
+async def test_behind_https_the_cookie_is_secure(tmp_path: Path):
+    async for served in serving(RunStore(tmp_path / "runs"), tmp_path, public_url="https://tether.example.org"):
+        client = served.client()
+        await client.start_server()
+        try:
+            response = await login(client, "ana")
+            assert response.status == 303
+            assert response.cookies["tether_session"]["secure"]
+        finally:
+            await client.close()
+
+
+@pytest.mark.parametrize("name, password", [("ana", "green tea at dusk"), ("nobody", "green tea at dawn"),
+                                            ("ana", "")])
+async def test_a_bad_login_is_refused_in_words_and_opens_nothing(web: Served, name: str, password: str):
+    client = web.client()
+    await client.start_server()
+    try:
+        response = await login(client, name, password)
+        assert response.status in (400, 401)
+        text = await response.text()
+        assert "do not match" in text or "give your name and your password" in text
+        assert "tether_session" not in response.cookies
+        assert (await client.get("/", headers=PAGE, allow_redirects=False)).status == 303  # still sent to the login
+    finally:
+        await client.close()
+
+
+async def test_failed_logins_are_throttled_per_name_and_per_address(web: Served):
+    client = web.client()
+    await client.start_server()
+    try:
+        for _ in range(5):
+            assert (await login(client, "ana", "a wrong guess, again")).status == 401
+        refused = await login(client, "ana")  # the right password, too soon: refused all the same
+        assert refused.status == 429
+        assert "too many failed logins for this name or from this address: try again in" in await refused.text()
+        assert "tether_session" not in refused.cookies
+        other = await login(client, "bob")  # another name from the same address waits too
+        assert other.status == 429
+    finally:
+        await client.close()
+
+
+async def test_the_login_form_needs_its_own_token(web: Served):
+    client = web.client()
+    await client.start_server()
+    try:
+        response = await client.post("/login", data={"name": "ana", "password": PASSWORDS["ana"]},
+                                     allow_redirects=False)
+        assert response.status == 403
+        assert "the login form was out of date" in await response.text()
+    finally:
+        await client.close()
+
+
+async def test_logout_ends_the_session(web: Served):
+    client = await logged_in(web, "ana")
+    try:
+        token = await csrf_of(client)
+        assert (await client.post("/logout", data={"csrf": token}, allow_redirects=False)).status == 303
+        again = await client.get("/", headers=PAGE, allow_redirects=False)
+        assert again.status == 303 and again.headers["Location"] == "/login"
+    finally:
+        await client.close()
+
+
+@pytest.mark.parametrize("path", ["/", "/fragment/approvals", "/runs/anything", "/fragment/runs/anything"])
+async def test_no_page_works_without_a_login(web: Served, path: str):
+    client = web.client()
+    await client.start_server()
+    try:
+        page = await client.get(path, headers={"Accept": "text/html"}, allow_redirects=False)
+        assert page.status == 303 and page.headers["Location"].startswith("/login")
+        script = await client.get(path, headers={"Accept": "application/json"}, allow_redirects=False)
+        assert script.status == 401 and "log in first" in await script.text()
+    finally:
+        await client.close()
+
+
+async def test_the_live_updates_and_every_change_need_a_login_and_change_nothing(web: Served):
+    run_id = await web.waiting_run()
+    client = web.client()
+    await client.start_server()
+    try:
+        assert (await client.get("/events", headers={"Accept": "text/event-stream"})).status == 401
+        for path, data in (("/decide", {"run": run_id, "call": "call_1_0", "verdict": "approve"}),
+                           (f"/runs/{run_id}/stop", {"reason": "x"}), ("/logout", {})):
+            response = await client.post(path, data=data, allow_redirects=False)
+            assert response.status == 401, path
+        assert isinstance(web.store.load(run_id).interruption, NeedsApproval)
+    finally:
+        await client.close()
+
+
+async def test_a_password_is_in_no_log_and_no_store_file(web: Served, tmp_path: Path, caplog):
+    caplog.set_level("DEBUG")
+    client = web.client()
+    await client.start_server()
+    try:
+        await login(client, "ana")
+        await login(client, "ana", "a wrong password typed here")
+    finally:
+        await client.close()
+    logged = "\n".join(r.getMessage() for r in caplog.records)
+    assert "ana logged in" in logged and "failed login for 'ana'" in logged  # the logs do speak of logins
+    for secret in (PASSWORDS["ana"], "a wrong password typed here"):
+        assert secret not in logged
+        for path in tmp_path.rglob("*"):
+            if path.is_file():
+                assert secret.encode() not in path.read_bytes(), path
+    users = (tmp_path / "runs" / "users.json").read_text()
+    assert "$argon2id$" in users
+
+
+@pytest.mark.parametrize("password, words", [("", "empty"), ("short pw", "at least 10"),
+                                             ("aaaaaaaaaaaa", "too few characters"),
+                                             ("carol is me, carol", "contains the user's name")])
+def test_weak_passwords_are_refused_in_words(tmp_path: Path, password: str, words: str):
+    book = UserBook(RunStore(tmp_path / "runs"))
+    with pytest.raises(UserError, match=words):
+        book.add("carol", password)
+    assert book.users() == []
