@@ -1,0 +1,258 @@
+"""The approvals page and a run's page: what they show, and what their forms decide, on a
+file store (the same for PostgreSQL: test_serve_pg.py)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+
+from tether.approvals import DecisionQuery, Rule
+from tether.harness import Harness
+from tether.provider import scenarios
+from tether.state import Cancelled, NeedsApproval, Status
+
+from tests.conftest import Recorder
+from tests.web.conftest import Served, csrf_of, logged_in
+
+
+def cards(text: str) -> list[tuple[str, str]]:
+    return re.findall(r'data-testid="approval" data-run="([^"]+)" data-call="([^"]+)"', text)
+
+
+async def decide(client, run_id: str, verdict: str, *, json_answer: bool = True, **fields: str):
+    page = await client.get("/")
+    text = await page.text()
+    hashed = re.search(rf'name="run" value="{re.escape(run_id)}">\s*<input type="hidden" name="call" '
+                       rf'value="[^"]+">\s*<input type="hidden" name="hash" value="([^"]+)"', text)
+    data = {"csrf": await csrf_of(client), "run": run_id, "call": "call_1_0", "verdict": verdict,
+            "hash": hashed.group(1) if hashed else "", **fields}
+    headers = {"Accept": "application/json"} if json_answer else {"Accept": "text/html"}
+    return await client.post("/decide", data=data, headers=headers)
+
+
+async def test_the_page_shows_every_waiting_call_newest_first_with_what_it_would_do(web: Served):
+    first = await web.waiting_run()
+    second = await web.waiting_run()
+    client = await logged_in(web, "ana")
+    try:
+        page = await client.get("/")
+        text = await page.text()
+        assert [rid for rid, _ in cards(text)] == [second, first]
+        assert '<meta name="viewport" content="width=device-width, initial-scale=1">' in text
+        assert "delete_file" in text and "&#34;path&#34;: &#34;access.log&#34;" in text  # the arguments, escaped
+        assert 'data-testid="preview"' in text and "delete access.log" in text  # what it would change
+        assert "destructive · Tether · waiting" in text
+        assert text.count('data-testid="approve"') == 2 and text.count('data-testid="reject"') == 2
+        assert page.headers["X-Frame-Options"] == "DENY" and "frame-ancestors 'none'" in page.headers[
+            "Content-Security-Policy"]
+    finally:
+        await client.close()
+
+
+async def test_approve_records_the_user_and_the_run_finishes(web: Served):
+    run_id = await web.waiting_run()
+    client = await logged_in(web, "ana")
+    try:
+        answer = await decide(client, run_id, "approve")
+        assert answer.status == 200
+        assert await answer.json() == {"ok": True, "words": f"delete_file approved by ana; run {run_id} goes on"}
+        await web.settled()
+        state = web.store.load(run_id)
+        assert state.status is Status.COMPLETED and state.answer == scenarios.DESTRUCTIVE_DELETED
+        (record,) = web.store.decisions(DecisionQuery())
+        assert (record.run_id, record.verdict, record.by) == (run_id, "approved", "ana")
+        again = await decide(client, run_id, "approve")  # the page was not reloaded: one decision per call
+        assert again.status == 409
+        assert (await again.json())["words"] == "already decided: approved by ana; there is one decision per call"
+        assert cards(await (await client.get("/")).text()) == []
+    finally:
+        await client.close()
+
+
+async def test_a_reason_for_a_rejection_reaches_the_model(web: Served):
+    run_id = await web.waiting_run()
+    client = await logged_in(web, "bob")
+    try:
+        answer = await decide(client, run_id, "reject", reason="those logs are evidence, keep them")
+        assert (await answer.json())["ok"]
+        await web.settled()
+        state = web.store.load(run_id)
+        assert state.status is Status.COMPLETED and state.answer == scenarios.DESTRUCTIVE_DECLINED
+        last = web.model.requests[-1]  # what the model read after the rejection
+        tool = [m for m in last if m["role"] == "tool"][-1]["content"]
+        assert "those logs are evidence, keep them" in tool
+        (record,) = web.store.decisions(DecisionQuery())
+        assert (record.verdict, record.by, record.words) == ("rejected", "bob", "those logs are evidence, keep them")
+    finally:
+        await client.close()
+
+
+async def test_without_javascript_a_decision_answers_with_a_page_in_words(web: Served):
+    run_id = await web.waiting_run()
+    client = await logged_in(web, "ana")
+    try:
+        answer = await decide(client, run_id, "approve", json_answer=False)
+        assert answer.status == 200 and answer.content_type == "text/html"
+        text = await answer.text()
+        assert f"delete_file approved by ana; run {run_id} goes on" in text and 'href="/"' in text
+        await web.settled()
+    finally:
+        await client.close()
+
+
+async def test_edited_arguments_are_checked_and_the_call_runs_with_them(web: Served):
+    run_id = await web.waiting_run()
+    (web.harness.workspace.root / "old.log").write_text("old\n")
+    client = await logged_in(web, "ana")
+    try:
+        bad = await decide(client, run_id, "approve", args="[1, 2]")
+        assert bad.status == 400 and "must be a JSON object" in (await bad.json())["words"]
+        broken = await decide(client, run_id, "approve", args="{path: ")
+        assert broken.status == 400 and "not JSON" in (await broken.json())["words"]
+        assert isinstance(web.store.load(run_id).interruption, NeedsApproval)  # nothing decided yet
+        answer = await decide(client, run_id, "approve", args=json.dumps({"path": "old.log"}))
+        assert (await answer.json())["ok"]
+        await web.settled()
+        assert not (web.harness.workspace.root / "old.log").exists()
+        assert (web.harness.workspace.root / "access.log").exists()
+        (record,) = web.store.decisions(DecisionQuery())
+        assert record.by == "ana" and json.loads(record.edited_args or "{}") == {"path": "old.log"}
+    finally:
+        await client.close()
+
+
+async def test_a_stale_page_decides_nothing(web: Served):
+    run_id = await web.waiting_run()
+    client = await logged_in(web, "ana")
+    try:
+        page = await client.get("/")
+        assert cards(await page.text()) == [(run_id, "call_1_0")]
+        data = {"csrf": await csrf_of(client), "run": run_id, "call": "call_1_0", "verdict": "approve",
+                "hash": "0000000000000000"}  # the arguments it showed were other ones
+        answer = await client.post("/decide", data=data, headers={"Accept": "application/json"})
+        assert answer.status == 409 and "the call changed since" in (await answer.json())["words"]
+        assert isinstance(web.store.load(run_id).interruption, NeedsApproval)
+        assert web.store.decisions(DecisionQuery()) == []
+    finally:
+        await client.close()
+
+
+async def test_every_change_needs_the_sessions_csrf_token(web: Served):
+    run_id = await web.waiting_run()
+    client = await logged_in(web, "ana")
+    other = await logged_in(web, "bob")
+    try:
+        base = {"run": run_id, "call": "call_1_0", "verdict": "approve"}
+        for data in (base, {**base, "csrf": "made-up"}, {**base, "csrf": await csrf_of(other)}):
+            answer = await client.post("/decide", data=data)
+            assert answer.status == 403
+            assert "security token is missing or out of date" in await answer.text()
+        stop = await client.post(f"/runs/{run_id}/stop", data={"csrf": "made-up"})
+        assert stop.status == 403
+        assert isinstance(web.store.load(run_id).interruption, NeedsApproval)
+        assert web.store.decisions(DecisionQuery()) == []
+    finally:
+        await client.close()
+        await other.close()
+
+
+async def test_a_watcher_sees_but_cannot_decide_or_stop(web: Served):
+    run_id = await web.waiting_run()
+    client = await logged_in(web, "walt")
+    try:
+        text = await (await client.get("/")).text()
+        assert cards(text) == [(run_id, "call_1_0")] and "walt · watching" in text
+        assert 'data-testid="approve"' not in text and 'data-testid="reject"' not in text
+        token = await csrf_of(client)
+        answer = await client.post("/decide", data={"csrf": token, "run": run_id, "call": "call_1_0",
+                                                    "verdict": "approve"}, headers={"Accept": "application/json"})
+        assert answer.status == 403 and "logged in as a watcher" in (await answer.json())["words"]
+        stop = await client.post(f"/runs/{run_id}/stop", data={"csrf": token}, headers={"Accept": "application/json"})
+        assert stop.status == 403
+        assert isinstance(web.store.load(run_id).interruption, NeedsApproval)
+        assert web.store.decisions(DecisionQuery()) == []
+    finally:
+        await client.close()
+
+
+async def test_a_decision_reaches_the_process_that_waits_for_it(web: Served, tmp_path):
+    recorder = Recorder()
+    async with Harness(workspace=tmp_path / "workspace", store=web.store, sinks=[recorder]) as other:
+        run_id = other.new_run("destructive").run_id
+        waiting = asyncio.create_task(other.run(run_id, wait_for_decision=0))
+        try:
+            await recorder.wait_for(lambda e: e.kind == "approval_required")
+            client = await logged_in(web, "ana")
+            try:
+                answer = await decide(client, run_id, "approve")
+                assert (await answer.json())["ok"], await answer.text()
+            finally:
+                await client.close()
+            out = await asyncio.wait_for(waiting, 30)
+        finally:
+            if not waiting.done():
+                waiting.cancel()
+    assert out.state.status is Status.COMPLETED
+    assert out.state.approvals["call_1_0"].by == "ana"
+
+
+async def test_two_people_each_approve_once_and_the_page_says_how_far(web: Served):
+    web.store.rule_add(Rule("ask", "delete_file", "two people delete logs", "alice", approvals=2))
+    state = web.harness.new_run("destructive")
+    await web.harness.run(state.run_id)
+    ana, bob = await logged_in(web, "ana"), await logged_in(web, "bob")
+    try:
+        first = await decide(ana, state.run_id, "approve")
+        assert (await first.json())["words"].startswith("approved by ana: 1 of 2")
+        await web.settled()
+        assert "1 of 2 approved (ana)" in await (await bob.get("/")).text()
+        twice = await decide(ana, state.run_id, "approve")
+        assert twice.status == 409 and "ana has approved delete_file (call_1_0) already" in (await twice.json())[
+            "words"]
+        second = await decide(bob, state.run_id, "approve")
+        assert (await second.json())["ok"]
+        await web.settled()
+        assert web.store.load(state.run_id).status is Status.COMPLETED
+    finally:
+        await ana.close()
+        await bob.close()
+
+
+async def test_the_run_page_shows_the_run_and_its_stop_reaches_it(web: Served, tmp_path):
+    recorder = Recorder()
+    async with Harness(workspace=tmp_path / "workspace", store=web.store, sinks=[recorder]) as other:
+        run_id = other.new_run("slow").run_id
+        running = asyncio.create_task(other.run(run_id))
+        try:
+            await recorder.wait_for(lambda e: e.kind == "tool_progress")
+            client = await logged_in(web, "ana")
+            try:
+                page = await client.get(f"/runs/{run_id}")
+                text = await page.text()
+                assert 'data-testid="status">running' in text and 'data-testid="stop"' in text
+                assert "scan_archive" in text  # the transcript's tail
+                token = await csrf_of(client, f"/runs/{run_id}")
+                answer = await client.post(f"/runs/{run_id}/stop", data={"csrf": token, "reason": "enough"},
+                                           headers={"Accept": "application/json"})
+                said = await answer.json()
+                assert said["ok"] and said["words"].startswith(f"run {run_id} stops now"), said
+            finally:
+                await client.close()
+            out = await asyncio.wait_for(running, 30)
+        finally:
+            if not running.done():
+                running.cancel()
+    assert out.state.interruption == Cancelled("enough", "ana")
+
+
+async def test_an_unknown_run_and_an_unknown_page_are_pages_in_words(web: Served):
+    client = await logged_in(web, "ana")
+    try:
+        missing = await client.get("/runs/nope")
+        assert missing.status == 404 and "no run nope" in (await missing.text()).lower()
+        nowhere = await client.get("/no/such/page")
+        assert nowhere.status == 404 and "there is no such page on this server" in await nowhere.text()
+        assert "Traceback" not in await nowhere.text()
+    finally:
+        await client.close()
