@@ -210,13 +210,15 @@ def sender_status(store: Any) -> list[str]:
 
 async def run_sender(store: Any, *, config_path: Path | str | None = None, public_url: str | None,
                      stop: asyncio.Event, settings: SenderSettings | None = None,
-                     channels: list[NotifyChannel] | None = None) -> None:
+                     channels: list[NotifyChannel] | None = None, ready: asyncio.Event | None = None) -> None:
     """Send the store's notifications until ``stop`` is set (see the module). ``channels``
     (default: the ``[notify.*]`` tables of the agent file, checked first: a bad one is a
     :class:`tether.config.ConfigError` before anything starts). Everything it starts (the
     watch, the HTTP client, the channels' tasks, the lease) is stopped on the way out,
-    cancellation included (and re-raised)."""
+    cancellation included (and re-raised). ``ready`` is set once this process holds the
+    lease and follows the store (what is written from then on is sent)."""
     settings = settings or SenderSettings()
+    since = time.time()  # a store's first sender sends what happens from here on, not the store's past
     if channels is None:
         channels = load_channels(config_path)
     if not channels:
@@ -249,7 +251,7 @@ async def run_sender(store: Any, *, config_path: Path | str | None = None, publi
                 log.info("sending %s's notifications to %s", store.where,
                          ", ".join(f"{c.label} ({kinds.shown_url(c)})" for c in channels))
                 try:
-                    await _Sender(store, channels, lease, client, public_url, settings, stop).run()
+                    await _Sender(store, channels, lease, client, public_url, settings, stop, since).run(ready)
                 except StateError as exc:  # the database went away, and the lease with it
                     log.warning("%s; waiting to take the lease again", exc)
                     await _pause(stop, settings.lease_every_s)
@@ -275,7 +277,7 @@ class _Sender:
     """One holding of the lease: catch up, then follow the store until stopped."""
 
     def __init__(self, store: Any, channels: list[NotifyChannel], lease: Lease, client: httpx.AsyncClient,
-                 public_url: str | None, settings: SenderSettings, stop: asyncio.Event) -> None:
+                 public_url: str | None, settings: SenderSettings, stop: asyncio.Event, since: float) -> None:
         self.store = store
         self.storage = storage_for(store)
         self.channels = {c.name: c for c in channels}
@@ -284,6 +286,7 @@ class _Sender:
         self.public_url = public_url
         self.settings = settings
         self.stop = stop
+        self.since = since
         self.source = _source(store)
         self.detector = Detector(store)
         self.queues: dict[str, asyncio.Queue[Notice]] = {c.name: asyncio.Queue() for c in channels}
@@ -291,7 +294,7 @@ class _Sender:
         self.failures: dict[str, int] = {}
         self.cursor_saved = 0.0
 
-    async def run(self) -> None:
+    async def run(self, ready: asyncio.Event | None) -> None:
         workers = [asyncio.create_task(self._work(c), name=f"tether notify {c.label}") for c in self.channels.values()]
         watcher = self.source.watcher()
         waiting: asyncio.Future[Any] | None = None
@@ -300,12 +303,14 @@ class _Sender:
                 if self.public_url:
                     await asyncio.to_thread(self.storage.key)  # read once, off the loop: links are then computed
                 started = time.time()
-                unsent, found = await asyncio.to_thread(self._catch_up, started)
+                unsent, found = await asyncio.to_thread(self._catch_up)
                 for channel, notice in unsent:
                     self._enqueue(channel, notice)
                 await self._dispatch(found)
                 await asyncio.to_thread(self.storage.meta_put, CURSOR, repr(started))
                 self.cursor_saved = started
+                if ready is not None:
+                    ready.set()
                 checked = time.monotonic()
                 while not self.stop.is_set():
                     if waiting is None:
@@ -353,7 +358,7 @@ class _Sender:
             self.storage.status_put(self.channels[name].label, None)
 
     # ---- finding notices (off the loop) --------------------------------------------------------
-    def _catch_up(self, now: float) -> tuple[list[tuple[str, Notice]], list[Notice]]:
+    def _catch_up(self) -> tuple[list[tuple[str, Notice]], list[Notice]]:
         """What the last sender left unsent, and what happened since its cursor."""
         unsent: list[tuple[str, Notice]] = []
         for channel, text in self.lease.ledger_unsent():
@@ -366,9 +371,9 @@ class _Sender:
                 self.lease.ledger_put(channel, notice.key, "dropped")
         saved = self.storage.meta_get(CURSOR)
         try:
-            cutoff = float(saved) - self.settings.catch_up_margin_s if saved else now
+            cutoff = float(saved) - self.settings.catch_up_margin_s if saved else self.since
         except ValueError:
-            cutoff = now
+            cutoff = self.since
         found: list[Notice] = []
         for run_id, records in self.source.catch_up(cutoff).items():
             found += self.detector.records(run_id, records)
