@@ -41,7 +41,8 @@ CONTROL_FILE = "control.jsonl"
 DELIVERY_TIMEOUT_S = 10.0
 _MAX_LINE = 64 * 1024
 
-Kind = Literal["stop", "approve", "reject"]
+Kind = Literal["stop", "approve", "reject", "report"]
+"""``report``: what a reporter that could not hold a program's run adds to it (:meth:`tether.tracked.TrackedRun.reported`)."""
 
 
 def operator_name() -> str:
@@ -209,7 +210,7 @@ async def request(store: Store, run_id: str, what: ControlRequest) -> ControlRep
 
     state = await call(store, store.load, run_id)
     owner = await call(store, store.owner, run_id)
-    alive = owner is not None and owner.alive
+    alive = owner is not None and owner.alive and not owner.kept
     if what.kind == "stop" and not alive and state.status is not Status.RUNNING:
         if isinstance(state.interruption, NeedsApproval):
             return ControlReply(False, f"nothing to stop: run {run_id} is waiting for approval of "
@@ -219,12 +220,16 @@ async def request(store: Store, run_id: str, what: ControlRequest) -> ControlRep
     if not alive:
         if state.status is Status.RUNNING:  # its process died: the request waits for the adopter
             await call(store, store.control_append, run_id, what)
+            if owner is not None and owner.kept:  # its keeper lives (tether.keeper): its next hook takes it
+                return ControlReply(False, f"run {run_id} is {owner.command or 'a program'}'s (pid {owner.pid} on "
+                                    f"{owner.host}), which reports in at its hooks: the {what.kind} is recorded "
+                                    "and lands at its next hook", pending=True)
             who = f" (pid {owner.pid} on {owner.host})" if owner is not None else ""
             return ControlReply(False, f"run {run_id} is orphaned: the process that ran it{who} ended "
                                 f"without stopping it. The {what.kind} is recorded and applies when the run "
                                 f"is adopted (tether resume {run_id})", pending=True)
         last = max(state.approvals.values(), key=lambda d: d.ts, default=None)
-        if what.kind != "stop" and last is not None and not isinstance(state.interruption, NeedsApproval):
+        if what.kind in ("approve", "reject") and last is not None and not isinstance(state.interruption, NeedsApproval):
             # Decided (and let go of) between the caller's look and ours: say by whom.
             return ControlReply(False, f"already decided: {last.verdict} by {last.by}; there is one decision per call")
         return ControlReply(False, f"no process holds run {run_id} ({state.status.value}): "
@@ -241,7 +246,7 @@ async def request(store: Store, run_id: str, what: ControlRequest) -> ControlRep
         # It let go of the run between our look and our poke: say where the run is now.
         state = await call(store, store.load, run_id)
         last = max(state.approvals.values(), key=lambda d: d.ts, default=None)
-        if what.kind != "stop" and last is not None and not isinstance(state.interruption, NeedsApproval):
+        if what.kind in ("approve", "reject") and last is not None and not isinstance(state.interruption, NeedsApproval):
             verdict = "approved" if what.kind == "approve" else "rejected"
             if (last.verdict, last.by, last.text) == (verdict, what.by, what.text):
                 # Ours: the process took it and finished the run before our poke reached it.

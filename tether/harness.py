@@ -16,7 +16,7 @@ import contextlib
 import logging
 import os
 import time
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
@@ -827,6 +827,9 @@ class _Controls:
         # Checks a decision against what the agent asks (an ACP option that it does not offer):
         # words to refuse it with, or None.
         self.vet: Callable[[control.ControlRequest], str | None] | None = None
+        # Applies a report from a reporter that could not hold the run (a program's run: a
+        # parallel hook of Claude Code's, :mod:`tether.tracked`); None: the run takes none.
+        self.report: Callable[[control.ControlRequest], Awaitable[control.ControlReply]] | None = None
 
     async def poke(self, request_id: str) -> control.ControlReply:
         await self.process()
@@ -851,6 +854,10 @@ class _Controls:
     async def process(self) -> None:
         for request in await self._unseen():
             self.state.control_seen += 1
+            if request.kind == "report":
+                self.replies[request.id] = (await self.report(request) if self.report is not None else control.ControlReply(
+                    False, f"run {self.state.run_id} is not a program's run: nothing can be reported into it"))
+                continue
             self.replies[request.id] = self._handle(request)
 
     async def close(self) -> None:

@@ -76,7 +76,7 @@ from tether.index import (
 )
 from tether.ledger import LedgerEntry
 from tether.state import RunState, StateError
-from tether.store import Owner, SaveError, _whoami
+from tether.store import Owner, SaveError, _whoami, kept_owner
 from tether.trace import stamped_line
 
 if TYPE_CHECKING:
@@ -328,7 +328,15 @@ def _summary(data: dict[str, Any]) -> RunSummary:
     return RunSummary(**{name: data.get(name) for name in _COLUMNS if name in data})
 
 
-def _owner(row: tuple[Any, ...] | None, alive: bool) -> Owner | None:
+# The keeper of a run saved running (tether.keeper: Claude Code's process, between its hooks).
+_KEEPER = "CASE WHEN r.status = 'running' THEN r.header->'agent'->'spec'->'keeper' END"
+
+
+def _owner(row: tuple[Any, ...] | None, alive: bool, kept: Any = None) -> Owner | None:
+    if not alive and kept is not None:
+        keeper = kept_owner(kept)
+        if keeper is not None:  # nobody holds it, but its keeper lives
+            return keeper
     if row is None:
         return Owner(alive=True) if alive else None
     record = dict(zip(_OWNER_COLUMNS, row))
@@ -599,11 +607,12 @@ class PgStore:
         with self._conn() as conn:
             rows = conn.execute(self.q(
                 f"SELECT r.run_id, r.summary, r.status = 'running' AND r.lock_key IN ({_HELD}), "
-                f"o.pid, o.host, o.\"user\", o.since, o.heartbeat, o.command, o.control, o.run_id IS NOT NULL "
-                f"FROM {{s}}.runs r LEFT JOIN {{s}}.owners o USING (run_id) {where} ORDER BY r.created_at")).fetchall()
+                f"o.pid, o.host, o.\"user\", o.since, o.heartbeat, o.command, o.control, o.run_id IS NOT NULL, "
+                f"{_KEEPER} FROM {{s}}.runs r LEFT JOIN {{s}}.owners o USING (run_id) {where} "
+                f"ORDER BY r.created_at")).fetchall()
             queued = self._queued(conn)
         out = []
-        for run_id, data, alive, *owner, has_owner in rows:
+        for run_id, data, alive, *owner, has_owner, kept in rows:
             try:
                 summary = _summary(data)
             except TypeError as exc:
@@ -613,6 +622,9 @@ class PgStore:
             if summary.status == "running":
                 summary.liveness = "running" if alive else "queued" if run_id in queued else "orphaned"
                 summary.owner = _owner(tuple(owner) if has_owner else None, bool(alive))
+                keeper = None if alive or kept is None else kept_owner(kept)
+                if keeper is not None:  # nobody holds it, but its keeper lives (Claude Code between hooks)
+                    summary.liveness, summary.owner = "running", keeper
             out.append(summary)
         return out
 
@@ -640,6 +652,8 @@ class PgStore:
         if summary.status == "running":
             summary.liveness = "running" if row[1] else "queued" if run_id in queued else "orphaned"
             summary.owner = self.owner(run_id)
+            if summary.owner is not None and summary.owner.kept:
+                summary.liveness = "running"
         return summary
 
     def liveness(self, run_id: str) -> Liveness | None:
@@ -649,12 +663,12 @@ class PgStore:
         with self._conn() as conn:
             row = conn.execute(self.q(
                 f"SELECT r.lock_key IN ({_HELD}), o.pid, o.host, o.\"user\", o.since, o.heartbeat, o.command, "
-                f"o.control, o.run_id IS NOT NULL FROM {{s}}.runs r LEFT JOIN {{s}}.owners o USING (run_id) "
-                f"WHERE r.run_id = %s"), (_check_id(run_id),)).fetchone()
+                f"o.control, o.run_id IS NOT NULL, {_KEEPER} FROM {{s}}.runs r "
+                f"LEFT JOIN {{s}}.owners o USING (run_id) WHERE r.run_id = %s"), (_check_id(run_id),)).fetchone()
         if row is None:
             return None
-        alive, *owner, has_owner = row
-        return _owner(tuple(owner) if has_owner else None, bool(alive))
+        alive, *owner, has_owner, kept = row
+        return _owner(tuple(owner) if has_owner else None, bool(alive), kept)
 
     # ---- the control channel and the trace --------------------------------------------------
     def control_append(self, run_id: str, request: ControlRequest) -> None:
@@ -733,11 +747,11 @@ class PgStore:
         with self._conn() as conn:
             rows = conn.execute(self.q(
                 f"SELECT r.run_id, r.lock_key IN ({_HELD}), o.pid, o.host, o.\"user\", o.since, o.heartbeat, "
-                f"o.command, o.control, o.run_id IS NOT NULL FROM {{s}}.runs r "
+                f"o.command, o.control, o.run_id IS NOT NULL, {_KEEPER} FROM {{s}}.runs r "
                 f"LEFT JOIN {{s}}.owners o USING (run_id) WHERE r.run_id = ANY(%s)"), (wanted,)).fetchall()
         out: dict[str, Owner | None] = dict.fromkeys(wanted)
-        for rid, alive, *owner, has_owner in rows:
-            out[rid] = _owner(tuple(owner) if has_owner else None, bool(alive))
+        for rid, alive, *owner, has_owner, kept in rows:
+            out[rid] = _owner(tuple(owner) if has_owner else None, bool(alive), kept)
         return out
 
     def append_event(self, run_id: str, event: Event) -> None:

@@ -110,12 +110,14 @@ def owner_words(run_id: str, liveness: str | None, owner: Owner | None, *, long:
         words = f"{owner.where} since {_clock(owner.since, now)}"
         if not long and (owner.command or "").startswith("tether worker "):
             words += f" ({owner.command[len('tether '):]})"  # which queue worker: its executor id
+        elif owner.kept:  # no process holds it: its keeper lives (tether.keeper)
+            words += f" ({owner.command or 'its program'}, between hooks: Stop lands at its next hook)"
         if long:
             if owner.user:
                 words += f" as {owner.user}"
             if owner.heartbeat is not None:
                 words += f", heartbeat {max(0.0, now - owner.heartbeat):.0f} s ago"
-            if owner.command:
+            if owner.command and not owner.kept:
                 words += f" ({owner.command})"
         return words
     if liveness == "queued":

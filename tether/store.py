@@ -65,7 +65,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from tether.index import (
     INDEX_EVERY_S, INDEX_FILE, IndexUnavailable, JournalKey, Liveness, RunIndex, RunSummary, decisions_key,
 )
-from tether.state import RunState, StateError
+from tether.state import RunState, StateError, Status
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -217,6 +217,9 @@ class Owner:
     control: str | None = None
     """Where the owner takes control requests (:mod:`tether.control`), if it said."""
     alive: bool = False
+    kept: bool = False
+    """Alive because the run's keeper lives (:mod:`tether.keeper`: Claude Code, between its
+    hooks), not because a process holds the run: it takes control requests at its next hook."""
 
     @property
     def where(self) -> str:
@@ -228,7 +231,19 @@ class Owner:
     def to_dict(self) -> dict[str, Any]:
         return {"pid": self.pid, "host": self.host, "user": self.user, "since": self.since,
                 "heartbeat": self.heartbeat, "command": self.command, "control": self.control,
-                "alive": self.alive}
+                "alive": self.alive, "kept": self.kept}
+
+
+def kept_owner(kept: Any) -> Owner | None:
+    """The owner of a run saved ``running`` that no process holds, when the keeper it records
+    (:mod:`tether.keeper`) lives on this host: alive, and ``kept``. None otherwise."""
+    from tether import keeper
+
+    if not keeper.living(kept):
+        return None
+    since = kept.get("since")
+    return Owner(pid=kept["pid"], host=kept["host"], since=since if isinstance(since, (int, float)) else None,
+                 command=str(kept.get("command") or "") or None, alive=True, kept=True)
 
 
 _OWNER_TYPES = {"pid": int, "host": str, "user": str, "since": (int, float), "heartbeat": (int, float),
@@ -244,6 +259,7 @@ class RunStore:
         self.root = Path(runs_dir)
         self.index = RunIndex(self.root)
         self._rules = _RulesFile(self.root)
+        self._keepers: dict[str, tuple[JournalKey, Any]] = {}  # run id -> (journal read, its keeper)
         _open_home(self.root)
 
     @property
@@ -379,6 +395,9 @@ class RunStore:
         """Who holds the run, or last held it without letting go (``alive`` says which);
         None when no process holds it and no record was left."""
         held = self._held(run_id)
+        kept = None if held else self._kept(run_id)
+        if kept is not None:
+            return kept
         record = self._owner_record(run_id)
         if record is None:
             return Owner(alive=True) if held else None
@@ -390,6 +409,28 @@ class RunStore:
         summary.liveness = "running" if held else "orphaned"
         record = self._owner_record(summary.run_id)
         summary.owner = Owner(**record, alive=held) if record is not None else Owner(alive=True) if held else None
+        kept = None if held or summary.source in ("tether", "acp") else self._kept(summary.run_id)
+        if kept is not None:
+            summary.liveness, summary.owner = "running", kept
+
+    def _kept(self, run_id: str) -> Owner | None:
+        """A run saved ``running`` that no process holds, alive through its keeper
+        (:func:`kept_owner`). Its journal is read once per change (a program's runs only)."""
+        try:
+            st = os.stat(self.run_dir(run_id) / JOURNAL_FILE)
+            key = (st.st_size, st.st_mtime_ns, st.st_ino)
+            cached = self._keepers.get(run_id)
+            if cached is None or cached[0] != key:
+                row = self.index.get(run_id)
+                kept = None
+                if row is None or (row.status == "running" and row.source not in ("tether", "acp")):
+                    state = self.load(run_id)
+                    spec = state.agent.spec if state.agent is not None else {}
+                    kept = spec.get("keeper") if state.status is Status.RUNNING else None
+                cached = self._keepers[run_id] = (key, kept)
+        except (OSError, StateError, IndexUnavailable):
+            return None
+        return kept_owner(cached[1]) if cached[1] is not None else None
 
     def _owner_record(self, run_id: str) -> dict[str, Any] | None:
         try:

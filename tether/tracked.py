@@ -55,9 +55,9 @@ from tether.state import (
 )
 
 if TYPE_CHECKING:
-    from tether.control import ControlRequest
+    from tether.control import ControlReply, ControlRequest
     from tether.harness import Harness, _Controls
-    from tether.runstore import Handle, TraceSink
+    from tether.runstore import Handle, Store, TraceSink
 
 log = logging.getLogger(__name__)
 
@@ -118,6 +118,9 @@ class TrackedRun:
         self._started: dict[str, tuple[str, float]] = {}  # call id -> (tool, perf counter)
         self._ended = False
         self._watch: asyncio.Task[None] | None = None
+        self._saving = asyncio.Lock()  # a relayed report saves from the control channel's task
+        self._relaying = False
+        controls.report = self._reported
         if task is not None:  # a Stop cancels the program's own task too
             self._watch = asyncio.ensure_future(self._cancel_on_stop(task))
 
@@ -326,8 +329,44 @@ class TrackedRun:
         if self._ended:
             raise RunEnded(self.state.status, f"run {self.run_id} has ended ({self.state.status.value})",
                            self.state.interruption)
-        if self.signal.cancelled:
+        if self.signal.cancelled and not self._relaying:  # what happened before the Stop is still recorded
             raise self._stopped()
+
+    async def _reported(self, request: ControlRequest) -> ControlReply:
+        """Apply what another reporter sent through the run's control channel because this
+        process held the run (:func:`report_into`): its calls of this API, in order."""
+        from tether.control import ControlReply
+
+        try:
+            ops = json.loads(request.text)
+            if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
+                raise ValueError("not a list of objects")
+        except ValueError as exc:
+            return ControlReply(False, f"a report into run {self.run_id} that is not JSON of its calls ({exc})")
+        self._relaying = True
+        try:
+            for op in ops:
+                await self._apply(op)
+        except RunEnded as ended:
+            return ControlReply(False, f"run {self.run_id} has ended ({ended.status.value}): the report was not added")
+        except (KeyError, TypeError, ValueError) as exc:
+            return ControlReply(False, f"a report into run {self.run_id} that could not be applied: {exc!r}")
+        finally:
+            self._relaying = False
+        return ControlReply(True, f"reported into run {self.run_id} by the process that holds it (pid {os.getpid()})")
+
+    async def _apply(self, op: dict[str, Any]) -> None:
+        kind = op.get("op")
+        if kind == "user":
+            await self.user(str(op["text"]))
+        elif kind == "tool_started":
+            if not self._in_transcript(str(op["call_id"])):  # a call the run has is not started again
+                await self.tool_started(str(op["call_id"]), str(op["name"]), op.get("args"))
+        elif kind == "tool_finished":
+            await self.tool_finished(str(op["call_id"]), str(op["output"]), ok=bool(op.get("ok", True)),
+                                     error=op.get("error"))
+        else:
+            raise ValueError(f"no call {kind!r} in the run API")
 
     def _stopped(self) -> Stopped:
         return Stopped(self.signal.reason or "stopped", self.signal.by)
@@ -400,13 +439,36 @@ class TrackedRun:
                 log.exception("event sink %r failed on %s", sink, event.kind)
 
     async def _save(self) -> None:
-        self.state.updated_at = time.time()
-        await self._handle.asave(self.state)
+        async with self._saving:  # one save at a time: a store's save takes what is new since the last
+            self.state.updated_at = time.time()
+            await self._handle.asave(self.state)
 
     async def _cancel_on_stop(self, task: asyncio.Task[Any]) -> None:
         await self.signal.wait()
         if not task.done():
             task.cancel()
+
+
+async def report_into(store: Store, run_id: str, ops: Sequence[Mapping[str, Any]], *,
+                      by: str = "program") -> ControlReply | None:
+    """Report into a program's run that another process holds (a hook of Claude Code's while
+    another hook of the session waits for a decision): ``ops`` are calls of this API
+    (``{"op": "user", "text": …}``, ``{"op": "tool_started", "call_id", "name", "args"}``,
+    ``{"op": "tool_finished", "call_id", "output", "ok", "error"}``), appended to the run's
+    control channel, so nothing is lost: the process that holds the run applies them when
+    told (its answer is returned), or the next one to hold it does (None: nobody answered)."""
+    from tether import control
+    from tether.runstore import call
+
+    request = control.ControlRequest("report", json.dumps(list(ops), default=str), by=by)
+    owner = await call(store, store.owner, run_id)
+    address = owner.control if owner is not None and owner.alive and not owner.kept else None
+    if address and address.startswith("pg:"):  # the holder listens on the database: append, and its answer
+        from tether.pgcontrol import deliver
+
+        return await deliver(store, run_id, request)  # type: ignore[arg-type]
+    await call(store, store.control_append, run_id, request)
+    return await control.deliver(address, run_id, request.id) if address else None
 
 
 def new_state(name: str, task: str, *, source: str, model: str, run_id: str | None, limits: Limits | None,

@@ -257,7 +257,7 @@ async def _answer(payload: dict[str, Any], policy: Policy, started: float) -> di
             if event == "SessionStart":
                 return None
         handler = _HANDLERS[event]
-        return await _reporting(harness, policy, run_id, event, until,
+        return await _reporting(harness, policy, run_id, payload, until,
                                 lambda run: handler(run, payload, policy, until))
 
 
@@ -287,6 +287,7 @@ async def _open(harness: Harness, store: Store, policy: Policy, payload: dict[st
         resumed = payload.get("source") == "resume"
         if _going(state) or (state.status.resumable and resumed):
             async with harness.track(policy.name, source=SOURCE, run_id=run_id, attach=True, keep_open=True) as run:
+                _keep(run, "SessionStart")  # a resumed session is a new Claude Code process
                 _honour_a_stop(run)  # one made while no hook held the run
             return run_id
         if state.status.resumable:
@@ -303,19 +304,40 @@ async def _open(harness: Harness, store: Store, policy: Policy, payload: dict[st
                 "transcript_path": payload.get("transcript_path"), "pid": _claude_pid(), "host": socket.gethostname()}
         if run.state.agent is not None:
             run.state.agent = replace(run.state.agent, spec={k: v for k, v in spec.items() if v})
+        _keep(run, "SessionStart")
         return run.run_id
 
 
-async def _reporting(harness: Harness, policy: Policy, run_id: str, event: str, until: float,
+def _keep(run: TrackedRun, event: str) -> None:
+    """Record Claude Code's process as the run's keeper (:mod:`tether.keeper`): while it lives
+    on this host the run is live between hooks, and once it is gone without a ``SessionEnd``
+    the run is orphaned. Each hook checks it, as a resumed session is a new process.
+    ``SessionEnd``'s hook runs detached, its parent gone: it keeps what the run has."""
+    from tether import keeper
+
+    agent = run.state.agent
+    pid = _claude_pid() if event != "SessionEnd" else None
+    if agent is None or pid is None:
+        return
+    kept = agent.spec.get("keeper")
+    if isinstance(kept, dict) and kept.get("pid") == pid and keeper.living(kept):
+        return
+    record = keeper.record(pid, "Claude Code")
+    if record is not None:
+        run.state.agent = replace(agent, spec={**agent.spec, "keeper": record, "pid": pid, "host": record["host"]})
+
+
+async def _reporting(harness: Harness, policy: Policy, run_id: str, payload: dict[str, Any], until: float,
                      handler: Callable[[TrackedRun], Awaitable[dict[str, Any] | None]]) -> dict[str, Any] | None:
-    """Attach to the run (waiting while another hook of the session holds it) and report into
-    it. A Stop or a limit that ends the run there is answered as the hook must; so is a run
+    """Attach to the run and report into it; while another hook of the session holds it, hand
+    the report to that hook (:func:`_relay`), or, for a ``PreToolUse``, wait for the run. A Stop or a limit that ends the run there is answered as the hook must; so is a run
     that ended before (attaching would start it again)."""
     from tether.runstore import call
     from tether.state import StateError
     from tether.tracked import RunEnded
 
     store = harness.store
+    event = str(payload["hook_event_name"])
     while True:
         state = await call(store, store.load, run_id)
         if not _going(state):
@@ -325,6 +347,7 @@ async def _reporting(harness: Harness, policy: Policy, run_id: str, event: str, 
             async with harness.track(policy.name, source=SOURCE, run_id=run_id, attach=True, keep_open=True) as run:
                 entered = True
                 try:
+                    _keep(run, event)
                     _honour_a_stop(run)  # one made while no hook held the run
                     answer = await handler(run)
                     _honour_a_stop(run)  # one made while this hook held it
@@ -335,9 +358,38 @@ async def _reporting(harness: Harness, policy: Policy, run_id: str, event: str, 
             return answer
         except StateError:
             owner = None if entered else await call(store, store.owner, run_id)
-            if owner is None or not owner.alive or time.monotonic() >= until - _SLACK_S:
+            held = owner is not None and owner.alive and not owner.kept  # by another hook of the session
+            if held and event in _RELAYED:
+                return await _relay(store, run_id, event, payload)
+            if not held or time.monotonic() >= until - _SLACK_S:
                 raise
             await asyncio.sleep(0.1)  # another hook of the session holds the run: wait for it
+
+
+_RELAYED = ("UserPromptSubmit", "PostToolUse", "Stop")
+"""The hooks that report through the run's control channel when another hook holds the run
+(a call waiting for a decision holds it until it is decided): a parallel tool's result is
+not lost, and Claude Code is not kept waiting."""
+
+
+async def _relay(store: Store, run_id: str, event: str, payload: dict[str, Any]) -> dict[str, Any] | None:
+    """Hand this hook's report to the hook that holds the run (:func:`tether.tracked.report_into`):
+    it adds it, or, if it lets go first, the next hook to hold the run does. The model's text
+    and usage are read from the transcript by the next hook that holds the run."""
+    from tether.tracked import report_into
+
+    ops: list[dict[str, Any]] = []
+    if event == "UserPromptSubmit" and isinstance(payload.get("prompt"), str) and payload["prompt"]:
+        ops.append({"op": "user", "text": payload["prompt"]})
+    elif event == "PostToolUse":
+        tool, args, call_id = _call_of(payload)
+        ops += [{"op": "tool_started", "call_id": call_id, "name": tool, "args": args},
+                {"op": "tool_finished", "call_id": call_id, "output": _result_text(payload.get("tool_response"))}]
+    if ops:
+        reply = await report_into(store, run_id, ops, by=SOURCE)
+        if reply is not None and not reply.ok:
+            print(f"tether hook claude-code: {event}: {reply.words}", file=sys.stderr)
+    return None
 
 
 def _going(state: RunState) -> bool:
