@@ -198,7 +198,7 @@ def channel_of(path: Path, name: str, raw: Any) -> NotifyChannel:
     if isinstance(priority, str):
         priority = _PRIORITIES[priority.lower()]
     parts = urlsplit(url)
-    hidden = [s for s in (parts.path if len(parts.path) > 1 else "", parts.query, topic or "",
+    hidden = [s for s in (parts.path if len(parts.path) > 1 else "", parts.query, topic or "", parts.password or "",
                           *headers.values(), *found) if s]
     return NotifyChannel(name=name, kind=entry.kind, url=url, events=frozenset(entry.events),
                          agents=frozenset(entry.agents), tools=frozenset(entry.tools), links=entry.links,

@@ -9,6 +9,7 @@ import re
 import time
 from dataclasses import dataclass
 from typing import Any
+from urllib.parse import urlsplit
 
 from tether.notify.channels import NotifyChannel
 from tether.notify.notices import Notice
@@ -124,5 +125,7 @@ def redact(text: str, channel: NotifyChannel) -> str:
 
 
 def shown_url(channel: NotifyChannel) -> str:
-    """The channel's address as logs show it: the scheme and host only."""
-    return redact(channel.url, channel)
+    """The channel's address as logs show it: the scheme, host and port only."""
+    parts = urlsplit(channel.url)
+    host = parts.netloc.rsplit("@", 1)[-1]
+    return f"{parts.scheme}://{host}"

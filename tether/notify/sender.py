@@ -494,7 +494,13 @@ def _describe(exc: BaseException) -> str:
         return str(exc)
     if isinstance(exc, httpx.TimeoutException):
         return "timed out"
+    cause: BaseException | None = exc
+    while cause is not None:  # httpx words a refused connection "All connection attempts failed"
+        if isinstance(cause, ConnectionRefusedError):
+            return "connection refused"
+        if isinstance(cause, OSError) and cause.strerror:
+            return f"cannot connect ({cause.strerror.lower()})"
+        cause = cause.__cause__ or cause.__context__
     if isinstance(exc, httpx.ConnectError):
-        text = str(exc).lower()
-        return "connection refused" if "refused" in text else f"cannot connect ({str(exc) or type(exc).__name__})"
+        return f"cannot connect ({str(exc) or type(exc).__name__})"
     return str(exc) or type(exc).__name__

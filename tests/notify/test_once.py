@@ -1,0 +1,264 @@
+"""Exactly one sender per store, each notification sent once (across senders and restarts),
+failures retried and shown, secrets never shown."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import os
+import signal
+import socket
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether.harness import Harness
+from tether.notify import sender_status
+from tether.notify.notices import Notice
+from tether.notify.storage import storage_for
+from tether.store import RunStore
+from tests.notify.conftest import QUICK, Receiver, channel, sending
+
+
+def twin(store: Any) -> Any:
+    """Another object on the same store, as another process would open it."""
+    if isinstance(store, RunStore):
+        return RunStore(store.root)
+    from tether.pgstore import PgStore
+
+    return PgStore(store.url)
+
+
+async def until(predicate: Any, what: str, timeout: float = 30.0) -> None:
+    async def poll() -> None:
+        while not await asyncio.to_thread(predicate):
+            await asyncio.sleep(0.02)
+    try:
+        await asyncio.wait_for(poll(), timeout)
+    except TimeoutError:
+        raise AssertionError(f"not within {timeout} s: {what}") from None
+
+
+async def test_two_senders_at_once_send_one_notification(store: Any, tmp_path: Path, receiver: Receiver, notify_log):
+    hook = channel("ops", {"kind": "webhook", "url": receiver.url, "events": ["approval", "completed"]})
+    other = twin(store)
+    try:
+        async with sending(store, [hook]), sending(other, [hook], ready=False) as second:
+            await until(lambda: any("another sender holds" in r.getMessage() for r in notify_log.records),
+                        "the second sender says it waits")
+            async with Harness(workspace=tmp_path / "ws", store=store) as h:
+                await h.run(h.new_run("destructive").run_id)
+                await h.run(h.new_run("plan").run_id)
+            await receiver.wait_for(lambda r: r.bodies("approval") and r.bodies("completed"), "both notifications")
+            await asyncio.sleep(0.5)  # room for a duplicate to arrive, were there one
+            assert not second.done()
+        waits = [r for r in notify_log.records if "another sender holds" in r.getMessage()]
+        assert len(waits) == 1 and f"pid {os.getpid()}" in waits[0].getMessage()
+        assert [b["event"] for b in receiver.bodies()] == ["approval", "completed"]
+    finally:
+        if other is not store and hasattr(other, "close"):
+            other.close()
+
+
+async def test_the_waiting_sender_takes_over_when_the_first_ends(store: Any, tmp_path: Path, receiver: Receiver,
+                                                                notify_log):
+    hook = channel("ops", {"kind": "webhook", "url": receiver.url, "events": ["completed"]})
+    other = twin(store)
+    try:
+        first = sending(store, [hook])
+        await first.__aenter__()
+        async with sending(other, [hook], ready=False) as second:
+            await until(lambda: any("another sender holds" in r.getMessage() for r in notify_log.records), "a wait")
+            await first.__aexit__(None, None, None)  # the first lets go
+            await until(lambda: any("took over" in r.getMessage() for r in notify_log.records), "a take-over")
+            async with Harness(workspace=tmp_path / "ws", store=store) as h:
+                await h.run(h.new_run("plan").run_id)
+            await receiver.wait_for(lambda r: r.bodies("completed"), "the take-over's notification")
+            assert not second.done()
+    finally:
+        if hasattr(other, "close"):
+            other.close()
+
+
+async def test_a_restarted_sender_does_not_send_again(store: Any, tmp_path: Path, receiver: Receiver):
+    hook = channel("ops", {"kind": "webhook", "url": receiver.url, "events": ["approval", "completed"]})
+    async with Harness(workspace=tmp_path / "ws", store=store) as h:
+        async with sending(store, [hook]):
+            waiting = (await h.run(h.new_run("destructive").run_id)).state
+            await receiver.wait_for(lambda r: r.posts, "the approval")
+        done = (await h.run(h.new_run("plan").run_id)).state  # while no sender runs
+        again = twin(store)
+        try:
+            async with sending(again, [hook]):  # the same approval still waits: not sent again
+                await receiver.wait_for(lambda r: len(r.posts) == 2, "what happened while it was down")
+                await asyncio.sleep(0.5)
+        finally:
+            if again is not store and hasattr(again, "close"):
+                again.close()
+    got = [(b["event"], b["run_id"]) for b in receiver.bodies()]
+    assert got == [("approval", waiting.run_id), ("completed", done.run_id)]
+
+
+async def test_a_notification_left_unsent_by_a_dead_sender_is_sent_by_the_next(store: Any, tmp_path: Path,
+                                                                               receiver: Receiver):
+    hook = channel("ops", {"kind": "webhook", "url": receiver.url, "events": ["failed"]})
+    left = Notice("failed", "gone-run:failed:9", "gone-run", 1.0, "Run failed: gone-run", "gone-run failed: boom",
+                  status="failed", reason="boom")
+    lease = storage_for(store).lease()
+    assert await asyncio.to_thread(lease.take)
+    await asyncio.to_thread(lease.ledger_put, "ops", left.key, "sending", left.to_json())  # then it died
+    lease.release()
+    async with sending(store, [hook]):
+        await receiver.wait_for(lambda r: r.posts, "the resend")
+    (body,) = receiver.bodies()
+    assert (body["event"], body["run_id"], body["reason"]) == ("failed", "gone-run", "boom")
+
+
+async def test_failures_are_retried_shown_on_the_store_and_cleared(store: Any, tmp_path: Path):
+    flaky = Receiver(failing=3)
+    await flaky.start()
+    try:
+        hook = channel("ops", {"kind": "webhook", "url": flaky.url, "events": ["completed"]})
+        slow = dataclasses.replace(QUICK, first_retry_s=0.3, max_retry_s=0.3)
+        async with sending(store, [hook], settings=slow):
+            async with Harness(workspace=tmp_path / "ws", store=store) as h:
+                await h.run(h.new_run("plan").run_id)
+            watcher = twin(store)  # another process's view: the console's, the web page's
+            try:
+                await until(lambda: sender_status(watcher), "a status line")
+                (line,) = sender_status(watcher)
+                assert line.startswith("webhook 'ops': ") and "HTTP 500" in line and "retrying in" in line
+                await flaky.wait_for(lambda r: r.posts, "the notification, at last")
+                await until(lambda: not sender_status(watcher), "the status cleared")
+            finally:
+                if watcher is not store and hasattr(watcher, "close"):
+                    watcher.close()
+        assert flaky.refused == 3 and len(flaky.posts) == 1
+    finally:
+        await flaky.stop()
+
+
+async def test_a_notification_given_up_says_so_and_is_not_tried_again(tmp_path: Path):
+    store = RunStore(tmp_path / "runs")
+    down = Receiver(failing=1000)
+    await down.start()
+    try:
+        hook = channel("ops", {"kind": "webhook", "url": down.url, "events": ["completed"]})
+        async with sending(store, [hook]):
+            async with Harness(workspace=tmp_path / "ws", store=store) as h:
+                run = (await h.run(h.new_run("plan").run_id)).state
+            await until(lambda: any("gave up" in line for line in sender_status(store)), "giving up")
+        (line,) = sender_status(store)
+        assert f"gave up on the completed of {run.run_id} after {QUICK.give_up_after} tries" in line
+        tried = down.refused
+        async with sending(RunStore(store.root), [hook]):
+            await asyncio.sleep(0.5)
+        assert down.refused == tried  # given up is given up, across a restart too
+    finally:
+        await down.stop()
+
+
+def closed_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+async def test_secrets_never_reach_a_log_or_a_status_line(tmp_path: Path, monkeypatch, notify_log):
+    monkeypatch.setenv("NTFY_TOKEN", "tk_SECRET_token_123")
+    store = RunStore(tmp_path / "runs")
+    port = closed_port()
+    channels = [
+        channel("phone", {"kind": "ntfy", "url": f"http://127.0.0.1:{port}/topic-SECRET-xyz",
+                          "headers": {"Authorization": "Bearer ${NTFY_TOKEN}"}, "events": ["completed"]}),
+        channel("team", {"kind": "slack", "url": f"http://127.0.0.1:{port}/services/T0/B0/SLACKSECRET",
+                         "events": ["completed"]}),
+        channel("ops", {"kind": "webhook", "url": f"http://127.0.0.1:{port}/hook?key=QUERYSECRET",
+                        "events": ["completed"]}),
+    ]
+    async with sending(store, channels):
+        async with Harness(workspace=tmp_path / "ws", store=store) as h:
+            await h.run(h.new_run("plan").run_id)
+        await until(lambda: len(sender_status(store)) == 3, "three failing channels")
+        lines = sender_status(store)
+    said = "\n".join(r.getMessage() for r in notify_log.records) + "\n" + "\n".join(lines)
+    for secret in ("tk_SECRET_token_123", "topic-SECRET-xyz", "SLACKSECRET", "QUERYSECRET", "/services/"):
+        assert secret not in said
+    assert "connection refused" in said and f"127.0.0.1:{port}" in said
+    assert sorted(line.split(":")[0] for line in lines) == ["ntfy 'phone'", "slack 'team'", "webhook 'ops'"]
+
+
+def test_tether_notify_refuses_a_file_without_notify_tables(tmp_path: Path):
+    (tmp_path / "tether.toml").write_text("[agents]\n")
+    out = subprocess.run([sys.executable, "-m", "tether.cli", "notify", "--store", str(tmp_path / "runs"),
+                          "--config", str(tmp_path / "tether.toml")], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "no [notify.NAME] tables" in out.stderr
+
+
+async def test_tether_notify_sends_and_a_second_one_waits_then_takes_over(tmp_path: Path, receiver: Receiver):
+    config = tmp_path / "tether.toml"
+    config.write_text(f'[notify.ops]\nkind = "webhook"\nurl = "{receiver.url}/hook"\nevents = ["completed"]\n')
+    command = [sys.executable, "-m", "tether.cli", "notify", "--store", str(tmp_path / "runs"), "--config", str(config),
+               "--public-url", "https://tether.test"]
+    first = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+    second: subprocess.Popen[str] | None = None
+    try:
+        assert "sending" in await asyncio.to_thread(first.stderr.readline)  # type: ignore[union-attr]
+        second = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
+        said = await asyncio.to_thread(second.stderr.readline)  # type: ignore[union-attr]
+        assert "another sender holds" in said and f"pid {first.pid}" in said
+        async with Harness(tmp_path / "runs", tmp_path / "ws") as h:
+            await h.run(h.new_run("plan").run_id)
+        await receiver.wait_for(lambda r: r.posts, "the first sender's notification")
+        first.send_signal(signal.SIGTERM)
+        assert await asyncio.to_thread(first.wait, 30) == 0
+        assert "took over" in await asyncio.to_thread(second.stderr.readline)  # type: ignore[union-attr]
+        async with Harness(tmp_path / "runs", tmp_path / "ws") as h:
+            await h.run(h.new_run("plan").run_id)
+        await receiver.wait_for(lambda r: len(r.posts) == 2, "the second sender's notification")
+        assert len({b["run_id"] for b in receiver.bodies()}) == 2
+    finally:
+        for process in (first, second):
+            if process is not None and process.poll() is None:
+                process.kill()
+                process.wait()
+            if process is not None and process.stderr is not None:
+                process.stderr.close()
+
+
+@pytest.mark.parametrize("table, words", [
+    ({"kind": "email", "url": "https://x"}, "notify.ops.kind: no kind 'email': use webhook, ntfy or slack"),
+    ({"kind": "webhook"}, "notify.ops.url is missing: add it"),
+    ({"kind": "webhook", "url": "https://x", "events": ["aproval"]}, "no event 'aproval': did you mean 'approval'?"),
+    ({"kind": "webhook", "url": "ftp://x"}, "notify.ops.url: must be an http:// or https:// URL"),
+    ({"kind": "webhook", "url": "https://x", "link_ttl": "soon"}, "'soon' is not a duration"),
+    ({"kind": "webhook", "url": "https://x", "agent": ["a"]}, "unknown key 'notify.ops.agent': did you mean 'agents'?"),
+    ({"kind": "ntfy", "url": "https://ntfy.sh"}, "ntfy needs a topic"),
+    ({"kind": "webhook", "url": "https://x", "headers": {"A": "${TETHER_TEST_UNSET_VAR}"}},
+     "notify.ops.headers.A names ${TETHER_TEST_UNSET_VAR}, which is not set"),
+    ({"kind": "slack", "url": "https://x", "topic": "t"}, "topic and priority are ntfy's"),
+])
+def test_a_bad_table_is_refused_in_words_naming_the_file_and_the_key(tmp_path: Path, table, words):
+    from tether.config import ConfigError
+
+    with pytest.raises(ConfigError) as caught:
+        channel("ops", table, tmp_path / "tether.toml")
+    assert str(caught.value).startswith(str(tmp_path / "tether.toml")) and words in str(caught.value)
+
+
+def test_load_channels_reads_the_tables_and_the_agent_file_still_loads(tmp_path: Path):
+    from tether.config import load_config
+    from tether.notify import load_channels
+
+    path = tmp_path / "tether.toml"
+    path.write_text('[notify.phone]\nkind = "ntfy"\nurl = "https://ntfy.example.com/alerts"\n'
+                    '[notify.ops]\nkind = "webhook"\nurl = "https://hooks.example.com/x"\n'
+                    'events = ["completed"]\nlinks = "bearer"\nlink_ttl = "30m"\n')
+    phone, ops = load_channels(path)
+    assert (phone.kind, phone.topic, phone.url, sorted(phone.events)) == \
+        ("ntfy", "alerts", "https://ntfy.example.com/", ["approval", "failed", "orphaned"])
+    assert (ops.bearer, ops.link_ttl_s, ops.events) == (True, 1800.0, frozenset({"completed"}))
+    assert load_config(path).names == []  # the agents' loader accepts the tables
