@@ -15,7 +15,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from aiohttp.test_utils import TestClient, TestServer
+import aiohttp
+from aiohttp.test_utils import TestServer
 
 from tether.harness import Harness
 from tether.web.app import make_app
@@ -54,8 +55,10 @@ class Served:
     model: Recording
     store: Any
 
-    def client(self) -> TestClient:
-        return TestClient(self.server)
+    def client(self) -> aiohttp.ClientSession:
+        """A browser of its own (its own cookies); closing it leaves the server serving."""
+        return aiohttp.ClientSession(base_url=str(self.server.make_url("/")),
+                                     cookie_jar=aiohttp.CookieJar(unsafe=True))  # unsafe: cookies of an IP address
 
     @property
     def app(self) -> Any:
@@ -89,6 +92,17 @@ async def serving(store: Any, tmp_path: Path, **settings: Any) -> AsyncIterator[
                 await server.close()
 
 
+@pytest.fixture(autouse=True)
+def quick_hashes(monkeypatch: pytest.MonkeyPatch) -> None:
+    """argon2id at its lightest for the tests (a loaded machine hashes the real parameters in
+    about a second each); the parameters live in each hash, so checking works the same."""
+    from argon2 import PasswordHasher
+
+    from tether.web import users
+
+    monkeypatch.setattr(users, "_HASHER", PasswordHasher(time_cost=1, memory_cost=1024, parallelism=1))
+
+
 @pytest.fixture
 async def web(tmp_path: Path) -> AsyncIterator[Served]:
     from tether.store import RunStore
@@ -108,7 +122,7 @@ async def pg_web(pg: Any, tmp_path: Path) -> AsyncIterator[Served]:
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
 
-async def login(client: TestClient, name: str, password: str | None = None) -> Any:
+async def login(client: aiohttp.ClientSession, name: str, password: str | None = None) -> Any:
     """Log in through the form, as a browser does; the response to the POST (not followed)."""
     page = await client.get("/login")
     token = _CSRF.search(await page.text())
@@ -118,15 +132,14 @@ async def login(client: TestClient, name: str, password: str | None = None) -> A
                                              "next": "/"}, allow_redirects=False)
 
 
-async def logged_in(served: Served, name: str) -> TestClient:
+async def logged_in(served: Served, name: str) -> aiohttp.ClientSession:
     client = served.client()
-    await client.start_server()
     response = await login(client, name)
     assert response.status == 303, await response.text()
     return client
 
 
-async def csrf_of(client: TestClient, path: str = "/") -> str:
+async def csrf_of(client: aiohttp.ClientSession, path: str = "/") -> str:
     page = await client.get(path)
     found = _CSRF.search(await page.text())
     assert found is not None, "the page carries no CSRF token"

@@ -15,7 +15,6 @@ from tests.web.conftest import PAGE, PASSWORDS, Served, csrf_of, logged_in, logi
 
 async def test_a_good_login_opens_a_session_whose_cookie_is_httponly_strict_and_expires(web: Served):
     client = web.client()
-    await client.start_server()
     try:
         response = await login(client, "ana")
         assert response.status == 303 and response.headers["Location"] == "/"
@@ -33,7 +32,6 @@ async def test_a_good_login_opens_a_session_whose_cookie_is_httponly_strict_and_
 async def test_behind_https_the_cookie_is_secure(tmp_path: Path):
     async for served in serving(RunStore(tmp_path / "runs"), tmp_path, public_url="https://tether.example.org"):
         client = served.client()
-        await client.start_server()
         try:
             response = await login(client, "ana")
             assert response.status == 303
@@ -46,7 +44,6 @@ async def test_behind_https_the_cookie_is_secure(tmp_path: Path):
                                             ("ana", "")])
 async def test_a_bad_login_is_refused_in_words_and_opens_nothing(web: Served, name: str, password: str):
     client = web.client()
-    await client.start_server()
     try:
         response = await login(client, name, password)
         assert response.status in (400, 401)
@@ -60,7 +57,6 @@ async def test_a_bad_login_is_refused_in_words_and_opens_nothing(web: Served, na
 
 async def test_failed_logins_are_throttled_per_name_and_per_address(web: Served):
     client = web.client()
-    await client.start_server()
     try:
         for _ in range(5):
             assert (await login(client, "ana", "a wrong guess, again")).status == 401
@@ -76,7 +72,6 @@ async def test_failed_logins_are_throttled_per_name_and_per_address(web: Served)
 
 async def test_the_login_form_needs_its_own_token(web: Served):
     client = web.client()
-    await client.start_server()
     try:
         response = await client.post("/login", data={"name": "ana", "password": PASSWORDS["ana"]},
                                      allow_redirects=False)
@@ -100,7 +95,6 @@ async def test_logout_ends_the_session(web: Served):
 @pytest.mark.parametrize("path", ["/", "/fragment/approvals", "/runs/anything", "/fragment/runs/anything"])
 async def test_no_page_works_without_a_login(web: Served, path: str):
     client = web.client()
-    await client.start_server()
     try:
         page = await client.get(path, headers={"Accept": "text/html"}, allow_redirects=False)
         assert page.status == 303 and page.headers["Location"].startswith("/login")
@@ -113,7 +107,6 @@ async def test_no_page_works_without_a_login(web: Served, path: str):
 async def test_the_live_updates_and_every_change_need_a_login_and_change_nothing(web: Served):
     run_id = await web.waiting_run()
     client = web.client()
-    await client.start_server()
     try:
         assert (await client.get("/events", headers={"Accept": "text/event-stream"})).status == 401
         for path, data in (("/decide", {"run": run_id, "call": "call_1_0", "verdict": "approve"}),
@@ -128,7 +121,6 @@ async def test_the_live_updates_and_every_change_need_a_login_and_change_nothing
 async def test_a_password_is_in_no_log_and_no_store_file(web: Served, tmp_path: Path, caplog):
     caplog.set_level("DEBUG")
     client = web.client()
-    await client.start_server()
     try:
         await login(client, "ana")
         await login(client, "ana", "a wrong password typed here")
