@@ -142,6 +142,26 @@ def pg_notify(pg: Any) -> Any:
 
 
 @pytest.fixture
+def twin() -> Iterator[Any]:
+    """Another object on a store, as another process would open it (closed after the test)."""
+    from tether.store import RunStore
+
+    made: list[Any] = []
+
+    def another(store: Any) -> Any:
+        if isinstance(store, RunStore):
+            return RunStore(store.root)
+        from tether.pgstore import PgStore
+
+        made.append(PgStore(store.url, schema=store.schema))
+        return made[-1]
+
+    yield another
+    for store in made:
+        store.close()
+
+
+@pytest.fixture
 def notify_log(caplog: pytest.LogCaptureFixture) -> pytest.LogCaptureFixture:
     caplog.set_level(logging.INFO, logger="tether.notify")
     return caplog

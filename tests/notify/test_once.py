@@ -23,15 +23,6 @@ from tether.store import RunStore
 from tests.notify.conftest import QUICK, Receiver, channel, sending
 
 
-def twin(store: Any) -> Any:
-    """Another object on the same store, as another process would open it."""
-    if isinstance(store, RunStore):
-        return RunStore(store.root)
-    from tether.pgstore import PgStore
-
-    return PgStore(store.url)
-
-
 async def until(predicate: Any, what: str, timeout: float = 30.0) -> None:
     async def poll() -> None:
         while not await asyncio.to_thread(predicate):
@@ -42,48 +33,41 @@ async def until(predicate: Any, what: str, timeout: float = 30.0) -> None:
         raise AssertionError(f"not within {timeout} s: {what}") from None
 
 
-async def test_two_senders_at_once_send_one_notification(store: Any, tmp_path: Path, receiver: Receiver, notify_log):
+async def test_two_senders_at_once_send_one_notification(twin, store: Any, tmp_path: Path, receiver: Receiver,
+                                                         notify_log):
     hook = channel("ops", {"kind": "webhook", "url": receiver.url, "events": ["approval", "completed"]})
     other = twin(store)
-    try:
-        async with sending(store, [hook]), sending(other, [hook], ready=False) as second:
-            await until(lambda: any("another sender holds" in r.getMessage() for r in notify_log.records),
-                        "the second sender says it waits")
-            async with Harness(workspace=tmp_path / "ws", store=store) as h:
-                await h.run(h.new_run("destructive").run_id)
-                await h.run(h.new_run("plan").run_id)
-            await receiver.wait_for(lambda r: r.bodies("approval") and r.bodies("completed"), "both notifications")
-            await asyncio.sleep(0.5)  # room for a duplicate to arrive, were there one
-            assert not second.done()
-        waits = [r for r in notify_log.records if "another sender holds" in r.getMessage()]
-        assert len(waits) == 1 and f"pid {os.getpid()}" in waits[0].getMessage()
-        assert [b["event"] for b in receiver.bodies()] == ["approval", "completed"]
-    finally:
-        if other is not store and hasattr(other, "close"):
-            other.close()
+    async with sending(store, [hook]), sending(other, [hook], ready=False) as second:
+        await until(lambda: any("another sender holds" in r.getMessage() for r in notify_log.records),
+                    "the second sender says it waits")
+        async with Harness(workspace=tmp_path / "ws", store=store) as h:
+            await h.run(h.new_run("destructive").run_id)
+            await h.run(h.new_run("plan").run_id)
+        await receiver.wait_for(lambda r: r.bodies("approval") and r.bodies("completed"), "both notifications")
+        await asyncio.sleep(0.5)  # room for a duplicate to arrive, were there one
+        assert not second.done()
+    waits = [r for r in notify_log.records if "another sender holds" in r.getMessage()]
+    assert len(waits) == 1 and f"pid {os.getpid()}" in waits[0].getMessage()
+    assert [b["event"] for b in receiver.bodies()] == ["approval", "completed"]
 
 
-async def test_the_waiting_sender_takes_over_when_the_first_ends(store: Any, tmp_path: Path, receiver: Receiver,
+async def test_the_waiting_sender_takes_over_when_the_first_ends(twin, store: Any, tmp_path: Path, receiver: Receiver,
                                                                 notify_log):
     hook = channel("ops", {"kind": "webhook", "url": receiver.url, "events": ["completed"]})
     other = twin(store)
-    try:
-        first = sending(store, [hook])
-        await first.__aenter__()
-        async with sending(other, [hook], ready=False) as second:
-            await until(lambda: any("another sender holds" in r.getMessage() for r in notify_log.records), "a wait")
-            await first.__aexit__(None, None, None)  # the first lets go
-            await until(lambda: any("took over" in r.getMessage() for r in notify_log.records), "a take-over")
-            async with Harness(workspace=tmp_path / "ws", store=store) as h:
-                await h.run(h.new_run("plan").run_id)
-            await receiver.wait_for(lambda r: r.bodies("completed"), "the take-over's notification")
-            assert not second.done()
-    finally:
-        if hasattr(other, "close"):
-            other.close()
+    first = sending(store, [hook])
+    await first.__aenter__()
+    async with sending(other, [hook], ready=False) as second:
+        await until(lambda: any("another sender holds" in r.getMessage() for r in notify_log.records), "a wait")
+        await first.__aexit__(None, None, None)  # the first lets go
+        await until(lambda: any("took over" in r.getMessage() for r in notify_log.records), "a take-over")
+        async with Harness(workspace=tmp_path / "ws", store=store) as h:
+            await h.run(h.new_run("plan").run_id)
+        await receiver.wait_for(lambda r: r.bodies("completed"), "the take-over's notification")
+        assert not second.done()
 
 
-async def test_a_restarted_sender_does_not_send_again(store: Any, tmp_path: Path, receiver: Receiver):
+async def test_a_restarted_sender_does_not_send_again(twin, store: Any, tmp_path: Path, receiver: Receiver):
     hook = channel("ops", {"kind": "webhook", "url": receiver.url, "events": ["approval", "completed"]})
     async with Harness(workspace=tmp_path / "ws", store=store) as h:
         async with sending(store, [hook]):
@@ -91,13 +75,9 @@ async def test_a_restarted_sender_does_not_send_again(store: Any, tmp_path: Path
             await receiver.wait_for(lambda r: r.posts, "the approval")
         done = (await h.run(h.new_run("plan").run_id)).state  # while no sender runs
         again = twin(store)
-        try:
-            async with sending(again, [hook]):  # the same approval still waits: not sent again
-                await receiver.wait_for(lambda r: len(r.posts) == 2, "what happened while it was down")
-                await asyncio.sleep(0.5)
-        finally:
-            if again is not store and hasattr(again, "close"):
-                again.close()
+        async with sending(again, [hook]):  # the same approval still waits: not sent again
+            await receiver.wait_for(lambda r: len(r.posts) == 2, "what happened while it was down")
+            await asyncio.sleep(0.5)
     got = [(b["event"], b["run_id"]) for b in receiver.bodies()]
     assert got == [("approval", waiting.run_id), ("completed", done.run_id)]
 
@@ -117,7 +97,7 @@ async def test_a_notification_left_unsent_by_a_dead_sender_is_sent_by_the_next(s
     assert (body["event"], body["run_id"], body["reason"]) == ("failed", "gone-run", "boom")
 
 
-async def test_failures_are_retried_shown_on_the_store_and_cleared(store: Any, tmp_path: Path):
+async def test_failures_are_retried_shown_on_the_store_and_cleared(twin, store: Any, tmp_path: Path):
     flaky = Receiver(failing=3)
     await flaky.start()
     try:
@@ -127,15 +107,11 @@ async def test_failures_are_retried_shown_on_the_store_and_cleared(store: Any, t
             async with Harness(workspace=tmp_path / "ws", store=store) as h:
                 await h.run(h.new_run("plan").run_id)
             watcher = twin(store)  # another process's view: the console's, the web page's
-            try:
-                await until(lambda: sender_status(watcher), "a status line")
-                (line,) = sender_status(watcher)
-                assert line.startswith("webhook 'ops': ") and "HTTP 500" in line and "retrying in" in line
-                await flaky.wait_for(lambda r: r.posts, "the notification, at last")
-                await until(lambda: not sender_status(watcher), "the status cleared")
-            finally:
-                if watcher is not store and hasattr(watcher, "close"):
-                    watcher.close()
+            await until(lambda: sender_status(watcher), "a status line")
+            (line,) = sender_status(watcher)
+            assert line.startswith("webhook 'ops': ") and "HTTP 500" in line and "retrying in" in line
+            await flaky.wait_for(lambda r: r.posts, "the notification, at last")
+            await until(lambda: not sender_status(watcher), "the status cleared")
         assert flaky.refused == 3 and len(flaky.posts) == 1
     finally:
         await flaky.stop()
