@@ -56,4 +56,12 @@ _acp_or_model  # a pydantic model_validator, called by pydantic
 _.set_session_mode  # acp's Agent protocol, called by name (tether/acp/server.py)
 _.set_config_option
 _duration  # a pydantic field_validator (tether/config.py), called by pydantic
+_ttl  # pydantic field_validators of a [notify.NAME] table (tether/notify/channels.py)
+_priority
+NOTIFY_TABLES  # the notifications' tables, which the PostgreSQL tests empty (tests/notify)
 describes  # RuleAdded: a trace record's field (tether watch, the console)
+
+# ---- tether serve: read by the pages' templates (tether/web/templates), by name ----------
+stoppable  # RunView: whether the run page offers Stop
+args_shown  # Card: the arguments as the page shows them
+source_shown

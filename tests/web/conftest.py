@@ -75,11 +75,13 @@ class Served:
         await self.app[DECIDER].settled()
 
 
-async def serving(store: Any, tmp_path: Path, **settings: Any) -> AsyncIterator[Served]:
-    book = UserBook(store)
-    book.add("ana", PASSWORDS["ana"])
-    book.add("bob", PASSWORDS["bob"])
-    book.add("walt", PASSWORDS["walt"], role="watcher")
+async def serving(store: Any, tmp_path: Path, *, users: bool = True, **settings: Any) -> AsyncIterator[Served]:
+    """``users``: add ana and bob (operators) and walt (a watcher) first."""
+    if users:
+        book = UserBook(store)
+        book.add("ana", PASSWORDS["ana"])
+        book.add("bob", PASSWORDS["bob"])
+        book.add("walt", PASSWORDS["walt"], role="watcher")
     async with Harness(workspace=tmp_path / "workspace", store=store) as plain:
         model = Recording(plain.client)
         async with Harness(workspace=tmp_path / "workspace", store=store, client=model) as harness:

@@ -12,6 +12,8 @@ from tether.harness import Harness
 from tether.provider import scenarios
 from tether.state import Cancelled, NeedsApproval, Status
 
+from tether.web.pages import HUB
+
 from tests.conftest import Recorder
 from tests.web.conftest import Served, csrf_of, logged_in
 
@@ -254,5 +256,40 @@ async def test_an_unknown_run_and_an_unknown_page_are_pages_in_words(web: Served
         nowhere = await client.get("/no/such/page")
         assert nowhere.status == 404 and "there is no such page on this server" in await nowhere.text()
         assert "Traceback" not in await nowhere.text()
+    finally:
+        await client.close()
+
+
+async def next_change(stream, run_id: str) -> dict:
+    """The next server-sent event that names ``run_id`` with more than a trace line."""
+    while True:
+        line = (await asyncio.wait_for(stream.content.readline(), 30)).decode()
+        if line.startswith("data: "):
+            data = json.loads(line[6:])
+            if set(data["runs"].get(run_id, ())) - {"trace"}:
+                return data
+
+
+async def test_a_call_that_starts_waiting_is_pushed_to_every_open_page_from_one_watch(web: Served):
+    import threading
+
+    client = await logged_in(web, "ana")
+    try:
+        streams = [await client.get("/events", headers={"Accept": "text/event-stream"}) for _ in range(3)]
+        try:
+            for stream in streams:
+                assert stream.status == 200 and stream.headers["Content-Type"] == "text/event-stream"
+                assert (await stream.content.readline()).decode().startswith("retry:")
+            await asyncio.wait_for(web.app[HUB].ready.wait(), 30)  # the watch is in place
+            run_id = await web.waiting_run()
+            for stream in streams:
+                assert "journal" in (await next_change(stream, run_id))["runs"][run_id]
+            watchers = [t for t in threading.enumerate() if t.name.startswith("tether-watch")]
+            assert len(watchers) == 1  # three pages, one watch of the store
+            fragment = await client.get("/fragment/approvals")
+            assert cards(await fragment.text()) == [(run_id, "call_1_0")]
+        finally:
+            for stream in streams:
+                stream.close()
     finally:
         await client.close()

@@ -145,3 +145,24 @@ def test_weak_passwords_are_refused_in_words(tmp_path: Path, password: str, word
     with pytest.raises(UserError, match=words):
         book.add("carol", password)
     assert book.users() == []
+
+
+async def test_a_removed_user_or_one_made_a_watcher_cannot_change_anything_with_an_old_session(web: Served):
+    run_id = await web.waiting_run()
+    ana, bob = await logged_in(web, "ana"), await logged_in(web, "bob")
+    try:
+        UserBook(web.store).remove("ana")
+        UserBook(web.store).add("bob", PASSWORDS["bob"], role="watcher")
+        for client, status, words in ((ana, 401, "ana is no longer a user of this store"),
+                                      (bob, 403, "logged in as a watcher")):
+            answer = await client.post("/decide", data={"csrf": await csrf_of(client), "run": run_id,
+                                                        "call": "call_1_0", "verdict": "approve"},
+                                       headers={"Accept": "application/json"})
+            assert answer.status == status
+            assert words in await answer.text()
+        assert isinstance(web.store.load(run_id).interruption, NeedsApproval)
+        again = await ana.get("/", headers=PAGE, allow_redirects=False)
+        assert again.status == 303  # the removed user's session is over
+    finally:
+        await ana.close()
+        await bob.close()

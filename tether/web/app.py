@@ -29,8 +29,6 @@ from tether.web.settings import ServeSettings
 from tether.web.users import UserBook
 
 log = logging.getLogger(__name__)
-SENDER = web.AppKey("sender", asyncio.Task)
-SENDER_STOP = web.AppKey("sender_stop", asyncio.Event)
 
 
 def make_app(settings: ServeSettings, harness: Any, *, console: bool = True,

@@ -131,7 +131,27 @@ async def _guarded(request: web.Request, handler: Handler) -> web.StreamResponse
             return words_page(request, 403, "Refused",
                               "this form's security token is missing or out of date (the page is older than your "
                               "login, or came from elsewhere): reload the page and try again; nothing was changed")
+        refused = await _still_there(request, session)
+        if refused is not None:
+            return refused
     return await handler(request)
+
+
+async def _still_there(request: web.Request, session: Session) -> web.StreamResponse | None:
+    """Before a change: the user is still on the store, with the same role (removed with
+    ``--remove-user``, or made a watcher, since they logged in: their session follows)."""
+    try:
+        user = await asyncio.to_thread(request.app[USERS].get, session.user)
+    except Exception as exc:
+        log.warning("tether serve: could not read the users: %s", exc)
+        return words_page(request, 503, "Not now", f"the users of this store cannot be read now "
+                                                   f"({type(exc).__name__}); nothing was changed; try again")
+    if user is None:
+        request.app[SESSIONS].close(session.token)
+        return words_page(request, 401, "Logged out", f"{session.user} is no longer a user of this store; nothing "
+                                                      "was changed", back="/login")
+    session.may_change = user.may_change
+    return None
 
 
 def _http_words(exc: web.HTTPException) -> str:

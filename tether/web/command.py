@@ -117,7 +117,7 @@ def _remove_user(store: Any, name: str) -> int:
     from tether.web.users import UserBook
 
     UserBook(store).remove(name)
-    print(f"removed {name} from {store.where} (a running server ends their sessions at its next restart)")
+    print(f"removed {name} from {store.where} (a running server refuses their next change and ends their session)")
     return 0
 
 

@@ -70,11 +70,6 @@ class Sessions:
         if token:
             self._by_token.pop(token, None)
 
-    def close_user(self, user: str) -> None:
-        """Every session of ``user`` (removed, or their password changed)."""
-        for token in [t for t, s in self._by_token.items() if s.user == user]:
-            self._by_token.pop(token, None)
-
     def _sweep(self, now: float) -> None:
         for token in [t for t, s in self._by_token.items() if s.expires_at <= now]:
             self._by_token.pop(token, None)

@@ -111,6 +111,10 @@ class UserBook:
     def users(self) -> list[User]:
         return [_user(name, row) for name, row in sorted(self._rows().items())]
 
+    def get(self, name: str) -> User | None:
+        row = self._rows().get(name)
+        return _user(name, row) if row is not None else None
+
     def check(self, name: str, password: str) -> User | None:
         """The user whose name and password these are, else None (same time either way)."""
         row = self._rows().get(name)
