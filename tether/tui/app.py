@@ -559,6 +559,8 @@ class TetherApp(App[int]):
             if await self.client.check_queue():
                 self._mark(structure=True)
                 self._bindings_dirty = True
+            if await self.client.check_notifications():
+                self._refresh_subtitle()
             if isinstance(self.screen, RulesScreen):  # a rule another process added or removed: shown
                 await self._reload_rules()
         finally:
@@ -745,9 +747,11 @@ class TetherApp(App[int]):
         queued = f" · {queue.depth} queued" if queue is not None else ""
         where = f" · {store_label(self.client.where)}" if self.client.blocking else ""  # a store elsewhere: which
         watching = "read-only · " if self.model.refusal else ""
+        failing = self.client.notify_lines  # the notifications' sender, failing: its first line, and how many more
+        notes = f" · ⚠ {failing[0]}" + (f" (+{len(failing) - 1})" if len(failing) > 1 else "") if failing else ""
         self.console_screen.query_one(ConsoleHeader).show_sub_title(
             f"{watching}{count(runs, 'run')} · {running} running{queued} · {waiting} waiting for approval"
-            f" · today {money(self.model.spend_today())}{where}")
+            f" · today {money(self.model.spend_today())}{where}{notes}")
 
     # ---- selection ------------------------------------------------------------------------
     def select(self, rid: str | None) -> None:

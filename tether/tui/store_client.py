@@ -58,6 +58,7 @@ class StoreClient:
         self._loading: set[str] = set()
         self._primed: set[str] = set()
         self._closed = False
+        self.notify_lines: list[str] = []  # the notifications' sender's failures (tether.notify.sender_status)
 
     @property
     def blocking(self) -> bool:
@@ -397,6 +398,25 @@ class StoreClient:
         if queue == self.model.queue:
             return False
         self.model.queue = queue
+        return True
+
+    async def check_notifications(self) -> bool:
+        """Read the notification sender's failures from the store (whichever process sends);
+        True when what the header shows changed."""
+        from tether.notify import sender_status
+
+        if self._closed:
+            return False
+        try:
+            lines = await asyncio.to_thread(sender_status, self.store)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # extra: the runs are shown without it
+            log.debug("the notifications' status was not read: %s", exc)
+            return False
+        if lines == self.notify_lines:
+            return False
+        self.notify_lines = lines
         return True
 
     def driven_here(self, rid: str) -> None:
