@@ -19,6 +19,7 @@ import aiohttp
 from aiohttp.test_utils import TestServer
 
 from tether.harness import Harness
+from tether.web.accesslog import AccessLogger
 from tether.web.app import make_app
 from tether.web.pages import DECIDER
 from tether.web.settings import ServeSettings
@@ -87,7 +88,7 @@ async def serving(store: Any, tmp_path: Path, *, users: bool = True, **settings:
         async with Harness(workspace=tmp_path / "workspace", store=store, client=model) as harness:
             app = make_app(ServeSettings(store, **settings), harness, console=False, notify=False)
             server = TestServer(app, host="127.0.0.1")
-            await server.start_server()
+            await server.start_server(access_log_class=AccessLogger)  # tether serve's own
             try:
                 yield Served(server, harness, model, store)
             finally:

@@ -135,3 +135,19 @@ async def test_a_watcher_cannot_decide_through_a_link(web: Served):
     finally:
         await client.close()
     unchanged(web, run_id)
+
+
+async def test_a_links_token_is_in_no_log(web: Served, caplog):
+    caplog.set_level("INFO")
+    run_id = await web.waiting_run()
+    token = link_for(web, run_id, bearer=True)
+    client = web.client()
+    try:
+        assert (await client.get(f"/l/{token}")).status == 200
+        assert (await client.post(f"/l/{token}", data={})).status == 200
+        await web.settled()
+    finally:
+        await client.close()
+    lines = [r.getMessage() for r in caplog.records]
+    assert any('"POST /l/…" 200' in line for line in lines), lines
+    assert not any(token in line or token.split(".")[1] in line for line in lines)

@@ -14,6 +14,7 @@ import asyncio
 import contextlib
 import getpass
 import ipaddress
+import logging
 import signal
 import sys
 from typing import Any
@@ -51,14 +52,17 @@ def serve_command(args: argparse.Namespace, store: Any, harness_of: Any) -> int:
 async def _serve(settings: ServeSettings, harness_of: Any) -> int:
     from aiohttp import web
 
+    from tether.web.accesslog import AccessLogger
     from tether.web.app import make_app
 
+    if not logging.getLogger().handlers:  # a server says what it serves, one line a request, on stderr
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     async with harness_of() as harness:
-        runner = web.AppRunner(make_app(settings, harness), handle_signals=False, access_log_format=ACCESS_LOG)
+        runner = web.AppRunner(make_app(settings, harness), handle_signals=False, access_log_class=AccessLogger)
         await runner.setup()
         try:
             site = web.TCPSite(runner, settings.host, settings.port, shutdown_timeout=2.0)
@@ -75,11 +79,6 @@ async def _serve(settings: ServeSettings, harness_of: Any) -> int:
         finally:
             await runner.cleanup()
     return 0
-
-
-# The access log names the request line without its query string (a page's ``next=``), and
-# never a body: a password posted to /login is in no log.
-ACCESS_LOG = '%a "%r" %s %b %Tfs'
 
 
 def _loopback(host: str) -> bool:
