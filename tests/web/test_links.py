@@ -19,7 +19,8 @@ def link_for(served: Served, run_id: str, action: str = "approve", **kw) -> str:
     waiting = served.store.load(run_id).interruption
     assert isinstance(waiting, NeedsApproval)
     kw.setdefault("args_hash", args_hash(waiting.args))
-    return issue_link(served.store, run_id=run_id, call_id=waiting.call_id, action=action, **kw)  # type: ignore[arg-type]
+    return issue_link(served.store, run_id=run_id, call_id=waiting.call_id, action=action,  # type: ignore[arg-type]
+                      **kw)
 
 
 def unchanged(served: Served, run_id: str) -> None:

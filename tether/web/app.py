@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -31,10 +32,11 @@ from tether.web.users import UserBook
 log = logging.getLogger(__name__)
 
 
-def make_app(settings: ServeSettings, harness: Any, *, console: bool = True,
-             notify: bool | None = None) -> web.Application:
+def make_app(settings: ServeSettings, harness: Any, *, console: bool = True, notify: bool = True) -> web.Application:
     """``console``: mount the console in a browser at ``/console/`` (when it can be);
-    ``notify``: run the notification sender (None: when the agent file has ``[notify.*]``)."""
+    ``notify``: send the store's notifications when the agent file has ``[notify.*]``
+    tables (checked here: a bad one is a :class:`tether.config.ConfigError`, in words,
+    before the server starts)."""
     app = web.Application(middlewares=[auth.guard], client_max_size=256 * 1024)
     app[auth.SETTINGS] = settings
     app[auth.SESSIONS] = Sessions(settings.session_ttl_s)
@@ -53,10 +55,9 @@ def make_app(settings: ServeSettings, harness: Any, *, console: bool = True,
     app.cleanup_ctx.append(_store_role)
     app.cleanup_ctx.append(_watching)
     app.cleanup_ctx.append(_deciding)
-    if notify is None:
-        notify = _has_notify_tables(settings)
-    if notify:
-        app.cleanup_ctx.append(_sending)
+    channels = _channels(settings) if notify else []
+    if channels:
+        app.cleanup_ctx.append(functools.partial(_sending, channels=channels))
     return app
 
 
@@ -84,19 +85,15 @@ async def _deciding(app: web.Application) -> AsyncIterator[None]:
         await app[pages.DECIDER].aclose()
 
 
-async def _sending(app: web.Application) -> AsyncIterator[None]:
+async def _sending(app: web.Application, *, channels: list[Any]) -> AsyncIterator[None]:
     """The notification sender of this store, beside the pages (it takes the store's one
     sender's lease itself: a second server of the same store sends nothing twice)."""
-    try:
-        from tether.notify import run_sender, sender_status
-    except ImportError as exc:
-        log.warning("tether serve: the agent file has [notify.*] tables, but notifications cannot be sent: %s", exc)
-        yield
-        return
+    from tether.notify import run_sender, sender_status
+
     settings = app[auth.SETTINGS]
     stop = asyncio.Event()
     task = asyncio.create_task(run_sender(settings.store, config_path=settings.config_path,
-                                          public_url=settings.public_url, stop=stop),
+                                          public_url=settings.public_url, stop=stop, channels=channels),
                                name="tether serve: notification sender")
     app[pages.NOTICES].append(lambda: [str(line) for line in sender_status(settings.store)])
     try:
@@ -113,19 +110,14 @@ async def _sending(app: web.Application) -> AsyncIterator[None]:
             log.warning("tether serve: the notification sender ended with %s: %s", type(exc).__name__, exc)
 
 
-def _has_notify_tables(settings: ServeSettings) -> bool:
-    from tether.config import find_config
-
-    path = find_config(settings.config_path)
-    if path is None:
-        return False
-    import tomllib
-
+def _channels(settings: ServeSettings) -> list[Any]:
+    """The ``[notify.*]`` tables of the agent file, checked (none without tether.notify)."""
     try:
-        with open(path, "rb") as f:
-            return isinstance(tomllib.load(f).get("notify"), dict)
-    except (OSError, ValueError):
-        return False
+        from tether.notify import load_channels
+    except ImportError as exc:
+        log.info("tether serve: notifications are not available here (%s)", exc)
+        return []
+    return load_channels(settings.config_path)
 
 
 @dataclass(frozen=True, slots=True)

@@ -41,27 +41,29 @@ async def _cards(request: web.Request) -> list[Card]:
     return await call(store, pending_cards, store, apply_deadlines=not request.app[WATCH_ONLY])
 
 
-def _banner(request: web.Request) -> list[str]:
+async def _banner(request: web.Request) -> list[str]:
+    """What the page says above everything: the store not followed live, notifications that
+    keep failing (read off the event loop for a network store)."""
     lines: list[str] = []
     problem = request.app[HUB].problem
     if problem:
         lines.append(problem)
+    store = request.app[DECIDER].store
     for source in request.app[NOTICES]:
         with contextlib.suppress(Exception):  # a banner that cannot be read is no reason to fail the page
-            lines.extend(source())
+            lines.extend(await call(store, source))
     return lines
 
 
 async def approvals(request: web.Request) -> web.Response:
-    cards = await _cards(request)
-    return html("approvals.html", **page_context(request, cards=cards, now=time.time(), banner=_banner(request),
+    cards, banner = await _cards(request), await _banner(request)
+    return html("approvals.html", **page_context(request, cards=cards, now=time.time(), banner=banner,
                                                  where=request.app[DECIDER].store.where))
 
 
 async def approvals_fragment(request: web.Request) -> web.Response:
-    cards = await _cards(request)
-    body = fragment("_cards.html", **page_context(request, cards=cards, now=time.time(), banner=_banner(request),
-                                                  back="/"))
+    cards, banner = await _cards(request), await _banner(request)
+    body = fragment("_cards.html", **page_context(request, cards=cards, now=time.time(), banner=banner, back="/"))
     return web.Response(text=body, content_type="text/html")
 
 
@@ -97,8 +99,8 @@ async def _run_view(request: web.Request, run_id: str) -> RunView:
     live = summary.status == "running" and held
     waits_held = isinstance(state.interruption, NeedsApproval) and held
     card = card_of(summary) if isinstance(state.interruption, NeedsApproval) else None
-    return RunView(run_id, summary.shown_status, summary.agent or summary.model, summary.source, summary.task, summary.cost_usd,
-                   summary.turns, live or waits_held, card, _tail(state), _reason(state))
+    return RunView(run_id, summary.shown_status, summary.agent or summary.model, summary.source, summary.task,
+                   summary.cost_usd, summary.turns, live or waits_held, card, _tail(state), _reason(state))
 
 
 def _tail(state: RunState) -> list[dict[str, str]]:
@@ -134,7 +136,7 @@ async def run_page(request: web.Request) -> web.Response:
         view = await _run_view(request, run_id)
     except StateError as exc:
         return words_page(request, 404, "No such run", str(exc))
-    return html("run.html", **page_context(request, run=view, now=time.time(), banner=_banner(request),
+    return html("run.html", **page_context(request, run=view, now=time.time(), banner=await _banner(request),
                                            back=f"/runs/{run_id}"))
 
 
