@@ -76,8 +76,10 @@ class Served:
         await self.app[DECIDER].settled()
 
 
-async def serving(store: Any, tmp_path: Path, *, users: bool = True, **settings: Any) -> AsyncIterator[Served]:
-    """``users``: add ana and bob (operators) and walt (a watcher) first."""
+async def serving(store: Any, tmp_path: Path, *, users: bool = True, notify: bool = False, port: int | None = None,
+                  **settings: Any) -> AsyncIterator[Served]:
+    """``users``: add ana and bob (operators) and walt (a watcher) first; ``notify``: send
+    the notifications of ``config_path``'s ``[notify.*]`` tables."""
     if users:
         book = UserBook(store)
         book.add("ana", PASSWORDS["ana"])
@@ -86,8 +88,8 @@ async def serving(store: Any, tmp_path: Path, *, users: bool = True, **settings:
     async with Harness(workspace=tmp_path / "workspace", store=store) as plain:
         model = Recording(plain.client)
         async with Harness(workspace=tmp_path / "workspace", store=store, client=model) as harness:
-            app = make_app(ServeSettings(store, **settings), harness, console=False, notify=False)
-            server = TestServer(app, host="127.0.0.1")
+            app = make_app(ServeSettings(store, **settings), harness, console=False, notify=notify)
+            server = TestServer(app, host="127.0.0.1", **({"port": port} if port else {}))
             await server.start_server(access_log_class=AccessLogger)  # tether serve's own
             try:
                 yield Served(server, harness, model, store)
