@@ -143,3 +143,19 @@ def test_the_key_is_made_once_for_every_process(tmp_path: Path):
     keys = {p.communicate(timeout=60)[0].strip() for p in processes}
     assert len(keys) == 1 and len(next(iter(keys))) == 64
     assert not [p for p in root.iterdir() if p.name.endswith(".tmp")]
+
+
+def test_the_watchers_role_cannot_read_the_link_key(pg_notify: Any, pg_server: Any):
+    import psycopg
+
+    from tether.pgstore import PgStore
+
+    storage_for(pg_notify).key()  # made by the operator's role
+    watcher = PgStore(pg_server.watcher_url)
+    try:
+        with watcher._conn() as conn, pytest.raises(psycopg.errors.InsufficientPrivilege):
+            conn.execute(watcher.q("SELECT key FROM {s}.notify_key"))
+        with watcher._conn() as conn:  # what it may read still reads: the status, for its console
+            conn.execute(watcher.q("SELECT count(*) FROM {s}.notify_status"))
+    finally:
+        watcher.close()

@@ -313,12 +313,23 @@ class PgStorage:
 
     @contextlib.contextmanager
     def _conn(self) -> Any:
+        from psycopg import sql
+
         with self.store._conn() as conn:
             if not self._ready:
                 with conn.transaction():
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LEASE_CLASS,))
                     for statement in _PG_SCHEMA:
                         conn.execute(self.store.q(statement))
+                    # The key signs links that decide: no other role reads it, not even the
+                    # watcher's, which the store's default privileges let read every new table.
+                    others = conn.execute(
+                        "SELECT DISTINCT grantee FROM information_schema.role_table_grants WHERE table_schema = %s "
+                        "AND table_name = 'notify_key' AND grantee <> current_user", (self.store.schema,)).fetchall()
+                    for (grantee,) in others:
+                        who = sql.SQL("PUBLIC") if grantee == "PUBLIC" else sql.Identifier(grantee)
+                        conn.execute(sql.SQL("REVOKE ALL ON {s}.notify_key FROM {who}").format(
+                            s=sql.Identifier(self.store.schema), who=who))
                 self._ready = True
             yield conn
 
