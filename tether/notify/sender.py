@@ -75,6 +75,8 @@ class SenderSettings:
     """How often a waiting sender tries the lease."""
     timeout_s: float = 10.0
     cursor_every_s: float = 5.0
+    restart_after_s: float = 5.0
+    """How long the sender waits to start again after an error it cannot go on from."""
     catch_up_margin_s: float = 120.0
     """How far before the last sender's cursor a new one reads again (clocks of other
     hosts; trace lines committed late): the ledger keeps the overlap from being sent twice."""
@@ -253,12 +255,23 @@ async def run_sender(store: Any, *, config_path: Path | str | None = None, publi
                 try:
                     await _Sender(store, channels, lease, client, public_url, settings, stop, since).run(ready)
                 except StateError as exc:  # the database went away, and the lease with it
-                    log.warning("%s; waiting to take the lease again", exc)
+                    log.warning("%s; waiting to take the lease again", _redacted(str(exc), channels))
                     await _pause(stop, settings.lease_every_s)
+                except Exception as exc:
+                    # Whatever else stops it (a disk, a database's refusal): said, and started again.
+                    log.error("the sender stopped on an error (%s); it starts again in %g s",
+                              _redacted(f"{type(exc).__name__}: {exc}", channels), settings.restart_after_s)
+                    await _pause(stop, settings.restart_after_s)
                 finally:
                     lease.release()
         finally:
             lease.release()
+
+
+def _redacted(text: str, channels: list[NotifyChannel]) -> str:
+    for channel in channels:
+        text = kinds.redact(text, channel)
+    return text
 
 
 def _quietly(read: Any) -> Any:
@@ -349,6 +362,9 @@ class _Sender:
             for worker in workers:
                 worker.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
+            if self.stop.is_set() and self.cursor_saved:  # a clean stop: the next sender reads from here
+                with contextlib.suppress(Exception):
+                    await asyncio.to_thread(self.storage.meta_put, CURSOR, repr(time.time()))
             if not self.failures:
                 with contextlib.suppress(Exception):
                     await asyncio.to_thread(self._clear_status)
