@@ -34,6 +34,10 @@ run: $(VENV)/.installed
 
 # The tests include a real local model (tests/local_model/test_local_model.py), so they need the
 # local extra too: the first install compiles llama.cpp (about 6 minutes on 2 cores).
+# Bytecode caches are written (git ignores them) even where PYTHONDONTWRITEBYTECODE is set:
+# the tests start hundreds of tether processes, each of which would otherwise compile the
+# package from source again, and each worker would rewrite every test module's asserts.
+test: export PYTHONDONTWRITEBYTECODE =
 test: $(VENV)/.installed-test $(VENV)/.installed-local agents
 	$(BIN)/lint-imports
 	$(BIN)/vulture tether/ .vulture_whitelist.py

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import fcntl
 import html
+import io
 import json
 import os
 import re
@@ -15,8 +16,9 @@ import struct
 import subprocess
 import sys
 import termios
+import threading
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -353,3 +355,49 @@ class Terminal:
             pass
         self.proc.wait()
         os.close(self.master)
+
+
+# ---- the CLI in this process ---------------------------------------------------------------
+
+_ONE_CLI_AT_A_TIME = threading.Lock()
+
+
+def cli_here(*args: str, env: Mapping[str, str] | None = None,
+             cwd: Path | str | None = None) -> subprocess.CompletedProcess[str]:
+    """``tether ARGS`` by the CLI's own ``main`` in this process, as a child process would run
+    it (``env``, if given, its whole environment; ``cwd`` its folder): the exit code, stdout
+    and stderr, as :func:`subprocess.run` gives them. The same parser, store and words,
+    without a process start-up (imports, a second or more each on a loaded machine). A test
+    that drives a real ``tether`` process from another one stays real where the test is about
+    processes; this is for the commands that ask or decide beside it. Not for the commands
+    that take signals or the terminal (watch, worker, acp, console, demo, notify).
+    One call at a time: the environment, the folder and the standard streams are the
+    process's."""
+    from tether import cli
+
+    with _ONE_CLI_AT_A_TIME:
+        saved_env, saved_cwd = dict(os.environ), os.getcwd()
+        out, err = io.StringIO(), io.StringIO()
+        try:
+            if env is not None:
+                os.environ.clear()
+                os.environ.update(env)
+            if cwd is not None:
+                os.chdir(cwd)
+            with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                try:
+                    code = cli.main(list(args))
+                except SystemExit as exc:  # argparse's own refusals (and --help)
+                    code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
+        finally:
+            os.chdir(saved_cwd)
+            if env is not None:
+                os.environ.clear()
+                os.environ.update(saved_env)
+    return subprocess.CompletedProcess(["tether", *args], code, out.getvalue(), err.getvalue())
+
+
+async def cli_here_async(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
+    """:func:`cli_here` from a test's event loop: in a thread, so the loop (and the processes
+    it watches) goes on meanwhile."""
+    return await asyncio.to_thread(cli_here, *args, **kw)

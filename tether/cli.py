@@ -530,11 +530,16 @@ def _main(args: argparse.Namespace, command: str) -> int:
 
 
 def _config(args: argparse.Namespace) -> Any:
-    """The agent file in force, checked, or None (the demo agents only)."""
-    from tether.config import find_config, load_config
+    """The agent file in force, checked, or None (the demo agents only). The checker
+    (pydantic) is imported only when there is a file to check."""
+    from tether.configfile import find_config
 
     path = find_config(getattr(args, "config", None))
-    return load_config(path) if path is not None else None
+    if path is None:
+        return None
+    from tether.config import load_config
+
+    return load_config(path)
 
 
 def _harness(args: argparse.Namespace, **kw: Any) -> Any:

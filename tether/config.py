@@ -48,17 +48,14 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from tether.agents import DEFAULT_INSTRUCTIONS, AcpCommand, Agent, AgentError, as_callable, as_tool
+from tether import configfile
+from tether.configfile import CONFIG_ENV, ConfigError
 from tether.state import Limits, Policies, Pricing
 
 if TYPE_CHECKING:
     from tether.mcp import MCPServer
 
-CONFIG_FILE = "tether.toml"
-CONFIG_ENV = "TETHER_CONFIG"
-
-
-class ConfigError(ValueError):
-    """A problem with an agent file, in one line: the file, the key, and the fix."""
+find_config = configfile.find_config  # where callers have always found it
 
 
 # ---- the file's shape ------------------------------------------------------------------
@@ -319,16 +316,6 @@ class Config:
             return build()
         except AgentError as exc:
             raise ConfigError(f"{self.path}: {key}: {exc}") from None
-
-
-def find_config(explicit: Path | str | None = None) -> Path | None:
-    """The agent file in force: ``explicit``, ``$TETHER_CONFIG``, or ``./tether.toml``."""
-    if explicit:
-        return Path(explicit)
-    if os.environ.get(CONFIG_ENV):
-        return Path(os.environ[CONFIG_ENV])
-    here = Path.cwd() / CONFIG_FILE
-    return here if here.is_file() else None
 
 
 def load_config(path: Path | str) -> Config:

@@ -174,7 +174,7 @@ class Harness:
         """Rebuild the agent a run was made with: the one this process was given, else its
         agent file, else its saved definition. Raises :class:`StateError` in words."""
         from tether import demo
-        from tether.config import ConfigError, load_config
+        from tether.configfile import ConfigError
 
         ref = state.agent
         if ref is not None and ref.spec.get("program"):
@@ -191,6 +191,8 @@ class Harness:
             return known
         try:
             if ref.source == "config" and ref.config and Path(ref.config).is_file():
+                from tether.config import load_config  # the file's checker (pydantic): only for an agent file's run
+
                 config = self.config if self.config is not None and str(self.config.path) == ref.config \
                     else load_config(ref.config)
                 return config.agent(ref.name)

@@ -2,16 +2,16 @@
 rule deciding the calls already waiting (and saying which); every bad input refused in
 words with nothing changed; the deadline and edit options of run and approve.
 
-Real ``tether`` processes against the file store in a temp dir and the session's
-PostgreSQL (tests/pg.py). The PostgreSQL store's rules and decisions are cleared before
-and after each test: every test of the session shares the server, and a rule left behind
-would decide other tests' calls.
+``tether`` against the file store in a temp dir and the session's PostgreSQL (tests/pg.py):
+the runs that wait are real processes, and so is one call of each command path
+(``real=True``); the other calls run the CLI's own main in this process, the same parser
+and words without a process start-up each (tests/support.py, cli_here). The PostgreSQL
+store's rules and decisions are cleared before and after each test: every test of the
+session shares the server, and a rule left behind would decide other tests' calls.
 """
 
 from __future__ import annotations
 
-import contextlib
-import io
 import json
 import os
 import re
@@ -25,7 +25,7 @@ import pytest
 
 from tether.runstore import Store, open_store
 from tether.state import NeedsApproval, Status
-from tests.support import wait_until
+from tests.support import cli_here, wait_until
 
 CAP_S = 120.0
 
@@ -49,29 +49,15 @@ def clear_approvals(pg) -> None:
         conn.execute(pg.q("TRUNCATE {s}.rules, {s}.decisions"))
 
 
-def tether(tmp_path: Path, *args: str, store: str) -> subprocess.CompletedProcess[str]:
-    """``tether ARGS --store STORE`` in a child process, its workspace in ``tmp_path``."""
+def tether(tmp_path: Path, *args: str, store: str, real: bool = False) -> subprocess.CompletedProcess[str]:
+    """``tether ARGS --store STORE``, its workspace in ``tmp_path``: in a child process when
+    ``real``, else by the CLI's main in this process, with the child's environment and folder."""
     env = {k: v for k, v in os.environ.items() if k != "TETHER_STORE"}
     env["TETHER_HOME"] = str(tmp_path / "home")
+    if not real:
+        return cli_here(*args, "--store", store, env=env, cwd=tmp_path)
     return subprocess.run([sys.executable, "-m", "tether.cli", *args, "--store", store], capture_output=True,
                           text=True, timeout=CAP_S, env=env, cwd=tmp_path)
-
-
-def in_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, *args: str) -> tuple[int, str, str]:
-    """``tether.cli.main(ARGS)`` in this process, as the child above would run it: its exit
-    code, its stdout and its stderr."""
-    from tether import cli
-
-    monkeypatch.delenv("TETHER_STORE", raising=False)
-    monkeypatch.setenv("TETHER_HOME", str(tmp_path / "home"))
-    monkeypatch.chdir(tmp_path)
-    out, err = io.StringIO(), io.StringIO()
-    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
-        try:
-            code = cli.main(list(args))
-        except SystemExit as exc:  # argparse's own refusals
-            code = int(exc.code or 0)
-    return code, out.getvalue(), err.getvalue()
 
 
 def run_args(tmp_path: Path) -> list[str]:
@@ -105,7 +91,7 @@ def waiting_call(store: Store, run_id: str) -> NeedsApproval:
 # ---- add, list, remove ----------------------------------------------------------------------
 
 def test_rules_are_added_listed_and_removed(spec: str, tmp_path: Path):
-    empty = tether(tmp_path, "rules", store=spec)
+    empty = tether(tmp_path, "rules", store=spec, real=True)
     assert empty.returncode == 0 and empty.stdout.startswith("no standing rules on ")
 
     logs = added(tether(tmp_path, "rules", "add", "--allow", "delete_file", "--where", "path=*.log",
@@ -132,7 +118,7 @@ def test_rules_are_added_listed_and_removed(spec: str, tmp_path: Path):
     assert rows[1]["expires"] - rows[1]["created"] == pytest.approx(7 * 86400, abs=60)
     assert rows[2]["approvals"] == 2 and rows[2]["deadline_s"] == 600 and rows[2]["on_deadline"] == "escalate"
 
-    removed = tether(tmp_path, "rules", "remove", logs, store=spec)
+    removed = tether(tmp_path, "rules", "remove", logs, store=spec, real=True)
     assert removed.returncode == 0 and removed.stdout.strip() == \
         f"removed {logs}: allow delete_file where path=*.log (scratch logs)"
     assert rule_ids(tmp_path, spec) == [demo, asked]
@@ -144,10 +130,13 @@ def test_rules_are_added_listed_and_removed(spec: str, tmp_path: Path):
     assert number(latest) > number(asked)
 
 
-def test_every_bad_rule_is_refused_in_words_and_nothing_changes(spec: str, tmp_path: Path,
-                                                                monkeypatch: pytest.MonkeyPatch):
+def test_every_bad_rule_is_refused_in_words_and_nothing_changes(spec: str, tmp_path: Path):
     kept = added(tether(tmp_path, "rules", "add", "--deny", "delete_file", "--reason", "keep", store=spec))
     before = tether(tmp_path, "rules", "--json", store=spec).stdout
+    refused = tether(tmp_path, "rules", "add", "--allow", "delete_file", store=spec, real=True)  # a real process too
+    assert refused.returncode == 2 and refused.stdout == "", refused
+    assert refused.stderr.startswith("tether: error: ") and "say why, with --reason TEXT" in refused.stderr
+    assert len(refused.stderr.splitlines()) == 1, refused.stderr
     cases = [
         (["add", "--allow", "delete_file", "--where", "name=*.log", "--reason", "x"],
          "--where name=*.log: delete_file has no argument 'name' (its arguments: path), so the rule can never match"),
@@ -171,7 +160,8 @@ def test_every_bad_rule_is_refused_in_words_and_nothing_changes(spec: str, tmp_p
     if spec.startswith("postgresql"):  # refused before the store is touched, whichever it is: a few will do
         cases = [cases[0], cases[4], cases[-2], cases[-1]]
     for args, words in cases:  # the CLI's own main, in this process: the same parser and words, no start-up each
-        code, out, err = in_process(tmp_path, monkeypatch, "rules", *args, "--store", spec)
+        refused = tether(tmp_path, "rules", *args, store=spec)
+        code, out, err = refused.returncode, refused.stdout, refused.stderr
         assert code == 2, (args, out, err)
         assert out == "", args
         assert err.startswith("tether: error: ") and words in err, (args, err)
@@ -183,7 +173,7 @@ def test_every_bad_rule_is_refused_in_words_and_nothing_changes(spec: str, tmp_p
 def test_an_unknown_tool_or_agent_is_a_warning_and_the_rule_is_kept(tmp_path: Path):
     store = str(tmp_path / "runs")
     made = tether(tmp_path, "rules", "add", "--deny", "deploy_prod", "--agent", "release-bot", "--reason", "later",
-                  store=store)
+                  store=store, real=True)
     rule_id = added(made)
     warnings = made.stderr.splitlines()
     assert warnings[0].startswith("tether: warning: no tool known here is named 'deploy_prod' (known: ")
@@ -280,7 +270,7 @@ def test_rules_explain_says_which_rule_decides_a_call_and_why_the_others_do_not(
     other = added(tether(tmp_path, "rules", "add", "--deny", "delete_file", "--agent", "ops", "--reason", "x",
                          store=spec))
     wide = added(tether(tmp_path, "rules", "add", "--allow", "*", "--reason", "anything", store=spec))
-    explained = tether(tmp_path, "rules", "explain", "d1", call_id, store=spec)
+    explained = tether(tmp_path, "rules", "explain", "d1", call_id, store=spec, real=True)
     assert explained.returncode == 0, explained.stderr
     assert explained.stdout.splitlines() == [
         f'{call_id}: delete_file {{"path":"access.log"}} (agent destructive, source tether)',
@@ -299,7 +289,8 @@ def test_rules_explain_says_which_rule_decides_a_call_and_why_the_others_do_not(
 
 def test_a_decision_deadline_rejects_the_call_of_a_run_nobody_holds_at_the_next_listing(tmp_path: Path):
     spec = str(tmp_path / "runs")
-    bad = tether(tmp_path, "run", "destructive", "--decision-deadline", "soon", *run_args(tmp_path), store=spec)
+    bad = tether(tmp_path, "run", "destructive", "--decision-deadline", "soon", *run_args(tmp_path), store=spec,
+                 real=True)
     assert bad.returncode == 2 and "'soon' is not a duration" in bad.stderr
     assert tether(tmp_path, "runs", store=spec).stdout.startswith("no runs")  # nothing was made
 
@@ -309,7 +300,7 @@ def test_a_decision_deadline_rejects_the_call_of_a_run_nobody_holds_at_the_next_
     waiting = waiting_call(open_store(spec), "dl")
     assert waiting.deadline_at is not None and waiting.on_deadline == "reject"
     time.sleep(max(0.0, waiting.deadline_at - time.time()) + 0.05)  # past the deadline: no process is there
-    listed = tether(tmp_path, "runs", store=spec)
+    listed = tether(tmp_path, "runs", store=spec, real=True)
     assert listed.returncode == 0, listed.stderr
     assert listed.stderr.startswith(f"tether: dl: no decision on delete_file ({waiting.call_id}) within ")
     assert "the call was rejected; tether resume dl goes on" in listed.stderr
@@ -322,7 +313,8 @@ def test_approve_with_arguments_that_are_not_a_json_object_is_refused_and_the_ca
     spec = str(tmp_path / "runs")
     assert tether(tmp_path, "run", "destructive", "--run-id", "d1", *run_args(tmp_path), store=spec).returncode == 5
     for given, words in (("{not json", "--args is not JSON"), ("[1, 2]", "--args must be a JSON object")):
-        refused = tether(tmp_path, "approve", "d1", "--args", given, *run_args(tmp_path), store=spec)
+        refused = tether(tmp_path, "approve", "d1", "--args", given, *run_args(tmp_path), store=spec,
+                         real=given.startswith("["))
         assert refused.returncode == 2 and words in refused.stderr and "nothing was decided" in refused.stderr
     state = open_store(spec).load("d1")
     assert isinstance(state.interruption, NeedsApproval) and not state.approvals

@@ -21,11 +21,11 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
-import jsonschema
-
 from tether.cancel import CancelSignal
 
 if TYPE_CHECKING:
+    import jsonschema
+
     from tether.approvals.preview import Preview
     from tether.runstore import IdempotencyLedger
     from tether.state import RunState
@@ -174,6 +174,8 @@ class Tool(ABC):
             return _validator(type(self))
         cached = self.__dict__.get("_validator")
         if cached is None:
+            import jsonschema  # at the first check, not at start-up: many commands check no arguments
+
             cached = self.__dict__["_validator"] = jsonschema.Draft202012Validator(self.parameters)
         return cached
 
@@ -192,4 +194,6 @@ class Tool(ABC):
 @functools.cache
 def _validator(tool_class: type[Tool]) -> jsonschema.Draft202012Validator:
     # Building a validator costs far more than a check, and every run of every tool needs one.
+    import jsonschema
+
     return jsonschema.Draft202012Validator(tool_class.parameters)
