@@ -37,7 +37,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
@@ -265,9 +265,10 @@ class TrackedRun:
                 return await self._decided(call_id, tool, raw, "reject", step.words, DEADLINE, asked_at=asked_at)
             st.status, st.interruption = Status.INTERRUPTED, waiting
             if decision.kind == "approve":
-                event = approve(st, call_id, decision.text, decision.by, args=decision.args)
+                event = _on_its_call(st, call_id, lambda: approve(st, call_id, decision.text, decision.by,
+                                                                  args=decision.args))
             else:
-                event = reject(st, call_id, decision.text, decision.by)
+                event = _on_its_call(st, call_id, lambda: reject(st, call_id, decision.text, decision.by))
             st.status, st.interruption = Status.RUNNING, None
             self._emit(event)
             await self._save()
@@ -402,7 +403,7 @@ class TrackedRun:
                                             text=approved_words(text, by), by=by, rule=rule)
         else:
             st.status, st.interruption = Status.INTERRUPTED, NeedsApproval(call_id, tool, raw)
-            event = reject(st, call_id, text, by, rule=rule)
+            event = _on_its_call(st, call_id, lambda: reject(st, call_id, text, by, rule=rule))
             st.approvals[call_id].asked_at = asked_at
             st.status, st.interruption = Status.RUNNING, None
         self._emit(event)
@@ -512,6 +513,24 @@ def program_of(state: RunState) -> str | None:
         return None
     source = state.agent.spec.get("program")
     return str(source) if source else None
+
+
+def _on_its_call(state: RunState, call_id: str, decide: Callable[[], ApprovalDecision]) -> ApprovalDecision:
+    """Decide the waiting call as the last call of the transcript, which is what a decision
+    reads (:func:`tether.state.pending_calls`), even when reports relayed while it waited
+    (:meth:`TrackedRun._reported`) came after it; a rejection's result is added at the end."""
+    messages = state.messages
+    at = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "assistant"
+               and any(c.get("id") == call_id for c in messages[i].get("tool_calls") or ())), None)
+    if at is None:
+        return decide()
+    state.messages = messages[:at + 1]
+    try:
+        return decide()
+    finally:
+        added = state.messages[at + 1:]
+        state.messages = messages
+        messages.extend(added)
 
 
 def _raw(args: Mapping[str, Any] | str | None) -> str:
