@@ -72,10 +72,17 @@ async def _store_role(app: web.Application) -> AsyncIterator[None]:
 async def _watching(app: web.Application) -> AsyncIterator[None]:
     hub = app[pages.HUB]
     hub.start()
+    app.on_shutdown.append(_end_streams)
     try:
         yield
     finally:
         await hub.aclose()
+
+
+async def _end_streams(app: web.Application) -> None:
+    """Before the server waits for its open requests: the pages' event streams end now (a
+    browser reconnects to the next server), so a shutdown does not wait on them."""
+    app[pages.HUB].end_streams()
 
 
 async def _deciding(app: web.Application) -> AsyncIterator[None]:

@@ -53,15 +53,19 @@ class Hub:
         if self._task is None:
             self._task = asyncio.create_task(self._watch(), name="tether serve: store watcher")
 
+    def end_streams(self) -> None:
+        """Every open event stream ends (a server shutting down waits for none)."""
+        self.closing = True
+        for listener in self.listeners:
+            listener.wake.set()
+
     async def aclose(self) -> None:
-        self.closing = True  # every open event stream ends (a server shutting down waits for none)
+        self.end_streams()
         task, self._task = self._task, None
         if task is not None:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
-        for listener in self.listeners:
-            listener.wake.set()
 
     @contextlib.contextmanager
     def listen(self) -> Any:
