@@ -174,7 +174,7 @@ def test_tether_notify_refuses_a_file_without_notify_tables(tmp_path: Path):
     assert out.returncode == 2 and "no [notify.NAME] tables" in out.stderr
 
 
-async def test_tether_notify_sends_and_a_second_one_waits_then_takes_over(tmp_path: Path, receiver: Receiver):
+async def test_tether_notify_sends_and_a_second_one_takes_over_when_the_first_is_killed(tmp_path: Path, receiver: Receiver):
     config = tmp_path / "tether.toml"
     config.write_text(f'[notify.ops]\nkind = "webhook"\nurl = "{receiver.url}/hook"\nevents = ["completed"]\n')
     command = [sys.executable, "-m", "tether.cli", "notify", "--store", str(tmp_path / "runs"), "--config", str(config),
@@ -189,13 +189,16 @@ async def test_tether_notify_sends_and_a_second_one_waits_then_takes_over(tmp_pa
         async with Harness(tmp_path / "runs", tmp_path / "ws") as h:
             await h.run(h.new_run("plan").run_id)
         await receiver.wait_for(lambda r: r.posts, "the first sender's notification")
-        first.send_signal(signal.SIGTERM)
-        assert await asyncio.to_thread(first.wait, 30) == 0
+        await until(lambda: not storage_for(RunStore(tmp_path / "runs")).ledger_unsent(), "the send recorded")
+        first.kill()  # however it ends: the kernel drops its lease
+        await asyncio.to_thread(first.wait, 30)
         assert "took over" in await asyncio.to_thread(second.stderr.readline)  # type: ignore[union-attr]
         async with Harness(tmp_path / "runs", tmp_path / "ws") as h:
             await h.run(h.new_run("plan").run_id)
         await receiver.wait_for(lambda r: len(r.posts) == 2, "the second sender's notification")
         assert len({b["run_id"] for b in receiver.bodies()}) == 2
+        second.send_signal(signal.SIGTERM)  # a signal ends it cleanly
+        assert await asyncio.to_thread(second.wait, 30) == 0
     finally:
         for process in (first, second):
             if process is not None and process.poll() is None:
