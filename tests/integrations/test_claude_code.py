@@ -320,11 +320,17 @@ async def test_a_stop_made_between_hooks_ends_the_session_at_its_next_hook(place
     prompt = f"Run:\necho one >> steps.txt; while [ ! -e {gate} ]; do sleep 0.05; done\necho two >> steps.txt"
     session = asyncio.create_task(run_claude(place, prompt))
     await until(lambda: (place.project / "steps.txt").exists(), "the first command to run", session)
+    # No hook runs now (the command does): the run is live while Claude Code's process lives.
+    summary = RunStore(place.runs).summary(place.run_id)
+    assert (summary.status, summary.liveness) == ("running", "running") and summary.owner.kept
+    code, said = await tether_cli("runs", "--runs-dir", str(place.runs))
+    assert "Stop lands at its next hook" in said and "orphaned" not in said, said
     code, said = await tether_cli("stop", place.run_id, "--reason", "wrong branch", "--as", "carol",
                                   "--runs-dir", str(place.runs))
-    assert code == 1 and "recorded" in said, said  # no hook holds the run: the next one takes the Stop
+    assert code == 1 and "is recorded and lands at its next hook" in said, said  # the next hook takes it
     gate.touch()
     done = await session
+    assert summary.owner.pid == done.pid  # Claude Code's own process kept the run live
     assert (place.project / "steps.txt").read_text() == "one\n"  # the second command never ran
     assert len(done.received) == 1, "the session asked the model nothing after the Stop"
     state = await ended_run(place)
