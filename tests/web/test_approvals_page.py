@@ -293,3 +293,32 @@ async def test_a_call_that_starts_waiting_is_pushed_to_every_open_page_from_one_
                 stream.close()
     finally:
         await client.close()
+
+
+async def test_a_passed_deadline_nobody_holds_is_applied_before_the_page_shows_it(web: Served):
+    from tether.state import Policies
+
+    state = web.harness.new_run("destructive", policies=Policies(decision_deadline_s=0.01))
+    out = await web.harness.run(state.run_id)
+    assert isinstance(out.state.interruption, NeedsApproval) and out.state.interruption.deadline_at is not None
+    await asyncio.sleep(0.05)  # the deadline passes while nobody looks
+    client = await logged_in(web, "ana")
+    try:
+        assert cards(await (await client.get("/")).text()) == []
+    finally:
+        await client.close()
+    waiting = web.store.load(state.run_id).interruption
+    assert not isinstance(waiting, NeedsApproval)  # rejected by its deadline, never approved
+
+
+async def test_a_store_that_cannot_be_read_gives_a_page_in_words(web: Served):
+    client = await logged_in(web, "ana")
+    try:
+        (web.store.root / "users.json").write_text("{not json")
+        answer = await client.post("/decide", data={"csrf": await csrf_of(client), "run": "r", "call": "c",
+                                                    "verdict": "approve"})
+        text = await answer.text()
+        assert answer.status == 503 and "the users of this store cannot be read now" in text
+        assert "Traceback" not in text and "not json" not in text
+    finally:
+        await client.close()
