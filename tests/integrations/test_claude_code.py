@@ -513,3 +513,31 @@ def test_a_hook_killed_while_its_call_waits_leaves_the_session_going(tmp_path: P
     assert answer(capsys, runs, "UserPromptSubmit", prompt="try something else") == (0, None)
     state = RunStore(runs).load("claude-s-1")
     assert state.status is Status.RUNNING and state.messages[-1]["content"] == "try something else"
+
+
+# ---- the example ------------------------------------------------------------------------------
+
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "claude_code" / "setup.sh"
+
+
+async def test_the_examples_hooks_and_rules_decide_claude_codes_calls(place: Place):
+    env = {**os.environ, "TETHER_STORE": str(place.runs), "TETHER": f"{sys.executable} -m tether.cli"}
+    setup = await asyncio.create_subprocess_exec("sh", str(EXAMPLE), str(place.project), env=env,
+                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+    out, err = await asyncio.wait_for(setup.communicate(), CAP_S)
+    assert setup.returncode == 0, err.decode()
+    settings = json.loads((place.project / ".claude" / "settings.json").read_text())
+    (pre,) = settings["hooks"]["PreToolUse"]
+    assert pre["matcher"] == "Bash|Write|Edit|MultiEdit|NotebookEdit" and pre["hooks"][0]["timeout"] == 120 + 30
+    assert "--store" not in pre["hooks"][0]["command"]  # the store comes from Claude Code's environment
+    done = await run_claude(place, "Run:\necho hi > out.txt\nrm out.txt",
+                            env=claude_env(place, TETHER_STORE=str(place.runs)))
+    assert done.code == 0, done.stderr
+    assert (place.project / "out.txt").read_text() == "hi\n"  # echo allowed by a rule, rm denied by one
+    rule = next(r for r in RunStore(place.runs).rules() if r.id == "R2")
+    words = f"Declined by rule R2 ({rule.note()}). Nothing was done."
+    assert "nothing is deleted from this project" in words
+    assert carries(done.received[-1], words), done.received[-1].body["messages"][-1]
+    state = await ended_run(place)
+    assert [(d.verdict, d.by) for d in state.approvals.values()] == [("approved", "rule R1"), ("rejected", "rule R2")]
+    assert state.status is Status.COMPLETED and state.limits.budget_usd == 5
