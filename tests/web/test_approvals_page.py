@@ -322,3 +322,32 @@ async def test_a_store_that_cannot_be_read_gives_a_page_in_words(web: Served):
         assert "Traceback" not in text and "not json" not in text
     finally:
         await client.close()
+
+
+async def test_arguments_opened_for_editing_but_not_changed_are_not_an_edit(web: Served):
+    run_id = await web.waiting_run()
+    client = await logged_in(web, "ana")
+    try:
+        answer = await decide(client, run_id, "approve", args='{ "path" : "access.log" }')
+        assert (await answer.json())["ok"]
+        await web.settled()
+        (record,) = web.store.decisions(DecisionQuery())
+        assert record.edited_args is None
+    finally:
+        await client.close()
+
+
+async def test_a_long_list_shows_the_newest_first_and_the_rest_on_request(web: Served, monkeypatch):
+    from tether.web import pages
+
+    monkeypatch.setattr(pages, "FIRST_CARDS", 2)
+    made = [await web.waiting_run() for _ in range(3)]
+    client = await logged_in(web, "ana")
+    try:
+        text = await (await client.get("/")).text()
+        assert [rid for rid, _ in cards(text)] == made[:0:-1]
+        assert "3 waiting, the newest 2 shown" in text and 'href="/?all=1"' in text
+        every = await (await client.get("/fragment/approvals?all=1")).text()
+        assert [rid for rid, _ in cards(every)] == made[::-1]
+    finally:
+        await client.close()

@@ -52,7 +52,7 @@ def session_of(request: web.Request) -> Session | None:
 
 def may_change(request: web.Request) -> bool:
     session = session_of(request)
-    return session is not None and session.may_change and not request.app[WATCH_ONLY]
+    return session is not None and session.may_change and not request.config_dict[WATCH_ONLY]  # the console's sub-app too
 
 
 def watcher_words(request: web.Request) -> str:

@@ -22,7 +22,9 @@ cannot make it read-only. The approvals page shows watchers everything.
 from __future__ import annotations
 
 import asyncio
+import base64
 import contextlib
+import hashlib
 import logging
 import re
 import shlex
@@ -139,6 +141,7 @@ class _ConsoleServer(Server):
         self.settings = settings
         self.tabs: Counter[str] = Counter()
         self.handlers: set[asyncio.Task[Any]] = set()
+        self.policy: dict[str, str] = {}  # the page's Content-Security-Policy, made once
 
     def command_for(self, operator: Operator) -> str:
         words = [self.settings.python, "-m", "tether.cli", "console", "--as", operator.name]
@@ -191,7 +194,10 @@ class _ConsoleServer(Server):
         _, refused = self._refusal(request)
         if refused is not None:
             return refused
-        return await super().handle_index(request)
+        page = await super().handle_index(request)
+        websocket = "ws" + self.public_url.removeprefix("http") + str(request.app.router["websocket"].url_for())
+        page.headers["Content-Security-Policy"] = self.policy.setdefault(websocket, _page_policy(websocket))
+        return page
 
     async def handle_websocket(self, request: web.Request) -> web.StreamResponse:
         operator, refused = self._refusal(request)
@@ -237,6 +243,22 @@ class _ConsoleServer(Server):
 
 def _template(name: str) -> str:
     return _WEB_FONTS.sub("", (_TEMPLATES / name).read_text(encoding="utf-8"))
+
+
+def _page_policy(websocket_url: str) -> str:
+    """The console page's Content-Security-Policy: ``tether serve``'s own (this server only,
+    never framed), except what textual-serve's page needs: its inline ``<style>`` and xterm's
+    (style-src 'unsafe-inline'), and its one inline script and ``onClick="refresh()"``, allowed
+    by their hashes alone."""
+    page = _template("app_index.html")
+    scripts = re.findall(r"<script>(.*?)</script>", page, re.DOTALL)
+    handlers = set(re.findall(r'onClick="([^"]*)"', page))
+    hashes = " ".join(f"'sha256-{base64.b64encode(hashlib.sha256(code.encode()).digest()).decode()}'"
+                      for code in [*scripts, *sorted(handlers)])
+    return ("default-src 'self'; "
+            f"script-src 'self' 'unsafe-hashes' {hashes}; style-src 'self' 'unsafe-inline'; img-src 'self' data:; "
+            f"font-src 'self' data:; connect-src 'self' {websocket_url}; form-action 'self'; "
+            "frame-ancestors 'none'; base-uri 'none'")
 
 
 def console_app(settings: ConsoleSettings) -> web.Application:

@@ -19,7 +19,7 @@ from typing import Any
 from aiohttp import web
 
 from tether.runstore import call
-from tether.state import NeedsApproval, RunState, StateError
+from tether.state import NeedsApproval, RunState, StateError, args_hash
 from tether.web.auth import WATCH_ONLY, may_change, page_context, session_of, watcher_words
 from tether.web.decide import Answer, Decider
 from tether.web.live import Hub
@@ -31,6 +31,7 @@ HUB = web.AppKey("hub", Hub)
 NOTICES = web.AppKey("notices", list)  # callables giving lines for the page's banner (the notification sender)
 PING_S = 15.0  # a comment on an idle event stream, so proxies and phones keep it open
 TRANSCRIPT_TAIL = 30
+FIRST_CARDS = 50  # a phone draws these first; the rest are one tap away (?all=1)
 MAX_TEXT = 2000  # characters of a message shown; the rest is in tether show
 
 
@@ -55,16 +56,19 @@ async def _banner(request: web.Request) -> list[str]:
     return lines
 
 
-async def approvals(request: web.Request) -> web.Response:
+async def _listing(request: web.Request) -> dict[str, Any]:
+    """The cards a page shows: the newest :data:`FIRST_CARDS` (``?all=1``: every one)."""
     cards, banner = await _cards(request), await _banner(request)
-    return html("approvals.html", **page_context(request, cards=cards, now=time.time(), banner=banner,
-                                                 where=request.app[DECIDER].store.where))
+    shown = cards if request.query.get("all") else cards[:FIRST_CARDS]
+    return page_context(request, cards=shown, total=len(cards), now=time.time(), banner=banner, back="/")
+
+
+async def approvals(request: web.Request) -> web.Response:
+    return html("approvals.html", where=request.app[DECIDER].store.where, **await _listing(request))
 
 
 async def approvals_fragment(request: web.Request) -> web.Response:
-    cards, banner = await _cards(request), await _banner(request)
-    body = fragment("_cards.html", **page_context(request, cards=cards, now=time.time(), banner=banner, back="/"))
-    return web.Response(text=body, content_type="text/html")
+    return web.Response(text=fragment("_cards.html", **await _listing(request)), content_type="text/html")
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,6 +178,8 @@ async def decide(request: web.Request) -> web.Response:
     edited = _edited(form.get("args")) if verdict == "approve" else None
     if isinstance(edited, Answer):
         return _respond(request, edited, "Decision", back)
+    if edited is not None and args_hash(edited) == str(form.get("hash") or ""):
+        edited = None  # opened, not changed: the call runs as the model asked, and is not recorded as edited
     session = session_of(request)
     assert session is not None  # the guard let no session-less POST through
     answer = await request.app[DECIDER].decide(run_id, call_id, verdict,  # type: ignore[arg-type]

@@ -9,7 +9,8 @@
   var runId = body.getAttribute("data-run");
   var target = page === "approvals" ? "approvals" : page === "run" ? "run" : null;
   if (!target) return;
-  var url = page === "approvals" ? "/fragment/approvals" : "/fragment/runs/" + encodeURIComponent(runId);
+  var url = page === "approvals" ? "/fragment/approvals" + window.location.search
+                                  : "/fragment/runs/" + encodeURIComponent(runId);
   var busy = false, again = false;
 
   function notice(words, ok) {
@@ -54,6 +55,17 @@
     };
     source.onerror = function () { body.setAttribute("data-live", "no"); };
   }
+
+  // Opening "Edit arguments" starts from the model's arguments.
+  document.addEventListener("toggle", function (event) {
+    var box = event.target;
+    if (!box.classList || !box.classList.contains("edit") || !box.open) return;
+    var area = box.querySelector("textarea");
+    if (area && !area.value) {
+      try { area.value = JSON.stringify(JSON.parse(area.getAttribute("data-args")), null, 2); }
+      catch (e) { area.value = area.getAttribute("data-args"); }
+    }
+  }, true);
 
   document.addEventListener("submit", function (event) {
     var form = event.target;
