@@ -35,7 +35,9 @@ def _missing() -> str | None:
     return None
 
 
-@pytest.fixture(scope="session")
+# One browser per test, not per session: sync Playwright keeps an event loop running in the
+# test's thread while it is open, and the asyncio tests a worker runs next need that thread.
+@pytest.fixture
 def browser() -> Iterator[Any]:
     why = _missing()
     if why:
