@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test agents bench screenshots recording lab eval-local campaign clean
+.PHONY: run test agents chromium bench screenshots recording lab eval-local campaign clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +38,7 @@ run: $(VENV)/.installed
 # the tests start hundreds of tether processes, each of which would otherwise compile the
 # package from source again, and each worker would rewrite every test module's asserts.
 test: export PYTHONDONTWRITEBYTECODE =
-test: $(VENV)/.installed-test $(VENV)/.installed-local agents
+test: $(VENV)/.installed-test $(VENV)/.installed-local agents chromium
 	$(BIN)/lint-imports
 	$(BIN)/vulture tether/ .vulture_whitelist.py
 	$(BIN)/python -m pytest -q -n 4 -m "not serial"
@@ -58,6 +58,19 @@ agents:
 	elif [ "$$(cat $(AGENTS)/.installed 2>/dev/null)" != "$(AGENT_PACKAGES)" ]; then \
 		mkdir -p $(AGENTS) && npm install --prefix $(AGENTS) --save-exact --no-audit --no-fund --loglevel=error $(AGENT_PACKAGES) \
 		&& echo "$(AGENT_PACKAGES)" > $(AGENTS)/.installed; \
+	fi
+
+# Debian's Chromium for tests/browser (Playwright drives it; its own browser download cannot
+# work offline) and fonts-symbola for glyphs no default font has. Installed as root with apt-get;
+# otherwise the browser tests are skipped (they fail in CI).
+CHROMIUM := /usr/bin/chromium
+
+chromium:
+	@if [ -x $(CHROMIUM) ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-symbola >/dev/null; \
+	else \
+		echo "make chromium: no $(CHROMIUM), and not root with apt-get: the browser tests will be skipped (they fail in CI)"; \
 	fi
 
 bench: $(VENV)/.installed-bench
