@@ -101,3 +101,16 @@ async def test_filters_by_agent_and_by_tool(tmp_path: Path, receiver: Receiver):
     got = sorted((p["path"], p["body"]["event"], p["body"]["run_id"]) for p in receiver.posts)
     assert got == sorted([("/deletes", "approval", first.run_id), ("/deletes", "completed", third.run_id),
                           ("/reads", "approval", second.run_id)])
+
+
+async def test_the_sender_escalates_a_call_nobody_decided_in_time(store: Any, tmp_path: Path, receiver: Receiver):
+    """No process holds the waiting run, and nobody lists the runs: the sender applies the
+    passed deadline itself, and sends the escalation."""
+    async with harness(store, tmp_path) as h:
+        async with sending(store, [every_event(receiver)]):
+            run = h.new_run("destructive", policies=Policies(decision_deadline_s=0.5, on_deadline="escalate"))
+            await h.run(run.run_id)
+            await receiver.wait_for(lambda r: len(r.bodies("approval")) == 2, "the escalation")
+    asked, escalated = receiver.bodies("approval")
+    assert not asked["escalated"] and escalated["escalated"] and escalated["call_id"] == asked["call_id"]
+    assert store.load(run.run_id).interruption.escalated  # recorded on the run, as tether runs would

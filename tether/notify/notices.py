@@ -88,6 +88,8 @@ class Detector:
         self.store = store
         self.runs: dict[str, _Run] = {}
         self.running: set[str] = set()
+        self.deadlines: dict[tuple[str, str], float] = {}
+        """When each waiting call's decision deadline passes, (run, call) -> time."""
 
     def run(self, run_id: str, *, fresh: bool = False) -> _Run:
         known = self.runs.get(run_id)
@@ -115,6 +117,7 @@ class Detector:
         kind = record.get("kind")
         ts = float(record.get("ts") or time.time())
         if kind == "run_started":
+            self._forget_deadlines(run_id)  # going on: its calls were decided
             self.running.add(run_id)
             run = self.run(run_id, fresh=True)  # a resume may raise the budget
             if record.get("agent") and not run.agent:
@@ -124,11 +127,13 @@ class Detector:
             run = self.run(run_id)
             call_id, args = str(record.get("call_id") or ""), str(record.get("args") or "")
             run.asked[call_id] = args
+            self._deadline(run_id, call_id, record.get("deadline_at"))
             return self.approval(run_id, call_id, str(record.get("tool") or ""), args, str(record.get("why") or ""),
                                  ts)
         if kind == "approval_escalated":
             run = self.run(run_id)
             call_id = str(record.get("call_id") or "")
+            self._deadline(run_id, call_id, record.get("deadline_at"))
             args = run.asked.get(call_id)
             if args is None:
                 args = self._waiting_args(run_id, call_id) or ""
@@ -138,6 +143,8 @@ class Detector:
             return self._budget(run_id, record, ts)
         if kind == "run_stopped":
             self.running.discard(run_id)
+            if record.get("status") != "interrupted":
+                self._forget_deadlines(run_id)
             status = str(record.get("status") or "")
             if status not in ("failed", "completed"):
                 return None
@@ -170,10 +177,27 @@ class Detector:
             return None
         run = self.run(summary.run_id)
         run.asked[str(waiting["callId"])] = str(waiting.get("args") or "")
+        self._deadline(summary.run_id, str(waiting["callId"]), waiting.get("deadlineAt"))
         return self.approval(summary.run_id, str(waiting["callId"]), str(waiting.get("toolName") or ""),
                              str(waiting.get("args") or ""), str(waiting.get("why") or ""),
                              float(waiting.get("askedAt") or summary.updated_at or time.time()),
                              escalated=bool(waiting.get("escalated")))
+
+    def _deadline(self, run_id: str, call_id: str, at: Any) -> None:
+        if isinstance(at, (int, float)) and not isinstance(at, bool):
+            self.deadlines[(run_id, call_id)] = float(at)
+
+    def _forget_deadlines(self, run_id: str) -> None:
+        for key in [k for k in self.deadlines if k[0] == run_id]:
+            del self.deadlines[key]
+
+    def due(self, now: float) -> bool:
+        """Whether a waiting call's deadline has passed (each is answered once: forgotten
+        here, and an escalation's record brings its next deadline back)."""
+        passed = [key for key, at in self.deadlines.items() if at <= now]
+        for key in passed:
+            del self.deadlines[key]
+        return bool(passed)
 
     def still_waits(self, notice: Notice) -> bool:
         """Whether the call of an approval notice still waits (a notice left unsent by a

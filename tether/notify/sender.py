@@ -349,6 +349,8 @@ class _Sender:
                         notices += await asyncio.to_thread(self._changed, batch)
                     if time.monotonic() - checked >= self.settings.liveness_every_s:
                         notices += await asyncio.to_thread(self.detector.orphans)
+                        if self.detector.due(time.time()):
+                            await asyncio.to_thread(self._apply_deadlines)
                         checked = time.monotonic()
                     await self._dispatch(notices)
                     if began - self.cursor_saved >= self.settings.cursor_every_s:
@@ -372,6 +374,18 @@ class _Sender:
     def _clear_status(self) -> None:
         for name in self.channels:
             self.storage.status_put(self.channels[name].label, None)
+
+    def _apply_deadlines(self) -> None:
+        """A waiting call's deadline passed: apply it, as ``tether runs`` would, to the runs
+        no process holds (a live owner applies its own). An escalation is the notification
+        channel's to send, so its sender does not wait for someone to list the runs."""
+        from tether.approvals.deadlines import apply_due
+
+        try:
+            for words in apply_due(self.store):
+                log.info("deadline: %s", words)
+        except Exception as exc:  # a role that may only read, a run taken meanwhile: said, not fatal
+            log.warning("a passed decision deadline could not be applied (%s)", exc)
 
     # ---- finding notices (off the loop) --------------------------------------------------------
     def _catch_up(self) -> tuple[list[tuple[str, Notice]], list[Notice]]:
