@@ -1,6 +1,11 @@
 """Approvals across processes (issue 25), on both stores: a rule added from a second process
 decides the call a first one waits on; a rule and a person deciding at once make one
-decision, recorded once; an edited approval from another process; two people."""
+decision, recorded once; an edited approval from another process; two people.
+
+Each run that waits is a real ``tether`` process. The commands that decide beside it run
+by the CLI's own main in the test's process (tests/support.py, cli_here): a second
+process to the run's, without a start-up each; the race of a rule and a person keeps one
+real ``tether approve`` process against it."""
 
 from __future__ import annotations
 
@@ -15,7 +20,7 @@ from tether.approvals import DecisionQuery
 from tether.provider import scenarios
 from tether.runstore import open_store
 from tests.processes.test_control import CAP_S, spawn, tether
-from tests.support import exited
+from tests.support import cli_here_async, exited
 
 
 class Where:
@@ -59,6 +64,12 @@ def _waits_running(store, run_id: str) -> bool:
     return isinstance(store.load(run_id).interruption, NeedsApproval)
 
 
+async def decide(*args: str) -> tuple[int, str, str]:
+    """``tether ARGS`` from this process, beside the run's: exit code, stdout, stderr."""
+    done = await asyncio.wait_for(cli_here_async(*args), CAP_S)
+    return done.returncode, done.stdout, done.stderr
+
+
 @pytest.fixture(params=["files", "postgres"])
 def where(request, tmp_path: Path) -> Iterator[Where]:
     if request.param == "files":
@@ -74,7 +85,7 @@ async def test_a_rule_added_from_a_second_process_decides_the_waiting_call(where
     run = await spawn("run", "destructive", "--run-id", "r1", "--wait-for-decision", "--json", *where.args)
     try:
         await where.waiting("r1")
-        code, out, err = await tether("rules", "add", "--allow", "delete_file", "--where", "path=*.log",
+        code, out, err = await decide("rules", "add", "--allow", "delete_file", "--where", "path=*.log",
                                       "--reason", "scratch logs", "--as", "alice", *where.store_args)
         assert code == 0, err
         assert "R1" in out and "r1" in out
@@ -93,8 +104,8 @@ async def test_a_rule_and_a_person_deciding_at_once_make_one_decision(where: Whe
     try:
         await where.waiting("r2")
         ruled, person = await asyncio.gather(
-            tether("rules", "add", "--deny", "delete_file", "--reason", "keep logs", "--as", "bob", *where.store_args),
-            tether("approve", "r2", "--as", "carol", *where.store_args))
+            decide("rules", "add", "--deny", "delete_file", "--reason", "keep logs", "--as", "bob", *where.store_args),
+            tether("approve", "r2", "--as", "carol", *where.store_args))  # a real process
     finally:
         code, out, err = await exited(run, CAP_S)
     assert code == 0, err
@@ -113,11 +124,11 @@ async def test_an_edited_approval_from_another_process_runs_with_the_new_argumen
     run = await spawn("run", "destructive", "--run-id", "r3", "--wait-for-decision", "--json", *where.args)
     try:
         await where.waiting("r3")
-        code, out, err = await tether("approve", "r3", "--args", '{"path": 3}', "--as", "dan", *where.store_args)
+        code, out, err = await decide("approve", "r3", "--args", '{"path": 3}', "--as", "dan", *where.store_args)
         assert code != 0 and "do not fit delete_file" in out + err, (out, err)  # refused, nothing consumed
-        code, _, err = await tether("approve", "r3", "--args", "{not json", *where.store_args)
+        code, _, err = await decide("approve", "r3", "--args", "{not json", *where.store_args)
         assert code == 2 and "JSON" in err, err
-        code, out, err = await tether("approve", "r3", "--args", '{"path": "errors.log"}', "--as", "dan",
+        code, out, err = await decide("approve", "r3", "--args", '{"path": "errors.log"}', "--as", "dan",
                                       *where.store_args)
         assert code == 0, err
     finally:
@@ -129,25 +140,25 @@ async def test_an_edited_approval_from_another_process_runs_with_the_new_argumen
 
 
 async def test_two_people_approve_a_two_person_call_from_two_processes(where: Where):
-    code, _, err = await tether("rules", "add", "--ask", "delete_file", "--approvals", "2", "--reason", "two people",
+    code, _, err = await decide("rules", "add", "--ask", "delete_file", "--approvals", "2", "--reason", "two people",
                                 "--as", "erin", *where.store_args)
     assert code == 0, err
     run = await spawn("run", "destructive", "--run-id", "r4", "--wait-for-decision", "--json", *where.args)
     try:
         await where.waiting("r4")
-        code, out, err = await tether("approve", "r4", "--as", "alice", *where.store_args)
+        code, out, err = await decide("approve", "r4", "--as", "alice", *where.store_args)
         assert code == 0 and "1 of 2" in out, (out, err)
         for _ in range(400):  # the run asks again, with alice's approval on it
             waiting = where.store().load("r4").interruption
             if getattr(waiting, "approvers", ()) == ("alice",):
                 break
             await asyncio.sleep(0.05)
-        code, out, err = await tether("runs", *where.store_args)
+        code, out, err = await decide("runs", *where.store_args)
         assert "waits for approval of delete_file (1 of 2 approved)" in out, out
-        code, out, err = await tether("approve", "r4", "--as", "alice", *where.store_args)
+        code, out, err = await decide("approve", "r4", "--as", "alice", *where.store_args)
         assert code != 0 and "alice has approved" in out + err
         assert (where.ws / "access.log").exists()
-        code, out, err = await tether("approve", "r4", "--as", "bob", *where.store_args)
+        code, out, err = await decide("approve", "r4", "--as", "bob", *where.store_args)
         assert code == 0, err
     finally:
         code, out, err = await exited(run, CAP_S)

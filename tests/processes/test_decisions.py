@@ -75,7 +75,7 @@ def test_decisions_are_listed_newest_first_and_filtered(spec: str, tmp_path: Pat
         the_record(store)
     finally:
         getattr(store, "close", lambda: None)()
-    listed = tether(tmp_path, "decisions", store=spec)
+    listed = tether(tmp_path, "decisions", store=spec, real=True)  # the rest by the CLI's main in this process
     assert listed.returncode == 0, listed.stderr
     lines = listed.stdout.splitlines()
     assert lines[0].split() == ["when", "run", "tool", "arguments", "verdict", "by", "waited"]

@@ -1,4 +1,10 @@
-"""Persistence and resume across real processes: SIGKILL, crash points, locks, bad files."""
+"""Persistence and resume across real processes: SIGKILL, crash points, locks, bad files.
+
+The runs killed or crashed, and the runs that hold a lock, are real processes; so are one
+run per exit path, the provider, and a listing. The commands around them (the runs
+compared against, the resumes, the listings) run by the CLI's own main in the test's
+process (tests/support.py, cli_here): another process to the one that died, without a
+start-up each."""
 
 from __future__ import annotations
 
@@ -16,12 +22,16 @@ from tether.state import RunState, StateError
 from tether.store import RunStore
 from tether.trace import read_trace
 
-from tests.support import crashing, place, wait_until
+from tests.support import cli_here, crashing, place, wait_until
 
 
-def tether(*args: str, env: dict[str, str] | None = None, **kw) -> subprocess.CompletedProcess:
+def tether(*args: str, env: dict[str, str] | None = None, real: bool = False) -> subprocess.CompletedProcess:
+    """``tether ARGS`` with ``env`` added to this environment: a child process when ``real``,
+    else the CLI's main in this process."""
+    if not real:
+        return cli_here(*args, env={**os.environ, **env} if env else None)
     return subprocess.run([sys.executable, "-m", "tether.cli", *args], capture_output=True, text=True,
-                          env={**os.environ, **(env or {})}, timeout=120, **kw)
+                          env={**os.environ, **(env or {})}, timeout=120)
 
 
 def test_sigkill_mid_run_then_resume_costs_what_an_uninterrupted_run_costs(tmp_path: Path):
@@ -126,7 +136,7 @@ def test_corrupt_journal_gives_a_clear_error_and_is_left_untouched(tmp_path: Pat
     assert journal.read_bytes() == before
     assert tether("resume", "p", *where).returncode == 2
     assert journal.read_bytes() == before
-    listing = tether("runs", *where)
+    listing = tether("runs", *where, real=True)
     assert "skipped p: corrupt journal" in listing.stderr
 
 
@@ -166,17 +176,17 @@ def test_cli_exit_codes_and_json_keys(tmp_path: Path):
         ("destructive",): 5,
     }
     for args, code in cases.items():
-        result = tether("run", *args, "--json", *where)
+        result = tether("run", *args, "--json", *where, real=code == 5)  # one real process's exit code
         assert result.returncode == code, (args, result.stderr)
         assert tuple(json.loads(result.stdout)) == SUMMARY_KEYS
-    usage = tether("run", "no_such_scenario", *where)
+    usage = tether("run", "no_such_scenario", *where, real=True)
     assert usage.returncode == 2 and "unknown scenario 'no_such_scenario'" in usage.stderr
     assert tether("run", "plan", "--max-turns", "0", *where).returncode == 2
 
 
 def test_cli_text_summary_and_runs_listing(tmp_path: Path):
     where = place(tmp_path)
-    text = tether("run", "plan", *where).stdout
+    text = tether("run", "plan", *where, real=True).stdout
     assert text.startswith("plan, cap 20  turns=3  tools=2  in=")
     assert "status=completed" in text and "answer: errors.log mentions a timeout" in text
     assert "per-turn prompt tokens: " in text
