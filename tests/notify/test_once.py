@@ -241,3 +241,26 @@ def test_load_channels_reads_the_tables_and_the_agent_file_still_loads(tmp_path:
         ("ntfy", "alerts", "https://ntfy.example.com/", ["approval", "failed", "orphaned"])
     assert (ops.bearer, ops.link_ttl_s, ops.events) == (True, 1800.0, frozenset({"completed"}))
     assert load_config(path).names == []  # the agents' loader accepts the tables
+
+
+async def test_a_sender_whose_database_session_ends_lets_the_other_send(pg_notify: Any, pg_server: Any, twin,
+                                                                        tmp_path: Path, receiver: Receiver, notify_log):
+    """The lease is the session's lock and the ledger is written through that session: once
+    the server ends it, the first sender records nothing more, and the waiting one sends."""
+    import psycopg
+
+    store, other = pg_notify, twin(pg_notify)
+    hook = channel("ops", {"kind": "webhook", "url": receiver.url, "events": ["completed"]})
+    async with sending(store, [hook]), sending(other, [hook], ready=False):
+        await until(lambda: any("another sender holds" in r.getMessage() for r in notify_log.records), "a wait")
+        with psycopg.connect(pg_server.admin_conninfo, autocommit=True) as admin:
+            ended = admin.execute("SELECT pg_terminate_backend(pid) FROM pg_locks WHERE locktype = 'advisory' "
+                                  "AND classid = %s AND objsubid = 2 AND granted", (0x7E7F,)).fetchall()
+        assert ended == [(True,)]
+        await until(lambda: any("took over" in r.getMessage() for r in notify_log.records), "the take-over")
+        async with Harness(workspace=tmp_path / "ws", store=store) as h:
+            done = (await h.run(h.new_run("plan").run_id)).state
+        await receiver.wait_for(lambda r: r.posts, "the notification")
+        await asyncio.sleep(1.0)  # room for the first sender to send too, were it able to
+    assert [b["run_id"] for b in receiver.bodies()] == [done.run_id]
+    assert any("lease was lost" in r.getMessage() for r in notify_log.records)  # the first said why it stopped
