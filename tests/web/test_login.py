@@ -166,3 +166,42 @@ async def test_a_removed_user_or_one_made_a_watcher_cannot_change_anything_with_
     finally:
         await ana.close()
         await bob.close()
+
+
+async def test_a_session_ends_when_it_expires_on_the_server_too(tmp_path: Path):
+    import asyncio
+
+    async for served in serving(RunStore(tmp_path / "runs"), tmp_path, session_ttl_s=1.0):
+        client = served.client()
+        try:
+            response = await login(client, "ana")
+            token = response.cookies["tether_session"].value
+            assert response.cookies["tether_session"]["max-age"] == "1"
+            await asyncio.sleep(1.2)
+        finally:
+            await client.close()
+        replay = served.client()  # a browser that kept the cookie past its age: the server ended the session
+        try:
+            page = await replay.get("/", headers={**PAGE, "Cookie": f"tether_session={token}"},
+                                    allow_redirects=False)
+            assert page.status == 303 and page.headers["Location"] == "/login"
+        finally:
+            await replay.close()
+
+
+@pytest.mark.parametrize("target, lands", [("/runs/r1", "/runs/r1"), ("//evil.example/x", "/"),
+                                           ("https://evil.example/", "/"), ("/\\evil.example", "/")])
+async def test_after_the_login_only_a_page_of_this_server_is_next(web: Served, target: str, lands: str):
+    import re
+
+    client = web.client()
+    try:
+        page = await client.get("/login", params={"next": target})
+        token = re.search(r'name="csrf" value="([^"]+)"', await page.text()).group(1)
+        shown_next = re.search(r'name="next" value="([^"]*)"', await page.text()).group(1)
+        response = await client.post("/login", data={"csrf": token, "name": "ana", "password": PASSWORDS["ana"],
+                                                     "next": target}, allow_redirects=False)
+        assert response.status == 303 and response.headers["Location"] == lands
+        assert shown_next == lands
+    finally:
+        await client.close()

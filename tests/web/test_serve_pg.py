@@ -81,3 +81,21 @@ async def test_the_watchers_role_makes_everyone_a_watcher(pg_web: Served, pg_ser
         watching.close()
     assert isinstance(pg_web.store.load(run_id).interruption, NeedsApproval)
     assert pg_web.store.decisions(DecisionQuery()) == []
+
+
+async def test_a_link_decides_once_on_postgresql(pg_web: Served):
+    from tests.web.test_links import link_for
+
+    run_id = await pg_web.waiting_run()
+    token = link_for(pg_web, run_id, "reject", bearer=True)
+    client = pg_web.client()
+    try:
+        first = await client.post(f"/l/{token}", data={"reason": "not tonight"})
+        assert first.status == 200, await first.text()
+        await pg_web.settled()
+        second = await client.post(f"/l/{token}", data={"reason": "again"})
+        assert second.status == 403 and "already used" in await second.text()
+    finally:
+        await client.close()
+    (record,) = pg_web.store.decisions(DecisionQuery())
+    assert (record.verdict, record.by, record.words) == ("rejected", "link", "not tonight")

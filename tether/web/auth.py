@@ -74,7 +74,7 @@ def client_address(request: web.Request) -> str:
 
 
 def set_session_cookie(response: web.StreamResponse, settings: ServeSettings, session: Session) -> None:
-    response.set_cookie(COOKIE, session.token, max_age=int(settings.session_ttl_s), path="/", httponly=True,
+    response.set_cookie(COOKIE, session.token, max_age=max(1, int(settings.session_ttl_s)), path="/", httponly=True,
                         samesite="Strict", secure=settings.secure_cookies)
 
 
