@@ -264,3 +264,23 @@ async def test_a_sender_whose_database_session_ends_lets_the_other_send(pg_notif
         await asyncio.sleep(1.0)  # room for the first sender to send too, were it able to
     assert [b["run_id"] for b in receiver.bodies()] == [done.run_id]
     assert any("lease was lost" in r.getMessage() for r in notify_log.records)  # the first said why it stopped
+
+
+async def test_a_cancelled_sender_lets_go_of_everything(tmp_path: Path, receiver: Receiver):
+    import threading
+
+    from tether.notify import run_sender
+
+    store = RunStore(tmp_path / "runs")
+    hook = channel("ops", {"kind": "webhook", "url": receiver.url})
+    ready = asyncio.Event()
+    task = asyncio.create_task(run_sender(store, public_url=None, stop=asyncio.Event(), channels=[hook],
+                                          settings=QUICK, ready=ready))
+    await asyncio.wait_for(ready.wait(), 30)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task  # the cancellation is re-raised, after the cleanup
+    assert not [t.name for t in threading.enumerate() if t.name.startswith("tether-watch")]
+    lease = storage_for(RunStore(store.root)).lease()
+    assert lease.take()  # the lease is free again
+    lease.release()
