@@ -273,6 +273,12 @@ async def next_change(stream, run_id: str) -> dict:
 async def test_a_call_that_starts_waiting_is_pushed_to_every_open_page_from_one_watch(web: Served):
     import threading
 
+    def watch_threads() -> set[threading.Thread]:
+        return {t for t in threading.enumerate() if t.name.startswith("tether-watch")}
+
+    await asyncio.wait_for(web.app[HUB].ready.wait(), 30)  # the server's watch is in place
+    before = watch_threads()
+    assert before  # the server watches the store (one thread of its own)
     client = await logged_in(web, "ana")
     try:
         streams = [await client.get("/events", headers={"Accept": "text/event-stream"}) for _ in range(3)]
@@ -280,12 +286,10 @@ async def test_a_call_that_starts_waiting_is_pushed_to_every_open_page_from_one_
             for stream in streams:
                 assert stream.status == 200 and stream.headers["Content-Type"] == "text/event-stream"
                 assert (await stream.content.readline()).decode().startswith("retry:")
-            await asyncio.wait_for(web.app[HUB].ready.wait(), 30)  # the watch is in place
             run_id = await web.waiting_run()
             for stream in streams:
                 assert "journal" in (await next_change(stream, run_id))["runs"][run_id]
-            watchers = [t for t in threading.enumerate() if t.name.startswith("tether-watch")]
-            assert len(watchers) == 1  # three pages, one watch of the store
+            assert len(web.app[HUB].listeners) == 3 and watch_threads() == before  # three pages, one watch
             fragment = await client.get("/fragment/approvals")
             assert cards(await fragment.text()) == [(run_id, "call_1_0")]
         finally:
