@@ -62,6 +62,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.control import ControlReply, ControlRequest
 from tether.events import WorkerNote
+from tether.integrations import on_workers as programs
 from tether.loop import SHUTDOWN_REASON
 from tether.state import Cancelled, NeedsApproval, RunState, StateError, Status
 
@@ -121,6 +122,8 @@ def queue_of_run(state: RunState) -> str:
     ref = state.agent
     if ref is None:
         return DEMO_QUEUE
+    if programs.is_program(state):  # a paused openai-agents run (tether.integrations.on_workers)
+        return programs.QUEUE
     return queue_for(ref.name, ref.source)
 
 
@@ -373,7 +376,7 @@ def _workflow_status(store: PgStore, run_id: str) -> str | None:
 def _decide(store: PgStore, run_id: str, verdict: str, text: str, by: str,
             call_id: str | None, args: str | None = None, rule: str | None = None) -> ControlReply | None:
     kind = "approve" if verdict in ("approve", "approved") else "reject"
-    if _workflow_status(store, run_id) not in ("PENDING", "ENQUEUED"):
+    if _workflow_status(store, run_id) not in ("PENDING", "ENQUEUED") and not programs.enqueue_paused(store, run_id):
         return None
     owner = store.owner(run_id)
     if owner is not None and owner.alive:
@@ -624,7 +627,7 @@ class Worker:
     def capabilities(self) -> None:
         """The queues to listen to: the demo agents', and each agent of the agent file that
         builds here (its modules import); the others are listed with why, and left alone."""
-        self.queues = [DEMO_QUEUE]
+        self.queues = [DEMO_QUEUE, programs.QUEUE]
         self.cannot = {}
         if self.config is None:
             return
@@ -973,11 +976,13 @@ class Worker:
                 await asyncio.sleep(HELD_WAIT_S)
                 continue
             state = await call(self.store, self.store.load, run_id)
-            operate = self._operation(harness, state, decision)
+            program = programs.is_program(state)  # a paused openai-agents run (tether.integrations.on_workers)
+            operate = programs.operation(harness, state, decision) if program else \
+                self._operation(harness, state, decision)
             if operate is None:
                 return _outcome(state)
-            try:
-                await asyncio.to_thread(harness.agent_of, state)  # imports its modules: off the loop
+            try:  # imports its modules: off the loop
+                await asyncio.to_thread(programs.builds if program else harness.agent_of, state)
             except StateError as exc:
                 return await self._unbuildable(state, str(exc))
             try:
