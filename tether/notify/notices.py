@@ -75,6 +75,12 @@ class _Run:
     asked: dict[str, str] = field(default_factory=dict)  # call id -> its raw arguments
 
 
+def _waits(summary: Any) -> bool:
+    """A call of the run waits for a person: a stopped run's, or one its live process holds
+    (an ACP agent's request, a program's call on the run API)."""
+    return (summary.interruption or {}).get("type") == "approval" and summary.status in ("interrupted", "running")
+
+
 def _who(run: _Run, run_id: str) -> str:
     return f"{run.agent} ({run_id})" if run.agent else run_id
 
@@ -173,7 +179,7 @@ class Detector:
     def pending(self, summary: Any) -> Notice | None:
         """The approval a run waits for now (from its summary), as a notice."""
         waiting = summary.interruption or {}
-        if not summary.waiting or not waiting.get("callId"):
+        if not _waits(summary) or not waiting.get("callId"):
             return None
         run = self.run(summary.run_id)
         run.asked[str(waiting["callId"])] = str(waiting.get("args") or "")
@@ -208,7 +214,7 @@ class Detector:
             summary = self.store.summary(notice.run_id)
         except StateError:
             return False
-        return summary.waiting and (summary.interruption or {}).get("callId") == notice.call_id
+        return _waits(summary) and (summary.interruption or {}).get("callId") == notice.call_id
 
     def _waiting_args(self, run_id: str, call_id: str) -> str | None:
         try:
