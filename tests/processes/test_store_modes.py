@@ -1,6 +1,8 @@
 """Through the real command: what ``tether run`` leaves under a fresh ``$TETHER_HOME`` is
 0700 folders and 0600 files (even with umask 000), a loose home is warned about once and
-left alone, and a name in the runs dir that is not a run is one line and exit 2."""
+left alone, and a name in the runs dir that is not a run is one line and exit 2 (each
+verb by the CLI's main in this process, tests/support.py cli_here, but watch, which takes
+Ctrl-C: the same words without a process start-up each; a real process refuses one too)."""
 
 from __future__ import annotations
 
@@ -16,6 +18,7 @@ import pytest
 
 from tether.index import INDEX_FILE
 from tether.store import JOURNAL_FILE, OWNER_FILE, RunStore
+from tests.support import cli_here
 
 CAP_S = 120
 
@@ -25,7 +28,11 @@ def env(home: Path) -> dict[str, str]:
     return {**out, "TETHER_HOME": str(home)}
 
 
-def tether(home: Path, *args: str, umask: int = 0o022) -> subprocess.CompletedProcess[str]:
+def tether(home: Path, *args: str, umask: int = 0o022, here: bool = False) -> subprocess.CompletedProcess[str]:
+    """``tether ARGS`` with ``home`` as $TETHER_HOME: a child process (under ``umask``), or
+    the CLI's main in this process when ``here``."""
+    if here:
+        return cli_here(*args, env=env(home), cwd=home.parent)
     return subprocess.run([sys.executable, "-m", "tether.cli", *args], capture_output=True, text=True,
                           timeout=CAP_S, env=env(home), cwd=home.parent, preexec_fn=lambda: os.umask(umask))
 
@@ -123,8 +130,8 @@ def home_with_strays(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return home
 
 
-# Every verb on the index's name, and every kind of stray on the first verbs: each pair is a
-# process of its own, and the verbs share one way of reading a run id.
+# Every verb on the index's name, and every kind of stray on the first verbs; the verbs share
+# one way of reading a run id.
 CASES = [(INDEX_FILE, verb) for verb in VERBS] + [(name, verb) for name in NOT_RUNS if name != INDEX_FILE
                                                  for verb in VERBS[:2]]
 
@@ -133,7 +140,8 @@ CASES = [(INDEX_FILE, verb) for verb in VERBS] + [(name, verb) for name in NOT_R
 def test_a_name_in_the_store_that_is_not_a_run_is_one_line_and_exit_2(home_with_strays: Path, name: str,
                                                                        verb: tuple[str, ...]):
     before = sorted(str(p.relative_to(home_with_strays)) for p in home_with_strays.rglob("*"))
-    done = tether(home_with_strays, verb[0], name, *verb[1:])
+    real = verb[0] == "watch" or (name, verb) == CASES[0]  # watch takes Ctrl-C; one other in a process too
+    done = tether(home_with_strays, verb[0], name, *verb[1:], here=not real)
     assert done.returncode == 2, (done.stdout, done.stderr)
     assert "Traceback" not in done.stderr
     lines = done.stderr.splitlines()
@@ -145,7 +153,7 @@ def test_a_name_in_the_store_that_is_not_a_run_is_one_line_and_exit_2(home_with_
 
 @pytest.mark.parametrize("name", [INDEX_FILE, "stray-file"])
 def test_a_run_cannot_be_created_over_a_file_of_the_store(home_with_strays: Path, name: str):
-    done = tether(home_with_strays, "run", "plan", "--run-id", name)
+    done = tether(home_with_strays, "run", "plan", "--run-id", name, here=True)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert len(done.stderr.splitlines()) == 1 and name in done.stderr
     assert (home_with_strays / "runs" / name).is_file()
