@@ -76,8 +76,9 @@ chromium:
 bench: $(VENV)/.installed-bench
 	$(BIN)/python -m tests.benchmarks
 
-screenshots: $(VENV)/.installed-test
+screenshots: $(VENV)/.installed-test chromium
 	$(BIN)/python -m tests.scenes screenshots
+	$(BIN)/python -m tests.browser.screenshots
 
 $(VENV)/.installed-recording: pyproject.toml | $(BIN)/python
 	$(BIN)/python -m pip install -q -e '.[recording]'
