@@ -103,3 +103,26 @@ async def test_without_a_public_url_notifications_carry_no_links_and_say_so(tmp_
     assert receiver.posts[0]["body"]["links"] == {}
     said = [r.getMessage() for r in notify_log.records if "public URL" in r.getMessage()]
     assert len(said) == 1 and "no links" in said[0]
+
+
+async def test_a_programs_call_on_the_run_api_is_notified_with_links(tmp_path: Path, receiver: Receiver):
+    """Any source: a program reporting through the run API holds its call in its own process."""
+    import asyncio
+
+    async with Harness(tmp_path / "runs", tmp_path / "ws") as h:
+        hook = channel("ops", {"kind": "webhook", "url": receiver.url})
+        async with sending(h.store, [hook]):
+            async def program() -> object:
+                async with h.track("bot", "close stale tickets", source="pydantic-ai") as run:
+                    return await run.approval("close_ticket", {"id": 7}, call_id="c7")
+
+            task = asyncio.create_task(program())
+            await receiver.wait_for(lambda r: r.posts, "the program's approval")
+            body = receiver.posts[0]["body"]
+            assert (body["event"], body["agent"], body["tool"], body["call_id"]) == ("approval", "bot", "close_ticket",
+                                                                                     "c7")
+            claim = read_link(h.store, token_of(body["links"]["reject"]))
+            assert claim.args_hash == args_hash(h.store.load(body["run_id"]).interruption.args)  # the call as held
+            reply = await h.decide(body["run_id"], "reject", "not stale", by="bob")
+            assert reply.ok, reply.words
+            assert not (await asyncio.wait_for(task, 30)).approved
