@@ -50,7 +50,8 @@ async def test_users_are_managed_from_the_command_line_and_bad_input_is_refused_
                                (("--add-user", "b/b"), PASSWORD, "is not a user name"),
                                (("--remove-user", "nobody"), "", "no user 'nobody' on this store"),
                                (("--read-only",), "", "--read-only goes with --add-user NAME"),
-                               (("--public-url", "ftp://x"), "", "--public-url must be an http:// or https://")):
+                               (("--public-url", "ftp://x"), "", "--public-url must be an http:// or https://"),
+                               (("--session-hours", "nan"), "", "must be a finite number of hours above 0")):
         code, _, err = await tether(tmp_path, "serve", *args, stdin=stdin)
         assert code == 2 and words in err, (args, err)
         assert "Traceback" not in err

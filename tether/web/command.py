@@ -35,8 +35,6 @@ def serve_command(args: argparse.Namespace, store: Any, harness_of: Any) -> int:
         return _remove_user(store, args.remove_user)
     if args.users:
         return _list_users(store)
-    if args.session_hours <= 0:
-        raise UserError(f"--session-hours must be more than 0, not {args.session_hours:g}")
     public = check_public_url(args.public_url) if args.public_url else None
     settings = ServeSettings(store, host=args.host, port=args.port, public_url=public, store_spec=args.store,
                              config_path=args.config, session_ttl_s=args.session_hours * 3600.0)
@@ -142,7 +140,7 @@ def add_parser(sub: Any, store_option: Any, port_type: Any) -> None:
     p.add_argument("--public-url", metavar="URL",
                    help="the address users reach the server at (behind a proxy): the base of the links "
                         "notifications carry; https makes the session cookie Secure")
-    p.add_argument("--session-hours", type=float, default=12.0, metavar="HOURS",
+    p.add_argument("--session-hours", type=_hours, default=12.0, metavar="HOURS",
                    help="how long a login lasts (default 12)")
     p.add_argument("--config", metavar="FILE", type=_path,
                    help="the agent file (default $TETHER_CONFIG, else ./tether.toml when there is one)")
@@ -153,6 +151,18 @@ def add_parser(sub: Any, store_option: Any, port_type: Any) -> None:
     users.add_argument("--users", action="store_true", help="list the users")
     p.add_argument("--read-only", action="store_true", help="with --add-user: a watcher, who sees but cannot decide")
     store_option(p)
+
+
+def _hours(text: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of hours, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of hours above 0, got {text!r}")
+    return value
 
 
 def _path(text: str) -> Any:
