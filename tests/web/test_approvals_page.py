@@ -355,3 +355,30 @@ async def test_a_long_list_shows_the_newest_first_and_the_rest_on_request(web: S
         assert [rid for rid, _ in cards(every)] == made[::-1]
     finally:
         await client.close()
+
+
+async def test_a_programs_call_is_shown_with_its_source_and_the_decision_reaches_the_program(web: Served, tmp_path):
+    recorder = Recorder()
+    async with Harness(workspace=tmp_path / "workspace", store=web.store, sinks=[recorder]) as program:
+        async def triage() -> object:
+            async with program.track("triage", "sort the inbox", source="openai-agents") as run:
+                return await run.approval("send_email", {"to": "all@example.org", "subject": "hello"},
+                                          call_id="call_1_0")
+
+        waiting = asyncio.create_task(triage())
+        try:
+            await recorder.wait_for(lambda e: e.kind == "approval_required")
+            client = await logged_in(web, "ana")
+            try:
+                text = await (await client.get("/")).text()
+                (shown,) = cards(text)
+                assert "send_email" in text and "triage · openai-agents · waiting" in text
+                answer = await decide(client, shown[0], "reject", reason="not to everyone")
+                assert (await answer.json())["ok"], await answer.text()
+            finally:
+                await client.close()
+            approval = await asyncio.wait_for(waiting, 30)
+        finally:
+            if not waiting.done():
+                waiting.cancel()
+    assert not approval.approved and approval.by == "ana" and "not to everyone" in approval.words
