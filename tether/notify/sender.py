@@ -232,14 +232,20 @@ async def run_sender(store: Any, *, config_path: Path | str | None = None, publi
     storage = storage_for(store)
     lease = storage.lease()
     said_waiting = False
+    unreachable: str | None = None
     async with httpx.AsyncClient(timeout=settings.timeout_s, follow_redirects=False) as client:
         try:
             while not stop.is_set():
                 try:
                     taken = await asyncio.to_thread(lease.take)
+                    unreachable = None
                 except (StateError, OSError) as exc:
-                    log.warning("the sender lease cannot be taken (%s); trying again", exc)
-                    taken = False
+                    if unreachable != str(exc):  # said once, not every second while the store is away
+                        log.warning("the sender lease cannot be taken (%s); trying again every %g s", exc,
+                                    settings.lease_every_s)
+                    unreachable = str(exc)
+                    await _pause(stop, settings.lease_every_s)
+                    continue
                 if not taken:
                     if not said_waiting:
                         holder = await asyncio.to_thread(_quietly, lease.holder)
