@@ -284,3 +284,19 @@ async def test_a_cancelled_sender_lets_go_of_everything(tmp_path: Path, receiver
     lease = storage_for(RunStore(store.root)).lease()
     assert lease.take()  # the lease is free again
     lease.release()
+
+
+async def test_a_database_restart_is_ridden_out(pg_notify: Any, pg_server: Any, tmp_path: Path, receiver: Receiver,
+                                               notify_log):
+    """Every session cut, every lock dropped: the sender says so, takes the lease again when
+    the database is back, and goes on sending."""
+    store = pg_notify
+    hook = channel("ops", {"kind": "webhook", "url": receiver.url, "events": ["completed"]})
+    async with sending(store, [hook]):
+        await asyncio.to_thread(pg_server.restart)
+        await until(lambda: sum("sending" in r.getMessage() and "notifications to" in r.getMessage()
+                                for r in notify_log.records) >= 2, "the lease taken again")
+        async with Harness(workspace=tmp_path / "ws", store=store) as h:
+            done = (await h.run(h.new_run("plan").run_id)).state
+        await receiver.wait_for(lambda r: r.posts, "the notification after the restart")
+    assert [b["run_id"] for b in receiver.bodies()] == [done.run_id]
