@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from playwright.sync_api import expect
+
 from tests.browser.support import XTERM_HOOK, Served, descendants, finished, log_in, until
 
 
@@ -28,3 +30,15 @@ def test_the_console_page_shows_the_runs_and_takes_a_key(served: Served, desktop
     desktop.close()  # the tab closes: its console ends
     until(lambda: not [c for _, c in descendants(served.process.pid) if "tether.cli console" in c],
           "the console process ended with its tab")
+
+
+def test_stopping_the_server_with_a_console_tab_open_ends_the_console_and_tells_the_page(served: Served,
+                                                                                          desktop: Any):
+    desktop.context.add_init_script(XTERM_HOOK)
+    log_in(desktop, served.url, "bob")
+    desktop.goto(f"{served.url}/console/")
+    until(lambda: "Pending approvals" in _screen(desktop), "the console drawn")
+    assert [c for _, c in descendants(served.process.pid) if "tether.cli console" in c]
+    served.stop()  # SIGTERM with the tab open: the server ends on its own, and leaves no console behind
+    assert "tether serve: stopping" in served.output()
+    expect(desktop.locator("body.-closed")).to_have_count(1)  # the page says its session ended
