@@ -8,7 +8,8 @@ import time
 from collections.abc import Callable
 
 from tests.benchmarks import (bench_acp, bench_console, bench_decisions, bench_harness, bench_otel_exit, bench_pgstore,
-                               bench_provider, bench_stop, bench_store, bench_stream, bench_tracked, bench_workers)
+                               bench_provider, bench_stop, bench_store, bench_stream, bench_tracked, bench_web,
+                               bench_workers)
 
 BENCHES: list[tuple[str, str, Callable[[], object]]] = [
     ("provider", "provider", bench_provider.main),
@@ -23,6 +24,7 @@ BENCHES: list[tuple[str, str, Callable[[], object]]] = [
     ("workers", "workers on PostgreSQL", bench_workers.main),
     ("acp", "ACP agents under Tether", lambda: bench_acp.main([])),
     ("tracked", "the run API per reported event", lambda: bench_tracked.main([])),
+    ("web", "tether serve: notifications, links, the approvals page, memory", lambda: bench_web.main([])),
 ]
 
 

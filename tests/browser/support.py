@@ -118,7 +118,8 @@ class RecordingProvider:
 
 
 class WebhookReceiver:
-    """A webhook endpoint on loopback that keeps every JSON body it is sent, and when."""
+    """A webhook endpoint on loopback that keeps every JSON body it is sent, and when (the
+    wall clock, as a run's trace has it)."""
 
     def __init__(self) -> None:
         self.bodies: list[tuple[float, dict[str, Any]]] = []
@@ -127,7 +128,7 @@ class WebhookReceiver:
         class Handler(http.server.BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802 (http.server's name)
                 size = int(self.headers.get("Content-Length") or 0)
-                received.append((time.monotonic(), json.loads(self.rfile.read(size) or b"{}")))
+                received.append((time.time(), json.loads(self.rfile.read(size) or b"{}")))
                 self.send_response(204)
                 self.end_headers()
 
