@@ -167,6 +167,14 @@ async def test_secrets_never_reach_a_log_or_a_status_line(tmp_path: Path, monkey
     assert sorted(line.split(":")[0] for line in lines) == ["ntfy 'phone'", "slack 'team'", "webhook 'ops'"]
 
 
+def test_tether_notify_refuses_a_public_url_that_is_not_one(tmp_path: Path):
+    (tmp_path / "tether.toml").write_text('[notify.ops]\nkind = "webhook"\nurl = "http://127.0.0.1:9/"\n')
+    out = subprocess.run([sys.executable, "-m", "tether.cli", "notify", "--store", str(tmp_path / "runs"),
+                          "--config", str(tmp_path / "tether.toml"), "--public-url", "tether.example.com"],
+                         capture_output=True, text=True, timeout=60)
+    assert out.returncode == 2 and "--public-url 'tether.example.com' is not an http:// or https:// URL" in out.stderr
+
+
 def test_tether_notify_refuses_a_file_without_notify_tables(tmp_path: Path):
     (tmp_path / "tether.toml").write_text("[agents]\n")
     out = subprocess.run([sys.executable, "-m", "tether.cli", "notify", "--store", str(tmp_path / "runs"),

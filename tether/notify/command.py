@@ -8,6 +8,7 @@ import asyncio
 import logging
 import signal
 import sys
+from urllib.parse import urlsplit
 
 from tether.notify.channels import load_channels
 from tether.notify.sender import run_sender
@@ -15,6 +16,12 @@ from tether.notify.sender import run_sender
 
 async def notify_command(args: argparse.Namespace, store: object) -> int:
     """Check the ``[notify.*]`` tables, then send until a signal; 0 when stopped by one."""
+    public = args.public_url
+    parts = urlsplit(public or "")
+    if public is not None and (parts.scheme not in ("http", "https") or not parts.hostname):
+        print(f"tether: error: --public-url {public!r} is not an http:// or https:// URL: give where tether serve "
+              "is reached, such as https://tether.example.com", file=sys.stderr)
+        return 2
     channels = load_channels(getattr(args, "config", None))  # a bad table: its words, before anything starts
     if not channels:
         print("tether: error: no [notify.NAME] tables in the agent file (--config, $TETHER_CONFIG or ./tether.toml): "
