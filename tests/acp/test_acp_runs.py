@@ -21,7 +21,7 @@ from tether.trace import read_trace
 from tests.acp.conftest import fake_agent
 from tests.acp.driving import session_open, waiting
 from tests.acp.fake_agent import WRITE_NAME, WRITE_TEXT
-from tests.support import processes_with
+from tests.support import cli_here, cli_here_async, processes_with
 
 
 def agent(workspace: Path, mode: str = "normal", **kw) -> Agent:
@@ -144,8 +144,7 @@ async def test_acp_agent_from_an_agent_file_and_approved_from_another_process(tm
     try:
         async with Harness(tmp_path / "runs") as harness:
             await waiting(harness, "a1")
-        approve = subprocess.run([sys.executable, "-m", "tether.cli", "approve", "a1", "--as", "dana"], env=env,
-                                 capture_output=True, text=True, timeout=60)
+        approve = await cli_here_async("approve", "a1", "--as", "dana", env=env)  # the CLI's main, a second process
         assert approve.returncode == 0, approve.stderr
         out, err = run.communicate(timeout=60)
     finally:
@@ -154,8 +153,7 @@ async def test_acp_agent_from_an_agent_file_and_approved_from_another_process(tm
     assert run.returncode == 0, err
     assert json.loads(out)["status"] == "completed"
     assert (acp_workspace / WRITE_NAME).exists()
-    shown = subprocess.run([sys.executable, "-m", "tether.cli", "show", "a1"], env=env, capture_output=True,
-                           text=True, timeout=60)
+    shown = await cli_here_async("show", "a1", env=env)
     assert "Done." in shown.stdout
 
 
@@ -312,8 +310,7 @@ def test_a_run_whose_process_was_killed_mid_turn_ends_in_words_and_takes_a_follo
             break
         time.sleep(0.05)
     assert no_agent_left(), "the agent died with the process that drove it"
-    resumed = subprocess.run([sys.executable, "-m", "tether.cli", "resume", "k1"], env=env, capture_output=True,
-                             text=True, timeout=120)
+    resumed = cli_here("resume", "k1", env=env)  # the CLI's main, in this process: the killed one's successor
     assert resumed.returncode == 5, resumed.stderr
     assert "ended mid-turn, and the agent with it" in resumed.stdout
     assert "tether resume k1 --message TEXT" in resumed.stdout
@@ -371,8 +368,7 @@ def test_tether_agents_shows_what_an_acp_agent_says_of_itself(tmp_path: Path):
     assert "fake  ACP agent: " in shown.stdout
     assert "fake-agent 1.0.0; auth: none; loads sessions: yes" in shown.stdout
     assert "cat  ACP agent: /bin/cat" in shown.stdout and "is not a usable ACP agent" in shown.stdout
-    listed = subprocess.run([sys.executable, "-m", "tether.cli", "agents", "--json"], env=env, capture_output=True,
-                            text=True, timeout=120)
+    listed = cli_here("agents", "--json", env=env)  # the CLI's main in this process; the listing above is a real one
     rows = {r["name"]: r for r in json.loads(listed.stdout)}
     assert rows["fake"]["acp"]["agent"] == "fake-agent" and rows["fake"]["acp"]["load_session"] is True
     assert "error" in rows["cat"]["acp"]
