@@ -218,3 +218,49 @@ async def test_a_report_left_when_the_holder_lets_go_is_added_by_the_next_hook(w
     await claude.hook("Stop")
     assert (await claude.answer())["code"] == 0
     assert [m["content"] for m in state_of(store).messages if m["role"] == "user"] == ["from the channel"]
+
+
+async def test_the_console_shows_the_session_live_between_hooks_then_orphaned(where: tuple[Store, str],
+                                                                             claude: Claude, tmp_path: Path):
+    from textual.widgets import Static
+
+    from tests.support import SIZE, finish, make_app
+    from tests.support import wait_for as painted
+
+    await claude.hook("SessionStart", source="startup")
+    await claude.answer()
+    console_store = None
+    if not isinstance(where[0], RunStore):
+        from tether.pgstore import PgStore
+
+        console_store = PgStore(where[1])
+    app = make_app(tmp_path, store=console_store)  # (the console closes a store it is given)
+    async with app.run_test(size=SIZE) as pilot:
+        await painted(pilot, lambda: RUN_ID in app.states, "the session's run in the console")
+        app.select(RUN_ID)
+        await painted(pilot, lambda: app.model.is_live(RUN_ID), "the session's run shown live")
+        assert not app.model.is_orphaned(RUN_ID) and app.model.badge_key(RUN_ID) != "orphaned"
+        assert f"run by pid {claude.proc.pid}@" in (app.model.owner_words(RUN_ID) or "")
+        await painted(pilot, lambda: "Claude Code: Stop lands at its next hook" in str(
+            app.console_screen.query_one("#run-header", Static).render()), "the source's words in the header")
+        os.kill(claude.proc.pid, signal.SIGKILL)
+        await claude.proc.wait()
+        await painted(pilot, lambda: app.model.is_orphaned(RUN_ID), "the run shown orphaned once Claude Code died",
+                      CAP_S)
+        await finish(pilot, app)
+
+
+def test_a_keeper_is_its_process_not_its_pid(tmp_path: Path):
+    import subprocess
+
+    from tether import keeper
+
+    mine = keeper.record(os.getpid(), "this test")
+    assert mine is not None and keeper.living(mine)
+    assert not keeper.living({**mine, "started": mine["started"] + 1})  # the pid, reused by a later process
+    assert not keeper.living({**mine, "host": mine["host"] + "-elsewhere"})  # cannot be checked from here
+    assert not keeper.living({**mine, "boot": "another-boot"})
+    assert not keeper.living(None) and not keeper.living({"pid": "1"})
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    assert keeper.record(gone.pid, "gone") is None
