@@ -47,7 +47,7 @@ from tether.state import NeedsApproval, RunState, StateError, Status
 from tether.store import LEDGER_FILE, TRACE_FILE, RunStore
 
 from tests.campaign.server import CountingApp, serving
-from tests.support import load_all
+from tests.support import cli_here, load_all
 
 REPO = Path(__file__).resolve().parents[2]
 RUN_ID = "victim"
@@ -201,10 +201,10 @@ def drive(cell: Path, scenario: Scenario, base_url: str, plan: CrashPlan, counte
     store = RunStore(cell / "runs")
     flow = Flow()
     counter.requests.pop(tag, None)
-    if scenario.rule:
-        subprocess.run([sys.executable, "-m", "tether.cli", "rules", "add", *scenario.rule, "--as", "campaign",
-                        "--runs-dir", str(cell / "runs")], check=True, capture_output=True, cwd=REPO,
-                       timeout=PROCESS_CAP_S)
+    if scenario.rule:  # set-up, not a process of the flow: the CLI's main in this process
+        added = cli_here("rules", "add", *scenario.rule, "--as", "campaign", "--runs-dir", str(cell / "runs"), cwd=REPO)
+        if added.returncode != 0:
+            raise RuntimeError(f"tether rules add {' '.join(scenario.rule)}: {added.stderr.strip()}")
     args = scenario.run_args(f"{base_url}/{tag}/v1")
     while True:
         if len(flow.processes) >= MAX_PROCESSES:

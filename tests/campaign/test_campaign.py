@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -20,6 +19,7 @@ import pytest
 
 from tether.state import Status
 from tether.store import RunStore
+from tests.support import cli_here
 from tests.campaign.crash import (
     CRASH, DOUBLE, SCENARIOS, SIGKILL, Campaign, Process, failures, table, trace_problems,
 )
@@ -83,8 +83,9 @@ def test_lost_reply_window_is_read_from_the_boundary_log():
 
 def test_trace_check_names_what_is_missing(tmp_path: Path):
     """The campaign's trace check itself: a trace without its last turn and stop is caught."""
-    subprocess.run([sys.executable, "-m", "tether.cli", "run", "plan", "--run-id", "p", "--runs-dir",
-                    str(tmp_path / "runs"), "--workspace", str(tmp_path / "ws")], check=True, capture_output=True)
+    ran = cli_here("run", "plan", "--run-id", "p", "--runs-dir", str(tmp_path / "runs"), "--workspace",
+                   str(tmp_path / "ws"))
+    assert ran.returncode == 0, ran.stderr
     state = RunStore(tmp_path / "runs").load("p")
     lines = (tmp_path / "runs" / "p" / "trace.jsonl").read_bytes().splitlines(keepends=True)
     assert trace_problems(lines, state) == []
@@ -98,9 +99,8 @@ def test_resume_and_approve_act_on_the_runs_own_workspace(tmp_path: Path):
     env = {**os.environ, "TETHER_HOME": str(tmp_path / "home")}
     runs = ["--runs-dir", str(tmp_path / "runs")]
 
-    def tether(*args: str) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "tether.cli", *args, *runs], capture_output=True, text=True,
-                              env=env, timeout=120)
+    def tether(*args: str) -> subprocess.CompletedProcess:  # the CLI's main, in this process
+        return cli_here(*args, *runs, env=env)
 
     started = tether("run", "destructive", "--run-id", "d", "--workspace", str(tmp_path / "own"))
     assert started.returncode == 5, started.stderr
