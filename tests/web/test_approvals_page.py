@@ -382,3 +382,40 @@ async def test_a_programs_call_is_shown_with_its_source_and_the_decision_reaches
             if not waiting.done():
                 waiting.cancel()
     assert not approval.approved and approval.by == "ana" and "not to everyone" in approval.words
+
+
+async def test_an_acp_agents_request_is_shown_with_its_diff_refuses_an_edit_and_is_approved(web: Served, tmp_path):
+    from tests.acp.driving import waiting as acp_waiting
+    from tests.acp.fake_agent import WRITE_NAME, WRITE_TEXT
+    from tests.acp.test_acp_runs import agent as fake_acp_agent
+
+    folder = tmp_path / "acp-workspace"
+    folder.mkdir()
+    async with Harness(workspace=tmp_path / "workspace", store=web.store) as other:
+        state = other.create(fake_acp_agent(folder), "write the file")
+        running = asyncio.create_task(other.run(state.run_id, wait_for_decision=0))
+        try:
+            pending = await acp_waiting(other, state.run_id)
+            client = await logged_in(web, "ana")
+            try:
+                text = await (await client.get("/")).text()
+                assert cards(text) == [(state.run_id, pending.call_id)]
+                assert "ACP agent" in text and "+written by the fake agent" in text  # its diff
+                assert 'data-testid="edit-args"' not in text  # an ACP agent's call is not edited
+                hashed = re.search(r'name="hash" value="([^"]+)"', text).group(1)
+                base = {"csrf": await csrf_of(client), "run": state.run_id, "call": pending.call_id, "hash": hashed,
+                        "verdict": "approve"}
+                edit = await client.post("/decide", data={**base, "args": '{"path": "elsewhere.txt"}'},
+                                         headers={"Accept": "application/json"})
+                assert "ACP offers no way to change the arguments" in (await edit.json())["words"]
+                answer = await client.post("/decide", data=base, headers={"Accept": "application/json"})
+                assert (await answer.json())["ok"], await answer.text()
+            finally:
+                await client.close()
+            outcome = await asyncio.wait_for(running, 60)
+        finally:
+            if not running.done():
+                running.cancel()
+    assert outcome.state.status is Status.COMPLETED
+    assert (folder / WRITE_NAME).read_text() == WRITE_TEXT
+    assert outcome.state.approvals[pending.call_id].by == "ana"
