@@ -1,7 +1,9 @@
 """Stop and decisions from any process: ``tether stop``, ``--wait-for-decision``, orphans.
 
-Every run here is a real ``tether`` process; the test drives it from other processes, the
-way an operator in a second terminal would.
+Every run that is stopped or waits here is a real ``tether`` process; the test drives it
+from other processes, the way an operator in a second terminal would. The runs that only
+set a scene, and the commands that follow a first real one, run by the CLI's own main in
+the test's process (tests/support.py, cli_here): the same words, no start-up each.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from tether.state import Cancelled, NeedsApproval, Status
 from tether.store import RunStore
 from tether.trace import read_trace
 
-from tests.support import exited
+from tests.support import cli_here_async, exited
 
 CAP_S = 60.0
 
@@ -58,6 +60,12 @@ async def tether(*args: str) -> tuple[int, str, str]:
     return proc.returncode or 0, out.decode(), err.decode()
 
 
+async def here(*args: str) -> tuple[int, str, str]:
+    """``tether ARGS`` by the CLI's main in this process: exit code, stdout, stderr."""
+    done = await asyncio.wait_for(cli_here_async(*args), CAP_S)
+    return done.returncode, done.stdout, done.stderr
+
+
 @pytest.fixture
 def place(tmp_path: Path) -> Place:
     return Place(tmp_path)
@@ -86,12 +94,12 @@ async def test_stop_from_another_process_reaches_inside_scan_archive(place: Plac
 async def test_bad_stop_requests_get_a_clear_answer_and_change_nothing(place: Place):
     code, _, err = await tether("stop", "nope", *place.args)
     assert code == 2 and "no run nope" in err
-    assert (await tether("run", "plan", "--run-id", "done", *place.args))[0] == 0
-    code, _, err = await tether("stop", "done", *place.args)
+    assert (await here("run", "plan", "--run-id", "done", *place.args))[0] == 0
+    code, _, err = await here("stop", "done", *place.args)
     assert code == 2 and "nothing to stop: run done has already stopped (completed)" in err
-    assert (await tether("run", "destructive", "--run-id", "w", *place.args))[0] == 5
+    assert (await here("run", "destructive", "--run-id", "w", *place.args))[0] == 5
     before = (place.runs / "w" / "journal.jsonl").read_bytes()
-    code, _, err = await tether("stop", "w", *place.args)
+    code, _, err = await here("stop", "w", *place.args)
     assert code == 2
     assert "waiting for approval of delete_file and no process is running it" in err
     assert "tether reject w --reason TEXT" in err
@@ -113,7 +121,7 @@ async def test_a_stop_for_an_orphan_is_kept_and_adoption_sees_it(place: Place):
     code, _, err = await tether("stop", "o1", "--reason", "it was looping", "--as", "carol", *place.args)
     assert code == 1, err
     assert "orphaned" in err and "recorded" in err and "tether resume o1" in err
-    code, out, err = await tether("resume", "o1", "--json", *place.args)
+    code, out, err = await here("resume", "o1", "--json", *place.args)
     assert code == 5, err
     assert json.loads(out)["interruption"] == {"type": "cancelled", "reason": "it was looping", "by": "carol"}
 
@@ -159,12 +167,12 @@ async def test_two_deciders_at_once_make_one_decision_and_the_other_is_told(plac
 
 
 async def test_without_a_decision_in_time_the_run_stays_waiting(place: Place):
-    code, out, err = await tether("run", "destructive", "--run-id", "d3", "--wait-for-decision",
-                                  "--decision-timeout", "0.3", "--json", *place.args)
+    code, out, err = await here("run", "destructive", "--run-id", "d3", "--wait-for-decision",
+                                "--decision-timeout", "0.3", "--json", *place.args)
     assert code == 5, err
     assert json.loads(out)["interruption"]["type"] == "approval"
     # Nobody holds it now: the usual path decides it.
-    code, out, err = await tether("reject", "d3", "--reason", "no", "--json", *place.args)
+    code, out, err = await here("reject", "d3", "--reason", "no", "--json", *place.args)
     assert code == 0 and json.loads(out)["answer"] == scenarios.DESTRUCTIVE_DECLINED
 
 
