@@ -44,6 +44,7 @@ async def test_a_webhook_gets_the_event_object_with_links_that_decide_that_call(
     assert (approve.action, reject.action) == ("approve", "reject")
     assert approve.run_id == state.run_id and approve.call_id == waiting.call_id
     assert approve.args_hash == args_hash(waiting.args) and not approve.bearer
+    assert body["links"]["run"] == f"https://tether.test/runs/{state.run_id}"
 
 
 async def test_ntfy_gets_its_json_publish_with_action_buttons(tmp_path: Path, receiver: Receiver):
@@ -57,6 +58,7 @@ async def test_ntfy_gets_its_json_publish_with_action_buttons(tmp_path: Path, re
     body = post["body"]
     assert post["path"] == "/"  # JSON publishing goes to the server's root, the topic in the body
     assert body["topic"] == "tether-alerts" and body["priority"] == 5
+    assert body["click"] == f"https://tether.test/runs/{state.run_id}"  # a tap opens the run's page
     assert "delete_file" in body["title"] and "access.log" in body["message"]
     approve, reject = body["actions"]
     assert (approve["action"], approve["method"], approve["label"]) == ("http", "POST", "Approve")
@@ -86,9 +88,10 @@ async def test_slack_gets_an_incoming_webhook_message_with_buttons(tmp_path: Pat
     assert "delete_file" in body["text"] and state.run_id in body["text"]
     section, actions = body["blocks"]
     assert section["type"] == "section" and "access.log" in section["text"]["text"]
-    approve, reject = actions["elements"]
+    approve, reject, page = actions["elements"]
     assert (approve["text"]["text"], approve["style"], reject["text"]["text"], reject["style"]) == \
         ("Approve", "primary", "Reject", "danger")
+    assert page["url"] == f"https://tether.test/runs/{state.run_id}"
     claim = read_link(h.store, token_of(approve["url"]))
     assert 0 < claim.expires_at - state.interruption.asked_at <= 10 * 60 + 30  # link_ttl = "10m"
 

@@ -91,6 +91,8 @@ def ntfy(channel: NotifyChannel, notice: Notice, links: dict[str, str]) -> dict[
         actions.append({"action": "view", "label": "Reject", "url": links["reject"], "clear": True})
     if actions:
         body["actions"] = actions
+    if "run" in links:
+        body["click"] = links["run"]  # tapping the notification opens the run's page
     return body
 
 
@@ -101,15 +103,20 @@ def _mrkdwn(text: str) -> str:
 
 def slack(channel: NotifyChannel, notice: Notice, links: dict[str, str]) -> dict[str, Any]:
     """An incoming webhook's message: ``text`` (the notification's words) and blocks, with
-    buttons that open the links' pages (Slack opens a button's URL in the browser)."""
+    buttons that open the links' pages (Slack opens a button's URL in the browser): Approve
+    and Reject for an approval, and the run's page."""
     blocks: list[dict[str, Any]] = [
         {"type": "section", "text": {"type": "mrkdwn", "text": f"*{_mrkdwn(notice.title)}*\n{_mrkdwn(notice.words)}"}},
     ]
     buttons = []
-    for action, label, style in (("approve", "Approve", "primary"), ("reject", "Reject", "danger")):
+    for action, label, style in (("approve", "Approve", "primary"), ("reject", "Reject", "danger"),
+                                 ("run", "Open the run", None)):
         if action in links:
-            buttons.append({"type": "button", "text": {"type": "plain_text", "text": label}, "url": links[action],
-                            "style": style, "action_id": f"tether-{action}"})
+            button = {"type": "button", "text": {"type": "plain_text", "text": label}, "url": links[action],
+                      "action_id": f"tether-{action}"}
+            if style:
+                button["style"] = style
+            buttons.append(button)
     if buttons:
         blocks.append({"type": "actions", "elements": buttons})
     return {"text": f"{notice.title}: {notice.words}", "blocks": blocks}

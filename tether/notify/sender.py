@@ -43,6 +43,7 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import httpx
 
@@ -483,11 +484,16 @@ class _Sender:
             await self._deliver(channel, notice)
 
     def _links(self, channel: NotifyChannel, notice: Notice) -> dict[str, str]:
-        if not self.public_url or notice.event != "approval" or not notice.call_id or notice.args_hash is None:
+        """The run's page, and for an approval the links that decide it (none without a public URL)."""
+        if not self.public_url:
             return {}
-        return {action: link_url(self.public_url, issue_link(
-            self.store, run_id=notice.run_id, call_id=notice.call_id, args_hash=notice.args_hash,
-            action=action, ttl_s=channel.link_ttl_s, bearer=channel.bearer)) for action in ("approve", "reject")}
+        links = {"run": f"{self.public_url.rstrip('/')}/runs/{quote(notice.run_id, safe='')}"}
+        if notice.event == "approval" and notice.call_id and notice.args_hash is not None:
+            for action in ("approve", "reject"):
+                links[action] = link_url(self.public_url, issue_link(
+                    self.store, run_id=notice.run_id, call_id=notice.call_id, args_hash=notice.args_hash,
+                    action=action, ttl_s=channel.link_ttl_s, bearer=channel.bearer))
+        return links
 
     async def _deliver(self, channel: NotifyChannel, notice: Notice) -> None:
         links = await call(self.store, self._links, channel, notice)
