@@ -56,7 +56,7 @@ def may_change(request: web.Request) -> bool:
 
 
 def watcher_words(request: web.Request) -> str:
-    role = request.app[WATCH_ONLY]
+    role = request.config_dict[WATCH_ONLY]
     if role:
         return (f"this server's store role {role} may only watch: nobody can decide or stop from here; "
                 "nothing was changed")
@@ -111,7 +111,7 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 async def _guarded(request: web.Request, handler: Handler) -> web.StreamResponse:
     path = request.path
-    sessions = request.app[SESSIONS]
+    sessions = request.config_dict[SESSIONS]
     session = sessions.get(request.cookies.get(COOKIE))
     if session is not None:
         request[SESSION] = session
@@ -141,13 +141,13 @@ async def _still_there(request: web.Request, session: Session) -> web.StreamResp
     """Before a change: the user is still on the store, with the same role (removed with
     ``--remove-user``, or made a watcher, since they logged in: their session follows)."""
     try:
-        user = await asyncio.to_thread(request.app[USERS].get, session.user)
+        user = await asyncio.to_thread(request.config_dict[USERS].get, session.user)
     except Exception as exc:
         log.warning("tether serve: could not read the users: %s", exc)
         return words_page(request, 503, "Not now", f"the users of this store cannot be read now "
                                                    f"({type(exc).__name__}); nothing was changed; try again")
     if user is None:
-        request.app[SESSIONS].close(session.token)
+        request.config_dict[SESSIONS].close(session.token)
         return words_page(request, 401, "Logged out", f"{session.user} is no longer a user of this store; nothing "
                                                       "was changed", back="/login")
     session.may_change = user.may_change
@@ -191,7 +191,7 @@ async def login(request: web.Request) -> web.StreamResponse:
     if not token or not secrets.compare_digest(token, str(form.get(CSRF_FIELD) or "")):
         return await login_page(request, status=403, name=name,
                                 words="the login form was out of date: log in again")
-    throttle, address = request.app[THROTTLE], client_address(request)
+    throttle, address = request.config_dict[THROTTLE], client_address(request)
     wait = throttle.wait_s(name, address)
     if wait > 0:
         return await login_page(request, status=429, name=name,
@@ -199,7 +199,7 @@ async def login(request: web.Request) -> web.StreamResponse:
                                       f"{int(wait) + 1} s")
     if not name or not password:
         return await login_page(request, status=400, name=name, words="give your name and your password")
-    users = request.app[USERS]
+    users = request.config_dict[USERS]
     try:
         user = await asyncio.to_thread(users.check, name, password)
     except Exception as exc:  # the store is away, or its users file is unreadable: said, never the password
@@ -211,16 +211,16 @@ async def login(request: web.Request) -> web.StreamResponse:
         log.info("tether serve: failed login for %r from %s", name, address)
         return await login_page(request, status=401, name=name, words="that name and password do not match")
     throttle.succeeded(name)
-    session = request.app[SESSIONS].open(user.name, may_change=user.may_change)
+    session = request.config_dict[SESSIONS].open(user.name, may_change=user.may_change)
     log.info("tether serve: %s logged in from %s", user.name, address)
     done = web.HTTPSeeOther(safe_next(str(form.get("next") or "/")))
-    set_session_cookie(done, request.app[SETTINGS], session)
+    set_session_cookie(done, request.config_dict[SETTINGS], session)
     done.del_cookie(LOGIN_COOKIE, path="/login")
     raise done
 
 
 async def logout(request: web.Request) -> web.StreamResponse:
-    request.app[SESSIONS].close(request.cookies.get(COOKIE))
+    request.config_dict[SESSIONS].close(request.cookies.get(COOKIE))
     done = web.HTTPSeeOther("/login")
     done.del_cookie(COOKIE, path="/")
     raise done
@@ -238,4 +238,4 @@ def csrf_of(request: web.Request) -> str:
 def page_context(request: web.Request, **more: Any) -> dict[str, Any]:
     """What every logged-in page's template gets: who is in, what they may do, the token."""
     return {"session": session_of(request), "may_change": may_change(request), "csrf": csrf_of(request),
-            "watch_only": request.app[WATCH_ONLY], **more}
+            "watch_only": request.config_dict[WATCH_ONLY], **more}
