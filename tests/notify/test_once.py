@@ -308,3 +308,12 @@ async def test_a_database_restart_is_ridden_out(pg_notify: Any, pg_server: Any, 
             done = (await h.run(h.new_run("plan").run_id)).state
         await receiver.wait_for(lambda r: r.posts, "the notification after the restart")
     assert [b["run_id"] for b in receiver.bodies()] == [done.run_id]
+
+
+def test_a_status_left_by_a_sender_that_died_says_it_is_not_retried():
+    from tether.notify.sender import status_line
+
+    record = {"channel": "ntfy 'phone'", "failures": 3, "last": "connection refused", "at": 1000.0, "retry_at": 1008.0}
+    assert status_line(record, now=1000.0).endswith("; retrying in 8 s")
+    assert status_line(record, now=1000.0).startswith("ntfy 'phone': 3 failures, last 'connection refused' at ")
+    assert "not tried again since" in status_line(record, now=2000.0)

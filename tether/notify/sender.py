@@ -61,6 +61,8 @@ from tether.watch import NEW, REMOVED, TRACE, RunChange
 log = logging.getLogger("tether.notify")
 
 CURSOR = "cursor"
+STALE_S = 60.0
+"""A status whose retry is this far past was left by a sender that ended."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -192,6 +194,8 @@ def status_line(record: dict[str, Any], now: float | None = None) -> str:
         return f"{said}; gave up on {record.get('gave_up')}"
     retry_at = record.get("retry_at")
     if isinstance(retry_at, (int, float)):
+        if now - retry_at > STALE_S:  # its sender ended meanwhile (killed): said, not "retrying in 0 s"
+            return f"{said}; not tried again since {_clock(retry_at)}: is a sender running (tether serve, tether notify)?"
         return f"{said}; retrying in {max(0, round(retry_at - now))} s"
     return said
 
