@@ -91,7 +91,8 @@ async def test_filters_by_agent_and_by_tool(tmp_path: Path, receiver: Receiver):
                                   "events": ["approval", "completed"]})
     reads = channel("reads", {"kind": "webhook", "url": f"{receiver.url}/reads", "tools": ["read_file"],
                               "agents": ["plan", "destructive"]})
-    store.rule_add(Rule("ask", "read_file", "errors.log is sensitive", "alice", where=(parse_where("path=errors.log"),)))
+    store.rule_add(Rule("ask", "read_file", "errors.log is sensitive", "alice",
+                        where=(parse_where("path=errors.log"),)))
     async with harness(store, tmp_path) as h, sending(store, [others, deletes, reads]):
         first = (await h.run(h.new_run("destructive").run_id)).state  # asks for delete_file
         second = (await h.run(h.new_run("plan").run_id)).state  # asks for read_file, by the rule

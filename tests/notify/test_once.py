@@ -182,7 +182,8 @@ def test_tether_notify_refuses_a_file_without_notify_tables(tmp_path: Path):
     assert out.returncode == 2 and "no [notify.NAME] tables" in out.stderr
 
 
-async def test_tether_notify_sends_and_a_second_one_takes_over_when_the_first_is_killed(tmp_path: Path, receiver: Receiver):
+async def test_tether_notify_sends_and_a_second_one_takes_over_when_the_first_is_killed(tmp_path: Path,
+                                                                                       receiver: Receiver):
     config = tmp_path / "tether.toml"
     config.write_text(f'[notify.ops]\nkind = "webhook"\nurl = "{receiver.url}/hook"\nevents = ["completed"]\n')
     command = [sys.executable, "-m", "tether.cli", "notify", "--store", str(tmp_path / "runs"), "--config", str(config),

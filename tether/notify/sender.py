@@ -195,7 +195,8 @@ def status_line(record: dict[str, Any], now: float | None = None) -> str:
     retry_at = record.get("retry_at")
     if isinstance(retry_at, (int, float)):
         if now - retry_at > STALE_S:  # its sender ended meanwhile (killed): said, not "retrying in 0 s"
-            return f"{said}; not tried again since {_clock(retry_at)}: is a sender running (tether serve, tether notify)?"
+            return (f"{said}; not tried again since {_clock(retry_at)}: is a sender running "
+                    "(tether serve, tether notify)?")
         return f"{said}; retrying in {max(0, round(retry_at - now))} s"
     return said
 
