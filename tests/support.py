@@ -19,6 +19,7 @@ import termios
 import threading
 import time
 from collections.abc import AsyncIterator, Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -375,6 +376,13 @@ def cli_here(*args: str, env: Mapping[str, str] | None = None,
     process's."""
     from tether import cli
 
+    try:
+        asyncio.get_running_loop()
+    except RuntimeError:
+        pass
+    else:  # from a coroutine, blocking it as subprocess.run would: main's own loop needs another thread
+        with ThreadPoolExecutor(1) as pool:
+            return pool.submit(cli_here, *args, env=env, cwd=cwd).result()
     with _ONE_CLI_AT_A_TIME:
         saved_env, saved_cwd = dict(os.environ), os.getcwd()
         out, err = io.StringIO(), io.StringIO()

@@ -30,7 +30,7 @@ from tether.state import Limits, RunState, Status
 from tether.store import JOURNAL_FILE, OWNER_FILE, TRACE_FILE, RunHandle, RunStore, lock_held
 from tether.trace import read_trace
 
-from tests.support import crashing, load_all, place, wait_until
+from tests.support import cli_here, crashing, load_all, place, wait_until
 
 # What a summary says about a run, compared with the run itself (liveness, owner and the
 # journal's identity are not the run's).
@@ -39,9 +39,12 @@ COMPARED = ("run_id", "status", "model", "agent", "parent_run_id", "task", "turn
             "child_cost_usd", "per_turn_prompt_tokens", "estimated_turns", "assumed_price", "answer", "tool_runs")
 
 
-def tether(*args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tether.cli", *args], capture_output=True, text=True,
-                          timeout=120, **kw)
+def tether(*args: str, real: bool = False) -> subprocess.CompletedProcess:
+    """``tether ARGS``: a child process when ``real``, else the CLI's main in this process
+    (tests/support.py, cli_here): the same listing, without a start-up each."""
+    if not real:
+        return cli_here(*args)
+    return subprocess.run([sys.executable, "-m", "tether.cli", *args], capture_output=True, text=True, timeout=120)
 
 
 def expected(state: RunState) -> dict:
@@ -121,7 +124,7 @@ async def test_summaries_match_the_runs_and_come_from_the_index(harness: Harness
     assert store.liveness(ids["never_started"]) == "orphaned" and store.liveness(ids["completed"]) is None
 
     # The CLI lists from the same summaries: the keys it always had first, then the index's.
-    listed = json.loads(tether("runs", "--json", "--runs-dir", str(runs_dir)).stdout)
+    listed = json.loads(tether("runs", "--json", "--runs-dir", str(runs_dir), real=True).stdout)
     assert [tuple(row) for row in listed] == [LISTING_KEYS] * len(states)
     assert LISTING_KEYS[:len(SUMMARY_KEYS)] == SUMMARY_KEYS
     for state, row in zip(states, listed):  # what it printed before the index, value for value
