@@ -104,7 +104,9 @@ def pg_url(pg_server) -> str:
 SLOW_FIRST = (
     "tests/local_model/", "tests/console/test_console_workers.py", "tests/campaign/", "tests/console/test_tour",
     "tests/processes/test_worker", "tests/processes/test_wheel.py", "tests/integrations/", "tests/acp/test_acp_server.py",
-    "tests/processes/test_rules_cli.py", "tests/processes/test_decisions.py", "tests/processes/test_approvals_processes.py",
+    "tests/console/test_tui_acp.py", "tests/processes/test_mcp_runs.py", "tests/processes/test_pg_cli.py",
+    "tests/processes/test_approvals_processes.py", "tests/processes/test_persistence.py",
+    "tests/console/test_console_store.py", "tests/processes/test_rules_cli.py", "tests/processes/test_decisions.py",
 )
 
 
