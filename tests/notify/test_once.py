@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import os
 import signal
 import socket
@@ -143,7 +144,9 @@ def closed_port() -> int:
         return s.getsockname()[1]
 
 
-async def test_secrets_never_reach_a_log_or_a_status_line(tmp_path: Path, monkeypatch, notify_log):
+async def test_secrets_never_reach_a_log_or_a_status_line(tmp_path: Path, monkeypatch, notify_log, receiver: Receiver):
+    notify_log.set_level(logging.DEBUG, logger="httpx")  # httpx logs each request's URL: not this one's secrets
+    notify_log.set_level(logging.DEBUG, logger="httpcore")
     monkeypatch.setenv("NTFY_TOKEN", "tk_SECRET_token_123")
     store = RunStore(tmp_path / "runs")
     port = closed_port()
@@ -154,6 +157,8 @@ async def test_secrets_never_reach_a_log_or_a_status_line(tmp_path: Path, monkey
                          "events": ["completed"]}),
         channel("ops", {"kind": "webhook", "url": f"http://127.0.0.1:{port}/hook?key=QUERYSECRET",
                         "events": ["completed"]}),
+        channel("fine", {"kind": "webhook", "url": f"{receiver.url}/hook/PATHSECRET?key=GOODSECRET",
+                         "events": ["completed"]}),
     ]
     async with sending(store, channels):
         async with Harness(workspace=tmp_path / "ws", store=store) as h:
@@ -161,8 +166,10 @@ async def test_secrets_never_reach_a_log_or_a_status_line(tmp_path: Path, monkey
         await until(lambda: len(sender_status(store)) == 3, "three failing channels")
         lines = sender_status(store)
     said = "\n".join(r.getMessage() for r in notify_log.records) + "\n" + "\n".join(lines)
-    for secret in ("tk_SECRET_token_123", "topic-SECRET-xyz", "SLACKSECRET", "QUERYSECRET", "/services/"):
+    for secret in ("tk_SECRET_token_123", "topic-SECRET-xyz", "SLACKSECRET", "QUERYSECRET", "/services/",
+                   "PATHSECRET", "GOODSECRET"):
         assert secret not in said
+    assert "HTTP Request: POST" in said and receiver.posts  # httpx's own line, for the one that was sent
     assert "connection refused" in said and f"127.0.0.1:{port}" in said
     assert sorted(line.split(":")[0] for line in lines) == ["ntfy 'phone'", "slack 'team'", "webhook 'ops'"]
 

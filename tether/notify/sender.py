@@ -237,6 +237,37 @@ async def run_sender(store: Any, *, config_path: Path | str | None = None, publi
         log.warning("no public URL (--public-url): notifications carry no links to approve or reject with")
     storage = storage_for(store)
     lease = storage.lease()
+    hidden = _Hidden(channels)
+    for name in _CHATTY:
+        logging.getLogger(name).addFilter(hidden)
+    try:
+        await _send(store, channels, lease, public_url, stop, settings, since, ready)
+    finally:
+        for name in _CHATTY:
+            logging.getLogger(name).removeFilter(hidden)
+
+
+_CHATTY = ("httpx", "httpcore")
+"""Libraries that log each request's URL (httpx at INFO): a channel's URL is its password."""
+
+
+class _Hidden(logging.Filter):
+    """Redacts the channels' secrets from the HTTP library's own log records."""
+
+    def __init__(self, channels: list[NotifyChannel]) -> None:
+        super().__init__()
+        self.channels = channels
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        if any(kinds.shown_url(c) in text for c in self.channels):  # a request to a channel: others are not ours
+            record.msg, record.args = _redacted(text, self.channels), ()
+        return True
+
+
+async def _send(store: Any, channels: list[NotifyChannel], lease: Lease, public_url: str | None,
+                stop: asyncio.Event, settings: SenderSettings, since: float, ready: asyncio.Event | None) -> None:
+    """Take the lease (waiting for it), send while it is held; again when it is lost."""
     said_waiting = False
     unreachable: str | None = None
     async with httpx.AsyncClient(timeout=settings.timeout_s, follow_redirects=False) as client:
