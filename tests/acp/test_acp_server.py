@@ -29,6 +29,7 @@ from tether.store import RunStore
 from tests.acp.conftest import FAKE_AGENT
 from tests.acp.fake_agent import WRITE_NAME, WRITE_TEXT
 from tests.acp.procs import alive_in
+from tests.support import cli_here_async
 
 CAP_S = 60.0  # a generous cap on every wait: it fails the test, it never paces it
 EDITOR = "test-editor"
@@ -111,12 +112,11 @@ class Place:
         return env
 
     async def tether(self, *args: str) -> tuple[int, str, str]:
-        """The CLI in another process, as a second terminal would run it."""
-        proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.cli", *args, "--store", str(self.runs),
-                                                    stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
-                                                    env=self.env(), cwd=self.tmp)
-        out, err = await asyncio.wait_for(proc.communicate(), CAP_S)
-        return proc.returncode or 0, out.decode(), err.decode()
+        """The CLI beside the served process, as a second terminal would run it: by the CLI's
+        main in this process (tests/support.py, cli_here), without a start-up."""
+        done = await asyncio.wait_for(cli_here_async(*args, "--store", str(self.runs), env=self.env(), cwd=self.tmp),
+                                      CAP_S)
+        return done.returncode, done.stdout, done.stderr
 
     @contextlib.asynccontextmanager
     async def served(self, editor: Editor, *options: str) -> AsyncIterator[Any]:
