@@ -115,3 +115,21 @@ async def test_the_sender_escalates_a_call_nobody_decided_in_time(store: Any, tm
     asked, escalated = receiver.bodies("approval")
     assert not asked["escalated"] and escalated["escalated"] and escalated["call_id"] == asked["call_id"]
     assert store.load(run.run_id).interruption.escalated  # recorded on the run, as tether runs would
+
+
+async def test_a_two_person_call_asked_again_after_the_first_approval_is_a_new_notification(
+        tmp_path: Path, receiver: Receiver):
+    """The first person's link is spent: the second needs a notification of their own."""
+    from tether.store import RunStore
+
+    store = RunStore(tmp_path / "runs")
+    store.rule_add(Rule("ask", "delete_file", "two people delete logs", "alice", approvals=2))
+    async with harness(store, tmp_path) as h, sending(store, [every_event(receiver)]):
+        run_id = h.new_run("destructive").run_id
+        await h.run(run_id)
+        await receiver.wait_for(lambda r: r.bodies("approval"), "the first ask")
+        await h.approve(run_id, by="alice")
+        await receiver.wait_for(lambda r: len(r.bodies("approval")) == 2, "the ask after alice")
+    first, second = receiver.bodies("approval")
+    assert first["call_id"] == second["call_id"] and "1 of 2 approved (alice)" in second["text"]
+    assert second["links"]["approve"] != first["links"]["approve"]

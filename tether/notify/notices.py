@@ -135,7 +135,7 @@ class Detector:
             run.asked[call_id] = args
             self._deadline(run_id, call_id, record.get("deadline_at"))
             return self.approval(run_id, call_id, str(record.get("tool") or ""), args, str(record.get("why") or ""),
-                                 ts)
+                                 ts, approved=len(record.get("approvers") or ()))
         if kind == "approval_escalated":
             run = self.run(run_id)
             call_id = str(record.get("call_id") or "")
@@ -166,10 +166,12 @@ class Detector:
         return None
 
     def approval(self, run_id: str, call_id: str, tool: str, args: str, why: str, ts: float, *,
-                 escalated: bool = False) -> Notice:
+                 escalated: bool = False, approved: int = 0) -> Notice:
+        """``approved``: how many of the people a two-person call needs have approved it; a
+        call asked again after one of them is a new notice (the first one's link is spent)."""
         run = self.run(run_id)
         shown = one_line(args, ARGS_SHOWN)
-        step = "escalated" if escalated else "approval"
+        step = "escalated" if escalated else f"approval+{approved}" if approved else "approval"
         title = f"{'Escalated: ' if escalated else ''}Approval needed: {tool}"
         words = f"{_who(run, run_id)} wants {tool}({shown})" + (f": {one_line(why, 200)}" if why else "")
         return Notice("approval", f"{run_id}:{call_id}:{step}", run_id, ts, title, words, agent=run.agent,
@@ -187,7 +189,7 @@ class Detector:
         return self.approval(summary.run_id, str(waiting["callId"]), str(waiting.get("toolName") or ""),
                              str(waiting.get("args") or ""), str(waiting.get("why") or ""),
                              float(waiting.get("askedAt") or summary.updated_at or time.time()),
-                             escalated=bool(waiting.get("escalated")))
+                             escalated=bool(waiting.get("escalated")), approved=len(waiting.get("approvers") or ()))
 
     def _deadline(self, run_id: str, call_id: str, at: Any) -> None:
         if isinstance(at, (int, float)) and not isinstance(at, bool):
