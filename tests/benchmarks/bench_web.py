@@ -85,8 +85,8 @@ async def notified_and_clicked(tmp: Path, calls: int) -> tuple[list[float], list
                 clicked = time.time()
                 async with http.post(body[1]["links"]["approve"]) as answer:
                     assert answer.status < 400, await answer.text()
-                started = await asyncio.to_thread(until, lambda: _event_ts(served.runs, run_id, "tool_start", "delete_file"),
-                                                  "the run going on")
+                started = await asyncio.to_thread(
+                    until, lambda: _event_ts(served.runs, run_id, "tool_start", "delete_file"), "the run going on")
                 going.append(started - clicked)
     finally:
         await asyncio.to_thread(served.stop)

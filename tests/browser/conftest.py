@@ -98,7 +98,8 @@ def provider() -> Iterator[RecordingProvider]:
 
 
 @pytest.fixture
-def served(tmp_path: Path, provider: RecordingProvider) -> Iterator[Served]:
+def served(browser: Any, tmp_path: Path, provider: RecordingProvider) -> Iterator[Served]:
+    """``tether serve`` for a browser test (the browser first: without it, nothing starts)."""
     server = Served(tmp_path, provider.url)
     try:
         yield server

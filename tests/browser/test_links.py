@@ -24,7 +24,7 @@ def receiver() -> Iterator[WebhookReceiver]:
 
 
 @pytest.fixture
-def notifying(tmp_path: Path, provider: RecordingProvider, receiver: WebhookReceiver) -> Iterator[Served]:
+def notifying(browser: Any, tmp_path: Path, provider: RecordingProvider, receiver: WebhookReceiver) -> Iterator[Served]:
     config = tmp_path / "tether.toml"
     config.write_text(f'[notify.phone]\nkind = "webhook"\nurl = "{receiver.url}"\nevents = ["approval"]\n')
     server = Served(tmp_path, provider.url, config=config)
