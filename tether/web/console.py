@@ -169,8 +169,9 @@ class _ConsoleServer(Server):
         return operator, None
 
     def build(self) -> web.Application:
-        """textual-serve's routes (``Server._make_app``, which is a coroutine for no reason we
-        need), with its page template minus the web fonts."""
+        """textual-serve's routes (as ``Server._make_app`` makes them, but without a running
+        loop: ``tether serve`` builds its app before it starts one), with its page template
+        minus the web fonts."""
         app = web.Application()
         aiohttp_jinja2.setup(app, loader=jinja2.FunctionLoader(_template))
         app.add_routes([
