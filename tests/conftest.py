@@ -107,6 +107,7 @@ SLOW_FIRST = (
     "tests/console/test_tui_acp.py", "tests/processes/test_mcp_runs.py", "tests/processes/test_pg_cli.py",
     "tests/processes/test_approvals_processes.py", "tests/processes/test_persistence.py",
     "tests/console/test_console_store.py", "tests/processes/test_rules_cli.py", "tests/processes/test_decisions.py",
+    "tests/browser/",
 )
 
 
