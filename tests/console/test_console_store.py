@@ -22,6 +22,7 @@ from tether.tui.components.dialogs import ApproveDialog, ResumeDialog
 from tests.support import (
     SIZE,
     children_of,
+    cli_here_async,
     ended,
     finish,
     header,
@@ -194,9 +195,8 @@ async def test_a_run_waiting_with_nobody_holding_it_is_decided_in_the_console(tm
     app = make_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
         await app.store_ready()
-        run = await spawn("run", "destructive", "--run-id", "w1", *place(tmp_path))
-        code, out = await ended(run)
-        assert code == 5, out
+        made = await cli_here_async("run", "destructive", "--run-id", "w1", *place(tmp_path))  # made and let go
+        assert made.returncode == 5, made.stdout + made.stderr
         await wait_for(pilot, lambda: [p.run_id for p in app.pending_approvals()] == ["w1"], "w1 pending", CAP_S)
         app.select("w1")
         assert app.model.decide_route("w1") == "here"
@@ -211,9 +211,8 @@ async def test_a_run_waiting_with_nobody_holding_it_is_decided_in_the_console(tm
 async def test_two_consoles_approving_a_run_nobody_holds_make_one_decision(tmp_path: Path) -> None:
     first, second = make_app(tmp_path, operator="ann"), make_app(tmp_path, operator="ben")
     said = {"ann": notices(first), "ben": notices(second)}
-    run = await spawn("run", "destructive", "--run-id", "w2", *place(tmp_path))
-    code, out = await ended(run)
-    assert code == 5, out
+    made = await cli_here_async("run", "destructive", "--run-id", "w2", *place(tmp_path))  # made and let go
+    assert made.returncode == 5, made.stdout + made.stderr
     async with first.run_test(size=SIZE) as p1, second.run_test(size=SIZE) as p2:
         await first.store_ready()
         await second.store_ready()
