@@ -348,6 +348,7 @@ class _Sender:
         self.queues: dict[str, asyncio.Queue[Notice]] = {c.name: asyncio.Queue() for c in channels}
         self.queued: set[tuple[str, str]] = set()
         self.failures: dict[str, int] = {}
+        self.inflight: set[asyncio.Future[str | None]] = set()
         self.cursor_saved = 0.0
 
     async def run(self, ready: asyncio.Event | None) -> None:
@@ -407,6 +408,12 @@ class _Sender:
             for worker in workers:
                 worker.cancel()
             await asyncio.gather(*workers, return_exceptions=True)
+            if self.inflight:  # POSTs under way: their answers recorded, within a request's timeout
+                under_way = set(self.inflight)
+                _, late = await asyncio.wait(under_way, timeout=self.settings.timeout_s + 1)
+                for attempt in late:
+                    attempt.cancel()
+                await asyncio.gather(*under_way, return_exceptions=True)
             if self.stop.is_set() and self.cursor_saved:  # a clean stop: the next sender reads from here
                 with contextlib.suppress(Exception):
                     await asyncio.to_thread(self.storage.meta_put, CURSOR, repr(time.time()))
@@ -537,14 +544,13 @@ class _Sender:
         what = f"{notice.event} of {notice.run_id}" + (f" ({notice.call_id})" if notice.call_id else "")
         tries = 0
         while True:
-            try:
-                response = await self.client.post(sent.url, json=sent.body, headers=sent.headers)
-                if not 200 <= response.status_code < 300:
-                    raise _Failed(f"HTTP {response.status_code} {response.reason_phrase}".strip())
-            except (httpx.HTTPError, _Failed) as exc:
-                words = kinds.redact(_describe(exc), channel)
-            else:
-                await asyncio.to_thread(self.lease.ledger_put, channel.name, notice.key, "sent")
+            # A stop does not cut a POST from its record: the attempt runs on, shielded, and the
+            # sender waits for it (run's cleanup), so a clean stop never leaves a sent one unrecorded.
+            attempt = asyncio.ensure_future(self._attempt(channel, notice, sent))
+            self.inflight.add(attempt)
+            attempt.add_done_callback(self.inflight.discard)
+            words = await asyncio.shield(attempt)
+            if words is None:
                 if self.failures.pop(channel.name, None):
                     await asyncio.to_thread(self.storage.status_put, channel.label, None)
                     log.warning("%s: sending again", channel.label)
@@ -565,6 +571,18 @@ class _Sender:
             await asyncio.to_thread(self.storage.status_put, channel.label, record)
             log.warning("%s", status_line(record, now))
             await asyncio.sleep(delay)
+
+
+    async def _attempt(self, channel: NotifyChannel, notice: Notice, sent: kinds.Request) -> str | None:
+        """One POST, and ``sent`` recorded when it went (None); else why not, in words."""
+        try:
+            response = await self.client.post(sent.url, json=sent.body, headers=sent.headers)
+            if not 200 <= response.status_code < 300:
+                raise _Failed(f"HTTP {response.status_code} {response.reason_phrase}".strip())
+        except (httpx.HTTPError, _Failed) as exc:
+            return kinds.redact(_describe(exc), channel)
+        await asyncio.to_thread(self.lease.ledger_put, channel.name, notice.key, "sent")
+        return None
 
 
 def _describe(exc: BaseException) -> str:
