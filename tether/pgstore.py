@@ -65,6 +65,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import heapq
+import itertools
 import json
 import logging
 import os
@@ -73,7 +75,8 @@ import select
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -498,6 +501,60 @@ class _Pool:
                 conn.close()
 
 
+class _Flushes:
+    """A store's trace timer: one thread that, :data:`TRACE_FLUSH_S` after a run's first line
+    no save took, hands that run's flush to a few reused threads. A timer thread per run and
+    window cost a thread start each time (about a twentieth of a busy worker's CPU)."""
+
+    def __init__(self, workers: int) -> None:
+        self._workers = workers
+        self._due: list[tuple[float, int, Callable[[], None]]] = []
+        self._cond = threading.Condition()
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    def later(self, flush: Callable[[], None]) -> None:
+        with self._cond:
+            heapq.heappush(self._due, (time.monotonic() + TRACE_FLUSH_S, next(self._order), flush))
+            if self._thread is None:
+                self._closed = False
+                self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="tether trace flush")
+                self._thread = threading.Thread(target=self._run, args=(self._pool,), name="tether trace timer",
+                                                daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self, pool: ThreadPoolExecutor) -> None:
+        while True:
+            with self._cond:
+                if self._closed:
+                    return
+                if not self._due:
+                    self._cond.wait()
+                    continue
+                wait = self._due[0][0] - time.monotonic()
+                if wait > 0:
+                    self._cond.wait(wait)
+                    continue
+                _, _, flush = heapq.heappop(self._due)
+            pool.submit(flush)
+
+    def close(self) -> None:
+        """Stop the timer; lines still waiting are committed by their handle's release."""
+        with self._cond:
+            self._closed = True
+            self._due.clear()
+            thread, self._thread = self._thread, None
+            pool, self._pool = self._pool, None
+            self._cond.notify()
+        if thread is not None:
+            thread.join()
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+
 class _Holds:
     """A store's holding session: the advisory lock of every run the store owns, taken and let
     go of on this one connection, and those runs by id. A session's advisory locks are
@@ -556,6 +613,7 @@ class PgStore:
         self.schema = schema
         self._pool = _Pool(url, POOL_SIZE if pool_size is None else max(1, pool_size))
         self._holds = _Holds(url)
+        self._flushes = _Flushes(self._pool.size)
         self._ready = False
 
     def __repr__(self) -> str:
@@ -604,6 +662,7 @@ class PgStore:
 
     def close(self) -> None:
         """Close the pool, and the holding session (with the locks of any run still held)."""
+        self._flushes.close()
         self._pool.close()
         self._holds.close()
 
@@ -970,7 +1029,7 @@ class PgHandle:
         self._buffers = threading.Lock()
         self._ledger: PgLedger | None = None
         self._released = False
-        self._flusher: threading.Timer | None = None  # armed by the first line no save has taken
+        self._flusher: object | None = None  # armed by the first line no save has taken (_arm)
         self._lost = False  # a statement's connection went away; the run may still be ours
         self._saving = 0  # saves whose lines are taken but not committed yet
         self._decided: tuple[Any, ...] | None = None  # the decisions the table holds (index.decisions_key)
@@ -1222,19 +1281,20 @@ class PgHandle:
 
     def _arm(self) -> None:
         """Commit the pending lines in :data:`TRACE_FLUSH_S` unless a save takes them first
-        (called holding ``_buffers``)."""
-        self._flusher = threading.Timer(TRACE_FLUSH_S, self._flush)
-        self._flusher.daemon = True
-        self._flusher.name = f"tether trace flush {self.run_id}"
-        self._flusher.start()
+        (called holding ``_buffers``; the store's timer calls :meth:`_flush` with this mark,
+        which a disarm or a later arm makes stale)."""
+        mark = self._flusher = object()
+        self.store._flushes.later(lambda: self._flush(mark))
 
-    def _flush(self) -> None:
+    def _flush(self, mark: object) -> None:
         """The trace lines no save took, in a statement of their own (:data:`_FLUSH`), fenced
         by the owner's token like a save, with a ``trace`` notification. Lines are committed in ``seq``
         order: while a save that took earlier lines is still committing them, this waits
         for the next round (a follower reads after the last ``seq`` it saw)."""
         with self._lock:
             with self._buffers:
+                if self._flusher is not mark:
+                    return  # disarmed, or armed again since
                 self._flusher = None
                 if self._released or self._token is None or not self._trace_lines:
                     return
@@ -1283,9 +1343,7 @@ class PgHandle:
 
     def _disarm(self) -> None:
         with self._buffers:
-            flusher, self._flusher = self._flusher, None
-        if flusher is not None:
-            flusher.cancel()
+            self._flusher = None
 
     def release(self) -> None:
         """Commit the trace lines no save took, remove the owner record, then let go of the
