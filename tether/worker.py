@@ -141,7 +141,7 @@ def pool_size(concurrency: int) -> int:
     return max(4, min(MAX_POOL, 2 + concurrency // 8))
 
 
-MAX_POOL = 10
+MAX_POOL = 8
 """The most connections of each kind (Tether's, DBOS's) one worker keeps, whatever its
 ``--concurrency``: the database, not the connection count, is what limits a busy worker."""
 
