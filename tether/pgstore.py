@@ -29,14 +29,23 @@ ledger exactly when the transcript holds the result it gave the model. The ledge
 *intent* (``begin``) is committed at once, on its own: it must be durable before the side
 effect it announces.
 
-**Ownership is a session advisory lock**, ``pg_try_advisory_lock(lock_key)``, taken by
-the connection the owner then saves through. The server drops it when that session ends
-however it ends (a killed process closes its socket at once; a vanished host after the TCP
-keepalives this session sets, about 25 s), so a dead worker's runs are orphaned at once.
-Liveness is read from ``pg_locks``, which anyone may read (the read-only watcher too),
-without touching the lock. Every save also checks the run's ``owner_token``, so an owner
-whose session was somehow replaced cannot write over its successor. Session locks need a
-session: connect directly, or through a pooler in session mode.
+**Connections per process, not per run.** A store holds at most :data:`POOL_SIZE`
+connections for its reads and saves (``TETHER_PG_POOL``, :class:`_Pool`), and one more,
+its *holding session*, once it owns a run, however many runs it drives: a worker at
+concurrency 64 needs no more connections than one at 8.
+
+**Ownership is a session advisory lock**, ``pg_try_advisory_lock(lock_key)``, taken on the
+store's holding session, which holds the locks of every run the store owns. The server drops
+them when that session ends however it ends (a killed process closes its socket at once; a
+vanished host after the TCP keepalives this session sets, about 25 s), so a dead worker's
+runs are orphaned at once. Liveness is read from ``pg_locks``, which anyone may read (the
+read-only watcher too), without touching the lock. Saves go through the pool, fenced by the
+run's ``owner_token``: every save checks it in its own statement, so an owner whose lock was
+lost and taken by another process cannot write over its successor; and before each save the
+holding session is looked at (a socket poll, no round trip): one the server has ended is
+replaced, and each run's lock taken again on the new one, only if its token is still the
+run's. Session locks and the holding session need a session: connect directly, or through
+a pooler in session mode (docs/scale-out.md says why transaction pooling cannot hold them).
 
 **Blocking.** psycopg's calls wait on the network, so ``blocking = True``: code on an event
 loop calls the store through :func:`tether.runstore.call` and saves with
@@ -55,6 +64,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import heapq
+import itertools
 import json
 import logging
 import os
@@ -63,7 +75,8 @@ import select
 import threading
 import time
 import uuid
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit, urlunsplit
 
@@ -98,6 +111,20 @@ def _seconds(name: str, default: float) -> float:
     return value if value >= 0 else default
 
 
+def _count(name: str, default: int) -> int:
+    try:
+        value = int(os.environ[name])
+    except (KeyError, ValueError):
+        return default
+    return value if value >= 1 else default
+
+
+POOL_SIZE = _count("TETHER_PG_POOL", 4)
+"""The most connections a store opens for its reads and saves, whatever it does and however
+many runs it holds (``TETHER_PG_POOL`` sets it; a worker takes more for a high
+``--concurrency``, :func:`tether.worker.pool_size`). A caller finding them all in use waits
+for one (at most :data:`POOL_WAIT_S`)."""
+POOL_WAIT_S = 30.0
 RECONNECT_S = _seconds("TETHER_PG_RECONNECT_S", 30.0)
 """How long an owner's save waits for a database that went away (a restart, a failover) to
 come back, trying once a second, before it gives the run up (orphaned, so resumable).
@@ -229,7 +256,8 @@ WITH lock AS MATERIALIZED (
         command = EXCLUDED.command, control = EXCLUDED.control, backend_pid = EXCLUDED.backend_pid
 )
 SELECT (SELECT got FROM lock), (SELECT header FROM run), (SELECT message_count FROM run),
-       CASE WHEN (SELECT got FROM lock) THEN pg_notify(%(channel)s, %(notice)s) END
+       CASE WHEN (SELECT got FROM lock) THEN pg_notify(%(channel)s, %(notice)s) END,
+       (SELECT lock_key FROM {s}.runs WHERE run_id = %(run)s)
 """
 # The trace lines no save took (PgHandle._flush), fenced like a save. A line already there
 # is the same line, sent again after a lost connection: kept.
@@ -347,26 +375,20 @@ def _owner(row: tuple[Any, ...] | None, alive: bool, kept: Any = None) -> Owner 
 class _Db:
     """One connection, opened on first use, one thread at a time; errors in words."""
 
-    def __init__(self, url: str, *, session: dict[str, str] | None = None,
-                 factory: Any = None) -> None:
+    def __init__(self, url: str, *, session: dict[str, str] | None = None) -> None:
         self.url = url
         self._session = session or {}
-        self._factory = factory or (lambda: _connect(self.url, self._session))
         self._conn: psycopg.Connection | None = None
         self.lock = threading.RLock()
 
     def connect(self) -> psycopg.Connection:
         if self._conn is None or self._conn.closed:
-            self._conn = self._factory()
+            self._conn = _connect(self.url, self._session)
         return self._conn
 
     @property
     def held(self) -> psycopg.Connection | None:
         return self._conn
-
-    def detach(self) -> psycopg.Connection | None:
-        conn, self._conn = self._conn, None
-        return conn
 
     def close(self) -> None:
         with self.lock:
@@ -417,44 +439,174 @@ def _clean(exc: BaseException, url: str) -> str:
     return text.replace(url, redact(url))
 
 
-class _Sessions:
-    """Owners' sessions kept for the next open: a new one costs a connection and its
-    authentication (milliseconds); a kept one holds no lock (released with
-    ``pg_advisory_unlock_all``) and no transaction."""
+class _Pool:
+    """A store's connections for reads and saves: at most ``size`` open at once, kept open
+    between uses; a caller finding them all lent waits for one (at most :data:`POOL_WAIT_S`).
+    A call made inside another on the same thread gets the same connection, so nesting never
+    waits for a second one.
 
-    KEEP = 4
+    Not psycopg_pool: its pool connects in background threads and, after the server was away,
+    tries again on a backoff of its own, so a save after a database restart waited past the
+    owner's retry window (tests/processes/test_pg_restart.py); here a connection is made by
+    the caller that needs it, so a server that is away says why at once, in words, and one
+    that is back is used at the next try. One the server ended meanwhile is found by a socket
+    poll before it is lent (no round trip), and replaced."""
 
-    def __init__(self, url: str) -> None:
+    def __init__(self, url: str, size: int) -> None:
         self.url = url
+        self.size = size
         self._idle: list[psycopg.Connection] = []
-        self._lock = threading.Lock()
+        self._guard = threading.Lock()
+        self._slots = threading.BoundedSemaphore(size)
+        self._local = threading.local()
 
-    def take(self) -> psycopg.Connection:
+    def _take(self) -> psycopg.Connection:
         while True:
-            with self._lock:
+            with self._guard:
                 conn = self._idle.pop() if self._idle else None
             if conn is None:
-                return _connect(self.url, _SESSION_SETTINGS)
+                return _connect(self.url, {})
             if not _stale(conn):
                 return conn
             with contextlib.suppress(psycopg.Error):
                 conn.close()
 
-    def give(self, conn: psycopg.Connection) -> None:
-        idle = conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
-        with self._lock:
-            if idle and not conn.broken and len(self._idle) < self.KEEP:
+    def _give(self, conn: psycopg.Connection) -> None:
+        usable = not conn.closed and not conn.broken \
+            and conn.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        if usable:
+            with self._guard:
                 self._idle.append(conn)
-                return
+            return
         with contextlib.suppress(psycopg.Error):
             conn.close()
 
+    @contextlib.contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        held = getattr(self._local, "conn", None)
+        if held is not None:
+            yield held
+            return
+        if not self._slots.acquire(timeout=POOL_WAIT_S):
+            raise StoreUnavailable(f"{redact(self.url)}: none of this process's {self.size} connections to the "
+                                   f"database was free within {POOL_WAIT_S:.0f} s")
+        try:
+            conn = self._take()
+            self._local.conn = conn
+            try:
+                yield conn
+            finally:
+                self._local.conn = None
+                self._give(conn)
+        finally:
+            self._slots.release()
+
     def close(self) -> None:
-        with self._lock:
+        with self._guard:
             idle, self._idle = self._idle, []
         for conn in idle:
             with contextlib.suppress(psycopg.Error):
                 conn.close()
+
+
+class _Flushes:
+    """A store's trace timer: one thread that, :data:`TRACE_FLUSH_S` after a run's first line
+    no save took, hands that run's flush to a few reused threads. A timer thread per run and
+    window cost a thread start each time (about a twentieth of a busy worker's CPU)."""
+
+    def __init__(self, workers: int) -> None:
+        self._workers = workers
+        self._due: list[tuple[float, int, Callable[[], None]]] = []
+        self._cond = threading.Condition()
+        self._order = itertools.count()
+        self._thread: threading.Thread | None = None
+        self._pool: ThreadPoolExecutor | None = None
+        self._closed = False
+
+    def later(self, flush: Callable[[], None]) -> None:
+        with self._cond:
+            heapq.heappush(self._due, (time.monotonic() + TRACE_FLUSH_S, next(self._order), flush))
+            if self._thread is None:
+                self._closed = False
+                self._pool = ThreadPoolExecutor(self._workers, thread_name_prefix="tether trace flush")
+                self._thread = threading.Thread(target=self._run, args=(self._pool,), name="tether trace timer",
+                                                daemon=True)
+                self._thread.start()
+            self._cond.notify()
+
+    def _run(self, pool: ThreadPoolExecutor) -> None:
+        while True:
+            with self._cond:
+                if self._closed:
+                    return
+                if not self._due:
+                    self._cond.wait()
+                    continue
+                wait = self._due[0][0] - time.monotonic()
+                if wait > 0:
+                    self._cond.wait(wait)
+                    continue
+                _, _, flush = heapq.heappop(self._due)
+            pool.submit(flush)
+
+    def close(self) -> None:
+        """Stop the timer; lines still waiting are committed by their handle's release."""
+        with self._cond:
+            self._closed = True
+            self._due.clear()
+            thread, self._thread = self._thread, None
+            pool, self._pool = self._pool, None
+            self._cond.notify()
+        if thread is not None:
+            thread.join()
+        if pool is not None:
+            pool.shutdown(wait=True)
+
+
+class _Holds:
+    """A store's holding session: the advisory lock of every run the store owns, taken and let
+    go of on this one connection, and those runs by id. A session's advisory locks are
+    re-entrant, so a second open of a run this store holds is refused here, as another
+    process's would be by the lock. ``generation`` counts the sessions: a handle whose lock
+    was taken in an earlier one has lost it (the server ended that session) and takes it
+    again, fenced by its token (:meth:`PgHandle._reattach`)."""
+
+    def __init__(self, url: str) -> None:
+        self._db = _Db(url, session=_SESSION_SETTINGS)
+        self.lock = self._db.lock
+        self.generation = 0
+        self.held: dict[str, PgHandle] = {}
+
+    def session(self) -> tuple[psycopg.Connection, int]:
+        """The session and its generation (called holding :attr:`lock`): a new one when the
+        server ended the last (every lock of the old one is gone with it)."""
+        conn = self._db.held
+        if conn is not None and _stale(conn):
+            self._db.abandon()
+            conn = None
+        if conn is None:
+            conn = self._db.connect()
+            self.generation += 1
+        return conn, self.generation
+
+    def broken(self) -> None:
+        """A statement on the session failed with the connection: drop it (its locks are gone)."""
+        self._db.abandon()
+
+    def unlock(self, key: int | None, generation: int | None) -> None:
+        """Let go of one run's lock, if it is still this session's (best effort: a session that
+        is gone has let go of it already)."""
+        with self.lock:
+            conn = self._db.held
+            if key is None or conn is None or generation != self.generation:
+                return
+            try:
+                conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
+            except psycopg.Error:
+                self._db.abandon()
+
+    def close(self) -> None:
+        self._db.close()
 
 
 class PgStore:
@@ -462,13 +614,14 @@ class PgStore:
 
     blocking = True
 
-    def __init__(self, url: str, *, schema: str = "tether") -> None:
+    def __init__(self, url: str, *, schema: str = "tether", pool_size: int | None = None) -> None:
         if not _IDENT.match(schema):
             raise ValueError(f"invalid schema name {schema!r}")
         self.url = url
         self.schema = schema
-        self._db = _Db(url)
-        self._sessions = _Sessions(url)
+        self._pool = _Pool(url, POOL_SIZE if pool_size is None else max(1, pool_size))
+        self._holds = _Holds(url)
+        self._flushes = _Flushes(self._pool.size)
         self._ready = False
 
     def __repr__(self) -> str:
@@ -516,26 +669,27 @@ class PgStore:
         conn.execute(_NOTIFY, (self.channel, _notice(run_id, kind)))
 
     def close(self) -> None:
-        self._db.close()
-        self._sessions.close()
+        """Close the pool, and the holding session (with the locks of any run still held)."""
+        self._flushes.close()
+        self._pool.close()
+        self._holds.close()
 
     # ---- plumbing ------------------------------------------------------------------------
-    def q(self, text: str) -> sql.Composed:
-        """``text`` with ``{s}`` as this store's schema."""
-        return sql.SQL(text).format(s=sql.Identifier(self.schema), seed=sql.Literal(LOCK_SEED))
+    def q(self, text: str) -> sql.SQL:
+        """``text`` with ``{s}`` as this store's schema (composed once per text: a busy worker
+        sends the same few statements thousands of times)."""
+        return _composed(self.schema, text)
 
     @contextlib.contextmanager
     def _conn(self) -> Iterator[psycopg.Connection]:
-        with self._db.lock:
-            if self._db.held is not None and _stale(self._db.held):
-                self._db.close()  # ended by the server since its last use: a new one, not an error
-            conn = self._db.connect()
+        """A connection from the store's pool, for one thread at a time (the same one again to
+        a call nested in another on the same thread)."""
+        with self._pool.connection() as conn:
             if not self._ready:
                 self.ensure_schema(conn)
             try:
                 yield conn
             except psycopg.OperationalError as exc:
-                self._db.close()
                 raise StoreUnavailable(f"{redact(self.url)}: {_clean(exc, self.url)}") from None
 
     def ensure_schema(self, conn: psycopg.Connection) -> None:
@@ -815,7 +969,7 @@ class PgStore:
 
     # ---- owning a run -----------------------------------------------------------------
     def open(self, run_id: str, *, control: str | None = None) -> tuple[RunState, PgHandle]:
-        """Take the run's advisory lock on a session of its own and load the run; a run
+        """Take the run's advisory lock on the store's holding session and load the run; a run
         another session holds is refused in words."""
         _check_id(run_id)
         with self._conn():  # the tables exist before the handle's session looks for them
@@ -827,6 +981,12 @@ class PgStore:
             handle.release()
             raise
         return state, handle
+
+
+@functools.lru_cache(maxsize=512)
+def _composed(schema: str, text: str) -> sql.SQL:
+    composed = sql.SQL(text).format(s=sql.Identifier(schema), seed=sql.Literal(LOCK_SEED))
+    return sql.SQL(composed.as_string())
 
 
 def _head(conn: psycopg.Connection, store: PgStore, run_id: str) -> tuple[Any, int]:
@@ -862,15 +1022,18 @@ def _control_read(conn: psycopg.Connection, store: PgStore, run_id: str, seen: i
 
 
 class PgHandle:
-    """One process's hold on one run: a session of its own, holding the run's advisory lock,
-    that every save of the run goes through."""
+    """One process's hold on one run: the run's advisory lock, on the store's holding session,
+    and the owner token every save of the run (through the store's pool) is fenced by."""
 
     blocking = True
 
     def __init__(self, store: PgStore, run_id: str) -> None:
         self.store = store
         self.run_id = run_id
-        self._db = _Db(store.url, factory=store._sessions.take)
+        self._holds = store._holds
+        self._lock = threading.RLock()  # one save, flush or release of this run at a time
+        self._key: int | None = None  # the run's lock key
+        self._generation: int | None = None  # the holding session the lock was taken on
         self._token: str | None = None
         self._owner: dict[str, Any] | None = None
         self._messages = 0
@@ -880,8 +1043,8 @@ class PgHandle:
         self._buffers = threading.Lock()
         self._ledger: PgLedger | None = None
         self._released = False
-        self._flusher: threading.Timer | None = None  # armed by the first line no save has taken
-        self._lost = False  # the session went away with the server; the run may still be ours
+        self._flusher: object | None = None  # armed by the first line no save has taken (_arm)
+        self._lost = False  # a statement's connection went away; the run may still be ours
         self._saving = 0  # saves whose lines are taken but not committed yet
         self._decided: tuple[Any, ...] | None = None  # the decisions the table holds (index.decisions_key)
 
@@ -893,75 +1056,93 @@ class PgHandle:
     def owner(self) -> dict[str, Any] | None:
         return dict(self._owner) if self._owner is not None else None
 
-    def _q(self, text: str) -> sql.Composed:
+    def _q(self, text: str) -> sql.SQL:
         return self.store.q(text)
 
     @contextlib.contextmanager
     def _conn(self) -> Iterator[psycopg.Connection]:
-        with self._db.lock:
+        """A connection of the store's pool, once this handle's lock is known to be held: a
+        holding session the server ended is replaced first, and the lock taken again
+        (:meth:`_reattach`)."""
+        with self._lock:
             if self._released:
                 raise SaveError(f"run {self.run_id}: this process no longer holds it")
-            if self._lost:
-                self._reattach()
-            conn = self._db.connect()
+            holds = self._holds
+            # The holding session is looked at unless another run of this store is using it
+            # this instant (that one finds it ended, if it is, and each run then takes its
+            # lock again): a save never waits for another run's open.
+            if self._token is not None and holds.lock.acquire(
+                    blocking=self._lost or self._generation != holds.generation):
+                try:
+                    try:
+                        session, generation = holds.session()
+                    except StoreUnavailable as exc:
+                        self._lost = True
+                        raise _Lost(f"run {self.run_id}: the database {self.store.where} is not back: {exc}") from None
+                    if self._lost or generation != self._generation:
+                        self._reattach(session, generation)
+                finally:
+                    holds.lock.release()
             try:
-                yield conn
-            except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-                # The session is gone, and the lock with it. The run is still ours if nobody
-                # took it meanwhile: the next use takes the lock again and checks the token.
-                self._db.abandon()
+                with self.store._pool.connection() as conn:
+                    yield conn
+            except (psycopg.OperationalError, psycopg.InterfaceError, StoreUnavailable) as exc:
+                # The statement's connection is gone (the pool drops it). The run is still
+                # ours if nobody took it meanwhile: the next use checks the lock and the token.
                 self._lost = self._token is not None
-                raise _Lost(f"run {self.run_id}: lost the connection to {self.store.where}: "
-                            f"{_clean(exc, self.store.url)}") from None
+                words = _clean(exc, self.store.url) if isinstance(exc, psycopg.Error) else str(exc)
+                raise _Lost(f"run {self.run_id}: lost the connection to {self.store.where}: {words}") from None
 
-    def _reattach(self) -> None:
-        """After a lost session: a new one, the run's lock taken again, and the token checked,
-        so the run goes on only if no other process took it while the database was away."""
+    def _reattach(self, session: psycopg.Connection, generation: int) -> None:
+        """After a lost connection (called holding the holding session's lock): on a holding
+        session that is new, the run's lock taken again and the token checked, so the run goes
+        on only if no other process took it while the database was away."""
+        if generation == self._generation:
+            self._lost = False  # only a pooled connection was lost: the lock is held still
+            return
         try:
-            conn = self._db.connect()
-            got = conn.execute(self._q("SELECT pg_try_advisory_lock(lock_key), owner_token FROM {s}.runs "
-                                       "WHERE run_id = %s"), (self.run_id,)).fetchone()
+            got = session.execute(self._q("SELECT pg_try_advisory_lock(lock_key), owner_token FROM {s}.runs "
+                                          "WHERE run_id = %s"), (self.run_id,)).fetchone()
             if got is None or not got[0] or got[1] != self._token:
                 if got is not None and got[0]:
-                    conn.execute("SELECT pg_advisory_unlock_all()")
+                    session.execute("SELECT pg_advisory_unlock(%s)", (self._key,))
                 self._token = None
                 self._lost = False
+                self._let_go()
                 raise SaveError(f"run {self.run_id}: lost the connection to {self.store.where}, and another "
                                 f"process took the run meanwhile; this process lets go of it")
-            conn.execute(self._q("UPDATE {s}.owners SET backend_pid = pg_backend_pid() WHERE run_id = %s "
-                                 "AND token = %s"), (self.run_id, self._token))
-        except (StoreUnavailable, psycopg.OperationalError) as exc:
-            self._db.abandon()
+            session.execute(self._q("UPDATE {s}.owners SET backend_pid = pg_backend_pid() WHERE run_id = %s "
+                                    "AND token = %s"), (self.run_id, self._token))
+        except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+            self._holds.broken()
+            self._lost = True
             raise _Lost(f"run {self.run_id}: the database {self.store.where} is not back: "
-                        f"{_clean(exc, self.store.url) if isinstance(exc, psycopg.Error) else exc}") from None
+                        f"{_clean(exc, self.store.url)}") from None
+        self._generation = generation
         self._lost = False
         log.warning("run %s: the connection to %s was lost and is back; the run goes on", self.run_id, self.store.where)
 
+    def _let_go(self) -> None:
+        """No longer this store's run: a later open of it here is not refused."""
+        with self._holds.lock:
+            if self._holds.held.get(self.run_id) is self:
+                del self._holds.held[self.run_id]
+
     def acquire(self, *, control: str | None = None) -> RunState:
-        """Take the run and load it in one round trip: the lock, the token, the owner record
-        and its notification (one statement, which writes nothing unless the lock was
-        free), then the messages and the last ``seq``."""
+        """Take the run, then load it: the lock, the token, the owner record and its
+        notification in one statement on the holding session (which writes nothing unless the
+        lock was free), then the messages and the last ``seq`` through the pool."""
         token = uuid.uuid4().hex
         now = time.time()
         owner = {"pid": os.getpid(), **_whoami(), "since": now, "heartbeat": now}
         if control is not None:
             owner["control"] = control
-        with self._db.lock:
+        with self._lock:
             pauses = iter((0.0005, 0.001, 0.002, 0.004))  # a note being traced holds the lock for an instant
-            fresh = False
             while True:
-                conn = self._db.connect()
-                try:
-                    taken = self._take(conn, token, owner)
-                except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
-                    # A kept session the server has since dropped: once more, on a new one.
-                    self._db.abandon()
-                    if fresh:
-                        raise StoreUnavailable(f"{self.store.where}: {_clean(exc, self.store.url)}") from None
-                    fresh = True
-                    continue
+                taken = self._take(token, owner)
                 if taken is not None:
-                    header, count, messages, seq = taken
+                    header, count = taken
                     break
                 pause = next(pauses, None)
                 if pause is None:
@@ -972,43 +1153,57 @@ class PgHandle:
                                      f"holds the run's lock in the database {self.store.where}; wait for it, "
                                      f"or stop it")
                 time.sleep(pause)
-            if len(messages) != count:
-                raise StateError(f"run {self.run_id}: {len(messages)} messages stored, its header says {count}")
-            state = RunState.from_dict({**header, "messages": messages})
-            self._seq = seq
             self._token, self._owner = token, owner
+            try:
+                with self.store._pool.connection() as conn, conn.pipeline():
+                    # Nobody else writes a run whose lock this process holds: one snapshot is not needed.
+                    messages = conn.execute(self._q("SELECT message FROM {s}.messages WHERE run_id = %s "
+                                                    "ORDER BY idx"), (self.run_id,))
+                    last = conn.execute(self._q("SELECT coalesce(max(seq), 0) FROM {s}.trace WHERE run_id = %s"),
+                                        (self.run_id,))
+                loaded = [m for (m,) in messages.fetchall()][:count]
+                seq = last.fetchone()[0]
+            except psycopg.OperationalError as exc:
+                raise StoreUnavailable(f"{self.store.where}: {_clean(exc, self.store.url)}") from None
+            if len(loaded) != count:
+                raise StateError(f"run {self.run_id}: {len(loaded)} messages stored, its header says {count}")
+            state = RunState.from_dict({**header, "messages": loaded})
+            self._seq = seq
             self._messages = len(state.messages)
             self._decided = () if not state.approvals else None  # written again by the first save
             return state
 
-    def _take(self, conn: psycopg.Connection, token: str,
-              owner: dict[str, Any]) -> tuple[dict[str, Any], int, list[Any], int] | None:
-        """One pipeline: the taking statement (:data:`_TAKE`), the messages, the last ``seq``.
-        None when another session holds the lock (nothing was written); StateError when
-        there is no such run."""
+    def _take(self, token: str, owner: dict[str, Any]) -> tuple[dict[str, Any], int] | None:
+        """The taking statement (:data:`_TAKE`) on the holding session: the run's header and
+        message count, or None when another session holds the lock (nothing was written);
+        StateError when there is no such run, or when this store holds it already."""
         run_id = self.run_id
-        try:
-            with conn.pipeline():
-                took = conn.execute(self._q(_TAKE), {
-                    "run": run_id, "token": token, "pid": owner["pid"], "host": owner.get("host"),
-                    "user": owner.get("user"), "since": owner["since"], "heartbeat": owner["heartbeat"],
-                    "command": owner.get("command"), "control": _address_in(owner.get("control")),
-                    "channel": self.store.channel, "notice": _notice(run_id, OWNER)})
-                # Nobody else writes a run whose lock this session holds: one snapshot is not needed.
-                messages = conn.execute(self._q("SELECT message FROM {s}.messages WHERE run_id = %s ORDER BY idx"),
-                                        (run_id,))
-                last = conn.execute(self._q("SELECT coalesce(max(seq), 0) FROM {s}.trace WHERE run_id = %s"),
-                                    (run_id,))
-        except BaseException:
-            with contextlib.suppress(psycopg.Error):  # the lock may have been taken before the failure
-                conn.execute("SELECT pg_advisory_unlock_all()")
-            raise
-        got, header, count, _ = took.fetchone()
-        if got is None:
-            raise StateError(f"no run {run_id} in {self.store.where}")
-        if not got:
-            return None
-        return header, count, [m for (m,) in messages.fetchall()][:count], last.fetchone()[0]
+        holds = self._holds
+        with holds.lock:
+            if run_id in holds.held:
+                raise StateError(f"run {run_id} is already being run by another process (this one, pid "
+                                 f"{os.getpid()}, holds it); wait for it, or stop it")
+            params = {"run": run_id, "token": token, "pid": owner["pid"], "host": owner.get("host"),
+                      "user": owner.get("user"), "since": owner["since"], "heartbeat": owner["heartbeat"],
+                      "command": owner.get("command"), "control": _address_in(owner.get("control")),
+                      "channel": self.store.channel, "notice": _notice(run_id, OWNER)}
+            for fresh in (False, True):
+                try:
+                    session, generation = holds.session()
+                    got, header, count, _, key = session.execute(self._q(_TAKE), params).fetchone()
+                    break
+                except (psycopg.OperationalError, psycopg.InterfaceError) as exc:
+                    # A session the server has since ended: once more, on a new one.
+                    holds.broken()
+                    if fresh:
+                        raise StoreUnavailable(f"{self.store.where}: {_clean(exc, self.store.url)}") from None
+            if got is None:
+                raise StateError(f"no run {run_id} in {self.store.where}")
+            if not got:
+                return None
+            holds.held[run_id] = self
+            self._key, self._generation = key, generation
+        return header, count
 
     # ---- saving -------------------------------------------------------------------------
     def _snapshot(self, state: RunState) -> tuple[Any, ...]:
@@ -1100,19 +1295,20 @@ class PgHandle:
 
     def _arm(self) -> None:
         """Commit the pending lines in :data:`TRACE_FLUSH_S` unless a save takes them first
-        (called holding ``_buffers``)."""
-        self._flusher = threading.Timer(TRACE_FLUSH_S, self._flush)
-        self._flusher.daemon = True
-        self._flusher.name = f"tether trace flush {self.run_id}"
-        self._flusher.start()
+        (called holding ``_buffers``; the store's timer calls :meth:`_flush` with this mark,
+        which a disarm or a later arm makes stale)."""
+        mark = self._flusher = object()
+        self.store._flushes.later(lambda: self._flush(mark))
 
-    def _flush(self) -> None:
+    def _flush(self, mark: object) -> None:
         """The trace lines no save took, in a statement of their own (:data:`_FLUSH`), fenced
         by the owner's token like a save, with a ``trace`` notification. Lines are committed in ``seq``
         order: while a save that took earlier lines is still committing them, this waits
         for the next round (a follower reads after the last ``seq`` it saw)."""
-        with self._db.lock:
+        with self._lock:
             with self._buffers:
+                if self._flusher is not mark:
+                    return  # disarmed, or armed again since
                 self._flusher = None
                 if self._released or self._token is None or not self._trace_lines:
                     return
@@ -1161,15 +1357,13 @@ class PgHandle:
 
     def _disarm(self) -> None:
         with self._buffers:
-            flusher, self._flusher = self._flusher, None
-        if flusher is not None:
-            flusher.cancel()
+            self._flusher = None
 
     def release(self) -> None:
-        """Commit the trace lines no save took, remove the owner record, drop the lock, close
-        the session (best effort: a session that is gone has dropped the lock already)."""
+        """Commit the trace lines no save took, remove the owner record, then let go of the
+        lock (best effort: a holding session that is gone has let go of it already)."""
         self._disarm()
-        with self._db.lock:
+        with self._lock:
             if self._token is not None:
                 with self._buffers:
                     lines, self._trace_lines = self._trace_lines, []
@@ -1185,28 +1379,28 @@ class PgHandle:
                             conn.execute(self._q("DELETE FROM {s}.owners WHERE run_id = %s AND token = %s"),
                                          (self.run_id, self._token))
                             self.store.notify(conn, self.run_id, OWNER)
-                        # After the commit: the next owner never finds this one's record.
-                        conn.execute("SELECT pg_advisory_unlock_all()")
-                    kept = self._db.detach()
-                    if kept is not None:
-                        self.store._sessions.give(kept)
                 except (SaveError, psycopg.Error) as exc:
-                    log.warning("run %s: letting go was not clean (%s); the session's end drops the lock",
+                    log.warning("run %s: letting go was not clean (%s); the lock is let go of all the same",
                                 self.run_id, exc)
+            # After the commit: the next owner never finds this one's record.
+            self._holds.unlock(self._key, self._generation)
+            self._let_go()
             self._token = None
             self._owner = None
+            self._generation = None
             self._released = True
-            self._db.close()
         self._disarm()  # armed by a line traced while letting go: nothing is left to flush
 
     def abandon(self) -> None:
-        """End the session as a killed process would: no release, the record left behind
-        (for the crash tests)."""
+        """Let go of the lock as a killed process would: no release, the record left behind
+        (for the crash tests; a killed process's holding session ends with it)."""
         self._disarm()
-        with self._db.lock:
-            self._db.abandon()
+        with self._lock:
+            self._holds.unlock(self._key, self._generation)
+            self._let_go()
             self._token = None
             self._owner = None
+            self._generation = None
             self._released = True
 
 

@@ -137,12 +137,25 @@ def _sa_url(url: str) -> str:
     return re.sub(r"^postgres(ql)?://", "postgresql+psycopg://", url)
 
 
-def _engine(url: str, pool_size: int = 4) -> Any:
+def pool_size(concurrency: int) -> int:
+    """How many connections a worker at ``concurrency`` keeps for Tether's reads and saves, and
+    as many again for DBOS's engine: a few more for more runs, and never more than
+    :data:`MAX_POOL`, however many runs it drives (docs/scale-out.md has the arithmetic)."""
+    return max(4, min(MAX_POOL, 2 + concurrency // 8))
+
+
+MAX_POOL = 8
+"""The most connections of each kind (Tether's, DBOS's) one worker keeps, whatever its
+``--concurrency``: the database, not the connection count, is what limits a busy worker."""
+
+
+def _engine(url: str, pool_size: int = 4, overflow: int | None = None) -> Any:
     """DBOS's engine, made here so that DBOS never sees (or logs) the URL itself, and never
     connects to the ``postgres`` database to look for ours."""
     import sqlalchemy as sa
 
-    return sa.create_engine(_sa_url(url), pool_size=pool_size, max_overflow=pool_size, pool_pre_ping=True,
+    return sa.create_engine(_sa_url(url), pool_size=pool_size,
+                            max_overflow=pool_size if overflow is None else overflow, pool_pre_ping=True,
                             pool_timeout=30, connect_args={"application_name": "tether-worker",
                                                            "connect_timeout": 10})
 
@@ -605,7 +618,7 @@ class Worker:
         self.max_recoveries = max_recoveries
         self.config = config
         self.executor_id = executor_id or new_executor_id()
-        self.store = PgStore(url)
+        self.store = PgStore(url, pool_size=pool_size(concurrency))
         self.queues: list[str] = []
         self.cannot: dict[str, str] = {}
         self._harness: Harness | None = None
@@ -655,6 +668,9 @@ class Worker:
                         name, why)
         ensure_dbos_schema(self.url)
         self._register()
+        from tether.tokens import encoding
+
+        encoding()  # the tokenizer's rank file, loaded now: else the first runs taken all wait for it
         _WORKER = self
         run, _ = _registered()
         self.gated = _install_gate()
@@ -662,7 +678,8 @@ class Worker:
             log.warning("this DBOS release does not let the worker count its runs across its queues: "
                         "--concurrency %d holds per queue, and recovered runs are not driven on their own",
                         self.concurrency)
-        engine = _engine(self.url, pool_size=max(4, self.concurrency + 2))
+        # Bounded: DBOS's executor threads wait for a connection of these, whatever the concurrency.
+        engine = _engine(self.url, pool_size=pool_size(self.concurrency), overflow=0)
         config: DBOSConfig = {"name": APP_NAME, "system_database_engine": engine,
                               "system_database_url": "postgresql+psycopg://tether@localhost/tether",
                               "application_version": APP_VERSION, "executor_id": self.executor_id,

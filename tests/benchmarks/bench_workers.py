@@ -1,29 +1,41 @@
-"""Scale-out: queued runs per second with 1, 2 and 4 worker processes, and one worker at
-concurrency 8, on one PostgreSQL.
+"""Scale-out: queued runs per second for one worker at concurrency 8, 16, 32 and 64, and
+four workers at 64, on one PostgreSQL, with what the database carried meanwhile.
 
-``python -m tests.benchmarks.bench_workers``: starts its own durable PostgreSQL (fsync on,
-tests/pg.py) and the scripted provider over HTTP at 200 ms a reply, as a process of its own
-(``tether provider``). For each configuration it starts the workers and waits until they
-listen, creates RUNS runs of the ``plan`` task (3 replies, 2 tool calls), then enqueues them
-in one burst and times from the first enqueue to the last run's end. runs/s is RUNS over
-that; the ratio is against one worker at concurrency 1 measured in the same process.
+``python -m tests.benchmarks.bench_workers [--configs 1x8,4x64] [--runs N]``: starts its own
+durable PostgreSQL (fsync on, ``max_connections = 100``, tests/pg.py) and the scripted
+provider over HTTP at 200 ms a reply, as a process of its own (``tether provider``). For
+each configuration it starts the workers and waits until they listen, creates the runs of
+the ``plan`` task (3 replies, 2 tool calls: 0.6 s of model time a run), then enqueues them
+in one burst and times from the first enqueue to the last run's end.
+
+Beside runs/s: the share of the ideal (workers × concurrency ÷ 0.6 s a run), the most
+connections the server had open at once while the runs ran (``pg_stat_activity``, every
+backend of the database: the workers', the bench's own two, the provider has none), and the
+commits per second (``pg_stat_database.xact_commit`` over the same span).
 """
 
 from __future__ import annotations
 
+import argparse
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
 from tests import pg
 from tests.workerproc import Fleet, clean_slate, wait_for
 
-RUNS = 40
 LATENCY_MS = 200
-CONFIGS = [(1, 1), (2, 1), (4, 1), (1, 8)]  # (worker processes, --concurrency)
+RUN_S = 3 * LATENCY_MS / 1000  # a plan run's model time
+CONFIGS = [(1, 8), (1, 16), (1, 32), (1, 64), (4, 64)]  # (worker processes, --concurrency)
+
+
+def runs_for(workers: int, concurrency: int) -> int:
+    """Enough runs that each slot takes about five: the start and the tail are a small part."""
+    return max(40, 5 * workers * concurrency)
 
 
 def _provider(port: int) -> subprocess.Popen:
@@ -32,14 +44,51 @@ def _provider(port: int) -> subprocess.Popen:
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
 
-def _done(url: str) -> int:
+def _done(conn) -> int:  # type: ignore[no-untyped-def]
+    return conn.execute("SELECT count(*) FROM dbos.workflow_status WHERE status = 'SUCCESS'").fetchone()[0]
+
+
+class DbLoad:
+    """The database's connections (most at once, sampled every 0.1 s) and commits while a
+    configuration runs, read on a connection of its own."""
+
+    def __init__(self, url: str) -> None:
+        import psycopg
+
+        self._conn = psycopg.connect(url, autocommit=True)
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._sample, name="bench db sampler", daemon=True)
+
+    def _connections(self) -> int:
+        return self._conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database()"
+                                  ).fetchone()[0]
+
+    def commits(self) -> int:
+        return self._conn.execute("SELECT xact_commit FROM pg_stat_database WHERE datname = current_database()"
+                                  ).fetchone()[0]
+
+    def _sample(self) -> None:
+        while not self._stop.wait(0.1):
+            self.peak = max(self.peak, self._connections())
+
+    def __enter__(self) -> DbLoad:
+        self.peak = self._connections()
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
+        self._conn.close()
+
+
+def measure(url: str, root: Path, base_url: str, workers: int, concurrency: int,
+            runs: int) -> tuple[float, list[str], int, float]:
+    """Seconds for ``runs`` runs, the runs that did not complete, the most connections at
+    once and the commits per second."""
     import psycopg
 
-    with psycopg.connect(url) as conn:
-        return conn.execute("SELECT count(*) FROM dbos.workflow_status WHERE status = 'SUCCESS'").fetchone()[0]
-
-
-def measure(url: str, root: Path, base_url: str, workers: int, concurrency: int) -> tuple[float, list[str]]:
     from tether import demo, worker
     from tether.harness import Harness
     from tether.pgstore import PgStore
@@ -51,24 +100,32 @@ def measure(url: str, root: Path, base_url: str, workers: int, concurrency: int)
         store = PgStore(url)
         harness = Harness(store=store)
         agent = demo.agent("plan", root / "ws", base_url=base_url)
-        states = [harness.create(agent) for _ in range(RUNS)]
+        states = [harness.create(agent) for _ in range(runs)]
         worker.ensure_dbos_schema(url)
         client = worker.client(url)
         try:
-            started = time.perf_counter()
-            for state in states:
-                worker.enqueue(url, state, client)
-            wait_for(lambda: _done(url) >= RUNS, f"{RUNS} runs to end", 600, 0.02)
-            seconds = time.perf_counter() - started
+            with psycopg.connect(url, autocommit=True) as conn, DbLoad(url) as load:
+                before = load.commits()
+                started = time.perf_counter()
+                for state in states:
+                    worker.enqueue(url, state, client)
+                wait_for(lambda: _done(conn) >= runs, f"{runs} runs to end", 900, 0.02)
+                seconds = time.perf_counter() - started
+                commits = load.commits() - before
         finally:
             worker.close_client(client)
         statuses = [store.load(s.run_id).status.value for s in states]
         store.close()
     bad = [s for s in statuses if s != "completed"]
-    return seconds, bad
+    return seconds, bad, load.peak, commits / seconds
 
 
-def main() -> list[tuple[str, float, float]]:
+def main(argv: list[str] | None = None) -> list[tuple[str, float, float]]:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--configs", help="WORKERSxCONCURRENCY,... (default: 1x8,1x16,1x32,1x64,4x64)")
+    parser.add_argument("--runs", type=int, help="runs per configuration (default: 5 per slot, at least 40)")
+    args = parser.parse_args(argv or [])
+    configs = CONFIGS if not args.configs else [tuple(int(n) for n in c.split("x")) for c in args.configs.split(",")]
     server = pg.start(durable=True)
     port = pg._free_port()
     provider = _provider(port)
@@ -77,17 +134,23 @@ def main() -> list[tuple[str, float, float]]:
         with tempfile.TemporaryDirectory(prefix="tether-bench-workers-") as scratch:
             base_url = f"http://127.0.0.1:{port}/v1"
             wait_for(lambda: _listening(port), "the scripted provider to listen", 30)
-            baseline = None
-            print(f"{RUNS} plan runs, scripted provider at {LATENCY_MS} ms a reply, one PostgreSQL (fsync on)")
-            print(f"{'workers x concurrency':<24}{'seconds':>9}{'runs/s':>9}{'ratio':>8}")
-            for workers, concurrency in CONFIGS:
-                seconds, bad = measure(server.url, Path(scratch), base_url, workers, concurrency)
-                rate = RUNS / seconds
-                baseline = baseline or rate
+            single = None
+            print(f"plan runs, scripted provider at {LATENCY_MS} ms a reply ({RUN_S:.1f} s of model time a run), "
+                  f"one PostgreSQL (fsync on, max_connections 100); this host has {_cores()} cores")
+            print(f"{'workers x concurrency':<22}{'runs':>6}{'seconds':>9}{'runs/s':>9}{'of ideal':>10}"
+                  f"{'vs 1x64':>9}{'connections':>13}{'commits/s':>11}")
+            for workers, concurrency in configs:
+                runs = args.runs or runs_for(workers, concurrency)
+                seconds, bad, peak, commits = measure(server.url, Path(scratch), base_url, workers, concurrency, runs)
+                rate = runs / seconds
+                ideal = workers * concurrency / RUN_S
+                if (workers, concurrency) == (1, 64):
+                    single = rate
+                ratio = f"{rate / single:>8.2f}x" if single else f"{'':>9}"
                 label = f"{workers} x {concurrency}"
-                print(f"{label:<24}{seconds:>9.2f}{rate:>9.2f}{rate / baseline:>7.2f}x"
-                      + (f"   NOT COMPLETED: {len(bad)}" if bad else ""), flush=True)
-                rows.append((label, rate, rate / baseline))
+                print(f"{label:<22}{runs:>6}{seconds:>9.2f}{rate:>9.2f}{rate / ideal:>9.0%} {ratio}{peak:>13}"
+                      f"{commits:>11.0f}" + (f"   NOT COMPLETED: {len(bad)}" if bad else ""), flush=True)
+                rows.append((label, rate, rate / ideal))
     finally:
         if provider.poll() is None:
             provider.stdin.close()
@@ -100,6 +163,12 @@ def main() -> list[tuple[str, float, float]]:
     return rows
 
 
+def _cores() -> int:
+    import os
+
+    return len(os.sched_getaffinity(0))
+
+
 def _listening(port: int) -> bool:
     import socket
 
@@ -108,4 +177,4 @@ def _listening(port: int) -> bool:
 
 
 if __name__ == "__main__":
-    main()
+    main(sys.argv[1:])

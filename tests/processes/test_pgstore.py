@@ -86,6 +86,118 @@ def test_a_sigkilled_owner_leaves_an_orphan_at_once(pg: PgStore, pg_url: str):
             holder.wait()
 
 
+_MANY = """
+import sys, threading
+from tether.pgstore import PgStore
+store = PgStore(sys.argv[1], pool_size=3)
+ids = sys.argv[2:]
+held = []
+
+def drive(run_id):
+    state, handle = store.open(run_id)
+    state.turns = 1
+    handle.save(state)
+    held.append(handle)
+
+threads = [threading.Thread(target=drive, args=(r,)) for r in ids]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+print(len(held), flush=True)
+sys.stdin.read()
+"""
+
+
+def _connections(url: str) -> int:
+    """The connections the operator role has open to the database now (this one aside)."""
+    with psycopg.connect(url, autocommit=True) as conn:
+        return conn.execute("SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() "
+                            "AND usename = current_user AND pid <> pg_backend_pid()").fetchone()[0]
+
+
+def test_one_process_holds_many_runs_on_a_few_connections_and_lets_go_of_all_when_killed(pg: PgStore, pg_url: str):
+    """Connections per process, not per run: 24 runs taken and saved at once by one process
+    with a pool of 3 cost it at most 4 connections (the pool and the holding session). When
+    it is killed, every one of its runs is orphaned at once and can be adopted."""
+    ids = [f"m{i}" for i in range(24)]
+    for run_id in ids:
+        pg.create(new_state(run_id))
+    before = _connections(pg_url)
+    holder = subprocess.Popen([sys.executable, "-c", _MANY, pg_url, *ids], stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "24"
+        assert _connections(pg_url) - before <= 4
+        assert {pg.liveness(r) for r in ids} == {"running"}
+        assert {pg.owner(r).pid for r in ids} == {holder.pid}
+        assert [pg.load(r).turns for r in ids] == [1] * 24  # every save went through the pool
+        with pytest.raises(StateError, match=f"pid {holder.pid}"):
+            pg.open("m7")
+        os.kill(holder.pid, signal.SIGKILL)
+        holder.wait()
+        wait_until(lambda: {pg.liveness(r) for r in ids} == {"orphaned"}, "every run of the killed process orphaned")
+        state, handle = pg.open("m7")  # adopted
+        try:
+            state.turns = 2
+            handle.save(state)
+        finally:
+            handle.release()
+        assert pg.load("m7").turns == 2
+    finally:
+        if holder.poll() is None:
+            holder.kill()
+            holder.wait()
+
+
+def test_a_holding_session_the_server_ended_is_replaced_and_only_untaken_runs_go_on(pg: PgStore, pg_url: str):
+    """The server ends the session that holds a process's locks (a failover, an idle timeout,
+    an operator): both runs show as orphaned. Another process takes one of them meanwhile.
+    At the next save the first process takes the other's lock again and goes on, and its save
+    of the taken one is refused in words, writing nothing."""
+    from tether.store import SaveError
+
+    pg.create(new_state("h1"))
+    pg.create(new_state("h2"))
+    owner = PgStore(pg_url)
+    s1, h1 = owner.open("h1")
+    s2, h2 = owner.open("h2")
+    try:
+        with pg._conn() as conn:
+            conn.execute(pg.q("SELECT pg_terminate_backend(backend_pid) FROM {s}.owners WHERE run_id = 'h1'"))
+        wait_until(lambda: pg.liveness("h1") == pg.liveness("h2") == "orphaned", "both runs orphaned")
+        _, thief = pg.open("h2")
+        try:
+            s1.turns = 1
+            h1.save(s1)
+            assert pg.liveness("h1") == "running" and pg.load("h1").turns == 1
+            s2.turns = 1
+            with pytest.raises(SaveError, match="another process took the run meanwhile"):
+                h2.save(s2)
+            assert pg.load("h2").turns == 0 and pg.owner("h2").alive
+        finally:
+            thief.release()
+    finally:
+        h1.release()
+        h2.release()
+        owner.close()
+
+
+def test_a_second_open_of_a_run_this_process_holds_is_refused(pg: PgStore):
+    """The holding session's locks are re-entrant; the store refuses a second open of a run it
+    holds all the same, and the run is free again once let go of."""
+    pg.create(new_state("r1"))
+    _, first = pg.open("r1")
+    try:
+        with pytest.raises(StateError, match="already being run"):
+            pg.open("r1")
+    finally:
+        first.release()
+    assert pg.liveness("r1") == "orphaned"
+    _, again = pg.open("r1")
+    again.release()
+
+
 async def test_no_blocking_call_on_the_event_loop_while_the_harness_runs(pg: PgStore, tmp_path: Path, monkeypatch):
     on_loop: list[str] = []
     loop_thread = threading.get_ident()
