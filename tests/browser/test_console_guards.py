@@ -35,7 +35,23 @@ def _cookie_operator(request: web.Request) -> Op | None:
     return Op(name, read_only=name.startswith("watcher")) if name else None
 
 
+_BEFORE: set[int] = set()
+
+
+@pytest.fixture(autouse=True)
+def _not_consoles() -> None:
+    """The children this test process had before the test (the session's PostgreSQL server,
+    when a PostgreSQL test ran first on this worker) are not consoles."""
+    _BEFORE.clear()
+    _BEFORE.update(_all_children())
+
+
 def _children() -> set[int]:
+    """The child processes this test started (its consoles)."""
+    return _all_children() - _BEFORE
+
+
+def _all_children() -> set[int]:
     """This process's child processes, from /proc."""
     mine, found = os.getpid(), set()
     for entry in Path("/proc").iterdir():
