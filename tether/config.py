@@ -39,7 +39,6 @@ import difflib
 import os
 import shutil
 import sys
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
@@ -49,7 +48,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tether.agents import DEFAULT_INSTRUCTIONS, AcpCommand, Agent, AgentError, as_callable, as_tool
 from tether import configfile
-from tether.configfile import CONFIG_ENV, ConfigError
+from tether.configfile import ConfigError
 from tether.state import Limits, Policies, Pricing
 
 if TYPE_CHECKING:
@@ -321,14 +320,7 @@ class Config:
 def load_config(path: Path | str) -> Config:
     """Read and check an agent file (its shape; agents are built on demand)."""
     path = Path(path).expanduser().resolve()
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file: create it, or point --config / ${CONFIG_ENV} elsewhere") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot be read: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    raw = configfile.read_toml(path)
     try:
         data = ConfigFile.model_validate(raw)
     except ValidationError as exc:

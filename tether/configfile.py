@@ -8,7 +8,9 @@ it starts without importing it. :mod:`tether.config` re-exports these names.
 from __future__ import annotations
 
 import os
+import tomllib
 from pathlib import Path
+from typing import Any
 
 CONFIG_FILE = "tether.toml"
 CONFIG_ENV = "TETHER_CONFIG"
@@ -26,3 +28,16 @@ def find_config(explicit: Path | str | None = None) -> Path | None:
         return Path(os.environ[CONFIG_ENV])
     here = Path.cwd() / CONFIG_FILE
     return here if here.is_file() else None
+
+
+def read_toml(path: Path) -> dict[str, Any]:
+    """The agent file ``path`` as TOML, or a :class:`ConfigError` naming the file and the fix
+    (the agent file's checker and the notification tables read it the same way)."""
+    try:
+        return tomllib.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ConfigError(f"{path}: no such file: create it, or point --config / ${CONFIG_ENV} elsewhere") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{path}: cannot be read: {exc}") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path}: not valid TOML: {exc}") from None

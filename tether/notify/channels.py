@@ -25,7 +25,6 @@ from __future__ import annotations
 import difflib
 import os
 import re
-import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal
@@ -33,6 +32,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from tether import configfile
 from tether.config import ConfigError, find_config
 
 Kind = Literal["webhook", "ntfy", "slack"]
@@ -213,14 +213,7 @@ def load_channels(config_path: Path | str | None = None) -> list[NotifyChannel]:
     if path is None:
         return []
     path = Path(path).expanduser().resolve()
-    try:
-        raw = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise ConfigError(f"{path}: no such file: create it, or point --config / $TETHER_CONFIG elsewhere") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise ConfigError(f"{path}: cannot be read: {exc}") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise ConfigError(f"{path}: not valid TOML: {exc}") from None
+    raw = configfile.read_toml(path)
     tables = raw.get("notify", {})
     if not isinstance(tables, dict):
         raise ConfigError(f"{path}: notify must be tables, [notify.NAME] with kind and url")
