@@ -8,9 +8,9 @@
 # ---- called by Python, a framework or a library, never by our code ----------------------
 __getattr__  # the lazy public names of `import tether` (PEP 562)
 __dir__  # the same, for dir(tether)
-model_config  # pydantic reads it (tether/config.py)
-_.field_title_should_be_set  # pydantic's GenerateJsonSchema hook (tether/tools/function.py)
-_.capture_signals  # uvicorn's Server hook, overridden (tether/provider/server.py)
+model_config  # pydantic reads it (core/agents/config.py)
+_.field_title_should_be_set  # pydantic's GenerateJsonSchema hook (core/agents/tools/function.py)
+_.capture_signals  # uvicorn's Server hook, overridden (core/demo/provider/server.py)
 _.should_exit  # uvicorn's Server reads it
 _.highlight  # rich's Highlighter protocol (trace_view.KindHighlighter)
 _.get_default_screen  # Textual App hook
@@ -34,7 +34,7 @@ resume  # tether.integrations.openai_agents.resume: a paused run gone on with by
 
 # ---- kept for the tests, the crash campaign and the benchmarks, on purpose -----------------
 install  # faultpoints.install: the crash campaign's hook into the loop's boundaries
-running_provider  # the scripted provider in-process (tether/provider/server.py's docstring)
+running_provider  # the scripted provider in-process (core/demo/provider/server.py's docstring)
 _.compact  # RunHandle.compact: a compaction the watchers and the index must survive
 _.resets  # TraceTail.resets: how often a follower read the journal again from the start
 _.store_ready  # the console's surface for the tests, scenes and benchmarks
@@ -44,24 +44,24 @@ _.line_count
 _.screen_text
 
 # ---- ACP: the acp package calls the client's methods by name; fields are recorded data ----
-_.request_permission  # acp's Client protocol (tether/acp/handler.py)
+_.request_permission  # acp's Client protocol (core/acp/handler.py)
 _.read_text_file
 _.write_text_file
-_.receive  # acp's Transport (tether/acp/transport.py)
+_.receive  # acp's Transport (core/acp/transport.py)
 context_used  # UsageReported: what the agent says of its context, kept for the cost meter
 context_size
 cost_currency
 agent_version  # AgentSession: a trace record's field (tether watch, the console)
 _acp_or_model  # a pydantic model_validator, called by pydantic
-_.set_session_mode  # acp's Agent protocol, called by name (tether/acp/server.py)
+_.set_session_mode  # acp's Agent protocol, called by name (core/acp/server.py)
 _.set_config_option
-_duration  # a pydantic field_validator (tether/config.py), called by pydantic
-_ttl  # pydantic field_validators of a [notify.NAME] table (tether/notify/channels.py)
+_duration  # a pydantic field_validator (core/agents/config.py), called by pydantic
+_ttl  # pydantic field_validators of a [notify.NAME] table (core/notify/channels.py)
 _priority
 NOTIFY_TABLES  # the notifications' tables, which the PostgreSQL tests empty (tests/notify)
 describes  # RuleAdded: a trace record's field (tether watch, the console)
 
-# ---- tether serve: read by the pages' templates (tether/web/templates), by name ----------
+# ---- tether serve: read by the pages' templates (core/web/templates), by name ----------
 stoppable  # RunView: whether the run page offers Stop
 args_shown  # Card: the arguments as the page shows them
 source_shown

@@ -39,8 +39,8 @@ run: $(VENV)/.installed
 # package from source again, and each worker would rewrite every test module's asserts.
 test: export PYTHONDONTWRITEBYTECODE =
 test: $(VENV)/.installed-test $(VENV)/.installed-local agents chromium
-	$(BIN)/lint-imports
-	$(BIN)/vulture tether/ .vulture_whitelist.py
+	$(BIN)/python -m tests.layers
+	$(BIN)/vulture core/ tui/ .vulture_whitelist.py
 	$(BIN)/python -m pytest -q -n 4 -m "not serial"
 	$(BIN)/python -m pytest -q -m serial
 
@@ -116,8 +116,8 @@ $(VENV)/.installed-local-gemma: pyproject.toml $(VENV)/.installed-local
 	touch $@
 
 eval-local: $(VENV)/.installed-local-gemma
-	$(BIN)/python -m tether.local_model --model smollm2
-	$(BIN)/python -m tether.local_model --model gemma3-270m
+	$(BIN)/python -m tether.models.local --model smollm2
+	$(BIN)/python -m tether.models.local --model gemma3-270m
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -26,10 +26,10 @@ from agents import Agent, OpenAIChatCompletionsModel, RunConfig, function_tool
 from openai import AsyncOpenAI
 
 from tether import Harness, Limits
-from tether.events import ApprovalRequired, Event, TextDelta
+from tether.run.events import ApprovalRequired, Event, TextDelta
 from tether.integrations import Supervision
 from tether.integrations.openai_agents import run
-from tether.runstore import open_store
+from tether.store.protocol import open_store
 
 TICKETS = {42: "Login page loops (a duplicate of 17?)", 17: "Login page loops after a password reset"}
 

@@ -28,10 +28,10 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from tether import Harness, Limits
-from tether.events import ApprovalRequired, Event, TextDelta
+from tether.run.events import ApprovalRequired, Event, TextDelta
 from tether.integrations import Supervision
 from tether.integrations.pydantic_ai import run
-from tether.runstore import open_store
+from tether.store.protocol import open_store
 
 TICKETS = {42: "Login page loops (a duplicate of 17?)", 17: "Login page loops after a password reset"}
 

@@ -9,12 +9,12 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tether.events import Event
+from tether.run.events import Event
 from tether.harness import Harness
 
 
 if TYPE_CHECKING:
-    from tether.pgstore import PgStore
+    from tether.store.postgres.store import PgStore
 
 
 class Recorder:
@@ -79,7 +79,7 @@ def pg_server() -> Iterator["pg.PgServer"]:
 @pytest.fixture
 def pg(pg_url: str) -> Iterator["PgStore"]:
     """The operator's store on the session's server, emptied of every run first."""
-    from tether.pgstore import PgStore
+    from tether.store.postgres.store import PgStore
 
     from tests.support import TABLES
 

@@ -3,7 +3,7 @@
 :func:`start` makes a temporary directory, runs ``initdb`` in it, starts ``postgres`` on a
 free loopback port (its Unix socket in the same directory), waits until it accepts
 connections, creates the database ``tether`` and the two roles of
-``tether/data/pg/roles.sql`` (the operator ``tether`` and the watcher ``tether_watch``,
+``core/data/pg/roles.sql`` (the operator ``tether`` and the watcher ``tether_watch``,
 each with a password), and returns a :class:`PgServer`. :meth:`PgServer.stop` shuts it
 down (a fast shutdown, then SIGKILL if it lingers) and removes the directory.
 

@@ -32,8 +32,8 @@ from textual import events, on
 from textual.pilot import Pilot
 from textual.widgets import Input
 
-from tether.state import RunState, StateError
-from tether.store import RunStore
+from tether.run.state import RunState, StateError
+from tether.store.files.store import RunStore
 from tether.tui.app import Shown, TetherApp
 
 REPO = Path(__file__).resolve().parents[1]
@@ -374,7 +374,7 @@ def cli_here(*args: str, env: Mapping[str, str] | None = None,
     that take signals or the terminal (watch, worker, acp, console, demo, notify).
     One call at a time: the environment, the folder and the standard streams are the
     process's."""
-    from tether import cli
+    from tether.tui import cli
 
     try:
         asyncio.get_running_loop()

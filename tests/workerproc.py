@@ -1,6 +1,6 @@
 """Worker processes for the tests, the worker campaign and the scale bench.
 
-:class:`Fleet` starts ``tether worker`` processes (``python -m tether.cli worker``), each
+:class:`Fleet` starts ``tether worker`` processes (``python -m tether.tui.cli worker``), each
 logging to a file of its own, and stops every one of them however the caller ends: SIGTERM
 and a wait, then SIGKILL. :func:`clean_slate` empties Tether's and DBOS's tables between
 tests (the server is the session's).
@@ -116,7 +116,7 @@ class Fleet:
         self.root.mkdir(parents=True, exist_ok=True)
         with open(log, "wb") as out:
             # The URL (and its password) in the environment, not in argv, where ps shows it.
-            process = subprocess.Popen([sys.executable, "-m", "tether.cli", "worker", *args],
+            process = subprocess.Popen([sys.executable, "-m", "tether.tui.cli", "worker", *args],
                                        stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
                                        env=self.environment({"TETHER_STORE": self.url, **(env or {})},
                                                             pythonpath=pythonpath), cwd=self.root)
@@ -129,7 +129,7 @@ class Fleet:
         return worker
 
     def tether(self, *args: str, pythonpath: list[str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "tether.cli", *args], capture_output=True, text=True,
+        return subprocess.run([sys.executable, "-m", "tether.tui.cli", *args], capture_output=True, text=True,
                               env=self.environment(pythonpath=pythonpath), cwd=self.root, timeout=timeout)
 
     def submit(self, agent: str, *args: str, pythonpath: list[str] | None = None) -> str:

@@ -32,7 +32,7 @@
 set -eu
 
 PROJECT=${1:-.}
-TETHER=${TETHER:-tether}   # a command; the tests give "python -m tether.cli"
+TETHER=${TETHER:-tether}   # a command; the tests give "python -m tether.tui.cli"
 
 $TETHER hook claude-code --install "$PROJECT" \
     --matcher 'Bash|Write|Edit|MultiEdit|NotebookEdit' --deadline 120 --budget 5

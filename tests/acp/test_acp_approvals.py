@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tether.approvals import Rule, parse_where
 from tether.harness import Harness
-from tether.state import Limits, Status
+from tether.run.state import Limits, Status
 from tests.acp.driving import waiting
 from tests.acp.fake_agent import WRITE_NAME, WRITE_TEXT
 from tests.acp.test_acp_runs import agent

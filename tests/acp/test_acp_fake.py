@@ -293,7 +293,7 @@ asyncio.run(main())
 
 
 async def test_a_sigkilled_tether_takes_its_agent_down(acp_workspace: Path, fake_env: dict) -> None:
-    """The agent runs under tether.mcp_launcher: its parent-death signal reaches it."""
+    """The agent runs under tether.agents.mcp_launcher: its parent-death signal reaches it."""
     holder = await asyncio.create_subprocess_exec(
         sys.executable, "-c", _HOLDER, *fake_agent("ignore-cancel"), cwd=acp_workspace,
         stdout=asyncio.subprocess.PIPE, env={**os.environ, **fake_env})

@@ -17,11 +17,11 @@ from pathlib import Path
 
 import pytest
 
-from tether.agents import AcpCommand, Agent
+from tether.agents.agent import AcpCommand, Agent
 from tether.harness import Harness
-from tether.provider.server import running_app
-from tether.state import Cancelled, Limits, MaxBudget, Status
-from tether.trace import read_trace
+from tether.demo.provider.server import running_app
+from tether.run.state import Cancelled, Limits, MaxBudget, Status
+from tether.observe.trace import read_trace
 from tests.acp import installed as agents
 from tests.acp.driving import session_open, waiting
 from tests.acp.endpoint import DONE_ANSWER, ScriptedEndpoint

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from tether.agents import AcpCommand, Agent, AgentError
+from tether.agents.agent import AcpCommand, Agent, AgentError
 from tether.harness import Harness
-from tether.state import Cancelled, MaxBudget, NeedsApproval, StateError, Status
-from tether.trace import read_trace
+from tether.run.state import Cancelled, MaxBudget, NeedsApproval, StateError, Status
+from tether.observe.trace import read_trace
 from tests.acp.conftest import fake_agent
 from tests.acp.driving import session_open, waiting
 from tests.acp.fake_agent import WRITE_NAME, WRITE_TEXT
@@ -116,7 +116,7 @@ async def test_an_agent_that_dies_mid_turn_ends_the_run_in_words(tmp_path: Path,
 
 
 async def test_a_budget_crossed_cancels_the_turn(tmp_path: Path, acp_workspace: Path):
-    from tether.state import Limits
+    from tether.run.state import Limits
 
     async with Harness(tmp_path / "runs") as harness:
         state = harness.create(agent(acp_workspace, limits=Limits(budget_usd=0.01)), "write the file")
@@ -138,7 +138,7 @@ async def test_acp_agent_from_an_agent_file_and_approved_from_another_process(tm
     config.write_text(f'[agents.fake]\nacp = {argv}\nworkspace = "{acp_workspace}"\n'
                       f'env = {{ PYTHONPATH = "{pythonpath}" }}\n')
     env = {**os.environ, "TETHER_HOME": str(tmp_path), "TETHER_CONFIG": str(config)}
-    run = subprocess.Popen([sys.executable, "-m", "tether.cli", "run", "--agent", "fake", "--prompt", "write it",
+    run = subprocess.Popen([sys.executable, "-m", "tether.tui.cli", "run", "--agent", "fake", "--prompt", "write it",
                             "--run-id", "a1", "--wait-for-decision", "--json"], env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
@@ -199,7 +199,7 @@ async def test_option_and_silent_are_refused_for_tethers_own_runs(tmp_path: Path
 
 
 async def test_a_budget_on_an_agent_that_reports_no_usage_is_refused_in_words(tmp_path: Path, acp_workspace: Path):
-    from tether.state import Limits
+    from tether.run.state import Limits
 
     async with Harness(tmp_path / "runs") as harness:
         unmetered = await harness.start(agent(acp_workspace, "write-outside", limits=Limits(budget_usd=0.5)), "go")
@@ -269,7 +269,7 @@ def test_a_command_that_is_not_an_acp_agent_is_one_line_and_no_run(tmp_path: Pat
     config = tmp_path / "tether.toml"
     config.write_text(f"[agents.bad]\nacp = {json.dumps(argv)}\n")
     env = {**os.environ, "TETHER_HOME": str(tmp_path / "home"), "TETHER_CONFIG": str(config)}
-    done = subprocess.run([sys.executable, "-m", "tether.cli", "run", "--agent", "bad", "--prompt", "x"], env=env,
+    done = subprocess.run([sys.executable, "-m", "tether.tui.cli", "run", "--agent", "bad", "--prompt", "x"], env=env,
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 2, done.stderr
     [line] = done.stderr.strip().splitlines()
@@ -289,7 +289,7 @@ def test_a_run_whose_process_was_killed_mid_turn_ends_in_words_and_takes_a_follo
     config.write_text(f'[agents.fake]\nacp = {json.dumps(fake_agent("loads"))}\nworkspace = "{acp_workspace}"\n'
                       f'env = {{ PYTHONPATH = "{pythonpath}" }}\n')
     env = {**os.environ, "TETHER_HOME": str(tmp_path), "TETHER_CONFIG": str(config)}
-    run = subprocess.Popen([sys.executable, "-m", "tether.cli", "run", "--agent", "fake", "--prompt", "write it",
+    run = subprocess.Popen([sys.executable, "-m", "tether.tui.cli", "run", "--agent", "fake", "--prompt", "write it",
                             "--run-id", "k1", "--wait-for-decision"], env=env,
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -362,7 +362,7 @@ def test_tether_agents_shows_what_an_acp_agent_says_of_itself(tmp_path: Path):
     config.write_text(f"[agents.fake]\nacp = {json.dumps(fake_agent('loads'))}\n\n"
                       f"[agents.cat]\nacp = [\"/bin/cat\"]\n")
     env = {**os.environ, "TETHER_HOME": str(tmp_path / "home"), "TETHER_CONFIG": str(config)}
-    shown = subprocess.run([sys.executable, "-m", "tether.cli", "agents"], env=env, capture_output=True, text=True,
+    shown = subprocess.run([sys.executable, "-m", "tether.tui.cli", "agents"], env=env, capture_output=True, text=True,
                            timeout=120)
     assert shown.returncode == 0, shown.stderr
     assert "fake  ACP agent: " in shown.stdout

@@ -20,12 +20,12 @@ from acp import schema
 
 from tether.acp.serving.approvals import REJECTED_IN_EDITOR, PermissionAsks
 from tether.acp.serving.session import CANCEL_REASON, GONE_REASON
-from tether.control import ControlReply
-from tether.events import ApprovalRequired
-from tether.provider import scenarios
-from tether.provider.server import running_provider
-from tether.state import Cancelled, NeedsApproval, Status
-from tether.store import RunStore
+from tether.store.control import ControlReply
+from tether.run.events import ApprovalRequired
+from tether.demo.provider import scenarios
+from tether.demo.provider.server import running_provider
+from tether.run.state import Cancelled, NeedsApproval, Status
+from tether.store.files.store import RunStore
 from tests.acp.conftest import FAKE_AGENT
 from tests.acp.fake_agent import WRITE_NAME, WRITE_TEXT
 from tests.acp.procs import alive_in
@@ -125,7 +125,7 @@ class Place:
         leave no process in the test's folder."""
         with self.stderr.open("ab") as stderr:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "tether.cli", "acp", "--store", str(self.runs), *options,
+                sys.executable, "-m", "tether.tui.cli", "acp", "--store", str(self.runs), *options,
                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
                 cwd=self.tmp, env=self.env(), limit=50 * 1024 * 1024)
         assert proc.stdin is not None and proc.stdout is not None

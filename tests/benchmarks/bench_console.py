@@ -1,7 +1,7 @@
 """The console under load: key-to-effect latency while runs flood it with events.
 
 The console is set up as ``tether`` sets it up: the scripted provider in a child process
-(:func:`tether.provider.server.provider_process`), everything else in the console's process.
+(:func:`tether.demo.provider.server.provider_process`), everything else in the console's process.
 While a run goes, the benchmark presses up/down every ~20 ms, moving the selection between
 the busy run and another one. Each key is delivered the way a terminal delivers it (a Key
 event through the driver); its effect is the moment the newly selected run has been
@@ -47,12 +47,12 @@ from typing import Any
 
 from textual import events
 
-from tether.client import ModelReply
-from tether.events import ToolProgress
+from tether.models.client import ModelReply
+from tether.run.events import ToolProgress
 from tether.harness import Harness
-from tether.provider.server import provider_process
-from tether.state import Limits, Status
-from tether.demo import ScanArchive
+from tether.demo.provider.server import provider_process
+from tether.run.state import Limits, Status
+from tether.demo.agents import ScanArchive
 from tether.tui.app import Shown, TetherApp
 from tether.tui.components.dialogs import NewRunRequest
 
@@ -339,7 +339,7 @@ async def store_startup(root: Path, keys: int = 100) -> dict[str, Any]:
 PEER = """
 import asyncio, sys
 from tether.harness import Harness
-from tether.state import Limits
+from tether.run.state import Limits
 
 async def main(runs, ws, tag, n, latency):
     async with Harness(runs, ws, latency_ms=latency) as harness:

@@ -31,9 +31,9 @@ import time
 from pathlib import Path
 
 from tether.approvals import DecisionQuery
-from tether.runstore import Store, open_store
-from tether.state import AgentRef, Decision, RunState, Status, args_hash
-from tether.store import RunStore
+from tether.store.protocol import Store, open_store
+from tether.run.state import AgentRef, Decision, RunState, Status, args_hash
+from tether.store.files.store import RunStore
 from tests import pg
 from tests.benchmarks import peers
 
@@ -90,7 +90,7 @@ def build(store: Store, decisions: int) -> float:
 
 def _cli(store: str, *args: str) -> float:
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "tether.cli", *args, "--store", store], stdout=subprocess.DEVNULL,
+    subprocess.run([sys.executable, "-m", "tether.tui.cli", *args, "--store", store], stdout=subprocess.DEVNULL,
                    stderr=subprocess.DEVNULL, check=True)
     return time.perf_counter() - started
 
@@ -120,7 +120,7 @@ def _in_process(spec: str, repeats: int) -> tuple[float, float]:
 
 
 def measure(store: str, repeats: int, decisions: int) -> dict[str, float]:
-    listed = subprocess.run([sys.executable, "-m", "tether.cli", "decisions", "--json", "--store", store],
+    listed = subprocess.run([sys.executable, "-m", "tether.tui.cli", "decisions", "--json", "--store", store],
                             capture_output=True, text=True, check=True)
     rows = len(json.loads(listed.stdout))
     assert rows == decisions, f"tether decisions listed {rows} decisions, not {decisions}"
@@ -174,7 +174,7 @@ def main(argv: list[str] | None = None) -> None:
         print(f"postgresql: not measured ({exc})")
     else:
         try:
-            from tether.pgstore import PgStore
+            from tether.store.postgres.store import PgStore
 
             store = PgStore(server.url)
             built = build(store, args.decisions)

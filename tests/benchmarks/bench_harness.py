@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from tether.events import Event, Turn
+from tether.run.events import Event, Turn
 from tether.harness import Harness
-from tether.provider.server import provider_process
-from tether.store import JOURNAL_FILE, TRACE_FILE
-from tether.trace import read_trace
+from tether.demo.provider.server import provider_process
+from tether.store.files.store import JOURNAL_FILE, TRACE_FILE
+from tether.observe.trace import read_trace
 from tests.benchmarks import bench_stop, peers
 
 SIZES = (20, 100, 1000)

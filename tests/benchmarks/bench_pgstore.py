@@ -20,11 +20,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tether.events import ToolResult, Turn
+from tether.run.events import ToolResult, Turn
 from tether.harness import Harness
-from tether.pgstore import PgStore
-from tether.state import Limits, RunState
-from tether.store import RunStore
+from tether.store.postgres.store import PgStore
+from tether.run.state import Limits, RunState
+from tether.store.files.store import RunStore
 from tests import pg
 
 SAVES = 200

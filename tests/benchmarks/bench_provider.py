@@ -22,8 +22,8 @@ from typing import Any
 
 import httpx
 
-from tether.provider import create_app
-from tether.tokens import TokenCounter
+from tether.demo.provider import create_app
+from tether.models.tokens import TokenCounter
 
 SIZES = (10, 100, 1000)
 REPETITIONS = 15

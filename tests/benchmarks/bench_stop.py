@@ -21,13 +21,13 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tether import control
-from tether.cancel import CancelSignal
-from tether.events import Event, RunStopped, ToolStart
+from tether.store import control
+from tether.run.cancel import CancelSignal
+from tether.run.events import Event, RunStopped, ToolStart
 from tether.harness import Harness
-from tether.demo import ScanArchive
-from tether.store import TRACE_FILE, RunStore
-from tether.trace import read_trace
+from tether.demo.agents import ScanArchive
+from tether.store.files.store import TRACE_FILE, RunStore
+from tether.observe.trace import read_trace
 from tests.benchmarks.peers import scratch_dir
 
 TRIALS = 100
@@ -127,7 +127,7 @@ async def _remote_trials(n: int, workdir: Path) -> dict[str, list[float]]:
     for i in range(2 * n + 2):  # the first two warm the page cache
         how = "command" if i % 2 == 0 else "request"
         run_id = f"remote-{i}"
-        run = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.cli", "run", "slow",
+        run = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.tui.cli", "run", "slow",
                                                    "--run-id", run_id, *place,
                                                    stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
         try:
@@ -136,7 +136,7 @@ async def _remote_trials(n: int, workdir: Path) -> dict[str, list[float]]:
             await asyncio.sleep(0.05)  # into the scan
             started = time.time()
             if how == "command":
-                stop = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.cli", "stop", run_id, *place,
+                stop = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.tui.cli", "stop", run_id, *place,
                                                             stdout=asyncio.subprocess.DEVNULL,
                                                             stderr=asyncio.subprocess.DEVNULL)
                 await stop.wait()

@@ -13,7 +13,7 @@ failed among them), so every journal and trace is what a real run leaves. Then, 
 * before the index, for comparison: replaying every journal and trace in-process (what
   ``tether runs`` did), once.
 
-And the cost a save pays for the index (:meth:`tether.store.RunHandle.save`): a save
+And the cost a save pays for the index (:meth:`tether.store.files.store.RunHandle.save`): a save
 that only checks whether the row is due, a save that writes it, and what that comes to
 per save at the harness's pace (a row at most once a second, or on a change of status).
 
@@ -32,9 +32,9 @@ import time
 from pathlib import Path
 
 from tether.harness import Harness
-from tether.report import recorded
-from tether.state import Limits, RunState
-from tether.store import TRACE_FILE, RunHandle, RunStore
+from tether.observe.report import recorded
+from tether.run.state import Limits, RunState
+from tether.store.files.store import TRACE_FILE, RunHandle, RunStore
 from tests.benchmarks import peers
 from tests.support import load_all
 
@@ -91,7 +91,7 @@ def build_store(root: Path, runs: int) -> float:
 
 def _cli(root: Path, *args: str) -> float:
     started = time.perf_counter()
-    subprocess.run([sys.executable, "-m", "tether.cli", "runs", "--runs-dir", str(root), *args],
+    subprocess.run([sys.executable, "-m", "tether.tui.cli", "runs", "--runs-dir", str(root), *args],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
     return time.perf_counter() - started
 

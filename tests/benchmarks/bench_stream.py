@@ -22,9 +22,9 @@ import tempfile
 import time
 from pathlib import Path
 
-from tether.agents import Agent
+from tether.agents.agent import Agent
 from tether.harness import Harness
-from tether.processes import free_port, stop_process
+from tether.models.processes import free_port, stop_process
 from tether.tui.app import TetherApp
 
 PIECES = 60

@@ -1,7 +1,7 @@
 """The run API's cost per reported event, against the library's own loop (issue 29).
 
 A program on another framework reports each model call and each tool call into its run
-(:mod:`tether.tracked`). What that costs the program, per event, on the file store:
+(:mod:`tether.run.tracked`). What that costs the program, per event, on the file store:
 
 * **reported**: ``harness.track`` a run and report N turns, each a tool call started, its
   result, and the model call's usage (three events, each saved as Tether saves its own
@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 
 from tether.harness import Harness
-from tether.state import Limits
-from tether.trace import read_trace
+from tether.run.state import Limits
+from tether.observe.trace import read_trace
 
 
 async def reported(root: Path, turns: int) -> float:

@@ -38,8 +38,8 @@ from pathlib import Path
 import aiohttp
 
 from tether.harness import Harness
-from tether.store import RunStore
-from tether.trace import read_trace
+from tether.store.files.store import RunStore
+from tether.observe.trace import read_trace
 from tests.benchmarks.bench_stop import percentile
 from tests.browser.support import CHROMIUM, PASSWORDS, Served, WebhookReceiver, block_the_network, log_in, until
 

@@ -39,7 +39,7 @@ def runs_for(workers: int, concurrency: int) -> int:
 
 
 def _provider(port: int) -> subprocess.Popen:
-    return subprocess.Popen([sys.executable, "-m", "tether.cli", "provider", "--port", str(port), "--latency-ms",
+    return subprocess.Popen([sys.executable, "-m", "tether.tui.cli", "provider", "--port", str(port), "--latency-ms",
                              str(LATENCY_MS), "--until-stdin-closes"], stdin=subprocess.PIPE,
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
 
@@ -89,9 +89,10 @@ def measure(url: str, root: Path, base_url: str, workers: int, concurrency: int,
     once and the commits per second."""
     import psycopg
 
-    from tether import demo, worker
+    from tether.demo import agents as demo
+    from tether.workers import worker
     from tether.harness import Harness
-    from tether.pgstore import PgStore
+    from tether.store.postgres.store import PgStore
 
     clean_slate(url)
     with Fleet(url, root / f"{workers}x{concurrency}") as fleet:

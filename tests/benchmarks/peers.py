@@ -29,12 +29,12 @@ from typing import Any
 
 import httpx
 
-from tether.agents import DEFAULT_INSTRUCTIONS as SYSTEM_PROMPT
-from tether.demo import SCENARIO_TASKS
+from tether.agents.agent import DEFAULT_INSTRUCTIONS as SYSTEM_PROMPT
+from tether.demo.agents import SCENARIO_TASKS
 from tether.harness import Harness
-from tether.state import Limits
-from tether.tools.builtin import list_files_text
-from tether.workspace import ensure_sample
+from tether.run.state import Limits
+from tether.agents.tools.builtin import list_files_text
+from tether.agents.workspace import ensure_sample
 
 MODEL = "runaway"
 TASK = SCENARIO_TASKS[MODEL]

@@ -20,8 +20,8 @@ from typing import Any
 
 import uvicorn
 
-from tether.processes import free_port
-from tether.provider.app import create_app
+from tether.models.processes import free_port
+from tether.demo.provider.app import create_app
 
 CAP_S = 60.0  # how long a test waits for a condition before it fails
 PASSWORDS = {"ana": "green tea at dawn", "bob": "seven blue kites", "walt": "quiet river stones"}
@@ -184,7 +184,7 @@ class Served:
 
     @staticmethod
     def command(*args: str) -> list[str]:
-        return [sys.executable, "-m", "tether.cli", *args]
+        return [sys.executable, "-m", "tether.tui.cli", *args]
 
     def output(self) -> str:
         return self.log.read_text(errors="replace")

@@ -21,14 +21,14 @@ def test_the_console_page_shows_the_runs_and_takes_a_key(served: Served, desktop
     log_in(desktop, served.url, "ana")
     desktop.goto(f"{served.url}/console/")
     until(lambda: "p1" in _screen(desktop) and "Pending approvals" in _screen(desktop), "the run p1 in the console")
-    consoles = [c for _, c in descendants(served.process.pid) if "tether.cli console" in c]
+    consoles = [c for _, c in descendants(served.process.pid) if "tether.tui.cli console" in c]
     assert len(consoles) == 1 and "--as ana" in consoles[0]  # one console per tab, recorded as who logged in
     desktop.locator("#terminal").click()
     desktop.keyboard.press("D")  # the record of decisions
     until(lambda: "Decisions" in _screen(desktop) and "Pending approvals" not in _screen(desktop),
           "the decisions screen after D")
     desktop.close()  # the tab closes: its console ends
-    until(lambda: not [c for _, c in descendants(served.process.pid) if "tether.cli console" in c],
+    until(lambda: not [c for _, c in descendants(served.process.pid) if "tether.tui.cli console" in c],
           "the console process ended with its tab")
 
 
@@ -38,7 +38,7 @@ def test_stopping_the_server_with_a_console_tab_open_ends_the_console_and_tells_
     log_in(desktop, served.url, "bob")
     desktop.goto(f"{served.url}/console/")
     until(lambda: "Pending approvals" in _screen(desktop), "the console drawn")
-    assert [c for _, c in descendants(served.process.pid) if "tether.cli console" in c]
+    assert [c for _, c in descendants(served.process.pid) if "tether.tui.cli console" in c]
     served.stop()  # SIGTERM with the tab open: the server ends on its own, and leaves no console behind
     assert "tether serve: stopping" in served.output()
     expect(desktop.locator("body.-closed")).to_have_count(1)  # the page says its session ended

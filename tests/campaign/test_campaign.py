@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from tether.state import Status
-from tether.store import RunStore
+from tether.run.state import Status
+from tether.store.files.store import RunStore
 from tests.support import cli_here
 from tests.campaign.crash import (
     CRASH, DOUBLE, SCENARIOS, SIGKILL, Campaign, Process, failures, table, trace_problems,

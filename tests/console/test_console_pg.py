@@ -2,7 +2,7 @@
 reaching the process that holds a run; a read-only role that watches and is refused in
 words; a URL's password that never reaches the screen.
 
-A real server (tests/pg.py); the runs of other processes are real ``python -m tether.cli
+A real server (tests/pg.py); the runs of other processes are real ``python -m tether.tui.cli
 run ... --store URL`` processes. Every wait is on a condition under a generous cap; nothing
 asserts on timing.
 """
@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from tether.pgstore import PgStore
-from tether.state import Cancelled, RunState, Status
+from tether.store.postgres.store import PgStore
+from tether.run.state import Cancelled, RunState, Status
 from tether.tui.app import STOP_REASON, TetherApp
 from tether.tui.components.dialogs import ApproveDialog
 from tether.tui.model import QueueInfo
@@ -47,7 +47,7 @@ def console(tmp_path: Path, url: str, **kw: Any) -> TetherApp:
 
 async def spawn(url: str, *args: str) -> asyncio.subprocess.Process:
     """``tether ARGS --store URL``, another process."""
-    return await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.cli", *args, "--store", url,
+    return await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.tui.cli", *args, "--store", url,
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
 
 
@@ -212,7 +212,7 @@ async def test_queued_runs_and_the_queue_depth_are_shown(pg: PgStore, pg_url: st
 
 
 def test_a_store_the_console_cannot_reach_is_said_before_it_opens_without_the_password(pg_server, capsys):
-    from tether.cli import main
+    from tether.tui.cli import main
 
     password = pg_server.operator_password
     wrong = pg_server.url.replace(password, password[::-1])
@@ -279,7 +279,7 @@ async def test_the_console_follows_a_run_across_a_restart_of_postgresql(tmp_path
         async with app.run_test(size=SIZE) as pilot:
             await app.store_ready()
             run = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "tether.cli", "run", "runaway", "--run-id", "pg-restart", "--latency-ms", "100",
+                sys.executable, "-m", "tether.tui.cli", "run", "runaway", "--run-id", "pg-restart", "--latency-ms", "100",
                 "--max-turns", str(TURNS), "--store", server.url, "--workspace", str(tmp_path / "w"),
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
             async with reaped(run):

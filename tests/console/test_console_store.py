@@ -1,7 +1,7 @@
 """The console as a client of the store: runs of other processes, live, stopped and decided
 from the console, owners and orphans, two consoles on one store.
 
-Every run here is a real ``python -m tether.cli run ...`` process; the console watches the
+Every run here is a real ``python -m tether.tui.cli run ...`` process; the console watches the
 store. Every wait is on a condition under a generous cap; nothing asserts on timing.
 """
 
@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tether.state import Cancelled, Status
+from tether.run.state import Cancelled, Status
 from tether.tui.app import STOP_REASON, TetherApp
 from tether.tui.components.dialogs import ApproveDialog, ResumeDialog
 
@@ -46,7 +46,7 @@ def place(tmp_path: Path) -> list[str]:
 
 
 async def spawn(*args: str) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.cli", *args,
+    return await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.tui.cli", *args,
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
 
 

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from tether.pgstore import PgStore
-from tether.provider import create_app
-from tether.state import Cancelled, Status
+from tether.store.postgres.store import PgStore
+from tether.demo.provider import create_app
+from tether.run.state import Cancelled, Status
 from tether.tui.app import STOP_REASON
 from tests.campaign.server import CountingApp, serving
 from tests.workerproc import Fleet, clean_slate

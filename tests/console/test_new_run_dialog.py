@@ -13,7 +13,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Select, Static
 
-from tether.state import Status
+from tether.run.state import Status
 from tether.tui.app import TetherApp
 from tether.tui.components.dialogs import NewRunDialog
 from tests.support import SIZE, finish, make_app, settle, wait_for

@@ -6,8 +6,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from tether.harness import Harness
-from tether.provider.scenarios import DESTRUCTIVE_DECLINED
-from tether.state import Cancelled, MaxBudget, Status
+from tether.demo.provider.scenarios import DESTRUCTIVE_DECLINED
+from tether.run.state import Cancelled, MaxBudget, Status
 from tether.tui.components.cost_meter import TurnsSparkline
 from tether.tui.tour import REJECTION, STEPS, Caption, Tour
 

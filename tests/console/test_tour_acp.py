@@ -21,11 +21,11 @@ from textual.widgets import Static
 
 import tether.acp.demo as acp_demo
 from tether.acp.demo import EDIT_PROMPT, EXPLANATION, GREET_AFTER, GREET_BEFORE, TASKS, WRITE_PROMPT
-from tether.config import load_config
-from tether.provider.coding import ScriptedEndpoint
-from tether.provider.server import running_app
-from tether.state import Cancelled, Status
-from tether.trace import read_trace
+from tether.agents.config import load_config
+from tether.demo.provider.coding import ScriptedEndpoint
+from tether.demo.provider.server import running_app
+from tether.run.state import Cancelled, Status
+from tether.observe.trace import read_trace
 from tether.tui.components.dialogs import ApproveDialog
 from tether.tui.tour import ACP_REJECTION, ACP_STEPS, AcpTour, Caption, run_demo
 

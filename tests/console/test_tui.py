@@ -15,8 +15,8 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, Select
 
-from tether.provider.scenarios import DESTRUCTIVE_DECLINED, DESTRUCTIVE_DELETED, PLAN_ANSWER
-from tether.state import Cancelled, Limits, NeedsApproval, Status
+from tether.demo.provider.scenarios import DESTRUCTIVE_DECLINED, DESTRUCTIVE_DELETED, PLAN_ANSWER
+from tether.run.state import Cancelled, Limits, NeedsApproval, Status
 from tether.tui.app import STOP_REASON, TetherApp, run_console
 from tether.tui.components.approvals import ApprovalsPane
 from tether.tui.components.dialogs import (

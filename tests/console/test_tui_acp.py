@@ -23,8 +23,8 @@ from typing import Any
 from rich.console import Console
 from textual.widgets import Button, Input, Select, Static
 
-from tether.config import Config, load_config
-from tether.state import AgentRef, Cancelled, NeedsApproval, RunState, StateError, Status
+from tether.agents.config import Config, load_config
+from tether.run.state import AgentRef, Cancelled, NeedsApproval, RunState, StateError, Status
 from tether.tui.agent_notes import Note, place
 from tether.tui.app import STOP_REASON, TetherApp
 from tether.tui.components.approvals import ApprovalsPane
@@ -187,7 +187,7 @@ async def test_acp_runs_of_other_processes_are_decided_and_stopped_from_the_cons
 
     async def tether_run(agent: str, prompt: str, run_id: str) -> asyncio.subprocess.Process:
         return await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tether.cli", "run", "--agent", agent, "--prompt", prompt, "--run-id", run_id,
+            sys.executable, "-m", "tether.tui.cli", "run", "--agent", agent, "--prompt", prompt, "--run-id", run_id,
             "--wait-for-decision", "--json", env=env, cwd=REPO, stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE)
 
@@ -370,13 +370,13 @@ async def test_an_acp_run_waiting_on_postgresql_is_approved_from_a_console_opene
                                                                                         tmp_path: Path) -> None:
     """The run's agent asked before the console opened: its options and diff are read back
     from the store's trace (a network store: off the loop), and the dialog shows them."""
-    from tether.pgstore import PgStore
+    from tether.store.postgres.store import PgStore
 
     token = uuid.uuid4().hex
     path, _ = agent_file(tmp_path, token)
     env = {**os.environ, "TETHER_CONFIG": str(path)}
     run = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tether.cli", "run", "--agent", "writer", "--prompt", "write the file", "--run-id",
+        sys.executable, "-m", "tether.tui.cli", "run", "--agent", "writer", "--prompt", "write the file", "--run-id",
         "pg-w1", "--wait-for-decision", "--store", pg_url, env=env, cwd=REPO,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     async with reaped(run):

@@ -18,14 +18,14 @@ import httpx
 import pytest
 from textual.widgets import Input, Select, Static
 
-from tether.cli import main as cli_main
-from tether.client import ModelClient
-from tether.config import load_config
+from tether.tui.cli import main as cli_main
+from tether.models.client import ModelClient
+from tether.agents.config import load_config
 from tether.harness import Harness
-from tether.provider.scenarios import PLAN_ANSWER
-from tether.provider.server import provider_process
-from tether.state import Limits, Status
-from tether.store import JOURNAL_FILE
+from tether.demo.provider.scenarios import PLAN_ANSWER
+from tether.demo.provider.server import provider_process
+from tether.run.state import Limits, Status
+from tether.store.files.store import JOURNAL_FILE
 from tether.tui import app as console
 from tether.tui.app import TetherApp
 from tether.tui.components.dialogs import NewRunDialog, NewRunRequest, ResumeDialog

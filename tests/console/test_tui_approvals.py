@@ -25,9 +25,9 @@ from textual.widgets import Button, DataTable, Input, Select, Static, TextArea
 
 from tether.approvals import Rule, Where
 from tether.approvals.preview import preview_call
-from tether.pgstore import PgStore
-from tether.state import NeedsApproval, Status
-from tether.tools.builtin import WriteFile
+from tether.store.postgres.store import PgStore
+from tether.run.state import NeedsApproval, Status
+from tether.agents.tools.builtin import WriteFile
 from tether.tui.app import TetherApp
 from tether.tui.components.approval_view import deadline_words, preview_body, tally_words
 from tether.tui.components.args_editor import ArgsEditor
@@ -36,7 +36,7 @@ from tether.tui.components.decisions_screen import DecisionsScreen
 from tether.tui.components.dialogs import ApproveDialog, NewRunRequest, RejectDialog
 from tether.tui.components.rule_editor import RuleContext, RuleEditor, where_lines
 from tether.tui.components.rules_screen import ConfirmDialog, RulesScreen
-from tether.workspace import Workspace
+from tether.agents.workspace import Workspace
 
 from tests.console.test_console_pg import console as pg_console
 from tests.console.test_console_pg import on_loop  # noqa: F401  (a fixture)
@@ -448,7 +448,7 @@ def test_the_where_patterns_of_a_call() -> None:
 async def spawn_waiting(tmp_path: Path, run_id: str) -> asyncio.subprocess.Process:
     """``tether run destructive --wait-for-decision``: a process that holds its run waiting."""
     return await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tether.cli", "run", "destructive", "--run-id", run_id, "--wait-for-decision",
+        sys.executable, "-m", "tether.tui.cli", "run", "destructive", "--run-id", run_id, "--wait-for-decision",
         "--runs-dir", str(tmp_path / "runs"), "--workspace", str(tmp_path / "workspace"),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
 
@@ -609,7 +609,7 @@ async def test_rules_and_decisions_on_postgresql_off_the_loop(pg: PgStore, pg_ur
     async with app.run_test(size=SIZE) as pilot:
         await app.store_ready()
         run = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tether.cli", "run", "destructive", "--run-id", "pg-a1", "--workspace",
+            sys.executable, "-m", "tether.tui.cli", "run", "destructive", "--run-id", "pg-a1", "--workspace",
             str(tmp_path / "w"), "--store", pg_url, stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         code, out = await ended(run)
         assert code == 5, out  # interrupted: waiting for approval, nobody holds it

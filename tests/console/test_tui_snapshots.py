@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tether.config import load_config
+from tether.agents.config import load_config
 
 from tests import scenes
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from textual.widgets import Static
 
 from tether.harness import Harness
-from tether.state import Status
+from tether.run.state import Status
 from tests.support import SIZE, finish, make_app, wait_for
 
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tether.agents import Agent
+from tether.agents.agent import Agent
 from tether.harness import Harness
-from tether.provider.server import running_app
-from tether.state import Status
+from tether.demo.provider.server import running_app
+from tether.run.state import Status
 from tests.support import SIZE, SlowStream, WORDS, finish, settle, still_console, wait_for
 
 

@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from tether.provider.server import running_app
+from tether.demo.provider.server import running_app
 
 from tests.integrations.programs import Recording
 

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytest
 
-from tether.provider import create_app
+from tether.demo.provider import create_app
 
 ROOT = Path(__file__).resolve().parents[2]
 CAP_S = 60.0
@@ -88,8 +88,8 @@ async def line_with(proc: asyncio.subprocess.Process, word: str) -> str:
 
 
 async def tether(*args: str) -> tuple[int, str]:
-    """``python -m tether.cli ARGS``, another process: its exit code and what it said."""
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.cli", *args, env=environment(),
+    """``python -m tether.tui.cli ARGS``, another process: its exit code and what it said."""
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.tui.cli", *args, env=environment(),
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     try:
         out, _ = await asyncio.wait_for(proc.communicate(), CAP_S)
@@ -114,8 +114,8 @@ async def finished(proc: asyncio.subprocess.Process) -> tuple[int, str]:
 async def waiting(runs: Path, run_id: str) -> None:
     """Until the run's saved state says it waits for a decision (the program says so a moment
     before it saves it)."""
-    from tether.state import NeedsApproval
-    from tether.store import RunStore
+    from tether.run.state import NeedsApproval
+    from tether.store.files.store import RunStore
 
     async def saved() -> None:
         store = RunStore(runs)

@@ -35,11 +35,11 @@ import pytest
 
 from tether.approvals import Rule
 from tether.integrations import claude_code
-from tether.provider.anthropic import COMMANDS_DONE, COMMANDS_MODEL, COMMANDS_REFUSED, ReceivedRequest
-from tether.provider.app import create_app
-from tether.provider.server import running_app
-from tether.state import Cancelled, NeedsApproval, RunState, Status
-from tether.store import RunStore
+from tether.demo.provider.anthropic import COMMANDS_DONE, COMMANDS_MODEL, COMMANDS_REFUSED, ReceivedRequest
+from tether.demo.provider.app import create_app
+from tether.demo.provider.server import running_app
+from tether.run.state import Cancelled, NeedsApproval, RunState, Status
+from tether.store.files.store import RunStore
 from tests.acp import installed as agents
 from tests.acp.procs import alive_in
 
@@ -136,7 +136,7 @@ def install(place: Place, *options: str) -> dict:
 
 async def tether_cli(*args: str) -> tuple[int, str]:
     """A ``tether`` command in a process of its own, as an operator would type it."""
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.cli", *args,
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.tui.cli", *args,
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     out, _ = await asyncio.wait_for(proc.communicate(), CAP_S)
     return proc.returncode, out.decode()
@@ -521,7 +521,7 @@ EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "claude_code" / "se
 
 
 async def test_the_examples_hooks_and_rules_decide_claude_codes_calls(place: Place):
-    env = {**os.environ, "TETHER_STORE": str(place.runs), "TETHER": f"{sys.executable} -m tether.cli"}
+    env = {**os.environ, "TETHER_STORE": str(place.runs), "TETHER": f"{sys.executable} -m tether.tui.cli"}
     setup = await asyncio.create_subprocess_exec("sh", str(EXAMPLE), str(place.project), env=env,
                                                  stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await asyncio.wait_for(setup.communicate(), CAP_S)

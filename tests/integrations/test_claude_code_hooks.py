@@ -29,11 +29,11 @@ from typing import Any
 
 import pytest
 
-from tether.control import ControlRequest, request
+from tether.store.control import ControlRequest, request
 from tether.integrations import claude_code
-from tether.runstore import Store
-from tether.state import Cancelled, NeedsApproval, RunState, Status
-from tether.store import RunStore
+from tether.store.protocol import Store
+from tether.run.state import Cancelled, NeedsApproval, RunState, Status
+from tether.store.files.store import RunStore
 from tests.support import TABLES
 
 CAP_S = 120.0
@@ -47,7 +47,7 @@ def where(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[tuple[Stor
     if request.param == "file":
         yield RunStore(tmp_path / "runs"), str(tmp_path / "runs")
         return
-    from tether.pgstore import PgStore
+    from tether.store.postgres.store import PgStore
 
     url = request.getfixturevalue("pg_url")
     pg = PgStore(url)
@@ -109,7 +109,7 @@ async def until(predicate, what: str) -> Any:
 
 
 async def tether_cli(name: str, *args: str) -> tuple[int, str]:
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.cli", *args,
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.tui.cli", *args,
                                                 env={**os.environ, "TETHER_STORE": name},
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     out, _ = await asyncio.wait_for(proc.communicate(), CAP_S)
@@ -207,7 +207,7 @@ async def test_reports_made_while_a_call_waits_for_a_decision_reach_the_run(wher
 
 async def test_a_report_left_when_the_holder_lets_go_is_added_by_the_next_hook(where: tuple[Store, str],
                                                                                 claude: Claude):
-    from tether.tracked import report_into
+    from tether.run.tracked import report_into
 
     store, _ = where
     await claude.hook("SessionStart", source="startup")
@@ -231,7 +231,7 @@ async def test_the_console_shows_the_session_live_between_hooks_then_orphaned(wh
     await claude.answer()
     console_store = None
     if not isinstance(where[0], RunStore):
-        from tether.pgstore import PgStore
+        from tether.store.postgres.store import PgStore
 
         console_store = PgStore(where[1])
     app = make_app(tmp_path, store=console_store)  # (the console closes a store it is given)
@@ -253,7 +253,7 @@ async def test_the_console_shows_the_session_live_between_hooks_then_orphaned(wh
 def test_a_keeper_is_its_process_not_its_pid(tmp_path: Path):
     import subprocess
 
-    from tether import keeper
+    from tether.integrations import keeper
 
     mine = keeper.record(os.getpid(), "this test")
     assert mine is not None and keeper.living(mine)

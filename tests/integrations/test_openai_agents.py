@@ -20,10 +20,10 @@ from openai import AsyncOpenAI
 from tether.harness import Harness
 from tether.integrations import Supervision
 from tether.integrations.openai_agents import SAVED, resume, run
-from tether.loop import approved_words, declined_words
-from tether.provider.scenarios import TICKET_CLOSED, TICKET_KEPT
-from tether.state import Cancelled, Limits, NeedsApproval, Status
-from tether.trace import read_trace
+from tether.run.loop import approved_words, declined_words
+from tether.demo.provider.scenarios import TICKET_CLOSED, TICKET_KEPT
+from tether.run.state import Cancelled, Limits, NeedsApproval, Status
+from tether.observe.trace import read_trace
 from tether.tui.components.dialogs import ApproveDialog
 
 from tests.integrations.programs import ROOT, Recording, environment, finished, line_with, program, tether, waiting
@@ -37,7 +37,7 @@ BOT = textwrap.dedent('''
     import asyncio, os, sys
     from agents import Agent, OpenAIChatCompletionsModel, RunConfig, function_tool
     from openai import AsyncOpenAI
-    from tether.events import ApprovalRequired
+    from tether.run.events import ApprovalRequired
     from tether.harness import Harness
     from tether.integrations import Supervision
     from tether.integrations.openai_agents import run
@@ -235,7 +235,7 @@ async def test_a_budget_is_checked_at_each_model_calls_usage(harness: Harness, p
 
 
 def test_import_tether_does_not_import_the_frameworks():
-    code = ("import sys, tether, tether.harness, tether.integrations, tether.cli; "
+    code = ("import sys, tether, tether.harness, tether.integrations, tether.tui.cli; "
             "print(sorted({'agents', 'pydantic_ai', 'openai'} & set(sys.modules)))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=environment(),
                          check=True)
@@ -271,7 +271,7 @@ async def test_tether_reject_alone_goes_on_with_a_paused_run_whose_program_is_go
     finally:
         await finished(proc)
     command = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tether.cli", "reject", "oa-r", "--reason", "not a duplicate", "--as", "erin",
+        sys.executable, "-m", "tether.tui.cli", "reject", "oa-r", "--reason", "not a duplicate", "--as", "erin",
         "--store", str(runs), cwd=bot, env=environment(bot, BOT_BASE_URL=provider.url),
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
     said, _ = await asyncio.wait_for(command.communicate(), CAP_S)

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from tether.integrations import on_workers
-from tether.loop import declined_words
-from tether.pgstore import PgStore
-from tether.provider.scenarios import TICKET_KEPT
-from tether.state import NeedsApproval, Status
+from tether.run.loop import declined_words
+from tether.store.postgres.store import PgStore
+from tether.demo.provider.scenarios import TICKET_KEPT
+from tether.run.state import NeedsApproval, Status
 from tests.integrations.programs import Recording, environment, finished, line_with
 from tests.integrations.test_openai_agents import BOT, CALL
 from tests.workerproc import Fleet, clean_slate, wait_for
@@ -26,7 +26,7 @@ from tests.workerproc import Fleet, clean_slate, wait_for
 CAP_S = 120.0
 
 START = ("import asyncio, os, support_bot\n"
-         "from tether.runstore import open_store\n"
+         "from tether.store.protocol import open_store\n"
          "from tether.harness import Harness\n"
          "from tether.integrations import Supervision\n"
          "from tether.integrations.openai_agents import run\n"
@@ -108,7 +108,7 @@ async def test_without_a_live_worker_the_deciding_process_goes_on(store: PgStore
     finally:
         await finished(proc)
     command = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tether.cli", "approve", "oa-w", "--as", "erin", "--store", pg_url, cwd=bot,
+        sys.executable, "-m", "tether.tui.cli", "approve", "oa-w", "--as", "erin", "--store", pg_url, cwd=bot,
         env=environment(bot, BOT_BASE_URL=provider.url), stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.STDOUT)
     said, _ = await asyncio.wait_for(command.communicate(), CAP_S)

@@ -19,10 +19,10 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from tether.harness import Harness
 from tether.integrations import Supervision
 from tether.integrations.pydantic_ai import run
-from tether.loop import declined_words
-from tether.provider.scenarios import TICKET_CLOSED, TICKET_KEPT
-from tether.state import Cancelled, Limits, NeedsApproval, Status
-from tether.trace import read_trace
+from tether.run.loop import declined_words
+from tether.demo.provider.scenarios import TICKET_CLOSED, TICKET_KEPT
+from tether.run.state import Cancelled, Limits, NeedsApproval, Status
+from tether.observe.trace import read_trace
 
 from tests.integrations.programs import ROOT, Recording, finished, line_with, program, tether, waiting
 from tests.support import children_of
@@ -34,7 +34,7 @@ TRIAGE = textwrap.dedent('''
     from pydantic_ai import Agent
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
-    from tether.events import ApprovalRequired
+    from tether.run.events import ApprovalRequired
     from tether.harness import Harness
     from tether.integrations import Supervision
     from tether.integrations.pydantic_ai import run

@@ -1,6 +1,6 @@
 """The local-model eval's MCP task and its chat handler, without a model.
 
-The MCP task (``tether.local_model.run_mcp_task``) runs against a scripted chat-completions
+The MCP task (``tether.models.local.run_mcp_task``) runs against a scripted chat-completions
 endpoint on loopback and the real MCP time server; the chat handler that serves the local
 models' tool calls runs against a stand-in for ``llama_cpp.Llama`` that answers by script.
 """
@@ -21,7 +21,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from tests.endpoints import call, completion, scripted_app
-from tether.local_model import (
+from tether.models.local import (
     CHATML,
     GEMMA,
     MCP_TOOL,
@@ -35,7 +35,7 @@ from tether.local_model import (
     run_mcp_task,
     tool_chat_handler,
 )
-from tether.provider.server import running_app
+from tether.demo.provider.server import running_app
 
 TIME_TOOLS = [{"type": "function", "function": {
     "name": "get_current_time", "description": "Get the current time in a timezone.",

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from tether.evaluate import TASKS, EvalConfig, run_eval
-from tether.local_model import SMOLLM2, find_gguf, local_server, missing_extra
-from tether.state import Pricing, Status
-from tether.store import TRACE_FILE
-from tether.trace import read_trace
+from tether.demo.evaluate import TASKS, EvalConfig, run_eval
+from tether.models.local import SMOLLM2, find_gguf, local_server, missing_extra
+from tether.run.state import Pricing, Status
+from tether.store.files.store import TRACE_FILE
+from tether.observe.trace import read_trace
 
 MISSING = missing_extra()
 pytestmark = [

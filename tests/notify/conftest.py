@@ -121,7 +121,7 @@ async def sending(store: Any, channels: list[NotifyChannel], *, public_url: str 
 @pytest.fixture(params=["file", "postgresql"])
 def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Any]:
     """The file store, and PostgreSQL on the session's server, emptied of runs and notifications."""
-    from tether.store import RunStore
+    from tether.store.files.store import RunStore
 
     if request.param == "file":
         yield RunStore(tmp_path / "runs")
@@ -144,14 +144,14 @@ def pg_notify(pg: Any) -> Any:
 @pytest.fixture
 def twin() -> Iterator[Any]:
     """Another object on a store, as another process would open it (closed after the test)."""
-    from tether.store import RunStore
+    from tether.store.files.store import RunStore
 
     made: list[Any] = []
 
     def another(store: Any) -> Any:
         if isinstance(store, RunStore):
             return RunStore(store.root)
-        from tether.pgstore import PgStore
+        from tether.store.postgres.store import PgStore
 
         made.append(PgStore(store.url, schema=store.schema))
         return made[-1]

@@ -7,7 +7,7 @@ import dataclasses
 from pathlib import Path
 
 from tether.harness import Harness
-from tether.store import RunStore
+from tether.store.files.store import RunStore
 from tests.notify.conftest import QUICK, Receiver, channel, sending
 from tests.support import SIZE, finish, still_console, wait_for
 

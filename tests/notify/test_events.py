@@ -9,9 +9,9 @@ from typing import Any
 
 from tether.approvals import Rule, parse_where
 from tether.approvals.deadlines import apply_due
-from tether.events import RunStarted
+from tether.run.events import RunStarted
 from tether.harness import Harness
-from tether.state import Limits, Policies, RunState
+from tether.run.state import Limits, Policies, RunState
 from tests.notify.conftest import Receiver, channel, sending
 from tests.support import wait_until
 
@@ -83,7 +83,7 @@ async def test_a_run_whose_process_died_is_orphaned(store: Any, tmp_path: Path, 
 
 
 async def test_filters_by_agent_and_by_tool(tmp_path: Path, receiver: Receiver):
-    from tether.store import RunStore
+    from tether.store.files.store import RunStore
 
     store = RunStore(tmp_path / "runs")
     others = channel("others", {"kind": "webhook", "url": f"{receiver.url}/others", "agents": ["triage"]})
@@ -120,7 +120,7 @@ async def test_the_sender_escalates_a_call_nobody_decided_in_time(store: Any, tm
 async def test_a_two_person_call_asked_again_after_the_first_approval_is_a_new_notification(
         tmp_path: Path, receiver: Receiver):
     """The first person's link is spent: the second needs a notification of their own."""
-    from tether.store import RunStore
+    from tether.store.files.store import RunStore
 
     store = RunStore(tmp_path / "runs")
     store.rule_add(Rule("ask", "delete_file", "two people delete logs", "alice", approvals=2))

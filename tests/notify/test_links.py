@@ -16,7 +16,7 @@ import pytest
 
 from tether.notify import LinkClaim, LinkRefused, issue_link, read_link, spend_link
 from tether.notify.storage import storage_for
-from tether.store import RunStore
+from tether.store.files.store import RunStore
 
 
 def link(store: Any, **kw: Any) -> str:
@@ -125,7 +125,7 @@ def test_two_clicks_at_once_spend_a_link_once(twin, store: Any):
 def test_processes_clicking_at_once_spend_a_link_once(tmp_path: Path):
     store = RunStore(tmp_path / "runs")
     token = link(store)
-    script = ("import sys\nfrom tether.store import RunStore\nfrom tether.notify import spend_link, LinkRefused\n"
+    script = ("import sys\nfrom tether.store.files.store import RunStore\nfrom tether.notify import spend_link, LinkRefused\n"
               "try:\n    spend_link(RunStore(sys.argv[1]), sys.argv[2], by=sys.argv[3]); print('spent')\n"
               "except LinkRefused as exc:\n    print(exc.reason)\n")
     processes = [subprocess.Popen([sys.executable, "-c", script, str(store.root), token, f"p{i}"],
@@ -136,7 +136,7 @@ def test_processes_clicking_at_once_spend_a_link_once(tmp_path: Path):
 
 def test_the_key_is_made_once_for_every_process(tmp_path: Path):
     root = tmp_path / "runs"
-    script = "import sys\nfrom tether.store import RunStore\nfrom tether.notify.storage import storage_for\n" \
+    script = "import sys\nfrom tether.store.files.store import RunStore\nfrom tether.notify.storage import storage_for\n" \
              "print(storage_for(RunStore(sys.argv[1])).key().hex())\n"
     processes = [subprocess.Popen([sys.executable, "-c", script, str(root)], stdout=subprocess.PIPE, text=True)
                  for _ in range(4)]
@@ -148,7 +148,7 @@ def test_the_key_is_made_once_for_every_process(tmp_path: Path):
 def test_the_watchers_role_cannot_read_the_link_key(pg_notify: Any, pg_server: Any):
     import psycopg
 
-    from tether.pgstore import PgStore
+    from tether.store.postgres.store import PgStore
 
     storage_for(pg_notify).key()  # made by the operator's role
     watcher = PgStore(pg_server.watcher_url)

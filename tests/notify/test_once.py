@@ -20,7 +20,7 @@ from tether.harness import Harness
 from tether.notify import sender_status
 from tether.notify.notices import Notice
 from tether.notify.storage import storage_for
-from tether.store import RunStore
+from tether.store.files.store import RunStore
 from tests.notify.conftest import QUICK, Receiver, channel, sending
 
 
@@ -176,7 +176,7 @@ async def test_secrets_never_reach_a_log_or_a_status_line(tmp_path: Path, monkey
 
 def test_tether_notify_refuses_a_public_url_that_is_not_one(tmp_path: Path):
     (tmp_path / "tether.toml").write_text('[notify.ops]\nkind = "webhook"\nurl = "http://127.0.0.1:9/"\n')
-    out = subprocess.run([sys.executable, "-m", "tether.cli", "notify", "--store", str(tmp_path / "runs"),
+    out = subprocess.run([sys.executable, "-m", "tether.tui.cli", "notify", "--store", str(tmp_path / "runs"),
                           "--config", str(tmp_path / "tether.toml"), "--public-url", "tether.example.com"],
                          capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "--public-url 'tether.example.com' is not an http:// or https:// URL" in out.stderr
@@ -184,7 +184,7 @@ def test_tether_notify_refuses_a_public_url_that_is_not_one(tmp_path: Path):
 
 def test_tether_notify_refuses_a_file_without_notify_tables(tmp_path: Path):
     (tmp_path / "tether.toml").write_text("[agents]\n")
-    out = subprocess.run([sys.executable, "-m", "tether.cli", "notify", "--store", str(tmp_path / "runs"),
+    out = subprocess.run([sys.executable, "-m", "tether.tui.cli", "notify", "--store", str(tmp_path / "runs"),
                           "--config", str(tmp_path / "tether.toml")], capture_output=True, text=True, timeout=60)
     assert out.returncode == 2 and "no [notify.NAME] tables" in out.stderr
 
@@ -193,7 +193,7 @@ async def test_tether_notify_sends_and_a_second_one_takes_over_when_the_first_is
                                                                                        receiver: Receiver):
     config = tmp_path / "tether.toml"
     config.write_text(f'[notify.ops]\nkind = "webhook"\nurl = "{receiver.url}/hook"\nevents = ["completed"]\n')
-    command = [sys.executable, "-m", "tether.cli", "notify", "--store", str(tmp_path / "runs"), "--config", str(config),
+    command = [sys.executable, "-m", "tether.tui.cli", "notify", "--store", str(tmp_path / "runs"), "--config", str(config),
                "--public-url", "https://tether.test"]
     first = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
     second: subprocess.Popen[str] | None = None
@@ -237,7 +237,7 @@ async def test_tether_notify_sends_and_a_second_one_takes_over_when_the_first_is
     ({"kind": "slack", "url": "https://x", "topic": "t"}, "topic and priority are ntfy's"),
 ])
 def test_a_bad_table_is_refused_in_words_naming_the_file_and_the_key(tmp_path: Path, table, words):
-    from tether.config import ConfigError
+    from tether.agents.config import ConfigError
 
     with pytest.raises(ConfigError) as caught:
         channel("ops", table, tmp_path / "tether.toml")
@@ -245,7 +245,7 @@ def test_a_bad_table_is_refused_in_words_naming_the_file_and_the_key(tmp_path: P
 
 
 def test_load_channels_reads_the_tables_and_the_agent_file_still_loads(tmp_path: Path):
-    from tether.config import load_config
+    from tether.agents.config import load_config
     from tether.notify import load_channels
 
     path = tmp_path / "tether.toml"

@@ -16,12 +16,12 @@ from pathlib import Path
 import pytest
 
 import tether
-from tether.agents import Agent, AgentError
-from tether.config import ConfigError, load_config
+from tether.agents.agent import Agent, AgentError
+from tether.agents.config import ConfigError, load_config
 from tether.harness import Harness
-from tether.provider.server import running_app
-from tether.state import NeedsApproval, Status
-from tether.store import JOURNAL_FILE, RunStore
+from tether.demo.provider.server import running_app
+from tether.run.state import NeedsApproval, Status
+from tether.store.files.store import JOURNAL_FILE, RunStore
 from tests.endpoints import call, completion, scripted_app
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "helpdesk"
@@ -43,7 +43,7 @@ async def tether_cli(*args: str, cwd: Path, env: dict[str, str] | None = None) -
     """``tether ARGS`` in a child process, awaited without blocking this loop (which serves
     the endpoint the child talks to)."""
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tether.cli", *args, cwd=cwd, env={**os.environ, **(env or {})},
+        sys.executable, "-m", "tether.tui.cli", *args, cwd=cwd, env={**os.environ, **(env or {})},
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     out, err = await proc.communicate()
     return proc.returncode or 0, out.decode(), err.decode()

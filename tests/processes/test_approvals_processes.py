@@ -17,8 +17,8 @@ from pathlib import Path
 import pytest
 
 from tether.approvals import DecisionQuery
-from tether.provider import scenarios
-from tether.runstore import open_store
+from tether.demo.provider import scenarios
+from tether.store.protocol import open_store
 from tests.processes.test_control import CAP_S, spawn, tether
 from tests.support import cli_here_async, exited
 
@@ -59,7 +59,7 @@ class Where:
 
 
 def _waits_running(store, run_id: str) -> bool:
-    from tether.state import NeedsApproval
+    from tether.run.state import NeedsApproval
 
     return isinstance(store.load(run_id).interruption, NeedsApproval)
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.cli import main
+from tether.tui.cli import main
 
 
 def tether(*args: str, home: Path, closed_stdout: bool = False) -> subprocess.CompletedProcess:
@@ -20,7 +20,7 @@ def tether(*args: str, home: Path, closed_stdout: bool = False) -> subprocess.Co
     command makes meets a closed pipe."""
     env = {**os.environ, "TETHER_HOME": str(home)}
     env.pop("TETHER_STORE", None)
-    cmd = [sys.executable, "-m", "tether.cli", *args]
+    cmd = [sys.executable, "-m", "tether.tui.cli", *args]
     if not closed_stdout:
         return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
     read, write = os.pipe()

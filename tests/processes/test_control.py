@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from tether.provider import scenarios
-from tether.state import Cancelled, NeedsApproval, Status
-from tether.store import RunStore
-from tether.trace import read_trace
+from tether.demo.provider import scenarios
+from tether.run.state import Cancelled, NeedsApproval, Status
+from tether.store.files.store import RunStore
+from tether.observe.trace import read_trace
 
 from tests.support import cli_here_async, exited
 
@@ -50,7 +50,7 @@ class Place:
 
 
 async def spawn(*args: str) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.cli", *args,
+    return await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.tui.cli", *args,
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
 
 
@@ -180,9 +180,9 @@ async def test_a_decision_taken_just_before_its_process_let_go_is_reported_as_ma
     """The race the two-decider test can hit: the waiting process takes our decision, finishes
     the run and lets go before our poke reaches it. The decision was ours: say so (exit 0),
     and a different one is told it came too late."""
-    from tether import control
+    from tether.store import control
     from tether.harness import Harness
-    from tether.store import Owner
+    from tether.store.files.store import Owner
 
     async with Harness(tmp_path / "runs", tmp_path / "ws") as h:
         run_id = h.new_run("destructive").run_id

@@ -16,11 +16,11 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tether.approvals import DecisionQuery
-from tether.events import ApprovalDecision, ApprovalRequired, Event, RunStarted, RunStopped, ToolResult, ToolStart
-from tether.otel import OtelSink, export_run
-from tether.runstore import Store, open_store
-from tether.state import AgentRef, Decision, RunState, args_hash
-from tether.store import RunStore
+from tether.run.events import ApprovalDecision, ApprovalRequired, Event, RunStarted, RunStopped, ToolResult, ToolStart
+from tether.observe.otel import OtelSink, export_run
+from tether.store.protocol import Store, open_store
+from tether.run.state import AgentRef, Decision, RunState, args_hash
+from tether.store.files.store import RunStore
 from tests.processes import test_rules_cli
 from tests.processes.test_rules_cli import tether
 

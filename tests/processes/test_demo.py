@@ -22,7 +22,7 @@ def test_tether_demo_plays_every_step_then_quits_clean(tmp_path: Path) -> None:
     home = tmp_path / "home"
     env = {**os.environ, "TERM": "xterm-256color", "TETHER_HOME": str(home), "MCP_TEST_TOKEN": token}
     # A pace a loaded machine still paints each caption in (the suite runs on four workers).
-    term = Terminal([sys.executable, "-m", "tether.cli", "demo", "--pace", "0.3", "--latency-ms", "0"],
+    term = Terminal([sys.executable, "-m", "tether.tui.cli", "demo", "--pace", "0.3", "--latency-ms", "0"],
                     cwd=REPO, env=env, size=(150, 42))
     try:
         code = term.wait_exit()

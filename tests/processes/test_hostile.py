@@ -23,11 +23,11 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from tether.client import ModelClient
+from tether.models.client import ModelClient
 from tether.harness import Harness, Outcome
-from tether.state import Policies, StateError, Status
-from tether.store import JOURNAL_FILE, TRACE_FILE, RunStore
-from tether.trace import read_trace
+from tether.run.state import Policies, StateError, Status
+from tether.store.files.store import JOURNAL_FILE, TRACE_FILE, RunStore
+from tether.observe.trace import read_trace
 from tests.endpoints import call, completion, scripted_app, turns
 
 SECRET = "sk-hostile-SECRET-0123456789abcdef"
@@ -55,7 +55,7 @@ def results(out: Outcome) -> dict[str, str]:
 
 
 def tether(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tether.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tether.tui.cli", *args], capture_output=True, text=True,
                           env={**os.environ, **(env or {})}, timeout=120)
 
 

@@ -24,11 +24,11 @@ from pathlib import Path
 import pytest
 
 from tether.harness import Harness
-from tether.index import INDEX_FILE, RunIndex, RunSummary
-from tether.report import LISTING_KEYS, SUMMARY_KEYS, recorded, summary
-from tether.state import Limits, RunState, Status
-from tether.store import JOURNAL_FILE, OWNER_FILE, TRACE_FILE, RunHandle, RunStore, lock_held
-from tether.trace import read_trace
+from tether.store.index import INDEX_FILE, RunIndex, RunSummary
+from tether.observe.report import LISTING_KEYS, SUMMARY_KEYS, recorded, summary
+from tether.run.state import Limits, RunState, Status
+from tether.store.files.store import JOURNAL_FILE, OWNER_FILE, TRACE_FILE, RunHandle, RunStore, lock_held
+from tether.observe.trace import read_trace
 
 from tests.support import cli_here, crashing, load_all, place, wait_until
 
@@ -44,7 +44,7 @@ def tether(*args: str, real: bool = False) -> subprocess.CompletedProcess:
     (tests/support.py, cli_here): the same listing, without a start-up each."""
     if not real:
         return cli_here(*args)
-    return subprocess.run([sys.executable, "-m", "tether.cli", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run([sys.executable, "-m", "tether.tui.cli", *args], capture_output=True, text=True, timeout=120)
 
 
 def expected(state: RunState) -> dict:
@@ -321,7 +321,7 @@ def test_a_sigkilled_owner_leaves_an_orphan_that_resume_adopts(tmp_path: Path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    provider = subprocess.Popen([sys.executable, "-m", "tether.cli", "provider", "--port", str(port),
+    provider = subprocess.Popen([sys.executable, "-m", "tether.tui.cli", "provider", "--port", str(port),
                                  "--latency-ms", "200"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     where = place(tmp_path)
     store = RunStore(tmp_path / "runs")
@@ -331,7 +331,7 @@ def test_a_sigkilled_owner_leaves_an_orphan_that_resume_adopts(tmp_path: Path):
             with socket.socket() as probe:
                 return probe.connect_ex(("127.0.0.1", port)) == 0
         wait_until(listening, "the provider to listen", 60.0)
-        victim = subprocess.Popen([sys.executable, "-m", "tether.cli", "run", "runaway", "--run-id", "victim",
+        victim = subprocess.Popen([sys.executable, "-m", "tether.tui.cli", "run", "runaway", "--run-id", "victim",
                                    "--base-url", f"http://127.0.0.1:{port}/v1", "--latency-ms", "200",
                                    "--max-turns", "400", "--json", *where],
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
@@ -359,7 +359,7 @@ def test_a_sigkilled_owner_leaves_an_orphan_that_resume_adopts(tmp_path: Path):
 
         # Adoption is the resume: the new process takes the lock and says so in owner.json.
         turns = store.load("victim").turns
-        resume = subprocess.Popen([sys.executable, "-m", "tether.cli", "resume", "victim",
+        resume = subprocess.Popen([sys.executable, "-m", "tether.tui.cli", "resume", "victim",
                                    "--max-turns", str(turns + 3), "--json", *where],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         try:
@@ -406,8 +406,8 @@ async def test_runs_live_lists_the_running_and_the_waiting_only(harness: Harness
 
 WRITER = """
 import sys
-from tether.state import RunState, Status
-from tether.store import RunStore
+from tether.run.state import RunState, Status
+from tether.store.files.store import RunStore
 store, name = RunStore(sys.argv[1]), sys.argv[2]
 for i in range(40):
     run_id = f"{name}-{i}"
@@ -429,7 +429,7 @@ def test_concurrent_writers_do_not_corrupt_the_index(tmp_path: Path):
     runs = tmp_path / "runs"
     where = place(tmp_path)
     # Two real runs at once, beside four processes that create and finish runs as fast as they can.
-    cli = [subprocess.Popen([sys.executable, "-m", "tether.cli", "run", "runaway", "--run-id", f"cli-{n}",
+    cli = [subprocess.Popen([sys.executable, "-m", "tether.tui.cli", "run", "runaway", "--run-id", f"cli-{n}",
                              "--latency-ms", "5", "--max-turns", "30", "--json", *where],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True) for n in range(2)]
     writers = [subprocess.Popen([sys.executable, "-c", WRITER, str(runs), f"w{n}"], stderr=subprocess.PIPE, text=True)

@@ -1,4 +1,4 @@
-"""MCP servers as tool catalogs: tether.mcp and its launcher, against real processes.
+"""MCP servers as tool catalogs: tether.agents.mcp and its launcher, against real processes.
 
 The servers are the reference time server (installed from the registry) and the small
 servers of tests/mcp_servers.py. Every server started here carries a token of its test in
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from tether.cancel import CancelSignal, RunCancelled
-from tether.mcp import (
+from tether.run.cancel import CancelSignal, RunCancelled
+from tether.agents.mcp import (
     MCPServer,
     MCPStartError,
     MCPTool,
@@ -37,7 +37,7 @@ from tether.mcp import (
     stderr_tail,
     usable_schema,
 )
-from tether.tools.base import ToolContext, ToolError
+from tether.agents.tools.base import ToolContext, ToolError
 from tests.support import SERVERS, processes_with, reaped
 
 
@@ -459,7 +459,7 @@ async def test_cancelled_while_starting(tmp_path: Path, token: str):
 
 HOLDER = """
 import asyncio, json, sys
-from tether.mcp import MCPServer, mcp_tools
+from tether.agents.mcp import MCPServer, mcp_tools
 
 async def main():
     servers = [MCPServer(**spec) for spec in json.loads(sys.argv[1])]
@@ -492,7 +492,7 @@ async def test_sigkilled_holder_leaves_no_server(tmp_path: Path, token: str):
 async def test_launcher_exit_code_and_grandchild(tmp_path: Path):
     pidfile = tmp_path / "gc.pid"
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tether.mcp_launcher", "--", "sh", "-c", f"sleep 300 & echo $! > {pidfile}; exit 5",
+        sys.executable, "-m", "tether.agents.mcp_launcher", "--", "sh", "-c", f"sleep 300 & echo $! > {pidfile}; exit 5",
         stderr=asyncio.subprocess.PIPE)
     _, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 5
@@ -501,12 +501,12 @@ async def test_launcher_exit_code_and_grandchild(tmp_path: Path):
 
 
 async def test_launcher_usage():
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.mcp_launcher", "--",
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.agents.mcp_launcher", "--",
                                                 stderr=asyncio.subprocess.PIPE)
     _, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 2 and b"usage" in err
     # a parent that is already gone (here: named wrongly) ends the launcher before it starts anything
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.mcp_launcher", "--parent", "1", "--",
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.agents.mcp_launcher", "--parent", "1", "--",
                                                 "sleep", "300", stderr=asyncio.subprocess.PIPE)
     _, err = await asyncio.wait_for(proc.communicate(), 30)
     assert proc.returncode == 1 and b"has already ended" in err

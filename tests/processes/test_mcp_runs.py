@@ -11,14 +11,14 @@ import time
 import uuid
 from pathlib import Path
 
-from tether.agents import Agent
-from tether.cancel import CancelSignal
-from tether.events import ToolStart
+from tether.agents.agent import Agent
+from tether.run.cancel import CancelSignal
+from tether.run.events import ToolStart
 from tether.harness import Harness
-from tether.mcp import MCPServer
-from tether.provider.server import running_app
-from tether.state import Cancelled, NeedsApproval, Policies, Status
-from tether.store import RunStore
+from tether.agents.mcp import MCPServer
+from tether.demo.provider.server import running_app
+from tether.run.state import Cancelled, NeedsApproval, Policies, Status
+from tether.store.files.store import RunStore
 from tests.conftest import Recorder
 from tests.endpoints import call, completion, scripted_app
 from tests.support import SERVERS, processes_with, reaped
@@ -249,7 +249,7 @@ env = {{ MCP_TEST_DIR = "{tmp_path}", MCP_TEST_TOKEN = "{token}" }}
         config = tmp_path / "tether.toml"
         config.write_text(config.read_text().replace("URL", url))
         place = ["--runs-dir", str(runs), "--config", str(config)]
-        run = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.cli", "run", "--agent", "sleeper",
+        run = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.tui.cli", "run", "--agent", "sleeper",
                                                    "--prompt", "sleep", "--run-id", "k1", *place,
                                                    stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
         async with reaped(run):
@@ -263,7 +263,7 @@ env = {{ MCP_TEST_DIR = "{tmp_path}", MCP_TEST_TOKEN = "{token}" }}
         await gone(token)  # the launcher saw its parent die and took the server down
         assert RunStore(runs).load("k1").status is Status.RUNNING  # orphaned, mid-call
         Path(str(marker) + ".started").unlink()
-        resume = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.cli", "resume", "k1", *place,
+        resume = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.tui.cli", "resume", "k1", *place,
                                                       stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
         out, err = await asyncio.wait_for(resume.communicate(), CAP_S)
     assert resume.returncode == 0, err.decode()

@@ -1,4 +1,4 @@
-"""tether.runstore.open_store: what a --store value or TETHER_STORE makes."""
+"""tether.store.protocol.open_store: what a --store value or TETHER_STORE makes."""
 
 from __future__ import annotations
 
@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from tether.runstore import Store, open_store
-from tether.state import StateError
-from tether.store import RunStore
+from tether.store.protocol import Store, open_store
+from tether.run.state import StateError
+from tether.store.files.store import RunStore
 
 
 def test_a_directory_a_url_the_variable_and_the_default(tmp_path: Path, monkeypatch):
-    from tether.pgstore import PgStore
+    from tether.store.postgres.store import PgStore
 
     monkeypatch.delenv("TETHER_STORE", raising=False)
     monkeypatch.setenv("TETHER_HOME", str(tmp_path / "home"))
@@ -34,6 +34,6 @@ def test_another_scheme_and_a_missing_psycopg_are_said_in_words(monkeypatch):
     with pytest.raises(StateError, match=r"unknown kind of store mysql://\.\.\.") as caught:
         open_store("mysql://root:hunter2@db/x")
     assert "hunter2" not in str(caught.value)
-    monkeypatch.setitem(sys.modules, "tether.pgstore", None)  # as if psycopg were not installed
+    monkeypatch.setitem(sys.modules, "tether.store.postgres.store", None)  # as if psycopg were not installed
     with pytest.raises(StateError, match=r"pip install 'tether\[postgres\]'"):
         open_store("postgresql://tether@db.example/tether")

@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from tether.report import SUMMARY_KEYS
-from tether.state import RunState, StateError
-from tether.store import RunStore
-from tether.trace import read_trace
+from tether.observe.report import SUMMARY_KEYS
+from tether.run.state import RunState, StateError
+from tether.store.files.store import RunStore
+from tether.observe.trace import read_trace
 
 from tests.support import cli_here, crashing, place, wait_until
 
@@ -30,7 +30,7 @@ def tether(*args: str, env: dict[str, str] | None = None, real: bool = False) ->
     else the CLI's main in this process."""
     if not real:
         return cli_here(*args, env={**os.environ, **env} if env else None)
-    return subprocess.run([sys.executable, "-m", "tether.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tether.tui.cli", *args], capture_output=True, text=True,
                           env={**os.environ, **(env or {})}, timeout=120)
 
 
@@ -38,7 +38,7 @@ def test_sigkill_mid_run_then_resume_costs_what_an_uninterrupted_run_costs(tmp_p
     baseline = json.loads(tether("run", "plan", "--json", *place(tmp_path / "a")).stdout)
 
     where = place(tmp_path / "b")
-    proc = subprocess.Popen([sys.executable, "-m", "tether.cli", "run", "plan", "--run-id", "victim",
+    proc = subprocess.Popen([sys.executable, "-m", "tether.tui.cli", "run", "plan", "--run-id", "victim",
                              "--latency-ms", "1000", "--json", *where], stdout=subprocess.PIPE, text=True)
     trace = tmp_path / "b" / "runs" / "victim" / "trace.jsonl"
     store = RunStore(tmp_path / "b" / "runs")
@@ -93,7 +93,7 @@ def test_crash_between_a_write_and_its_record_does_not_repeat_it(tmp_path: Path)
 def test_two_processes_cannot_resume_one_run(tmp_path: Path):
     where = place(tmp_path)
     # The holder is slowed by provider latency so it cannot finish before the second starts.
-    holder = subprocess.Popen([sys.executable, "-m", "tether.cli", "run", "runaway", "--run-id", "r",
+    holder = subprocess.Popen([sys.executable, "-m", "tether.tui.cli", "run", "runaway", "--run-id", "r",
                                "--max-turns", "400", "--latency-ms", "100", "--json", *where],
                               stdout=subprocess.PIPE, text=True)
     trace = tmp_path / "runs" / "r" / "trace.jsonl"
@@ -209,7 +209,7 @@ def test_run_against_tether_provider_with_base_url(tmp_path: Path):
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    server = subprocess.Popen([sys.executable, "-m", "tether.cli", "provider", "--port", str(port)],
+    server = subprocess.Popen([sys.executable, "-m", "tether.tui.cli", "provider", "--port", str(port)],
                               stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     try:
         def listening() -> bool:

@@ -11,7 +11,7 @@ import sys
 from pathlib import Path
 
 
-from tether.pgstore import PgStore
+from tether.store.postgres.store import PgStore
 
 CAP_S = 60.0
 
@@ -22,7 +22,7 @@ def env(tmp_path: Path, **extra: str) -> dict[str, str]:
 
 
 def tether(tmp_path: Path, *args: str, **extra: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tether.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tether.tui.cli", *args], capture_output=True, text=True,
                           timeout=CAP_S, env=env(tmp_path, **extra), cwd=tmp_path)
 
 
@@ -62,7 +62,7 @@ def test_run_runs_show_trace_and_watch_on_postgresql(pg: PgStore, pg_server, tmp
 
 def test_watch_follows_a_run_of_another_process_on_postgresql(pg: PgStore, pg_server, tmp_path: Path):
     url = pg_server.url
-    run = subprocess.Popen([sys.executable, "-m", "tether.cli", "run", "slow", "--run-id", "s", "--store", url],
+    run = subprocess.Popen([sys.executable, "-m", "tether.tui.cli", "run", "slow", "--run-id", "s", "--store", url],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(tmp_path), cwd=tmp_path)
     try:
         from tests.support import wait_until
@@ -94,7 +94,7 @@ def test_a_bad_store_is_refused_in_one_line_without_the_password(pg_server, tmp_
 def test_export_otel_reads_the_trace_through_the_store(pg: PgStore, pg_server, tmp_path: Path):
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from tether.otel import export_run
+    from tether.observe.otel import export_run
 
     assert tether(tmp_path, "run", "research", "--run-id", "r1", "--store", pg_server.url).returncode == 0
     exporter = InMemorySpanExporter()
@@ -114,7 +114,7 @@ def test_a_sigkilled_run_keeps_its_tools_events_and_resume_finishes_it(pg: PgSto
     from tests.support import wait_until
 
     url = pg_server.url
-    run = subprocess.Popen([sys.executable, "-m", "tether.cli", "run", "slow", "--run-id", "k", "--store", url],
+    run = subprocess.Popen([sys.executable, "-m", "tether.tui.cli", "run", "slow", "--run-id", "k", "--store", url],
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(tmp_path), cwd=tmp_path)
     try:
         wait_until(lambda: pg.exists("k") and any(r["kind"] == "tool_progress" for r in pg.read_trace("k")),
@@ -142,7 +142,7 @@ def test_watch_all_shows_a_run_started_after_it_and_ends_on_sigint(pg: PgStore, 
 
     url = pg_server.url
     assert tether(tmp_path, "run", "plan", "--run-id", "before", "--store", url).returncode == 0
-    watch = subprocess.Popen([sys.executable, "-m", "tether.cli", "watch", "--all", "--store", url],
+    watch = subprocess.Popen([sys.executable, "-m", "tether.tui.cli", "watch", "--all", "--store", url],
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env(tmp_path),
                              cwd=tmp_path)
     try:

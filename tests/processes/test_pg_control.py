@@ -14,8 +14,8 @@ import sys
 from pathlib import Path
 
 
-from tether.pgstore import PgStore
-from tether.state import Cancelled, NeedsApproval, Status
+from tether.store.postgres.store import PgStore
+from tether.run.state import Cancelled, NeedsApproval, Status
 
 from tests.support import exited
 
@@ -28,7 +28,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 async def spawn(tmp_path: Path, *args: str) -> asyncio.subprocess.Process:
-    return await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.cli", *args,
+    return await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.tui.cli", *args,
                                                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
                                                 env=env(tmp_path), cwd=tmp_path)
 

@@ -58,14 +58,14 @@ def wait_for_turns(server: pgserver.PgServer, run_id: str, n: int) -> None:
 
 
 def start_run(server: pgserver.PgServer, tmp_path: Path, run_id: str, **extra: str) -> subprocess.Popen[str]:
-    return subprocess.Popen([sys.executable, "-m", "tether.cli", "run", "runaway", "--run-id", run_id,
+    return subprocess.Popen([sys.executable, "-m", "tether.tui.cli", "run", "runaway", "--run-id", run_id,
                              "--latency-ms", "100", "--max-turns", str(TURNS), "--json", "--store", server.url],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
                             env=env(tmp_path, **extra))
 
 
 def test_a_short_restart_and_the_run_goes_on(server: pgserver.PgServer, tmp_path: Path):
-    from tether.pgstore import PgStore
+    from tether.store.postgres.store import PgStore
 
     watcher = PgStore(server.watcher_url)
     run = start_run(server, tmp_path, "r1")
@@ -108,7 +108,7 @@ def test_a_long_outage_gives_the_run_up_in_words_and_resume_finishes_it(server: 
     assert "Traceback" not in err and server.operator_password not in err
     server.restart()
     before = turns_in(server, "r2")
-    resumed = subprocess.run([sys.executable, "-m", "tether.cli", "resume", "r2", "--json", "--store", server.url],
+    resumed = subprocess.run([sys.executable, "-m", "tether.tui.cli", "resume", "r2", "--json", "--store", server.url],
                              capture_output=True, text=True, timeout=CAP_S, cwd=tmp_path, env=env(tmp_path))
     assert resumed.returncode == 3, resumed.stderr
     assert json.loads(resumed.stdout)["turns"] == TURNS

@@ -1,4 +1,4 @@
-"""The tests' own PostgreSQL (tests/pg.py) and the two roles of tether/data/pg/roles.sql."""
+"""The tests' own PostgreSQL (tests/pg.py) and the two roles of core/data/pg/roles.sql."""
 
 from __future__ import annotations
 

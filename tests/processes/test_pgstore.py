@@ -16,8 +16,8 @@ import psycopg
 import pytest
 
 from tether.harness import Harness
-from tether.pgstore import PgStore, StoreUnavailable, redact
-from tether.state import RunState, StateError, Status
+from tether.store.postgres.store import PgStore, StoreUnavailable, redact
+from tether.run.state import RunState, StateError, Status
 from tests.support import wait_until
 
 
@@ -57,7 +57,7 @@ def test_passwords_never_reach_an_error(pg_server):
 
 _HOLDER = """
 import sys, time
-from tether.pgstore import PgStore
+from tether.store.postgres.store import PgStore
 store = PgStore(sys.argv[1])
 state, handle = store.open(sys.argv[2])
 print("held", flush=True)
@@ -88,7 +88,7 @@ def test_a_sigkilled_owner_leaves_an_orphan_at_once(pg: PgStore, pg_url: str):
 
 _MANY = """
 import sys, threading
-from tether.pgstore import PgStore
+from tether.store.postgres.store import PgStore
 store = PgStore(sys.argv[1], pool_size=3)
 ids = sys.argv[2:]
 held = []
@@ -155,7 +155,7 @@ def test_a_holding_session_the_server_ended_is_replaced_and_only_untaken_runs_go
     an operator): both runs show as orphaned. Another process takes one of them meanwhile.
     At the next save the first process takes the other's lock again and goes on, and its save
     of the taken one is refused in words, writing nothing."""
-    from tether.store import SaveError
+    from tether.store.files.store import SaveError
 
     pg.create(new_state("h1"))
     pg.create(new_state("h2"))
@@ -215,7 +215,7 @@ async def test_no_blocking_call_on_the_event_loop_while_the_harness_runs(pg: PgS
     for cls, name in ((psycopg.Connection, "execute"), (psycopg.Cursor, "execute"),
                       (psycopg.Cursor, "executemany")):
         watch(cls, name)
-    import tether.pgstore as module
+    import tether.store.postgres.store as module
 
     connect = module._connect
 
@@ -237,7 +237,7 @@ async def test_no_blocking_call_on_the_event_loop_while_the_harness_runs(pg: PgS
 def test_an_owner_whose_token_was_taken_cannot_save(pg: PgStore):
     """The fence behind the lock: were a second owner ever let in (a session replaced behind
     the first one's back), the first one's saves are refused and write nothing."""
-    from tether.store import SaveError
+    from tether.store.files.store import SaveError
 
     pg.create(new_state("f1"))
     state, handle = pg.open("f1")

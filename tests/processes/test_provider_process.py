@@ -21,9 +21,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tether.processes import free_port, stop_process, wait_until_serving
-from tether.provider.server import provider_process
-from tether.state import Status
+from tether.models.processes import free_port, stop_process, wait_until_serving
+from tether.demo.provider.server import provider_process
+from tether.run.state import Status
 from tests.support import SIZE, finish, settle, still_console
 from tether.tui.app import TetherApp, run_console
 from tether.tui.components.dialogs import NewRunRequest
@@ -56,7 +56,7 @@ def test_it_does_not_outlive_a_killed_parent(tmp_path: Path) -> None:
     parent = subprocess.Popen(
         [sys.executable, "-c",
          "import sys, time\n"
-         "from tether.provider.server import provider_process\n"
+         "from tether.demo.provider.server import provider_process\n"
          "with provider_process() as url:\n"
          "    print(url, flush=True)\n"
          "    time.sleep(600)\n"],
@@ -84,7 +84,7 @@ def test_a_client_that_hangs_up_mid_request_is_one_line_not_a_traceback(tmp_path
     url = f"http://127.0.0.1:{port}/v1"
     stderr = tmp_path / "stderr"
     with stderr.open("wb") as errors:
-        proc = subprocess.Popen([sys.executable, "-m", "tether.cli", "provider", "--port", str(port),
+        proc = subprocess.Popen([sys.executable, "-m", "tether.tui.cli", "provider", "--port", str(port),
                                  "--latency-ms", "500"], stdin=subprocess.DEVNULL,
                                 stdout=subprocess.DEVNULL, stderr=errors)
     try:

@@ -23,8 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from tether.runstore import Store, open_store
-from tether.state import NeedsApproval, Status
+from tether.store.protocol import Store, open_store
+from tether.run.state import NeedsApproval, Status
 from tests.support import cli_here, wait_until
 
 CAP_S = 120.0
@@ -56,7 +56,7 @@ def tether(tmp_path: Path, *args: str, store: str, real: bool = False) -> subpro
     env["TETHER_HOME"] = str(tmp_path / "home")
     if not real:
         return cli_here(*args, "--store", store, env=env, cwd=tmp_path)
-    return subprocess.run([sys.executable, "-m", "tether.cli", *args, "--store", store], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "tether.tui.cli", *args, "--store", store], capture_output=True,
                           text=True, timeout=CAP_S, env=env, cwd=tmp_path)
 
 
@@ -193,7 +193,7 @@ def test_an_unknown_tool_or_agent_is_a_warning_and_the_rule_is_kept(tmp_path: Pa
 
 def test_a_new_rule_decides_the_calls_already_waiting_and_says_which(spec: str, tmp_path: Path):
     store = open_store(spec)
-    held = subprocess.Popen([sys.executable, "-m", "tether.cli", "run", "destructive", "--run-id", "held",
+    held = subprocess.Popen([sys.executable, "-m", "tether.tui.cli", "run", "destructive", "--run-id", "held",
                              "--wait-for-decision", "--json", *run_args(tmp_path), "--store", spec],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
                             env={**{k: v for k, v in os.environ.items() if k != "TETHER_STORE"},
@@ -238,7 +238,7 @@ def test_a_new_rule_decides_the_calls_already_waiting_and_says_which(spec: str, 
 
 def test_a_deny_rule_rejects_a_waiting_call_in_its_words(tmp_path: Path):
     spec = str(tmp_path / "runs")
-    held = subprocess.Popen([sys.executable, "-m", "tether.cli", "run", "destructive", "--run-id", "held",
+    held = subprocess.Popen([sys.executable, "-m", "tether.tui.cli", "run", "destructive", "--run-id", "held",
                              "--wait-for-decision", "--json", *run_args(tmp_path), "--store", spec],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=tmp_path,
                             env={**os.environ, "TETHER_HOME": str(tmp_path / "home")})
@@ -323,7 +323,7 @@ def test_approve_with_arguments_that_are_not_a_json_object_is_refused_and_the_ca
 def test_the_store_named_before_the_action_is_the_one_it_acts_on(tmp_path: Path):
     named = tmp_path / "named"
     env = {**{k: v for k, v in os.environ.items() if k != "TETHER_STORE"}, "TETHER_HOME": str(tmp_path / "home")}
-    made = subprocess.run([sys.executable, "-m", "tether.cli", "rules", "--store", str(named), "add", "--deny",
+    made = subprocess.run([sys.executable, "-m", "tether.tui.cli", "rules", "--store", str(named), "add", "--deny",
                            "delete_file", "--reason", "x"], capture_output=True, text=True, env=env, timeout=CAP_S)
     rule_id = added(made)
     assert rule_ids(tmp_path, str(named)) == [rule_id]

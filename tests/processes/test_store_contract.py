@@ -1,6 +1,6 @@
 """One contract, two stores: every test here runs against the file store and PostgreSQL.
 
-What a run store promises the harness (tether.runstore): the five exits recorded and
+What a run store promises the harness (tether.store.protocol): the five exits recorded and
 read back; an approval bound to its call's argument hash and used once; a write's
 intent and ledger entry committed with the step that records them, so a crash anywhere
 in a write never does it twice; trace order by ``seq`` across processes; secrets never
@@ -21,14 +21,14 @@ from typing import Any
 import httpx
 import pytest
 
-from tether.client import ModelClient
-from tether.control import ControlRequest
-from tether.events import ProviderRetry, RunStarted, ToolResult
+from tether.models.client import ModelClient
+from tether.store.control import ControlRequest
+from tether.run.events import ProviderRetry, RunStarted, ToolResult
 from tether.harness import Harness
-from tether.loop import approve
-from tether.runstore import Handle, Store
-from tether.state import Limits, NeedsApproval, RunState, StateError, Status, args_hash, pending_calls
-from tether.store import RunStore
+from tether.run.loop import approve
+from tether.store.protocol import Handle, Store
+from tether.run.state import Limits, NeedsApproval, RunState, StateError, Status, args_hash, pending_calls
+from tether.store.files.store import RunStore
 from tests.endpoints import completion, turns
 from tests.support import TABLES, wait_until
 
@@ -40,7 +40,7 @@ def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
     if request.param == "file":
         yield RunStore(tmp_path / "runs")
         return
-    from tether.pgstore import PgStore
+    from tether.store.postgres.store import PgStore
 
     pg = PgStore(request.getfixturevalue("pg_url"))
     with pg._conn() as conn:  # a clean slate: the server is the session's, the tables the test's
@@ -140,7 +140,7 @@ class Crashed(Exception):
 
 
 def write_once(handle: Handle, state: RunState, effects: Path, crash_at: str | None) -> None:
-    """What the loop and a write tool do for one call (tether.loop._execute, delete_file),
+    """What the loop and a write tool do for one call (tether.run.loop._execute, delete_file),
     with a crash (the process gone, nothing released) at ``crash_at``."""
     call_id = "call_w"
     key = f"{state.run_id}:{call_id}"
@@ -347,7 +347,7 @@ def test_the_control_channel_keeps_requests_in_order_for_the_owner(store: Store)
 
 
 def test_both_stores_implement_the_interface(store: Store):
-    from tether.runstore import IdempotencyLedger, TraceSink
+    from tether.store.protocol import IdempotencyLedger, TraceSink
 
     assert isinstance(store, Store)
     store.create(new_state("i1"))
@@ -402,7 +402,7 @@ def approvals_store(store: Store) -> Iterator[Store]:
 def another_view(store: Store) -> Store:
     """The same store as another process opens it."""
     if is_pg(store):
-        from tether.pgstore import PgStore
+        from tether.store.postgres.store import PgStore
 
         return PgStore(store.url)  # type: ignore[attr-defined]
     return RunStore(store.root)  # type: ignore[attr-defined]
@@ -434,7 +434,7 @@ def test_rules_are_the_stores_for_every_process_and_an_id_is_never_given_twice(a
 
 def test_a_save_records_the_runs_decisions_for_the_whole_store(approvals_store: Store):
     from tether.approvals import DecisionQuery
-    from tether.state import Decision
+    from tether.run.state import Decision
 
     store, other = approvals_store, another_view(approvals_store)
     try:

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tether.index import INDEX_FILE
-from tether.store import JOURNAL_FILE, OWNER_FILE, RunStore
+from tether.store.index import INDEX_FILE
+from tether.store.files.store import JOURNAL_FILE, OWNER_FILE, RunStore
 from tests.support import cli_here
 
 CAP_S = 120
@@ -33,7 +33,7 @@ def tether(home: Path, *args: str, umask: int = 0o022, here: bool = False) -> su
     the CLI's main in this process when ``here``."""
     if here:
         return cli_here(*args, env=env(home), cwd=home.parent)
-    return subprocess.run([sys.executable, "-m", "tether.cli", *args], capture_output=True, text=True,
+    return subprocess.run([sys.executable, "-m", "tether.tui.cli", *args], capture_output=True, text=True,
                           timeout=CAP_S, env=env(home), cwd=home.parent, preexec_fn=lambda: os.umask(umask))
 
 
@@ -63,7 +63,7 @@ def test_a_fresh_home_holds_only_private_folders_and_files(tmp_path: Path):
 
     # A run that waits in its process for a decision: owner.json, the index's -wal and -shm
     # (the process keeps the index open), then the control channel when it is decided.
-    waiting = subprocess.Popen([sys.executable, "-m", "tether.cli", "run", "destructive", "--run-id", "w",
+    waiting = subprocess.Popen([sys.executable, "-m", "tether.tui.cli", "run", "destructive", "--run-id", "w",
                                 "--wait-for-decision", "--json"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                                text=True, env=env(home), cwd=tmp_path, preexec_fn=lambda: os.umask(0))
     try:

@@ -10,13 +10,13 @@ import sys
 from pathlib import Path
 
 
-from tether.agents import Agent
-from tether.cancel import CancelSignal
-from tether.events import TextDelta
+from tether.agents.agent import Agent
+from tether.run.cancel import CancelSignal
+from tether.run.events import TextDelta
 from tether.harness import Harness
-from tether.provider.server import running_app
-from tether.state import Cancelled, Status
-from tether.trace import read_trace
+from tether.demo.provider.server import running_app
+from tether.run.state import Cancelled, Status
+from tether.observe.trace import read_trace
 from tests.conftest import Recorder
 from tests.support import WORDS, SlowStream
 
@@ -64,7 +64,7 @@ async def test_cli_prints_the_stream_and_json_stays_one_object(tmp_path: Path):
     async with running_app(server.app()) as url:
         async def tether(*args: str) -> tuple[int, str]:
             proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "tether.cli", "run", "--base-url", url, "--model", "m", "--prompt", "count",
+                sys.executable, "-m", "tether.tui.cli", "run", "--base-url", url, "--model", "m", "--prompt", "count",
                 "--stream", "--runs-dir", str(tmp_path / "runs"), "--workspace", str(tmp_path), *args,
                 stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE, env={**os.environ})
             out, err = await proc.communicate()

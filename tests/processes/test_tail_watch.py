@@ -24,15 +24,15 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import pytest
 
-from tether import events as ev
-from tether.events import Event
+from tether.run import events as ev
+from tether.run.events import Event
 from tether.harness import Harness
-from tether.state import RunState, Status
-from tether.store import JOURNAL_FILE, TRACE_FILE, RunStore
-from tether.tail import JournalTail, TraceTail, event_from_record
-from tether.trace import TraceWriter
-from tether.watch import JOURNAL, NEW, REMOVED, TRACE, RunChange, follow_run, watch_runs
-from tether.wording import format_record
+from tether.run.state import RunState, Status
+from tether.store.files.store import JOURNAL_FILE, TRACE_FILE, RunStore
+from tether.store.files.tail import JournalTail, TraceTail, event_from_record
+from tether.observe.trace import TraceWriter
+from tether.store.files.watch import JOURNAL, NEW, REMOVED, TRACE, RunChange, follow_run, watch_runs
+from tether.run.wording import format_record
 
 from tests.support import place, wait_until
 
@@ -40,7 +40,7 @@ CAP_S = 60.0
 
 
 def tether_cmd(*args: str) -> list[str]:
-    return [sys.executable, "-m", "tether.cli", *args]
+    return [sys.executable, "-m", "tether.tui.cli", *args]
 
 
 def stop_process(proc: subprocess.Popen) -> None:
@@ -448,7 +448,7 @@ async def test_watching_named_runs_sees_one_appear_then_grow_then_go(tmp_path: P
 
 
 async def test_out_of_inotify_watches_falls_back_to_polling(tmp_path: Path, monkeypatch, caplog) -> None:
-    import tether.watch as watch
+    import tether.store.files.watch as watch
 
     real = watch.RustNotify
 

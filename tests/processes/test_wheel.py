@@ -76,15 +76,19 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
 
 
 def test_the_wheel_holds_every_file_of_the_package(installed: Installed) -> None:
-    """Every file under tether/ in the checkout is in the wheel: the modules of every folder,
-    the rank file, the sample workspace, the SQL, the TCSS, py.typed."""
-    package = installed.source / "tether"
-    wanted = {p.relative_to(installed.source).as_posix() for p in package.rglob("*") if p.is_file()}
+    """Every file under core/ (the ``tether`` package) and tui/ (``tether.tui``) in the checkout
+    is in the wheel, where the package's name puts it: the modules of every folder, the rank
+    file, the sample workspace, the SQL, the TCSS, py.typed."""
+    wanted = set()
+    for folder, package in (("core", "tether"), ("tui", "tether/tui")):
+        root = installed.source / folder
+        wanted |= {f"{package}/{p.relative_to(root).as_posix()}" for p in root.rglob("*")
+                   if p.is_file() and "__pycache__" not in p.parts}
     with zipfile.ZipFile(installed.wheel) as zf:
         held = set(zf.namelist())
     assert wanted - held == set()
     for name in ("tether/data/o200k_base.tiktoken", "tether/data/sample/errors.log", "tether/tui/app.tcss",
-                 "tether/py.typed"):
+                 "tether/py.typed", "tether/store/postgres/store.py", "tether/tui/cli/__main__.py"):
         assert name in held
 
 
@@ -122,7 +126,7 @@ def test_the_installed_console_runs_plan_and_quits_clean(installed: Installed) -
         term.wait_for(r"✔ completed\s+plan-", "completed plan run in the runs pane")
         term.wait_for(r"errors\.log\s+mentions\s+a\s+timeout", "answer of plan's run")
         alive = processes_with(token)
-        assert any("tether.cli provider" in line for line in alive.values()), alive  # the scripted provider's child
+        assert any("tether.tui.cli provider" in line for line in alive.values()), alive  # the scripted provider's child
         term.send(b"q")
         assert term.wait_exit() == 0, term.text()[-3000:]
         assert processes_with(token) == {}  # nothing left behind

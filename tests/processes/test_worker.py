@@ -18,10 +18,11 @@ from pathlib import Path
 
 import pytest
 
-from tether import control, worker
-from tether.pgstore import PgStore
-from tether.provider import create_app
-from tether.state import Cancelled, NeedsApproval, Status
+from tether.store import control
+from tether.workers import worker
+from tether.store.postgres.store import PgStore
+from tether.demo.provider import create_app
+from tether.run.state import Cancelled, NeedsApproval, Status
 from tests.campaign.server import CountingApp, serving
 from tests.workerproc import Fleet, clean_slate, wait_for
 
@@ -93,7 +94,7 @@ def test_a_submitted_run_waits_as_queued_then_a_worker_runs_it(fleet: Fleet, sto
 
 
 def _cli_has_store() -> bool:
-    from tether.cli import build_parser
+    from tether.tui.cli import build_parser
 
     try:
         build_parser().parse_args(["runs", "--store", "postgresql://x"])
@@ -160,7 +161,7 @@ def test_a_database_restart_mid_run_and_the_run_goes_on(fleet: Fleet, store: PgS
     """Every session is cut and every lock dropped: the worker takes its lock again, and the
     run goes on from its last committed step (the store waits for the server; past that, the
     drive step is tried again); no worker calls another dead meanwhile."""
-    from tether.pgstore import StoreUnavailable
+    from tether.store.postgres.store import StoreUnavailable
 
     base, counter = provider
     w = fleet.start()
@@ -436,7 +437,7 @@ def test_concurrency_is_each_workers_own_across_its_queues(fleet: Fleet, store: 
     own: sampled from the queue view and the owners while ten slow runs go through, the
     first never drives more than 1 run, the second never more than 2 in all, and each
     reaches its limit."""
-    from tether.config import load_config
+    from tether.agents.config import load_config
 
     base, _ = provider
     config, modules = _agent_file(tmp_path, base, {"sleepy": ("wsleepy", SLEEPY_TOOLS)})
@@ -503,7 +504,7 @@ def test_a_run_that_kills_every_worker_that_takes_it_is_parked_as_failed(fleet: 
     driven on its own, and at the third death it is parked as failed in words that name each
     dead worker and when; its workflow is cancelled, no worker takes it again, the runs that
     shared a worker with it when it struck finish, and the fleet goes on with new runs."""
-    from tether.config import load_config
+    from tether.agents.config import load_config
 
     base, counter = provider
     config, modules = _agent_file(tmp_path, base, {"crasher": ("wkill", KILLER_TOOLS),

@@ -12,8 +12,8 @@ import pytest
 
 from tether.approvals import Rule, parse_where
 from tether.harness import Harness
-from tether.provider import scenarios
-from tether.state import Cancelled, NeedsApproval, Policies, StateError, Status
+from tether.demo.provider import scenarios
+from tether.run.state import Cancelled, NeedsApproval, Policies, StateError, Status
 
 
 async def destructive(h: Harness, **policies) -> str:

@@ -6,13 +6,13 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from tether.agents import Agent
-from tether.client import ModelClient
+from tether.agents.agent import Agent
+from tether.models.client import ModelClient
 from tether.harness import EMBEDDED_BASE_URL, Harness
-from tether.provider import create_app
-from tether.report import summary, text_summary
-from tether.state import Limits, MaxBudget, Pricing, RunState, Status
-from tether.wording import overshoot
+from tether.demo.provider import create_app
+from tether.observe.report import summary, text_summary
+from tether.run.state import Limits, MaxBudget, Pricing, RunState, Status
+from tether.run.wording import overshoot
 from tests.endpoints import call, completion, turns
 
 

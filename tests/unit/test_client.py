@@ -24,9 +24,9 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tether.cancel import CancelSignal, RunCancelled
-from tether.client import SEGMENT_BYTES, EncodedTranscript, ModelClient, ModelReply, ProviderError, RetryNotice
-from tether.tokens import TokenCounter
+from tether.run.cancel import CancelSignal, RunCancelled
+from tether.models.client import SEGMENT_BYTES, EncodedTranscript, ModelClient, ModelReply, ProviderError, RetryNotice
+from tether.models.tokens import TokenCounter
 
 KEY = "sk-test-SECRET-0123456789abcdef"
 BASE = "http://test/v1"
@@ -711,7 +711,7 @@ async def test_placeholder_keys_are_not_secrets() -> None:
 async def test_scripted_provider_faults_and_stream() -> None:
     """The provider's own injections: a 429, a 500 and a garbage body before turn 0's
     reply; the streamed reply equals the whole one and usage matches local counting."""
-    provider = pytest.importorskip("tether.provider")
+    provider = pytest.importorskip("tether.demo.provider")
     faults = provider.FaultPlan.parse("429@0,500@0,garbage@0")
     app = provider.create_app(faults=faults, retry_after=0.01)
     notices: list[RetryNotice] = []

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import time
 
-from tether.cancel import CancelSignal
-from tether.events import ApprovalRequired, RunStarted, RunStopped, TextDelta, ToolProgress, Turn
-from tether.index import RunSummary
-from tether.state import Cancelled, Decision, Limits, NeedsApproval, RunState, Status
-from tether.store import Owner
+from tether.run.cancel import CancelSignal
+from tether.run.events import ApprovalRequired, RunStarted, RunStopped, TextDelta, ToolProgress, Turn
+from tether.store.index import RunSummary
+from tether.run.state import Cancelled, Decision, Limits, NeedsApproval, RunState, Status
+from tether.store.files.store import Owner
 from tether.tui.model import ConsoleModel, stub_state
 from tether.tui.pump import FLUSH_INTERVAL_S, EventPump
 
@@ -164,7 +164,7 @@ def test_the_sink_takes_the_live_state_of_a_run_driven_here() -> None:
 
 
 def test_the_console_takes_as_name(tmp_path) -> None:
-    from tether.cli import build_parser
+    from tether.tui.cli import build_parser
     from tether.tui.app import TetherApp
 
     args = build_parser().parse_args(["console", "--as", "zed"])
@@ -202,7 +202,7 @@ def test_a_worker_run_in_the_queue_is_queued_not_orphaned() -> None:
 
 
 def test_the_header_names_a_database_store_without_its_password() -> None:
-    from tether.pgstore import redact
+    from tether.store.postgres.store import redact
     from tether.tui.app import store_label
 
     assert store_label(redact("postgresql://ops:s3cret@db.example:5433/tether?password=other")) == \

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from tether.cli import main
-from tether.evaluate import RUBRICS, TASKS, EvalConfig, Grade, asserted, markdown, run_eval
-from tether.provider.scenarios import (
+from tether.tui.cli import main
+from tether.demo.evaluate import RUBRICS, TASKS, EvalConfig, Grade, asserted, markdown, run_eval
+from tether.demo.provider.scenarios import (
     DESTRUCTIVE_DECLINED, PLAN_ANSWER, RECOVER_ANSWER, RECOVER_GIVE_UP, REPEAT_ANSWER)
 
 # Per task: answers graded right; wrong answers with (part of) why; half-right answers (the

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tether.harness import Harness
-from tether.state import NeedsApproval, StateError, Status
+from tether.run.state import NeedsApproval, StateError, Status
 
 
 async def test_a_completed_run_goes_on_from_a_follow_up(tmp_path):

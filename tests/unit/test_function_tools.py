@@ -1,4 +1,4 @@
-"""Tools from plain functions (tether.tools.function): the schema a model is shown, the
+"""Tools from plain functions (tether.agents.tools.function): the schema a model is shown, the
 check of what it sends, how the function is called, and the mistakes refused up front.
 
 This file deliberately does *not* use ``from __future__ import annotations``: the hints
@@ -23,11 +23,11 @@ from typing import Annotated, Any, Literal, Optional
 import pytest
 from pydantic import BaseModel, Field
 
-from tether.cancel import CancelSignal, RunCancelled
-from tether.ledger import Ledger
-from tether.tools.base import InvalidArguments, PermissionDenied, Tool, ToolContext
-from tether.tools.function import FunctionTool, function_tool, tool
-from tether.workspace import Workspace
+from tether.run.cancel import CancelSignal, RunCancelled
+from tether.run.ledger import Ledger
+from tether.agents.tools.base import InvalidArguments, PermissionDenied, Tool, ToolContext
+from tether.agents.tools.function import FunctionTool, function_tool, tool
+from tether.agents.workspace import Workspace
 
 
 # ---- fixtures and helpers --------------------------------------------------------------
@@ -376,10 +376,10 @@ async def test_string_annotations_and_type_checking_only_context(tmp_path: Path,
 
         from pydantic import BaseModel
 
-        from tether.tools.function import tool
+        from tether.agents.tools.function import tool
 
         if TYPE_CHECKING:
-            from tether.tools.base import ToolContext
+            from tether.agents.tools.base import ToolContext
 
 
         class Place(BaseModel):
@@ -692,7 +692,7 @@ def test_ref_of_nested_functions_lambdas_and_main(monkeypatch: pytest.MonkeyPatc
 
 
 def test_an_agent_keeps_the_ref_of_a_function_tool() -> None:
-    from tether.agents import as_tool
+    from tether.agents.agent import as_tool
 
     @tool
     def local() -> str:

@@ -9,10 +9,10 @@ from typing import Any
 
 import pytest
 
-from tether.cli import main
-from tether.lab import QUICK, STOP_REASON, fresh_run, run_lab
-from tether.provider.scenarios import DESTRUCTIVE_DECLINED, DESTRUCTIVE_DELETED, RECOVER_ANSWER
-from tether.state import Limits
+from tether.tui.cli import main
+from tether.demo.lab import QUICK, STOP_REASON, fresh_run, run_lab
+from tether.demo.provider.scenarios import DESTRUCTIVE_DECLINED, DESTRUCTIVE_DELETED, RECOVER_ANSWER
+from tether.run.state import Limits
 
 Tables = dict[str, list[dict[str, Any]]]
 

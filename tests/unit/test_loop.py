@@ -8,12 +8,12 @@ from dataclasses import replace
 
 import pytest
 
-from tether.cancel import CancelSignal
+from tether.run.cancel import CancelSignal
 from tether.harness import Harness
-from tether.provider import scenarios
-from tether.state import (Cancelled, Limits, MaxBudget, MaxTurns, NeedsApproval, Policies, RunState, Status,
+from tether.demo.provider import scenarios
+from tether.run.state import (Cancelled, Limits, MaxBudget, MaxTurns, NeedsApproval, Policies, RunState, Status,
                           StopConditionMet)
-from tether.trace import read_trace
+from tether.observe.trace import read_trace
 
 
 async def start(h: Harness, model: str, **kw):
@@ -247,7 +247,7 @@ async def test_reject_writes_the_decision_in_words(harness: Harness, reason):
 
 async def test_silent_rejection_lets_the_model_claim_the_deletion(harness: Harness):
     # What the lab shows: without the words in the result slot, the model claims the deletion.
-    from tether.lab import silent_reject
+    from tether.demo.lab import silent_reject
 
     run_id = (await start(harness, "destructive")).state.run_id
     out = await silent_reject(harness, run_id, "no")
@@ -264,7 +264,7 @@ async def test_approval_is_single_use_and_bound_to_the_call(harness: Harness):
 
 async def test_approval_does_not_apply_to_changed_arguments(harness: Harness):
     run_id = (await start(harness, "destructive")).state.run_id
-    from tether.loop import approve
+    from tether.run.loop import approve
 
     # Approve, then tamper with the pending call's arguments in the saved state.
     state, handle = harness.store.open(run_id)
@@ -393,7 +393,7 @@ async def test_a_harness_bug_ends_the_run_failed_with_the_reason(harness: Harnes
         raise RuntimeError("schema exploded")
 
     state = harness.new_run("plan")
-    monkeypatch.setattr("tether.loop.RunLoop._check_limits", lambda self: boom(self))
+    monkeypatch.setattr("tether.run.loop.RunLoop._check_limits", lambda self: boom(self))
     out = await harness.run(state.run_id)
     assert out.state.status is Status.FAILED
     assert out.state.error == "harness error: RuntimeError: schema exploded"

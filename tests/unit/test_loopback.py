@@ -8,13 +8,13 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tether.client import ModelClient
+from tether.models.client import ModelClient
 from tether.harness import Harness
-from tether.loop import MAX_TOOL_OUTPUT_CHARS
-from tether.provider import FaultPlan, scenarios
-from tether.provider.server import running_app, running_provider
-from tether.state import Limits, NeedsApproval, Policies, ProviderOutage, Status
-from tether.trace import read_trace
+from tether.run.loop import MAX_TOOL_OUTPUT_CHARS
+from tether.demo.provider import FaultPlan, scenarios
+from tether.demo.provider.server import running_app, running_provider
+from tether.run.state import Limits, NeedsApproval, Policies, ProviderOutage, Status
+from tether.observe.trace import read_trace
 from tests.endpoints import call, completion, scripted_app, turns
 
 SECRET = "sk-test-SECRET-0123456789abcdef"

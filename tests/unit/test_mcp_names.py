@@ -18,10 +18,10 @@ from mcp_types import ToolAnnotations
 
 from tether import Agent, ModelReply
 from tether.harness import Harness
-from tether.mcp import MCPServer, MCPStartError, _Link, catalog
-from tether.state import NeedsApproval, Status
-from tether.tools.base import OFFERED_NAME, Tool, ToolContext, offered_name
-from tether.tools.builtin import DeleteFile
+from tether.agents.mcp import MCPServer, MCPStartError, _Link, catalog
+from tether.run.state import NeedsApproval, Status
+from tether.agents.tools.base import OFFERED_NAME, Tool, ToolContext, offered_name
+from tether.agents.tools.builtin import DeleteFile
 
 OPENAI = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 

@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from tether.events import (
+from tether.run.events import (
     ApprovalDecision,
     ApprovalRequired,
     Event,
@@ -38,8 +38,8 @@ from tether.events import (
     ToolStart,
     Turn,
 )
-from tether import otel
-from tether.otel import (
+from tether.observe import otel
+from tether.observe.otel import (
     CLI_EXPORT_TIMEOUT,
     SHUTDOWN_TIMEOUT,
     OtelExportError,
@@ -48,8 +48,8 @@ from tether.otel import (
     otel_sink_from_env,
     traces_endpoint,
 )
-from tether.state import RunState, StateError
-from tether.store import TRACE_FILE, RunStore
+from tether.run.state import RunState, StateError
+from tether.store.files.store import TRACE_FILE, RunStore
 
 from tests.support import still_console
 
@@ -745,7 +745,7 @@ def test_tether_run_exports_its_run_when_an_endpoint_is_set(clean_env, collector
 
     env = {k: v for k, v in os.environ.items() if k not in OTEL_ENV}
     env["OTEL_EXPORTER_OTLP_ENDPOINT"] = collector.url
-    result = subprocess.run([sys.executable, "-m", "tether.cli", "run", "plan", "--run-id", "exp",
+    result = subprocess.run([sys.executable, "-m", "tether.tui.cli", "run", "plan", "--run-id", "exp",
                              "--runs-dir", str(tmp_path / "runs"), "--workspace", str(tmp_path / "ws")],
                             env=env, capture_output=True, text=True, timeout=120)
     assert result.returncode == 0, result.stderr
@@ -790,7 +790,7 @@ def test_a_cli_command_gives_the_collector_a_short_bound_the_console_its_longer_
                                                                                        threads_stop, tmp_path: Path):
     import argparse
 
-    from tether.cli import _harness
+    from tether.tui.cli import _harness
 
     assert 0 < CLI_EXPORT_TIMEOUT <= 0.5 < SHUTDOWN_TIMEOUT
     url = f"http://127.0.0.1:{free_port()}"
@@ -875,7 +875,7 @@ def _tether_run(tmp_path: Path, endpoint: str, run_id: str) -> Any:
 
     env = {k: v for k, v in os.environ.items() if k not in OTEL_ENV}
     env["OTEL_EXPORTER_OTLP_ENDPOINT"] = endpoint
-    return subprocess.run([sys.executable, "-m", "tether.cli", "run", "plan", "--run-id", run_id,
+    return subprocess.run([sys.executable, "-m", "tether.tui.cli", "run", "plan", "--run-id", run_id,
                            "--runs-dir", str(tmp_path / "runs"), "--workspace", str(tmp_path / "ws")],
                           env=env, capture_output=True, text=True, timeout=120)
 

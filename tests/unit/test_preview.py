@@ -25,12 +25,12 @@ from tether.approvals.preview import (
     preview_of_acp,
     unified_diff,
 )
-from tether.cancel import CancelSignal
-from tether.ledger import Ledger
-from tether.tools import builtin
-from tether.tools.base import Tool, ToolContext
-from tether.tools.builtin import DeleteFile, ReadFile, WriteFile
-from tether.workspace import Workspace
+from tether.run.cancel import CancelSignal
+from tether.run.ledger import Ledger
+from tether.agents.tools import builtin
+from tether.agents.tools.base import Tool, ToolContext
+from tether.agents.tools.builtin import DeleteFile, ReadFile, WriteFile
+from tether.agents.workspace import Workspace
 
 
 @pytest.fixture

@@ -15,10 +15,10 @@ import httpx
 import openai
 import pytest
 
-from tether.provider import SCENARIOS, FaultPlan, create_app
-from tether.provider import scenarios as sc
-from tether.provider.server import running_provider
-from tether.tokens import TokenCounter, encoding
+from tether.demo.provider import SCENARIOS, FaultPlan, create_app
+from tether.demo.provider import scenarios as sc
+from tether.demo.provider.server import running_provider
+from tether.models.tokens import TokenCounter, encoding
 
 API_KEY = "sk-test-do-not-echo-4242"
 

@@ -11,12 +11,12 @@ from pathlib import Path
 
 import pytest
 
-from tether import store as store_module
-from tether.control import CONTROL_FILE, ControlRequest
-from tether.events import RunStarted
-from tether.index import INDEX_FILE, RunIndex
-from tether.state import RunState, StateError
-from tether.store import (JOURNAL_FILE, LEDGER_FILE, OWNER_FILE, TRACE_FILE, RunStore, check_home,
+from tether.store.files import store as store_module
+from tether.store.control import CONTROL_FILE, ControlRequest
+from tether.run.events import RunStarted
+from tether.store.index import INDEX_FILE, RunIndex
+from tether.run.state import RunState, StateError
+from tether.store.files.store import (JOURNAL_FILE, LEDGER_FILE, OWNER_FILE, TRACE_FILE, RunStore, check_home,
                           private_dirs)
 
 

@@ -13,9 +13,9 @@ import httpx
 import pytest
 import tiktoken.load
 
-import tether.tokens
-from tether.provider import create_app
-from tether.tokens import O200K_SHA256, TokenCounter, encoding, rank_file_path
+import tether.models.tokens
+from tether.demo.provider import create_app
+from tether.models.tokens import O200K_SHA256, TokenCounter, encoding, rank_file_path
 
 TOOLS = [
     {
@@ -48,7 +48,7 @@ MESSAGES: list[dict[str, Any]] = [
     {"role": "tool", "tool_call_id": "a2", "content": "worker 7 timed out after 30000 ms"},
 ]
 
-# The rendering, written out by hand from the docstring of tether.tokens, so that a drift
+# The rendering, written out by hand from the docstring of tether.models.tokens, so that a drift
 # in the rendering fails here even if the counter and the provider drift together.
 RENDERED_MESSAGES = [
     "<|system|>\nYou are a careful assistant.",
@@ -111,7 +111,7 @@ def test_encoding_loads_with_no_network(monkeypatch: pytest.MonkeyPatch, tmp_pat
     monkeypatch.setattr(socket.socket, "connect", no_network)
     monkeypatch.setattr(socket, "create_connection", no_network)
     monkeypatch.setenv("TIKTOKEN_CACHE_DIR", str(tmp_path / "empty-cache"))
-    monkeypatch.setattr(tether.tokens, "_encoding", None)
+    monkeypatch.setattr(tether.models.tokens, "_encoding", None)
 
     enc = encoding()
     assert enc.name == "o200k_base"
@@ -135,13 +135,13 @@ def test_a_corrupted_rank_file_is_rejected(monkeypatch: pytest.MonkeyPatch, tmp_
 def test_counter_only_encodes_what_is_new(monkeypatch: pytest.MonkeyPatch) -> None:
     """A transcript that grows by one message costs one new encoding, not a recount."""
     encoded: list[str] = []
-    real_count = tether.tokens.count_text
+    real_count = tether.models.tokens.count_text
 
     def spy(text: str) -> int:
         encoded.append(text)
         return real_count(text)
 
-    monkeypatch.setattr(tether.tokens, "count_text", spy)
+    monkeypatch.setattr(tether.models.tokens, "count_text", spy)
     counter = TokenCounter()
     first = counter.prompt_tokens(MESSAGES[:5], TOOLS)
     encoded.clear()

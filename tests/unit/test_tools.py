@@ -14,9 +14,9 @@ from typing import Any
 
 import pytest
 
-from tether.cancel import CancelSignal, RunCancelled
-from tether.ledger import Ledger, LedgerEntry
-from tether.tools.base import (
+from tether.run.cancel import CancelSignal, RunCancelled
+from tether.run.ledger import Ledger, LedgerEntry
+from tether.agents.tools.base import (
     InvalidArguments,
     NotFound,
     PathRefused,
@@ -25,13 +25,13 @@ from tether.tools.base import (
     ToolContext,
     ToolError,
 )
-from tether.tools.builtin import (
+from tether.agents.tools.builtin import (
     DeleteFile,
     ListFiles,
     ReadFile,
 )
-from tether.demo import ScanArchive
-from tether.workspace import Workspace, ensure_sample
+from tether.demo.agents import ScanArchive
+from tether.agents.workspace import Workspace, ensure_sample
 
 OUTSIDE_TEXT = "OUTSIDE SECRET\n"
 

@@ -16,9 +16,9 @@ import pytest
 
 from tether.approvals import Rule
 from tether.harness import Harness
-from tether.state import Cancelled, Limits, MaxBudget, NeedsApproval, StateError, Status
-from tether.tracked import LimitReached, Stopped
-from tether.trace import read_trace
+from tether.run.state import Cancelled, Limits, MaxBudget, NeedsApproval, StateError, Status
+from tether.run.tracked import LimitReached, Stopped
+from tether.observe.trace import read_trace
 
 
 def kinds(harness: Harness, run_id: str) -> list[str]:
@@ -170,11 +170,11 @@ def test_a_program_killed_outright_shows_as_orphaned(tmp_path: Path):
         finally:
             program.kill()
             program.wait()
-    listed = subprocess.run([sys.executable, "-m", "tether.cli", "runs", "--json", "--runs-dir",
+    listed = subprocess.run([sys.executable, "-m", "tether.tui.cli", "runs", "--json", "--runs-dir",
                              str(tmp_path / "runs")], capture_output=True, text=True, env=env, check=True)
     (row,) = json.loads(listed.stdout)
     assert (row["run_id"], row["liveness"], row["source"]) == ("prog", "orphaned", "program")
-    listed = subprocess.run([sys.executable, "-m", "tether.cli", "runs", "--runs-dir", str(tmp_path / "runs")],
+    listed = subprocess.run([sys.executable, "-m", "tether.tui.cli", "runs", "--runs-dir", str(tmp_path / "runs")],
                             capture_output=True, text=True, env=env, check=True)
     assert "[program]" in listed.stdout
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from tether.tools.base import PathRefused
-from tether.workspace import Workspace, ensure_sample
+from tether.agents.tools.base import PathRefused
+from tether.agents.workspace import Workspace, ensure_sample
 
 SAMPLE = {"errors.log", "access.log", "notes.txt", "secrets.env"}
 

@@ -110,7 +110,7 @@ def quick_hashes(monkeypatch: pytest.MonkeyPatch) -> None:
 
 @pytest.fixture
 async def web(tmp_path: Path) -> AsyncIterator[Served]:
-    from tether.store import RunStore
+    from tether.store.files.store import RunStore
 
     async for served in serving(RunStore(tmp_path / "runs"), tmp_path):
         yield served

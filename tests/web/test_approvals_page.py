@@ -9,8 +9,8 @@ import re
 
 from tether.approvals import DecisionQuery, Rule
 from tether.harness import Harness
-from tether.provider import scenarios
-from tether.state import Cancelled, NeedsApproval, Status
+from tether.demo.provider import scenarios
+from tether.run.state import Cancelled, NeedsApproval, Status
 
 from tether.web.pages import HUB
 
@@ -300,7 +300,7 @@ async def test_a_call_that_starts_waiting_is_pushed_to_every_open_page_from_one_
 
 
 async def test_a_passed_deadline_nobody_holds_is_applied_before_the_page_shows_it(web: Served):
-    from tether.state import Policies
+    from tether.run.state import Policies
 
     state = web.harness.new_run("destructive", policies=Policies(decision_deadline_s=0.01))
     out = await web.harness.run(state.run_id)

@@ -10,7 +10,7 @@ import pytest
 
 from tether.approvals import DecisionQuery
 from tether.notify.links import issue_link
-from tether.state import NeedsApproval, Status, args_hash
+from tether.run.state import NeedsApproval, Status, args_hash
 
 from tests.web.conftest import PAGE, Served, logged_in
 

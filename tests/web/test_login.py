@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from tether.state import NeedsApproval
-from tether.store import RunStore
+from tether.run.state import NeedsApproval
+from tether.store.files.store import RunStore
 from tether.web.users import UserBook, UserError
 
 from tests.web.conftest import PAGE, PASSWORDS, Served, csrf_of, logged_in, login, serving

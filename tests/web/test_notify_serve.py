@@ -12,8 +12,8 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from tether.approvals import DecisionQuery
-from tether.state import Status
-from tether.store import RunStore
+from tether.run.state import Status
+from tether.store.files.store import RunStore
 
 from tests.web.conftest import serving
 

@@ -25,7 +25,7 @@ def env(tmp_path: Path) -> dict[str, str]:
 
 
 async def tether(tmp_path: Path, *args: str, stdin: str = "") -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.cli", *args, env=env(tmp_path),
+    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.tui.cli", *args, env=env(tmp_path),
                                                 stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE,
                                                 stderr=asyncio.subprocess.PIPE)
     async with reaped(proc):
@@ -66,7 +66,7 @@ async def test_users_are_managed_from_the_command_line_and_bad_input_is_refused_
 async def test_a_run_waiting_in_another_process_is_approved_through_the_server_and_sigterm_ends_it(tmp_path: Path):
     assert (await tether(tmp_path, "serve", "--add-user", "ana", stdin=PASSWORD))[0] == 0
     port = free_port()
-    server = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.cli", "serve", "--port", str(port),
+    server = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.tui.cli", "serve", "--port", str(port),
                                                   env=env(tmp_path), stdout=asyncio.subprocess.PIPE,
                                                   stderr=asyncio.subprocess.PIPE)
     run = None
@@ -74,7 +74,7 @@ async def test_a_run_waiting_in_another_process_is_approved_through_the_server_a
         first = (await asyncio.wait_for(server.stdout.readline(), CAP_S)).decode()
         assert first.startswith(f"tether serve: http://127.0.0.1:{port}/ (the approvals page)"), first
         run = await asyncio.create_subprocess_exec(
-            sys.executable, "-m", "tether.cli", "run", "destructive", "--run-id", "held", "--wait-for-decision",
+            sys.executable, "-m", "tether.tui.cli", "run", "destructive", "--run-id", "held", "--wait-for-decision",
             "--workspace", str(tmp_path / "ws"), env=env(tmp_path), stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE)
         async with reaped(run):
@@ -105,7 +105,7 @@ async def test_a_run_waiting_in_another_process_is_approved_through_the_server_a
 
 
 async def test_listening_beyond_loopback_warns_that_it_needs_tls(tmp_path: Path):
-    server = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.cli", "serve", "--host", "0.0.0.0",
+    server = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.tui.cli", "serve", "--host", "0.0.0.0",
                                                   "--port", str(free_port()), env=env(tmp_path),
                                                   stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     async with reaped(server):

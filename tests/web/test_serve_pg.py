@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 from tether.approvals import DecisionQuery
-from tether.state import NeedsApproval, Status
+from tether.run.state import NeedsApproval, Status
 from tether.web.pages import HUB
 
 from tests.web.conftest import PASSWORDS, Served, csrf_of, logged_in, login, serving
@@ -59,7 +59,7 @@ async def test_a_waiting_call_is_pushed_from_listen(pg_web: Served):
 
 
 async def test_the_watchers_role_makes_everyone_a_watcher(pg_web: Served, pg_server, tmp_path: Path):
-    from tether.pgstore import PgStore
+    from tether.store.postgres.store import PgStore
 
     run_id = await pg_web.waiting_run()  # made, and the users added, with the operator's role
     watching = PgStore(pg_server.watcher_url)

@@ -1,0 +1,649 @@
+"""An ACP session as a Tether run: the agent drives its turns, Tether keeps the record.
+
+The harness hands this driver what it hands its own loop (the run's state, its trace, its
+Stop signal, the run's control channel) and gets back the run, stopped one of five ways.
+What the agent reports is mapped onto the run's transcript and trace (docs/acp.md has the
+table), so every reader of the store (``runs``, ``show``, ``watch``, every console) sees an
+ACP run as it sees any other:
+
+- the agent's words stream as ``text_delta`` and land in the transcript as its reply;
+- a tool call is ``tool_start``, progress, ``tool_result``, and an assistant call plus a tool
+  message in the transcript;
+- a permission request is a pending approval (``NeedsApproval``) that any console or
+  ``tether approve|reject`` answers, bound to the call's id and the hash of its ``rawInput``;
+  a rejection's words go in as the next prompt (ACP has no field for a reason);
+- usage is the turn's tokens and cost: the agent's own cost where it reports one, else its
+  tokens at the agent file's price; the budget is checked on every report, and crossing it
+  cancels the turn;
+- a Stop is ``session/cancel``; an agent that does not end its turn within its grace has its
+  process group killed, and the run says so.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import os
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+from tether.acp.client import AcpSession
+from tether.acp.errors import AcpError, AgentDied, AgentStartError
+from tether.acp.events import (
+    AcpEvent, BadFrame, FileRefused, FileWritten, PermissionAsked, PlanUpdated, TextChunk, ThoughtChunk,
+    ToolCallStarted, ToolCallUpdated, UsageReported,
+)
+from tether.acp.permissions import PermissionRequest
+from tether.agents.agent import Agent, AgentError
+from tether.approvals import Call, Rule, RuleError, Verdict, check
+from tether.approvals.holding import deadline_of, overdue, verdict_of
+from tether.approvals.preview import preview_of_acp
+from tether.run.cancel import CancelSignal
+from tether.run.events import (
+    AgentSession, ApprovalDecision, ApprovalRequired, Event, FileWrite, Plan, RuleAdded,
+    RunStarted, RunStopped, TextDelta, Thought, ToolProgress, ToolResult, ToolStart, Turn,
+)
+from tether.run.loop import DEADLINE, approved_words, declined_words
+from tether.run.wording import overshoot
+from tether.run.state import (
+    Cancelled, Decision, MaxBudget, MaxTurns, NeedsApproval, RunState, StateError, Status,
+)
+
+log = logging.getLogger(__name__)
+
+# What a stop reason means for the run (ACP's StopReason against the run contract).
+STOP_REASONS: dict[str, Status] = {
+    "end_turn": Status.COMPLETED,
+    "max_tokens": Status.MAX_TURNS_EXCEEDED,
+    "max_turn_requests": Status.MAX_TURNS_EXCEEDED,
+    "refusal": Status.FAILED,
+    "cancelled": Status.INTERRUPTED,
+}
+PREVIEW_CHARS = 400
+
+Decide = Callable[[NeedsApproval], Awaitable[Any]]
+"""Waits for a decision on a pending approval from any process: a ControlRequest (kind
+``approve``/``reject``, text, by), or None when a Stop or the deadline came first."""
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The store's standing rules, as an ACP run consults and adds to them."""
+
+    read: Callable[[], Awaitable[Sequence[Rule]]]
+    add: Callable[[Rule], Awaitable[Rule]]
+
+
+@dataclass
+class _Call:
+    call_id: str
+    title: str
+    kind: str | None
+    args: str
+    started: float
+    status: str | None = None
+    text: str = ""
+
+
+class AcpRun:
+    """Drives one run of an ACP agent in this process, from its first prompt to its stop."""
+
+    def __init__(self, state: RunState, agent: Agent, *, emit: Callable[[Event], None],
+                 save: Callable[[], Awaitable[None]], signal: CancelSignal, decide: Decide,
+                 earlier: dict[str, Any] | None = None, session: AcpSession | None = None,
+                 expect: Callable[[NeedsApproval], None] | None = None, rules: Rules | None = None) -> None:
+        if agent.acp is None:
+            raise ValueError(f"agent {agent.name} does not speak ACP")
+        self.state = state
+        self.agent = agent
+        self.command = agent.acp
+        self.emit = emit
+        self.save = save
+        self.signal = signal
+        self.decide = decide
+        self.expect = expect  # readies the decision's wait before the approval is announced
+        self.rules = rules
+        self.tool_runs: list[dict[str, Any]] = []
+        self._permissions: asyncio.Queue[PermissionRequest] = asyncio.Queue()
+        self._calls: dict[str, _Call] = {}
+        self._text: list[str] = []
+        self._thought: list[str] = []
+        self._rejections: list[str] = []
+        self._over_budget = False
+        self._session_cost = 0.0  # the agent's running total for its session, as last reported
+        self._reported_cost = False
+        self._usage_seen = False  # in any turn of this run
+        self._turn_usage_seen = False
+        self._turn_tokens = [0, 0]  # input, output from per-call reports (qwen's _meta) this turn
+        self._turn_final: tuple[int, int] | None = None  # the prompt response's usage this turn
+        self._session: AcpSession | None = session  # started already (initialize), or None
+        self._asking: PermissionRequest | None = None  # the request a decision is awaited for
+        self._waiting: NeedsApproval | None = None  # and the approval it is on the store as
+        self._earlier = earlier  # the run's last agent_session record: a follow-up loads that session
+        self._replaying = False  # session/load replays the history as updates: already on the record
+        self._priced = [0, 0]  # this turn's tokens already priced as they were reported
+
+    # ---- the run ------------------------------------------------------------------------
+    async def run(self) -> RunState:
+        st = self.state
+        follow_up = self._earlier is not None  # a session on record: this goes on in it
+        if follow_up:
+            self.check_follow_up(st, self.agent, self._earlier)
+        st.status, st.interruption, st.error = Status.RUNNING, None, None
+        self.emit(RunStarted(run_id=st.run_id, model=st.model, resumed=follow_up, parent_run_id=st.parent_run_id,
+                             pid=os.getpid(), agent=self.agent.name))
+        session = self._session
+        if session is None:
+            try:
+                session = self._session = session_for(self.agent)
+            except AgentError as exc:
+                return await self._finish(Status.FAILED, f"agent {self.agent.name}: {exc}", error=str(exc))
+        session.on_event = self._on_event
+        try:
+            try:
+                info = session.info or await session.start()
+                if follow_up:
+                    assert self._earlier is not None
+                    self._replaying = True
+                    try:
+                        session_id = await session.load_session(str(self._earlier["session_id"]))
+                    finally:
+                        self._replaying = False
+                else:
+                    session_id = await session.new_session()
+            except AgentStartError as exc:
+                return await self._finish(Status.FAILED, str(exc), error=str(exc))
+            except AgentDied as exc:
+                return await self._finish(Status.INTERRUPTED, str(exc), Cancelled(str(exc)))
+            self.emit(AgentSession(run_id=st.run_id, agent_name=info.name, agent_version=info.version,
+                                   session_id=session_id, pid=session.pid or 0, load_session=info.load_session))
+            prompt = _last_user_text(st)
+            while True:
+                limit = st.limits.max_turns
+                if limit is not None and st.turns >= limit:
+                    return await self._finish(Status.MAX_TURNS_EXCEEDED, f"reached max_turns={limit}", MaxTurns())
+                try:
+                    stop_reason, killed = await self._turn(session, prompt)
+                except AgentDied as exc:
+                    self._flush_text()
+                    return await self._finish(Status.INTERRUPTED, str(exc), Cancelled(str(exc)))
+                except AcpError as exc:
+                    self._flush_text()
+                    return await self._finish(Status.FAILED, str(exc), error=str(exc))
+                problem = self._unmetered()
+                if problem:
+                    return await self._finish(Status.FAILED, problem, error=problem)
+                if self._over_budget:
+                    budget = st.limits.budget_usd or 0.0
+                    return await self._finish(Status.BUDGET_EXCEEDED, f"{overshoot(st.cost_usd, budget)}; the agent's "
+                                              "turn was cancelled", MaxBudget())
+                if self.signal.cancelled or stop_reason == "cancelled":
+                    reason = self.signal.reason or "the agent cancelled its turn"
+                    if killed:
+                        reason += (f" (the agent did not end its turn within {self.command.cancel_grace_s:g} s of "
+                                   "the cancel: its process group was killed)")
+                    by = self.signal.by
+                    shown = f"{reason} (by {by})" if by else reason
+                    return await self._finish(Status.INTERRUPTED, shown, Cancelled(reason, by))
+                status = STOP_REASONS.get(stop_reason, Status.FAILED)
+                if status is Status.COMPLETED and self._rejections and self.command.tell_rejections:
+                    prompt = " ".join(self._rejections)
+                    self._rejections.clear()
+                    st.messages.append({"role": "user", "content": prompt, "tether": "rejection"})
+                    await self.save()
+                    continue
+                if status is Status.COMPLETED:
+                    return await self._finish(status, "the agent ended its turn")
+                if status is Status.MAX_TURNS_EXCEEDED:
+                    return await self._finish(status, f"the agent stopped: {stop_reason}", MaxTurns())
+                words = f"the agent stopped: {stop_reason}" + (f": {st.messages[-1].get('content')}"
+                                                               if stop_reason == "refusal" else "")
+                return await self._finish(Status.FAILED, words, error=words)
+        except asyncio.CancelledError:
+            reason = "the process running this run was shut down"
+            await asyncio.shield(self._finish(Status.INTERRUPTED, reason, Cancelled(reason)))
+            raise
+        finally:
+            await session.close()
+
+    @staticmethod
+    def check_follow_up(state: RunState, agent: Agent, earlier: dict[str, Any] | None) -> None:
+        """A run that has had turns goes on only in the agent's earlier session (its
+        ``agent_session`` record), which the agent must be able to load: refused in words."""
+        if earlier is None or not earlier.get("session_id"):
+            raise StateError(f"run {state.run_id} has no ACP session on record to go on with: start a new run")
+        if not earlier.get("load_session"):
+            raise StateError(f"the agent {agent.name} cannot load its earlier session (it does not advertise "
+                             "loadSession), and the session ended with its process: start a new run")
+
+    async def _turn(self, session: AcpSession, prompt: str) -> tuple[str, bool]:
+        """One prompt round: answers permission requests and a Stop while the agent works."""
+        st = self.state
+        self._turn_tokens = [0, 0]
+        self._turn_final = None
+        self._turn_usage_seen = False
+        self._priced = [0, 0]
+        started = time.perf_counter()
+        turn = asyncio.ensure_future(session.prompt(prompt))
+        stopped = asyncio.ensure_future(self.signal.wait())
+        cancelling: asyncio.Task[bool] | None = None
+        try:
+            while not turn.done():
+                asking = asyncio.ensure_future(self._permissions.get())
+                waits = {turn, asking} | ({stopped} if cancelling is None else set())
+                try:
+                    done, _ = await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+                finally:
+                    if not asking.done():
+                        asking.cancel()
+                if asking in done and not asking.cancelled() and asking.result() is not _WAKE:
+                    await self._ask(asking.result(), turn)
+                if (stopped in done or self._over_budget or self.signal.cancelled) and cancelling is None:
+                    cancelling = asyncio.ensure_future(session.cancel())
+            ended = turn.result()
+        finally:
+            stopped.cancel()
+            if not turn.done():
+                turn.cancel()
+                with contextlib.suppress(asyncio.CancelledError, AcpError):
+                    await turn
+        killed = ended.killed
+        if cancelling is not None:
+            killed = killed or await cancelling
+        self._flush_text()
+        st.turns += 1
+        prompt_tokens, completion_tokens = self._turn_final or tuple(self._turn_tokens)  # type: ignore[assignment]
+        st.prompt_tokens += prompt_tokens
+        st.completion_tokens += completion_tokens
+        st.per_turn_prompt_tokens.append(prompt_tokens)
+        if not self._reported_cost:  # what the per-call reports have not priced yet
+            self._price(prompt_tokens - self._priced[0], completion_tokens - self._priced[1])
+        if not self._turn_usage_seen:
+            st.estimated_turns.append(st.turns)  # the agent reported no usage this turn
+        self.emit(Turn(run_id=st.run_id, turn=st.turns, prompt_tokens=prompt_tokens,
+                       completion_tokens=completion_tokens, total_tokens=prompt_tokens + completion_tokens,
+                       cost_usd=st.cost_usd, finish_reason=ended.stop_reason,
+                       provider_ms=(time.perf_counter() - started) * 1000, estimated=not self._turn_usage_seen,
+                       tool_calls=len(self._calls)))
+        await self.save()
+        return ended.stop_reason, killed
+
+    async def _ask(self, request: PermissionRequest, turn: asyncio.Future[Any]) -> None:
+        """A permission request, as a pending approval on the store until someone decides, or
+        until the ``turn`` it belongs to ends without it."""
+        st = self.state
+        if self.signal.cancelled:
+            request.cancel(by_session=True)
+            return
+        args = json.dumps(request.raw_input, sort_keys=True, default=str) if request.raw_input is not None else "{}"
+        tool = request.title or request.kind or "tool call"
+        options = [{"id": o.option_id, "name": o.name, "kind": o.kind} for o in request.options]
+        why = f"the agent {self.agent.name} asks permission: " + ", ".join(
+            f"{o.name} ({o.kind.replace('_', ' ')})" for o in request.options)
+        # One decision per request: an agent that asks again about a call id it used before
+        # (a new turn, a retry) gets a new key, so the earlier decision is not taken as this one's.
+        key, n = request.tool_call_id, 1
+        while key in st.approvals:
+            n += 1
+            key = f"{request.tool_call_id}#{n}"
+        asked_at = time.time()
+        verdict = await self._verdict(request, tool)
+        if verdict is not None and verdict.effect != "ask":  # a standing rule decides, at once
+            rule = verdict.rule
+            note = rule.note()
+            await self._answer(request, key, tool, "approve" if rule.effect == "allow" else "reject", note,
+                               f"rule {rule.id}", rule=rule.id, asked_at=asked_at)
+            return
+        ask = verdict.rule if verdict is not None else None
+        needed = ask.approvals if ask is not None else 1
+        deadline_s, on_deadline = deadline_of(ask, st.policies)
+        diff = _diff_text(request, self._workspace()) or None
+        shown = preview_of_acp(request.diffs, self._workspace())
+        preview = None if shown is None else shown.to_dict()
+        waiting = NeedsApproval(key, tool, args, why, asked_at, needed, (), asked_at + deadline_s if deadline_s else None,
+                                on_deadline, False, preview, ask.id if ask is not None else None)
+        while True:
+            decision = await self._wait(request, waiting, options, diff, turn)
+            if decision is False:
+                return  # the turn ended without it
+            if decision is None and waiting.deadline_at is not None and time.time() >= waiting.deadline_at \
+                    and not self.signal.cancelled:
+                step = overdue(waiting, deadline_s)
+                if step.event is not None:  # escalated: someone else is asked, and it waits once more
+                    waiting = step.waiting
+                    self.emit(step.event)
+                    continue
+                if step.action == "reject":
+                    await self._answer(request, key, tool, "reject", step.words, DEADLINE, asked_at=asked_at)
+                    return
+                self.signal.cancel(step.words, DEADLINE)
+            if decision is None:  # a Stop (or the deadline): the turn is cancelled, and this request with it
+                request.cancel(by_session=True)
+                if not self.signal.cancelled:
+                    self.signal.cancel("no decision came in time for the agent's permission request")
+                await self.save()
+                return
+            if decision.kind == "approve" and len(waiting.approvers) + 1 < waiting.needed:
+                waiting = replace(waiting, approvers=(*waiting.approvers, decision.by))
+                self.emit(ApprovalDecision(run_id=st.run_id, call_id=key, tool=tool, verdict="pending",
+                                           text=approved_words(decision.text, decision.by), by=decision.by,
+                                           tally=waiting.tally))
+                continue  # the same person again is refused by vet()
+            break
+        approvers = [*waiting.approvers, decision.by] if waiting.needed > 1 and decision.kind == "approve" else []
+        await self._answer(request, key, tool, decision.kind, decision.text, decision.by, option=decision.option,
+                           silent=decision.silent, asked_at=asked_at, approvers=approvers, needed=waiting.needed)
+        chosen = request.option_by_id(decision.option) if decision.option else None
+        if chosen is not None and chosen.kind.endswith("_always"):
+            await self._always(request, tool, chosen, decision)
+
+    async def _wait(self, request: PermissionRequest, waiting: NeedsApproval, options: list[dict[str, str]],
+                    diff: str | None, turn: asyncio.Future[Any]) -> Any:
+        """Put ``waiting`` on the store and wait for a decision: the ControlRequest, None (a
+        Stop, or the deadline), or False when the agent's turn ended first (nothing to decide)."""
+        st = self.state
+        st.status, st.interruption = Status.INTERRUPTED, waiting
+        self._asking, self._waiting = request, waiting
+        if self.expect is not None:
+            self.expect(waiting)
+        self.emit(ApprovalRequired(run_id=st.run_id, call_id=waiting.call_id, tool=waiting.tool_name,
+                                   args=waiting.args, why=waiting.why, options=options, diff=diff,
+                                   needed=waiting.needed if waiting.needed > 1 else None,
+                                   approvers=list(waiting.approvers) or None, deadline_at=waiting.deadline_at,
+                                   on_deadline=waiting.on_deadline if waiting.deadline_at else None,
+                                   preview=waiting.preview, rule=waiting.rule))
+        await self.save()
+        deciding = asyncio.ensure_future(self.decide(waiting))
+        try:
+            # The agent may end the turn meanwhile (it died, or withdrew the request): then
+            # there is nothing left to decide.
+            await asyncio.wait({deciding, turn}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._asking = self._waiting = None
+            if not deciding.done():
+                deciding.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await deciding
+        st.status, st.interruption = Status.RUNNING, None
+        if deciding.cancelled():
+            request.cancel(by_session=True)
+            await self.save()
+            return False
+        return deciding.result()
+
+    async def _answer(self, request: PermissionRequest, key: str, tool: str, kind: str, text: str, by: str, *,
+                      option: str | None = None, silent: bool = False, rule: str | None = None,
+                      asked_at: float | None = None, approvers: list[str] | None = None, needed: int = 1) -> None:
+        """Answer the agent with the option for the verdict, and record the decision."""
+        st = self.state
+        approved = kind == "approve"
+        words = approved_words(text, by) if approved else declined_words(text, by)
+        try:
+            request.decide(_option_for(request, approved, option), tool_call_id=request.tool_call_id,
+                           args_hash=request.args_hash)
+        except (ValueError, AcpError) as exc:  # already answered (the agent withdrew it): say so, decide nothing
+            words = f"{words} (not delivered: {exc})"
+        st.approvals[key] = Decision(key, "approved" if approved else "rejected", request.args_hash, text, by,
+                                     used=True, tool=tool, rule=rule, approvers=approvers or [], needed=needed,
+                                     asked_at=asked_at)
+        if not approved:
+            st.failed_calls.append(request.tool_call_id)
+            if not silent:
+                self._rejections.append(words)
+        self.emit(ApprovalDecision(run_id=st.run_id, call_id=key, tool=tool,
+                                   verdict="approved" if approved else "rejected", text=words, by=by, rule=rule,
+                                   tally=f"{needed} of {needed}" if needed > 1 and approved else None))
+        await self.save()
+
+    async def _verdict(self, request: PermissionRequest, tool: str) -> Verdict | None:
+        """What the store's standing rules say of a permission request: matched on the
+        agent's tool kind (``edit``, ``execute``…; its title when it gives none) and its raw input."""
+        raw = request.raw_input if isinstance(request.raw_input, dict) else {}
+        return await verdict_of(None if self.rules is None else self.rules.read,
+                                Call(request.kind or tool, raw, self.agent.name, "acp", self.state.run_id))
+
+    async def _always(self, request: PermissionRequest, tool: str, chosen: Any, decision: Any) -> None:
+        """The operator chose the agent's own "always" option: Tether keeps it as a rule too,
+        so the record is Tether's (scope: this run, unless the operator picked another)."""
+        if self.rules is None:
+            return
+        effect = "allow" if chosen.kind.startswith("allow") else "deny"
+        scope = decision.scope or f"run:{self.state.run_id}"
+        rule = Rule(effect, request.kind or tool, f"{chosen.name} chosen for {tool}", decision.by,  # type: ignore[arg-type]
+                    agent=self.agent.name, source="acp", scope="agent" if scope == "agent" else scope)
+        try:
+            added = await self.rules.add(check(rule).rule)
+        except (RuleError, OSError, StateError) as exc:
+            log.warning("run %s: the agent's %s choice was not kept as a rule: %s", self.state.run_id, chosen.kind, exc)
+            return
+        self.emit(RuleAdded(run_id=self.state.run_id, rule=added.id, effect=added.effect, describes=added.describe(),
+                            by=added.by))
+
+    def _workspace(self) -> Path | None:
+        session = self._session
+        return session.workspace.resolve() if session is not None else None
+
+    def vet(self, decision: Any) -> str | None:
+        """Words to refuse a decision with before it is taken: edited arguments (ACP has no way
+        to give them to the agent), the same person approving twice, an option the agent does
+        not offer, or one that does not fit the verdict (allowing with a reject option)."""
+        request = self._asking
+        if decision.kind == "approve" and decision.args is not None:
+            return (f"run {self.state.run_id} is the ACP agent {self.agent.name}'s, and ACP offers no way to change "
+                    "the arguments of an agent's call: approve or reject it as the agent asked")
+        waiting = self._waiting
+        if waiting is not None and decision.kind == "approve" and decision.by in waiting.approvers:
+            return (f"{decision.by} has approved {waiting.tool_name} ({waiting.call_id}) already: it needs "
+                    f"{waiting.needed} different people ({waiting.tally} so far)")
+        if request is None or not decision.option:
+            return None
+        option = next((o for o in request.options if o.option_id == decision.option), None)
+        if option is None:
+            offered = ", ".join(f"{o.option_id} ({o.kind})" for o in request.options)
+            return f"the agent offers no option {decision.option!r} for {request.tool_call_id}; it offers {offered}"
+        if option.kind.startswith("allow") != (decision.kind == "approve"):
+            verb = "approve" if decision.kind == "approve" else "reject"
+            return f"option {option.option_id} is {option.kind.replace('_', ' ')}: it cannot {verb} the call"
+        return None
+
+    # ---- what the agent reports ---------------------------------------------------------------
+    def _on_event(self, event: AcpEvent) -> None:
+        st = self.state
+        if self._replaying:  # the loaded session's history: the transcript has it already,
+            if isinstance(event, UsageReported) and event.cost_amount is not None:
+                self._session_cost = event.cost_amount  # and its cost with it
+            return
+        match event:
+            case TextChunk(text=text) if text:
+                self._text.append(text)
+                self.emit(TextDelta(run_id=st.run_id, turn=st.turns + 1, text=text))
+            case ThoughtChunk(text=text):
+                self._thought.append(text)
+            case ToolCallStarted():
+                self._flush_text()
+                args = json.dumps(event.raw_input, sort_keys=True, default=str) if event.raw_input else "{}"
+                call = _Call(event.tool_call_id, event.title or event.tool_name or "tool", event.kind, args,
+                             time.perf_counter(), event.status, event.text)
+                self._calls[call.call_id] = call
+                st.messages.append({"role": "assistant", "content": None, "tool_calls": [
+                    {"id": call.call_id, "type": "function", "function": {"name": call.title, "arguments": args}}]})
+                self.emit(ToolStart(run_id=st.run_id, call_id=call.call_id, name=call.title, args=args))
+                self._settle(call, event.status)
+            case ToolCallUpdated():
+                call = self._calls.get(event.tool_call_id)
+                if call is None:
+                    return
+                if event.title:
+                    call.title = event.title
+                if event.raw_input is not None:
+                    call.args = json.dumps(event.raw_input, sort_keys=True, default=str)
+                if event.text:
+                    call.text = event.text
+                if event.status and event.status != call.status and event.status not in ("completed", "failed"):
+                    self.emit(ToolProgress(run_id=st.run_id, call_id=call.call_id, name=call.title,
+                                           label=event.status.replace("_", " ")))
+                self._settle(call, event.status, event.raw_output)
+            case PlanUpdated(entries=entries):
+                self.emit(Plan(run_id=st.run_id, entries=[{"content": e.content, "status": e.status,
+                                                           "priority": e.priority} for e in entries]))
+            case UsageReported():
+                self._usage(event)
+            case PermissionAsked(request=request):
+                self._permissions.put_nowait(request)
+            case FileWritten(path=path, size=size):
+                self.emit(FileWrite(run_id=st.run_id, path=path, size=size))
+            case FileRefused(operation="write", path=path, reason=reason):
+                self.emit(FileWrite(run_id=st.run_id, path=path, size=0, refused=reason))
+            case BadFrame(count=count, sample=sample) if count in (1, 10, 100):
+                self.emit(ToolProgress(run_id=st.run_id, call_id="", name="agent",
+                                       label=f"{count} line(s) from the agent were not JSON-RPC: {sample[:80]!r}"))
+            case _:
+                pass
+
+    def _settle(self, call: _Call, status: str | None, raw_output: Any = None) -> None:
+        """A tool call that reached its end: its result in the transcript and the trace, once."""
+        if status is not None:
+            call.status = status
+        if status not in ("completed", "failed"):
+            return
+        st = self.state
+        ok = status == "completed"
+        text = call.text or (json.dumps(raw_output, default=str) if raw_output is not None else "")
+        text = text or ("done" if ok else "failed")
+        ms = (time.perf_counter() - call.started) * 1000
+        if not any(m.get("role") == "tool" and m.get("tool_call_id") == call.call_id for m in st.messages[-8:]):
+            st.messages.append({"role": "tool", "tool_call_id": call.call_id, "content": text})
+            st.tool_runs += 1
+            if not ok and call.call_id not in st.failed_calls:
+                st.failed_calls.append(call.call_id)
+            self.tool_runs.append({"call_id": call.call_id, "name": call.title, "ok": ok, "ms": round(ms, 1)})
+            self.emit(ToolResult(run_id=st.run_id, call_id=call.call_id, name=call.title, ms=ms, ok=ok,
+                                 error=None if ok else text[:PREVIEW_CHARS], preview=text[:PREVIEW_CHARS]))
+
+    def _usage(self, usage: UsageReported) -> None:
+        """Tokens and cost as the agent reports them; the budget is checked on every report."""
+        st = self.state
+        self._usage_seen = self._turn_usage_seen = True
+        if usage.source == "meta":
+            self._turn_tokens[0] += usage.input_tokens or 0
+            self._turn_tokens[1] += usage.output_tokens or 0
+        elif usage.source == "prompt_response" and (usage.input_tokens or usage.output_tokens):
+            self._turn_final = (usage.input_tokens or 0, usage.output_tokens or 0)
+        if usage.cost_amount is not None:  # the session's running total: what it grew by is this run's
+            self._reported_cost = True
+            st.pricing.assumed = False
+            st.cost_usd += max(0.0, usage.cost_amount - self._session_cost)
+            self._session_cost = usage.cost_amount
+        elif not self._reported_cost and usage.source == "meta":
+            self._price(usage.input_tokens or 0, usage.output_tokens or 0)
+        self._check_budget()
+
+    def _unmetered(self) -> str | None:
+        """A budget that cannot hold: the agent ended a turn without reporting any usage. Said
+        after its first turn (nothing tells before), unless ``budget_mode = "turns-only"``
+        says the operator accepts that only turns are counted."""
+        limits = self.state.limits
+        if limits.budget_usd is None or limits.budget_mode == "turns-only" or self._usage_seen:
+            return None
+        return (f"the agent {self.agent.name} reports no usage, so its ${limits.budget_usd:g} budget cannot hold; "
+                "remove budget_usd, or set budget_mode = \"turns-only\" to count turns alone")
+
+    def _price(self, prompt_tokens: int, completion_tokens: int) -> None:
+        prompt_tokens, completion_tokens = max(0, prompt_tokens), max(0, completion_tokens)
+        self._priced[0] += prompt_tokens
+        self._priced[1] += completion_tokens
+        self.state.cost_usd += self.state.pricing.cost(prompt_tokens, completion_tokens)
+
+    def _check_budget(self) -> None:
+        budget = self.state.limits.budget_usd
+        if budget is not None and self.state.cost_usd >= budget and not self._over_budget:
+            self._over_budget = True
+            self._permissions.put_nowait(_WAKE)  # wake the turn's wait: it cancels the turn
+
+    def _flush_text(self) -> None:
+        st = self.state
+        if self._thought:
+            self.emit(Thought(run_id=st.run_id, turn=st.turns + 1, text="".join(self._thought)))
+            self._thought.clear()
+        if self._text:
+            st.messages.append({"role": "assistant", "content": "".join(self._text)})
+            self._text.clear()
+
+    async def _finish(self, status: Status, reason: str, interruption: Any = None, *,
+                      error: str | None = None) -> RunState:
+        st = self.state
+        for call in self._calls.values():  # a call the agent never finished: say so in its slot
+            if call.status not in ("completed", "failed"):
+                call.text = call.text or f"not finished: {reason}"
+                self._settle(call, "failed")
+        st.status, st.interruption, st.error = status, interruption, error
+        if status is Status.COMPLETED and not any(m.get("role") == "assistant" and m.get("content")
+                                                  for m in st.messages):
+            st.messages.append({"role": "assistant", "content": ""})
+        self.emit(RunStopped(run_id=st.run_id, status=status.value, reason=reason, turns=st.turns,
+                             cost_usd=st.cost_usd, interruption=None if interruption is None
+                             else interruption.to_dict()))
+        await self.save()
+        return st
+
+
+def session_for(agent: Agent) -> AcpSession:
+    """The session of an ACP agent's run, not started: its command, its environment (the
+    agent file's, ``${VAR}`` filled in; an AgentError names a variable that is not set), its
+    workspace (the agent's, else the current folder) and its Stop's grace."""
+    assert agent.acp is not None
+    env, _secrets = agent.acp.resolved_env()
+    return AcpSession(agent.acp.argv, workspace=Path(agent.workspace or os.getcwd()), env=env,
+                      cancel_grace_s=agent.acp.cancel_grace_s)
+
+
+class _Wake:
+    """Put on the permission queue to wake a turn's wait without a request (the budget)."""
+
+
+_WAKE: Any = _Wake()
+
+
+def _option_for(request: PermissionRequest, approved: bool, chosen: str | None) -> str:
+    """The agent's option for a verdict: the one named, else allow once / reject once."""
+    if chosen:
+        return chosen
+    kinds: Sequence[str] = ("allow_once", "allow_always") if approved else ("reject_once", "reject_always")
+    for kind in kinds:
+        option = request.option(kind)
+        if option is not None:
+            return option.option_id
+    raise AcpError(f"the agent offers no {'allow' if approved else 'reject'} option for {request.tool_call_id}")
+
+
+def _diff_text(request: PermissionRequest, workspace: Path | None) -> str:
+    """The change a permission request proposes, as a unified diff per file, its paths
+    relative to the workspace where they are inside it (``b/out.txt``, as git shows them)."""
+    import difflib
+
+    def shown(path: str) -> str:
+        with contextlib.suppress(ValueError):
+            if workspace is not None:
+                return str(Path(path).relative_to(workspace))
+        return path.lstrip("/")
+
+    parts = []
+    for diff in request.diffs:
+        old = (diff.old_text or "").splitlines(keepends=True)
+        new = diff.new_text.splitlines(keepends=True)
+        name = shown(diff.path)
+        parts.append("".join(difflib.unified_diff(old, new, f"a/{name}" if diff.old_text is not None
+                                                  else "/dev/null", f"b/{name}")))
+    return "\n".join(p for p in parts if p)
+
+
+def _last_user_text(state: RunState) -> str:
+    for message in reversed(state.messages):
+        if message.get("role") == "user":
+            return str(message.get("content") or "")
+    raise StateError(f"run {state.run_id} has no prompt")

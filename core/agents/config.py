@@ -1,0 +1,328 @@
+"""Agent files: ``tether.toml`` declares agents, MCP servers and per-model prices.
+
+Found as ``--config FILE``, else ``$TETHER_CONFIG``, else ``./tether.toml``; without
+one, the demo agents are all there is. The file's shape is checked with pydantic models
+that refuse unknown keys, so a typo is an error that names the file, the key and the
+fix, before any run is created, never a setting silently ignored. Paths in the file
+(``workspace``, an MCP server's ``cwd``) are relative to the file's folder, and the
+folder is on the import path for ``module:function`` references, with the current
+directory. An MCP server's ``command = "python"`` is the Python that runs Tether, so a
+server installed beside Tether is found however Tether was started.
+
+```toml
+[agents.triage]
+model = "qwen2.5-7b-instruct"
+base_url = "http://127.0.0.1:8080/v1"
+api_key_env = "TRIAGE_API_KEY"
+instructions = "You triage tickets."
+tools = ["mytools:get_ticket", "tether:read_file"]
+workspace = "./tickets"
+mcp = ["time"]
+max_turns = 20
+budget_usd = 0.50
+stop_when = ["mytools:too_many_errors"]
+
+[mcp.time]
+command = "python"
+args = ["-m", "mcp_server_time"]
+trust_annotations = true
+
+[pricing."qwen2.5-7b-instruct"]
+input_per_million = 0.20
+output_per_million = 0.60
+```
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import shutil
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+
+from tether.agents.agent import DEFAULT_INSTRUCTIONS, AcpCommand, Agent, AgentError, as_callable, as_tool
+from tether.agents import configfile
+from tether.agents.configfile import ConfigError
+from tether.run.state import Limits, Policies, Pricing
+
+if TYPE_CHECKING:
+    from tether.agents.mcp import MCPServer
+
+find_config = configfile.find_config  # where callers have always found it
+
+
+# ---- the file's shape ------------------------------------------------------------------
+
+class _Entry(BaseModel):
+    # No NaN or infinity: a NaN budget never binds, and neither is JSON in the journal.
+    model_config = ConfigDict(extra="forbid", strict=True, allow_inf_nan=False)
+
+
+def _http_url(value: str | None) -> str | None:
+    """An endpoint's URL, checked where the file is read, so that a wrong one is an error
+    naming the file and the key rather than the first request's."""
+    if value is None:
+        return value
+    parts = urlsplit(value)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError("must be an http:// or https:// URL, such as http://127.0.0.1:8080/v1")
+    return value
+
+
+class AgentEntry(_Entry):
+    model: str | None = Field(default=None, min_length=1)
+    base_url: str | None = None
+    api_key_env: str | None = None
+    instructions: str = DEFAULT_INSTRUCTIONS
+    prompt: str | None = None
+    tools: list[str] = []
+    workspace: str | None = None
+    mcp: list[str] = []
+    max_turns: int | None = Field(default=Limits().max_turns, ge=1)
+    budget_usd: float | None = Field(default=None, gt=0)
+    budget_mode: Literal["soft", "strict", "turns-only"] = "soft"
+    max_tokens: int = Field(default=Limits().max_tokens, ge=1)
+    tool_errors: Literal["fatal", "generic", "descriptive"] = "descriptive"
+    triage: bool = True
+    dedupe: Literal["off", "read-only", "all"] = "read-only"
+    auto_approve: list[str] = []
+    stop_when: list[str] = []
+    error_formatter: str | None = None
+    # How long a call waits for people (a duration: "10m"), then what happens: it is
+    # rejected (the default), the run stops, or someone else is asked (one more deadline).
+    decision_deadline: str | None = None
+    on_deadline: Literal["reject", "stop", "escalate"] = "reject"
+
+    # An agent that speaks ACP (tether.acp): its command, its environment, its Stop's grace.
+    acp: list[str] | None = None
+    env: dict[str, str] = {}
+    cancel_grace_s: float = Field(default=5.0, gt=0, le=600)
+    tell_rejections: bool = True
+
+    _base_url = field_validator("base_url")(_http_url)
+
+    @field_validator("decision_deadline")
+    @classmethod
+    def _duration(cls, value: str | None) -> str | None:
+        if value is not None:
+            from tether.approvals import RuleError, parse_duration
+
+            try:
+                parse_duration(value)
+            except RuleError as exc:
+                raise ValueError(str(exc)) from None
+        return value
+
+    @model_validator(mode="after")
+    def _acp_or_model(self) -> "AgentEntry":
+        if self.acp is None:
+            if self.model is None:
+                raise ValueError("model is missing: add it (or acp = [COMMAND, ...] for an ACP agent)")
+            if self.env:
+                raise ValueError("env applies to an ACP agent's process only: remove it, or add acp = [...]")
+            if self.budget_mode == "turns-only":
+                raise ValueError("budget_mode = \"turns-only\" is for an ACP agent that reports no usage: Tether "
+                                 "counts this agent's tokens itself; use soft or strict")
+            return self
+        if not self.acp or not all(self.acp):
+            raise ValueError("acp must name the agent's command and its arguments, such as [\"opencode\", \"acp\"]")
+        mine = [key for key in ("base_url", "api_key_env", "error_formatter") if getattr(self, key) is not None]
+        mine += [key for key in ("tools", "mcp", "stop_when") if getattr(self, key)]
+        if mine:
+            raise ValueError(f"an ACP agent brings its own model and tools: remove {', '.join(mine)}")
+        return self
+
+
+class MCPEntry(_Entry):
+    command: str | None = None
+    args: list[str] = []
+    env: dict[str, str] = {}
+    cwd: str | None = None
+    url: str | None = None
+    trust_annotations: bool = False
+    startup_timeout_s: float = Field(default=20.0, gt=0)
+
+    _url = field_validator("url")(_http_url)
+
+
+class PriceEntry(_Entry):
+    input_per_million: float = Field(ge=0)
+    output_per_million: float = Field(ge=0)
+
+
+class ConfigFile(_Entry):
+    agents: dict[str, AgentEntry] = {}
+    mcp: dict[str, MCPEntry] = {}
+    pricing: dict[str, PriceEntry] = {}
+    # [notify.NAME] tables: checked by tether.notify.channels, where notifications are sent from.
+    notify: dict[str, dict[str, Any]] = {}
+
+
+_FIXES = {
+    "missing": "add it",
+    "extra_forbidden": "remove it or fix its spelling",
+}
+
+
+def _loc(loc: tuple[Any, ...]) -> str:
+    return ".".join(str(part) for part in loc)
+
+
+def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
+    """The section model a key sits in, to suggest what was meant."""
+    sections: dict[str, type[BaseModel]] = {"agents": AgentEntry, "mcp": MCPEntry, "pricing": PriceEntry}
+    if len(loc) == 1:
+        return ConfigFile
+    if len(loc) >= 3 and loc[0] in sections:
+        return sections[str(loc[0])]
+    return None
+
+
+def _one_line(path: Path, exc: ValidationError) -> str:
+    error = exc.errors()[0]
+    loc = tuple(error["loc"])
+    key = _loc(loc)
+    if error["type"] == "extra_forbidden":
+        model = _model_at(loc)
+        known = sorted(model.model_fields) if model else []
+        close = difflib.get_close_matches(str(loc[-1]), known, n=1)
+        hint = f"did you mean {close[0]!r}?" if close else f"known keys: {', '.join(known)}"
+        return f"{path}: unknown key {key!r}: {hint}"
+    if error["type"] == "missing":
+        return f"{path}: {key} is missing: add it"
+    got = error.get("input")
+    shown = f" (got {got!r})" if not isinstance(got, (dict, list)) else ""
+    # A validator's own words, without pydantic's "Value error, " in front of them.
+    words = str(error["ctx"]["error"]) if error["type"] == "value_error" else error["msg"].lower()
+    return f"{path}: {key}: {words}{shown}"
+
+
+# ---- the loaded configuration ----------------------------------------------------------
+
+@dataclass
+class Config:
+    """An agent file, checked; its agents are built when first asked for (importing
+    their tool modules), or all at once by :meth:`agents`."""
+
+    path: Path
+    data: ConfigFile
+    _built: dict[str, Agent] = field(default_factory=dict)
+
+    @property
+    def names(self) -> list[str]:
+        return list(self.data.agents)
+
+    def pricing(self, model: str) -> Pricing | None:
+        entry = self.data.pricing.get(model)
+        return None if entry is None else Pricing(entry.input_per_million, entry.output_per_million)
+
+    def agent(self, name: str) -> Agent:
+        """The agent ``name``, or a :class:`ConfigError` that says what is wrong with it."""
+        if name in self._built:
+            return self._built[name]
+        entry = self.data.agents.get(name)
+        if entry is None:
+            known = ", ".join(self.names) or "none"
+            raise ConfigError(f"{self.path}: no agent {name!r} (agents in this file: {known})")
+        agent = self._build(name, entry)
+        self._built[name] = agent
+        return agent
+
+    def agents(self) -> dict[str, Agent]:
+        """Every agent, built (the first error raised)."""
+        return {name: self.agent(name) for name in self.names}
+
+    def mcp_server(self, name: str, *, where: str) -> MCPServer:
+        from tether.agents.mcp import MCPServer
+
+        entry = self.data.mcp.get(name)
+        if entry is None:
+            known = ", ".join(self.data.mcp) or "none is declared"
+            raise ConfigError(f"{self.path}: {where}: no MCP server {name!r}: declare [mcp.{name}] "
+                              f"or remove it from the list (servers in this file: {known})")
+        cwd = str(self._path(entry.cwd)) if entry.cwd else None
+        # "python" is the Python that runs Tether, where a server installed beside it is.
+        command = sys.executable if entry.command in ("python", "python3") else entry.command
+        try:
+            return MCPServer(name=name, command=command, args=tuple(entry.args), env=dict(entry.env),
+                             cwd=cwd, url=entry.url, trust_annotations=entry.trust_annotations,
+                             startup_timeout_s=entry.startup_timeout_s)
+        except ValueError as exc:
+            raise ConfigError(f"{self.path}: mcp.{name}: {exc}") from None
+
+    def _path(self, value: str) -> Path:
+        path = Path(value).expanduser()
+        return path if path.is_absolute() else (self.path.parent / path).resolve()
+
+    def _build(self, name: str, entry: AgentEntry) -> Agent:
+        where = f"agents.{name}"
+        workspace = None
+        if entry.workspace is not None:
+            workspace = self._path(entry.workspace)
+            if not workspace.is_dir():
+                raise ConfigError(f"{self.path}: {where}.workspace: {workspace} is not a folder: "
+                                  "create it or fix the path")
+        servers = [self.mcp_server(server, where=f"{where}.mcp") for server in entry.mcp]
+        limits = Limits(max_turns=entry.max_turns, budget_usd=entry.budget_usd, budget_mode=entry.budget_mode,
+                        max_tokens=entry.max_tokens)
+        from tether.approvals import parse_duration
+
+        policies = Policies(tool_errors=entry.tool_errors, triage=entry.triage, dedupe=entry.dedupe,
+                            auto_approve=list(entry.auto_approve),
+                            decision_deadline_s=parse_duration(entry.decision_deadline)
+                            if entry.decision_deadline else None, on_deadline=entry.on_deadline)
+        roots = (str(self.path.parent),)
+        # Resolved here, key by key, so that an error names the key it comes from.
+        tools = [self._resolve(lambda r=ref: as_tool(r, roots=roots), f"{where}.tools") for ref in entry.tools]
+        stops = [self._resolve(lambda r=ref: as_callable(r, "stop condition", roots), f"{where}.stop_when")
+                 for ref in entry.stop_when]
+        formatter = (None if entry.error_formatter is None else self._resolve(
+            lambda: as_callable(entry.error_formatter, "error formatter", roots), f"{where}.error_formatter"))
+        acp = None
+        if entry.acp is not None:
+            command = self._command(entry.acp[0], f"{where}.acp")
+            acp = self._resolve(lambda: AcpCommand((command, *entry.acp[1:]), dict(entry.env),  # type: ignore[index]
+                                                   entry.cancel_grace_s, entry.tell_rejections), f"{where}.acp")
+        model = entry.model or f"acp:{Path(entry.acp[0]).name}" if entry.acp else entry.model
+        try:
+            return Agent(
+                name=name, model=model, base_url=entry.base_url, api_key_env=entry.api_key_env, acp=acp,
+                instructions=entry.instructions, tools=tools, mcp_servers=servers, limits=limits,
+                policies=policies, pricing=self.pricing(entry.model), stop_when=stops,
+                error_formatter=formatter, workspace=workspace, prompt=entry.prompt,
+                config=self.path, source="config", import_roots=roots,
+            )
+        except AgentError as exc:
+            raise ConfigError(f"{self.path}: {where}: {exc}") from None
+
+    def _command(self, command: str, key: str) -> str:
+        """An agent's command as a path: one with a slash is relative to the file's folder,
+        any other is looked for on PATH, now, so that a missing one is this file's error."""
+        found = str(self._path(command)) if "/" in command else shutil.which(command)
+        if found is None or not os.access(found, os.X_OK) or not Path(found).is_file():
+            raise ConfigError(f"{self.path}: {key}: no command {command!r} here: install it, put it on PATH, "
+                              "or give its path")
+        return found
+
+    def _resolve(self, build: Any, key: str) -> Any:
+        try:
+            return build()
+        except AgentError as exc:
+            raise ConfigError(f"{self.path}: {key}: {exc}") from None
+
+
+def load_config(path: Path | str) -> Config:
+    """Read and check an agent file (its shape; agents are built on demand)."""
+    path = Path(path).expanduser().resolve()
+    raw = configfile.read_toml(path)
+    try:
+        data = ConfigFile.model_validate(raw)
+    except ValidationError as exc:
+        raise ConfigError(_one_line(path, exc)) from None
+    return Config(path, data)

@@ -1,0 +1,278 @@
+"""A scripted chat-completions endpoint for coding agents that speak ACP (OpenCode, Qwen Code).
+
+Why not the scripted provider's scenarios (``tether.demo.provider.scenarios``): they see only the
+messages, but a coding agent's write tool has a different name and argument shape per agent
+(OpenCode: ``write {filePath, content}``; Qwen Code: ``write_file {file_path, content}``),
+which only the request's ``tools`` list tells. This endpoint reads that list, streams like a
+real provider (SSE, with a usage chunk), records every request body (what the model was sent),
+and can hold a stream open, so that an operator (or a test) can Stop an agent mid-stream.
+
+The script, read from the last user message (a coding agent adds its own context to the
+operator's prompt, so the prompt is that message's last text part):
+- a rejection's words (``... declined this call: WORDS. Nothing was done.``, the prompt Tether
+  sends after a rejected call): answer them, naming the file the rejected call would have
+  written;
+- ``WRITE <path> CONTENT <text>``: call the agent's write tool once, then answer ``DONE_ANSWER``;
+- ``HOLD``: stream a few words, then hold the stream until the client goes away;
+- the words of one of the endpoint's :class:`Task` s: what that task says;
+- anything else: answer ``PLAIN_ANSWER``.
+A request without tools (a title or summary call) is answered with ``TITLE_ANSWER``.
+
+``python -m tether.demo.provider.coding --port N`` serves it (``--tasks FILE``: a JSON list of
+tasks; ``--workspace DIR``: where their relative paths are), until its stdin closes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import signal
+import sys
+import tempfile
+from collections.abc import AsyncIterator, Iterator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from starlette.applications import Starlette
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from tether.models.processes import free_port
+from tether.demo.provider.server import child_server
+
+__all__ = ["DONE_ANSWER", "HOLD_WORDS", "PLAIN_ANSWER", "TITLE_ANSWER", "USAGE", "WRITE_TOOLS", "ScriptedEndpoint",
+           "Task", "endpoint_process"]
+
+logger = logging.getLogger(__name__)
+
+DONE_ANSWER = "The file is written."
+PLAIN_ANSWER = "Nothing to do."
+TITLE_ANSWER = "A scripted session"
+HOLD_WORDS = ["Thinking ", "about ", "it "]
+USAGE = {"prompt_tokens": 120, "completion_tokens": 12, "total_tokens": 132}
+
+_WRITE = re.compile(r"WRITE (\S+) CONTENT (.+?)(?:\n|$|<)", re.S)
+_DECLINED = re.compile(r"declined this call: (.*?)\. Nothing was done\.", re.S)
+# The write tool of each agent, by name, and how it spells its arguments.
+WRITE_TOOLS: dict[str, tuple[str, str]] = {"write": ("filePath", "content"), "write_file": ("file_path", "content")}
+
+
+@dataclass(frozen=True)
+class Task:
+    """A task the scripted model knows by its words (``asks``, found in the prompt, in any case).
+
+    With ``path`` (relative to the endpoint's workspace), the model calls the agent's write
+    tool with ``content``, then says ``done``. Without, it streams ``answer`` a word every
+    ``word_s`` seconds, then holds the stream open until the client goes away (a Stop)."""
+
+    asks: str
+    path: str | None = None
+    content: str = ""
+    done: str = DONE_ANSWER
+    answer: str = ""
+    word_s: float = 0.08
+
+
+def _text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(str(part.get("text", "")) for part in content if isinstance(part, dict))
+    return ""
+
+
+def _prompt(content: Any) -> str:
+    """The operator's words in a user message: its last text part (an agent puts its own
+    context in the parts before)."""
+    if isinstance(content, list):
+        texts = [str(part.get("text", "")) for part in content if isinstance(part, dict) and part.get("text")]
+        return texts[-1] if texts else ""
+    return _text(content)
+
+
+def _chunk(delta: dict[str, Any], finish: str | None = None, usage: dict[str, int] | None = None) -> str:
+    body: dict[str, Any] = {"id": "chatcmpl-acp", "object": "chat.completion.chunk", "created": 0, "model": "m",
+                            "choices": [{"index": 0, "delta": delta, "finish_reason": finish}]}
+    if usage is not None:
+        body["usage"] = usage
+        body["choices"] = []
+    return f"data: {json.dumps(body)}\n\n"
+
+
+def _words(text: str) -> list[str]:
+    """``text`` in stream pieces: each word with the space or line break after it."""
+    return re.findall(r"\S+\s*", text)
+
+
+def _end(finish: str = "stop") -> Iterator[str]:
+    yield _chunk({}, finish)
+    yield _chunk({}, None, USAGE)
+    yield "data: [DONE]\n\n"
+
+
+class ScriptedEndpoint:
+    """The endpoint's state: the requests it was sent, and whether a held stream is open.
+
+    ``tasks``: what the model knows besides the script's keywords; ``workspace``: where
+    their relative paths are (the agents want absolute ones)."""
+
+    def __init__(self, tasks: Sequence[Task] = (), workspace: Path | None = None) -> None:
+        self.tasks = tuple(tasks)
+        self.workspace = workspace
+        self.requests: list[dict[str, Any]] = []
+        self.holding = asyncio.Event()  # set while a held stream is open
+        self.held_closed = asyncio.Event()  # set when the client went away from a held stream
+
+    def app(self) -> Starlette:
+        return Starlette(routes=[Route("/v1/chat/completions", self._completions, methods=["POST"]),
+                                 Route("/v1/models", self._models, methods=["GET"])])
+
+    async def _models(self, request: Request) -> JSONResponse:
+        return JSONResponse({"object": "list", "data": [{"id": "scripted", "object": "model", "owned_by": "tether"}]})
+
+    async def _completions(self, request: Request) -> Response:
+        try:
+            body = await request.json()
+        except ClientDisconnect:  # the agent went away mid-request (a Stop): nothing to answer
+            logger.info("a client went away before its request was read")
+            return Response(status_code=499)
+        self.requests.append(body)
+        return StreamingResponse(self._events(body), media_type="text/event-stream")
+
+    def _path(self, path: str) -> str:
+        if self.workspace is None or Path(path).is_absolute():
+            return path
+        return str(self.workspace / path)
+
+    def _shown(self, path: str) -> str:
+        """``path`` as the model names it to the operator: relative to the workspace."""
+        if self.workspace is not None:
+            with contextlib.suppress(ValueError):
+                return str(Path(path).relative_to(self.workspace))
+        return path
+
+    def _task(self, prompt: str) -> Task | None:
+        words = prompt.lower()
+        return next((task for task in self.tasks if task.asks.lower() in words), None)
+
+    async def _events(self, body: dict[str, Any]) -> AsyncIterator[str]:
+        tools = {t.get("function", {}).get("name") for t in body.get("tools") or []}
+        messages = body.get("messages") or []
+        last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
+        last_user = _text(messages[last].get("content")) if last >= 0 else ""
+        prompt = _prompt(messages[last].get("content")) if last >= 0 else ""
+        # A tool result since the last user message: this turn's write is done.
+        answered = any(m.get("role") == "tool" for m in messages[last + 1:])
+        task = self._task(prompt)
+        yield _chunk({"role": "assistant", "content": ""})
+        if not tools:
+            yield _chunk({"content": TITLE_ANSWER})
+        elif (declined := _DECLINED.search(prompt)) and not answered:
+            for piece in _words(self._answer_rejection(declined.group(1), messages[:last])):
+                yield _chunk({"content": piece})
+                await asyncio.sleep(0.02)
+        elif "HOLD" in last_user and not answered:
+            async for piece in self._hold(HOLD_WORDS, 0.01):
+                yield piece
+        elif task is not None and task.path is None and not answered:
+            async for piece in self._hold(_words(task.answer), task.word_s):
+                yield piece
+        elif not answered and ((found := _WRITE.search(last_user)) or (task is not None and task.path)):
+            path, content = (found.group(1), found.group(2).strip()) if found else (task.path, task.content)  # type: ignore[union-attr]
+            name = next((n for n in WRITE_TOOLS if n in tools), None)
+            if name is not None:
+                path_key, content_key = WRITE_TOOLS[name]
+                args = json.dumps({path_key: self._path(str(path)), content_key: content})
+                call = {"index": 0, "id": "call_write_0", "type": "function",
+                        "function": {"name": name, "arguments": args}}
+                yield _chunk({"tool_calls": [call]})
+                for piece in _end("tool_calls"):
+                    yield piece
+                return
+            yield _chunk({"content": f"No write tool among {sorted(t for t in tools if t)}."})
+        elif task is not None and task.path and answered:
+            for piece in _words(task.done):
+                yield _chunk({"content": piece})
+        else:
+            yield _chunk({"content": DONE_ANSWER if answered else PLAIN_ANSWER})
+        for piece in _end():
+            yield piece
+
+    def _answer_rejection(self, words: str, before: list[dict[str, Any]]) -> str:
+        """The model's answer to the operator's words: it takes them, and leaves the file alone."""
+        path = None
+        for message in reversed(before):
+            for call in message.get("tool_calls") or []:
+                function = call.get("function") or {}
+                if function.get("name") in WRITE_TOOLS and path is None:
+                    with contextlib.suppress(ValueError, TypeError, AttributeError):
+                        path = json.loads(function.get("arguments") or "{}").get(WRITE_TOOLS[function["name"]][0])
+        what = self._shown(path) if path else "the file"
+        said = words.strip()
+        said = said[:1].upper() + said[1:]
+        return f"Understood: “{said}”. I have left {what} as it was, and I will not write it until you ask me to."
+
+    async def _hold(self, words: Sequence[str], word_s: float) -> AsyncIterator[str]:
+        """Stream ``words``, then hold the stream open until the client goes away (or the server stops)."""
+        try:
+            for word in words:
+                yield _chunk({"content": word})
+                await asyncio.sleep(word_s)
+            self.holding.set()
+            await asyncio.Event().wait()
+            yield ""  # never reached: keeps this an async generator
+        finally:
+            self.holding.clear()
+            self.held_closed.set()
+
+
+@contextlib.contextmanager
+def endpoint_process(*, tasks: Sequence[Task] = (), workspace: Path | None = None,
+                     start_timeout_s: float = 30.0) -> Iterator[str]:
+    """The endpoint in a child process on a free loopback port: its ``/v1`` base URL once it
+    answers. It stops on exit, and when this process dies (it watches its stdin)."""
+    port = free_port()
+    with tempfile.TemporaryDirectory(prefix="tether-endpoint-") as folder:
+        script = Path(folder) / "tasks.json"
+        script.write_text(json.dumps([asdict(task) for task in tasks]))
+        command = [sys.executable, "-m", "tether.demo.provider.coding", "--port", str(port), "--tasks", str(script)]
+        if workspace is not None:
+            command += ["--workspace", str(workspace)]
+        with child_server(command, port, "the scripted endpoint", start_timeout_s) as url:
+            yield url
+
+
+def main(argv: Sequence[str] | None = None) -> None:
+    import argparse
+    import os
+    import threading
+
+    import uvicorn
+
+    parser = argparse.ArgumentParser(prog="python -m tether.demo.provider.coding", description=__doc__.splitlines()[0])
+    parser.add_argument("--host", default="127.0.0.1")
+    parser.add_argument("--port", type=int, required=True)
+    parser.add_argument("--tasks", type=Path, help="a JSON list of tasks (the fields of Task)")
+    parser.add_argument("--workspace", type=Path, help="where the tasks' relative paths are")
+    args = parser.parse_args(argv)
+    tasks = [Task(**entry) for entry in json.loads(args.tasks.read_text())] if args.tasks else []
+    endpoint = ScriptedEndpoint(tasks, args.workspace)
+
+    def stop_at_stdin_eof() -> None:
+        with contextlib.suppress(OSError, ValueError):
+            while sys.stdin.buffer.read(4096):
+                pass
+        os.kill(os.getpid(), signal.SIGTERM)  # uvicorn's graceful shutdown
+
+    threading.Thread(target=stop_at_stdin_eof, name="stdin-watch", daemon=True).start()
+    uvicorn.run(endpoint.app(), host=args.host, port=args.port, log_level="warning", access_log=False,
+                timeout_graceful_shutdown=1)
+
+
+if __name__ == "__main__":
+    main()

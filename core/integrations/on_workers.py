@@ -1,0 +1,118 @@
+"""Paused openai-agents runs on the worker queue (``tether worker``, :mod:`tether.workers.worker`).
+
+An openai-agents run whose agent was given by reference saves the SDK's paused ``RunState``
+with the run while a call waits for a decision (:mod:`tether.integrations.openai_agents`).
+When its program is gone and a live worker serves the store, a decision does not run the rest of
+it in the deciding process: :func:`enqueue_paused` puts the run on :data:`QUEUE` (which
+every worker takes from) and the decision goes to its workflow like any worker run's
+(:func:`tether.workers.worker.decide`). The worker that takes it then records the decision and goes
+on from the saved state (:func:`operation`), and a worker that dies meanwhile leaves it to
+the next one, as for Tether's own runs.
+
+A worker must import the agent's reference (its module on the worker's path) and the SDK;
+one that cannot leaves the run waiting, with a note in its trace. A program's run that is
+not paused (its loop was running when its program died) cannot be rebuilt by anyone: a
+worker leaves it as it is.
+
+Nothing here imports the SDK until a worker goes on with a run.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from tether.run.state import NeedsApproval, RunState, StateError
+
+if TYPE_CHECKING:
+    from tether.harness import Harness
+    from tether.store.postgres.store import PgStore
+
+QUEUE = "tether-programs"
+"""The queue of the paused program runs; every worker listens to it."""
+SAVED = "openai_agents"  # the key of the saved RunState in the run's agent record (openai_agents.SAVED)
+
+
+@dataclass(frozen=True, slots=True)
+class Went:
+    """How a worker left the run: its state now (what the worker's step reports)."""
+
+    state: RunState
+
+
+def is_program(state: RunState) -> bool:
+    """A run a program reported (through :meth:`tether.Harness.track`), not Tether's loop's."""
+    return state.agent is not None and bool(state.agent.spec.get("program"))
+
+
+def paused(state: RunState) -> bool:
+    """A program's run paused at an approval with its state saved, so another process can go on."""
+    return is_program(state) and isinstance(state.interruption, NeedsApproval) \
+        and isinstance(state.agent.spec.get(SAVED), dict)  # type: ignore[union-attr]
+
+
+def enqueue_paused(store: PgStore, run_id: str) -> bool:
+    """Put a paused program run that no process holds on the worker queue, for the decision
+    about to be sent to it (blocking). False when it is not one (or a process holds it)."""
+    from tether.workers import worker
+
+    owner = store.owner(run_id)
+    if owner is not None and owner.alive:
+        return False  # its program waits with it: the decision reaches it there
+    state = store.load(run_id)
+    if not paused(state):
+        return False
+    if not any(w.alive and QUEUE in w.queues for w in worker.queue_view(store).workers.values()):
+        return False  # no worker serves the store now: the deciding process goes on with it
+    worker.enqueue(store.url, state)
+    return True
+
+
+def builds(state: RunState) -> None:
+    """Raise :class:`StateError`, in words, unless this process can go on with the run."""
+    from tether.agents.agent import resolve_ref
+
+    saved = state.agent.spec.get(SAVED) if state.agent is not None else None
+    if not isinstance(saved, dict) or not saved.get("agent"):
+        raise StateError(f"run {state.run_id} is a program's run that is not paused with its state saved: "
+                         "its program's loop cannot be rebuilt here")
+    try:
+        importlib.import_module("agents")  # the SDK: pip install 'tether[integrations]'
+        resolve_ref(str(saved["agent"]))
+    except (ImportError, ValueError, AttributeError) as exc:
+        raise StateError(f"the openai-agents agent {saved['agent']} cannot be built here: {exc}") from None
+
+
+def operation(harness: Harness, state: RunState,
+              decision: dict[str, Any] | None) -> Callable[[], Awaitable[Went]] | None:
+    """What a worker's drive step does with a program's run: record the decision it was sent
+    and go on from the saved state; go on at once when the decision was recorded before a
+    worker died; None to leave it (waiting for a decision, ended, or not paused)."""
+    if not paused(state):
+        return None
+    waiting = state.interruption
+    assert isinstance(waiting, NeedsApproval)
+    run_id = state.run_id
+    if waiting.call_id in state.approvals and state.approvals[waiting.call_id].complete:
+        async def go_on() -> Went:
+            from tether.integrations.openai_agents import resume
+            from tether.store.protocol import call
+
+            await resume(harness, run_id)
+            return Went(await call(harness.store, harness.store.load, run_id))
+
+        return go_on
+    if decision is None or decision.get("call_id") != waiting.call_id:
+        return None
+
+    async def decide() -> Went:
+        decided = dict(call_id=waiting.call_id, by=decision.get("by") or "operator", rule=decision.get("rule"))
+        if decision.get("kind") == "approve":
+            done = await harness.approve(run_id, decision.get("text") or "", args=decision.get("args"), **decided)
+        else:
+            done = await harness.reject(run_id, decision.get("text") or "", **decided)
+        return Went(done.state)
+
+    return decide

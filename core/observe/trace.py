@@ -1,0 +1,99 @@
+"""The JSONL trace: one event per line, ``seq`` increasing across every process.
+
+Each event is written the moment it is emitted, as one ``write`` on an append-only
+descriptor: a process killed mid-run leaves every event it emitted, and at worst a
+torn last line, which the next writer cuts off before appending. ``seq`` resumes
+from the last complete line, so a run that spans three processes reads as one.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from tether.run.events import Event
+
+_TAIL_BYTES = 64 * 1024
+
+
+class TraceWriter:
+    def __init__(self, path: Path, secrets: tuple[str, ...] = ()) -> None:
+        self.path = path
+        self._secrets = tuple(s for s in secrets if s)
+        self._seq = _recover_tail(path)
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)  # transcripts are private
+
+    @property
+    def last_seq(self) -> int:
+        return self._seq
+
+    def write(self, event: Event) -> None:
+        self._seq += 1
+        os.write(self._fd, (stamped_line(event, self._seq, self._secrets) + "\n").encode())
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+
+def stamped_line(event: Event, seq: int, secrets: tuple[str, ...]) -> str:
+    """Give ``event`` its ``seq`` and the time, and encode it as one trace line with the
+    ``secrets`` redacted: what every store's trace writer records."""
+    event.seq = seq
+    event.ts = time.time()
+    # ASCII-only: U+2028, U+2029 and NEL inside a string would split the line for readers
+    # that honour Unicode line breaks.
+    line = json.dumps(event.record(), separators=(",", ":"), default=str)
+    for secret in secrets:
+        if secret in line:
+            line = line.replace(secret, "[redacted]")
+    return line
+
+
+def _recover_tail(path: Path) -> int:
+    """Last complete line's seq; a torn last line is truncated away."""
+    try:
+        size = path.stat().st_size
+    except FileNotFoundError:
+        return 0
+    if size == 0:
+        return 0
+    with open(path, "r+b") as f:
+        start = max(0, size - _TAIL_BYTES)
+        f.seek(start)
+        tail = f.read()
+        if not tail.endswith(b"\n"):
+            cut = tail.rfind(b"\n")
+            keep = start + cut + 1 if cut >= 0 else start
+            f.truncate(keep)
+            tail = tail[: cut + 1] if cut >= 0 else b""
+        for line in reversed(tail.splitlines()):
+            try:
+                return int(json.loads(line)["seq"])
+            except (ValueError, KeyError, TypeError):
+                continue
+    # A tail with no readable line: fall back to reading the whole file.
+    return max((r.get("seq", 0) for r in read_trace(path)), default=0)
+
+
+def read_trace(path: Path) -> Iterator[dict[str, Any]]:
+    """Every complete, parseable line of a trace (a torn last line is skipped)."""
+    try:
+        f = open(path, "rb")
+    except FileNotFoundError:
+        return
+    with f:
+        for line in f:
+            if not line.endswith(b"\n"):
+                return
+            try:
+                record = json.loads(line)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                yield record

@@ -1,0 +1,251 @@
+"""The run's event stream: the one thing both the trace and the console read.
+
+The loop emits these objects; the trace writes each as one JSON line, the console
+maps each to widgets. Nothing is shown that was not emitted, so what the operator
+saw and what the trace says cannot disagree.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, ClassVar
+
+from tether.records import field_names
+
+
+@dataclass(slots=True, kw_only=True)
+class Event:
+    kind: ClassVar[str] = "event"
+    traced: ClassVar[bool] = True
+    """False for events that only views want (a streamed reply's pieces): the trace keeps
+    one line per turn, with its usage, not one per delta."""
+    run_id: str
+    seq: int = 0  # assigned by the trace when written; increases across resumes
+    ts: float = 0.0
+
+    def record(self) -> dict[str, Any]:
+        out: dict[str, Any] = {"kind": self.kind}
+        for name in field_names(type(self)):
+            out[name] = getattr(self, name)
+        return out
+
+
+@dataclass(slots=True, kw_only=True)
+class RunStarted(Event):
+    kind: ClassVar[str] = "run_started"
+    model: str
+    resumed: bool
+    parent_run_id: str | None = None
+    pid: int = 0
+    agent: str = ""  # the agent's name (a demo scenario's is the scenario)
+
+
+@dataclass(slots=True, kw_only=True)
+class Turn(Event):
+    kind: ClassVar[str] = "turn"
+    turn: int
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+    cost_usd: float  # running (tree) cost after this turn
+    finish_reason: str
+    provider_ms: float
+    estimated: bool = False
+    tool_calls: int = 0
+    ttft_ms: float | None = None  # streamed replies: time to the first token
+    tokens_per_s: float | None = None  # streamed replies: output tokens per second after the first
+
+
+@dataclass(slots=True, kw_only=True)
+class TextDelta(Event):
+    """A piece of the model's reply as it streams in; ``text=None`` voids the pieces so far
+    (the attempt failed and is being retried). Not traced: the Turn line has the reply."""
+
+    kind: ClassVar[str] = "text_delta"
+    traced: ClassVar[bool] = False
+    turn: int
+    text: str | None
+
+
+@dataclass(slots=True, kw_only=True)
+class ProviderRetry(Event):
+    kind: ClassVar[str] = "provider_retry"
+    attempt: int
+    status: int | None
+    reason: str
+    wait_s: float
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolStart(Event):
+    kind: ClassVar[str] = "tool_start"
+    call_id: str
+    name: str
+    args: str
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolProgress(Event):
+    kind: ClassVar[str] = "tool_progress"
+    call_id: str
+    name: str
+    label: str
+
+
+@dataclass(slots=True, kw_only=True)
+class ToolResult(Event):
+    kind: ClassVar[str] = "tool_result"
+    call_id: str
+    name: str
+    ms: float
+    ok: bool
+    cached: bool = False
+    error: str | None = None
+    preview: str = ""
+
+
+@dataclass(slots=True, kw_only=True)
+class ApprovalRequired(Event):
+    kind: ClassVar[str] = "approval_required"
+    call_id: str
+    tool: str
+    args: str
+    why: str
+    # An ACP agent's permission request: its options (id, name, kind) and the diff it shows.
+    options: list[dict[str, str]] | None = None
+    diff: str | None = None
+    # Set only when they say something (tether.run.state.NeedsApproval has each):
+    needed: int | None = None
+    approvers: list[str] | None = None
+    deadline_at: float | None = None
+    on_deadline: str | None = None
+    preview: dict[str, Any] | None = None
+    rule: str | None = None
+
+    def record(self) -> dict[str, Any]:
+        return _without_nones(Event.record(self), ("options", "diff", "needed", "approvers", "deadline_at",
+                                                   "on_deadline", "preview", "rule"))
+
+
+@dataclass(slots=True, kw_only=True)
+class ApprovalDecision(Event):
+    kind: ClassVar[str] = "approval_decision"
+    call_id: str
+    tool: str
+    verdict: str
+    """``approved``, ``rejected``, or ``pending`` (one of the people a call needs approved)."""
+    text: str
+    by: str
+    args: str | None = None
+    """The operator's edited arguments, when the call runs with them."""
+    rule: str | None = None
+    tally: str | None = None
+    """``1 of 2`` for a two-person call."""
+
+    def record(self) -> dict[str, Any]:
+        return _without_nones(Event.record(self), ("args", "rule", "tally"))
+
+
+@dataclass(slots=True, kw_only=True)
+class ApprovalEscalated(Event):
+    """A call's decision deadline passed with ``escalate``: someone else is asked (the
+    notification channel), and the call waits one more deadline, which then rejects."""
+
+    kind: ClassVar[str] = "approval_escalated"
+    call_id: str
+    tool: str
+    waited_s: float
+    deadline_at: float
+
+
+@dataclass(slots=True, kw_only=True)
+class RuleAdded(Event):
+    """A standing rule made during a run (an ACP agent's "always" option, chosen by a person)."""
+
+    kind: ClassVar[str] = "rule_added"
+    rule: str
+    effect: str
+    describes: str
+    by: str
+
+
+def _without_nones(out: dict[str, Any], optional: tuple[str, ...]) -> dict[str, Any]:
+    """Optional fields left out when unset, so the lines of plain approvals stay as they were."""
+    for name in optional:
+        if out.get(name) is None:
+            out.pop(name, None)
+    return out
+
+
+@dataclass(slots=True, kw_only=True)
+class RunStopped(Event):
+    kind: ClassVar[str] = "run_stopped"
+    status: str
+    reason: str
+    turns: int
+    cost_usd: float
+    interruption: dict[str, Any] | None = None
+
+
+@dataclass(slots=True, kw_only=True)
+class TelemetryDropped(Event):
+    """Spans about this run that never reached the OpenTelemetry collector (it was down or
+    slow, and the bounded queue was full): the trace says so instead of the gap passing unseen."""
+
+    kind: ClassVar[str] = "telemetry_dropped"
+    spans: int
+
+
+@dataclass(slots=True, kw_only=True)
+class WorkerNote(Event):
+    """A queue worker's word about a run it did not drive (it cannot build the run's agent,
+    so the run waits for a worker that can): a console shows why a run waits."""
+
+    kind: ClassVar[str] = "worker_note"
+    worker: str
+    text: str
+
+
+# ---- what agents that drive themselves (ACP) report beyond Tether's own loop -------------
+
+@dataclass(slots=True, kw_only=True)
+class AgentSession(Event):
+    """An ACP agent answered ``initialize`` and opened a session for the run: who it is."""
+
+    kind: ClassVar[str] = "agent_session"
+    agent_name: str
+    agent_version: str
+    session_id: str
+    pid: int
+    load_session: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
+class Thought(Event):
+    """The agent's reasoning for a turn, as it said it (shown folded)."""
+
+    kind: ClassVar[str] = "thought"
+    turn: int
+    text: str
+
+
+@dataclass(slots=True, kw_only=True)
+class Plan(Event):
+    """The agent's plan as a checklist; each one replaces the last. ``entries``: content, status."""
+
+    kind: ClassVar[str] = "plan"
+    entries: list[dict[str, str]]
+
+
+@dataclass(slots=True, kw_only=True)
+class FileWrite(Event):
+    """A file the agent wrote through Tether (ACP ``fs/write_text_file``), or was refused."""
+
+    kind: ClassVar[str] = "file_write"
+    path: str
+    size: int
+    refused: str | None = None
+
+
+EventSink = Callable[[Event], None]

@@ -1,0 +1,492 @@
+"""An index of run summaries, so that listing runs does not replay every journal.
+
+``<runs_dir>/index.sqlite`` holds one row per run: what a listing shows (status, model,
+agent, task, turns, cost, limits, the interruption, timestamps) and the identity of the
+journal it was read from (size, ``mtime_ns``, inode). Beside them, one row per decision a
+run holds (:func:`tether.approvals.records_of`), written in the same transaction as the
+run's row, so ``tether decisions`` lists the whole store's without replaying a journal.
+The journals stay the truth; the index is a cache of them that any process may rebuild:
+
+* the process running a run writes its row when it creates the run, on every save that
+  changes the status or the interruption, and otherwise at most once a second
+  (:data:`INDEX_EVERY_S`) while the run goes on, so a save rarely touches it; a save
+  whose decisions changed writes the row and the run's decisions at once, whatever the
+  throttle says, and until they are written every save tries again;
+* a reader (:meth:`tether.store.files.store.RunStore.summaries`) compares every row with its journal
+  in one directory scan (a ``stat`` per run) and replays only the journals that are new
+  or changed since their row was written; a missing or corrupt index file is rebuilt
+  from the journals.
+
+A row is only ever written from a state together with the journal identity *of that
+state* (the writer's ``fstat`` after its append; a reader's ``stat`` before its replay,
+so that a concurrent append makes the row look stale, never fresh). A crash between a
+commit and its row, a row written by a slower reader over a newer one, a write that
+failed: each leaves a row whose identity differs from the journal's, which the next
+reader replays. So the index can be behind, never wrong for long.
+
+Why SQLite (the standard library's ``sqlite3``): it is the well-kept, crash-safe choice
+for a small file that several processes update at once. In WAL mode readers never block
+the writer nor the other way round; ``synchronous=NORMAL`` makes a commit an append to
+the WAL without an fsync, which is safe against a crashed process (a power cut may lose
+the last commits, never corrupt the file: and then the rows are stale and get replayed);
+``busy_timeout`` makes concurrent writers wait their turn instead of failing. A JSON file
+rewritten whole would cost the size of the store on every update and need its own
+locking; an append-only log of summaries would need compaction. Index errors never fail
+a save: the journal is what counts, and readers repair what the index missed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
+
+if TYPE_CHECKING:
+    from tether.approvals import DecisionQuery, DecisionRecord
+    from tether.run.state import RunState
+    from tether.store.files.store import Owner
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+INDEX_FILE = "index.sqlite"
+SCHEMA = 3  # PRAGMA user_version: another value means the tables are rebuilt (2: decisions; 3: source)
+INDEX_EVERY_S = 1.0
+"""A running run's row is refreshed at most this often (besides every change of status)."""
+TASK_CHARS = 200
+BUSY_S = 5.0
+RETRY_AFTER_S = 5.0  # after an index error, a writer leaves the index alone this long
+PRIVATE_FILE = 0o600  # as tether.store.files.store's: summaries hold tasks and answers
+
+Liveness = Literal["running", "orphaned", "queued"]
+"""``queued``: saved as running, held by no process, and waiting in the worker queue
+(PostgreSQL with ``tether worker``): a worker takes it, nobody needs to adopt it."""
+JournalKey = tuple[int, int, int]  # (size, mtime_ns, inode)
+
+_COLUMNS = (
+    "run_id", "status", "model", "agent", "parent_run_id", "task", "turns", "cost_usd", "budget_usd", "max_turns",
+    "created_at", "updated_at", "interruption", "error", "prompt_tokens", "completion_tokens", "child_cost_usd",
+    "per_turn_prompt_tokens", "estimated_turns", "assumed_price", "answer", "tool_runs", "source",
+    "journal_size", "journal_mtime_ns", "journal_ino",
+)
+_JSON_COLUMNS = frozenset(("interruption", "per_turn_prompt_tokens", "estimated_turns"))
+_TABLES = f"""
+CREATE TABLE runs (
+    run_id TEXT PRIMARY KEY, status TEXT NOT NULL, model TEXT, agent TEXT, parent_run_id TEXT, task TEXT,
+    turns INTEGER, cost_usd REAL, budget_usd REAL, max_turns INTEGER, created_at REAL, updated_at REAL,
+    interruption TEXT, error TEXT, prompt_tokens INTEGER, completion_tokens INTEGER, child_cost_usd REAL,
+    per_turn_prompt_tokens TEXT, estimated_turns TEXT, assumed_price INTEGER, answer TEXT, tool_runs INTEGER,
+    source TEXT, journal_size INTEGER, journal_mtime_ns INTEGER, journal_ino INTEGER
+) WITHOUT ROWID;
+CREATE TABLE traces (
+    run_id TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, ino INTEGER, tool_runs TEXT, ms REAL
+) WITHOUT ROWID;
+CREATE TABLE decisions (
+    run_id TEXT NOT NULL, call_id TEXT NOT NULL, tool TEXT, agent TEXT, source TEXT, args TEXT, edited_args TEXT,
+    verdict TEXT, words TEXT, decider TEXT, rule TEXT, approvers TEXT, ts REAL NOT NULL, waited_s REAL,
+    PRIMARY KEY (run_id, call_id)
+) WITHOUT ROWID;
+CREATE INDEX decisions_ts ON decisions (ts);
+PRAGMA user_version = {SCHEMA};
+"""
+_UPSERT = (f"INSERT OR REPLACE INTO runs ({', '.join(_COLUMNS)}) "
+           f"VALUES ({', '.join('?' * len(_COLUMNS))})")
+DECISION_COLUMNS = ("run_id", "call_id", "tool", "agent", "source", "args", "edited_args", "verdict", "words",
+                    "decider", "rule", "approvers", "ts", "waited_s")
+"""A decision's columns, in :class:`~tether.approvals.DecisionRecord`'s order (its ``by`` is
+``decider``, a word SQL keeps for itself; ``approvers`` is a JSON array). PostgreSQL's
+table has the same."""
+_PUT_DECISION = (f"INSERT OR REPLACE INTO decisions ({', '.join(DECISION_COLUMNS)}) "
+                 f"VALUES ({', '.join('?' * len(DECISION_COLUMNS))})")
+
+
+@dataclass(slots=True)
+class RunSummary:
+    """What a listing needs of a run, without its transcript.
+
+    ``liveness`` and ``owner`` are not stored: :meth:`~tether.store.files.store.RunStore.summaries`
+    fills them from the run's lock when the saved status is ``running``: ``"running"``
+    while a process holds the run, ``"orphaned"`` when none does (its process died
+    without stopping it; ``tether resume`` adopts it), None for any other status."""
+
+    run_id: str
+    status: str
+    model: str
+    agent: str | None = None
+    parent_run_id: str | None = None
+    task: str = ""
+    turns: int = 0
+    cost_usd: float = 0.0
+    budget_usd: float | None = None
+    max_turns: int | None = None
+    created_at: float = 0.0
+    updated_at: float = 0.0
+    interruption: dict[str, Any] | None = None
+    error: str | None = None
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    child_cost_usd: float = 0.0
+    per_turn_prompt_tokens: list[int] = field(default_factory=list)
+    estimated_turns: list[int] = field(default_factory=list)
+    assumed_price: bool = False
+    answer: str | None = None
+    tool_runs: int = 0
+    source: str = "tether"
+    """Where the run's turns come from: ``tether``, ``acp``, or the framework of a program
+    reporting through the run API (``openai-agents``, ``pydantic-ai``, ``claude-code``, ``program``)."""
+    # The journal this row was read from: a row whose key differs from the journal's is stale.
+    journal_size: int = -1
+    journal_mtime_ns: int = -1
+    journal_ino: int = -1
+    liveness: Liveness | None = None
+    owner: Owner | None = None
+
+    @property
+    def key(self) -> JournalKey:
+        return (self.journal_size, self.journal_mtime_ns, self.journal_ino)
+
+    @property
+    def waiting(self) -> bool:
+        """Interrupted by a call that needs the operator's approval."""
+        return self.status == "interrupted" and (self.interruption or {}).get("type") == "approval"
+
+    @property
+    def shown_status(self) -> str:
+        """The status as a listing shows it: ``orphaned`` for a running run nobody runs,
+        ``queued`` for one that waits in the worker queue."""
+        return self.liveness if self.liveness in ("orphaned", "queued") else self.status
+
+    @classmethod
+    def of(cls, state: RunState, key: JournalKey) -> RunSummary:
+        from tether.approvals.audit import run_source
+
+        answer = None
+        if state.status == "completed":
+            for message in reversed(state.messages):
+                if message.get("role") == "assistant":
+                    answer = message.get("content")
+                    break
+        task = ""
+        for message in state.messages:
+            if message.get("role") == "user":
+                task = str(message.get("content") or "")[:TASK_CHARS]
+                break
+        return cls(
+            run_id=state.run_id, status=state.status.value, model=state.model,
+            agent=state.agent.name if state.agent is not None else None, parent_run_id=state.parent_run_id,
+            task=task, turns=state.turns, cost_usd=state.cost_usd, budget_usd=state.limits.budget_usd,
+            max_turns=state.limits.max_turns, created_at=state.created_at, updated_at=state.updated_at,
+            interruption=None if state.interruption is None else state.interruption.to_dict(), error=state.error,
+            prompt_tokens=state.prompt_tokens, completion_tokens=state.completion_tokens,
+            child_cost_usd=state.child_cost_usd, per_turn_prompt_tokens=list(state.per_turn_prompt_tokens),
+            estimated_turns=list(state.estimated_turns), assumed_price=state.pricing.assumed, answer=answer,
+            tool_runs=state.tool_runs, source=run_source(state), journal_size=key[0], journal_mtime_ns=key[1], journal_ino=key[2],
+        )
+
+    def row(self) -> tuple[Any, ...]:
+        out = []
+        for name in _COLUMNS:
+            value = getattr(self, name)
+            if name in _JSON_COLUMNS and value is not None:
+                value = json.dumps(value, separators=(",", ":"))
+            out.append(value)
+        return tuple(out)
+
+    @classmethod
+    def from_row(cls, row: tuple[Any, ...]) -> RunSummary:
+        summary = cls(*row)
+        loads = json.loads
+        if summary.interruption is not None:
+            summary.interruption = loads(summary.interruption)  # type: ignore[arg-type]
+        summary.per_turn_prompt_tokens = loads(summary.per_turn_prompt_tokens or "[]")  # type: ignore[arg-type]
+        summary.estimated_turns = loads(summary.estimated_turns or "[]")  # type: ignore[arg-type]
+        summary.assumed_price = bool(summary.assumed_price)
+        return summary
+
+    def to_dict(self) -> dict[str, Any]:
+        out = {name: getattr(self, name) for name in _COLUMNS}
+        out["liveness"] = self.liveness
+        out["owner"] = None if self.owner is None else self.owner.to_dict()
+        return out
+
+
+assert _COLUMNS == tuple(f.name for f in fields(RunSummary))[:len(_COLUMNS)]
+
+
+# ---- decisions as rows (both stores) -------------------------------------------------
+
+def decision_row(record: DecisionRecord) -> tuple[Any, ...]:
+    """``record`` as the values of :data:`DECISION_COLUMNS`."""
+    return (record.run_id, record.call_id, record.tool, record.agent, record.source, record.args,
+            record.edited_args, record.verdict, record.words, record.by, record.rule,
+            json.dumps(list(record.approvers), separators=(",", ":")), record.ts, record.waited_s)
+
+
+def decisions_of(rows: Iterable[Sequence[Any]]) -> list[DecisionRecord]:
+    """Rows of :data:`DECISION_COLUMNS` as the records they were written from (10,000 of
+    them for one listing: most have no approvers, whose JSON is not parsed)."""
+    from tether.approvals import DecisionRecord
+
+    out = []
+    for row in rows:
+        values = list(row)
+        values[11] = () if values[11] in (None, "[]") else tuple(json.loads(values[11]))
+        out.append(DecisionRecord(*values))
+    return out
+
+
+def decisions_key(state: RunState) -> tuple[Any, ...]:
+    """What a run's decisions are, in a value cheap to compare on every save: a store
+    writes the run's decision rows again only when it differs (a decision is never taken
+    back, so a new one, or one more approver, shows in its time or its approvers)."""
+    return tuple((call_id, d.verdict, d.ts, d.by, len(d.approvers)) for call_id, d in state.approvals.items())
+
+
+def decision_filter(query: DecisionQuery, *, approver: str) -> tuple[str, list[Any]]:
+    """The ``WHERE`` clause (``%s`` placeholders) and parameters that select ``query``'s
+    decisions; ``approver`` is the SQL that says whether the parameter is among the row's
+    approvers (each database spells a JSON array's membership its own way)."""
+    where, params = [], []
+    if query.since is not None:
+        where.append("ts >= %s")
+        params.append(query.since)
+    if query.agent is not None:
+        where.append("agent = %s")
+        params.append(query.agent)
+    if query.by is not None:
+        where.append(f"(decider = %s OR rule = %s OR {approver})")
+        params += [query.by, query.by, query.by]
+    return (" WHERE " + " AND ".join(where)) if where else "", params
+
+
+class Indexed(NamedTuple):
+    """What the index says of a run's journal: its identity when the row was written, and
+    the run's status then (a :class:`RunSummary` says as much, with the rest of the row)."""
+
+    key: JournalKey
+    status: str
+
+
+class IndexUnavailable(Exception):
+    """The index could not be used (locked past the timeout, unwritable, unreadable)."""
+
+
+# Errors that say nothing about the file's contents: the index is kept and tried again later.
+_TRANSIENT = ("SQLITE_BUSY", "SQLITE_LOCKED", "SQLITE_IOERR", "SQLITE_FULL", "SQLITE_READONLY", "SQLITE_CANTOPEN",
+              "SQLITE_PERM", "SQLITE_NOMEM", "SQLITE_INTERRUPT", "SQLITE_PROTOCOL", "SQLITE_AUTH")
+
+
+def _damaged(exc: sqlite3.DatabaseError) -> bool:
+    """Whether an error means the file itself is bad (not a database, malformed, a schema
+    that is not ours): then it is thrown away and rebuilt from the journals."""
+    name = str(getattr(exc, "sqlite_errorname", "") or "")  # none: Python's own check, not the file
+    return bool(name) and not name.startswith(_TRANSIENT)
+
+
+class RunIndex:
+    """The summaries of the runs under ``runs_dir``, in ``<runs_dir>/index.sqlite``.
+
+    One connection per instance, opened on first use and reopened when the file was
+    replaced (a rebuild by another process). Safe to share between threads."""
+
+    def __init__(self, runs_dir: Path | str) -> None:
+        self.root = Path(runs_dir)
+        self.path = self.root / INDEX_FILE
+        self._db: sqlite3.Connection | None = None
+        self._ino = -1
+        self._lock = threading.Lock()
+        self._failed_at = -RETRY_AFTER_S
+
+    # ---- the connection ------------------------------------------------------------
+    def close(self) -> None:
+        with self._lock:
+            self._close()
+
+    def _close(self) -> None:
+        if self._db is not None:
+            with contextlib.suppress(sqlite3.Error):
+                if self._db.in_transaction:
+                    self._db.execute("ROLLBACK")
+            with contextlib.suppress(sqlite3.Error):
+                self._db.close()
+            self._db = None
+
+    def _connection(self) -> sqlite3.Connection:
+        """The open connection, reopened if the file was replaced or deleted since."""
+        try:
+            ino = os.stat(self.path).st_ino
+        except FileNotFoundError:
+            ino = -1
+        if self._db is not None and ino == self._ino:
+            return self._db
+        self._close()
+        if ino == -1:
+            # Made here, mode 0600, before SQLite opens it: SQLite gives its -wal and -shm
+            # files the database's own mode, so the three stay private (docs/run-store.md).
+            with contextlib.suppress(OSError):  # no runs dir, a read-only disk: connect says so
+                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE))
+        db = sqlite3.connect(self.path, timeout=BUSY_S, isolation_level=None, check_same_thread=False)
+        try:
+            db.execute(f"PRAGMA busy_timeout = {int(BUSY_S * 1000)}")
+            if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA:
+                _create(db)
+            db.execute("PRAGMA journal_mode = WAL")
+            db.execute("PRAGMA synchronous = NORMAL")
+            self._ino = os.stat(self.path).st_ino
+        except BaseException:
+            db.close()
+            raise
+        self._db = db
+        return db
+
+    def _discard(self) -> None:
+        """Remove a bad index file (and its WAL): the next use makes a new one."""
+        self._close()
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(f"{self.path}{suffix}")
+        log.warning("the run index %s was unreadable: rebuilt from the journals", self.path)
+
+    def _op(self, fn: Callable[[sqlite3.Connection], T], *, repair: bool = True) -> T:
+        """``fn`` on the connection. With ``repair``, a bad file is discarded and ``fn`` tried
+        once more on a new one; any other error closes the connection and raises
+        :class:`IndexUnavailable`."""
+        with self._lock:
+            for attempt in (1, 2):
+                try:
+                    return fn(self._connection())
+                except sqlite3.DatabaseError as exc:
+                    self._close()
+                    if repair and attempt == 1 and _damaged(exc):
+                        self._discard()
+                        continue
+                    raise IndexUnavailable(f"run index {self.path}: {exc}") from exc
+                except OSError as exc:
+                    self._close()
+                    raise IndexUnavailable(f"run index {self.path}: {exc}") from exc
+        raise AssertionError("unreachable")
+
+    # ---- reading and writing rows -------------------------------------------------------
+    def all(self) -> dict[str, RunSummary]:
+        """Every row (a bad file is rebuilt, empty, first)."""
+        rows = self._op(lambda db: db.execute(f"SELECT {', '.join(_COLUMNS)} FROM runs").fetchall())
+        return {row[0]: RunSummary.from_row(row) for row in rows}
+
+    def keys(self) -> dict[str, Indexed]:
+        """Every row's journal identity and status, without the rest of the row: what a
+        reader needs to know which rows are stale."""
+        rows = self._op(lambda db: db.execute("SELECT run_id, journal_size, journal_mtime_ns, journal_ino, status "
+                                              "FROM runs").fetchall())
+        return {r[0]: Indexed((r[1], r[2], r[3]), r[4]) for r in rows}
+
+    def get(self, run_id: str) -> RunSummary | None:
+        row = self._op(lambda db: db.execute(f"SELECT {', '.join(_COLUMNS)} FROM runs WHERE run_id = ?",
+                                             (run_id,)).fetchone())
+        return None if row is None else RunSummary.from_row(row)
+
+    def put(self, summaries: Iterable[RunSummary], *, remove: Iterable[str] = (),
+            decisions: Mapping[str, Sequence[DecisionRecord]] | None = None) -> None:
+        """Write rows (and drop the rows of runs that are gone) in one transaction.
+        ``decisions``: run id -> every decision the run holds, replacing its rows."""
+        rows = [s.row() for s in summaries]
+        gone = [(run_id,) for run_id in remove]
+        decided = decisions or {}
+        if not rows and not gone and not decided:
+            return
+
+        def write(db: sqlite3.Connection) -> None:
+            with _transaction(db):
+                db.executemany(_UPSERT, rows)
+                db.executemany("DELETE FROM runs WHERE run_id = ?", gone)
+                db.executemany("DELETE FROM traces WHERE run_id = ?", gone)
+                db.executemany("DELETE FROM decisions WHERE run_id = ?", [*gone, *((r,) for r in decided)])
+                db.executemany(_PUT_DECISION, [decision_row(d) for records in decided.values() for d in records])
+
+        self._op(write)
+
+    def record(self, summary: RunSummary, decisions: Sequence[DecisionRecord] | None = None) -> bool:
+        """The owner's write: one row, and with ``decisions`` the run's decision rows in the
+        same transaction; best effort (never raises; False if not written). After an error
+        the index is left alone for :data:`RETRY_AFTER_S`: readers replay what it missed,
+        and repair a bad file."""
+        now = time.monotonic()
+        if now - self._failed_at < RETRY_AFTER_S:
+            return False
+        try:
+            if decisions is None:
+                self._op(lambda db: db.execute(_UPSERT, summary.row()), repair=False)
+            else:
+                self._op(lambda db: self._write_run(db, summary, decisions), repair=False)
+            return True
+        except (IndexUnavailable, sqlite3.Error, OSError) as exc:
+            self._failed_at = now
+            log.warning("run %s: its summary was not indexed (%s); readers will replay its journal",
+                        summary.run_id, exc)
+            return False
+
+    @staticmethod
+    def _write_run(db: sqlite3.Connection, summary: RunSummary, decisions: Sequence[DecisionRecord]) -> None:
+        with _transaction(db):
+            db.execute(_UPSERT, summary.row())
+            db.execute("DELETE FROM decisions WHERE run_id = ?", (summary.run_id,))
+            db.executemany(_PUT_DECISION, [decision_row(d) for d in decisions])
+
+    def decisions(self, query: DecisionQuery) -> list[DecisionRecord]:
+        """The decisions ``query`` selects, newest first (raises :class:`IndexUnavailable`)."""
+        where, params = decision_filter(
+            query, approver="EXISTS (SELECT 1 FROM json_each(decisions.approvers) WHERE value = %s)")
+        text = (f"SELECT {', '.join(DECISION_COLUMNS)} FROM decisions{where} "
+                "ORDER BY ts DESC, run_id DESC, call_id DESC").replace("%s", "?")
+        if query.limit is not None:
+            text += " LIMIT ?"
+            params.append(query.limit)
+        return decisions_of(self._op(lambda db: db.execute(text, params).fetchall()))
+
+    # ---- the trace digests (what ``tether runs --json`` reads of each trace) -------------
+    def traces(self) -> dict[str, tuple[JournalKey, str, float]]:
+        """run id -> (the trace's key when digested, its tool runs as JSON, its ms)."""
+        rows = self._op(lambda db: db.execute("SELECT run_id, size, mtime_ns, ino, tool_runs, ms FROM traces")
+                        .fetchall())
+        return {r[0]: ((r[1], r[2], r[3]), r[4], r[5]) for r in rows}
+
+    def put_traces(self, rows: Iterable[tuple[str, JournalKey, str, float]]) -> None:
+        values = [(run_id, *key, tool_runs, ms) for run_id, key, tool_runs, ms in rows]
+        if not values:
+            return
+
+        def write(db: sqlite3.Connection) -> None:
+            with _transaction(db):
+                db.executemany("INSERT OR REPLACE INTO traces VALUES (?, ?, ?, ?, ?, ?)", values)
+
+        self._op(write)
+
+
+@contextlib.contextmanager
+def _transaction(db: sqlite3.Connection) -> Iterator[None]:
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+    except BaseException:
+        with contextlib.suppress(sqlite3.Error):
+            db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
+def _create(db: sqlite3.Connection) -> None:
+    """Make the tables (dropping those of another schema); one creator at a time."""
+    with _transaction(db):
+        if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA:
+            for (name,) in db.execute("SELECT name FROM sqlite_master WHERE type = 'table'").fetchall():
+                db.execute(f'DROP TABLE "{name}"')
+            for statement in _TABLES.split(";"):
+                if statement.strip():
+                    db.execute(statement)

@@ -1,0 +1,1 @@
+"""The PostgreSQL store: runs in tables, ownership under advisory locks, changes by LISTEN/NOTIFY."""

@@ -1,0 +1,225 @@
+"""What the harness, the CLI and the console need from a run store, as an interface.
+
+Two stores implement it: the file store (:class:`tether.store.files.store.RunStore`, the embedded
+default: a journal per run, an ``flock``, ``owner.json``, an SQLite index) and PostgreSQL
+(:class:`tether.store.postgres.store.PgStore`). One contract test suite (tests/processes/test_store_contract.py)
+runs against both.
+
+The shape:
+
+* :class:`Store` is all runs: create one, open one with ownership (a :class:`Handle`),
+  load one without owning it, list summaries, say who owns a run and whether it is alive,
+  and carry the control channel (requests appended by anyone, read by the owner).
+* :class:`Handle` is one process's exclusive hold on one run: it saves the state
+  atomically (the new messages, the header, the ledger records and the trace lines written
+  since the last save, all or nothing), gives the run's trace writer (``seq`` increasing
+  across every process that ever held the run) and its idempotency ledger, heartbeats,
+  and lets go. File paths, connections and locks stay behind it.
+
+**Blocking.** Every method here is synchronous, so the CLI can use either store as it is.
+A store whose calls wait on a network says so with ``blocking = True``; code on an event
+loop then calls it through :func:`call` (a worker thread), and saves with
+:meth:`Handle.asave`, which snapshots the state on the loop and does the I/O off it. The
+file store's calls are local appends of microseconds, cheaper than a hop to a thread, so
+they run inline (``blocking = False``), as they always have.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+
+if TYPE_CHECKING:
+    from tether.approvals import DecisionQuery, DecisionRecord, Rule
+    from tether.store.control import ControlRequest
+    from tether.run.events import Event
+    from tether.store.index import Liveness, RunSummary
+    from tether.run.ledger import LedgerEntry
+    from tether.run.state import RunState
+    from tether.store.files.store import Owner
+
+T = TypeVar("T")
+
+STORE_ENV = "TETHER_STORE"
+"""The variable naming the run store when no ``--store`` does: a directory or a URL."""
+_PG_SCHEMES = ("postgresql://", "postgres://")
+
+
+@runtime_checkable
+class TraceSink(Protocol):
+    """A run's event trace, as its owner writes it: each event gets the next ``seq``."""
+
+    @property
+    def last_seq(self) -> int: ...
+
+    def write(self, event: Event) -> None:
+        """Give ``event`` the next ``seq`` and the time, redact the secrets, record it."""
+
+    def close(self) -> None: ...
+
+
+@runtime_checkable
+class IdempotencyLedger(Protocol):
+    """What each write call meant to do, and whether it did (:mod:`tether.run.ledger`)."""
+
+    def begin(self, key: str, intent: dict[str, Any]) -> None:
+        """Record the intent, durably, before the side effect."""
+
+    def complete(self, key: str, result: str) -> None:
+        """Record the result. A store may hold it until the save that records the call's
+        result in the transcript, and commit both together."""
+
+    def lookup(self, key: str) -> LedgerEntry | None: ...
+
+    async def abegin(self, key: str, intent: dict[str, Any]) -> None:
+        """:meth:`begin` from a tool on an event loop (off it, for a blocking store)."""
+
+    async def acomplete(self, key: str, result: str) -> None: ...
+
+    async def alookup(self, key: str) -> LedgerEntry | None: ...
+
+
+@runtime_checkable
+class Handle(Protocol):
+    """One process's exclusive hold on one run (from :meth:`Store.open`)."""
+
+    run_id: str
+
+    def save(self, state: RunState) -> None:
+        """Commit the state, atomically: what was saved before stays if this fails
+        (:class:`tether.store.files.store.SaveError`)."""
+
+    async def asave(self, state: RunState) -> None:
+        """:meth:`save` from an event loop: the state is read on the loop, the I/O of a
+        blocking store happens off it."""
+
+    def trace(self, secrets: tuple[str, ...] = ()) -> TraceSink:
+        """The run's trace writer; ``secrets`` never reach what it stores."""
+
+    def ledger(self) -> IdempotencyLedger: ...
+
+    def control_read(self, seen: int) -> list[ControlRequest]:
+        """The run's control requests after the first ``seen``."""
+
+    def heartbeat(self) -> None:
+        """Say the owner is still at it (informative: liveness is the store's lock)."""
+
+    def release(self) -> None:
+        """Let go of the run (idempotent)."""
+
+    @property
+    def owner(self) -> dict[str, Any] | None:
+        """This process's owner record while it holds the run."""
+
+    @property
+    def scratch_dir(self) -> Path | None:
+        """A directory of the run's for side files (MCP servers' stderr), or None."""
+
+
+@runtime_checkable
+class Store(Protocol):
+    """All runs (see the module)."""
+
+    blocking: bool
+    """Its calls wait on a network: from an event loop, go through :func:`call`."""
+
+    @property
+    def where(self) -> str:
+        """The store as messages name it (a directory, or a URL without its password)."""
+
+    def exists(self, run_id: str) -> bool: ...
+
+    def create(self, state: RunState) -> None:
+        """Save a new run, complete or not at all; an id that exists is a StateError."""
+
+    def open(self, run_id: str, *, control: str | None = None) -> tuple[RunState, Handle]:
+        """Take the run (a run someone else holds is a StateError, in words) and load it.
+        ``control`` is where this process takes control requests, published as the owner's."""
+
+    def load(self, run_id: str) -> RunState:
+        """Read a run without taking it."""
+
+    def run_ids(self) -> list[str]: ...
+
+    def summaries(self, *, live_only: bool = False, problems: dict[str, str] | None = None) -> list[RunSummary]:
+        """Every readable run's summary, oldest first, with liveness and owner filled in."""
+
+    def summary(self, run_id: str) -> RunSummary: ...
+
+    def liveness(self, run_id: str) -> Liveness | None: ...
+
+    def owner(self, run_id: str) -> Owner | None:
+        """Who holds the run, or last held it without letting go (``alive`` says which)."""
+
+    def control_append(self, run_id: str, request: ControlRequest) -> None:
+        """Add a request to the run's control channel (kept until the owner handles it)."""
+
+    def control_read(self, run_id: str, seen: int) -> list[ControlRequest]: ...
+
+    def read_trace(self, run_id: str, after_seq: int = 0) -> Iterator[dict[str, Any]]:
+        """The run's trace records with ``seq`` above ``after_seq``, in ``seq`` order."""
+
+    def append_event(self, run_id: str, event: Event) -> None:
+        """Add one event to the trace of a run this process does not drive."""
+
+    # ---- approvals (tether.approvals): standing rules and the record of decisions ----
+    def rules(self) -> list[Rule]:
+        """Every standing rule on the store, expired ones too, oldest first. Cheap to call
+        before each call that needs approval: a store may answer from a cache it checks."""
+
+    def rule_add(self, rule: Rule) -> Rule:
+        """Keep ``rule`` under the next id (``R1``, ``R2``…; an id is never reused) and return it."""
+
+    def rule_remove(self, rule_id: str) -> Rule:
+        """Remove rule ``rule_id`` and return it; a :class:`~tether.approvals.RuleError`, in
+        words, when the store has no such rule."""
+
+    def decisions(self, query: DecisionQuery) -> list[DecisionRecord]:
+        """The decisions ``query`` selects, newest first, from the index (every save of a run
+        records its decisions there: :func:`tether.approvals.records_of`)."""
+
+
+async def call(store: Store | Handle, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
+    """``fn(*args, **kwargs)`` from an event loop: inline for a store of local files, in a
+    worker thread for one that blocks (``store.blocking``)."""
+    if getattr(store, "blocking", False):
+        return await asyncio.to_thread(fn, *args, **kwargs)
+    return fn(*args, **kwargs)
+
+
+def is_database(spec: str | Path | None) -> bool:
+    """``spec`` names a PostgreSQL store (a ``postgresql://`` or ``postgres://`` URL)."""
+    return isinstance(spec, str) and spec.lower().startswith(_PG_SCHEMES)
+
+
+def open_store(spec: str | Path | None = None) -> Store:
+    """The run store ``spec`` names: a ``postgresql://``/``postgres://`` URL gives a
+    :class:`tether.store.postgres.store.PgStore` (psycopg is imported only then), anything else is a
+    directory of the file store. None: ``$TETHER_STORE``, else ``$TETHER_HOME/runs``.
+
+    Nothing is connected here: a server that cannot be reached, or refuses the password,
+    is a :class:`tether.store.postgres.store.StoreUnavailable` (a StateError, in one line, without the
+    password) on the first call. A URL of another scheme, or a missing psycopg, is a
+    StateError in words."""
+    from tether.run.state import StateError
+    from tether.store.files.store import RunStore, default_runs_dir
+
+    if spec is None or spec == "":
+        spec = os.environ.get(STORE_ENV) or None
+    if spec is None:
+        return RunStore(default_runs_dir())
+    if is_database(spec):
+        url = str(spec)
+        try:
+            from tether.store.postgres.store import PgStore
+        except ImportError:
+            raise StateError("a postgresql:// store needs psycopg: pip install 'tether[postgres]'") from None
+        return PgStore(url)
+    text = str(spec)
+    if "://" in text:
+        scheme = text.split("://", 1)[0]
+        raise StateError(f"unknown kind of store {scheme}://...: give a directory, or a postgresql:// URL")
+    return RunStore(Path(text).expanduser())

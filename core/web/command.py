@@ -1,0 +1,171 @@
+"""``tether serve``: run the server, or manage who may log in to it.
+
+``tether serve [--host H] [--port P] [--store S] [--config FILE] [--public-url URL]`` serves
+until Ctrl-C or SIGTERM, then stops the watch, the notification sender and the runs it
+went on with, in words. ``--add-user NAME [--read-only]`` reads the password from the
+terminal (twice), or from stdin when it is not a terminal (``echo pw | tether serve
+--add-user ana``); ``--remove-user NAME``; ``--users`` lists them.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import getpass
+import ipaddress
+import logging
+import signal
+import sys
+from typing import Any
+
+from tether.web.settings import ServeSettings, check_public_url
+
+
+def serve_command(args: argparse.Namespace, store: Any, harness_of: Any) -> int:
+    """``store``: the command's store; ``harness_of()``: the harness the server decides with
+    (made on the server's event loop)."""
+    from tether.web.users import UserBook, UserError
+
+    if args.add_user is not None:
+        return _add_user(store, args.add_user, watcher=args.read_only)
+    if args.read_only:
+        raise UserError("--read-only goes with --add-user NAME: it makes that user a watcher")
+    if args.remove_user is not None:
+        return _remove_user(store, args.remove_user)
+    if args.users:
+        return _list_users(store)
+    public = check_public_url(args.public_url) if args.public_url else None
+    settings = ServeSettings(store, host=args.host, port=args.port, public_url=public, store_spec=args.store,
+                             config_path=args.config, session_ttl_s=args.session_hours * 3600.0)
+    if not _loopback(args.host):
+        print(f"tether serve: warning: listening on {args.host}, beyond this machine: put it behind a reverse proxy "
+              "with TLS (docs/serve.md shows Caddy and nginx), and pass --public-url https://…", file=sys.stderr)
+    if not UserBook(store).users():
+        print("tether serve: warning: nobody can log in yet: add a user first with tether serve --add-user NAME",
+              file=sys.stderr)
+    return asyncio.run(_serve(settings, harness_of))
+
+
+async def _serve(settings: ServeSettings, harness_of: Any) -> int:
+    from aiohttp import web
+
+    from tether.web.accesslog import AccessLogger
+    from tether.web.app import make_app
+
+    if not logging.getLogger().handlers:  # a server says what it serves, one line a request, on stderr
+        logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    async with harness_of() as harness:
+        runner = web.AppRunner(make_app(settings, harness), handle_signals=False, access_log_class=AccessLogger)
+        await runner.setup()
+        try:
+            site = web.TCPSite(runner, settings.host, settings.port, shutdown_timeout=2.0)
+            try:
+                await site.start()
+            except OSError as exc:
+                print(f"tether: error: cannot listen on {settings.host}:{settings.port}: {exc.strerror or exc}",
+                      file=sys.stderr)
+                return 1
+            print(f"tether serve: {settings.base_url}/ (the approvals page) on the store {settings.store.where}; "
+                  "Ctrl-C stops", flush=True)
+            await stop.wait()
+            print("tether serve: stopping", flush=True)
+        finally:
+            await runner.cleanup()
+    return 0
+
+
+def _loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    with contextlib.suppress(ValueError):
+        return ipaddress.ip_address(host).is_loopback
+    return False
+
+
+def _read_password(name: str) -> str:
+    from tether.web.users import UserError
+
+    if sys.stdin.isatty():
+        first = getpass.getpass(f"password for {name}: ")
+        if getpass.getpass("the same again: ") != first:
+            raise UserError("the two passwords differ; nothing was changed")
+        return first
+    return sys.stdin.readline().rstrip("\r\n")
+
+
+def _add_user(store: Any, name: str, *, watcher: bool) -> int:
+    from tether.web.users import UserBook
+
+    book = UserBook(store)
+    known = {u.name for u in book.users()}
+    user = book.add(name, _read_password(name), role="watcher" if watcher else "operator")
+    verb = "password and role changed for" if name in known else "added"
+    what = "a watcher (sees, cannot decide or stop)" if user.role == "watcher" else "an operator"
+    print(f"{verb} {user.name}: {what}, on {store.where}")
+    return 0
+
+
+def _remove_user(store: Any, name: str) -> int:
+    from tether.web.users import UserBook
+
+    UserBook(store).remove(name)
+    print(f"removed {name} from {store.where} (a running server refuses their next change and ends their session)")
+    return 0
+
+
+def _list_users(store: Any) -> int:
+    from tether.web.users import UserBook
+
+    users = UserBook(store).users()
+    if not users:
+        print(f"no users on {store.where}: tether serve --add-user NAME adds one")
+    for user in users:
+        print(f"{user.name:<24} {user.role}")
+    return 0
+
+
+def add_parser(sub: Any, store_option: Any, port_type: Any) -> None:
+    """The ``serve`` subcommand's options (its parser is tether.tui.cli's)."""
+    from tether.web.settings import DEFAULT_HOST, DEFAULT_PORT
+
+    p = sub.add_parser("serve", help="the approvals page for a phone and the console in a browser, behind a login")
+    p.add_argument("--host", default=DEFAULT_HOST,
+                   help=f"the address to listen on (default {DEFAULT_HOST}; any other warns: put it behind TLS)")
+    p.add_argument("--port", type=port_type, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
+    p.add_argument("--public-url", metavar="URL",
+                   help="the address users reach the server at (behind a proxy): the base of the links "
+                        "notifications carry; https makes the session cookie Secure")
+    p.add_argument("--session-hours", type=_hours, default=12.0, metavar="HOURS",
+                   help="how long a login lasts (default 12)")
+    p.add_argument("--config", metavar="FILE", type=_path,
+                   help="the agent file (default $TETHER_CONFIG, else ./tether.toml when there is one)")
+    users = p.add_mutually_exclusive_group()
+    users.add_argument("--add-user", metavar="NAME",
+                       help="add a user (or set their password), read from the terminal or from stdin")
+    users.add_argument("--remove-user", metavar="NAME", help="remove a user")
+    users.add_argument("--users", action="store_true", help="list the users")
+    p.add_argument("--read-only", action="store_true", help="with --add-user: a watcher, who sees but cannot decide")
+    store_option(p)
+
+
+def _hours(text: str) -> float:
+    import math
+
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of hours, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of hours above 0, got {text!r}")
+    return value
+
+
+def _path(text: str) -> Any:
+    from pathlib import Path
+
+    return Path(text)

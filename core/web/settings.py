@@ -1,0 +1,52 @@
+"""What one ``tether serve`` is: its store, where it listens, and the address users reach it at."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from tether.web.sessions import SESSION_TTL_S
+
+DEFAULT_HOST = "127.0.0.1"
+DEFAULT_PORT = 8765
+
+
+@dataclass(frozen=True, slots=True)
+class ServeSettings:
+    """``store``: the run store (:func:`tether.store.protocol.open_store`); ``store_spec``: how it
+    was named (``--store``), for processes the server starts (the console's tabs);
+    ``public_url``: the address users reach the server at behind a proxy (``--public-url``),
+    the base of the links notifications carry, and ``https`` makes the cookies Secure;
+    ``config_path``: the agent file; ``session_ttl_s``: how long a login lasts."""
+
+    store: Any
+    host: str = DEFAULT_HOST
+    port: int = DEFAULT_PORT
+    public_url: str | None = None
+    store_spec: str | None = None
+    config_path: Path | None = None
+    session_ttl_s: float = SESSION_TTL_S
+
+    @property
+    def base_url(self) -> str:
+        if self.public_url:
+            return self.public_url.rstrip("/")
+        host = f"[{self.host}]" if ":" in self.host else self.host
+        return f"http://{host}:{self.port}"
+
+    @property
+    def secure_cookies(self) -> bool:
+        """Cookies only over TLS: true when users reach the server at an ``https`` address."""
+        return urlsplit(self.base_url).scheme == "https"
+
+
+def check_public_url(url: str) -> str:
+    """``--public-url``, refused in words unless it is an http(s) address with a host."""
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"--public-url must be an http:// or https:// address with a host, not {url!r}")
+    if parts.query or parts.fragment or parts.username or parts.password:
+        raise ValueError("--public-url is the address the server is reached at: no user, query or fragment")
+    return url.rstrip("/")

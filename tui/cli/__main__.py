@@ -1,0 +1,5 @@
+"""``python -m tether.tui.cli``: the ``tether`` command."""
+
+from tether.tui.cli import main
+
+main()

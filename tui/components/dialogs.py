@@ -1,0 +1,390 @@
+"""Keyboard-driven dialogs: approve, reject (:mod:`.decision`), new run, resume with raised limits, help.
+
+Every dialog dismisses with a value (or ``None`` when cancelled with Esc); the app acts on
+it. The approve and reject dialogs ignore Enter for a short grace period after they open,
+so a stray Enter meant for something else cannot approve a deletion.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
+from typing import Literal
+
+from rich.table import Table
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Grid, Horizontal, Vertical
+from textual.widgets import Button, Input, Label, Select, Static
+
+from tether.run.state import Limits, Policies, RunState, Status
+from tether.tui.components.decision import GRACE_S, ApproveDialog, DecisionAnswer, RejectDialog
+from tether.tui.components.forms import Dialog, FormDialog, FormSelect, kv
+from tether.tui.text import clean, money, one_line, stop_reason
+
+__all__ = [  # the decision dialogs live in .decision; the app and the tests find every dialog here
+    "GRACE_S", "AgentChoice", "ApproveDialog", "DecisionAnswer", "FollowUpDialog", "HelpScreen", "NewRunDialog",
+    "NewRunRequest", "RejectDialog", "ResumeDialog", "ResumeRequest",
+]
+
+# ---- new run -------------------------------------------------------------------
+
+@dataclass
+class NewRunRequest:
+    """What the New run dialog asks for. ``model`` is a demo scenario or, with the console's
+    ``--base-url``, a model at that endpoint; ``agent`` names an agent of the agent file
+    instead (``model`` is then only its model, for show). ``prompt`` None is the agent's
+    own task; ``limits``/``policies`` None are the agent's own."""
+
+    model: str
+    prompt: str | None = None
+    limits: Limits | None = None
+    policies: Policies | None = None
+    agent: str | None = None
+
+
+ChoiceKind = Literal["agent", "demo", "model"]
+
+
+@dataclass(frozen=True)
+class AgentChoice:
+    """One entry of the New run dialog's list: an agent of the agent file (``agent``), a
+    demo scenario (``demo``), or, with ``--base-url``, the model typed in the dialog at
+    that endpoint (``model``). ``problem`` says why it cannot be started (an agent that
+    cannot be built), in words shown when it is chosen."""
+
+    kind: ChoiceKind
+    name: str
+    summary: str = ""
+    detail: str = ""
+    model: str = ""
+    prompt: str | None = None
+    limits: Limits = field(default_factory=Limits)
+    policies: Policies = field(default_factory=Policies)
+    problem: str | None = None
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.kind, self.name)
+
+    def label(self) -> Text:
+        """Its line in the list: the name in bold, then what it is (a model: just that)."""
+        out = Text("" if self.kind == "model" else f"{clean(self.name)}  ", style="bold")
+        out.append(clean(self.summary), style="dim" if self.problem is None else "red")
+        return out
+
+
+def _parse_int(text: str, what: str) -> int | None:
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{what} must be a whole number, not {text!r}") from None
+    if value < 1:
+        raise ValueError(f"{what} must be at least 1")
+    return value
+
+
+def _parse_money(text: str, what: str) -> float | None:
+    text = text.strip().lstrip("$")
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{what} must be an amount in dollars, not {text!r}") from None
+    if value <= 0:
+        raise ValueError(f"{what} must be more than zero")
+    return value
+
+
+def _fields(choice: AgentChoice) -> dict[str, str]:
+    """The limits and policies fields as a choice's own settings fill them."""
+    limits, policies = choice.limits, choice.policies
+    return {
+        "#max-turns": "" if limits.max_turns is None else str(limits.max_turns),
+        "#budget": "" if limits.budget_usd is None else f"{limits.budget_usd:g}",
+        "#budget-mode": limits.budget_mode,
+        "#tool-errors": policies.tool_errors,
+        "#dedupe": policies.dedupe,
+    }
+
+
+class NewRunDialog(FormDialog):
+    """Choose an agent (the agent file's, then the demo scenarios; with ``--base-url``, a
+    model at that endpoint), type its task (blank: the agent's own), set its limits and
+    policies (filled with the chosen agent's own; a field the operator changed stays as
+    typed when another agent is chosen)."""
+
+    def __init__(self, choices: Sequence[AgentChoice], *, base_url: str | None = None,
+                 default_model: str | None = None, initial: tuple[str, str] | str | None = None) -> None:
+        super().__init__()
+        if not choices:
+            raise ValueError("the New run dialog needs at least one agent to offer")
+        self.choices = {choice.key: choice for choice in choices}
+        self.base_url = base_url
+        self.default_model = default_model
+        self.initial = self._initial_key(initial)
+        self.preselected = initial is not None and self.initial is not None
+        self._applied = self.choices[self.initial or next(iter(self.choices))]
+
+    def _initial_key(self, initial: tuple[str, str] | str | None) -> tuple[str, str] | None:
+        if isinstance(initial, tuple):
+            return initial if initial in self.choices else None
+        if isinstance(initial, str):  # a name: the agent file's agent first, then a demo scenario
+            for kind in ("agent", "demo"):
+                if (kind, initial) in self.choices:
+                    return (kind, initial)
+            return None
+        models = [key for key in self.choices if key[0] == "model"]
+        return models[0] if models else None  # with --base-url, the model at it, as before
+
+    @property
+    def choice(self) -> AgentChoice:
+        """The agent chosen now."""
+        value = self.query_one("#agent", Select).value
+        return self.choices.get(value, self._applied)  # type: ignore[arg-type]
+
+    def compose(self) -> ComposeResult:
+        first = self._applied
+        filled = _fields(first)
+        with Vertical(classes="dialog", id="new-run"):
+            yield Label(Text("New run", style="bold"), classes="dialog-title")
+            with Grid(classes="form"):
+                yield Label("Agent")
+                yield FormSelect([(choice.label(), key) for key, choice in self.choices.items()],
+                                 value=first.key, allow_blank=False, id="agent")
+                if self.base_url:
+                    yield Label("Model")
+                    yield Input(value=self.default_model or "", placeholder=f"a model at {self.base_url}",
+                                id="model", disabled=first.kind != "model")
+                yield Label("Task")
+                yield Input(placeholder=self._task_placeholder(first), id="prompt")
+                yield Label("Max turns")
+                yield Input(value=filled["#max-turns"], placeholder="blank: no cap", id="max-turns")
+                yield Label("Budget (USD)")
+                yield Input(value=filled["#budget"], placeholder="blank: no budget, e.g. 0.01", id="budget")
+                yield Label("Budget mode")
+                yield FormSelect([("soft: check before each turn", "soft"),
+                                  ("strict: reserve the next turn's worst case", "strict")],
+                                 value=filled["#budget-mode"], allow_blank=False, id="budget-mode")
+                yield Label("Tool errors")
+                yield FormSelect([("descriptive: the error's own words", "descriptive"),
+                                  ("generic: just \"Error\"", "generic"),
+                                  ("fatal: the run fails", "fatal")],
+                                 value=filled["#tool-errors"], allow_blank=False, id="tool-errors")
+                yield Label("Dedupe")
+                yield FormSelect([("read-only tools", "read-only"), ("all tools", "all"), ("off", "off")],
+                                 value=filled["#dedupe"], allow_blank=False, id="dedupe")
+            yield Static(self._detail(first), id="agent-detail")
+            yield from self.form_footer("Start", "Enter in a field starts the run · Space opens a list · "
+                                                 "Esc cancels")
+
+    @staticmethod
+    def _task_placeholder(choice: AgentChoice) -> str:
+        if choice.prompt:
+            return f"blank: {one_line(choice.prompt, 60)}"
+        return "what the agent should do (it has no task of its own)"
+
+    @staticmethod
+    def _detail(choice: AgentChoice) -> Text:
+        if choice.problem:
+            return Text(one_line(choice.problem, 400), style="red")
+        return Text(clean(choice.detail), style="dim")
+
+    def on_mount(self) -> None:
+        if self.preselected or len(self.choices) == 1:  # the agent is known: straight to its task
+            target = "#model" if self._applied.kind == "model" and not self.default_model else "#prompt"
+            self.query_one(target, Input).focus()
+        else:
+            self.query_one("#agent", Select).focus()
+
+    @on(Select.Changed, "#agent")
+    def _agent_changed(self, event: Select.Changed) -> None:
+        new = self.choices.get(event.value)  # type: ignore[arg-type]
+        if new is None:
+            return
+        old, self._applied = self._applied, new
+        was, now = _fields(old), _fields(new)
+        for selector, value in now.items():
+            widget = self.query_one(selector)
+            if isinstance(widget, Input) and widget.value == was[selector]:
+                widget.value = value
+            elif isinstance(widget, Select) and widget.value == was[selector]:
+                widget.value = value
+        self.query_one("#prompt", Input).placeholder = self._task_placeholder(new)
+        if self.base_url:
+            self.query_one("#model", Input).disabled = new.kind != "model"
+        self.query_one("#agent-detail", Static).update(self._detail(new))
+        self.query_one("#error", Static).update("")
+
+    def request(self) -> NewRunRequest:
+        choice = self.choice
+        if choice.problem:
+            raise ValueError(choice.problem)
+        max_turns = _parse_int(self.query_one("#max-turns", Input).value, "max turns")
+        budget = _parse_money(self.query_one("#budget", Input).value, "budget")
+        if max_turns is None and budget is None:
+            raise ValueError("give a turn cap or a budget: a run with neither can run forever")
+        mode = self.query_one("#budget-mode", Select).value
+        limits = replace(choice.limits, max_turns=max_turns, budget_usd=budget, budget_mode=mode)  # type: ignore[arg-type]
+        policies = replace(choice.policies, auto_approve=list(choice.policies.auto_approve),
+                           tool_errors=self.query_one("#tool-errors", Select).value,  # type: ignore[arg-type]
+                           dedupe=self.query_one("#dedupe", Select).value)  # type: ignore[arg-type]
+        prompt = self.query_one("#prompt", Input).value.strip() or None
+        if choice.kind == "model":
+            model = self.query_one("#model", Input).value.strip()
+            if not model or not prompt:
+                raise ValueError("give a model name and a task")
+            return NewRunRequest(model, prompt, limits, policies)
+        if prompt is None and not choice.prompt:
+            raise ValueError(f"{choice.name} has no task of its own: type one in Task")
+        if choice.kind == "agent":
+            return NewRunRequest(choice.model, prompt, limits, policies, agent=choice.name)
+        return NewRunRequest(choice.name, prompt, limits, policies)
+
+
+# ---- resume with raised limits ---------------------------------------------------
+
+@dataclass
+class ResumeRequest:
+    max_turns: int | None
+    budget_usd: float | None
+
+
+class ResumeDialog(FormDialog):
+    def __init__(self, state: RunState, reason: str | None = None) -> None:
+        super().__init__()
+        self.state = state
+        self.reason = reason
+
+    def suggested(self) -> tuple[str, str]:
+        st, limits = self.state, self.state.limits
+        turns = limits.max_turns
+        budget = limits.budget_usd
+        if st.status is Status.MAX_TURNS_EXCEEDED and turns is not None:
+            turns = max(turns * 2, st.turns + 1)
+        if st.status is Status.BUDGET_EXCEEDED and budget is not None:
+            budget = round(max(budget * 2, st.cost_usd * 1.5), 4)
+        return ("" if turns is None else str(turns)), ("" if budget is None else f"{budget:g}")
+
+    def compose(self) -> ComposeResult:
+        st = self.state
+        turns, budget = self.suggested()
+        with Vertical(classes="dialog", id="resume"):
+            yield Label(Text(f"Resume {one_line(st.run_id, 60)}", style="bold"), classes="dialog-title")
+            yield Static(kv("stopped", f"{st.status.value}: "
+                             + (self.reason or stop_reason(st, live=False))))
+            cap = "no turn cap" if st.limits.max_turns is None else f"a cap of {st.limits.max_turns}"
+            of_budget = ("no budget" if st.limits.budget_usd is None
+                         else f"a budget of {money(st.limits.budget_usd)}")
+            yield Static(kv("so far", f"{st.turns} turn{'' if st.turns == 1 else 's'} ({cap}), "
+                             f"{money(st.cost_usd)} spent ({of_budget})"))
+            if st.status in (Status.MAX_TURNS_EXCEEDED, Status.BUDGET_EXCEEDED):
+                yield Static(Text("Each extra turn resends the whole transcript: the turns you add cost more "
+                                  "than the turns before them.", style="dim"))
+            with Grid(classes="form"):
+                yield Label("Max turns")
+                yield Input(value=turns, placeholder="blank: keep", id="max-turns")
+                yield Label("Budget (USD)")
+                yield Input(value=budget, placeholder="blank: keep", id="budget")
+            yield from self.form_footer("Resume", "Enter resumes · Esc cancels")
+
+    def on_mount(self) -> None:
+        target = "#budget" if self.state.status is Status.BUDGET_EXCEEDED else "#max-turns"
+        self.query_one(target, Input).focus()
+
+    def request(self) -> ResumeRequest:
+        st = self.state
+        max_turns = _parse_int(self.query_one("#max-turns", Input).value, "max turns")
+        budget = _parse_money(self.query_one("#budget", Input).value, "budget")
+        if st.status is Status.MAX_TURNS_EXCEEDED and (max_turns or 0) <= st.turns:
+            raise ValueError(f"raise max turns above the {st.turns} turns already taken")
+        if st.status is Status.BUDGET_EXCEEDED and (budget or 0) <= st.cost_usd:
+            raise ValueError(f"raise the budget above the {money(st.cost_usd)} already spent")
+        return ResumeRequest(max_turns, budget)
+
+
+# ---- a follow-up ------------------------------------------------------------------
+
+class FollowUpDialog(FormDialog):
+    """The operator's next words to the agent of a run that is not running: a conversation,
+    not only a task (a completed run goes on from them)."""
+
+    def __init__(self, state: RunState) -> None:
+        super().__init__()
+        self.state = state
+
+    def compose(self) -> ComposeResult:
+        st = self.state
+        with Vertical(classes="dialog", id="follow-up"):
+            yield Label(Text(f"Follow up on {one_line(st.run_id, 60)}", style="bold"), classes="dialog-title")
+            yield Static(kv("now", f"{st.status.value}: {stop_reason(st, live=False)}"))
+            yield Input(placeholder="what to tell the agent next", id="message")
+            yield from self.form_footer("Send", "Enter sends · Esc cancels")
+
+    def on_mount(self) -> None:
+        self.query_one("#message", Input).focus()
+
+    def request(self) -> str:
+        text = self.query_one("#message", Input).value.strip()
+        if not text:
+            raise ValueError("type what to tell the agent")
+        return text
+
+
+# ---- help ------------------------------------------------------------------------
+
+HELP_KEYS = (
+    ("s", "Stop the selected run, whichever process runs it: fires its signal, even inside a running "
+          "tool (scan_archive)."),
+    ("m", "Follow up on the selected run that is not running: your next words to its agent, and the run "
+          "goes on from them (a completed run too; an ACP agent's session is loaded again)."),
+    ("a", "Approve the selected run's pending call (a dialog shows tool, arguments, what it would change); a process "
+          "waiting for the decision gets it. An ACP agent's request shows its diff and its options: Enter "
+          "allows once, a button picks another (allow always)."),
+    ("e", "Approve the pending call with edited arguments (JSON; ctrl+e in the Approve dialog): the tool runs "
+          "with yours and the model reads that they changed. Not for an ACP agent's call."),
+    ("r", "Reject it: the reason is written into the transcript in words; nothing is done. Approve and Reject "
+          "also offer \"Always allow…\" and \"Always deny…\": a standing rule made from the call."),
+    ("L", "The standing rules: list, add (a), remove (d). Each decides at once the calls it fits."),
+    ("D", "Every decision on the store, newest first: who (a person or a rule), when, how long it waited; "
+          "Enter goes to its run."),
+    ("n", "New run: an agent (the agent file's, or a demo scenario), its task, turn cap, budget "
+          "and mode, tool-error policy, dedupe."),
+    ("R", "Resume a run stopped by its turn cap, its budget or Stop, with raised limits; adopt an "
+          "orphaned run."),
+    ("t", "On the transcript: unfold (or fold) an ACP agent's thoughts."),
+    ("↑ ↓", "Select a run (the mouse works too)."),
+    ("Tab", "Move between panes: runs, approvals, transcript, trace."),
+    ("ctrl+p", "Command palette: every action above, by name."),
+    ("F1", "This help."),
+    ("q", "Quit: running runs are stopped and saved first; runs waiting for approval stay on disk."),
+)
+
+
+class HelpScreen(Dialog):
+    BINDINGS = [Binding("escape,f1,q", "cancel", "Close", id="help.close")]
+
+    def compose(self) -> ComposeResult:
+        keys = Table.grid(padding=(0, 2))
+        keys.add_column(style="bold cyan", no_wrap=True)
+        keys.add_column()
+        for key, what in HELP_KEYS:
+            keys.add_row(key, what)
+        with Vertical(classes="dialog", id="help"):
+            yield Label(Text("Tether console", style="bold"), classes="dialog-title")
+            yield Static(keys)
+            yield Static(Text("\nGreyed-out keys in the footer do not apply to the selected run. Runs live on "
+                              "disk: quit at any time and the console shows them again, approvals included.",
+                              style="dim"))
+            with Horizontal(classes="buttons"):
+                yield Button("Close", id="close")
+
+    @on(Button.Pressed, "#close")
+    def _close(self) -> None:
+        self.dismiss(None)
