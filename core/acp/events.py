@@ -10,29 +10,12 @@ it can be journaled, compared in tests and shown without touching the agent agai
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
-if TYPE_CHECKING:
-    from tether.acp.permissions import PermissionRequest
+from tether.acp.permissions import PermissionRequest
+from tether.acp.touches import Diff, Location
 
 UsageSource = Literal["usage_update", "meta", "prompt_response"]
-
-
-@dataclass(frozen=True)
-class Location:
-    """A file the tool call touches (and the line, when the agent says)."""
-
-    path: str
-    line: int | None = None
-
-
-@dataclass(frozen=True)
-class Diff:
-    """A proposed or applied change to one file; ``old_text`` None means a new file."""
-
-    path: str
-    new_text: str
-    old_text: str | None = None
 
 
 @dataclass(frozen=True)

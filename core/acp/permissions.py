@@ -15,7 +15,7 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
-from tether.acp.events import Diff, Location
+from tether.acp.touches import Diff, Location
 from tether.run.state import args_hash
 
 

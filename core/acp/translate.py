@@ -16,8 +16,6 @@ from acp import schema
 
 from tether.acp.events import (
     AcpEvent,
-    Diff,
-    Location,
     OtherUpdate,
     PlanItem,
     PlanUpdated,
@@ -27,6 +25,7 @@ from tether.acp.events import (
     ToolCallUpdated,
     UsageReported,
 )
+from tether.acp.touches import Diff, Location
 
 
 def update_events(update: Any) -> list[AcpEvent]:

@@ -26,7 +26,7 @@ from urllib.parse import quote, urlsplit
 from aiohttp import web
 
 from tether.web.render import SECURITY_HEADERS, html, words_page
-from tether.web.sessions import Session, Sessions, Throttle
+from tether.web.sessions import SESSION, Session, Sessions, Throttle
 from tether.web.settings import ServeSettings
 from tether.web.users import UserBook
 
@@ -43,7 +43,6 @@ SESSIONS = web.AppKey("sessions", Sessions)
 THROTTLE = web.AppKey("throttle", Throttle)
 USERS = web.AppKey("users", UserBook)
 WATCH_ONLY = web.AppKey("watch_only", str)  # the store role's name when it may only watch, else ""
-SESSION = web.RequestKey("session", Session)
 
 
 def session_of(request: web.Request) -> Session | None:

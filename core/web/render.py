@@ -7,6 +7,8 @@ from typing import Any
 import jinja2
 from aiohttp import web
 
+from tether.web.sessions import SESSION
+
 _ENV = jinja2.Environment(loader=jinja2.PackageLoader("tether.web", "templates"),
                           autoescape=jinja2.select_autoescape(default=True, default_for_string=True),
                           undefined=jinja2.StrictUndefined, trim_blocks=True, lstrip_blocks=True)
@@ -35,7 +37,5 @@ def fragment(template: str, **context: Any) -> str:
 
 def words_page(request: web.Request, status: int, title: str, words: str, *, back: str | None = "/") -> web.Response:
     """An answer in words (an error, a refusal, what a decision did): never a stack trace."""
-    from tether.web.auth import SESSION
-
     session = request.get(SESSION)
     return html("words.html", status, title=title, words=words, back=back, session=session)

@@ -18,6 +18,8 @@ import secrets
 import time
 from dataclasses import dataclass, field
 
+from aiohttp import web
+
 SESSION_TTL_S = 12 * 3600.0
 """How long a login lasts (``--session-hours``): a working day, so a phone that approved in
 the morning asks again the next day."""
@@ -37,6 +39,10 @@ class Session:
 
     def csrf_ok(self, given: str | None) -> bool:
         return bool(given) and hmac.compare_digest(self.csrf.encode(), str(given).encode())
+
+
+SESSION = web.RequestKey("session", Session)
+"""Where the login middleware (:mod:`tether.web.auth`) puts the request's session, for every page to read."""
 
 
 class Sessions:
