@@ -11,7 +11,8 @@ from typing import Any
 
 from tether.run.cancel import RunCancelled
 from tether.run.state import Cancelled, RunState, Status
-from tether.agents.tools.base import Tool, ToolContext, ToolError
+from tether.agents.tools.base import Tool, ToolContext
+from tether.agents.tools.errors import ToolError
 
 CHILD_MAX_TURNS = 6
 CHILD_BUDGET_USD = 0.05

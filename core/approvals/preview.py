@@ -1,10 +1,10 @@
 """What a call would change, shown to the people deciding it before they decide.
 
 A tool declares a preview (:meth:`tether.agents.tools.base.Tool.preview`); the loop asks for it
-once, when the call starts waiting, through :func:`preview_call`, and keeps the result on
-the waiting call (``NeedsApproval.preview``, :meth:`Preview.to_dict`) so every console and
-process shows the same thing. An ACP agent's permission request already carries its diffs:
-:func:`preview_of_acp` makes them the same :class:`Preview`.
+once, when the call starts waiting, through :func:`tether.agents.tools.preview.preview_call`, and
+keeps the result on the waiting call (``NeedsApproval.preview``, :meth:`Preview.to_dict`) so
+every console and process shows the same thing. An ACP agent's permission request already
+carries its diffs: :func:`preview_of_acp` makes them the same :class:`Preview`.
 
 Rules every preview obeys, and why:
 
@@ -13,29 +13,21 @@ Rules every preview obeys, and why:
   thread (:func:`asyncio.to_thread`) so a slow disk does not freeze the console.
 * **Bounded.** A person reads it in a dialog: at most :data:`MAX_LINES` lines and
   :data:`MAX_BYTES` bytes, then a "… N more lines" note and ``truncated=True``.
-* **Never in the way.** A preview that raises or takes longer than :data:`TIMEOUT` seconds
+* **Never in the way.** A preview that raises or takes longer than
+  :data:`tether.agents.tools.preview.TIMEOUT` seconds
   becomes a ``failed`` preview that says so in words; the decision goes on without it.
   (A sync preview that never returns keeps its worker thread: Python cannot stop a thread.)
 """
 
 from __future__ import annotations
 
-import asyncio
-import copy
 import difflib
-import inspect
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, cast
+from typing import Any, Literal, cast
 
-from tether.agents.tools.base import Tool, ToolContext, ToolError
-
-if TYPE_CHECKING:
-    from tether.agents.workspace import Workspace
-
-__all__ = ["MAX_BYTES", "MAX_LINES", "TIMEOUT", "Preview", "PreviewKind", "failed", "preview_call",
-           "preview_of_acp", "unified_diff"]
+__all__ = ["MAX_BYTES", "MAX_LINES", "Preview", "PreviewKind", "bounded", "failed", "preview_of_acp", "unified_diff"]
 
 PreviewKind = Literal["diff", "summary", "failed"]
 _KINDS: tuple[PreviewKind, ...] = ("diff", "summary", "failed")
@@ -44,9 +36,6 @@ MAX_LINES = 200
 """Lines of a preview a dialog shows; the rest is counted in a note."""
 MAX_BYTES = 16_000
 """Bytes of a preview kept (UTF-8), so one minified line cannot fill the record either."""
-TIMEOUT = 2.0
-"""Seconds a preview may take before it is shown as failed."""
-_WORDS_CHARS = 300  # an exception's message, as much as a failed preview repeats
 
 
 @dataclass(frozen=True, slots=True)
@@ -113,66 +102,6 @@ def bounded(preview: Preview, *, max_lines: int = MAX_LINES, max_bytes: int = MA
     more = len(lines) - len(kept)
     note = f"… {more} more line{'' if more == 1 else 's'}" if more else f"… (cut at {max_bytes} bytes)"
     return Preview(preview.kind, preview.title, "\n".join([*kept, note]), truncated=True)
-
-
-async def preview_call(tool: Tool, args: Mapping[str, Any], where: Workspace | ToolContext | None, *,
-                       timeout: float = TIMEOUT) -> Preview | None:
-    """What calling ``tool`` with ``args`` would change, or None when the tool declares no
-    preview (or its preview has nothing to say). ``where`` is the run's workspace (or a
-    call's context, whose workspace is used; None: the agent has no folder).
-
-    Never raises for the preview's sake and never waits more than ``timeout`` seconds: a
-    preview that fails is a :class:`Preview` of kind ``failed`` with the words why. Only
-    the caller's own cancellation (a Stop) goes through.
-    """
-    if type(tool).preview is Tool.preview:
-        return None
-    workspace = where.workspace if isinstance(where, ToolContext) else where
-    title = tool.name
-    try:
-        async with asyncio.timeout(timeout):
-            problem = tool.check_args(dict(args))
-            if problem is not None:
-                return failed(title, problem)
-            result = await _run(tool, copy.deepcopy(dict(args)), workspace)
-    except TimeoutError:
-        return failed(title, f"no answer within {timeout:g} s")
-    except ToolError as exc:  # the tool's own words: a refused path, a missing argument
-        return failed(title, _words(exc, named=False))
-    except Exception as exc:
-        return failed(title, _words(exc, named=True))
-    if result is None:
-        return None
-    if isinstance(result, Preview):
-        return bounded(result)
-    if isinstance(result, str):
-        return bounded(Preview("diff" if _is_diff(result) else "summary", title, result))
-    return failed(title, f"the preview returned {type(result).__name__}, not text or a Preview")
-
-
-async def _run(tool: Tool, args: dict[str, Any], workspace: Workspace | None) -> object:
-    """Call the preview: an async one on the event loop, a sync one in a worker thread (it
-    may read files), and await what a sync wrapper of an async function returns."""
-    method = tool.preview
-    if inspect.iscoroutinefunction(method):
-        result: object = await method(args, workspace)
-    else:
-        result = await asyncio.to_thread(method, args, workspace)
-    if inspect.isawaitable(result):
-        result = await result
-    return result
-
-
-def _words(exc: BaseException, *, named: bool) -> str:
-    text = " ".join(str(exc).split())[:_WORDS_CHARS]
-    if not named:
-        return text or type(exc).__name__
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-
-
-def _is_diff(text: str) -> bool:
-    """A preview's text that reads as a unified diff (``--- a`` then ``+++ b``)."""
-    return text.startswith("--- ") and "\n+++ " in text
 
 
 def preview_of_acp(content: Iterable[Any] | None, workspace: Path | str | None = None) -> Preview | None:

@@ -28,7 +28,8 @@ from typing import Any
 from tether.run import faultpoints
 from tether.approvals import Call, Rule, Verdict, run_source
 from tether.approvals.holding import deadline_of, overdue, verdict_of
-from tether.approvals.preview import Preview, preview_call
+from tether.approvals.preview import Preview
+from tether.agents.tools.preview import preview_call
 from tether.agents.agent import ErrorFormatter, StopCondition
 from tether.run.cancel import CancelSignal, RunCancelled
 from tether.models.base import ChatModel, ProviderError, RetryNotice
@@ -64,7 +65,8 @@ from tether.run.state import (
 from tether.store.protocol import Handle, TraceSink
 from tether.store.files.store import SaveError
 from tether.models.tokens import TokenCounter
-from tether.agents.tools.base import OFFERED_NAME, Tool, ToolContext, ToolError, offered_name
+from tether.agents.tools.base import OFFERED_NAME, Tool, ToolContext, offered_name
+from tether.agents.tools.errors import ToolError
 from tether.agents.workspace import Workspace
 
 MAX_TOOL_OUTPUT_CHARS = 16_000

@@ -24,7 +24,7 @@ from textual.pilot import Pilot
 from textual.widgets import Button, DataTable, Input, Select, Static, TextArea
 
 from tether.approvals import Rule, Where
-from tether.approvals.preview import preview_call
+from tether.agents.tools.preview import preview_call
 from tether.store.postgres.store import PgStore
 from tether.run.state import NeedsApproval, Status
 from tether.agents.tools.builtin import WriteFile

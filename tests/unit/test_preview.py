@@ -16,15 +16,9 @@ import pytest
 from acp import schema
 
 import tether
-from tether.acp.events import Diff
-from tether.approvals.preview import (
-    MAX_LINES,
-    Preview,
-    bounded,
-    preview_call,
-    preview_of_acp,
-    unified_diff,
-)
+from tether.acp.touches import Diff
+from tether.approvals.preview import MAX_LINES, Preview, bounded, preview_of_acp, unified_diff
+from tether.agents.tools.preview import preview_call
 from tether.run.cancel import CancelSignal
 from tether.run.ledger import Ledger
 from tether.agents.tools import builtin

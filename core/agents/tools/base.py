@@ -1,9 +1,9 @@
-"""What a tool is, what it receives, and how it fails.
+"""What a tool is and what it receives.
 
 A tool declares its name, description, JSON schema, whether it is read-only and
 whether it needs approval; the loop does the rest (approvals, dedupe, error policy).
-Failures are exceptions of the classes below so the loop can triage them: an error
-the model can act on goes back into the transcript, a permanent one ends the run.
+Failures are exceptions of :mod:`tether.agents.tools.errors` so the loop can triage them: an
+error the model can act on goes back into the transcript, a permanent one ends the run.
 
 The built-in tools declare all of this on the class; tools made at run time (from a
 plain function by :func:`tether.tool`, or listed by an MCP server) set the same
@@ -19,7 +19,7 @@ import re
 from abc import ABC, abstractmethod
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any
 
 from tether.run.cancel import CancelSignal
 
@@ -61,30 +61,6 @@ def offered_name(name: str) -> str:
         digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:_DIGEST_CHARS]
         out = f"{out[:64 - _DIGEST_CHARS - 1]}_{digest}"
     return out
-
-
-class ToolError(Exception):
-    """A tool failed in a way the model may be able to act on."""
-
-    permanent: ClassVar[bool] = False
-
-
-class PathRefused(ToolError):
-    """A path that would leave the workspace (or is malformed) was refused."""
-
-
-class NotFound(ToolError):
-    pass
-
-
-class InvalidArguments(ToolError):
-    pass
-
-
-class PermissionDenied(ToolError):
-    """No message can fix this: retrying only burns turns."""
-
-    permanent = True
 
 
 @dataclass(slots=True)
@@ -154,8 +130,9 @@ class Tool(ABC):
         see before approving. It must only *read*: it runs before anyone approved. A sync
         preview runs in a worker thread; either kind is cut short after a few seconds, and
         what it raises is shown as a failed preview rather than blocking the decision
-        (:func:`tether.approvals.preview.preview_call`). Raise :class:`ToolError` with the
-        tool's own words (a refused path) to have exactly those words shown."""
+        (:func:`tether.agents.tools.preview.preview_call`). Raise
+        :class:`~tether.agents.tools.errors.ToolError` with the tool's own words (a refused
+        path) to have exactly those words shown."""
         return None
 
     def check_args(self, args: dict[str, Any]) -> str | None:

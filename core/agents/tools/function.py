@@ -36,9 +36,9 @@ Choices, and why:
   summary), a :class:`~tether.approvals.preview.Preview`, or None. Names, not an args dict,
   so the preview reads like the tool and a typo is a TypeError at decoration. It must only
   read; a sync one runs in a worker thread, and what it raises is shown as a failed
-  preview (:func:`tether.approvals.preview.preview_call`).
+  preview (:func:`tether.agents.tools.preview.preview_call`).
 * **Exceptions propagate**: the loop's tool-error policy decides what the model reads,
-  and a :class:`~tether.agents.tools.base.ToolError` keeps its meaning (e.g. ``permanent``).
+  and a :class:`~tether.agents.tools.errors.ToolError` keeps its meaning (e.g. ``permanent``).
 * **Arguments are validated before the call**, by :meth:`FunctionTool.check_args` (the
   problem in words, for the model) and again in :meth:`FunctionTool.run`. Unknown
   arguments are refused (``additionalProperties: false``), so a misspelt optional
@@ -67,7 +67,8 @@ from pydantic.fields import FieldInfo
 from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import PydanticUndefined, to_jsonable_python
 
-from tether.agents.tools.base import InvalidArguments, Tool, ToolContext
+from tether.agents.tools.base import Tool, ToolContext
+from tether.agents.tools.errors import InvalidArguments
 
 if TYPE_CHECKING:
     from tether.approvals.preview import Preview
