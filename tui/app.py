@@ -965,14 +965,14 @@ class TetherApp(App[int]):
 
     def decide_for_worker(self, rid: str, verdict: str, text: str = "", call_id: str | None = None,
                           args: str | None = None, rule: str | None = None) -> Worker[Any]:
-        """Hand a decision to the queue worker's workflow that waits for it (tether.workers.worker.decide);
+        """Hand a decision to the queue worker's workflow that waits for it (tether.workers.decide.decide);
         when no workflow waits after all, decide here as for a run nobody holds. ``rule``: the
         standing rule that decides (recorded as ``rule R4``), not this console's operator."""
-        from tether.workers import worker
+        from tether.workers import decide as workers
 
         async def decide() -> ControlReply:
             by = f"rule {rule}" if rule is not None else self.operator
-            reply = await worker.decide(self.harness.store, rid, verdict, text, by=by, call_id=call_id,  # type: ignore[arg-type]
+            reply = await workers.decide(self.harness.store, rid, verdict, text, by=by, call_id=call_id,  # type: ignore[arg-type]
                                         args=args, rule=rule)
             if reply is None:
                 if rule is not None:  # a rule's decision: this console's loop reads the store's rules

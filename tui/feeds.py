@@ -263,7 +263,7 @@ class PgFeed:
         if self._no_workers:
             return None
         try:
-            from tether.workers.worker import queue_view  # type: ignore[attr-defined]
+            from tether.workers.view import queue_view  # type: ignore[attr-defined]
         except ImportError:  # no workers' module here: asked once, not every second
             self._no_workers = True
             return None

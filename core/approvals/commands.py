@@ -191,19 +191,19 @@ async def deliver(store: Store, run_id: str, request: ControlRequest) -> Control
 
 
 async def _worker_decide(store: Store, run_id: str, request: ControlRequest) -> ControlReply | None:
-    """:func:`tether.workers.worker.decide`, with what of this decision it takes. An edited approval
+    """:func:`tether.workers.decide.decide`, with what of this decision it takes. An edited approval
     it cannot carry does not go to it (approving the model's arguments instead of the
     operator's would be the wrong decision): the caller decides on the run itself."""
     import inspect
 
-    from tether.workers import worker
+    from tether.workers import decide as workers
 
-    accepted = inspect.signature(worker.decide).parameters
+    accepted = inspect.signature(workers.decide).parameters
     if request.args is not None and "args" not in accepted:
         return None
     extra = {name: getattr(request, name) for name in ("args", "rule")
              if getattr(request, name) is not None and name in accepted}
-    return await worker.decide(store, run_id, "approve" if request.kind == "approve" else "reject", request.text,
+    return await workers.decide(store, run_id, "approve" if request.kind == "approve" else "reject", request.text,
                                by=request.by, call_id=request.call_id, **extra)
 
 

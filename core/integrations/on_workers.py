@@ -1,11 +1,11 @@
-"""Paused openai-agents runs on the worker queue (``tether worker``, :mod:`tether.workers.worker`).
+"""Paused openai-agents runs on the worker queue (``tether worker``, :mod:`tether.workers`).
 
 An openai-agents run whose agent was given by reference saves the SDK's paused ``RunState``
 with the run while a call waits for a decision (:mod:`tether.integrations.openai_agents`).
 When its program is gone and a live worker serves the store, a decision does not run the rest of
 it in the deciding process: :func:`enqueue_paused` puts the run on :data:`QUEUE` (which
 every worker takes from) and the decision goes to its workflow like any worker run's
-(:func:`tether.workers.worker.decide`). The worker that takes it then records the decision and goes
+(:func:`tether.workers.decide.decide`). The worker that takes it then records the decision and goes
 on from the saved state (:func:`operation`), and a worker that dies meanwhile leaves it to
 the next one, as for Tether's own runs.
 
@@ -56,7 +56,8 @@ def paused(state: RunState) -> bool:
 def enqueue_paused(store: PgStore, run_id: str) -> bool:
     """Put a paused program run that no process holds on the worker queue, for the decision
     about to be sent to it (blocking). False when it is not one (or a process holds it)."""
-    from tether.workers import worker
+    from tether.workers.submit import enqueue
+    from tether.workers.view import queue_view
 
     owner = store.owner(run_id)
     if owner is not None and owner.alive:
@@ -64,9 +65,9 @@ def enqueue_paused(store: PgStore, run_id: str) -> bool:
     state = store.load(run_id)
     if not paused(state):
         return False
-    if not any(w.alive and QUEUE in w.queues for w in worker.queue_view(store).workers.values()):
+    if not any(w.alive and QUEUE in w.queues for w in queue_view(store).workers.values()):
         return False  # no worker serves the store now: the deciding process goes on with it
-    worker.enqueue(store.url, state)
+    enqueue(store.url, state)
     return True
 
 

@@ -92,9 +92,9 @@ class Decider:
                 return Answer(False, f"no run {run_id} in {self.store.where}", 404)
             request = ControlRequest("stop", reason or "stopped from the web page", by=by)
             if has_workers(self.store):
-                from tether.workers import worker
+                from tether.workers import decide as workers
 
-                waiting = await worker.stop_waiting(self.store, run_id, request)
+                waiting = await workers.stop_waiting(self.store, run_id, request)
                 if waiting is not None:
                     return _answer(waiting)
             return _answer(await self.harness.stop(run_id, request.text, by=by))

@@ -90,7 +90,7 @@ def measure(url: str, root: Path, base_url: str, workers: int, concurrency: int,
     import psycopg
 
     from tether.demo import agents as demo
-    from tether.workers import worker
+    from tether.workers import database, submit
     from tether.harness import Harness
     from tether.store.postgres.store import PgStore
 
@@ -102,19 +102,19 @@ def measure(url: str, root: Path, base_url: str, workers: int, concurrency: int,
         harness = Harness(store=store)
         agent = demo.agent("plan", root / "ws", base_url=base_url)
         states = [harness.create(agent) for _ in range(runs)]
-        worker.ensure_dbos_schema(url)
-        client = worker.client(url)
+        database.ensure_dbos_schema(url)
+        client = database.client(url)
         try:
             with psycopg.connect(url, autocommit=True) as conn, DbLoad(url) as load:
                 before = load.commits()
                 started = time.perf_counter()
                 for state in states:
-                    worker.enqueue(url, state, client)
+                    submit.enqueue(url, state, client)
                 wait_for(lambda: _done(conn) >= runs, f"{runs} runs to end", 900, 0.02)
                 seconds = time.perf_counter() - started
                 commits = load.commits() - before
         finally:
-            worker.close_client(client)
+            database.close_client(client)
         statuses = [store.load(s.run_id).status.value for s in states]
         store.close()
     bad = [s for s in statuses if s != "completed"]

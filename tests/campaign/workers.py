@@ -4,7 +4,7 @@ compare the result with an uninterrupted run (the invariants of :mod:`tests.camp
 
 A PostgreSQL trace line is committed with the save after it, or by the store's trace timer
 within 150 ms, so "k lines" lands just after a save or inside a tool call or a model request,
-or (destructive) while the run waits for the approval, which :func:`drive` gives through :func:`tether.workers.worker.decide` as
+or (destructive) while the run waits for the approval, which :func:`drive` gives through :func:`tether.workers.decide.decide` as
 ``tether approve`` would. What must hold, besides :func:`tests.campaign.crash.compare`
 (status, answer, turns, tokens, cost; provider requests at most one more per kill; the
 trace complete and in order; the workspace's files):
@@ -58,7 +58,7 @@ def _trace_count(store: PgStore, run_id: str) -> int:
 
 
 def _workflow(store: PgStore, run_id: str) -> str | None:
-    from tether.workers.worker import _workflow_status
+    from tether.workers.view import _workflow_status
 
     return _workflow_status(store, run_id)
 
@@ -139,7 +139,7 @@ class WorkerCampaign:
         waiting = state.interruption
         if isinstance(waiting, NeedsApproval) and state.status is Status.INTERRUPTED \
                 and (run_id, waiting.call_id) not in self._decided:
-            from tether.workers.worker import _decide
+            from tether.workers.decide import _decide
 
             reply = _decide(self.store, run_id, "approve", "", "campaign", None)
             if reply is not None:

@@ -20,6 +20,12 @@ import pytest
 
 from tether.store import control
 from tether.workers import worker
+from tether.workers.database import client, close_client
+from tether.workers.decide import decide, stop_waiting
+from tether.workers.names import DEMO_QUEUE
+from tether.workers.recovery import GAVE_UP
+from tether.workers.submit import submit
+from tether.workers.view import _workflow_status, queue_view
 from tether.store.postgres.store import PgStore
 from tether.demo.provider import create_app
 from tether.run.state import Cancelled, NeedsApproval, Status
@@ -65,7 +71,7 @@ def test_a_submitted_run_waits_as_queued_then_a_worker_runs_it(fleet: Fleet, sto
     run_id = fleet.submit("slow", "--base-url", f"{base}/queued/v1")
     summary = store.summary(run_id)
     assert (summary.liveness, summary.shown_status) == ("queued", "queued")
-    view = worker.queue_view(store)
+    view = queue_view(store)
     assert view.depth == 1 and run_id in view.queued
     listed = fleet.tether("runs", "--store", fleet.url, "--json") if _cli_has_store() else None
     if listed is not None:
@@ -77,7 +83,7 @@ def test_a_submitted_run_waits_as_queued_then_a_worker_runs_it(fleet: Fleet, sto
     owner = wait_for(lambda: (o := store.owner(run_id)) is not None and o.alive and o.pid is not None and o,
                      "the worker to take the run (its record written)")
     assert owner.pid == w.pid and w.executor_id in (owner.command or "")
-    view = worker.queue_view(store)
+    view = queue_view(store)
     assert view.depth == 0 and view.executors[run_id] == w.executor_id
     assert view.workers[w.executor_id].pid == w.pid and view.workers[w.executor_id].alive
     if _cli_has_store():
@@ -111,7 +117,7 @@ def test_submit_refuses_bad_input_in_one_line_and_queues_nothing(fleet: Fleet, s
     wrong = fleet.url.replace("tether:", "tether:wrong", 1)
     done = fleet.tether("submit", "--agent", "plan", "--store", wrong)
     assert done.returncode == 2 and "wrong" not in done.stderr and "***" in done.stderr
-    assert store.run_ids() == [] and worker.queue_view(store).depth == 0
+    assert store.run_ids() == [] and queue_view(store).depth == 0
 
 
 def test_a_sigkilled_workers_run_is_finished_by_another_without_paying_twice(fleet: Fleet, store: PgStore,
@@ -147,9 +153,9 @@ def test_a_worker_shut_down_mid_run_hands_it_over_and_exits(fleet: Fleet, store:
     assert first.stop() == 0
     state = store.load(run_id)
     assert state.status is Status.INTERRUPTED and isinstance(state.interruption, Cancelled)
-    assert store.summary(run_id).liveness is None and worker.queue_view(store).executors.get(run_id)
+    assert store.summary(run_id).liveness is None and queue_view(store).executors.get(run_id)
     second = fleet.start()
-    wait_for(lambda: worker._workflow_status(store, run_id) == "SUCCESS", "the next worker to finish the run", 60)
+    wait_for(lambda: _workflow_status(store, run_id) == "SUCCESS", "the next worker to finish the run", 60)
     assert store.load(run_id).status is Status.COMPLETED and counter.requests["term"] == 2
     password = pg_server.operator_password
     assert password not in first.text() + second.text()
@@ -171,7 +177,7 @@ def test_a_database_restart_mid_run_and_the_run_goes_on(fleet: Fleet, store: PgS
 
     def done() -> bool:
         try:
-            return worker._workflow_status(store, run_id) == "SUCCESS"
+            return _workflow_status(store, run_id) == "SUCCESS"
         except StoreUnavailable:
             return False  # this test's own session was cut too
 
@@ -193,11 +199,11 @@ def test_two_workers_never_drive_one_run_at_once(fleet: Fleet, store: PgStore, p
     wait_for(lambda: store.load(run_id).turns == 1 and (o := store.owner(run_id)).alive and o, "the tool call")
     driver = store.owner(run_id).pid
     other = second if driver == first.pid else first
-    dbos = worker.client(pg_url)
+    dbos = client(pg_url)
     try:  # what a mistaken recovery would do
-        dbos.resume_workflow(run_id, queue_name=worker.DEMO_QUEUE)
+        dbos.resume_workflow(run_id, queue_name=DEMO_QUEUE)
     finally:
-        worker.close_client(dbos)
+        close_client(dbos)
     wait_for(lambda: "waits until it lets go" in other.text(), "the other worker to wait for the run", 30)
     wait_for(lambda: _ended(store, run_id), "the run to end", 60)
     trace = _trace(store, run_id)
@@ -290,12 +296,12 @@ def test_an_approval_waits_durably_through_a_workers_death(fleet: Fleet, store: 
     assert again.returncode == 2 and "already decided: approved by alice" in again.stderr
     assert (workspace / "access.log").exists(), "the write happened before anyone ran the run"
     fleet.start()
-    wait_for(lambda: worker._workflow_status(store, run_id) == "SUCCESS", "the new worker to finish the approved run", 60)
+    wait_for(lambda: _workflow_status(store, run_id) == "SUCCESS", "the new worker to finish the approved run", 60)
     state = store.load(run_id)
     assert state.status is Status.COMPLETED and not (workspace / "access.log").exists()
     assert [d.by for d in state.approvals.values()] == ["alice"]
     assert counter.requests["approve"] == 3
-    late = asyncio.run(worker.decide(store, run_id, "approve", by="carol"))
+    late = asyncio.run(decide(store, run_id, "approve", by="carol"))
     assert late is None or not late.ok
 
 
@@ -305,23 +311,23 @@ def test_a_stop_ends_a_workflows_wait_and_leaves_the_run_waiting(fleet: Fleet, s
     fleet.start()
     run_id = fleet.submit("destructive", "--base-url", f"{base}/stop-wait/v1", "--workspace", str(tmp_path / "ws"))
     wait_for(lambda: isinstance(store.load(run_id).interruption, NeedsApproval) and _ended(store, run_id)
-             and worker.queue_view(store).executors.get(run_id), "the workflow to wait for the decision", 60)
+             and queue_view(store).executors.get(run_id), "the workflow to wait for the decision", 60)
     request = control.ControlRequest("stop", "not today", by="tester")
-    reply = asyncio.run(worker.stop_waiting(store, run_id, request))
+    reply = asyncio.run(stop_waiting(store, run_id, request))
     assert reply is not None and reply.ok and "stops waiting" in reply.words
-    wait_for(lambda: worker._workflow_status(store, run_id) == "SUCCESS", "the workflow to end", 30)
+    wait_for(lambda: _workflow_status(store, run_id) == "SUCCESS", "the workflow to end", 30)
     assert isinstance(store.load(run_id).interruption, NeedsApproval)  # still waiting, for a person
-    assert run_id not in worker.queue_view(store).executors
-    assert asyncio.run(worker.decide(store, run_id, "approve", by="alice")) is None  # decided the usual way now
+    assert run_id not in queue_view(store).executors
+    assert asyncio.run(decide(store, run_id, "approve", by="alice")) is None  # decided the usual way now
 
 
 def test_a_stop_for_a_queued_run_stops_it_before_its_first_turn(fleet: Fleet, store: PgStore, provider):
     base, counter = provider
     run_id = fleet.submit("plan", "--base-url", f"{base}/stop-queued/v1")
-    reply = asyncio.run(worker.stop_waiting(store, run_id, control.ControlRequest("stop", "never mind", by="tester")))
+    reply = asyncio.run(stop_waiting(store, run_id, control.ControlRequest("stop", "never mind", by="tester")))
     assert reply is not None and reply.ok and "waits in the worker queue" in reply.words
     fleet.start()
-    wait_for(lambda: worker._workflow_status(store, run_id) == "SUCCESS", "the worker to take and stop it", 60)
+    wait_for(lambda: _workflow_status(store, run_id) == "SUCCESS", "the worker to take and stop it", 60)
     state = store.load(run_id)
     assert state.status is Status.INTERRUPTED and isinstance(state.interruption, Cancelled)
     assert state.turns == 0 and counter.requests["stop-queued"] == 0
@@ -350,7 +356,7 @@ def test_a_run_whose_agent_a_listening_worker_cannot_rebuild_is_left_in_words(fl
     w = fleet.start("--config", str(mine / "tether.toml"))
     run_id = fleet.submit("custom", "--config", str(theirs / "tether.toml"), "--prompt", "what went wrong?",
                           pythonpath=[str(modules)])
-    wait_for(lambda: worker._workflow_status(store, run_id) == "SUCCESS", "the worker to give the run up", 60)
+    wait_for(lambda: _workflow_status(store, run_id) == "SUCCESS", "the worker to give the run up", 60)
     notes = [r["text"] for r in _trace(store, run_id) if r["kind"] == "worker_note"]
     assert len(notes) == 1 and "cannot build the run's agent" in notes[0] and "wtools" in notes[0]
     assert store.summary(run_id).shown_status == "orphaned" and store.load(run_id).turns == 0
@@ -442,10 +448,10 @@ def test_concurrency_is_each_workers_own_across_its_queues(fleet: Fleet, store: 
     base, _ = provider
     config, modules = _agent_file(tmp_path, base, {"sleepy": ("wsleepy", SLEEPY_TOOLS)})
     monkeypatch.syspath_prepend(str(modules))
-    runs = [worker.submit(fleet.url, "slow", base_url=f"{base}/cc{i}/v1", workspace=tmp_path / "ws")[0].run_id
+    runs = [submit(fleet.url, "slow", base_url=f"{base}/cc{i}/v1", workspace=tmp_path / "ws")[0].run_id
             for i in range(6)]
     agents = load_config(config)
-    runs += [worker.submit(fleet.url, "sleepy", "what went wrong?", config=agents)[0].run_id for _ in range(4)]
+    runs += [submit(fleet.url, "sleepy", "what went wrong?", config=agents)[0].run_id for _ in range(4)]
     one = fleet.start("--concurrency", "1")
     two = fleet.start("--concurrency", "2", "--config", str(config), pythonpath=[str(modules)])
     limits = {one.executor_id: 1, two.executor_id: 2}
@@ -454,7 +460,7 @@ def test_concurrency_is_each_workers_own_across_its_queues(fleet: Fleet, store: 
     queues_of_two: set[str] = set()
 
     def sample() -> bool:
-        view = worker.queue_view(store)
+        view = queue_view(store)
         held = {e: [r for r, x in view.executors.items() if x == e] for e in limits}
         owned = {e: 0 for e in limits}
         for owner in store.owners(runs).values():
@@ -474,7 +480,7 @@ def test_concurrency_is_each_workers_own_across_its_queues(fleet: Fleet, store: 
     assert all(store.load(r).status is Status.COMPLETED for r in runs)
     assert most == limits, f"each worker reaches its own limit, no more: {most}"
     assert most_owned[two.executor_id] == 2 and queues_of_two == {"demo", "sleepy"}
-    view = worker.queue_view(store)
+    view = queue_view(store)
     assert (view.workers[one.executor_id].concurrency, view.workers[two.executor_id].concurrency) == (1, 2)
 
 
@@ -522,10 +528,10 @@ def test_a_run_that_kills_every_worker_that_takes_it_is_parked_as_failed(fleet: 
 
     top_up()
     # Five runs in an 8 s tool on three workers of two slots: the one slot left is beside one.
-    bystanders = [worker.submit(pg_url, "sleepy", "what went wrong?", config=agents)[0].run_id for _ in range(5)]
+    bystanders = [submit(pg_url, "sleepy", "what went wrong?", config=agents)[0].run_id for _ in range(5)]
     wait_for(lambda: sum(1 for o in store.owners(bystanders).values() if o is not None and o.alive) == 5,
              "the workers to take the five runs", 30)
-    killer = worker.submit(pg_url, "crasher", "list the files", config=agents)[0].run_id
+    killer = submit(pg_url, "crasher", "list the files", config=agents)[0].run_id
 
     def parked() -> bool:
         top_up()
@@ -535,7 +541,7 @@ def test_a_run_that_kills_every_worker_that_takes_it_is_parked_as_failed(fleet: 
     state = store.load(killer)
     dead = [w for w in fleet.workers if w.process.poll() == -9]
     assert len(dead) == 3, [w.process.returncode for w in fleet.workers]
-    assert worker.GAVE_UP in state.error and "after 2 recoveries" in state.error, state.error
+    assert GAVE_UP in state.error and "after 2 recoveries" in state.error, state.error
     for w in dead:  # each attempt's worker, and when it was last seen alive
         assert f"worker {w.executor_id} (pid {w.pid} on " in state.error, state.error
     assert state.error.count(" UTC") == 3 and state.exit_code == 1
@@ -545,7 +551,7 @@ def test_a_run_that_kills_every_worker_that_takes_it_is_parked_as_failed(fleet: 
     assert len(notes) == 3 and "recovery 1 of at most 2" in notes[0] and "recovery 2 of at most 2" in notes[1]
     assert notes[-1] == state.error and trace[-1]["kind"] == "run_stopped" and trace[-1]["status"] == "failed"
     assert counter.requests["crasher"] == 1, "a recovery asked the model again"
-    assert worker._workflow_status(store, killer) == "CANCELLED"
+    assert _workflow_status(store, killer) == "CANCELLED"
     with store._conn() as conn:
         rows = conn.execute("SELECT executor_id, parked FROM tether.recoveries WHERE run_id = %s", (killer,)).fetchall()
     assert sorted(e for e, _ in rows) == sorted(w.executor_id for w in dead) and sum(p for _, p in rows) == 1
@@ -555,7 +561,7 @@ def test_a_run_that_kills_every_worker_that_takes_it_is_parked_as_failed(fleet: 
     time.sleep(worker.SILENT_S + 2 * worker.SUPERVISE_S)
     assert len(_trace(store, killer)) == seen and store.load(killer).status is Status.FAILED
     assert alive() == survivors and len(survivors) == 3
-    view = worker.queue_view(store)
+    view = queue_view(store)
     assert killer not in view.executors and killer not in view.queued
     # The runs that shared a worker with it when it struck finish, and so does a new one.
     wait_for(lambda: all(_ended(store, r) for r in bystanders), "the other runs to end", 120)

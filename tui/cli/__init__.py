@@ -511,9 +511,9 @@ def _main(args: argparse.Namespace, command: str) -> int:
 
             return serve_command(args, store_of(args), lambda: _harness(args))
         if command in ("worker", "submit"):  # DBOS launches outside an event loop
-            from tether.workers import worker
+            from tether.workers import commands as workers
 
-            return worker.worker_command(args) if command == "worker" else worker.submit_command(args)
+            return workers.worker_command(args) if command == "worker" else workers.submit_command(args)
         return asyncio.run(_COMMANDS[command](args))
     except (UsageError, StateError, ValueError) as exc:
         print(f"tether: error: {exc}", file=sys.stderr)
@@ -773,9 +773,9 @@ async def _stop(args: argparse.Namespace) -> int:
         raise StateError(f"no run {args.run_id} in {store.where}")
     request = control.ControlRequest("stop", args.reason or "stopped from the command line", by=_who(args))
     if has_workers(store):
-        from tether.workers import worker  # a worker's workflow may wait for a decision on the run
+        from tether.workers import decide as workers  # a worker's workflow may wait for a decision on the run
 
-        waiting = await worker.stop_waiting(store, args.run_id, request)
+        waiting = await workers.stop_waiting(store, args.run_id, request)
         if waiting is not None:
             return _emit_reply(args, waiting)
     return _emit_reply(args, await control.request(store, args.run_id, request))

@@ -122,7 +122,7 @@ def _count(name: str, default: int) -> int:
 POOL_SIZE = _count("TETHER_PG_POOL", 4)
 """The most connections a store opens for its reads and saves, whatever it does and however
 many runs it holds (``TETHER_PG_POOL`` sets it; a worker takes more for a high
-``--concurrency``, :func:`tether.workers.worker.pool_size`). A caller finding them all in use waits
+``--concurrency``, :func:`tether.workers.database.pool_size`). A caller finding them all in use waits
 for one (at most :data:`POOL_WAIT_S`)."""
 POOL_WAIT_S = 30.0
 RECONNECT_S = _seconds("TETHER_PG_RECONNECT_S", 30.0)
@@ -783,7 +783,7 @@ class PgStore:
         return out
 
     def _queued(self, conn: psycopg.Connection, run_id: str | None = None) -> set[str]:
-        """The runs the worker queue holds (:mod:`tether.workers.worker`): enqueued, or taken by a
+        """The runs the worker queue holds (:mod:`tether.workers`): enqueued, or taken by a
         worker that is between steps or gone (another worker goes on with it within a
         second). Empty where no worker or submit ever ran."""
         if conn.execute("SELECT to_regclass('dbos.workflow_status')").fetchone()[0] is None:

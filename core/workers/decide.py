@@ -1,0 +1,125 @@
+"""Decisions and stops for a run whose workflow waits in the queue while no process holds it.
+
+A decision goes two ways: into the run's control channel (which orders the deciders: the
+first decision on a call is the one) and, as a DBOS message, to the workflow, which waits
+for it durably (a worker that dies meanwhile does not lose it).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from tether.integrations import on_workers as programs
+from tether.run.state import NeedsApproval, StateError, Status
+from tether.store.control import ControlReply, ControlRequest
+from tether.workers.database import _db_words, client, close_client
+from tether.workers.names import DECISION_TOPIC
+from tether.workers.view import _workflow_status
+
+if TYPE_CHECKING:
+    from tether.store.postgres.store import PgStore
+
+async def decide(store: Any, run_id: str, verdict: str, text: str = "", *, by: str = "operator",
+                 call_id: str | None = None, args: str | None = None, rule: str | None = None) -> ControlReply | None:
+    """Approve or reject the call a worker-run run waits on, from any process: the decision
+    is recorded in the run's control channel (first come, first served: a second decider is
+    told who decided) and sent to the run's workflow as a DBOS message, which waits for it
+    durably (a worker that dies meanwhile does not lose it). None when no workflow waits for
+    the run (a file store, a run that is not a worker's, or one a process holds): decide the
+    usual way then."""
+    if not _is_pg(store):
+        return None
+    return await asyncio.to_thread(_decide, store, run_id, verdict, text, by, call_id, args, rule)
+
+
+async def stop_waiting(store: Any, run_id: str, request: ControlRequest) -> ControlReply | None:
+    """A Stop for a run the worker queue holds but no process drives: one that waits in the
+    queue is stopped by the worker that takes it, before anything else; for one whose
+    workflow waits for a decision, the workflow stops waiting (the worker's slot is free
+    again) and the run stays waiting for approval, for ``tether approve|reject`` to decide in
+    the deciding process. None otherwise (a worker drives it: the control channel reaches it)."""
+    if not _is_pg(store) or request.kind != "stop":
+        return None
+    return await asyncio.to_thread(_stop_waiting, store, run_id, request)
+
+
+def _is_pg(store: Any) -> bool:
+    return type(store).__module__ == "tether.store.postgres.store"
+
+
+def _stop_waiting(store: PgStore, run_id: str, request: ControlRequest) -> ControlReply | None:
+    status = _workflow_status(store, run_id)
+    if status not in ("PENDING", "ENQUEUED", "DELAYED"):
+        return None
+    owner = store.owner(run_id)
+    if owner is not None and owner.alive:
+        return None  # a worker drives it: the control channel reaches the tool
+    state = store.load(run_id)
+    if state.status is Status.RUNNING:
+        # Queued (or between a dead worker and the one recovering it): the worker that takes
+        # it handles the request first, before any model turn.
+        store.control_append(run_id, request)
+        return ControlReply(True, f"run {run_id} waits in the worker queue; the stop is recorded and the worker "
+                            "that takes it stops it before anything else", pending=True)
+    if not isinstance(state.interruption, NeedsApproval):
+        return None
+    dbos_client = client(store.url)
+    try:
+        dbos_client.send(run_id, _message(request), DECISION_TOPIC, idempotency_key=f"{run_id}:{request.id}")
+    except Exception as exc:
+        raise StateError(_db_words(exc, store.url, f"the stop of run {run_id} was not sent to its worker")) from None
+    finally:
+        close_client(dbos_client)
+    return ControlReply(True, f"run {run_id} waits for approval of {state.interruption.tool_name}; its worker stops "
+                        f"waiting and leaves it so (tether approve|reject {run_id} decides it here)")
+
+
+def _decide(store: PgStore, run_id: str, verdict: str, text: str, by: str,
+            call_id: str | None, args: str | None = None, rule: str | None = None) -> ControlReply | None:
+    kind = "approve" if verdict in ("approve", "approved") else "reject"
+    if _workflow_status(store, run_id) not in ("PENDING", "ENQUEUED") and not programs.enqueue_paused(store, run_id):
+        return None
+    owner = store.owner(run_id)
+    if owner is not None and owner.alive:
+        return None  # a process drives it now: the control channel reaches that process
+    state = store.load(run_id)
+    waiting = state.interruption if isinstance(state.interruption, NeedsApproval) else None
+    last = max(state.approvals.values(), key=lambda d: d.ts, default=None)
+    if waiting is None:
+        if last is not None:
+            return ControlReply(False, f"already decided: {last.verdict} by {last.by}; there is one decision per call")
+        return ControlReply(False, f"run {run_id} is not waiting for a decision ({state.status.value})")
+    if call_id and call_id != waiting.call_id:
+        return ControlReply(False, f"run {run_id} waits for a decision on {waiting.call_id}, not {call_id}")
+    earlier = state.approvals.get(waiting.call_id)
+    if earlier is not None and earlier.complete:
+        return ControlReply(False, f"already decided: {earlier.verdict} by {earlier.by}; there is one decision per call")
+    if kind == "approve" and by in waiting.approvers:
+        return ControlReply(False, f"{by} has approved {waiting.tool_name} ({waiting.call_id}) already: it needs "
+                            f"{waiting.needed} different people ({waiting.tally} so far)")
+    mine = ControlRequest(kind, text, call_id=waiting.call_id, by=by, args=args, rule=rule)
+    store.control_append(run_id, mine)
+    # The channel orders the requests: the first decision on this call is the one.
+    first = next((r for r in store.control_read(run_id, state.control_seen)
+                  if r.kind in ("approve", "reject") and r.call_id == waiting.call_id), mine)
+    if first.id != mine.id:
+        done = "approved" if first.kind == "approve" else "rejected"
+        return ControlReply(False, f"already decided: {done} by {first.by}; there is one decision per call")
+    dbos_client = client(store.url)
+    try:
+        dbos_client.send(run_id, _message(first), DECISION_TOPIC, idempotency_key=f"{run_id}:{first.id}")
+    except Exception as exc:
+        raise StateError(_db_words(exc, store.url, f"the decision on run {run_id} was recorded but not sent "
+                                   "to its worker")) from None
+    finally:
+        close_client(dbos_client)
+    done = "approved" if kind == "approve" else "rejected"
+    return ControlReply(True, f"{done} {waiting.tool_name} ({waiting.call_id}) by {by}; the worker queue "
+                        f"goes on with run {run_id}")
+
+
+def _message(request: ControlRequest) -> dict[str, Any]:
+    return {"kind": request.kind, "text": request.text, "call_id": request.call_id, "by": request.by,
+            "id": request.id, "args": request.args, "rule": request.rule}
+

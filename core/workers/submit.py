@@ -1,0 +1,76 @@
+"""Submitting: a run created in the PostgreSQL store and put on its agent's queue, for a
+worker to take (``tether submit``, and the paused programs of :mod:`tether.integrations.on_workers`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tether.run.state import RunState, StateError
+from tether.workers.database import _db_words, client, close_client, ensure_dbos_schema
+from tether.workers.names import APP_VERSION, WORKFLOW, queue_of_run
+
+if TYPE_CHECKING:
+    from tether.agents.config import Config
+
+def enqueue(url: str, state: RunState, dbos_client: Any = None) -> str:
+    """Put an existing run on its agent's queue; the workflow id is the run id, so doing it
+    twice gives the same workflow. Returns the queue's name. ``dbos_client`` (from
+    :func:`~tether.workers.database.client`) saves a connection per call when enqueueing many."""
+    from dbos import EnqueueOptions
+
+    queue = queue_of_run(state)
+    own = dbos_client is None
+    if own:
+        ensure_dbos_schema(url)
+        dbos_client = client(url)
+    try:
+        options: EnqueueOptions = {"workflow_name": WORKFLOW, "queue_name": queue, "workflow_id": state.run_id,
+                                   "app_version": APP_VERSION}
+        dbos_client.enqueue(options, state.run_id)
+    except Exception as exc:
+        raise StateError(_db_words(exc, url, f"run {state.run_id} was created but could not be queued "
+                                   f"(tether resume {state.run_id} runs it here)")) from None
+    finally:
+        if own:
+            close_client(dbos_client)
+    return queue
+
+
+
+def submit(url: str, agent_name: str, prompt: str | None = None, *, config: Config | None = None,
+           run_id: str | None = None, base_url: str | None = None, auto_approve: list[str] | None = None,
+           workspace: Path | None = None, deadline: dict[str, Any] | None = None) -> tuple[RunState, str]:
+    """Create a run of ``agent_name`` (from the agent file, else a demo scenario) in the
+    store at ``url`` and put it on its agent's queue; returns the run and the queue. The
+    agent is built here once, so that the run saves its reference (a worker rebuilds it)."""
+    from dataclasses import replace
+
+    from tether.demo import agents as demo
+    from tether.harness import Harness, tether_home
+    from tether.store.postgres.store import PgStore
+
+    if config is not None and agent_name in config.names:
+        agent = config.agent(agent_name)
+        if base_url:
+            raise ValueError("--base-url does not apply to --agent from the agent file: the file says where its model is")
+    elif demo.is_scenario(agent_name):
+        agent = demo.agent(agent_name, workspace or tether_home() / "workspace", base_url=base_url)
+    else:
+        known = ", ".join([*(config.names if config is not None else []), *demo.scenarios()])
+        raise ValueError(f"no agent {agent_name!r} (agents: {known})")
+    store = PgStore(url)
+    try:
+        harness = Harness(store=store, config=config)
+        policies = agent.policies
+        if auto_approve:
+            policies = replace(policies, auto_approve=list(auto_approve))
+        if deadline:  # --decision-deadline / --on-deadline
+            policies = replace(policies, **deadline)
+        state = harness.create(agent, prompt, run_id=run_id, policies=policies)
+        queue = enqueue(url, state)
+    finally:
+        store.close()
+    return state, queue
+
