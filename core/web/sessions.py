@@ -20,9 +20,8 @@ from dataclasses import dataclass, field
 
 from aiohttp import web
 
-SESSION_TTL_S = 12 * 3600.0
-"""How long a login lasts (``--session-hours``): a working day, so a phone that approved in
-the morning asks again the next day."""
+from tether.web.settings import SESSION_TTL_S
+
 FREE_FAILURES = 5
 FIRST_WAIT_S = 2.0
 MAX_WAIT_S = 15 * 60.0

@@ -7,10 +7,12 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from tether.web.sessions import SESSION_TTL_S
-
 DEFAULT_HOST = "127.0.0.1"
 DEFAULT_PORT = 8765
+SESSION_TTL_S = 12 * 3600.0
+"""How long a login lasts (``--session-hours``): a working day, so a phone that approved in
+the morning asks again the next day. Here, not beside the sessions, so that ``tether``'s parser
+reads the server's defaults without importing aiohttp."""
 
 
 @dataclass(frozen=True, slots=True)

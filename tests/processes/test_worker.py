@@ -100,7 +100,7 @@ def test_a_submitted_run_waits_as_queued_then_a_worker_runs_it(fleet: Fleet, sto
 
 
 def _cli_has_store() -> bool:
-    from tether.tui.cli import build_parser
+    from tether.tui.cli.parser import build_parser
 
     try:
         build_parser().parse_args(["runs", "--store", "postgresql://x"])

@@ -164,7 +164,7 @@ def test_the_sink_takes_the_live_state_of_a_run_driven_here() -> None:
 
 
 def test_the_console_takes_as_name(tmp_path) -> None:
-    from tether.tui.cli import build_parser
+    from tether.tui.cli.parser import build_parser
     from tether.tui.app import TetherApp
 
     args = build_parser().parse_args(["console", "--as", "zed"])

@@ -790,7 +790,7 @@ def test_a_cli_command_gives_the_collector_a_short_bound_the_console_its_longer_
                                                                                        threads_stop, tmp_path: Path):
     import argparse
 
-    from tether.tui.cli import _harness
+    from tether.tui.cli.context import harness as cli_harness
 
     assert 0 < CLI_EXPORT_TIMEOUT <= 0.5 < SHUTDOWN_TIMEOUT
     url = f"http://127.0.0.1:{free_port()}"
@@ -816,7 +816,7 @@ def test_a_cli_command_gives_the_collector_a_short_bound_the_console_its_longer_
     # and the CLI's commands (tether run, resume, approve, ...) attach the bounded one
     clean_env.setenv("OTEL_EXPORTER_OTLP_ENDPOINT", url)
     args = argparse.Namespace(runs_dir=tmp_path / "runs", workspace=tmp_path / "ws", otlp=None, config=None)
-    harness = _harness(args)
+    harness = cli_harness(args)
     sinks = [sink for sink in harness.sinks if isinstance(sink, OtelSink)]
     assert len(sinks) == 1 and sinks[0].shutdown_timeout == CLI_EXPORT_TIMEOUT
     assert timeout_spy[-1] == CLI_EXPORT_TIMEOUT

@@ -1,5 +1,7 @@
-"""``python -m tether.tui.cli``: the ``tether`` command."""
+"""``python -m tether.tui.cli``: the ``tether`` command, its exit code the process's."""
+
+import sys
 
 from tether.tui.cli import main
 
-main()
+sys.exit(main())

@@ -1,0 +1,437 @@
+"""The ``tether`` command line as argparse reads it: every command, its options, their help,
+and the types that refuse a bad value in one line.
+
+Only the tree lives here, so that building it imports no command: ``tether stop`` parses
+its line with this module and argparse alone, then imports the one module that stops a run
+(:mod:`tether.tui.cli`, its dispatch table)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import os
+from pathlib import Path
+from typing import Any, NoReturn
+
+USAGE_ERROR = 2
+MAX_COUNT = 1_000_000_000
+"""The largest count an option takes (turns, tokens, lines, workers): past it, a typo."""
+
+
+class UsageError(Exception):
+    """A command line that parsed but asks for what cannot be: said in one line, exit 2."""
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, with a usage error as one line: the command's twelve-line usage block ahead
+    of the one line that says what is wrong only hides it."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(USAGE_ERROR, f"{self.prog}: error: {message}; see {self.prog} --help\n")
+
+
+# Every numeric option goes through one of these: a number that is finite and in range, or
+# one line saying what was given. float() takes "nan", "inf" and "1e309" (which is inf), and
+# none of them is a budget, a timeout or a latency: a NaN budget never binds, and in the
+# journal it is not JSON.
+
+def _number(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"must be a finite number, got {text!r}")
+    return value
+
+
+def _whole_number(text: str, low: int) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a whole number, got {text!r}") from None
+    if not low <= value <= MAX_COUNT:
+        raise argparse.ArgumentTypeError(f"must be from {low} to {MAX_COUNT:,}, got {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    return _whole_number(text, 1)
+
+
+def _count(text: str) -> int:
+    return _whole_number(text, 0)
+
+
+def _port(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a port number, got {text!r}") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be a port from 0 to 65535, got {text}")
+    return value
+
+
+def _money(text: str) -> float:
+    value = _number(text.removeprefix("$"))
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than zero, got {text}")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = _number(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {text}")
+    return value
+
+
+def _tool_list(text: str) -> list[str]:
+    return [t.strip() for t in text.split(",") if t.strip()]
+
+
+
+
+def _place_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--runs-dir", type=Path, help="where runs are saved (default $TETHER_HOME/runs)")
+    p.add_argument("--workspace", type=Path,
+                   help="the folder the file tools may touch: the demo's (default $TETHER_HOME/workspace), "
+                        "or, with --base-url alone, the agent's (default: the current directory)")
+    _config_option(p)
+
+
+def _store_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", metavar="URL|DIR",
+                   help="the run store: a postgresql:// URL or a runs directory "
+                        "(default $TETHER_STORE, else --runs-dir, else $TETHER_HOME/runs)")
+
+
+
+def _as_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--as", dest="who", metavar="NAME",
+                   help="who is deciding, recorded with the decision (default: user@host)")
+
+
+def _wait_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--wait-for-decision", action="store_true",
+                   help="at an approval, keep the process waiting for a decision from any console or "
+                        "tether approve|reject, instead of exiting 5")
+    p.add_argument("--decision-timeout", type=_non_negative, default=0.0, metavar="SECONDS",
+                   help="with --wait-for-decision: stop waiting after this long (default: wait until decided)")
+
+
+def _config_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--config", type=Path, metavar="FILE",
+                   help="the agent file (default $TETHER_CONFIG, else ./tether.toml when there is one)")
+
+
+def _worker_store_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--store", metavar="URL", default=os.environ.get("TETHER_STORE"),
+                   help="the PostgreSQL store, postgresql://USER[:PASSWORD]@HOST/DB (or TETHER_STORE)")
+
+
+def _deadline_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--decision-deadline", metavar="DURATION",
+                   help="how long a call waits for a decision (10m, 2h), then --on-deadline happens; "
+                        "a deadline never approves")
+    p.add_argument("--on-deadline", choices=["reject", "stop", "escalate"],
+                   help="what a passed deadline does: reject the call (the default), stop the run, or "
+                        "escalate (notify, and wait one more deadline, which then rejects)")
+
+
+
+def _otlp_option(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--otlp", metavar="URL",
+                   help="export the run's spans to this OTLP/HTTP endpoint (or OTEL_EXPORTER_OTLP_ENDPOINT)")
+
+
+def _approvals_parsers(sub: Any) -> None:
+    """``tether rules [add|remove|explain]`` and ``tether decisions`` (docs/approvals.md)."""
+    rules = sub.add_parser("rules", help="the store's standing rules: list them, add one, remove one, explain a call")
+    rules.add_argument("--json", action="store_true")
+    actions = rules.add_subparsers(dest="rules_command", metavar="ACTION")
+    add = actions.add_parser("add", help="a rule that decides every call it fits (and the calls waiting now)")
+    effect = add.add_mutually_exclusive_group(required=True)
+    for name in ("allow", "deny", "ask"):
+        effect.add_argument(f"--{name}", dest="effect", action="store_const", const=name)
+    add.add_argument("tool", metavar="TOOL", help="the tool's name, a glob: delete_file, fs.*, *")
+    add.add_argument("--agent", metavar="NAME", help="only the calls of this agent's runs")
+    add.add_argument("--where", action="append", default=[], metavar="KEY=GLOB",
+                     help="only calls whose argument KEY (a name, or a JSON pointer such as /options/force) "
+                          "fits GLOB: path=*.log (repeatable: all must fit)")
+    add.add_argument("--source", choices=["tether", "acp", "program"],
+                     help="only runs of this source: Tether's loop, an ACP agent, a program through the run API")
+    add.add_argument("--scope", default="store", metavar="run:ID|agent|store",
+                     help="one run, the --agent's runs, or the whole store (default)")
+    add.add_argument("--expires", metavar="DATE|DURATION", help="when the rule stops applying: 2026-12-31, or 7d")
+    add.add_argument("--approvals", type=_positive_int, default=1, metavar="N",
+                     help="--ask: how many different people must approve (2 for a two-person call)")
+    add.add_argument("--deadline", metavar="DURATION", help="--ask: how long the call waits for people")
+    add.add_argument("--on-deadline", choices=["reject", "stop", "escalate"], default="reject",
+                     help="--ask: what a passed deadline does (default reject)")
+    add.add_argument("--reason", default="", help="why: what every decision by the rule shows")
+    add.add_argument("--json", action="store_true", default=argparse.SUPPRESS)
+    _as_option(add)
+    _config_option(add)
+    remove = actions.add_parser("remove", help="remove a rule (its id is not given again)")
+    remove.add_argument("rule_id", metavar="ID")
+    explain = actions.add_parser("explain", help="which rule decides a run's call, and why the others do not")
+    explain.add_argument("run_id")
+    explain.add_argument("call_id")
+    decisions = sub.add_parser("decisions", help="every decision on the store, newest first: who approved what")
+    decisions.add_argument("--since", metavar="DATE|DURATION", help="from this date (2026-12-01) or this long ago (7d)")
+    decisions.add_argument("--agent", metavar="NAME", help="only the decisions on this agent's runs")
+    decisions.add_argument("--by", metavar="NAME", help="only those of this person, or of this rule (R3)")
+    decisions.add_argument("--limit", type=_positive_int, metavar="N", help="the newest N")
+    decisions.add_argument("--json", action="store_true")
+    for p in (rules, add, remove, explain, decisions):
+        # An action's own options must not reset the same ones given before it
+        # (tether rules --store URL add ...): unset there, they are left out.
+        unset = {"default": argparse.SUPPRESS} if p in (add, remove, explain) else {}
+        p.add_argument("--store", metavar="URL|DIR", **unset,
+                       help="the run store: a postgresql:// URL or a runs directory (default $TETHER_STORE, "
+                            "else --runs-dir, else $TETHER_HOME/runs)")
+        p.add_argument("--runs-dir", type=Path, **unset, help="where runs are saved (default $TETHER_HOME/runs)")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="tether", description="Supervise AI agent runs.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+
+    console = sub.add_parser("console", help="open the console (the default)")
+    console.add_argument("--start", action="append", default=[], metavar="SCENARIO",
+                         help="start a run of SCENARIO at launch (repeatable)")
+    console.add_argument("--agent", metavar="NAME", help="preselect this agent in the New run dialog")
+    console.add_argument("--base-url", help="a chat-completions endpoint instead of the scripted provider")
+    console.add_argument("--model", help="the model to use with --base-url")
+    console.add_argument("--no-stream", action="store_true",
+                         help="do not stream replies from real endpoints (the console streams them by default)")
+    _otlp_option(console)
+    console.add_argument("--as", dest="who", metavar="NAME",
+                         help="who the console's Stops, approvals and rejections are recorded as (default: user@host)")
+    _store_option(console)
+    _place_options(console)
+
+    demo = sub.add_parser("demo", help="an autopilot tour of the console on the scripted provider, with captions")
+    demo.add_argument("--pace", type=_non_negative, default=1.6, metavar="SECONDS",
+                      help="how long each caption is read before the tour goes on (default 1.6)")
+    demo.add_argument("--latency-ms", type=_non_negative, default=120.0,
+                      help="the scripted provider's added latency per reply (default 120)")
+    demo.add_argument("--stay", action="store_true", help="keep the console open after the tour")
+    demo.add_argument("--acp", action="store_true",
+                      help="the tour of two real coding agents, OpenCode and Qwen Code, under the console "
+                           "(`make agents` installs them)")
+    demo.add_argument("--runs-dir", type=Path,
+                      help="keep the tour's runs here (default: a temporary folder, removed afterwards)")
+
+    agents = sub.add_parser("agents", help="list the agents: their model, endpoint and tools")
+    agents.add_argument("--json", action="store_true")
+    _config_option(agents)
+
+    run = sub.add_parser("run", help="start a run and wait for it to stop")
+    run.add_argument("scenario", nargs="?", help="a demo scenario (tether agents lists them)")
+    run.add_argument("--agent", metavar="NAME", help="an agent from the agent file")
+    run.add_argument("--base-url", help="a chat-completions endpoint: with a SCENARIO, where the scripted "
+                                        "provider is served; alone, an agent with the file tools (or LLM_BASE_URL)")
+    run.add_argument("--model", help="the model name at --base-url (or LLM_MODEL)")
+    run.add_argument("--prompt", help="the task (an agent's or scenario's own task by default)")
+    run.add_argument("--run-id")
+    # Unset options keep the agent's own settings (its file's, or the defaults).
+    run.add_argument("--max-turns", type=_positive_int)
+    run.add_argument("--budget", type=_money, metavar="USD")
+    run.add_argument("--budget-mode", choices=["soft", "strict"])
+    run.add_argument("--max-tokens", type=_positive_int)
+    run.add_argument("--tool-errors", choices=["fatal", "generic", "descriptive"])
+    run.add_argument("--no-triage", action="store_true", default=None,
+                     help="retry permanent tool errors like any other")
+    run.add_argument("--dedupe", choices=["off", "read-only", "all"])
+    run.add_argument("--auto-approve", type=_tool_list, metavar="TOOL[,TOOL]")
+    run.add_argument("--latency-ms", type=_non_negative, default=0.0, help="scripted provider: added latency")
+    run.add_argument("--fail", metavar="SPEC", help="scripted provider: inject faults, e.g. 429@1,500@2x2")
+    run.add_argument("--stream", action="store_true", help="ask for streamed replies")
+    run.add_argument("--cancel-after", type=_non_negative, metavar="SECONDS",
+                     help="fire the run's Stop signal after this many seconds")
+    run.add_argument("--json", action="store_true")
+    _deadline_options(run)
+    _wait_options(run)
+    _otlp_option(run)
+    _place_options(run)
+
+    resume = sub.add_parser("resume", help="resume a stopped run, optionally with raised limits")
+    resume.add_argument("run_id")
+    resume.add_argument("--max-turns", type=_positive_int)
+    resume.add_argument("--budget", type=_money, metavar="USD")
+    resume.add_argument("--message", metavar="TEXT",
+                        help="a follow-up: the next words to the agent; a completed run goes on from them")
+    resume.add_argument("--json", action="store_true")
+    _wait_options(resume)
+    _otlp_option(resume)
+    _place_options(resume)
+
+    deciders = []
+    for name, field, what in (("approve", "--note", "approve the pending call, then resume"),
+                              ("reject", "--reason", "reject the pending call in words, then resume")):
+        p = sub.add_parser(name, help=what)
+        deciders.append(p)
+        p.add_argument("run_id")
+        p.add_argument(field, default="")
+        p.add_argument("--json", action="store_true")
+        if name == "approve":
+            p.add_argument("--option", metavar="ID",
+                           help="an ACP agent's permission option (such as allow_always's id); default: allow once")
+            p.add_argument("--scope", metavar="run:ID|agent|store",
+                           help="with an ACP agent's \"always\" option: the scope of the rule Tether keeps of it "
+                                "(default: this run)")
+            p.add_argument("--args", metavar="JSON",
+                           help="approve with these arguments instead of the model's (a JSON object, checked "
+                                "against the tool's schema); the call runs with them")
+        else:
+            p.add_argument("--silent", action="store_true",
+                           help="an ACP agent: do not send the reason on to the agent as its next prompt")
+        _as_option(p)
+        _wait_options(p)
+        _otlp_option(p)
+        _place_options(p)
+
+    _serve_parser(sub)
+
+    stop = sub.add_parser("stop", help="stop a run, whichever process runs it")
+    stop.add_argument("run_id")
+    stop.add_argument("--reason", default="", help="why, recorded with the stop")
+    _as_option(stop)
+    _place_options(stop)
+
+    runs = sub.add_parser("runs", help="list every run in the runs dir")
+    runs.add_argument("--json", action="store_true")
+    runs.add_argument("--live", action="store_true",
+                      help="only the runs that are running (or orphaned) and those waiting for an approval")
+    _place_options(runs)
+
+    show = sub.add_parser("show", help="show a run and its transcript")
+    show.add_argument("run_id")
+    show.add_argument("--json", action="store_true")
+    _place_options(show)
+
+    trace = sub.add_parser("trace", help="print a run's JSONL trace")
+    trace.add_argument("run_id")
+    _place_options(trace)
+
+    watch = sub.add_parser("watch", help="follow runs as they happen, one line per event (until the run stops)")
+    watch.add_argument("run_id", nargs="?", help="the run to follow (default: the most recently created)")
+    watch.add_argument("--all", action="store_true",
+                       help="follow every run on the store, new ones included, until Ctrl-C")
+    watch.add_argument("--lines", type=_count, default=20, metavar="N",
+                       help="show each run's last N trace lines first (default 20)")
+    _place_options(watch)
+
+    export = sub.add_parser("export-otel", help="send a finished run's trace to an OpenTelemetry collector")
+    export.add_argument("run_id")
+    _otlp_option(export)
+    export.add_argument("--capture-content", action="store_true",
+                        help="include prompts, answers and tool results (off by default)")
+    export.add_argument("--timeout", type=_non_negative, metavar="SECONDS")
+    export.add_argument("--runs-dir", type=Path, help="where runs are saved (default $TETHER_HOME/runs)")
+    for p in (run, resume, *deciders, stop, runs, show, trace, watch, export):
+        _store_option(p)
+    _approvals_parsers(sub)
+
+    submit = sub.add_parser("submit", help="create a run and put it on the worker queue; prints its id at once")
+    submit.add_argument("--agent", required=True, metavar="NAME", help="an agent from the agent file, or a demo scenario")
+    submit.add_argument("--prompt", help="the task (the agent's own task by default)")
+    submit.add_argument("--run-id")
+    submit.add_argument("--base-url", help="a demo scenario: where the scripted provider is served")
+    submit.add_argument("--auto-approve", type=_tool_list, metavar="TOOL[,TOOL]")
+    submit.add_argument("--workspace", type=Path, help="a demo scenario: its folder (default $TETHER_HOME/workspace)")
+    submit.add_argument("--json", action="store_true")
+    _deadline_options(submit)
+    _worker_store_option(submit)
+    _config_option(submit)
+
+    worker = sub.add_parser("worker", help="run queued runs (tether submit) until SIGINT or SIGTERM")
+    worker.add_argument("--concurrency", type=_positive_int, default=1, metavar="N",
+                        help="runs this worker process drives at once, in all (default 1): across every "
+                             "agent's queue it takes runs from, whatever other workers say; a run waiting "
+                             "for a decision counts")
+    worker.add_argument("--max-recoveries", type=_count, default=3, metavar="N",
+                        help="a run whose worker died or was lost while driving it is recovered at most N "
+                             "times (default 3) since it last made progress; at the next such death it is "
+                             "parked as failed (\"crashed every worker that took it\")")
+    _worker_store_option(worker)
+    _config_option(worker)
+
+    provider = sub.add_parser("provider", help="serve the scripted provider over HTTP")
+    provider.add_argument("--host", default="127.0.0.1")
+    provider.add_argument("--port", type=_port, default=8787)
+    provider.add_argument("--latency-ms", type=_non_negative, default=0.0)
+    provider.add_argument("--fail", metavar="SPEC", help="e.g. 429@1,500@2x2,401@0,garbage@1,drip@1")
+    provider.add_argument("--retry-after", type=_non_negative, default=1.0, help="seconds sent with a 429")
+    provider.add_argument("--until-stdin-closes", action="store_true", help=argparse.SUPPRESS)  # a child's lifeline
+
+    lab = sub.add_parser("lab", help="rerun the experiments against the scripted provider, print their tables")
+    lab.add_argument("--json", action="store_true", help="one JSON object keyed by experiment")
+    lab.add_argument("--out", type=Path, metavar="FILE.md", help="also write the tables as markdown")
+    lab.add_argument("--quick", action="store_true", help="a reduced lab (fewer, smaller rows)")
+    lab.add_argument("--only", action="append", default=[], metavar="EXPERIMENT", help="repeatable")
+
+    served = sub.add_parser("acp", help="be an ACP agent on stdio: an editor runs Tether's agents as sessions")
+    _config_option(served)
+    _store_option(served)
+    served.add_argument("--workspace", type=Path, help="the demo agents' folder (default $TETHER_HOME/workspace)")
+
+    notify = sub.add_parser("notify", help="send the store's notifications ([notify.NAME] in tether.toml) "
+                                           "where no tether serve runs; until SIGINT or SIGTERM")
+    _store_option(notify)
+    _config_option(notify)
+    notify.add_argument("--public-url", metavar="URL",
+                        help="where tether serve is reached (https://tether.example.com): approvals then carry "
+                             "links that approve or reject; without it, no links")
+
+    hook = sub.add_parser("hook", help="a hook of another agent's CLI: tether hook claude-code [--install [DIR]]")
+    hook.add_argument("agent", choices=["claude-code"], help="whose hook (tether hook claude-code --help)")
+    hook.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+
+    evaluate = sub.add_parser("eval", help="run the six eval tasks against a model and grade the answers")
+    evaluate.add_argument("--base-url", default=os.environ.get("LLM_BASE_URL"),
+                          help="a chat-completions endpoint (or LLM_BASE_URL); default: the scripted provider")
+    evaluate.add_argument("--model", default=os.environ.get("LLM_MODEL"), help="the model name (or LLM_MODEL)")
+    evaluate.add_argument("--max-turns", type=_positive_int, default=8)
+    evaluate.add_argument("--task-timeout", type=_non_negative, metavar="SECONDS",
+                          help="stop a task through its signal after this long")
+    evaluate.add_argument("--out", type=Path, metavar="FILE.md", help="also write the table as markdown")
+    evaluate.add_argument("--json", action="store_true")
+    return parser
+
+
+def _serve_parser(sub: Any) -> None:
+    """``tether serve`` (:mod:`tether.web.command` runs it)."""
+    from tether.web.settings import DEFAULT_HOST, DEFAULT_PORT
+
+    p = sub.add_parser("serve", help="the approvals page for a phone and the console in a browser, behind a login")
+    p.add_argument("--host", default=DEFAULT_HOST,
+                   help=f"the address to listen on (default {DEFAULT_HOST}; any other warns: put it behind TLS)")
+    p.add_argument("--port", type=_port, default=DEFAULT_PORT, help=f"default {DEFAULT_PORT}")
+    p.add_argument("--public-url", metavar="URL",
+                   help="the address users reach the server at (behind a proxy): the base of the links "
+                        "notifications carry; https makes the session cookie Secure")
+    p.add_argument("--session-hours", type=_hours, default=12.0, metavar="HOURS",
+                   help="how long a login lasts (default 12)")
+    p.add_argument("--config", metavar="FILE", type=Path,
+                   help="the agent file (default $TETHER_CONFIG, else ./tether.toml when there is one)")
+    users = p.add_mutually_exclusive_group()
+    users.add_argument("--add-user", metavar="NAME",
+                       help="add a user (or set their password), read from the terminal or from stdin")
+    users.add_argument("--remove-user", metavar="NAME", help="remove a user")
+    users.add_argument("--users", action="store_true", help="list the users")
+    p.add_argument("--read-only", action="store_true", help="with --add-user: a watcher, who sees but cannot decide")
+    _store_option(p)
+
+
+def _hours(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a number of hours, got {text!r}") from None
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number of hours above 0, got {text!r}")
+    return value

@@ -1,0 +1,185 @@
+"""``tether runs``, ``show``, ``trace``, ``watch`` and ``export-otel``: a store's runs read,
+listed, followed as they happen, or sent to an OpenTelemetry collector. None changes a run
+(``runs`` applies passed decision deadlines, as any reader of the listing does)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import sys
+import time
+from typing import Any
+
+from tether.run.state import StateError
+from tether.store.protocol import call
+from tether.tui.cli import context, output
+from tether.tui.cli.parser import UsageError
+
+
+async def runs(args: argparse.Namespace) -> int:
+    """From the index of summaries (``tether.store.files.index``), not by replaying every journal.
+    A running run shows who runs it; one whose process died shows as ``orphaned`` (in
+    ``--json``: ``status`` stays the saved ``running``, ``liveness`` says ``orphaned``)."""
+    from tether.observe.report import listing, owner_words, recorded_all
+    from tether.text import clean
+
+    store = context.store_of(args)
+    problems: dict[str, str] = {}
+    runs = await call(store, store.summaries, live_only=args.live, problems=problems)
+    now = time.time()
+    if any(r.waiting and (r.interruption or {}).get("deadlineAt", now + 1) <= now for r in runs):
+        # Deadlines of calls nobody is there to answer are applied by the listing (and the
+        # listing then shows what they did).
+        from tether.approvals.deadlines import apply_due
+
+        for words in await call(store, apply_due, store, now=now):
+            print(f"tether: {clean(words)}", file=sys.stderr)
+        problems.clear()
+        runs = await call(store, store.summaries, live_only=args.live, problems=problems)
+    if args.json:
+        recorded = await call(store, recorded_all, store, [r.run_id for r in runs])
+        print(json.dumps([listing(r, *recorded[r.run_id]) for r in runs]))
+    else:
+        lines = []
+        for r in runs:
+            line = f"{r.run_id:<40} {r.shown_status:<20} {r.model:<16} turns={r.turns:<4} cost=${r.cost_usd:.4f}"
+            if r.source != "tether":  # an ACP agent's, or a program's on another framework
+                line += f"  [{r.source}]"
+            if r.liveness is not None:
+                line += f"  {owner_words(r.run_id, r.liveness, r.owner)}"
+            elif (r.interruption or {}).get("type") == "approval":
+                waiting = r.interruption or {}
+                line += f"  waits for approval of {waiting.get('toolName')}"
+                if int(waiting.get("needed") or 1) > 1:  # a two-person call: how far it is
+                    line += f" ({len(waiting.get('approvers') or [])} of {waiting['needed']} approved)"
+                holder = await call(store, store.owner, r.run_id)
+                if holder is not None and holder.alive:  # a process keeps it, waiting for a decision
+                    line += f" (pid {holder.where} waits for the decision)"
+            lines.append(clean(line))
+        if not runs:
+            lines.append(f"no {'live ' if args.live else ''}runs in {store.where}")
+        sys.stdout.write("\n".join(lines) + "\n")
+    for run_id, problem in problems.items():
+        print(f"tether: skipped {run_id}: {problem}", file=sys.stderr)
+    return 0
+
+
+async def show(args: argparse.Namespace) -> int:
+    from tether.observe.report import owner_words, recorded_run, summary, text_summary
+    from tether.run.state import Status
+    from tether.text import clean
+
+    store = context.store_of(args)
+    state = await call(store, store.load, args.run_id)
+    tool_runs, ms = await call(store, recorded_run, store, args.run_id)
+    owner = await call(store, store.owner, args.run_id) if state.status is Status.RUNNING else None
+    liveness = None if state.status is not Status.RUNNING else "running" if owner and owner.alive else "orphaned"
+    if args.json:
+        print(json.dumps({**summary(state, tool_runs, ms), "liveness": liveness,
+                          "owner": None if owner is None else owner.to_dict(), "messages": state.messages}))
+        return 0
+    print(text_summary(state, len(tool_runs), ms))
+    if liveness is not None:
+        label = "owner" if liveness == "running" else "orphaned"
+        print(clean(f"{label}: {owner_words(state.run_id, liveness, owner, long=True)}"))
+    for message in state.messages:
+        role = message.get("role")
+        if message.get("content"):
+            print(f"[{role}] {clean(message['content'])}")
+        for tool_call in message.get("tool_calls") or ():
+            fn = tool_call.get("function") or {}
+            print(clean(f"[{role} → {fn.get('name')}] {fn.get('arguments')}  ({tool_call.get('id')})"))
+    return 0
+
+
+async def trace(args: argparse.Namespace) -> int:
+    from tether.store.files.layout import TRACE_FILE
+    from tether.store.files.store import RunStore
+
+    store = context.store_of(args)
+    if isinstance(store, RunStore):
+        path = store.run_dir(args.run_id) / TRACE_FILE
+        if not path.exists():
+            raise StateError(f"no trace for run {args.run_id} at {path}")
+        sys.stdout.write(path.read_text(encoding="utf-8"))  # JSON lines: controls are escaped
+        return 0
+    if not await call(store, store.exists, args.run_id):
+        raise StateError(f"no run {args.run_id} in {store.where}")
+    records = await call(store, lambda: list(store.read_trace(args.run_id)))
+    # The lines as the trace writer wrote them (ASCII JSON: controls and line breaks escaped).
+    sys.stdout.write("".join(json.dumps(r, separators=(",", ":")) + "\n" for r in records))
+    return 0
+
+
+async def watch(args: argparse.Namespace) -> int:
+    """Follow a run (or, with --all, every run) as its events are written, by whichever
+    process runs it: its last trace lines first, then each new one, worded as in the
+    console's trace pane. Ends when the run stops, and Ctrl-C ends it (exit 0)."""
+    import signal
+
+    stop = asyncio.Event()  # Ctrl-C ends the watch quietly, from here on
+    loop = asyncio.get_running_loop()
+    loop.add_signal_handler(signal.SIGINT, stop.set)
+    if isinstance(sys.stdout, output.Output):  # and so does its reader going away (| head)
+        sys.stdout.on_close.append(stop.set)
+    try:
+        from tether.store.files.store import RunStore
+        from tether.text import clean
+
+        def note(text: str) -> None:
+            print(clean(text), file=sys.stderr, flush=True)
+
+        if args.all and args.run_id:
+            raise UsageError("give a RUN_ID or --all, not both")
+        store = context.store_of(args)
+        if isinstance(store, RunStore):  # inotify on the runs dir
+            from tether.store.files import watch as follow
+            where: Any = store.root
+        else:  # LISTEN/NOTIFY
+            from tether.store.postgres import watch as follow
+            where = store
+        lines = max(0, args.lines)
+        if args.all:
+            await follow.follow_all(where, sys.stdout, stop_event=stop, backlog=lines,
+                                    on_ready=lambda: note(f"watching every run in {store.where} (Ctrl-C to stop)"))
+            return 0
+        run_id = args.run_id
+        if run_id is None:  # the most recently created run, from the index
+            summaries = await call(store, store.summaries)
+            newest = max(summaries, key=lambda s: (s.created_at, s.run_id), default=None)
+            if newest is None:
+                raise StateError(f"no runs in {store.where}")
+            run_id = newest.run_id
+        if not await call(store, store.exists, run_id):
+            raise StateError(f"no run {run_id} in {store.where}")
+        await follow.follow_run(where, run_id, sys.stdout, stop_event=stop, backlog=lines,
+                                on_ready=lambda: note(f"watching {run_id} until it stops (Ctrl-C to stop watching)"))
+        return 0
+    except BrokenPipeError:  # the reader went away (tether watch | head)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    finally:
+        loop.remove_signal_handler(signal.SIGINT)
+
+
+async def export_otel(args: argparse.Namespace) -> int:
+    """``tether export-otel RUN_ID [--store URL|DIR] [--otlp URL] [--capture-content] [--timeout S]``."""
+    from tether.observe.otel.replay import OtelExportError, export_run
+    from tether.observe.otel.settings import capture_content_from_env, shown_url, traces_endpoint
+
+    store = context.store_of(args)
+    endpoint = traces_endpoint(getattr(args, "otlp", None))
+    capture = bool(getattr(args, "capture_content", False)) or capture_content_from_env()
+    try:
+        count = await asyncio.to_thread(export_run, store, args.run_id, endpoint, capture_content=capture,
+                                        timeout=getattr(args, "timeout", None))
+    except OtelExportError as exc:
+        print(f"tether: {exc}", file=sys.stderr)
+        return 1
+    print(f"exported {count} spans of run {args.run_id} to {shown_url(endpoint)}")
+    return 0
+
+
+COMMANDS = {"runs": runs, "show": show, "trace": trace, "watch": watch, "export-otel": export_otel}
