@@ -7,9 +7,9 @@ import argparse
 import time
 from collections.abc import Callable
 
-from tests.benchmarks import (bench_acp, bench_console, bench_decisions, bench_harness, bench_otel_exit, bench_pgstore,
-                               bench_provider, bench_stop, bench_store, bench_stream, bench_tracked, bench_web,
-                               bench_workers)
+from tests.benchmarks import (bench_acp, bench_cold_start, bench_console, bench_decisions, bench_harness,
+                               bench_otel_exit, bench_pgstore, bench_provider, bench_stop, bench_store, bench_stream,
+                               bench_tracked, bench_web, bench_workers)
 
 BENCHES: list[tuple[str, str, Callable[[], object]]] = [
     ("provider", "provider", bench_provider.main),
@@ -20,6 +20,7 @@ BENCHES: list[tuple[str, str, Callable[[], object]]] = [
     ("pgstore", "store on PostgreSQL", bench_pgstore.main),
     ("decisions", "the record of decisions", lambda: bench_decisions.main([])),
     ("stop", "stop across processes", bench_stop.main_remote),
+    ("cold-start", "each command's cold start: its imports as a new process", lambda: bench_cold_start.main([])),
     ("otel-exit", "a CLI command's exit with an OTLP collector down", lambda: bench_otel_exit.main([])),
     ("workers", "workers on PostgreSQL", bench_workers.main),
     ("acp", "ACP agents under Tether", lambda: bench_acp.main([])),

@@ -14,6 +14,7 @@ Run: ``.venv/bin/python -m tests.benchmarks.bench_stop``
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 import statistics
 import sys
@@ -21,13 +22,15 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
-from tether.store import control
+from tether.store import control, operate
 from tether.run.cancel import CancelSignal
 from tether.run.events import Event, RunStopped, ToolStart
 from tether.harness import Harness
 from tether.demo.agents import ScanArchive
-from tether.store.files.store import TRACE_FILE, RunStore
+from tether.store.files.layout import TRACE_FILE
+from tether.store.files.store import RunStore
 from tether.observe.trace import read_trace
+from tether.demo.agents import DEMO
 from tests.benchmarks.peers import scratch_dir
 
 TRIALS = 100
@@ -57,7 +60,7 @@ async def _trials(n: int, workdir: Path) -> StopFigures:
     latencies: list[float] = []
     statuses: set[str] = set()
     try:
-        async with Harness(workdir / "runs", workdir / "workspace") as harness:
+        async with Harness(workdir / "runs", workdir / "workspace", agent_sets=(DEMO,)) as harness:
             for _ in range(n + 1):  # the first trial warms up (imports, encoding, schemas)
                 signal = CancelSignal()
                 marks: dict[str, float] = {}
@@ -105,6 +108,23 @@ REMOTE_TRIALS = 50
 REMOTE_TARGET_P99_MS = 100.0
 
 
+@dataclass(frozen=True)
+class Cli:
+    """Whose ``tether`` the processes run: this tree's (``tether.tui.cli``), or a checkout's
+    from before the restructure (``tether.cli`` on ``PYTHONPATH``). Without
+    ``PYTHONDONTWRITEBYTECODE``, as an installed ``tether`` runs: with it, every process would
+    compile Tether from source (this sandbox sets it)."""
+
+    module: str = "tether.tui.cli"
+    pythonpath: str | None = None
+
+    def env(self) -> dict[str, str]:
+        env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
+        if self.pythonpath:
+            env["PYTHONPATH"] = self.pythonpath
+        return env
+
+
 async def _until_trace(trace: Path, kind: str, cap_s: float = 60.0) -> dict:
     deadline = time.monotonic() + cap_s
     while time.monotonic() < deadline:
@@ -115,7 +135,7 @@ async def _until_trace(trace: Path, kind: str, cap_s: float = 60.0) -> dict:
     raise RuntimeError(f"no {kind} in {trace} within {cap_s:g} s")
 
 
-async def _remote_trials(n: int, workdir: Path) -> dict[str, list[float]]:
+async def _remote_trials(n: int, workdir: Path, cli: Cli = Cli()) -> dict[str, list[float]]:
     """Each trial: ``tether run slow`` in a child process; once its trace shows scan_archive
     started, a Stop, either as a ``tether stop`` process (``command``: from spawning it) or
     as a request from this process (``request``: from sending it, what ``tether stop`` does
@@ -127,8 +147,8 @@ async def _remote_trials(n: int, workdir: Path) -> dict[str, list[float]]:
     for i in range(2 * n + 2):  # the first two warm the page cache
         how = "command" if i % 2 == 0 else "request"
         run_id = f"remote-{i}"
-        run = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.tui.cli", "run", "slow",
-                                                   "--run-id", run_id, *place,
+        run = await asyncio.create_subprocess_exec(sys.executable, "-m", cli.module, "run", "slow",
+                                                   "--run-id", run_id, *place, env=cli.env(),
                                                    stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.DEVNULL)
         try:
             trace = store.run_dir(run_id) / TRACE_FILE
@@ -136,12 +156,12 @@ async def _remote_trials(n: int, workdir: Path) -> dict[str, list[float]]:
             await asyncio.sleep(0.05)  # into the scan
             started = time.time()
             if how == "command":
-                stop = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.tui.cli", "stop", run_id, *place,
-                                                            stdout=asyncio.subprocess.DEVNULL,
+                stop = await asyncio.create_subprocess_exec(sys.executable, "-m", cli.module, "stop", run_id, *place,
+                                                            env=cli.env(), stdout=asyncio.subprocess.DEVNULL,
                                                             stderr=asyncio.subprocess.DEVNULL)
                 await stop.wait()
             else:
-                await control.request(store, run_id, control.ControlRequest("stop", "the benchmark", by="bench"))
+                await operate.request(store, run_id, control.ControlRequest("stop", "the benchmark", by="bench"))
             stopped = await _until_trace(trace, "run_stopped")
             if i >= 2:
                 out[how].append((stopped["ts"] - started) * 1000)
@@ -151,21 +171,38 @@ async def _remote_trials(n: int, workdir: Path) -> dict[str, list[float]]:
     return out
 
 
-def measure_remote(n: int = REMOTE_TRIALS) -> dict[str, tuple[float, float, float]]:
+def measure_remote(n: int = REMOTE_TRIALS, cli: Cli = Cli()) -> dict[str, tuple[float, float, float]]:
     with scratch_dir("remote-stop") as tmp:
-        samples = asyncio.run(_remote_trials(n, Path(tmp)))
+        samples = asyncio.run(_remote_trials(n, Path(tmp), cli))
     return {how: (statistics.median(v), percentile(v, 99), max(v)) for how, v in samples.items()}
 
 
-def main_remote(n: int = REMOTE_TRIALS) -> None:
-    figures = measure_remote(n)
-    for how, words in (("command", "`tether stop` (a new process) -> run_stopped written by the run's process"),
-                       ("request", "a stop request sent from another process -> run_stopped written")):
-        p50, p99, top = figures[how]
-        print(f"Stop from another process, {words}, {n} trials: p50 {p50:.1f} ms, p99 {p99:.1f} ms, "
-              f"max {top:.1f} ms (target p99 <= {REMOTE_TARGET_P99_MS:g} ms)")
+def main_remote(n: int = REMOTE_TRIALS, before: Path | None = None) -> None:
+    """This tree's ``tether stop``; with ``before``, a checkout's from before the restructure
+    first (the host's speed is printed before each, as ``make bench`` does per section)."""
+    from tests.benchmarks.bench_harness import host_speed_ms
+
+    clis = ([("before the restructure", Cli("tether.cli", str(before)))] if before else []) + [("this tree", Cli())]
+    for label, cli in clis:
+        speed = host_speed_ms()
+        figures = measure_remote(n, cli)
+        for how, words in (("command", "`tether stop` (a new process) -> run_stopped written by the run's process"),
+                           ("request", "a stop request sent from another process -> run_stopped written")):
+            p50, p99, top = figures[how]
+            print(f"Stop from another process ({label}), {words}, {n} trials: p50 {p50:.1f} ms, p99 {p99:.1f} ms, "
+                  f"max {top:.1f} ms (target p99 <= {REMOTE_TARGET_P99_MS:g} ms; host speed check before: "
+                  f"{speed:.1f} ms)")
 
 
 if __name__ == "__main__":
-    main()
-    main_remote()
+    import argparse
+
+    parser = argparse.ArgumentParser(description="stop inside scan_archive: in the process, and from another one")
+    parser.add_argument("--remote-only", action="store_true", help="only the stop from another process")
+    parser.add_argument("-n", type=int, default=REMOTE_TRIALS, help="trials of the stop from another process")
+    parser.add_argument("--before", type=Path, metavar="DIR",
+                        help="also a checkout from before the restructure (DIR/tether/cli.py)")
+    options = parser.parse_args()
+    if not options.remote_only:
+        main()
+    main_remote(options.n, options.before)

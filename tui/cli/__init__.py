@@ -18,8 +18,6 @@ import sys
 import types
 from collections.abc import Sequence
 
-from tether.run.state import StateError
-from tether.store.protocol import SaveError
 from tether.tui.cli.output import Output
 from tether.tui.cli.parser import USAGE_ERROR, UsageError, build_parser
 
@@ -60,15 +58,30 @@ def _main(args: argparse.Namespace, command: str) -> int:
 
             done = asyncio.run(done)
         return done
-    except (UsageError, StateError, ValueError) as exc:
+    except Exception as exc:
+        code = _refusal_code(exc)
+        if code is None:
+            raise
         print(f"tether: error: {exc}", file=sys.stderr)
-        return USAGE_ERROR
-    except SaveError as exc:
-        print(f"tether: error: {exc}", file=sys.stderr)
-        return 1
+        return code
     except KeyboardInterrupt:
         return 130
     finally:
         close = getattr(getattr(args, "_store", None), "close", None)
         if callable(close):  # a database store's sessions
             close()
+
+
+def _refusal_code(exc: Exception) -> int | None:
+    """The exit code of an error said in one line: 2 for a usage error (or a run in no state
+    for the command), 1 for a store that could not save; None for a bug, which is raised.
+    The two classes are imported here, when there is an error, so that ``tether stop --help``
+    does not import the run's state or the store's protocol (and asyncio with it)."""
+    from tether.run.state import StateError
+    from tether.store.protocol import SaveError
+
+    if isinstance(exc, (UsageError, StateError, ValueError)):
+        return USAGE_ERROR
+    if isinstance(exc, SaveError):
+        return 1
+    return None

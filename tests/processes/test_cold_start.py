@@ -1,0 +1,94 @@
+"""What the quick commands import, each in a fresh process: ``tether stop`` and ``runs``
+(and the parser of every command) load neither the console nor the harness nor any heavy
+package, and ``approve``/``reject`` load the harness they go on with but not the console,
+the web server, OpenTelemetry or a database driver.
+
+A user notices this as start-up time (docs/performance.md, "Cold start"); it is asserted
+here as the modules in ``sys.modules`` after the command, not as a time, so that a slow
+host fails nothing and an eager import anywhere on the path fails this at once."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support import cli_here, place
+
+NEVER = ("textual", "tether.tui.app", "tether.tui.launch", "opentelemetry", "tether.observe.otel", "aiohttp",
+         "tether.web.app", "psycopg", "dbos", "tether.store.postgres", "tether.workers.worker", "mcp",
+         "tether.acp.server")
+"""Loaded by none of the commands below."""
+
+NOT_TO_ASK = (*NEVER, "pydantic", "jsonschema", "httpx", "tether.harness", "tether.demo", "tether.run.loop",
+              "tether.agents.config")
+"""Nor by those that only ask or stop (no harness, no agent file, no model client)."""
+
+_PROBE = """
+import json, sys
+from tether.tui.cli import main
+try:
+    code = main(sys.argv[2:])
+except SystemExit as exc:  # --help
+    code = exc.code
+with open(sys.argv[1], "w") as out:
+    json.dump({"code": code, "modules": sorted(sys.modules)}, out)
+"""
+
+
+def _loaded(tmp_path: Path, *args: str) -> tuple[int, list[str]]:
+    """``tether ARGS`` in a fresh interpreter: its exit code and every module it loaded."""
+    out = tmp_path / "modules.json"
+    done = subprocess.run([sys.executable, "-c", _PROBE, str(out), *args], capture_output=True, text=True,
+                          timeout=120)
+    assert out.exists(), done.stderr
+    said = json.loads(out.read_text())
+    return said["code"], said["modules"]
+
+
+def _among(modules: list[str], names: tuple[str, ...]) -> list[str]:
+    return sorted(m for m in modules if any(m == n or m.startswith(n + ".") for n in names))
+
+
+@pytest.fixture(scope="module")
+def waiting(tmp_path_factory: pytest.TempPathFactory) -> list[str]:
+    """A file store with a run waiting for an approval (``w``): its place options."""
+    where = place(tmp_path_factory.mktemp("cold"))
+    assert cli_here("run", "destructive", "--run-id", "w", *where).returncode == 5
+    return where
+
+
+@pytest.mark.parametrize("command", ["stop", "approve", "reject", "runs", "run", "serve", "worker", "console"])
+def test_the_parser_of_any_command_imports_no_command(tmp_path: Path, command: str) -> None:
+    code, modules = _loaded(tmp_path, command, "--help")
+    assert code == 0
+    assert _among(modules, NOT_TO_ASK) == []
+    assert not [m for m in modules if m.startswith("tether.tui.cli.") and m not in (
+        "tether.tui.cli.parser", "tether.tui.cli.output")], "--help imports no command's module"
+
+
+def test_stop_loads_the_store_and_the_control_channel_alone(tmp_path: Path, waiting: list[str]) -> None:
+    code, modules = _loaded(tmp_path, "stop", "w", *waiting)
+    assert code == 2  # nothing to stop: the run waits for a decision, and no process runs it
+    assert "tether.store.files.store" in modules and "tether.store.operate" in modules
+    assert _among(modules, NOT_TO_ASK) == []
+
+
+@pytest.mark.parametrize("args", [["runs"], ["runs", "--json"], ["runs", "--live"]])
+def test_runs_loads_the_store_and_the_listing_alone(tmp_path: Path, waiting: list[str], args: list[str]) -> None:
+    code, modules = _loaded(tmp_path, *args, *waiting)
+    assert code == 0
+    assert "tether.observe.report" in modules
+    assert _among(modules, NOT_TO_ASK) == []
+
+
+@pytest.mark.parametrize("verdict", ["approve", "reject"])
+def test_a_decision_loads_the_harness_it_goes_on_with_but_no_console_server_or_driver(
+        tmp_path: Path, waiting: list[str], verdict: str) -> None:
+    code, modules = _loaded(tmp_path, verdict, "nobody", *waiting)
+    assert code == 2  # no such run: refused in words, after the harness is made
+    assert "tether.harness" in modules
+    assert _among(modules, NEVER) == []
