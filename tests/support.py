@@ -34,7 +34,10 @@ from textual.widgets import Input
 
 from tether.run.state import RunState, StateError
 from tether.store.files.store import RunStore
-from tether.tui.app import Shown, TetherApp
+from tether.harness import Harness
+from tether.tui.app import TetherApp
+from tether.tui.options import ConsoleOptions
+from tether.tui.screen import Shown
 
 REPO = Path(__file__).resolve().parents[1]
 CAP_S = 30.0  # how long a console test waits for a condition before it fails
@@ -74,10 +77,8 @@ class StillConsole(TetherApp):
     recorded as ``operator``, text cursors that do not blink). It also keeps the ``Shown``
     messages the app posts, as ``(what, run id)``, for tests of what reached the screen."""
 
-    def __init__(self, **kw: Any) -> None:
-        kw.setdefault("timings", False)
-        kw.setdefault("operator", "operator")
-        super().__init__(**kw)
+    def __init__(self, options: ConsoleOptions, *, harness: Harness | None = None) -> None:
+        super().__init__(options, harness=harness)
         self.shown: list[tuple[str, str]] = []
 
     def on_shown(self, message: Shown) -> None:
@@ -89,8 +90,12 @@ class StillConsole(TetherApp):
             event.widget.cursor_blink = False
 
 
-def still_console(**kw: Any) -> StillConsole:
-    return StillConsole(**kw)
+def still_console(*, harness: Harness | None = None, **options: Any) -> StillConsole:
+    """A still console with these :class:`ConsoleOptions` (no timings, decisions by ``operator``
+    unless given)."""
+    options.setdefault("timings", False)
+    options.setdefault("operator", "operator")
+    return StillConsole(ConsoleOptions(**options), harness=harness)
 
 
 # from tests/processes/test_mcp.py

@@ -25,7 +25,7 @@ USES: dict[str, str] = {
         "pass of the whole screen (tether.tui.components.line_view).",
     "Screen._on_idle":
         "the console screen paints a change the operator asked for once the screen is idle, "
-        "not at the update timer's next frame (tether.tui.app.ConsoleScreen).",
+        "not at the update timer's next frame (tether.tui.screen.ConsoleScreen).",
     "Screen._dirty_widgets":
         "whether the screen has repaints pending, read by that idle handler.",
     "Screen._on_timer_update":

@@ -396,6 +396,7 @@ def run_demo(args: Any) -> int:
         return run_acp_demo(args)
     from tether.demo.provider.server import provider_process
     from tether.tui.app import TetherApp
+    from tether.tui.options import ConsoleOptions
 
     tour = Tour(args.pace, stay=args.stay)
     with contextlib.ExitStack() as stack:
@@ -407,8 +408,8 @@ def run_demo(args: Any) -> int:
             url: str | None = stack.enter_context(provider_process(latency_ms=args.latency_ms))
         except (RuntimeError, OSError):  # no child process: the same provider, in this process
             url = None
-        app = TetherApp(runs_dir=runs_dir, workspace=workspace, provider_url=url, latency_ms=args.latency_ms,
-                        grace_s=0.5, operator="the demo")
+        app = TetherApp(ConsoleOptions(runs_dir=runs_dir, workspace=workspace, provider_url=url,
+                                       latency_ms=args.latency_ms, grace_s=0.5, operator="the demo"))
         app.run(auto_pilot=tour)
     return app.return_code or 0
 
@@ -421,6 +422,7 @@ def run_acp_demo(args: Any) -> int:
     from tether.agents.config import load_config
     from tether.demo.provider.coding import endpoint_process
     from tether.tui.app import TetherApp
+    from tether.tui.options import ConsoleOptions
 
     why = missing()
     if why is not None:
@@ -433,7 +435,7 @@ def run_acp_demo(args: Any) -> int:
         url = stack.enter_context(endpoint_process(tasks=TASKS, workspace=workspace))
         config = load_config(write_agent_file(home / "tether.toml", base_url=url, home=home / "agents",
                                               workspace=workspace))
-        app = TetherApp(runs_dir=args.runs_dir or home / "runs", workspace=home / "workspace", config=config,
-                        grace_s=0.5, operator="the demo")
+        app = TetherApp(ConsoleOptions(runs_dir=args.runs_dir or home / "runs", workspace=home / "workspace",
+                                       config=config, grace_s=0.5, operator="the demo"))
         app.run(auto_pilot=tour)
     return app.return_code or 0

@@ -65,6 +65,7 @@ from tether.acp.events import AcpEvent, PermissionAsked
 from tether.agents.agent import AcpCommand, Agent
 from tether.run.events import ApprovalRequired, Event, RunStopped, TextDelta
 from tether.harness import Harness
+from tether.tui.options import ConsoleOptions
 from tether.demo.provider.server import running_app
 from tether.run.state import Cancelled, Status
 from tests.acp import installed as real_agents
@@ -255,7 +256,7 @@ async def console_scene(n_agents: int, seconds: float, tmp: Path) -> dict[str, A
                 received[(event.run_id, int(found.group(1)))] = time.time()
 
     harness = Harness(folder / "runs", sinks=[on_delta])
-    app = MeasuredConsole(harness=harness, timings=False)
+    app = MeasuredConsole(ConsoleOptions(timings=False), harness=harness)
     shown: dict[tuple[str, int], float] = {}
     showing: dict[str, Any] = {"rid": None, "last": -1}
     workspaces: list[Path] = []

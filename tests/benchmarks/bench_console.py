@@ -53,7 +53,9 @@ from tether.harness import Harness
 from tether.demo.provider.server import provider_process
 from tether.run.state import Limits, Status
 from tether.demo.agents import ScanArchive
-from tether.tui.app import Shown, TetherApp
+from tether.tui.app import TetherApp
+from tether.tui.options import ConsoleOptions
+from tether.tui.screen import Shown
 from tether.tui.components.dialogs import NewRunRequest
 
 STORE_RUNS = 10_000
@@ -85,8 +87,8 @@ class MeasuredConsole(TetherApp):
     """The console with a clock on what it shows: the app posts ``Shown`` after the refresh
     that painted a change, and this keeps when."""
 
-    def __init__(self, **kw: Any) -> None:
-        super().__init__(**kw)
+    def __init__(self, options: ConsoleOptions = ConsoleOptions(), *, harness: Harness | None = None) -> None:
+        super().__init__(options, harness=harness)
         self.painted: deque[tuple[str, str, float]] = deque(maxlen=1000)  # (what, run id, when)
 
     def on_shown(self, message: Shown) -> None:
@@ -135,7 +137,8 @@ async def _press_keys(app: TetherApp, rid: str, going: Callable[[], bool],
 
 
 def _app(tmp: str, provider_url: str | None, **kw: Any) -> TetherApp:
-    return MeasuredConsole(runs_dir=Path(tmp) / "runs", workspace=Path(tmp) / "workspace", provider_url=provider_url, **kw)
+    return MeasuredConsole(ConsoleOptions(runs_dir=Path(tmp) / "runs", workspace=Path(tmp) / "workspace",
+                                          provider_url=provider_url, **kw))
 
 
 def _key_figures(latencies: list[float], timeouts: int) -> dict[str, Any]:
@@ -316,7 +319,7 @@ async def store_startup(root: Path, keys: int = 100) -> dict[str, Any]:
     """A console opened on ``root`` (10,000 finished runs): construction to usable, and keys."""
     gc.collect()
     t0 = time.perf_counter()
-    app = MeasuredConsole(runs_dir=root, workspace=root.parent / "workspace")
+    app = MeasuredConsole(ConsoleOptions(runs_dir=root, workspace=root.parent / "workspace"))
     async with app.run_test(size=(160, 45)) as pilot:
         usable_s = time.perf_counter() - t0
         runs = app.console_screen.query_one("#runs")
@@ -356,7 +359,7 @@ async def live_from_peers(seconds: float, peers: int = PEERS, per_peer: int = RU
     """``peers`` other processes each driving ``per_peer`` runaways; the console follows them."""
     with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
         root, ws = Path(tmp) / "runs", Path(tmp) / "workspace"
-        app = MeasuredConsole(runs_dir=root, workspace=ws)
+        app = MeasuredConsole(ConsoleOptions(runs_dir=root, workspace=ws))
         procs: list[asyncio.subprocess.Process] = []
         async with app.run_test(size=(160, 45)) as pilot:
             await app.store_ready()

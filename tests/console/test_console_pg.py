@@ -20,7 +20,8 @@ import pytest
 
 from tether.store.postgres.store import PgStore
 from tether.run.state import Cancelled, RunState, Status
-from tether.tui.app import STOP_REASON, TetherApp
+from tether.tui.app import TetherApp
+from tether.tui.run_actions import STOP_REASON
 from tether.tui.components.dialogs import ApproveDialog
 from tether.tui.model import QueueInfo
 from tests.support import (

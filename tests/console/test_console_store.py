@@ -16,7 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from tether.run.state import Cancelled, Status
-from tether.tui.app import STOP_REASON, TetherApp
+from tether.tui.app import TetherApp
+from tether.tui.run_actions import STOP_REASON
 from tether.tui.components.dialogs import ApproveDialog, ResumeDialog
 
 from tests.support import (

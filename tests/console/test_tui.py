@@ -17,7 +17,9 @@ from textual.widgets import Input, Select
 
 from tether.demo.provider.scenarios import DESTRUCTIVE_DECLINED, DESTRUCTIVE_DELETED, PLAN_ANSWER
 from tether.run.state import Cancelled, Limits, NeedsApproval, Status
-from tether.tui.app import STOP_REASON, TetherApp, run_console
+from tether.tui.app import TetherApp
+from tether.tui.launch import run_console
+from tether.tui.run_actions import STOP_REASON
 from tether.tui.components.approvals import ApprovalsPane
 from tether.tui.components.dialogs import (
     ApproveDialog, FollowUpDialog, HelpScreen, NewRunDialog, NewRunRequest, RejectDialog, ResumeDialog,

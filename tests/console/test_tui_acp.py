@@ -26,7 +26,8 @@ from textual.widgets import Button, Input, Select, Static
 from tether.agents.config import Config, load_config
 from tether.run.state import AgentRef, Cancelled, NeedsApproval, RunState, StateError, Status
 from tether.tui.agent_notes import Note, place
-from tether.tui.app import STOP_REASON, TetherApp
+from tether.tui.app import TetherApp
+from tether.tui.run_actions import STOP_REASON
 from tether.tui.components.approvals import ApprovalsPane
 from tether.tui.components.cost_meter import CostMeter, numbers, spark_caption, unreported_turns
 from tether.tui.components.dialogs import ApproveDialog, NewRunDialog, NewRunRequest, RejectDialog

@@ -26,7 +26,7 @@ from tether.demo.provider.scenarios import PLAN_ANSWER
 from tether.demo.provider.server import provider_process
 from tether.run.state import Limits, Status
 from tether.store.files.store import JOURNAL_FILE
-from tether.tui import app as console
+from tether.tui import launch as console
 from tether.tui.app import TetherApp
 from tether.tui.components.dialogs import NewRunDialog, NewRunRequest, ResumeDialog
 from tether.tui.components.runs_list import RunsList
@@ -233,7 +233,7 @@ def test_console_agent_may_name_a_demo_scenario(tmp_path: Path, no_agent_file: N
                                                 built: list[TetherApp]) -> None:
     assert cli_main(["console", "--agent", "destructive", "--runs-dir", str(tmp_path / "runs")]) == 0
     [app] = built
-    assert app.config is None and app.initial_agent == "destructive"
+    assert app.config is None and app.options.agent == "destructive"
 
 
 def test_console_unknown_agent_is_a_usage_error(tmp_path: Path, provider_url: str, built: list[TetherApp],

@@ -25,7 +25,8 @@ from tether.models.processes import free_port, stop_process, wait_until_serving
 from tether.demo.provider.server import provider_process
 from tether.run.state import Status
 from tests.support import SIZE, finish, settle, still_console
-from tether.tui.app import TetherApp, run_console
+from tether.tui.app import TetherApp
+from tether.tui.launch import run_console
 from tether.tui.components.dialogs import NewRunRequest
 
 
@@ -132,7 +133,8 @@ def test_tether_serves_the_embedded_provider_from_a_child_and_stops_it(
     seen: dict[str, object] = {}
 
     def run(app: TetherApp) -> int:  # instead of taking over the terminal
-        seen.update(url=app.provider_url, answered=_answers(str(app.provider_url)), notes=app.startup_notes)
+        seen.update(url=app.options.provider_url, answered=_answers(str(app.options.provider_url)),
+                    notes=list(app.options.notes))
         return 0
 
     monkeypatch.setattr(TetherApp, "run", run)
@@ -151,10 +153,10 @@ def test_without_a_child_the_console_runs_the_provider_itself_and_says_so(
         yield ""  # pragma: no cover
 
     def run(app: TetherApp) -> int:
-        seen.update(url=app.provider_url, notes=app.startup_notes)
+        seen.update(url=app.options.provider_url, notes=list(app.options.notes))
         return 0
 
-    monkeypatch.setattr("tether.tui.app.provider_process", no_child)
+    monkeypatch.setattr("tether.tui.launch.provider_process", no_child)
     monkeypatch.setattr(TetherApp, "run", run)
     assert run_console(_console_args(tmp_path)) == 0
     assert seen["url"] is None

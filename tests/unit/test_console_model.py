@@ -166,12 +166,13 @@ def test_the_sink_takes_the_live_state_of_a_run_driven_here() -> None:
 def test_the_console_takes_as_name(tmp_path) -> None:
     from tether.tui.cli.parser import build_parser
     from tether.tui.app import TetherApp
+    from tether.tui.options import ConsoleOptions
 
     args = build_parser().parse_args(["console", "--as", "zed"])
     assert args.who == "zed"
-    app = TetherApp(runs_dir=tmp_path / "runs", workspace=tmp_path / "ws", operator=args.who)
+    app = TetherApp(ConsoleOptions(runs_dir=tmp_path / "runs", workspace=tmp_path / "ws", operator=args.who))
     assert app.operator == app.model.operator == "zed"
-    assert "@" in TetherApp(runs_dir=tmp_path / "runs", workspace=tmp_path / "ws").operator  # user@host
+    assert "@" in TetherApp(ConsoleOptions(runs_dir=tmp_path / "runs", workspace=tmp_path / "ws")).operator  # user@host
 
 
 def test_a_trace_read_from_a_database_goes_before_the_lines_the_view_holds() -> None:
@@ -203,7 +204,7 @@ def test_a_worker_run_in_the_queue_is_queued_not_orphaned() -> None:
 
 def test_the_header_names_a_database_store_without_its_password() -> None:
     from tether.store.postgres.store import redact
-    from tether.tui.app import store_label
+    from tether.tui.views import store_label
 
     assert store_label(redact("postgresql://ops:s3cret@db.example:5433/tether?password=other")) == \
         "ops@db.example:5433/tether"

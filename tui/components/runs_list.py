@@ -20,7 +20,7 @@ from textual.message import Message
 from textual.strip import Strip
 
 from tether.tui.components.line_view import LineView
-from tether.tui.model import RunRow
+from tether.tui.rows import RunRow
 
 __all__ = ["COLUMNS", "RunRow", "RunsList", "row_text"]
 

@@ -1,0 +1,342 @@
+"""The operator's decisions: approve, reject, approve with edited arguments, and the
+standing rules and the record of decisions (:mod:`tether.approvals`).
+
+A part of :class:`~tether.tui.app.TetherApp` (mixed into it: the ``action_*`` names are the
+keys' and the command palette's). A decision goes the way the run waits for it
+(:meth:`~tether.tui.model.ConsoleModel.decide_route`): to the process that holds the run,
+through the store's control channel; to the queue worker's workflow that waits for it; or
+here, when nobody holds the run, and this console goes on with it. A rule made from a call
+decides that call by the same path, recorded as ``rule R4``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from textual import on
+from textual.message_pump import MessagePump
+from textual.screen import Screen
+from textual.worker import Worker
+
+from tether.agents.config import Config
+from tether.approvals import Call, Checked, DecisionQuery, Rule, run_source
+from tether.harness import Harness
+from tether.run.state import NeedsApproval
+from tether.store.control import ControlReply, ControlRequest
+from tether.store.files.tail import tail_records
+from tether.store.protocol import call
+from tether.tui.choices import scenario_choices
+from tether.tui.components.args_editor import ArgsEditor
+from tether.tui.components.decision import ACP_NO_EDIT
+from tether.tui.components.decisions_screen import DecisionsScreen
+from tether.tui.components.dialogs import ApproveDialog, DecisionAnswer, RejectDialog
+from tether.tui.components.rule_editor import RuleContext, RuleEditor
+from tether.tui.components.rules_screen import ConfirmDialog, RulesScreen
+from tether.tui.model import ConsoleModel, is_acp
+from tether.tui.options import ConsoleOptions
+from tether.tui.text import one_line
+
+
+class DecisionActions(MessagePump):
+    """The decisions' half of the app. A :class:`MessagePump` only so that Textual collects
+    its ``@on`` handlers; it is mixed into :class:`~tether.tui.app.TetherApp`, never made alone."""
+
+    options: ConsoleOptions
+    harness: Harness
+    model: ConsoleModel
+    config: Config | None
+    operator: str
+
+    def approve_run(self, rid: str, note: str = "", call_id: str | None = None, args: str | None = None) -> Worker[Any]:
+        """Approve the call of a run nobody holds: this console takes the run and goes on with it.
+        ``args``: the operator's edited arguments (JSON)."""
+        return self._launch(rid, lambda sig: self.harness.approve(rid, note, call_id=call_id, signal=sig,
+                                                                  sinks=[self._sink], by=self.operator, args=args),
+                            deciding=call_id or "")
+
+    def reject_run(self, rid: str, reason: str = "", call_id: str | None = None) -> Worker[Any]:
+        return self._launch(rid, lambda sig: self.harness.reject(rid, reason, call_id=call_id, signal=sig,
+                                                                 sinks=[self._sink], by=self.operator),
+                            deciding=call_id or "")
+
+    def deliver_decision(self, rid: str, verdict: str, text: str = "", call_id: str | None = None,
+                         option: str | None = None, args: str | None = None, scope: str | None = None) -> Worker[Any]:
+        """Hand a decision to the process that holds ``rid`` waiting for one (Harness.decide):
+        another process, or this one for an ACP run it drives. ``option``: the ACP agent's
+        option to answer with (None: allow once, or reject once); ``args``: edited arguments;
+        ``scope``: for an "always" option, the scope of the rule Tether keeps of it."""
+        def decide() -> Awaitable[ControlReply]:
+            if scope is not None:  # the request Harness.decide makes, with the rule's scope
+                kind = "approve" if verdict in ("approve", "approved") else "reject"
+                return self.harness.request(rid, ControlRequest(kind, text, call_id=call_id, by=self.operator,
+                                                                option=option, scope=scope))
+            return self.harness.decide(rid, verdict, text, call_id=call_id, by=self.operator, option=option,
+                                       args=args)
+
+        return self.run_worker(
+            self._control(rid, decide,
+                          "Approve" if verdict == "approve" else "Reject"),
+            name=f"decide {rid}", group="control", exit_on_error=False)
+
+    def decide_for_worker(self, rid: str, verdict: str, text: str = "", call_id: str | None = None,
+                          args: str | None = None, rule: str | None = None) -> Worker[Any]:
+        """Hand a decision to the queue worker's workflow that waits for it (tether.workers.decide.decide);
+        when no workflow waits after all, decide here as for a run nobody holds. ``rule``: the
+        standing rule that decides (recorded as ``rule R4``), not this console's operator."""
+        from tether.workers import decide as workers
+
+        async def decide() -> ControlReply:
+            by = f"rule {rule}" if rule is not None else self.operator
+            reply = await workers.decide(self.harness.store, rid, verdict, text, by=by, call_id=call_id,  # type: ignore[arg-type]
+                                        args=args, rule=rule)
+            if reply is None:
+                if rule is not None:  # a rule's decision: this console's loop reads the store's rules
+                    self._launch(rid, lambda sig: self.harness.run(rid, signal=sig, sinks=[self._sink]),
+                                 deciding=call_id or "")
+                elif verdict == "approve":
+                    self.approve_run(rid, text, call_id=call_id, args=args)
+                else:
+                    self.reject_run(rid, text, call_id=call_id)
+                return ControlReply(True, f"no worker waits for run {rid}: this console goes on with it")
+            return reply
+
+        return self.run_worker(self._control(rid, decide, "Approve" if verdict == "approve" else "Reject"),
+                               name=f"decide {rid}", group="control", exit_on_error=False)
+
+    def action_approve(self) -> None:
+        self._decide(ApproveDialog, "approve")
+
+    def action_reject(self) -> None:
+        self._decide(RejectDialog, "reject")
+
+    def _decide(self, dialog: Callable[..., Screen[Any]], verdict: str) -> None:
+        """Open ``dialog`` on the selected run's waiting call; apply the note or reason it
+        returns (with edited arguments, or a rule to save that decides it): delivered to
+        the process waiting for it, or here."""
+        rid = self.selected
+        if not rid or not self.can_decide(rid) or self.refused("Approve" if verdict == "approve" else "Reject"):
+            return
+        waiting = self.states[rid].interruption
+        if not isinstance(waiting, NeedsApproval):
+            return
+        ask = self.model.ask_of(rid, waiting.call_id)
+        if ask is None and is_acp(self.states[rid]):  # not seen yet: its trace has it
+            path = self._trace_path(rid)
+            if path is not None:
+                self.model.take_history(rid, tail_records(path))
+                ask = self.model.ask_of(rid, waiting.call_id)
+
+        def done(answer: DecisionAnswer | str | None) -> None:
+            if answer is None or not self.can_decide(rid):
+                return
+            if isinstance(answer, DecisionAnswer) and answer.rule is not None:
+                self.run_worker(self._rule_decides(rid, waiting, answer.rule, answer.option), name=f"rule {rid}",
+                                group="control", exit_on_error=False)
+                return
+            if isinstance(answer, DecisionAnswer):
+                self.send_decision(rid, "approve" if answer.args is not None else verdict, answer.text,
+                                   waiting.call_id, option=answer.option, args=answer.args, scope=answer.scope)
+            else:
+                self.send_decision(rid, verdict, answer, waiting.call_id)
+
+        self.push_screen(dialog(rid, waiting, grace_s=self.options.grace_s, ask=ask,
+                                acp=is_acp(self.states[rid]), rules=self.rule_context(rid)), done)
+
+    def send_decision(self, rid: str, verdict: str, text: str, call_id: str, *, option: str | None = None,
+                      args: str | None = None, scope: str | None = None) -> None:
+        """Decide ``call_id`` the way the run waits for it: delivered to the process that
+        holds it, to the queue worker's workflow, or here (this console goes on with it).
+        ``scope``: with an ACP agent's "always" option, the scope of the rule Tether keeps."""
+        route = self.model.decide_route(rid)
+        if route == "process":
+            self.deliver_decision(rid, verdict, text, call_id=call_id, option=option, args=args, scope=scope)
+        elif route == "worker":
+            self.decide_for_worker(rid, verdict, text, call_id=call_id, args=args)
+        elif verdict == "approve":
+            self.approve_run(rid, text, call_id=call_id, args=args)
+        else:
+            self.reject_run(rid, text, call_id=call_id)
+
+    def action_edit(self) -> None:
+        """Approve the selected run's waiting call with edited arguments (``e``)."""
+        rid = self.selected
+        if not rid or not self.can_decide(rid) or self.refused("Edit and approve"):
+            return
+        waiting = self.states[rid].interruption
+        if not isinstance(waiting, NeedsApproval):
+            return
+        if is_acp(self.states[rid]):
+            self.notify(ACP_NO_EDIT, title="Edit and approve: refused", severity="warning", markup=False, timeout=10)
+            return
+
+        def done(answer: tuple[str, str | None] | None) -> None:
+            if answer is not None and self.can_decide(rid):
+                note, args = answer
+                self.send_decision(rid, "approve", note, waiting.call_id, args=args)
+
+        self.push_screen(ArgsEditor(rid, waiting), done)
+
+    # ---- standing rules and the record of decisions (tether.approvals) ------------------------------
+    def rule_context(self, rid: str | None = None) -> RuleContext:
+        """What the rule editor checks a rule against: the tools of ``rid``'s agent (none
+        known for an ACP agent, whose tools are its own), and the agents known here."""
+        st = self.states.get(rid) if rid else None
+        agents = set(self.config.names if self.config is not None else ()) | set(scenario_choices())
+        agents |= {s.agent.name for s in self.states.values() if s.agent is not None}
+        tools = None
+        if st is not None and not is_acp(st):
+            with contextlib.suppress(Exception):  # an agent that cannot be rebuilt: no warning about tools
+                tools = {t.name: t.parameters for t in self.harness.agent_of(st).tool_list}
+        agent = (st.agent.name if st.agent is not None else st.model) if st is not None else None
+        return RuleContext(self.operator, tools, tuple(sorted(agents)), run_id=rid if st is not None else None,
+                           agent=agent)
+
+    async def _save_rule(self, checked: Checked) -> Rule | None:
+        """Keep ``checked``'s rule on the store, and say so (with its warnings); None when the
+        store refused it (said in words)."""
+        store = self.harness.store
+        try:
+            rule = await call(store, store.rule_add, checked.rule)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.notify(one_line(exc, 400), title="the rule was not saved", severity="error", markup=False,
+                        timeout=15)
+            return None
+        words = f"rule {rule.id}: {rule.describe()} ({rule.reason})"
+        if checked.warnings:
+            words += "\n" + "\n".join(f"warning: {w}" for w in checked.warnings)
+        self.notify(words, title=f"rule {rule.id} saved", severity="warning" if checked.warnings else "information",
+                    markup=False, timeout=15)
+        await self._reload_rules()
+        return rule
+
+    async def _rule_decides(self, rid: str, waiting: NeedsApproval, checked: Checked, option: str | None) -> None:
+        """Save the rule made from ``waiting``'s call, then let it decide that call, by the
+        same path as a person's decision, recorded as ``rule R4``."""
+        rule = await self._save_rule(checked)
+        if rule is None:
+            return
+        st = self.states.get(rid)
+        try:
+            args = json.loads(waiting.args)
+        except ValueError:
+            args = {}
+        agent = (st.agent.name if st.agent is not None else st.model) if st is not None else ""
+        source = run_source(st) if st is not None else "tether"
+        missed = rule.misses(Call(waiting.tool_name, args if isinstance(args, dict) else {}, agent, source, rid))  # type: ignore[arg-type]
+        if missed is not None:
+            self.notify(f"rule {rule.id} does not fit this call ({missed}): it still waits for a decision",
+                        title=f"{one_line(rid, 60)}", severity="warning", markup=False, timeout=15)
+            return
+        if rule.effect == "allow" and waiting.needed > 1:  # a rule is not a person
+            self.notify(f"rule {rule.id} is saved, but a rule does not count as a person: this call needs "
+                        f"{waiting.needed} people, so it still waits for them",
+                        title=f"{one_line(rid, 60)}", severity="warning", markup=False, timeout=15)
+            return
+        if not self.can_decide(rid):
+            return
+        verdict, by = ("approve" if rule.effect == "allow" else "reject"), f"rule {rule.id}"
+        route = self.model.decide_route(rid)
+        if route == "process":
+            request = ControlRequest(verdict, rule.reason, call_id=waiting.call_id, by=by, rule=rule.id, option=option)
+            await self._control(rid, lambda: self.harness.request(rid, request),
+                                "Approve" if verdict == "approve" else "Reject")
+        elif route == "worker":
+            self.decide_for_worker(rid, verdict, rule.reason, call_id=waiting.call_id, rule=rule.id)
+        else:  # nobody holds it: this console goes on with it, and its loop reads the store's rules
+            self._launch(rid, lambda sig: self.harness.run(rid, signal=sig, sinks=[self._sink]),
+                         deciding=waiting.call_id)
+
+    def action_rules(self) -> None:
+        if not isinstance(self.screen, RulesScreen):
+            self.push_screen(RulesScreen())
+            self.run_worker(self._reload_rules(), name="rules", group="rules", exclusive=True, exit_on_error=False)
+
+    async def _reload_rules(self) -> None:
+        """The store's rules onto the rules screen, when it is up."""
+        screen = self.screen
+        if not isinstance(screen, RulesScreen):
+            return
+        store = self.harness.store
+        try:
+            rules = await call(store, store.rules)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.notify(one_line(exc, 400), title="the rules could not be read", severity="error", markup=False)
+            return
+        if screen.is_attached:
+            screen.show(rules)
+
+    @on(RulesScreen.Add)
+    def _add_rule(self) -> None:
+        if self.refused("Add a rule"):
+            return
+
+        def done(checked: Checked | None) -> None:
+            if checked is not None:
+                self.run_worker(self._save_rule(checked), name="add rule", group="control", exit_on_error=False)
+
+        self.push_screen(RuleEditor(self.rule_context()), done)
+
+    @on(RulesScreen.Remove)
+    def _remove_rule(self, message: RulesScreen.Remove) -> None:
+        if self.refused("Remove a rule"):
+            return
+        rule = message.rule
+
+        def done(yes: bool | None) -> None:
+            if yes:
+                self.run_worker(self._rule_removed(rule.id), name="remove rule", group="control", exit_on_error=False)
+
+        self.push_screen(ConfirmDialog(f"Remove rule {rule.id}?", f"{rule.describe()} ({rule.reason}; {rule.by})"),
+                         done)
+
+    async def _rule_removed(self, rule_id: str) -> None:
+        store = self.harness.store
+        try:
+            rule = await call(store, store.rule_remove, rule_id)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.notify(one_line(exc, 400), title=f"rule {rule_id} was not removed", severity="error", markup=False)
+            return
+        self.notify(f"{rule.describe()} ({rule.reason})", title=f"rule {rule.id} removed", markup=False)
+        await self._reload_rules()
+
+    def action_decisions(self) -> None:
+        if not isinstance(self.screen, DecisionsScreen):
+            self.push_screen(DecisionsScreen())  # it asks for its decisions when it mounts
+
+    @on(DecisionsScreen.Query)
+    def _decisions_asked(self, message: DecisionsScreen.Query) -> None:
+        self.run_worker(self._load_decisions(message.query), name="decisions", group="decisions", exclusive=True,
+                        exit_on_error=False)
+
+    async def _load_decisions(self, query: DecisionQuery) -> None:
+        store = self.harness.store
+        try:
+            records = await call(store, store.decisions, query)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.notify(one_line(exc, 400), title="the decisions could not be read", severity="error", markup=False)
+            return
+        screen = self.screen
+        if isinstance(screen, DecisionsScreen):
+            screen.show(records, query)
+
+    @on(DecisionsScreen.Chosen)
+    def _decision_chosen(self, message: DecisionsScreen.Chosen) -> None:
+        if message.run_id not in self.states:
+            self.notify(f"run {message.run_id} is not on this console's list (it may have been removed)",
+                        severity="warning", markup=False)
+            return
+        if isinstance(self.screen, DecisionsScreen):
+            self.screen.dismiss(None)
+        self.select(message.run_id)

@@ -1,0 +1,321 @@
+"""What the operator does to runs: start one, stop one, resume it, follow it up, quit.
+
+A part of :class:`~tether.tui.app.TetherApp` (mixed into it: the ``action_*`` names are
+the keys' and the command palette's). A run this console drives runs in a Textual worker
+(:meth:`RunActions._launch`), with a :class:`~tether.run.cancel.CancelSignal` that Stop
+fires at once; a run another process holds is stopped through the store's control channel
+(:meth:`RunActions.request_stop`), and the reply's words are shown. A worker's error never
+crashes the app: it becomes the run's failure reason.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from textual.message_pump import MessagePump
+from textual.worker import Worker
+
+from tether.agents.agent import Agent
+from tether.demo import agents as demo
+from tether.harness import ADHOC_AGENT, Harness, Outcome, adhoc_agent
+from tether.run.cancel import CancelSignal
+from tether.run.state import StateError, new_run_id
+from tether.store.control import ControlReply
+from tether.store.protocol import call
+from tether.tui.choices import agent_choices, scenario_choices
+from tether.tui.components.dialogs import FollowUpDialog, NewRunDialog, NewRunRequest, ResumeDialog, ResumeRequest
+from tether.tui.model import ConsoleModel
+from tether.tui.options import ConsoleOptions
+from tether.tui.pump import EventPump
+from tether.tui.store_client import StoreClient
+from tether.tui.text import one_line
+
+STOP_REASON = "operator pressed Stop"
+QUIT_REASON = "operator quit the console"
+QUIT_TIMEOUT_S = 15.0
+
+
+class RunActions(MessagePump):
+    """The runs' half of the app. A :class:`MessagePump` only to be mixed into
+    :class:`~tether.tui.app.TetherApp` with the other parts, never made alone."""
+
+    options: ConsoleOptions
+    harness: Harness
+    model: ConsoleModel
+    pump: EventPump
+    client: StoreClient
+
+    def agent_for(self, request: NewRunRequest) -> Agent:
+        """The agent a request names: the agent file's ``request.agent``, a demo scenario, or
+        (with ``--base-url``) the model at that endpoint. Raises ValueError in words."""
+        if request.agent is not None:
+            if self.config is None:
+                raise ValueError(f"no agent file: agent {request.agent} needs ./tether.toml, --config FILE "
+                                 "or $TETHER_CONFIG")
+            return self.config.agent(request.agent)
+        if demo.is_scenario(request.model):
+            return self.harness.demo_agent(request.model)  # at --base-url when the scripted provider is served there
+        base_url = self.harness.base_url
+        if base_url:
+            if not request.model:
+                raise ValueError("give a model name (--model, or in the New run dialog)")
+            # The key is the console's (LLM_API_KEY), as for every run it makes at --base-url.
+            return adhoc_agent(request.model, base_url, self.adhoc_workspace, api_key_env=None)
+        raise ValueError(f"unknown scenario {request.model!r}; the demo scenarios are: "
+                         + ", ".join(scenario_choices()))
+
+    def create_run(self, request: NewRunRequest, *, run_id: str | None = None, start: bool = True) -> str:
+        """Make a run of the agent ``request`` names (and start it)."""
+        agent = self.agent_for(request)
+        if run_id is None and agent.name == ADHOC_AGENT and agent.source == "library":
+            run_id = new_run_id(agent.model.replace("/", "_")[:24])  # listed by its model, as before
+        state = self.harness.create(agent, request.prompt, run_id=run_id, limits=request.limits,
+                                    policies=request.policies)
+        self.model.put_state(state)
+        self.model.ours.add(state.run_id)
+        self.pump.structure_dirty = True
+        if start:
+            self.start_run(state.run_id)
+        else:
+            self._mark(state.run_id, structure=True)
+        return state.run_id
+
+    async def _create_and_start(self, request: NewRunRequest) -> None:
+        """:meth:`create_run` for a store that waits on a network: the run is saved from a
+        worker thread, then started here."""
+        try:
+            agent = self.agent_for(request)
+            run_id = None
+            if agent.name == ADHOC_AGENT and agent.source == "library":
+                run_id = new_run_id(agent.model.replace("/", "_")[:24])
+            state = await asyncio.to_thread(self.harness.create, agent, request.prompt, run_id=run_id,
+                                            limits=request.limits, policies=request.policies)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            self.notify(f"could not start the run: {one_line(exc)}", severity="error", markup=False)
+            return
+        self.model.put_state(state)
+        self.model.ours.add(state.run_id)
+        self.pump.structure_dirty = True
+        self.start_run(state.run_id)
+        self.show_events()
+        self.select(state.run_id)
+
+    def start_run(self, rid: str, *, max_turns: int | None = None, budget_usd: float | None = None,
+                  message: str | None = None) -> Worker[Any]:
+        return self._launch(rid, lambda sig: self.harness.run(rid, signal=sig, sinks=[self._sink],
+                                                              max_turns=max_turns, budget_usd=budget_usd,
+                                                              message=message))
+
+    def stop_run(self, rid: str, reason: str = STOP_REASON) -> bool:
+        """Stop a run this console drives (its signal, at once); False when it drives none."""
+        root = self.root_of(rid)
+        signal = self.signals.get(root)
+        if signal is None or root not in self.active:
+            return False
+        signal.cancel(reason, self.operator)
+        self._bindings_dirty = True
+        return True
+
+    def request_stop(self, rid: str, reason: str = STOP_REASON) -> Worker[Any]:
+        """Stop a run another process runs, through the store's control channel (Harness.stop);
+        the reply's words are shown."""
+        root = self.root_of(rid)
+        self.model.stopping.add(root)
+        self._bindings_dirty = True
+        self._mark(root)
+        return self.run_worker(self._control(root, lambda: self.harness.stop(root, reason, by=self.operator),
+                                             "Stop"),
+                               name=f"stop {root}", group="control", exit_on_error=False)
+
+    async def _control(self, rid: str, op: Callable[[], Awaitable[ControlReply]], what: str) -> ControlReply | None:
+        try:
+            reply = await op()
+        except (StateError, OSError) as exc:
+            reply = ControlReply(False, str(exc))
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            reply = ControlReply(False, f"{type(exc).__name__}: {exc}")
+        finally:
+            self.model.stopping.discard(rid)
+            self._bindings_dirty = True
+            self._mark(rid, structure=True)
+        self.notify(reply.words, title=f"{what}: {one_line(rid, 60)}",
+                    severity="information" if reply.ok else "warning", markup=False, timeout=10)
+        return reply
+
+    def _launch(self, rid: str, op: Callable[[CancelSignal], Awaitable[Outcome]], *,
+                deciding: str | None = None) -> Worker[Any]:
+        signal = CancelSignal()
+        self.signals[rid] = signal
+        self.client.driven_here(rid)
+        shown = (self.worker_errors.pop(rid, None), self.last_reason.pop(rid, None))
+        worker = self.run_worker(self._drive(rid, op, signal, shown, deciding), name=f"run {rid}", group="runs",
+                                 exit_on_error=False, description=f"runs {rid}")
+        self.active[rid] = worker
+        self._bindings_dirty = True
+        self._mark(rid, structure=True)
+        return worker
+
+    async def _drive(self, rid: str, op: Callable[[CancelSignal], Awaitable[Outcome]], signal: CancelSignal,
+                     shown: tuple[str | None, str | None] = (None, None), deciding: str | None = None) -> None:
+        try:
+            outcome = await op(signal)
+            self.model.put_state(outcome.state)
+        except asyncio.CancelledError:
+            raise
+        except StateError as exc:
+            # The harness refused before anything was used up (the run's agent cannot be
+            # rebuilt, its tools changed, another process holds it, another console decided
+            # first): the run is as it was.
+            error, reason = shown
+            if error is not None:
+                self.worker_errors[rid] = error
+            if reason is not None:
+                self.last_reason[rid] = reason
+            await self._reload(rid)
+            words = str(exc)
+            if deciding is not None:  # another console or process decided first, or is deciding
+                words = await self._decided_elsewhere(rid, deciding) or words
+            self.notify(words, title=f"{one_line(rid, 60)} was not changed", severity="error",
+                        markup=False, timeout=15)
+        except Exception as exc:  # a worker error never crashes the app: it is the run's failure reason
+            self.worker_errors[rid] = f"{type(exc).__name__}: {exc}"
+            self.notify(f"{type(exc).__name__}: {exc}", title=f"{one_line(rid, 60)} failed", severity="error",
+                        markup=False, timeout=15)
+            await self._reload(rid)
+        finally:
+            if self.active.get(rid) is not None:
+                self.active.pop(rid, None)
+            self.client.released(rid)
+            with contextlib.suppress(Exception):
+                self.model.set_owner(rid, await call(self.harness.store, self.harness.store.owner, rid))
+            self._bindings_dirty = True
+            self._mark(rid, structure=True)
+
+    async def _decided_elsewhere(self, rid: str, call_id: str) -> str | None:
+        """Words for a decision that lost the race to another one (None: that is not why)."""
+        st = self.states.get(rid)
+        if st is None:
+            return None
+        decision = st.approvals.get(call_id) if call_id else max(st.approvals.values(), key=lambda d: d.ts,
+                                                                  default=None)
+        if decision is not None and not decision.complete:  # a two-person call: the harness's words say why
+            return None
+        if decision is not None:
+            return f"already decided: {decision.verdict} by {decision.by}; there is one decision per call"
+        if self.model.held_elsewhere(rid) or await call(self.harness.store, self.harness.store.owner, rid) is not None:
+            return (f"another console or process took run {rid} first (it is deciding or running it); "
+                    "nothing was done here")
+        return None
+
+    async def _reload(self, rid: str) -> None:
+        """The run as saved (after an operation that raised instead of returning it)."""
+        try:
+            self.model.put_state(await asyncio.to_thread(self.harness.store.load, rid))
+        except Exception:
+            pass
+
+    # ---- actions (keys, palette) -------------------------------------------------------------------
+    def refused(self, what: str) -> bool:
+        """Say so on screen, and True, when this console may only watch the store (its role
+        is read-only): nothing is sent, nothing changes."""
+        why = self.model.refusal
+        if why is None:
+            return False
+        self.notify(why, title=f"{what}: refused", severity="warning", markup=False, timeout=10)
+        return True
+
+    def action_stop(self) -> None:
+        rid = self.selected
+        if not rid or not self.can_stop(rid) or self.refused("Stop"):
+            return
+        if not self.stop_run(rid):
+            self.request_stop(rid)
+
+    def action_new_run(self) -> None:
+        if self.refused("New run"):
+            return
+
+        def done(request: NewRunRequest | None) -> None:
+            if request is None:
+                return
+            if self.client.blocking:  # the store waits on a network: make the run off the loop
+                self.run_worker(self._create_and_start(request), name="new run", group="control",
+                                exit_on_error=False)
+                return
+            try:
+                rid = self.create_run(request)
+            except Exception as exc:
+                self.notify(f"could not start the run: {one_line(exc)}", severity="error", markup=False)
+                return
+            self.show_events()
+            self.select(rid)
+
+        choices = agent_choices(self.config, base_url=self.harness.base_url, workspace=self.adhoc_workspace)
+        self.push_screen(NewRunDialog(choices, base_url=self.harness.base_url, default_model=self.options.model,
+                                      initial=self.options.agent), done)
+
+    def action_resume(self) -> None:
+        rid = self.selected
+        if not rid or not self.can_resume(rid) or self.refused("Resume"):
+            return
+        if self.model.needs_load(rid):
+            self.client.load(rid)
+
+        def done(request: ResumeRequest | None) -> None:
+            if request is not None and self.can_resume(rid):
+                self.start_run(rid, max_turns=request.max_turns, budget_usd=request.budget_usd)
+
+        self.push_screen(ResumeDialog(self.states[rid], self.last_reason.get(rid)), done)
+
+    def action_follow_up(self) -> None:
+        rid = self.selected
+        if not rid or not self.model.can_follow_up(rid) or self.refused("Follow up"):
+            return
+        if self.model.needs_load(rid):
+            self.client.load(rid)
+
+        def done(message: str | None) -> None:
+            if message is not None and self.model.can_follow_up(rid):
+                self.start_run(rid, message=message)
+
+        self.push_screen(FollowUpDialog(self.states[rid]), done)
+
+    async def action_quit(self) -> None:
+        """Stop running runs cleanly (fire their signals, wait for their workers so the
+        state is saved), then exit. Runs waiting for approval just stay on disk; runs other
+        processes run go on."""
+        if self._quitting:
+            return
+        self._quitting = True
+        workers = self._stop_active()
+        if workers:
+            self.notify(f"stopping {len(workers)} running run(s) before quitting…", markup=False)
+            try:
+                await asyncio.wait_for(self.workers.wait_for_complete(workers), QUIT_TIMEOUT_S)
+            except TimeoutError:
+                pass
+        if self._owns_harness:
+            await self.harness.aclose()
+        self.exit(0)
+
+    async def stop_all(self) -> None:
+        """Stop every run this console drives and wait for their workers."""
+        workers = self._stop_active()
+        if workers:
+            await self.workers.wait_for_complete(workers)
+
+    def _stop_active(self) -> list[Worker[Any]]:
+        """Fire the signal of every run this console drives; return their unfinished workers."""
+        workers = [w for w in self.active.values() if not w.is_finished]
+        for rid in list(self.active):
+            signal = self.signals.get(rid)
+            if signal is not None:
+                signal.cancel(QUIT_REASON, self.operator)
+        return workers
