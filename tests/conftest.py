@@ -11,6 +11,7 @@ import pytest
 
 from tether.run.events import Event
 from tether.harness import Harness
+from tether.demo.agents import DEMO
 
 
 if TYPE_CHECKING:
@@ -62,7 +63,7 @@ def recorder() -> Recorder:
 
 @pytest.fixture
 async def harness(runs_dir: Path, workspace: Path, recorder: Recorder) -> AsyncIterator[Harness]:
-    async with Harness(runs_dir, workspace, sinks=[recorder]) as h:
+    async with Harness(runs_dir, workspace, sinks=[recorder], agent_sets=(DEMO,)) as h:
         yield h
 
 

@@ -312,8 +312,8 @@ class Tour:
 
 class AcpTour(Tour):
     """``tether demo --acp``: two real coding agents under the console, on the agent file
-    :func:`tether.acp.demo.write_agent_file` writes (``opencode`` and ``qwen``) and the
-    scripted endpoint's :data:`tether.acp.demo.TASKS`. OpenCode's edit is approved from the
+    :func:`tether.demo.acp.write_agent_file` writes (``opencode`` and ``qwen``) and the
+    scripted endpoint's :data:`tether.demo.acp.TASKS`. OpenCode's edit is approved from the
     dialog that shows its diff; Qwen Code's write is rejected in words, which it answers; a
     long answer of OpenCode's is stopped mid-stream. ``runs``: ``edit``, ``write``, ``explain``."""
 
@@ -323,7 +323,7 @@ class AcpTour(Tour):
         super().__init__(pace, stay=stay, cap_s=cap_s)  # a cold agent takes seconds to start
 
     async def play(self, pilot: Pilot[Any]) -> None:
-        from tether.acp.demo import EDIT_PROMPT, EXPLAIN_PROMPT, WRITE_PROMPT
+        from tether.demo.acp import EDIT_PROMPT, EXPLAIN_PROMPT, WRITE_PROMPT
 
         app: Any = pilot.app
         await self.step(pilot, "opencode")
@@ -418,7 +418,7 @@ def run_acp_demo(args: Any) -> int:
     """``tether demo --acp``: :class:`AcpTour` on a console of its own, the agents at the scripted
     endpoint (a child process), in a small project of a temporary folder. Without the agents,
     one line that says how to get them, and exit 2."""
-    from tether.acp.demo import TASKS, missing, seed_workspace, write_agent_file
+    from tether.demo.acp import TASKS, missing, seed_workspace, write_agent_file
     from tether.agents.config import load_config
     from tether.demo.provider.coding import endpoint_process
     from tether.tui.app import TetherApp

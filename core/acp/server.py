@@ -23,7 +23,7 @@ import logging
 import os
 import signal
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, cast
 
@@ -34,6 +34,7 @@ from acp.agent.connection import AgentSideConnection
 from tether.acp.serving.session import ServedSession
 from tether.acp.serving.updates import prompt_text, replay
 from tether.agents.agent import Agent
+from tether.agents.sets import AgentSet, known_agents
 from tether.harness import Harness
 from tether.store.protocol import call, open_store
 from tether.run.state import StateError, new_run_id
@@ -46,7 +47,8 @@ STDIO_LIMIT = 50 * 1024 * 1024  # one frame may be large (a replayed transcript)
 
 
 class Offered:
-    """The agents an editor may pick for a session: the agent file's, else the demo's."""
+    """The agents an editor may pick for a session: the agent file's, else the harness's agent
+    sets' (the demo's, as ``tether acp`` gives it)."""
 
     def __init__(self, harness: Harness) -> None:
         self.harness = harness
@@ -54,9 +56,9 @@ class Offered:
         if config is not None:
             self.names: dict[str, str] = {name: _entry_words(entry) for name, entry in config.data.agents.items()}
         else:
-            from tether.demo import agents as demo
-
-            self.names = {name: f"scripted: {words}" for name, words in demo.scenarios().items()}
+            self.names = {name: f"scripted: {words}" for name, words in known_agents(harness.agent_sets).items()}
+        if not self.names:
+            raise StateError("no agents to offer: give an agent file (--config FILE, $TETHER_CONFIG or ./tether.toml)")
 
     @property
     def default(self) -> str:
@@ -68,7 +70,7 @@ class Offered:
         config = self.harness.config
         if config is not None:
             return lambda: config.agent(name)
-        return lambda: self.harness.demo_agent(name)
+        return lambda: self.harness.agent_named(name)
 
     def modes(self, current: str) -> schema.SessionModeState:
         modes = [schema.SessionMode(id=name, name=name, description=words) for name, words in self.names.items()]
@@ -200,13 +202,14 @@ class TetherAgent:
 
 async def serve(config_path: str | Path | None = None, store_spec: str | Path | None = None, *,
                 workspace: str | Path | None = None, stdin: asyncio.StreamReader | None = None,
-                stdout: asyncio.StreamWriter | None = None) -> None:
+                stdout: asyncio.StreamWriter | None = None, agent_sets: Sequence[AgentSet] = ()) -> None:
     """Be an ACP agent on ``stdin``/``stdout`` (the process's own by default) until the
     client closes its end, or SIGTERM: then every running run is stopped and awaited.
 
     ``config_path``: the agent file (else ``$TETHER_CONFIG``, else ``./tether.toml``, else the
-    demo's scripted agents); ``store_spec``: the run store (:func:`tether.store.protocol.open_store`);
-    ``workspace``: the demo agents' folder. A bad agent file is a ConfigError, before anything
+    demo's scripted agents); ``store_spec``: the run store (:func:`tether.store.spec.open_store`);
+    ``workspace``: the agent sets' folder; ``agent_sets``: the agents offered without an agent
+    file (``tether acp`` gives the demo's). A bad agent file is a ConfigError, before anything
     is served."""
     from tether.agents.config import find_config, load_config
 
@@ -215,7 +218,7 @@ async def serve(config_path: str | Path | None = None, store_spec: str | Path | 
     store = open_store(store_spec)
     if stdin is None or stdout is None:
         stdin, stdout = await _protocol_streams()
-    harness = Harness(workspace=workspace, config=config, store=store, stream="auto")
+    harness = Harness(workspace=workspace, config=config, store=store, stream="auto", agent_sets=agent_sets)
     agent = TetherAgent(harness, Offered(harness))
     conn = AgentSideConnection(cast(acp.Agent, agent), stdout, stdin, listening=False)
     listening = asyncio.create_task(conn.listen(), name="acp listen")
@@ -245,15 +248,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workspace", type=Path, help="the demo agents' folder (default $TETHER_HOME/workspace)")
 
 
-def main(args: argparse.Namespace) -> int:
+def main(args: argparse.Namespace, agent_sets: Sequence[AgentSet] = ()) -> int:
     """``tether acp``: serve until the editor lets go; 0, or 2 with one line on stderr for a
-    bad agent file or store (stdout is the protocol's alone)."""
+    bad agent file or store (stdout is the protocol's alone). ``agent_sets``: as :func:`serve`."""
     from tether.agents.config import ConfigError
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="tether acp: %(levelname)s: %(message)s")
     try:
         asyncio.run(serve(getattr(args, "config", None), getattr(args, "store", None),
-                          workspace=getattr(args, "workspace", None)))
+                          workspace=getattr(args, "workspace", None), agent_sets=agent_sets))
     except (ConfigError, StateError) as exc:
         print(f"tether acp: error: {exc}", file=sys.stderr)
         return 2

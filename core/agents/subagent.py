@@ -12,7 +12,7 @@ from typing import Any
 from tether.run.cancel import RunCancelled
 from tether.run.state import Cancelled, RunState, Status
 from tether.agents.tools.base import Tool, ToolContext
-from tether.agents.tools.errors import ToolError
+from tether.agents.tool_errors import ToolError
 
 CHILD_MAX_TURNS = 6
 CHILD_BUDGET_USD = 0.05

@@ -15,7 +15,7 @@ import shutil
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
-from tether.agents.tools.errors import PathRefused
+from tether.agents.tool_errors import PathRefused
 
 MAX_PATH_BYTES = 4096
 MAX_COMPONENT_BYTES = 255

@@ -23,6 +23,7 @@ from tether.run.state import NeedsApproval, RunState, StateError
 from tether.text import clean
 
 if TYPE_CHECKING:
+    from tether.agents.sets import AgentSet
     from tether.store.control import ControlReply, ControlRequest
     from tether.store.index import RunSummary
     from tether.store.protocol import Store
@@ -64,14 +65,16 @@ def deadline_policy(deadline: str | None, on_deadline: str | None) -> dict[str, 
 
 # ---- what a new rule is checked against ------------------------------------------------
 
-def known_tools(config: Any) -> tuple[dict[str, Mapping[str, Any] | None], list[str]]:
+def known_tools(config: Any, agent_sets: Sequence[AgentSet] = ()) -> tuple[dict[str, Mapping[str, Any] | None],
+                                                                             list[str]]:
     """The tools known here with their JSON schemas (the agent file's agents' own tools and
-    the demo's; an MCP server's are known only once started, so they are not here), and the
-    agents' names (the agent file's and the demo scenarios)."""
-    from tether.demo import agents as demo
-
-    tools: dict[str, Mapping[str, Any] | None] = {t.name: t.parameters for t in demo.tools()}
-    agents = list(demo.scenarios())
+    those of the agent sets' agents; an MCP server's are known only once started, so they are
+    not here), and the agents' names (the agent file's and the sets': the demo scenarios)."""
+    tools: dict[str, Mapping[str, Any] | None] = {}
+    agents: list[str] = []
+    for agent_set in agent_sets:
+        agents.extend(agent_set.agents())
+        tools.update({t.name: t.parameters for t in agent_set.tools()})
     if config is not None:
         for name, agent in config.agents().items():
             agents.append(name)

@@ -1,16 +1,17 @@
-"""The demo: the scripted provider's scenarios as one set of agents, ``demo``.
+"""The demo: the scripted provider's scenarios as one set of agents, :data:`DEMO`.
 
 Each scenario is an agent whose model is the scenario's name, at the embedded scripted
 provider, with the sample workspace and the demo's tools (the file tools, a research
 subagent, and ``scan_archive``, a deliberately slow stand-in that exists only here).
-It is what ``make run`` and the lab use when nothing else is configured; the harness
-knows nothing special about it, and the sample files are laid out for it alone.
+It is what ``make run`` and the lab use when nothing else is configured: the CLI gives the
+harness this set (:class:`tether.agents.sets.AgentSet`), as a program may give it its own;
+the harness knows nothing special about it, and the sample files are laid out for it alone.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tether.agents.agent import DEFAULT_INSTRUCTIONS, Agent
 from tether.run.state import Pricing
@@ -18,6 +19,14 @@ from tether.run.cancel import RunCancelled
 from tether.demo.provider import SCENARIOS
 from tether.agents.tools.base import Tool, ToolContext
 from tether.agents.workspace import ensure_sample
+
+if TYPE_CHECKING:
+    from tether.models.base import ChatModel
+    from tether.models.tokens import TokenCounter
+    from tether.run.state import RunState
+
+EMBEDDED_BASE_URL = "http://tether.embedded/v1"
+"""The address the in-process scripted provider answers at (no socket: an ASGI transport)."""
 
 SCENARIO_TASKS = {
     "plan": "Which file mentions a timeout?",
@@ -120,3 +129,45 @@ def agent(scenario: str, workspace: Path | str | None = None, *, base_url: str |
         pricing=Pricing(),  # the documented demo price, not an assumption
         source="demo",
     )
+
+
+class DemoAgents:
+    """The scenarios as an agent set (:class:`tether.agents.sets.AgentSet`), at the scripted
+    provider in this process unless the harness names an endpoint."""
+
+    source = "demo"
+
+    def agents(self) -> dict[str, str]:
+        return scenarios()
+
+    def tools(self) -> list[Tool]:
+        return tools()
+
+    def agent(self, name: str, workspace: Path | None = None, *, base_url: str | None = None) -> Agent:
+        return agent(name, workspace, base_url=base_url)
+
+    def rebuild(self, state: RunState) -> Agent | None:
+        ref = state.agent
+        if ref is None or ref.source != self.source:
+            return None
+        if state.workspace:
+            ensure_sample(Path(state.workspace))  # the demo's folder, laid out again if it was emptied
+        return Agent.from_spec(ref.name, ref.spec, source=ref.source)
+
+    def model(self, counter: TokenCounter, *, latency_ms: float = 0.0, fail: str | None = None) -> ChatModel:
+        import httpx
+
+        from tether.demo.provider import FaultPlan, create_app
+        from tether.models.client import ModelClient
+
+        app = create_app(latency_ms=latency_ms, faults=FaultPlan.parse(fail) if fail else None, counter=counter)
+        return ModelClient(EMBEDDED_BASE_URL, transport=httpx.ASGITransport(app=app), counter=counter)
+
+    def child_model(self, model: str) -> str | None:
+        # A scripted scenario X runs its subagents on X_child; a real model on itself.
+        child = f"{model}_child"
+        return child if child in SCENARIOS else None
+
+
+DEMO = DemoAgents()
+"""The demo's agent set, as the CLI gives it to the harness."""

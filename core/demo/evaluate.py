@@ -35,6 +35,8 @@ logs.") and ``secrets.env``, which ``list_files`` lists "(not readable)" and no 
 
 Grading is by what the answer asserts, not by the words it holds. A question asserts
 nothing ("Is errors.log the largest?"); a retraction ("just kidding", "I lied", "scratch
+from tether.demo.grading import RUBRICS, Grade, Rubric
+from tether.demo.agents import DEMO
 that", "actually", "Wrong.") takes back all that came before it, so "There are 4 files. Just
 kidding: five." asserts five; a negation ("not", "no file", "nothing", "it is incorrect
 that") turns a claim into a denial; and a right file, or number, named alongside a wrong
@@ -614,7 +616,8 @@ async def run_task(task: Task, cfg: EvalConfig, root: Path) -> dict[str, Any]:
     """One task in its own runs dir and sample workspace under ``root``. Nobody is there to
     approve, so a call that needs approval is declined in words (the model reads why and
     goes on); the task is stopped through its signal if it outlives the timeout."""
-    async with Harness(root / "runs", root / "workspace", base_url=cfg.base_url, api_key=cfg.api_key) as harness:
+    async with Harness(root / "runs", root / "workspace", base_url=cfg.base_url, api_key=cfg.api_key,
+                       agent_sets=(DEMO,)) as harness:
         state = harness.new_run(cfg.model, task.prompt,
                                 limits=Limits(max_turns=cfg.max_turns, max_tokens=cfg.max_tokens))
         started = time.perf_counter()

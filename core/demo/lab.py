@@ -32,7 +32,7 @@ import httpx
 from tether.run.cancel import CancelSignal
 from tether.models.client import ModelClient
 from tether.run.events import Event, Turn
-from tether.harness import EMBEDDED_BASE_URL, Harness, Outcome
+from tether.harness import Harness, Outcome
 from tether.demo.provider import FaultPlan, create_app
 from tether.run.ledger import Ledger
 from tether.run.loop import reject
@@ -40,6 +40,7 @@ from tether.observe.report import summary
 from tether.run.state import Limits, Policies, Pricing, RunState, Status
 from tether.store.files.store import LEDGER_FILE, TRACE_FILE
 from tether.observe.trace import read_trace
+from tether.demo.agents import DEMO, EMBEDDED_BASE_URL
 
 Row = dict[str, Any]
 Tables = dict[str, list[Row]]
@@ -89,7 +90,8 @@ class Recorder:
 async def sandbox(**harness_options: Any) -> AsyncIterator[Harness]:
     """A harness over a new temp runs dir and a new sample workspace, removed afterwards."""
     with tempfile.TemporaryDirectory(prefix="tether-lab-") as tmp:
-        async with Harness(Path(tmp) / "runs", Path(tmp) / "workspace", **harness_options) as harness:
+        async with Harness(Path(tmp) / "runs", Path(tmp) / "workspace", **harness_options,
+                           agent_sets=(DEMO,)) as harness:
             yield harness
 
 
@@ -344,7 +346,7 @@ async def crash_resume(cfg: LabConfig) -> list[Row]:
         code = await asyncio.to_thread(kill_after_turns, _cli("run", "plan", "--run-id", run_id, *place,
                                                               "--latency-ms", str(cfg.crash_latency_ms),
                                                               "--json"), trace, 2)
-        async with Harness(runs, workspace) as harness:
+        async with Harness(runs, workspace, agent_sets=(DEMO,)) as harness:
             killed = harness.load(run_id)
         first_runs = killed_process_tools(trace, killed)
         resumed = await asyncio.to_thread(subprocess.run, _cli("resume", run_id, *place, "--json"),

@@ -5,14 +5,26 @@ from __future__ import annotations
 import contextlib
 import json
 from collections.abc import AsyncIterator, Awaitable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.integrations import Supervised, Supervision
 from tether.run.tracked import RunEnded, Stopped
 
 if TYPE_CHECKING:
-    from tether.harness import Harness
     from tether.run.tracked import TrackedRun
+    from tether.store.protocol import Store
+
+
+class Tracker(Protocol):
+    """What an adapter needs of the harness it is given (:class:`tether.Harness`): its store,
+    and a run of the program's loop to report into (:meth:`tether.Harness.track`). Typed
+    here, so the adapters import nothing of the harness, which resumes a paused program with
+    them (:func:`tether.integrations.openai_agents.resume`)."""
+
+    store: Store
+
+    def track(self, name: str, task: str = "", **options: Any) -> contextlib.AbstractAsyncContextManager[TrackedRun]:
+        ...
 
 
 class Ending:
@@ -43,7 +55,7 @@ class Ending:
 
 
 @contextlib.asynccontextmanager
-async def tracked(harness: Harness, sv: Supervision, name: str, task: str, *, source: str, model: str,
+async def tracked(harness: Tracker, sv: Supervision, name: str, task: str, *, source: str, model: str,
                   attach: bool = False) -> AsyncIterator[tuple[TrackedRun, Ending]]:
     """The run on the store (:meth:`tether.Harness.track`) and what will say how it ended."""
     async with harness.track(sv.name or name, task, source=source, model=model, run_id=sv.run_id, limits=sv.limits,

@@ -3,11 +3,12 @@
 An openai-agents run whose agent was given by reference saves the SDK's paused ``RunState``
 with the run while a call waits for a decision (:mod:`tether.integrations.openai_agents`).
 When its program is gone and a live worker serves the store, a decision does not run the rest of
-it in the deciding process: :func:`enqueue_paused` puts the run on :data:`QUEUE` (which
-every worker takes from) and the decision goes to its workflow like any worker run's
-(:func:`tether.workers.decide.decide`). The worker that takes it then records the decision and goes
-on from the saved state (:func:`operation`), and a worker that dies meanwhile leaves it to
-the next one, as for Tether's own runs.
+it in the deciding process: the run goes on :data:`QUEUE`, which every worker takes from
+(:func:`tether.workers.decide.enqueue_paused`), and the decision goes to its workflow like any
+worker run's (:func:`tether.workers.decide.decide`). The worker that takes it then records the
+decision and goes on from the saved state (:func:`operation`), and a worker that dies meanwhile
+leaves it to the next one, as for Tether's own runs. This module is below the workers: it
+imports none of them.
 
 A worker must import the agent's reference (its module on the worker's path) and the SDK;
 one that cannot leaves the run waiting, with a note in its trace. A program's run that is
@@ -28,7 +29,6 @@ from tether.run.state import NeedsApproval, RunState, StateError
 
 if TYPE_CHECKING:
     from tether.harness import Harness
-    from tether.store.postgres.store import PgStore
 
 QUEUE = "tether-programs"
 """The queue of the paused program runs; every worker listens to it."""
@@ -51,24 +51,6 @@ def paused(state: RunState) -> bool:
     """A program's run paused at an approval with its state saved, so another process can go on."""
     return is_program(state) and isinstance(state.interruption, NeedsApproval) \
         and isinstance(state.agent.spec.get(SAVED), dict)  # type: ignore[union-attr]
-
-
-def enqueue_paused(store: PgStore, run_id: str) -> bool:
-    """Put a paused program run that no process holds on the worker queue, for the decision
-    about to be sent to it (blocking). False when it is not one (or a process holds it)."""
-    from tether.workers.submit import enqueue
-    from tether.workers.view import queue_view
-
-    owner = store.owner(run_id)
-    if owner is not None and owner.alive:
-        return False  # its program waits with it: the decision reaches it there
-    state = store.load(run_id)
-    if not paused(state):
-        return False
-    if not any(w.alive and QUEUE in w.queues for w in queue_view(store).workers.values()):
-        return False  # no worker serves the store now: the deciding process goes on with it
-    enqueue(store.url, state)
-    return True
 
 
 def builds(state: RunState) -> None:

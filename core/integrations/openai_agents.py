@@ -41,7 +41,7 @@ from agents import Agent, ModelSettings, RunConfig, RunHooks, Runner, RunState
 
 from tether.agents.agent import resolve_ref
 from tether.integrations import Supervised, Supervision
-from tether.integrations._common import answer_text, shown, stopped, tracked
+from tether.integrations._common import Tracker, answer_text, shown, stopped, tracked
 from tether.store.protocol import call
 from tether.run.state import StateError
 from tether.run.tracked import Approval
@@ -52,7 +52,6 @@ if TYPE_CHECKING:
     from agents.tool import Tool
 
     from tether.run.events import EventSink
-    from tether.harness import Harness
     from tether.run.tracked import TrackedRun
 
 SOURCE = "openai-agents"
@@ -60,7 +59,7 @@ SAVED = "openai_agents"
 """The key of the paused ``RunState`` in the run's agent record (``state.agent.spec``)."""
 
 
-async def run(harness: Harness, agent: Agent[Any] | str, input: str | list[Any], *,
+async def run(harness: Tracker, agent: Agent[Any] | str, input: str | list[Any], *,
               supervision: Supervision | None = None, run_config: RunConfig | None = None,
               context: Any = None, hooks: RunHooks[Any] | None = None, max_turns: int | None = None) -> Supervised:
     """Run ``agent`` (an ``agents.Agent``, or a ``"module:attribute"`` reference to one) on
@@ -79,7 +78,7 @@ async def run(harness: Harness, agent: Agent[Any] | str, input: str | list[Any],
     return ending.supervised(run, driver.output, driver.result)
 
 
-async def resume(harness: Harness, run_id: str, *, run_config: RunConfig | None = None,
+async def resume(harness: Tracker, run_id: str, *, run_config: RunConfig | None = None,
                  hooks: RunHooks[Any] | None = None, max_turns: int | None = None,
                  sinks: Sequence[EventSink] = ()) -> Supervised:
     """Go on with run ``run_id``, paused at an approval by a program that is gone (it was

@@ -47,13 +47,12 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApp
 
 from tether.agents.agent import resolve_ref
 from tether.integrations import Supervised, Supervision
-from tether.integrations._common import answer_text, stopped, tracked
+from tether.integrations._common import Tracker, answer_text, stopped, tracked
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelResponse
     from pydantic_ai.tools import RunContext
 
-    from tether.harness import Harness
     from tether.run.tracked import TrackedRun
 
 SOURCE = "pydantic-ai"
@@ -61,7 +60,7 @@ SOURCE = "pydantic-ai"
 EventStreamHandler = Callable[[Any, AsyncIterable[Any]], Awaitable[None]]
 
 
-async def run(harness: Harness, agent: Agent[Any, Any] | str, prompt: str, *, supervision: Supervision | None = None,
+async def run(harness: Tracker, agent: Agent[Any, Any] | str, prompt: str, *, supervision: Supervision | None = None,
               event_stream_handler: EventStreamHandler | None = None, capabilities: Sequence[Any] = (),
               **options: Any) -> Supervised:
     """Run ``agent`` (a ``pydantic_ai.Agent``, or a ``"module:attribute"`` reference to one) on

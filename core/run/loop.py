@@ -66,7 +66,7 @@ from tether.store.protocol import Handle, TraceSink
 from tether.store.files.store import SaveError
 from tether.models.tokens import TokenCounter
 from tether.agents.tools.base import OFFERED_NAME, Tool, ToolContext, offered_name
-from tether.agents.tools.errors import ToolError
+from tether.agents.tool_errors import ToolError
 from tether.agents.workspace import Workspace
 
 MAX_TOOL_OUTPUT_CHARS = 16_000

@@ -39,7 +39,7 @@ import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.approvals import Call, run_source
 from tether.approvals.holding import deadline_of, overdue, verdict_of
@@ -48,16 +48,27 @@ from tether.run.events import (
     ApprovalDecision, ApprovalRequired, Event, EventSink, RunStarted, RunStopped, TextDelta,
     ToolResult, ToolStart, Turn,
 )
-from tether.run.loop import DEADLINE, approve, reject
+from tether.run.decisions import DEADLINE, approve, reject
 from tether.run.state import (
     AgentRef, Cancelled, Decision, Interruption, Limits, MaxBudget, MaxTurns, NeedsApproval, Policies, Pricing,
     RunState, Status, args_hash, new_run_id,
 )
 
 if TYPE_CHECKING:
+    from tether.run.controls import Controls
     from tether.store.control import ControlReply, ControlRequest
-    from tether.harness import Harness, _Controls
     from tether.store.protocol import Handle, Store, TraceSink
+
+
+class Host(Protocol):
+    """What a tracked run needs of the harness that made it (:class:`tether.Harness`): its
+    sinks, its store and its standing rules. Typed here, so the run imports nothing above it."""
+
+    sinks: list[EventSink]
+    store: Store
+
+    async def _rules(self) -> list[Any]: ...
+
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +116,7 @@ class Approval:
 class TrackedRun:
     """One run a program reports into; made by :meth:`tether.Harness.track` (see the module)."""
 
-    def __init__(self, harness: Harness, state: RunState, handle: Handle, trace: TraceSink, controls: _Controls,
+    def __init__(self, harness: Host, state: RunState, handle: Handle, trace: TraceSink, controls: Controls,
                  signal: CancelSignal, sinks: Sequence[EventSink], task: asyncio.Task[Any] | None) -> None:
         self.harness = harness
         self.state = state
@@ -397,7 +408,7 @@ class TrackedRun:
         if kind == "approve":
             st.approvals[call_id] = Decision(call_id, "approved", args_hash(raw), text, by, tool=tool, rule=rule,
                                              asked_at=asked_at)
-            from tether.run.loop import approved_words
+            from tether.run.decisions import approved_words
 
             event: Event = ApprovalDecision(run_id=st.run_id, call_id=call_id, tool=tool, verdict="approved",
                                             text=approved_words(text, by), by=by, rule=rule)
@@ -464,12 +475,7 @@ async def report_into(store: Store, run_id: str, ops: Sequence[Mapping[str, Any]
     request = control.ControlRequest("report", json.dumps(list(ops), default=str), by=by)
     owner = await call(store, store.owner, run_id)
     address = owner.control if owner is not None and owner.alive and not owner.kept else None
-    if address and address.startswith("pg:"):  # the holder listens on the database: append, and its answer
-        from tether.store.postgres.control import deliver
-
-        return await deliver(store, run_id, request)  # type: ignore[arg-type]
-    await call(store, store.control_append, run_id, request)
-    return await control.deliver(address, run_id, request.id) if address else None
+    return await store.deliver(run_id, request, address)  # appended, and the holder told (the store's way)
 
 
 def new_state(name: str, task: str, *, source: str, model: str, run_id: str | None, limits: Limits | None,
@@ -548,7 +554,7 @@ def _parsed(raw: str) -> dict[str, Any]:
 
 
 def _approval(decision: Decision) -> Approval:
-    from tether.run.loop import approved_words, declined_words
+    from tether.run.decisions import approved_words, declined_words
 
     approved = decision.verdict == "approved"
     words = approved_words(decision.text, decision.by) if approved else declined_words(decision.text, decision.by)

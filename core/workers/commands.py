@@ -10,6 +10,7 @@ import os
 import re
 import signal
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -19,15 +20,17 @@ from tether.workers.worker import Worker
 
 if TYPE_CHECKING:
     from tether.agents.config import Config
+    from tether.agents.sets import AgentSet
 
 def serve(url: str, *, concurrency: int = 1, config: Config | None = None,
-          max_recoveries: int = MAX_RECOVERIES) -> int:
+          max_recoveries: int = MAX_RECOVERIES, agent_sets: Sequence[AgentSet] = ()) -> int:
     """``tether worker``: run queued runs until SIGINT or SIGTERM; then cancel what runs here
     (saved as interrupted by the shutdown, for the next worker to go on with) and exit 0."""
     logging.basicConfig(level=logging.INFO, stream=sys.stderr, format="%(asctime)s %(name)s: %(message)s")
     logging.getLogger("dbos").setLevel(os.environ.get("TETHER_DBOS_LOG", "ERROR"))
     logging.getLogger("httpx").setLevel(logging.WARNING)
-    worker = Worker(url, concurrency=concurrency, config=config, max_recoveries=max_recoveries)
+    worker = Worker(url, concurrency=concurrency, config=config, max_recoveries=max_recoveries,
+                    agent_sets=agent_sets)
     try:
         worker.start()
         print(f"worker {worker.executor_id} (pid {os.getpid()}) on {worker.store.where}: queues "
@@ -54,8 +57,9 @@ def config_path(path: Path | None) -> Path | None:
     return find_config(path)
 
 
-def submit_command(args: Any) -> int:
-    """``tether submit``: print the run id at once (``--json``: id, queue, agent)."""
+def submit_command(args: Any, agent_sets: Sequence[AgentSet] = ()) -> int:
+    """``tether submit``: print the run id at once (``--json``: id, queue, agent). ``agent_sets``:
+    the agents runs may be of besides the agent file's (the CLI gives the demo's)."""
     import json
 
     from tether.agents.config import load_config
@@ -67,7 +71,8 @@ def submit_command(args: Any) -> int:
 
     deadline = deadline_policy(getattr(args, "decision_deadline", None), getattr(args, "on_deadline", None))
     state, queue = submit(url, args.agent, args.prompt, config=config, run_id=args.run_id, base_url=args.base_url,
-                          auto_approve=args.auto_approve, workspace=args.workspace, deadline=deadline)
+                          auto_approve=args.auto_approve, workspace=args.workspace, deadline=deadline,
+                          agent_sets=agent_sets)
     if args.json:
         print(json.dumps({"run_id": state.run_id, "queue": queue, "agent": args.agent, "status": "queued"}))
     else:
@@ -75,8 +80,8 @@ def submit_command(args: Any) -> int:
     return 0
 
 
-def worker_command(args: Any) -> int:
-    """``tether worker``."""
+def worker_command(args: Any, agent_sets: Sequence[AgentSet] = ()) -> int:
+    """``tether worker``, able to run the agents of ``agent_sets`` (the CLI gives the demo's)."""
     from tether.agents.config import load_config
 
     url = _store_url(args)
@@ -84,7 +89,7 @@ def worker_command(args: Any) -> int:
     config = load_config(path) if path is not None else None
     max_recoveries = getattr(args, "max_recoveries", None)
     return serve(url, concurrency=args.concurrency, config=config,
-                 max_recoveries=MAX_RECOVERIES if max_recoveries is None else max_recoveries)
+                 max_recoveries=MAX_RECOVERIES if max_recoveries is None else max_recoveries, agent_sets=agent_sets)
 
 
 def _store_url(args: Any) -> str:

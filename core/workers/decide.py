@@ -75,10 +75,28 @@ def _stop_waiting(store: PgStore, run_id: str, request: ControlRequest) -> Contr
                         f"waiting and leaves it so (tether approve|reject {run_id} decides it here)")
 
 
+def enqueue_paused(store: PgStore, run_id: str) -> bool:
+    """Put a paused program run that no process holds on the worker queue, for the decision
+    about to be sent to it (blocking). False when it is not one (or a process holds it)."""
+    from tether.workers.submit import enqueue
+    from tether.workers.view import queue_view
+
+    owner = store.owner(run_id)
+    if owner is not None and owner.alive:
+        return False  # its program waits with it: the decision reaches it there
+    state = store.load(run_id)
+    if not programs.paused(state):
+        return False
+    if not any(w.alive and programs.QUEUE in w.queues for w in queue_view(store).workers.values()):
+        return False  # no worker serves the store now: the deciding process goes on with it
+    enqueue(store.url, state)
+    return True
+
+
 def _decide(store: PgStore, run_id: str, verdict: str, text: str, by: str,
             call_id: str | None, args: str | None = None, rule: str | None = None) -> ControlReply | None:
     kind = "approve" if verdict in ("approve", "approved") else "reject"
-    if _workflow_status(store, run_id) not in ("PENDING", "ENQUEUED") and not programs.enqueue_paused(store, run_id):
+    if _workflow_status(store, run_id) not in ("PENDING", "ENQUEUED") and not enqueue_paused(store, run_id):
         return None
     owner = store.owner(run_id)
     if owner is not None and owner.alive:

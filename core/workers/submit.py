@@ -4,6 +4,7 @@ worker to take (``tether submit``, and the paused programs of :mod:`tether.integ
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -13,6 +14,7 @@ from tether.workers.names import APP_VERSION, WORKFLOW, queue_of_run
 
 if TYPE_CHECKING:
     from tether.agents.config import Config
+    from tether.agents.sets import AgentSet
 
 def enqueue(url: str, state: RunState, dbos_client: Any = None) -> str:
     """Put an existing run on its agent's queue; the workflow id is the run id, so doing it
@@ -41,13 +43,15 @@ def enqueue(url: str, state: RunState, dbos_client: Any = None) -> str:
 
 def submit(url: str, agent_name: str, prompt: str | None = None, *, config: Config | None = None,
            run_id: str | None = None, base_url: str | None = None, auto_approve: list[str] | None = None,
-           workspace: Path | None = None, deadline: dict[str, Any] | None = None) -> tuple[RunState, str]:
-    """Create a run of ``agent_name`` (from the agent file, else a demo scenario) in the
-    store at ``url`` and put it on its agent's queue; returns the run and the queue. The
-    agent is built here once, so that the run saves its reference (a worker rebuilds it)."""
+           workspace: Path | None = None, deadline: dict[str, Any] | None = None,
+           agent_sets: Sequence[AgentSet] = ()) -> tuple[RunState, str]:
+    """Create a run of ``agent_name`` (from the agent file, else one of ``agent_sets``: the CLI
+    gives the demo's scenarios) in the store at ``url`` and put it on its agent's queue; returns
+    the run and the queue. The agent is built here once, so that the run saves its reference
+    (a worker rebuilds it)."""
     from dataclasses import replace
 
-    from tether.demo import agents as demo
+    from tether.agents.sets import known_agents, set_of
     from tether.harness import Harness, tether_home
     from tether.store.postgres.store import PgStore
 
@@ -55,14 +59,14 @@ def submit(url: str, agent_name: str, prompt: str | None = None, *, config: Conf
         agent = config.agent(agent_name)
         if base_url:
             raise ValueError("--base-url does not apply to --agent from the agent file: the file says where its model is")
-    elif demo.is_scenario(agent_name):
-        agent = demo.agent(agent_name, workspace or tether_home() / "workspace", base_url=base_url)
+    elif (agent_set := set_of(agent_sets, agent_name)) is not None:
+        agent = agent_set.agent(agent_name, workspace or tether_home() / "workspace", base_url=base_url)
     else:
-        known = ", ".join([*(config.names if config is not None else []), *demo.scenarios()])
+        known = ", ".join([*(config.names if config is not None else []), *known_agents(agent_sets)])
         raise ValueError(f"no agent {agent_name!r} (agents: {known})")
     store = PgStore(url)
     try:
-        harness = Harness(store=store, config=config)
+        harness = Harness(store=store, config=config, agent_sets=agent_sets)
         policies = agent.policies
         if auto_approve:
             policies = replace(policies, auto_approve=list(auto_approve))

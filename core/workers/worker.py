@@ -12,6 +12,7 @@ import os
 import socket
 import threading
 import time
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tether.integrations import on_workers as programs
@@ -28,6 +29,7 @@ from tether.workers.recovery import MAX_RECOVERIES, note_unbuildable, recover
 from tether.workers.workflow import _registered
 
 if TYPE_CHECKING:
+    from tether.agents.sets import AgentSet
     from tether.agents.config import Config
     from tether.harness import Harness
 
@@ -52,13 +54,15 @@ class Worker:
     drive steps use (made on DBOS's event loop, where the workflows run)."""
 
     def __init__(self, url: str, *, concurrency: int = 1, config: Config | None = None,
-                 executor_id: str | None = None, max_recoveries: int = MAX_RECOVERIES) -> None:
+                 executor_id: str | None = None, max_recoveries: int = MAX_RECOVERIES,
+                 agent_sets: Sequence[AgentSet] = ()) -> None:
         from tether.store.postgres.store import PgStore
 
         self.url = url
         self.concurrency = concurrency
         self.max_recoveries = max_recoveries
         self.config = config
+        self.agent_sets = tuple(agent_sets)
         self.executor_id = executor_id or new_executor_id()
         self.store = PgStore(url, pool_size=pool_size(concurrency))
         self.queues: list[str] = []
@@ -271,5 +275,5 @@ class Worker:
         with self._harness_lock:
             if self._harness is None:
                 self._harness = Harness(workspace=tether_home() / "workspace", config=self.config,
-                                        store=self.store)
+                                        store=self.store, agent_sets=self.agent_sets)
             return self._harness

@@ -1,5 +1,5 @@
 """The real ACP agents ``make agents`` installs into ``.agents/``, and their offline configs
-(``tether.acp.demo``'s, which ``tether demo --acp`` uses too).
+(``tether.demo.acp``'s, which ``tether demo --acp`` uses too).
 
 Each agent runs against a scripted chat-completions endpoint on loopback, with a private HOME
 and XDG folders (nothing of the operator's is read or written) and every network feature off
@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.acp.demo import (AGENTS_DIR, MODEL, NODE22, OPENCODE, QWEN_ENTRY, AgentLaunch, launch_opencode,
+from tether.demo.acp import (AGENTS_DIR, MODEL, NODE22, OPENCODE, QWEN_ENTRY, AgentLaunch, launch_opencode,
                              launch_qwen, missing)
 
 __all__ = ["AGENTS_DIR", "CLAUDE", "CLAUDE_VERSION", "MODEL", "NODE22", "OPENCODE", "QWEN_ENTRY", "REPO", "AgentLaunch",

@@ -10,13 +10,14 @@ from pathlib import Path
 from tether.approvals import Rule, parse_where
 from tether.harness import Harness
 from tether.run.state import Limits, Status
+from tether.demo.agents import DEMO
 from tests.acp.driving import waiting
 from tests.acp.fake_agent import WRITE_NAME, WRITE_TEXT
 from tests.acp.test_acp_runs import agent
 
 
 async def test_an_allow_rule_answers_the_agent_at_once(tmp_path: Path, acp_workspace: Path):
-    async with Harness(tmp_path / "runs") as harness:
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         added = harness.store.rule_add(Rule("allow", "edit", "the fake agent may write", "alice", agent="fake",
                                             where=(parse_where("path=*.txt"),)))
         final = (await harness.start(agent(acp_workspace), "write the file")).state
@@ -27,7 +28,7 @@ async def test_an_allow_rule_answers_the_agent_at_once(tmp_path: Path, acp_works
 
 
 async def test_a_deny_rule_rejects_in_words_the_agent_is_told(tmp_path: Path, acp_workspace: Path):
-    async with Harness(tmp_path / "runs") as harness:
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         added = harness.store.rule_add(Rule("deny", "edit", "no writes today", "bob", source="acp"))
         state = harness.create(agent(acp_workspace), "write the file", limits=Limits(max_turns=1))
         final = (await harness.run(state.run_id)).state
@@ -38,7 +39,7 @@ async def test_a_deny_rule_rejects_in_words_the_agent_is_told(tmp_path: Path, ac
 
 
 async def test_the_agents_always_option_is_kept_as_a_tether_rule(tmp_path: Path, acp_workspace: Path):
-    async with Harness(tmp_path / "runs") as harness:
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         state = harness.create(agent(acp_workspace), "write the file")
         running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
         await waiting(harness, state.run_id)
@@ -53,7 +54,7 @@ async def test_the_agents_always_option_is_kept_as_a_tether_rule(tmp_path: Path,
 
 
 async def test_an_edit_of_an_acp_agents_call_is_refused_in_words(tmp_path: Path, acp_workspace: Path):
-    async with Harness(tmp_path / "runs") as harness:
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         state = harness.create(agent(acp_workspace), "write the file")
         running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
         await waiting(harness, state.run_id)
@@ -66,7 +67,7 @@ async def test_an_edit_of_an_acp_agents_call_is_refused_in_words(tmp_path: Path,
 
 
 async def test_a_two_person_rule_holds_the_agent_for_two_people(tmp_path: Path, acp_workspace: Path):
-    async with Harness(tmp_path / "runs") as harness:
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         harness.store.rule_add(Rule("ask", "edit", "two people for writes", "erin", approvals=2))
         state = harness.create(agent(acp_workspace), "write the file")
         running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
@@ -87,7 +88,7 @@ async def test_a_two_person_rule_holds_the_agent_for_two_people(tmp_path: Path, 
 
 
 async def test_a_deadline_rejects_an_agents_request_nobody_answered(tmp_path: Path, acp_workspace: Path):
-    async with Harness(tmp_path / "runs") as harness:
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         harness.store.rule_add(Rule("ask", "edit", "writes wait for a person", "erin", deadline_s=0.2))
         state = harness.create(agent(acp_workspace), "write the file", limits=Limits(max_turns=1))
         final = (await harness.run(state.run_id, wait_for_decision=0)).state

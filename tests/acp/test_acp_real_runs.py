@@ -22,6 +22,7 @@ from tether.harness import Harness
 from tether.demo.provider.server import running_app
 from tether.run.state import Cancelled, Limits, MaxBudget, Status
 from tether.observe.trace import read_trace
+from tether.demo.agents import DEMO
 from tests.acp import installed as agents
 from tests.acp.driving import session_open, waiting
 from tests.acp.endpoint import DONE_ANSWER, ScriptedEndpoint
@@ -57,7 +58,7 @@ async def test_a_rejection_reaches_the_model_and_a_follow_up_writes(name: str, t
     workspace, home = place
     endpoint = ScriptedEndpoint()
     target = workspace / "hello.txt"
-    async with running_app(endpoint.app()) as base_url, Harness(tmp_path / "runs") as harness:
+    async with running_app(endpoint.app()) as base_url, Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         coder = real_agent(name, home, base_url, workspace)
         state = harness.create(coder, f"WRITE {target} CONTENT first try")
         running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
@@ -92,7 +93,7 @@ async def test_a_rejection_reaches_the_model_and_a_follow_up_writes(name: str, t
 async def test_stop_mid_stream_and_a_budget_crossed(name: str, tmp_path: Path, place):
     workspace, home = place
     endpoint = ScriptedEndpoint()
-    async with running_app(endpoint.app()) as base_url, Harness(tmp_path / "runs") as harness:
+    async with running_app(endpoint.app()) as base_url, Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         state = harness.create(real_agent(name, home, base_url, workspace), "HOLD on")
         running = asyncio.create_task(harness.run(state.run_id))
         await asyncio.wait_for(session_open(harness, state.run_id), CAP_S)

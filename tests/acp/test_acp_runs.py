@@ -18,6 +18,7 @@ from tether.agents.agent import AcpCommand, Agent, AgentError
 from tether.harness import Harness
 from tether.run.state import Cancelled, MaxBudget, NeedsApproval, StateError, Status
 from tether.observe.trace import read_trace
+from tether.demo.agents import DEMO
 from tests.acp.conftest import fake_agent
 from tests.acp.driving import session_open, waiting
 from tests.acp.fake_agent import WRITE_NAME, WRITE_TEXT
@@ -32,7 +33,7 @@ def agent(workspace: Path, mode: str = "normal", **kw) -> Agent:
 
 
 async def test_an_approved_write_lands_and_the_run_is_on_the_store(tmp_path: Path, acp_workspace: Path):
-    async with Harness(tmp_path / "runs") as harness:
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         state = harness.create(agent(acp_workspace), "write the file")
         running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
         pending = await waiting(harness, state.run_id)
@@ -62,7 +63,7 @@ async def test_an_approved_write_lands_and_the_run_is_on_the_store(tmp_path: Pat
 
 
 async def test_a_rejection_reaches_the_agent_as_the_next_prompt(tmp_path: Path, acp_workspace: Path):
-    async with Harness(tmp_path / "runs") as harness:
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         state = harness.create(agent(acp_workspace), "write the file")
         running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
         await waiting(harness, state.run_id)
@@ -82,7 +83,7 @@ async def test_a_rejection_reaches_the_agent_as_the_next_prompt(tmp_path: Path, 
 
 
 async def test_stop_mid_turn_cancels_the_session_and_leaves_no_process(tmp_path: Path, acp_workspace: Path):
-    async with Harness(tmp_path / "runs") as harness:
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         state = harness.create(agent(acp_workspace), "write SLOW")
         running = asyncio.create_task(harness.run(state.run_id))
         await session_open(harness, state.run_id)
@@ -95,7 +96,7 @@ async def test_stop_mid_turn_cancels_the_session_and_leaves_no_process(tmp_path:
 
 
 async def test_an_agent_that_ignores_cancel_is_killed_after_its_grace(tmp_path: Path, acp_workspace: Path):
-    async with Harness(tmp_path / "runs") as harness:
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         state = harness.create(agent(acp_workspace, "ignore-cancel", cancel_grace_s=0.5), "go")
         running = asyncio.create_task(harness.run(state.run_id))
         await session_open(harness, state.run_id)
@@ -108,7 +109,7 @@ async def test_an_agent_that_ignores_cancel_is_killed_after_its_grace(tmp_path: 
 
 
 async def test_an_agent_that_dies_mid_turn_ends_the_run_in_words(tmp_path: Path, acp_workspace: Path):
-    async with Harness(tmp_path / "runs") as harness:
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         outcome = await harness.start(agent(acp_workspace, "die-mid-turn"), "go")
     final = outcome.state
     assert final.status is Status.INTERRUPTED
@@ -118,7 +119,7 @@ async def test_an_agent_that_dies_mid_turn_ends_the_run_in_words(tmp_path: Path,
 async def test_a_budget_crossed_cancels_the_turn(tmp_path: Path, acp_workspace: Path):
     from tether.run.state import Limits
 
-    async with Harness(tmp_path / "runs") as harness:
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         state = harness.create(agent(acp_workspace, limits=Limits(budget_usd=0.01)), "write the file")
         running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
         await waiting(harness, state.run_id)
@@ -142,7 +143,7 @@ async def test_acp_agent_from_an_agent_file_and_approved_from_another_process(tm
                             "--run-id", "a1", "--wait-for-decision", "--json"], env=env,
                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        async with Harness(tmp_path / "runs") as harness:
+        async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
             await waiting(harness, "a1")
         approve = await cli_here_async("approve", "a1", "--as", "dana", env=env)  # the CLI's main, a second process
         assert approve.returncode == 0, approve.stderr
@@ -159,7 +160,7 @@ async def test_acp_agent_from_an_agent_file_and_approved_from_another_process(tm
 
 async def test_a_decision_may_pick_the_agents_option_and_a_wrong_one_is_refused_in_words(
         tmp_path: Path, acp_workspace: Path):
-    async with Harness(tmp_path / "runs") as harness:
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         state = harness.create(agent(acp_workspace), "write the file")
         running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
         await waiting(harness, state.run_id)
@@ -176,7 +177,7 @@ async def test_a_decision_may_pick_the_agents_option_and_a_wrong_one_is_refused_
 
 
 async def test_a_silent_rejection_is_not_sent_to_the_agent(tmp_path: Path, acp_workspace: Path):
-    async with Harness(tmp_path / "runs") as harness:
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         state = harness.create(agent(acp_workspace), "write the file")
         running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
         await waiting(harness, state.run_id)
@@ -188,7 +189,7 @@ async def test_a_silent_rejection_is_not_sent_to_the_agent(tmp_path: Path, acp_w
 
 
 async def test_option_and_silent_are_refused_for_tethers_own_runs(tmp_path: Path):
-    async with Harness(tmp_path / "runs") as harness:
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         state = harness.new_run("destructive")
         running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
         await waiting(harness, state.run_id)
@@ -201,7 +202,7 @@ async def test_option_and_silent_are_refused_for_tethers_own_runs(tmp_path: Path
 async def test_a_budget_on_an_agent_that_reports_no_usage_is_refused_in_words(tmp_path: Path, acp_workspace: Path):
     from tether.run.state import Limits
 
-    async with Harness(tmp_path / "runs") as harness:
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         unmetered = await harness.start(agent(acp_workspace, "write-outside", limits=Limits(budget_usd=0.5)), "go")
         accepted = await harness.start(agent(acp_workspace, "write-outside",
                                              limits=Limits(budget_usd=0.5, budget_mode="turns-only")), "go")
@@ -213,7 +214,7 @@ async def test_a_budget_on_an_agent_that_reports_no_usage_is_refused_in_words(tm
 
 
 async def test_writes_outside_the_workspace_are_refused_and_recorded(tmp_path: Path, acp_workspace: Path):
-    async with Harness(tmp_path / "runs") as harness:
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         outcome = await harness.start(agent(acp_workspace, "write-outside"), "go")
         trace = list(read_trace(tmp_path / "runs" / outcome.state.run_id / "trace.jsonl"))
     refused = [r for r in trace if r["kind"] == "file_write"]
@@ -223,7 +224,7 @@ async def test_writes_outside_the_workspace_are_refused_and_recorded(tmp_path: P
 
 
 async def test_a_follow_up_loads_the_agents_session_in_a_new_process(tmp_path: Path, acp_workspace: Path):
-    async with Harness(tmp_path / "runs") as harness:
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         state = harness.create(agent(acp_workspace, "loads"), "write the file")
         running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
         await waiting(harness, state.run_id)
@@ -250,7 +251,7 @@ async def test_a_follow_up_loads_the_agents_session_in_a_new_process(tmp_path: P
 
 async def test_a_follow_up_is_refused_in_words_when_the_agent_cannot_load_its_session(
         tmp_path: Path, acp_workspace: Path):
-    async with Harness(tmp_path / "runs") as harness:
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         done = await harness.start(agent(acp_workspace, "write-outside"), "go")
         with pytest.raises(StateError, match="cannot load its earlier session"):
             await harness.run(done.state.run_id, message="and then?")
@@ -294,7 +295,7 @@ def test_a_run_whose_process_was_killed_mid_turn_ends_in_words_and_takes_a_follo
                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         async def until_waiting() -> None:
-            async with Harness(tmp_path / "runs") as harness:
+            async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
                 await waiting(harness, "k1")
         asyncio.run(until_waiting())
         run.kill()
@@ -317,7 +318,7 @@ def test_a_run_whose_process_was_killed_mid_turn_ends_in_words_and_takes_a_follo
     assert not (acp_workspace / WRITE_NAME).exists(), "the turn was not done again behind the operator's back"
 
     async def follow_up() -> Status:
-        async with Harness(tmp_path / "runs") as harness:
+        async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
             before = harness.store.load("k1").interruption
             going = asyncio.create_task(harness.run("k1", message="write it now", wait_for_decision=0))
             await waiting(harness, "k1", other_than=before)
@@ -328,7 +329,7 @@ def test_a_run_whose_process_was_killed_mid_turn_ends_in_words_and_takes_a_follo
 
 
 async def test_an_agent_that_dies_while_it_waits_for_a_decision_ends_the_run(tmp_path: Path, acp_workspace: Path):
-    async with Harness(tmp_path / "runs") as harness:
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         state = harness.create(agent(acp_workspace, "die-asking"), "write the file")
         outcome = await asyncio.wait_for(harness.run(state.run_id, wait_for_decision=0), 60)
         late = await harness.decide(state.run_id, "approve")
@@ -347,7 +348,7 @@ async def test_an_agent_that_dies_while_it_waits_for_a_decision_ends_the_run(tmp
 async def test_bad_frames_and_floods_through_a_run(tmp_path: Path, acp_workspace: Path, mode, status, words):
     """A few lines that are not JSON-RPC are skipped, a run of them ends the run in words, and a
     flood (a 600 KB frame, then 5,000 chunks) lands whole in the transcript."""
-    async with Harness(tmp_path / "runs") as harness:
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         final = (await asyncio.wait_for(harness.start(agent(acp_workspace, mode), "go"), 120)).state
         kinds = [r["kind"] for r in read_trace(tmp_path / "runs" / final.run_id / "trace.jsonl")]
     assert final.status is status, (final.status, final.error)
@@ -381,7 +382,7 @@ def test_an_acp_agents_environment_is_saved_as_written_and_what_it_took_is_a_sec
     coder = Agent(name="fake", model="acp:fake", acp=command, workspace=acp_workspace)
     assert command.resolved_env() == ({"AGENT_KEY": "sk-very-secret-123", "PLAIN": "yes"}, ("sk-very-secret-123",))
     async def run() -> Status:
-        async with Harness(tmp_path / "runs") as harness:
+        async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
             assert "sk-very-secret-123" in harness.secrets(coder)
             state = harness.create(coder, "write the file")
             going = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))

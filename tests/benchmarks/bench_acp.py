@@ -68,6 +68,7 @@ from tether.harness import Harness
 from tether.tui.options import ConsoleOptions
 from tether.demo.provider.server import running_app
 from tether.run.state import Cancelled, Status
+from tether.demo.agents import DEMO
 from tests.acp import installed as real_agents
 from tests.acp.conftest import FAKE_AGENT, fake_agent
 from tests.acp.endpoint import ScriptedEndpoint
@@ -199,7 +200,7 @@ async def stop_trials(name: str, n: int, tmp: Path) -> dict[str, Any]:
     ended: set[str] = set()
     killed = 0
     left: dict[int, str] = {}
-    async with running_app(endpoint.app()) as base_url, Harness(tmp / f"stop-{name}" / "runs") as harness:
+    async with running_app(endpoint.app()) as base_url, Harness(tmp / f"stop-{name}" / "runs", agent_sets=(DEMO,)) as harness:
         launch = _real_launch(name, tmp / f"stop-{name}" / "home", base_url)
         agent = Agent(name=name, model="scripted", acp=AcpCommand(tuple(launch.command), launch.env, GRACE_S),
                       workspace=workspace)
@@ -255,7 +256,7 @@ async def console_scene(n_agents: int, seconds: float, tmp: Path) -> dict[str, A
             if found:
                 received[(event.run_id, int(found.group(1)))] = time.time()
 
-    harness = Harness(folder / "runs", sinks=[on_delta])
+    harness = Harness(folder / "runs", sinks=[on_delta], agent_sets=(DEMO,))
     app = MeasuredConsole(ConsoleOptions(timings=False), harness=harness)
     shown: dict[tuple[str, int], float] = {}
     showing: dict[str, Any] = {"rid": None, "last": -1}
@@ -452,7 +453,7 @@ async def permission_trials(kind: str, n: int, tmp: Path) -> dict[str, Any]:
             prompts = [f"WRITE {workspace / f'file-{i}.txt'} CONTENT trial {i}" for i in range(2 * n + 2)]
         agent = Agent(name=kind, model="acp:fake" if kind == "fake" else "scripted",
                       acp=AcpCommand(tuple(command), env, GRACE_S), workspace=workspace)
-        harness = await stack.enter_async_context(Harness(folder / "runs"))
+        harness = await stack.enter_async_context(Harness(folder / "runs", agent_sets=(DEMO,)))
         warm = 1 if kind == "fake" else 0  # the fake's first pair warms up (imports); a real agent is slow to start
         for i in range(n + warm):
             bare = await _bare_permission(command, env, workspace, prompts[(2 * i) % len(prompts)])

@@ -343,6 +343,7 @@ PEER = """
 import asyncio, sys
 from tether.harness import Harness
 from tether.run.state import Limits
+from tether.demo.agents import DEMO
 
 async def main(runs, ws, tag, n, latency):
     async with Harness(runs, ws, latency_ms=latency) as harness:
@@ -483,7 +484,7 @@ async def memory_over(turns: int, every: int) -> dict[str, Any]:
     """RSS every ``every`` turns of a ``turns``-turn runaway shown in the console, keys pressed."""
     with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
         model = _MemoryModel(every)
-        harness = Harness(Path(tmp) / "runs", Path(tmp) / "workspace", client=model)  # type: ignore[arg-type]
+        harness = Harness(Path(tmp) / "runs", Path(tmp) / "workspace", client=model, agent_sets=(DEMO,))  # type: ignore[arg-type]
         app = MeasuredConsole(harness=harness)
         rid = "runaway-10k"
         async with app.run_test(size=(160, 45)) as pilot:
@@ -503,7 +504,7 @@ async def memory_without_console(turns: int, every: int) -> list[tuple[int, floa
     """The same runaway driven by the harness alone: what the run itself holds as it grows."""
     with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
         model = _MemoryModel(every)
-        async with Harness(Path(tmp) / "runs", Path(tmp) / "workspace", client=model) as harness:  # type: ignore[arg-type]
+        async with Harness(Path(tmp) / "runs", Path(tmp) / "workspace", client=model, agent_sets=(DEMO,)) as harness:  # type: ignore[arg-type]
             state = harness.new_run("runaway", limits=Limits(max_turns=turns))
             await harness.run(state.run_id)
     return model.samples

@@ -42,6 +42,7 @@ from tether.harness import Harness
 from tether.demo.provider.server import provider_process
 from tether.store.files.store import JOURNAL_FILE, TRACE_FILE
 from tether.observe.trace import read_trace
+from tether.demo.agents import DEMO
 from tests.benchmarks import bench_stop, peers
 
 SIZES = (20, 100, 1000)
@@ -279,7 +280,7 @@ async def plan_overhead(workdir: Path, base_url: str | None, runs: int) -> tuple
 
     walls, providers, overheads = [], [], []
     async with Harness(workdir / "runs", workdir / "workspace", base_url=base_url,
-                       api_key=peers.API_KEY if base_url else None, sinks=[sink]) as harness:
+                       api_key=peers.API_KEY if base_url else None, sinks=[sink], agent_sets=(DEMO,)) as harness:
         for i in range(runs + 2):  # two warm-up runs
             provider_ms.clear()
             started = time.perf_counter()

@@ -45,7 +45,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
-from tether.store.files.store import TRACE_FILE
+from tether.store.files.layout import TRACE_FILE
+from tether.demo.agents import DEMO
 from tests.benchmarks import peers
 
 # tether.observe.otel (and with it the OpenTelemetry SDK) is imported when this section runs, not
@@ -148,7 +149,7 @@ async def _exit_s(endpoint: str | None, timeout: float | None, where: Path) -> t
     from tether.harness import Harness
     from tether.observe.otel import otel_sink_from_env
 
-    harness = Harness(where / "runs", where / "ws")
+    harness = Harness(where / "runs", where / "ws", agent_sets=(DEMO,))
     if endpoint:
         sink = otel_sink_from_env(endpoint, on_dropped=harness.note_dropped, state_of=harness.live.get,
                                   timeout=timeout)

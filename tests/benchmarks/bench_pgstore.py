@@ -25,6 +25,7 @@ from tether.harness import Harness
 from tether.store.postgres.store import PgStore
 from tether.run.state import Limits, RunState
 from tether.store.files.store import RunStore
+from tether.demo.agents import DEMO
 from tests import pg
 
 SAVES = 200
@@ -70,7 +71,7 @@ async def _overheads(store: Any, workspace: Path, scenario: str, turns: int | No
             provider[event.run_id] = provider.get(event.run_id, 0.0) + (event.provider_ms or 0.0)
 
     out = []
-    async with Harness(workspace=workspace, store=store, sinks=[sink]) as harness:
+    async with Harness(workspace=workspace, store=store, sinks=[sink], agent_sets=(DEMO,)) as harness:
         limits = Limits(max_turns=turns) if turns is not None else None
         for i in range(runs + 1):  # the first warms up (the control channel, the rank file)
             state = await asyncio.to_thread(harness.new_run, scenario, limits=limits)

@@ -34,7 +34,10 @@ from pathlib import Path
 from tether.harness import Harness
 from tether.observe.report import recorded
 from tether.run.state import Limits, RunState
-from tether.store.files.store import TRACE_FILE, RunHandle, RunStore
+from tether.store.files.handle import RunHandle
+from tether.store.files.layout import TRACE_FILE
+from tether.store.files.store import RunStore
+from tether.demo.agents import DEMO
 from tests.benchmarks import peers
 from tests.support import load_all
 
@@ -50,7 +53,7 @@ HARNESS_SAVES_PER_S = 3_000  # ~0.6 ms per turn, about two saves per turn
 async def _templates(where: Path) -> dict[str, tuple[RunState, bytes]]:
     """Each scenario's final state and trace, from a real run."""
     out = {}
-    async with Harness(where / "runs", where / "ws") as harness:
+    async with Harness(where / "runs", where / "ws", agent_sets=(DEMO,)) as harness:
         for scenario in sorted(set(MIX)):
             limits = Limits(max_turns=5) if scenario == "runaway" else None
             state = harness.new_run(scenario, limits=limits)

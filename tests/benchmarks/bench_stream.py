@@ -27,6 +27,7 @@ from tether.harness import Harness
 from tether.models.processes import free_port, stop_process
 from tether.tui.app import TetherApp
 from tether.tui.options import ConsoleOptions
+from tether.demo.agents import DEMO
 
 PIECES = 60
 GAP_S = 0.05
@@ -74,7 +75,7 @@ def percentile(values: list[float], q: float) -> float:
 
 
 async def _trial(url: str, tmp: Path, log: Path, index: int) -> list[float]:
-    harness = Harness(tmp / "runs", stream="auto")
+    harness = Harness(tmp / "runs", stream="auto", agent_sets=(DEMO,))
     app = TetherApp(ConsoleOptions(timings=False), harness=harness)
     shown: dict[int, float] = {}
     async with app.run_test(size=(160, 45)) as pilot:

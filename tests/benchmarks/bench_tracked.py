@@ -29,11 +29,12 @@ from pathlib import Path
 from tether.harness import Harness
 from tether.run.state import Limits
 from tether.observe.trace import read_trace
+from tether.demo.agents import DEMO
 
 
 async def reported(root: Path, turns: int) -> float:
     """Seconds per reported event over ``turns`` turns of three events each."""
-    async with Harness(root / "runs", root / "ws") as harness:
+    async with Harness(root / "runs", root / "ws", agent_sets=(DEMO,)) as harness:
         started = time.perf_counter()
         async with harness.track("bench", "report", limits=Limits(max_turns=None)) as run:
             for turn in range(turns):
@@ -47,7 +48,7 @@ async def reported(root: Path, turns: int) -> float:
 
 async def looped(root: Path, turns: int) -> float:
     """Seconds per traced event of Tether's own loop over ``turns`` turns of ``runaway``."""
-    async with Harness(root / "runs", root / "ws") as harness:
+    async with Harness(root / "runs", root / "ws", agent_sets=(DEMO,)) as harness:
         state = harness.new_run("runaway", limits=Limits(max_turns=turns))
         started = time.perf_counter()
         await harness.run(state.run_id)

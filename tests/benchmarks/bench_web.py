@@ -40,6 +40,7 @@ import aiohttp
 from tether.harness import Harness
 from tether.store.files.store import RunStore
 from tether.observe.trace import read_trace
+from tether.demo.agents import DEMO
 from tests.benchmarks.bench_stop import percentile
 from tests.browser.support import CHROMIUM, PASSWORDS, Served, WebhookReceiver, block_the_network, log_in, until
 
@@ -56,7 +57,7 @@ def _event_ts(runs: Path, run_id: str, kind: str, name: str | None = None) -> fl
 async def _waiting_runs(runs: Path, ws: Path, n: int, prefix: str) -> list[str]:
     """``n`` runs of ``destructive`` saved waiting for approval of delete_file, one after the other."""
     made = []
-    async with Harness(workspace=ws, store=RunStore(runs)) as harness:
+    async with Harness(workspace=ws, store=RunStore(runs), agent_sets=(DEMO,)) as harness:
         for i in range(n):
             state = harness.new_run("destructive", run_id=f"{prefix}{i:03d}")
             await harness.run(state.run_id)

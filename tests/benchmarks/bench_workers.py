@@ -27,6 +27,7 @@ from pathlib import Path
 
 from tests import pg
 from tests.workerproc import Fleet, clean_slate, wait_for
+from tether.demo.agents import DEMO
 
 LATENCY_MS = 200
 RUN_S = 3 * LATENCY_MS / 1000  # a plan run's model time
@@ -99,7 +100,7 @@ def measure(url: str, root: Path, base_url: str, workers: int, concurrency: int,
         for _ in range(workers):
             fleet.start("--concurrency", str(concurrency))
         store = PgStore(url)
-        harness = Harness(store=store)
+        harness = Harness(store=store, agent_sets=(DEMO,))
         agent = demo.agent("plan", root / "ws", base_url=base_url)
         states = [harness.create(agent) for _ in range(runs)]
         database.ensure_dbos_schema(url)

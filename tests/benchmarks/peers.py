@@ -35,6 +35,7 @@ from tether.harness import Harness
 from tether.run.state import Limits
 from tether.agents.tools.builtin import list_files_text
 from tether.agents.workspace import ensure_sample
+from tether.demo.agents import DEMO
 
 MODEL = "runaway"
 TASK = SCENARIO_TASKS[MODEL]
@@ -117,7 +118,7 @@ class Tether(Contestant):
     name = "tether"
 
     async def setup(self) -> None:
-        self.harness = Harness(self.workdir / "runs", self.workspace.root, base_url=self.base_url, api_key=API_KEY)
+        self.harness = Harness(self.workdir / "runs", self.workspace.root, base_url=self.base_url, api_key=API_KEY, agent_sets=(DEMO,))
         self.last_run_id: str | None = None
 
     async def run(self, turns: int) -> int:

@@ -34,6 +34,7 @@ from tether.store.files.store import TRACE_FILE, RunStore, SaveError
 from tether.observe.trace import read_trace
 
 from tests.campaign.server import CountingApp
+from tether.demo.agents import DEMO
 
 TAG = "fault"
 HANG_CAP_S = 30.0  # only keeps a regression from hanging the campaign; never the thing measured
@@ -77,7 +78,7 @@ def run_plan(tmp: Path, app: Any | None = None, *, client: ModelClient | None = 
         client = ModelClient(f"http://provider/{TAG}/v1", transport=httpx.ASGITransport(app=counter), **client_kw)
 
     async def go() -> RunState:
-        async with Harness(tmp / "runs", tmp / "ws", client=client) as harness:
+        async with Harness(tmp / "runs", tmp / "ws", client=client, agent_sets=(DEMO,)) as harness:
             state = harness.new_run("plan", "Which file mentions a timeout?")
             return (await asyncio.wait_for(harness.run(state.run_id), HANG_CAP_S)).state
 
@@ -104,7 +105,7 @@ def stopped(ran: Ran) -> dict[str, Any]:
 
 def not_resumable(tmp: Path, run_id: str) -> None:
     async def resume() -> None:
-        async with Harness(tmp / "runs", tmp / "ws") as harness:
+        async with Harness(tmp / "runs", tmp / "ws", agent_sets=(DEMO,)) as harness:
             await harness.run(run_id)
 
     try:
@@ -213,7 +214,7 @@ def drip(tmp: Path) -> str:
     async def go() -> Ran:
         async with running_provider(faults=FaultPlan.parse("drip@0")) as url:
             client = ModelClient(url, read_timeout=5.0, deadline_s=0.5, max_retries=0)
-            async with Harness(tmp / "runs", tmp / "ws", client=client) as harness:
+            async with Harness(tmp / "runs", tmp / "ws", client=client, agent_sets=(DEMO,)) as harness:
                 state = harness.new_run("plan", "q")
                 out = await asyncio.wait_for(harness.run(state.run_id), HANG_CAP_S)
         return Ran(out.state, 0, list(read_trace(tmp / "runs" / state.run_id / TRACE_FILE)))

@@ -10,6 +10,7 @@ from tether.demo.provider.scenarios import DESTRUCTIVE_DECLINED
 from tether.run.state import Cancelled, MaxBudget, Status
 from tether.tui.components.cost_meter import TurnsSparkline
 from tether.tui.tour import REJECTION, STEPS, Caption, Tour
+from tether.demo.agents import DEMO
 
 from tests.support import SIZE, finish, make_app, settle, shown, transcript, wait_for
 
@@ -88,7 +89,7 @@ async def test_quitting_during_the_tour_ends_the_tour_with_the_console(tmp_path:
 async def test_a_tour_that_cannot_reach_a_step_says_so_and_exits_1(tmp_path: Path) -> None:
     """The endpoint refuses the key: plan fails, and the tour stops there, in words, at once
     (not after its wait's cap)."""
-    harness = Harness(tmp_path / "runs", tmp_path / "workspace", fail="401@0")
+    harness = Harness(tmp_path / "runs", tmp_path / "workspace", fail="401@0", agent_sets=(DEMO,))
     app = make_app(tmp_path, harness=harness)
     tour = Tour(pace=0)
     async with app.run_test(size=SIZE) as pilot:

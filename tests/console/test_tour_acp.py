@@ -19,8 +19,8 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Static
 
-import tether.acp.demo as acp_demo
-from tether.acp.demo import EDIT_PROMPT, EXPLANATION, GREET_AFTER, GREET_BEFORE, TASKS, WRITE_PROMPT
+import tether.demo.acp as acp_demo
+from tether.demo.acp import EDIT_PROMPT, EXPLANATION, GREET_AFTER, GREET_BEFORE, TASKS, WRITE_PROMPT
 from tether.agents.config import load_config
 from tether.demo.provider.coding import ScriptedEndpoint
 from tether.demo.provider.server import running_app

@@ -30,6 +30,7 @@ from tether.tui import launch as console
 from tether.tui.app import TetherApp
 from tether.tui.components.dialogs import NewRunDialog, NewRunRequest, ResumeDialog
 from tether.tui.components.runs_list import RunsList
+from tether.demo.agents import DEMO
 from tests.endpoints import call, completion, scripted_app
 from tests.support import SIZE, finish, make_app, settle, still_console, wait_for
 
@@ -364,7 +365,7 @@ async def test_base_url_mode_runs_the_model_typed_with_the_file_tools(tmp_path: 
     folder.mkdir()
     (folder / "notes.txt").write_text("hello\n", encoding="utf-8")
     client = ModelClient("http://endpoint/v1", transport=httpx.ASGITransport(app=scripted_app(script)))
-    harness = Harness(tmp_path / "runs", tmp_path / "demo", base_url="http://endpoint/v1", client=client)
+    harness = Harness(tmp_path / "runs", tmp_path / "demo", base_url="http://endpoint/v1", client=client, agent_sets=(DEMO,))
     app = still_console(harness=harness, workspace=folder, model="my-model", start=["What is here?"])
     async with app.run_test(size=SIZE) as pilot:
         await settle(pilot, app, "the --start run to finish")

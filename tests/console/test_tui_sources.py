@@ -10,11 +10,12 @@ from textual.widgets import Static
 
 from tether.harness import Harness
 from tether.run.state import Status
+from tether.demo.agents import DEMO
 from tests.support import SIZE, finish, make_app, wait_for
 
 
 async def test_a_programs_run_says_its_source_and_is_not_offered_resume(tmp_path: Path) -> None:
-    async with Harness(tmp_path / "runs", tmp_path / "workspace") as harness:
+    async with Harness(tmp_path / "runs", tmp_path / "workspace", agent_sets=(DEMO,)) as harness:
         async with harness.track("triage", "Triage ticket 42", source="claude-code", run_id="cc-1") as run:
             await harness.stop(run.run_id, "wrong repo", by="alice")
     app = make_app(tmp_path)

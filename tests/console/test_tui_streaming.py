@@ -9,6 +9,7 @@ from tether.agents.agent import Agent
 from tether.harness import Harness
 from tether.demo.provider.server import running_app
 from tether.run.state import Status
+from tether.demo.agents import DEMO
 from tests.support import SIZE, SlowStream, WORDS, finish, settle, still_console, wait_for
 
 
@@ -16,7 +17,7 @@ from tests.support import SIZE, SlowStream, WORDS, finish, settle, still_console
 async def test_the_reply_grows_in_the_transcript_as_it_streams(tmp_path: Path):
     server = SlowStream(hold_after=3)  # the endpoint sends three words, then holds the stream
     async with running_app(server.app()) as url:
-        harness = Harness(tmp_path / "runs", stream="auto")
+        harness = Harness(tmp_path / "runs", stream="auto", agent_sets=(DEMO,))
         app = still_console(harness=harness)
         async with app.run_test(size=SIZE) as pilot:
             agent = Agent("streamer", "m", base_url=url, tools=["tether:list_files"], workspace=tmp_path)
@@ -39,7 +40,7 @@ async def test_the_reply_grows_in_the_transcript_as_it_streams(tmp_path: Path):
 
 
 async def test_the_embedded_demo_does_not_stream_by_default(tmp_path: Path):
-    harness = Harness(tmp_path / "runs", tmp_path / "ws", stream="auto")
+    harness = Harness(tmp_path / "runs", tmp_path / "ws", stream="auto", agent_sets=(DEMO,))
     assert harness.client._stream is False
     agent = Agent("real", "m", base_url="http://127.0.0.1:9/v1", tools=["tether:list_files"], workspace=tmp_path)
     assert harness._client_for(agent, None)._stream is True

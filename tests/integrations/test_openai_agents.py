@@ -25,6 +25,7 @@ from tether.demo.provider.scenarios import TICKET_CLOSED, TICKET_KEPT
 from tether.run.state import Cancelled, Limits, NeedsApproval, Status
 from tether.observe.trace import read_trace
 from tether.tui.components.dialogs import ApproveDialog
+from tether.demo.agents import DEMO
 
 from tests.integrations.programs import ROOT, Recording, environment, finished, line_with, program, tether, waiting
 from tests.support import SIZE, children_of, finish, open_armed, still_console, wait_for
@@ -99,7 +100,7 @@ async def test_a_rejection_from_another_process_reaches_the_model_in_its_words(b
     words = declined_words("17 is a different bug", "ann")
     assert len(provider.bodies) == 2
     assert provider.tool_messages(1) == [words]  # the next request carries the operator's words, word for word
-    state = Harness(runs).store.load("oa-r")
+    state = Harness(runs, agent_sets=(DEMO,)).store.load("oa-r")
     assert state.status is Status.COMPLETED and state.answer == TICKET_KEPT.format(said=words)
     decision = state.approvals[CALL]
     assert (decision.verdict, decision.by, decision.text) == ("rejected", "ann", "17 is a different bug")
@@ -131,7 +132,7 @@ async def test_an_approval_from_a_console_runs_the_tool(bot: Path, provider: Rec
         await wait_for(pilot, lambda: app.states["oa-a"].status is Status.COMPLETED, "the completed run", CAP_S)
         await finish(pilot, app)
     assert provider.tool_messages(1) == ["Ticket 42 closed: duplicate of 17."]  # the tool ran, as the model asked
-    state = Harness(runs).store.load("oa-a")
+    state = Harness(runs, agent_sets=(DEMO,)).store.load("oa-a")
     assert state.answer == TICKET_CLOSED
     assert (state.approvals[CALL].verdict, state.approvals[CALL].by) == ("approved", "bob")
     kinds = [r["kind"] for r in read_trace(runs / "oa-a" / "trace.jsonl")]
@@ -152,7 +153,7 @@ async def test_stop_from_another_process_ends_the_run_interrupted(bot: Path, pro
         await finished(proc)
     assert code == 5, out
     assert "ended interrupted wrong archive" in out
-    state = Harness(runs).store.load("oa-s")
+    state = Harness(runs, agent_sets=(DEMO,)).store.load("oa-s")
     assert state.status is Status.INTERRUPTED and state.interruption == Cancelled("wrong archive", "carol")
     assert len(provider.bodies) == 1  # cancelled in the tool: the model was not called again
     assert children_of(os.getpid()) == []
@@ -168,7 +169,7 @@ async def test_a_paused_run_goes_on_in_another_process_when_its_program_is_gone(
         proc.kill()  # the program dies while it waits: its paused RunState is on the store
     finally:
         await finished(proc)
-    paused = Harness(runs).store.load("oa-k")
+    paused = Harness(runs, agent_sets=(DEMO,)).store.load("oa-k")
     assert isinstance(paused.interruption, NeedsApproval) and paused.agent is not None
     assert paused.agent.spec[SAVED]["agent"] == "support_bot:agent"
     assert json.loads(paused.agent.spec[SAVED]["state"])["$schemaVersion"]
@@ -176,7 +177,7 @@ async def test_a_paused_run_goes_on_in_another_process_when_its_program_is_gone(
     monkeypatch.syspath_prepend(str(bot))
     monkeypatch.setenv("BOT_BASE_URL", provider.url)
     monkeypatch.delitem(sys.modules, "support_bot", raising=False)
-    async with Harness(runs) as harness:
+    async with Harness(runs, agent_sets=(DEMO,)) as harness:
         going_on = asyncio.create_task(
             resume(harness, "oa-k", run_config=RunConfig(tracing_disabled=True)))
         while not (harness.live.get("oa-k") and isinstance(harness.live["oa-k"].interruption, NeedsApproval)):
@@ -189,7 +190,7 @@ async def test_a_paused_run_goes_on_in_another_process_when_its_program_is_gone(
     words = declined_words("not a duplicate", "dan")
     assert done.status is Status.COMPLETED and done.output == TICKET_KEPT.format(said=words)
     assert len(provider.bodies) == 2 and provider.tool_messages(1) == [words]
-    state = Harness(runs).store.load("oa-k")
+    state = Harness(runs, agent_sets=(DEMO,)).store.load("oa-k")
     assert state.agent is not None and SAVED not in state.agent.spec
 
 
@@ -277,6 +278,6 @@ async def test_tether_reject_alone_goes_on_with_a_paused_run_whose_program_is_go
     said, _ = await asyncio.wait_for(command.communicate(), CAP_S)
     assert command.returncode == 0, said.decode()
     words = declined_words("not a duplicate", "erin")
-    state = Harness(runs).store.load("oa-r")
+    state = Harness(runs, agent_sets=(DEMO,)).store.load("oa-r")
     assert state.status is Status.COMPLETED and state.answer == TICKET_KEPT.format(said=words)
     assert provider.tool_messages(1) == [words]

@@ -23,6 +23,7 @@ from tether.run.loop import declined_words
 from tether.demo.provider.scenarios import TICKET_CLOSED, TICKET_KEPT
 from tether.run.state import Cancelled, Limits, NeedsApproval, Status
 from tether.observe.trace import read_trace
+from tether.demo.agents import DEMO
 
 from tests.integrations.programs import ROOT, Recording, finished, line_with, program, tether, waiting
 from tests.support import children_of
@@ -95,7 +96,7 @@ async def test_a_rejection_from_another_process_reaches_the_model_as_tool_denied
     words = declined_words("17 is a different bug", "ann")
     assert len(provider.bodies) == 2
     assert provider.tool_messages(1) == [words]  # ToolDenied(message=words): word for word
-    state = Harness(runs).store.load("pa-r")
+    state = Harness(runs, agent_sets=(DEMO,)).store.load("pa-r")
     assert state.status is Status.COMPLETED and state.answer == TICKET_KEPT.format(said=words)
     assert (state.approvals[CALL].verdict, state.approvals[CALL].by) == ("rejected", "ann")
     assert state.turns == 2 and state.model == "ticket" and state.cost_usd > 0
@@ -121,7 +122,7 @@ async def test_an_approval_with_edited_arguments_from_another_process_runs_them(
     assert code == 0, out
     # ToolApproved(override_args=…): the tool ran with the operator's arguments.
     assert provider.tool_messages(1) == ["Ticket 42 closed: duplicate of 17 (checked)."]
-    state = Harness(runs).store.load("pa-a")
+    state = Harness(runs, agent_sets=(DEMO,)).store.load("pa-a")
     assert state.status is Status.COMPLETED and state.answer == TICKET_CLOSED
     decision = state.approvals[CALL]
     assert (decision.verdict, decision.by, json.loads(decision.args or "{}")) == ("approved", "bob", edited)
@@ -142,7 +143,7 @@ async def test_stop_from_another_process_ends_the_run_interrupted(job: Path, pro
         await finished(proc)
     assert code == 5, out
     assert "ended interrupted wrong archive" in out
-    state = Harness(runs).store.load("pa-s")
+    state = Harness(runs, agent_sets=(DEMO,)).store.load("pa-s")
     assert state.status is Status.INTERRUPTED and state.interruption == Cancelled("wrong archive", "carol")
     assert len(provider.bodies) == 1  # cancelled in the tool: the model was not called again
     assert children_of(os.getpid()) == []

@@ -1,6 +1,6 @@
 """The local-model eval's MCP task and its chat handler, without a model.
 
-The MCP task (``tether.models.local.run_mcp_task``) runs against a scripted chat-completions
+The MCP task (``tether.demo.local_eval.run_mcp_task``) runs against a scripted chat-completions
 endpoint on loopback and the real MCP time server; the chat handler that serves the local
 models' tool calls runs against a stand-in for ``llama_cpp.Llama`` that answers by script.
 """
@@ -21,20 +21,16 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from tests.endpoints import call, completion, scripted_app
-from tether.models.local import (
-    CHATML,
-    GEMMA,
+from tether.demo.local_eval import (
     MCP_TOOL,
-    choice_grammar,
     clock_times,
     eval_markdown,
     grade_time,
     last_result,
     mcp_markdown,
-    render_prompt,
     run_mcp_task,
-    tool_chat_handler,
 )
+from tether.models.local import CHATML, GEMMA, choice_grammar, render_prompt, tool_chat_handler
 from tether.demo.provider.server import running_app
 
 TIME_TOOLS = [{"type": "function", "function": {

@@ -12,6 +12,7 @@ from tether.approvals.deadlines import apply_due
 from tether.run.events import RunStarted
 from tether.harness import Harness
 from tether.run.state import Limits, Policies, RunState
+from tether.demo.agents import DEMO
 from tests.notify.conftest import Receiver, channel, sending
 from tests.support import wait_until
 
@@ -19,7 +20,7 @@ ALL = ["approval", "budget", "failed", "orphaned", "completed"]
 
 
 def harness(store: Any, tmp_path: Path, **kw: Any) -> Harness:
-    return Harness(workspace=tmp_path / "ws", store=store, **kw)
+    return Harness(workspace=tmp_path / "ws", store=store, **kw, agent_sets=(DEMO,))
 
 
 def every_event(receiver: Receiver, **table: Any) -> Any:

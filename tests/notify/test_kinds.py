@@ -9,6 +9,7 @@ from typing import Any
 from tether.harness import Harness
 from tether.notify import read_link
 from tether.run.state import args_hash
+from tether.demo.agents import DEMO
 from tests.notify.conftest import Receiver, channel, sending
 
 
@@ -24,7 +25,7 @@ def token_of(url: str) -> str:
 
 
 async def test_a_webhook_gets_the_event_object_with_links_that_decide_that_call(tmp_path: Path, receiver: Receiver):
-    async with Harness(tmp_path / "runs", tmp_path / "ws") as h:
+    async with Harness(tmp_path / "runs", tmp_path / "ws", agent_sets=(DEMO,)) as h:
         hook = channel("ops", {"kind": "webhook", "url": f"{receiver.url}/hook?token=s3cret",
                                "headers": {"X-Tether": "yes"}})
         async with sending(h.store, [hook]):
@@ -48,7 +49,7 @@ async def test_a_webhook_gets_the_event_object_with_links_that_decide_that_call(
 
 
 async def test_ntfy_gets_its_json_publish_with_action_buttons(tmp_path: Path, receiver: Receiver):
-    async with Harness(tmp_path / "runs", tmp_path / "ws") as h:
+    async with Harness(tmp_path / "runs", tmp_path / "ws", agent_sets=(DEMO,)) as h:
         phone = channel("phone", {"kind": "ntfy", "url": f"{receiver.url}/tether-alerts", "links": "bearer",
                                   "priority": "max"})
         async with sending(h.store, [phone]):
@@ -68,7 +69,7 @@ async def test_ntfy_gets_its_json_publish_with_action_buttons(tmp_path: Path, re
 
 
 async def test_ntfy_links_that_need_a_login_open_the_page(tmp_path: Path, receiver: Receiver):
-    async with Harness(tmp_path / "runs", tmp_path / "ws") as h:
+    async with Harness(tmp_path / "runs", tmp_path / "ws", agent_sets=(DEMO,)) as h:
         phone = channel("phone", {"kind": "ntfy", "url": receiver.url, "topic": "t"})
         async with sending(h.store, [phone]):
             await waiting_run(h)
@@ -79,7 +80,7 @@ async def test_ntfy_links_that_need_a_login_open_the_page(tmp_path: Path, receiv
 
 
 async def test_slack_gets_an_incoming_webhook_message_with_buttons(tmp_path: Path, receiver: Receiver):
-    async with Harness(tmp_path / "runs", tmp_path / "ws") as h:
+    async with Harness(tmp_path / "runs", tmp_path / "ws", agent_sets=(DEMO,)) as h:
         team = channel("team", {"kind": "slack", "url": f"{receiver.url}/services/T0/B0/XXXX", "link_ttl": "10m"})
         async with sending(h.store, [team]):
             state = await waiting_run(h)
@@ -98,7 +99,7 @@ async def test_slack_gets_an_incoming_webhook_message_with_buttons(tmp_path: Pat
 
 async def test_without_a_public_url_notifications_carry_no_links_and_say_so(tmp_path: Path, receiver: Receiver,
                                                                           notify_log):
-    async with Harness(tmp_path / "runs", tmp_path / "ws") as h:
+    async with Harness(tmp_path / "runs", tmp_path / "ws", agent_sets=(DEMO,)) as h:
         hook = channel("ops", {"kind": "webhook", "url": receiver.url})
         async with sending(h.store, [hook], public_url=None):
             await waiting_run(h)
@@ -112,7 +113,7 @@ async def test_a_programs_call_on_the_run_api_is_notified_with_links(tmp_path: P
     """Any source: a program reporting through the run API holds its call in its own process."""
     import asyncio
 
-    async with Harness(tmp_path / "runs", tmp_path / "ws") as h:
+    async with Harness(tmp_path / "runs", tmp_path / "ws", agent_sets=(DEMO,)) as h:
         hook = channel("ops", {"kind": "webhook", "url": receiver.url})
         async with sending(h.store, [hook]):
             async def program() -> object:

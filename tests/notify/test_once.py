@@ -21,6 +21,7 @@ from tether.notify import sender_status
 from tether.notify.notices import Notice
 from tether.notify.storage import storage_for
 from tether.store.files.store import RunStore
+from tether.demo.agents import DEMO
 from tests.notify.conftest import QUICK, Receiver, channel, sending
 
 
@@ -41,7 +42,7 @@ async def test_two_senders_at_once_send_one_notification(twin, store: Any, tmp_p
     async with sending(store, [hook]), sending(other, [hook], ready=False) as second:
         await until(lambda: any("another sender holds" in r.getMessage() for r in notify_log.records),
                     "the second sender says it waits")
-        async with Harness(workspace=tmp_path / "ws", store=store) as h:
+        async with Harness(workspace=tmp_path / "ws", store=store, agent_sets=(DEMO,)) as h:
             await h.run(h.new_run("destructive").run_id)
             await h.run(h.new_run("plan").run_id)
         await receiver.wait_for(lambda r: r.bodies("approval") and r.bodies("completed"), "both notifications")
@@ -62,7 +63,7 @@ async def test_the_waiting_sender_takes_over_when_the_first_ends(twin, store: An
         await until(lambda: any("another sender holds" in r.getMessage() for r in notify_log.records), "a wait")
         await first.__aexit__(None, None, None)  # the first lets go
         await until(lambda: any("took over" in r.getMessage() for r in notify_log.records), "a take-over")
-        async with Harness(workspace=tmp_path / "ws", store=store) as h:
+        async with Harness(workspace=tmp_path / "ws", store=store, agent_sets=(DEMO,)) as h:
             await h.run(h.new_run("plan").run_id)
         await receiver.wait_for(lambda r: r.bodies("completed"), "the take-over's notification")
         assert not second.done()
@@ -70,7 +71,7 @@ async def test_the_waiting_sender_takes_over_when_the_first_ends(twin, store: An
 
 async def test_a_restarted_sender_does_not_send_again(twin, store: Any, tmp_path: Path, receiver: Receiver):
     hook = channel("ops", {"kind": "webhook", "url": receiver.url, "events": ["approval", "completed"]})
-    async with Harness(workspace=tmp_path / "ws", store=store) as h:
+    async with Harness(workspace=tmp_path / "ws", store=store, agent_sets=(DEMO,)) as h:
         async with sending(store, [hook]):
             waiting = (await h.run(h.new_run("destructive").run_id)).state
             await receiver.wait_for(lambda r: r.posts, "the approval")
@@ -105,7 +106,7 @@ async def test_failures_are_retried_shown_on_the_store_and_cleared(twin, store: 
         hook = channel("ops", {"kind": "webhook", "url": flaky.url, "events": ["completed"]})
         slow = dataclasses.replace(QUICK, first_retry_s=0.3, max_retry_s=0.3)
         async with sending(store, [hook], settings=slow):
-            async with Harness(workspace=tmp_path / "ws", store=store) as h:
+            async with Harness(workspace=tmp_path / "ws", store=store, agent_sets=(DEMO,)) as h:
                 await h.run(h.new_run("plan").run_id)
             watcher = twin(store)  # another process's view: the console's, the web page's
             await until(lambda: sender_status(watcher), "a status line")
@@ -125,7 +126,7 @@ async def test_a_notification_given_up_says_so_and_is_not_tried_again(tmp_path: 
     try:
         hook = channel("ops", {"kind": "webhook", "url": down.url, "events": ["completed"]})
         async with sending(store, [hook]):
-            async with Harness(workspace=tmp_path / "ws", store=store) as h:
+            async with Harness(workspace=tmp_path / "ws", store=store, agent_sets=(DEMO,)) as h:
                 run = (await h.run(h.new_run("plan").run_id)).state
             await until(lambda: any("gave up" in line for line in sender_status(store)), "giving up")
         (line,) = sender_status(store)
@@ -161,7 +162,7 @@ async def test_secrets_never_reach_a_log_or_a_status_line(tmp_path: Path, monkey
                          "events": ["completed"]}),
     ]
     async with sending(store, channels):
-        async with Harness(workspace=tmp_path / "ws", store=store) as h:
+        async with Harness(workspace=tmp_path / "ws", store=store, agent_sets=(DEMO,)) as h:
             await h.run(h.new_run("plan").run_id)
         await until(lambda: len(sender_status(store)) == 3, "three failing channels")
         lines = sender_status(store)
@@ -202,14 +203,14 @@ async def test_tether_notify_sends_and_a_second_one_takes_over_when_the_first_is
         second = subprocess.Popen(command, stderr=subprocess.PIPE, text=True)
         said = await asyncio.to_thread(second.stderr.readline)  # type: ignore[union-attr]
         assert "another sender holds" in said and f"pid {first.pid}" in said
-        async with Harness(tmp_path / "runs", tmp_path / "ws") as h:
+        async with Harness(tmp_path / "runs", tmp_path / "ws", agent_sets=(DEMO,)) as h:
             await h.run(h.new_run("plan").run_id)
         await receiver.wait_for(lambda r: r.posts, "the first sender's notification")
         await until(lambda: not storage_for(RunStore(tmp_path / "runs")).ledger_unsent(), "the send recorded")
         first.kill()  # however it ends: the kernel drops its lease
         await asyncio.to_thread(first.wait, 30)
         assert "took over" in await asyncio.to_thread(second.stderr.readline)  # type: ignore[union-attr]
-        async with Harness(tmp_path / "runs", tmp_path / "ws") as h:
+        async with Harness(tmp_path / "runs", tmp_path / "ws", agent_sets=(DEMO,)) as h:
             await h.run(h.new_run("plan").run_id)
         await receiver.wait_for(lambda r: len(r.posts) == 2, "the second sender's notification")
         assert len({b["run_id"] for b in receiver.bodies()}) == 2
@@ -274,7 +275,7 @@ async def test_a_sender_whose_database_session_ends_lets_the_other_send(pg_notif
                                   "AND classid = %s AND objsubid = 2 AND granted", (0x7E7F,)).fetchall()
         assert ended == [(True,)]
         await until(lambda: any("took over" in r.getMessage() for r in notify_log.records), "the take-over")
-        async with Harness(workspace=tmp_path / "ws", store=store) as h:
+        async with Harness(workspace=tmp_path / "ws", store=store, agent_sets=(DEMO,)) as h:
             done = (await h.run(h.new_run("plan").run_id)).state
         await receiver.wait_for(lambda r: r.posts, "the notification")
         await asyncio.sleep(1.0)  # room for the first sender to send too, were it able to
@@ -312,7 +313,7 @@ async def test_a_database_restart_is_ridden_out(pg_notify: Any, pg_server: Any, 
         await asyncio.to_thread(pg_server.restart)
         await until(lambda: sum("sending" in r.getMessage() and "notifications to" in r.getMessage()
                                 for r in notify_log.records) >= 2, "the lease taken again")
-        async with Harness(workspace=tmp_path / "ws", store=store) as h:
+        async with Harness(workspace=tmp_path / "ws", store=store, agent_sets=(DEMO,)) as h:
             done = (await h.run(h.new_run("plan").run_id)).state
         await receiver.wait_for(lambda r: r.posts, "the notification after the restart")
     assert [b["run_id"] for b in receiver.bodies()] == [done.run_id]

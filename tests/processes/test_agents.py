@@ -71,6 +71,7 @@ PROGRAM = """
 import asyncio, sys
 import tether
 import helpdesk
+from tether.demo.agents import DEMO
 
 agent = tether.Agent(
     "helpdesk", model="scripted", base_url=sys.argv[1],
@@ -244,10 +245,10 @@ async def test_a_lambda_stop_condition_works_here_and_is_refused_in_words_elsewh
     async with running_app(endpoint) as url:
         agent = Agent("looper", "scripted", base_url=url, tools=["tether:list_files"], workspace=tmp_path,
                       stop_when=[lambda s: "two turns" if s.turns >= 2 else None])
-        async with Harness(tmp_path / "runs") as harness:
+        async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
             out = await harness.start(agent, "go")
             assert out.status is Status.INTERRUPTED and out.state.turns == 2
-        async with Harness(tmp_path / "runs") as elsewhere:
+        async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as elsewhere:
             with pytest.raises(tether.StateError, match="cannot be rebuilt.*stop condition"):
                 await elsewhere.resume(out.state.run_id)
 
@@ -263,12 +264,12 @@ def test_the_demo_is_one_agent_set_and_an_empty_folder_stays_empty(tmp_path: Pat
     mine = tmp_path / "mine"
     mine.mkdir()
     agent = Agent("reader", "m", base_url="http://127.0.0.1:9/v1", tools=["tether:read_file"], workspace=mine)
-    Harness(tmp_path / "runs", tmp_path / "demo-ws").create(agent, "read")
+    Harness(tmp_path / "runs", tmp_path / "demo-ws", agent_sets=(DEMO,)).create(agent, "read")
     assert not any(mine.iterdir())
     assert not (tmp_path / "demo-ws").exists()  # the sample is laid out for the demo alone
     assert "scan_archive" not in [t.name for t in agent.tool_list]
-    h = Harness(tmp_path / "runs", tmp_path / "demo-ws")
-    assert "scan_archive" in [t.name for t in h.demo_agent("slow").tool_list]
+    h = Harness(tmp_path / "runs", tmp_path / "demo-ws", agent_sets=(DEMO,))
+    assert "scan_archive" in [t.name for t in h.agent_named("slow").tool_list]
     assert (tmp_path / "demo-ws" / "errors.log").exists()
 
 

@@ -20,6 +20,7 @@ from tether.demo.provider import scenarios
 from tether.run.state import Cancelled, NeedsApproval, Status
 from tether.store.files.store import RunStore
 from tether.observe.trace import read_trace
+from tether.demo.agents import DEMO
 
 from tests.support import cli_here_async, exited
 
@@ -184,7 +185,7 @@ async def test_a_decision_taken_just_before_its_process_let_go_is_reported_as_ma
     from tether.harness import Harness
     from tether.store.files.store import Owner
 
-    async with Harness(tmp_path / "runs", tmp_path / "ws") as h:
+    async with Harness(tmp_path / "runs", tmp_path / "ws", agent_sets=(DEMO,)) as h:
         run_id = h.new_run("destructive").run_id
         await h.run(run_id)
         await h.reject(run_id, "keep it", by="erin")

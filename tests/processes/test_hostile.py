@@ -29,6 +29,7 @@ from tether.run.state import Policies, StateError, Status
 from tether.store.files.store import JOURNAL_FILE, TRACE_FILE, RunStore
 from tether.observe.trace import read_trace
 from tests.endpoints import call, completion, scripted_app, turns
+from tether.demo.agents import DEMO
 
 SECRET = "sk-hostile-SECRET-0123456789abcdef"
 OUTSIDE = "OUTSIDE-MARKER: this text lives outside the workspace"
@@ -42,7 +43,7 @@ def client_for(app: Any, api_key: str | None = None, **kw: Any) -> ModelClient:
 async def run_with(tmp: Path, app: Any, *, policies: Policies | None = None, api_key: str | None = None,
                    **client_kw: Any) -> Outcome:
     async with Harness(tmp / "runs", tmp / "ws", client=client_for(app, api_key, **client_kw),
-                       api_key=api_key) as harness:
+                       api_key=api_key, agent_sets=(DEMO,)) as harness:
         return await harness.run(harness.new_run("plan", "q", policies=policies).run_id)
 
 
@@ -67,7 +68,7 @@ def surroundings(tmp_path: Path) -> Path:
     a file, a sibling ``ws2`` whose name starts with the workspace's, a directory that a
     symlink inside the workspace points to, and a symlink to the outside file."""
     (tmp_path / "ws").mkdir()
-    Harness(tmp_path / "runs", tmp_path / "ws")  # fills the sample
+    Harness(tmp_path / "runs", tmp_path / "ws", agent_sets=(DEMO,))  # fills the sample
     (tmp_path / "outside.txt").write_text(OUTSIDE)
     (tmp_path / "ws2").mkdir()
     (tmp_path / "ws2" / "victim.txt").write_text(OUTSIDE)
@@ -182,7 +183,7 @@ NASTY_OUTPUT = "line\u2028sep\u2029para\x85nel\x1b[2J\x1b]52;c;aGk=\x07\r[bold r
 
 async def _nasty_run(tmp_path: Path) -> Outcome:
     (tmp_path / "ws").mkdir()
-    Harness(tmp_path / "runs", tmp_path / "ws")
+    Harness(tmp_path / "runs", tmp_path / "ws", agent_sets=(DEMO,))
     (tmp_path / "ws" / "notes.txt").write_text(NASTY_OUTPUT)
     app = turns(completion(tool_calls=[call("read_file", {"path": "notes.txt"}, "n")]), completion("done"))
     return await run_with(tmp_path, app)
@@ -251,7 +252,7 @@ async def test_api_key_in_5xx_bodies_is_redacted_from_every_retry_notice(tmp_pat
 async def test_credentials_in_the_base_url_are_not_saved(tmp_path: Path):
     """``http://user:KEY@host/v1`` is how some gateways take a key; the saved run must not hold it."""
     async with Harness(tmp_path / "runs", tmp_path / "ws", base_url=f"http://user:{SECRET}@127.0.0.1:9/v1",
-                       client=client_for(turns(completion("done")))) as harness:
+                       client=client_for(turns(completion("done"))), agent_sets=(DEMO,)) as harness:
         await harness.run(harness.new_run("plan", "q").run_id)
     assert SECRET not in run_files(tmp_path)
 
@@ -304,7 +305,7 @@ def _edit_commit(directory: Path, **fields: Any) -> None:
 async def test_starting_a_run_under_an_existing_id_leaves_it_untouched(tmp_path: Path):
     store, run_id = await _saved_run(tmp_path)
     before = (store.run_dir(run_id) / JOURNAL_FILE).read_bytes()
-    async with Harness(tmp_path / "runs", tmp_path / "ws") as harness:
+    async with Harness(tmp_path / "runs", tmp_path / "ws", agent_sets=(DEMO,)) as harness:
         with pytest.raises(StateError, match="already exists"):
             harness.new_run("plan", run_id=run_id)
     assert (store.run_dir(run_id) / JOURNAL_FILE).read_bytes() == before
@@ -315,7 +316,7 @@ async def test_starting_a_run_under_an_existing_id_leaves_it_untouched(tmp_path:
 @pytest.mark.parametrize("damage", [b'{"kind": "turn", "run_id": "x", "seq": 9', b"garbage that is not json\n"],
                          ids=["torn-last-line", "garbage-last-line"])
 async def test_a_damaged_trace_tail_is_cut_or_skipped_and_seq_continues(tmp_path: Path, damage: bytes):
-    async with Harness(tmp_path / "runs", tmp_path / "ws") as harness:
+    async with Harness(tmp_path / "runs", tmp_path / "ws", agent_sets=(DEMO,)) as harness:
         state = harness.new_run("runaway", limits=None)
         await harness.run(state.run_id, max_turns=1)
         trace = tmp_path / "runs" / state.run_id / TRACE_FILE

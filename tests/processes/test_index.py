@@ -215,7 +215,7 @@ def _damage_schema(path: Path) -> None:
     pytest.param(_damage_schema, id="another-schema"),
 ])
 async def test_a_lost_or_damaged_index_is_rebuilt_from_the_journals(runs_dir: Path, workspace: Path, damage):
-    async with Harness(runs_dir, workspace) as harness:
+    async with Harness(runs_dir, workspace, agent_sets=(DEMO,)) as harness:
         ids = await _some_runs(harness)
         harness.store.index.close()
     store = RunStore(runs_dir)
@@ -412,6 +412,7 @@ store, name = RunStore(sys.argv[1]), sys.argv[2]
 for i in range(40):
     run_id = f"{name}-{i}"
     store.create(RunState(run_id=run_id, model="plan", messages=[{"role": "user", "content": run_id}]))
+from tether.demo.agents import DEMO
     state, handle = store.open(run_id)
     try:
         for turn in range(1, 4):

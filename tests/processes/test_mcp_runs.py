@@ -19,6 +19,7 @@ from tether.agents.mcp import MCPServer
 from tether.demo.provider.server import running_app
 from tether.run.state import Cancelled, NeedsApproval, Policies, Status
 from tether.store.files.store import RunStore
+from tether.demo.agents import DEMO
 from tests.conftest import Recorder
 from tests.endpoints import call, completion, scripted_app
 from tests.support import SERVERS, processes_with, reaped
@@ -52,7 +53,7 @@ async def test_stop_cancels_the_mcp_request_and_the_result_says_so(tmp_path: Pat
     recorder = Recorder()
     signal_ = CancelSignal()
     async with running_app(endpoint) as url:
-        async with Harness(tmp_path / "runs") as h:
+        async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as h:
             run = asyncio.create_task(h.start(agent(url, [echo_server(tmp_path, token)],
                                                     policies=Policies(auto_approve=["slow"])),
                                               "sleep", signal=signal_, sinks=[recorder]))
@@ -83,7 +84,7 @@ async def test_a_crash_mid_call_is_worded_and_the_run_goes_on(tmp_path: Path):
         return completion("ok: " + body["messages"][-1]["content"])
 
     async with running_app(scripted_app(script)) as url:
-        async with Harness(tmp_path / "runs") as h:
+        async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as h:
             out = await h.start(agent(url, [echo_server(tmp_path, token, trust_annotations=True)],
                                       policies=Policies(auto_approve=["crash", "echo"])), "go")
     assert out.state.status is Status.COMPLETED and out.state.answer == "ok: echo: still here"
@@ -98,7 +99,7 @@ async def test_an_mcp_tool_error_is_data(tmp_path: Path):
     endpoint = scripted_app(lambda t, r, b: completion(tool_calls=[call("fail", {"message": "no such ticket"}, "f")])
                             if t == 0 else completion("noted"))
     async with running_app(endpoint) as url:
-        async with Harness(tmp_path / "runs") as h:
+        async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as h:
             out = await h.start(agent(url, [echo_server(tmp_path, token, trust_annotations=True)]), "go")
     assert out.state.status is Status.COMPLETED
     text = out.state.messages[3]["content"]
@@ -111,7 +112,7 @@ async def test_a_server_that_fails_to_start_fails_the_run_with_its_stderr(tmp_pa
     broken = MCPServer("db", command=sys.executable, args=(str(SERVERS), "fail"),
                        env={"MCP_TEST_DIR": str(tmp_path), "MCP_TEST_TOKEN": token})
     async with running_app(scripted_app(lambda t, r, b: completion("never asked"))) as url:
-        async with Harness(tmp_path / "runs") as h:
+        async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as h:
             out = await h.start(agent(url, [broken]), "go")
     assert out.state.status is Status.FAILED and out.state.turns == 0
     assert "MCP server 'db' failed to start" in out.state.error
@@ -132,7 +133,7 @@ async def test_names_that_collide_with_the_agents_own_tools_are_prefixed(tmp_pat
         return text
 
     async with running_app(scripted_app(script)) as url:
-        async with Harness(tmp_path / "runs") as h:
+        async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as h:
             await h.start(agent(url, [echo_server(tmp_path, token)], tools=[echo]), "go")
     # The model is offered the prefixed name as hosted endpoints accept it (no dot).
     assert "echo" in seen[0] and "echo__echo" in seen[0] and "echo.slow" not in seen[0] and "slow" in seen[0]
@@ -166,7 +167,7 @@ async def test_a_prefixed_tool_is_offered_as_endpoints_accept_and_called_by_that
 
     recorder = Recorder()
     async with running_app(scripted_app(script)) as url:
-        async with Harness(tmp_path / "runs") as h:
+        async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as h:
             out = await h.start(agent(url, [echo_server(tmp_path, token)], tools=[echo],
                                       policies=Policies(auto_approve=["echo.echo"])), "go", sinks=[recorder])
             trace = list(h.store.read_trace(out.state.run_id))
@@ -192,7 +193,7 @@ async def test_two_tools_offered_under_one_name_fail_the_run_in_words(tmp_path: 
         return text
 
     async with running_app(scripted_app(lambda t, r, b: completion("never asked"))) as url:
-        async with Harness(tmp_path / "runs") as h:
+        async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as h:
             out = await h.start(agent(url, [echo_server(tmp_path, token)], tools=[echo, echo__echo]), "go")
     assert out.state.status is Status.FAILED and out.state.turns == 0
     assert out.state.error.startswith(
@@ -205,7 +206,7 @@ async def test_an_untrusted_servers_read_only_tool_says_why_it_needs_approval(tm
     token = uuid.uuid4().hex
     endpoint = scripted_app(lambda t, r, b: completion(tool_calls=[call("fail", {"message": "x"}, "f1")]))
     async with running_app(endpoint) as url:
-        async with Harness(tmp_path / "runs") as h:
+        async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as h:
             out = await h.start(agent(url, [echo_server(tmp_path, token)]), "go")
     waiting = out.state.interruption
     assert out.state.status is Status.INTERRUPTED and isinstance(waiting, NeedsApproval)
@@ -220,7 +221,7 @@ async def test_a_trusted_servers_write_tool_says_it_writes(tmp_path: Path):
     token = uuid.uuid4().hex
     endpoint = scripted_app(lambda t, r, b: completion(tool_calls=[call("echo", {"text": "x"}, "e1")]))
     async with running_app(endpoint) as url:
-        async with Harness(tmp_path / "runs") as h:
+        async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as h:
             out = await h.start(agent(url, [echo_server(tmp_path, token, trust_annotations=True)]), "go")
     waiting = out.state.interruption
     assert isinstance(waiting, NeedsApproval) and waiting.why == "echo needs approval: it writes to the workspace"

@@ -90,6 +90,7 @@ _MANY = """
 import sys, threading
 from tether.store.postgres.store import PgStore
 store = PgStore(sys.argv[1], pool_size=3)
+from tether.demo.agents import DEMO
 ids = sys.argv[2:]
 held = []
 
@@ -224,8 +225,8 @@ async def test_no_blocking_call_on_the_event_loop_while_the_harness_runs(pg: PgS
             on_loop.append("connect")
         return connect(url, session)
 
-    monkeypatch.setattr(module, "_connect", connecting)
-    async with Harness(workspace=tmp_path / "ws", store=pg) as harness:
+    monkeypatch.setattr(module, "connect", connecting)
+    async with Harness(workspace=tmp_path / "ws", store=pg, agent_sets=(DEMO,)) as harness:
         state = await asyncio.to_thread(harness.new_run, "destructive")  # the caller's call, made off the loop
         waiting = (await harness.run(state.run_id)).state
         assert waiting.status is Status.INTERRUPTED

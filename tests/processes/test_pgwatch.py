@@ -16,8 +16,9 @@ from tether.harness import Harness
 from tether.store.postgres.store import PgStore, StoreUnavailable
 from tether.store.postgres.watch import PgWatcher
 from tether.run.state import RunState, Status
-from tether.store.files.store import SaveError
-from tether.store.files.watch import JOURNAL, NEW, OWNER, TRACE
+from tether.store.protocol import SaveError
+from tether.store.changes import JOURNAL, NEW, OWNER, TRACE
+from tether.demo.agents import DEMO
 from tests.support import wait_until
 
 CAP_S = 30.0
@@ -77,7 +78,7 @@ def test_each_change_is_notified_with_the_fixed_payload_when_it_commits(pg: PgSt
 async def test_a_watcher_sees_a_run_made_and_run_by_another_connection(pg: PgStore, tmp_path: Path):
     seen: dict[str, set[str]] = {}
     async with PgWatcher(pg) as watcher:
-        async with Harness(workspace=tmp_path / "ws", store=pg) as harness:
+        async with Harness(workspace=tmp_path / "ws", store=pg, agent_sets=(DEMO,)) as harness:
             state = await asyncio.to_thread(harness.new_run, "plan")
             outcome = await harness.run(state.run_id)
         assert outcome.status is Status.COMPLETED
@@ -146,7 +147,7 @@ async def test_a_tools_events_reach_a_watcher_while_it_runs_before_any_save(pg: 
     from tether.run.cancel import CancelSignal
 
     signal = CancelSignal()
-    async with Harness(workspace=tmp_path / "ws", store=pg) as harness:
+    async with Harness(workspace=tmp_path / "ws", store=pg, agent_sets=(DEMO,)) as harness:
         state = await asyncio.to_thread(harness.new_run, "slow")
         async with PgWatcher(pg, run_ids=[state.run_id]) as watcher:
             running = asyncio.create_task(harness.run(state.run_id, signal=signal))

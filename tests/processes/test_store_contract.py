@@ -29,6 +29,7 @@ from tether.run.loop import approve
 from tether.store.protocol import Handle, Store
 from tether.run.state import Limits, NeedsApproval, RunState, StateError, Status, args_hash, pending_calls
 from tether.store.files.store import RunStore
+from tether.demo.agents import DEMO
 from tests.endpoints import completion, turns
 from tests.support import TABLES, wait_until
 
@@ -84,7 +85,7 @@ async def test_the_five_exits_are_recorded_and_read_back(store: Store, tmp_path:
         "failed": ("forbidden", None),
     }
     ran: dict[str, RunState] = {}
-    async with Harness(workspace=tmp_path / "ws", store=store) as harness:
+    async with Harness(workspace=tmp_path / "ws", store=store, agent_sets=(DEMO,)) as harness:
         for status, (scenario, limits) in cases.items():
             state = harness.new_run(scenario, limits=limits)
             ran[status] = (await harness.run(state.run_id)).state
@@ -108,7 +109,7 @@ async def test_the_five_exits_are_recorded_and_read_back(store: Store, tmp_path:
 # ---- approvals ----------------------------------------------------------------------------
 
 async def test_an_approval_is_bound_to_the_argument_hash_and_used_once(store: Store, tmp_path: Path):
-    async with Harness(workspace=tmp_path / "ws", store=store) as harness:
+    async with Harness(workspace=tmp_path / "ws", store=store, agent_sets=(DEMO,)) as harness:
         waiting = (await harness.run(harness.new_run("destructive").run_id)).state
         call = waiting.interruption
         assert isinstance(call, NeedsApproval)
@@ -276,7 +277,7 @@ async def test_secrets_are_never_stored(store: Store, tmp_path: Path):
 
     client = ModelClient("http://endpoint/v1", SECRET, transport=httpx.ASGITransport(app=app), backoff_base_s=0.001)
     async with Harness(workspace=tmp_path / "ws", store=store, client=client, api_key=SECRET,
-                       base_url=f"http://user:{SECRET}@127.0.0.1:9/v1") as harness:
+                       base_url=f"http://user:{SECRET}@127.0.0.1:9/v1", agent_sets=(DEMO,)) as harness:
         out = await harness.run(harness.new_run("plan", "q").run_id)
         state, handle = await asyncio.to_thread(store.open, out.state.run_id)
         trace = handle.trace((SECRET,))
@@ -373,7 +374,7 @@ def test_a_new_run_is_created_whole_once(store: Store):
 
 
 async def test_a_subagent_run_is_a_run_of_its_own_in_the_same_store(store: Store, tmp_path: Path):
-    async with Harness(workspace=tmp_path / "ws", store=store) as harness:
+    async with Harness(workspace=tmp_path / "ws", store=store, agent_sets=(DEMO,)) as harness:
         state = await asyncio.to_thread(harness.new_run, "research")
         out = (await harness.run(state.run_id)).state
     assert out.status is Status.COMPLETED and len(out.children) == 1

@@ -17,6 +17,7 @@ from tether.harness import Harness
 from tether.demo.provider.server import running_app
 from tether.run.state import Cancelled, Status
 from tether.observe.trace import read_trace
+from tether.demo.agents import DEMO
 from tests.conftest import Recorder
 from tests.support import WORDS, SlowStream
 
@@ -29,7 +30,7 @@ async def test_text_arrives_in_pieces_and_the_trace_keeps_one_turn_line(tmp_path
     recorder = Recorder()
     server = SlowStream()
     async with running_app(server.app()) as url:
-        async with Harness(tmp_path / "runs", stream=True) as h:
+        async with Harness(tmp_path / "runs", stream=True, agent_sets=(DEMO,)) as h:
             out = await h.start(agent(url, tmp_path), "count", sinks=[recorder])
     assert out.state.status is Status.COMPLETED and out.state.answer == "".join(WORDS)
     deltas = [e.text for e in recorder.events if isinstance(e, TextDelta)]
@@ -48,7 +49,7 @@ async def test_stop_during_a_stream_closes_it_at_once(tmp_path: Path):
     server = SlowStream(hold_after=2)
     signal = CancelSignal()
     async with running_app(server.app()) as url:
-        async with Harness(tmp_path / "runs", stream=True) as h:
+        async with Harness(tmp_path / "runs", stream=True, agent_sets=(DEMO,)) as h:
             running = asyncio.create_task(h.start(agent(url, tmp_path), "count", sinks=[recorder], signal=signal))
             await recorder.wait_for(lambda e: isinstance(e, TextDelta) and e.text == WORDS[1])
             signal.cancel("operator pressed Stop")

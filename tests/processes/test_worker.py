@@ -24,6 +24,7 @@ from tether.workers.database import client, close_client
 from tether.workers.decide import decide, stop_waiting
 from tether.workers.names import DEMO_QUEUE
 from tether.workers.recovery import GAVE_UP
+from tether.demo.agents import DEMO
 from tether.workers.submit import submit
 from tether.workers.view import _workflow_status, queue_view
 from tether.store.postgres.store import PgStore
@@ -448,7 +449,7 @@ def test_concurrency_is_each_workers_own_across_its_queues(fleet: Fleet, store: 
     base, _ = provider
     config, modules = _agent_file(tmp_path, base, {"sleepy": ("wsleepy", SLEEPY_TOOLS)})
     monkeypatch.syspath_prepend(str(modules))
-    runs = [submit(fleet.url, "slow", base_url=f"{base}/cc{i}/v1", workspace=tmp_path / "ws")[0].run_id
+    runs = [submit(fleet.url, "slow", base_url=f"{base}/cc{i}/v1", workspace=tmp_path / "ws", agent_sets=(DEMO,))[0].run_id
             for i in range(6)]
     agents = load_config(config)
     runs += [submit(fleet.url, "sleepy", "what went wrong?", config=agents)[0].run_id for _ in range(4)]

@@ -255,7 +255,7 @@ async def test_a_library_tool_may_need_two_people(tmp_path):
 
 
 async def test_an_allow_rule_is_not_a_person_for_a_two_person_tool(harness: Harness):
-    agent = harness.demo_agent("destructive")
+    agent = harness.agent_named("destructive")
     next(t for t in agent.tool_list if t.name == "delete_file").approvals = 2
     harness.store.rule_add(rule("allow"))
     out = await harness.run(harness.create(agent).run_id)

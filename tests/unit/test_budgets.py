@@ -8,11 +8,12 @@ import pytest
 
 from tether.agents.agent import Agent
 from tether.models.client import ModelClient
-from tether.harness import EMBEDDED_BASE_URL, Harness
+from tether.harness import Harness
 from tether.demo.provider import create_app
 from tether.observe.report import summary, text_summary
 from tether.run.state import Limits, MaxBudget, Pricing, RunState, Status
 from tether.run.wording import overshoot
+from tether.demo.agents import DEMO, EMBEDDED_BASE_URL
 from tests.endpoints import call, completion, turns
 
 
@@ -24,7 +25,7 @@ def over_reporting(scale: float) -> ModelClient:
 @pytest.mark.parametrize("scale", [1.1, 1.5])
 @pytest.mark.parametrize("budget", [0.01, 0.02, 0.05])
 async def test_strict_spend_never_passes_the_budget_of_an_endpoint_that_over_reports(tmp_path, scale, budget):
-    async with Harness(tmp_path / "runs", tmp_path / "ws", client=over_reporting(scale)) as h:
+    async with Harness(tmp_path / "runs", tmp_path / "ws", client=over_reporting(scale), agent_sets=(DEMO,)) as h:
         out = await h.run(h.new_run("runaway", limits=Limits(max_turns=None, budget_usd=budget,
                                                               budget_mode="strict")).run_id)
     assert out.state.status is Status.BUDGET_EXCEEDED and out.state.interruption == MaxBudget()
@@ -34,7 +35,7 @@ async def test_strict_spend_never_passes_the_budget_of_an_endpoint_that_over_rep
 
 
 async def test_soft_mode_against_the_same_endpoint_overshoots_by_at_most_a_turn(tmp_path):
-    async with Harness(tmp_path / "runs", tmp_path / "ws", client=over_reporting(1.5)) as h:
+    async with Harness(tmp_path / "runs", tmp_path / "ws", client=over_reporting(1.5), agent_sets=(DEMO,)) as h:
         out = await h.run(h.new_run("runaway", limits=Limits(max_turns=None, budget_usd=0.02)).run_id)
     assert out.state.cost_usd > 0.02  # soft: the check before each turn cannot see the next turn's bill
 
@@ -44,7 +45,7 @@ async def test_a_run_on_the_default_price_says_assumed_price(tmp_path):
     client = ModelClient("http://test/v1", transport=httpx.ASGITransport(app=app))
     agent = Agent("priced-not", "some-model", base_url="http://test/v1", tools=["tether:list_files"],
                   workspace=tmp_path)
-    async with Harness(tmp_path / "runs", client=client) as h:
+    async with Harness(tmp_path / "runs", client=client, agent_sets=(DEMO,)) as h:
         out = await h.start(agent, "go")
         priced = await h.start(Agent("priced", "some-model", base_url="http://test/v1", tools=["tether:list_files"],
                                      workspace=tmp_path, pricing=Pricing(0.2, 0.6)), "go")

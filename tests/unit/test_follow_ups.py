@@ -7,11 +7,12 @@ import pytest
 
 from tether.harness import Harness
 from tether.run.state import NeedsApproval, StateError, Status
+from tether.demo.agents import DEMO
 
 
 async def test_a_completed_run_goes_on_from_a_follow_up(tmp_path):
-    async with Harness(tmp_path / "runs", tmp_path / "ws") as harness:
-        first = (await harness.start(harness.demo_agent("plan"), None)).state
+    async with Harness(tmp_path / "runs", tmp_path / "ws", agent_sets=(DEMO,)) as harness:
+        first = (await harness.start(harness.agent_named("plan"), None)).state
         assert first.status is Status.COMPLETED
         turns = first.turns
         again = (await harness.run(first.run_id, message="Now say it in one line.")).state
@@ -23,8 +24,8 @@ async def test_a_completed_run_goes_on_from_a_follow_up(tmp_path):
 
 
 async def test_a_follow_up_is_refused_in_words_where_it_cannot_go(tmp_path):
-    async with Harness(tmp_path / "runs", tmp_path / "ws") as harness:
-        waiting = (await harness.start(harness.demo_agent("destructive"), None)).state
+    async with Harness(tmp_path / "runs", tmp_path / "ws", agent_sets=(DEMO,)) as harness:
+        waiting = (await harness.start(harness.agent_named("destructive"), None)).state
         assert isinstance(waiting.interruption, NeedsApproval)
         with pytest.raises(StateError, match="still waiting for its result \\(delete_file\\): approve, reject"):
             await harness.run(waiting.run_id, message="never mind")
@@ -36,7 +37,7 @@ async def test_a_follow_up_is_refused_in_words_where_it_cannot_go(tmp_path):
 
 
 async def test_an_ended_run_says_how_to_follow_up(tmp_path):
-    async with Harness(tmp_path / "runs", tmp_path / "ws") as harness:
-        done = (await harness.start(harness.demo_agent("plan"), None)).state
+    async with Harness(tmp_path / "runs", tmp_path / "ws", agent_sets=(DEMO,)) as harness:
+        done = (await harness.start(harness.agent_named("plan"), None)).state
         with pytest.raises(StateError, match=f"tether resume {done.run_id} --message TEXT"):
             await harness.run(done.run_id)

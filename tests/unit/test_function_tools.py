@@ -26,7 +26,7 @@ from pydantic import BaseModel, Field
 from tether.run.cancel import CancelSignal, RunCancelled
 from tether.run.ledger import Ledger
 from tether.agents.tools.base import Tool, ToolContext
-from tether.agents.tools.errors import InvalidArguments, PermissionDenied
+from tether.agents.tool_errors import InvalidArguments, PermissionDenied
 from tether.agents.tools.function import FunctionTool, function_tool, tool
 from tether.agents.workspace import Workspace
 

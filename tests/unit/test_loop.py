@@ -14,6 +14,7 @@ from tether.demo.provider import scenarios
 from tether.run.state import (Cancelled, Limits, MaxBudget, MaxTurns, NeedsApproval, Policies, RunState, Status,
                           StopConditionMet)
 from tether.observe.trace import read_trace
+from tether.demo.agents import DEMO
 
 
 async def start(h: Harness, model: str, **kw):
@@ -93,14 +94,14 @@ def model_says(exc: BaseException, tool: str) -> str:
 
 
 async def test_stop_condition_is_a_predicate_over_the_run(runs_dir, workspace):
-    async with Harness(runs_dir, workspace) as h:
-        agent = replace(h.demo_agent("runaway"), stop_when=[three_turns_is_enough])
+    async with Harness(runs_dir, workspace, agent_sets=(DEMO,)) as h:
+        agent = replace(h.agent_named("runaway"), stop_when=[three_turns_is_enough])
         out = await h.start(agent)
     assert out.state.status is Status.INTERRUPTED
     assert out.state.interruption == StopConditionMet("three turns is enough")
     assert out.state.turns == 3
     # Saved by reference: a harness that never saw the agent object still applies it.
-    async with Harness(runs_dir, workspace) as other:
+    async with Harness(runs_dir, workspace, agent_sets=(DEMO,)) as other:
         again = await other.resume(out.state.run_id)
     assert again.state.interruption == StopConditionMet("three turns is enough")
     assert again.state.turns == 3
@@ -148,8 +149,8 @@ async def test_recover_only_descriptive_reaches_the_answer(harness: Harness, pol
 
 
 async def test_custom_error_formatter(runs_dir, workspace):
-    async with Harness(runs_dir, workspace) as h:
-        agent = replace(h.demo_agent("recover"), error_formatter=model_says,
+    async with Harness(runs_dir, workspace, agent_sets=(DEMO,)) as h:
+        agent = replace(h.agent_named("recover"), error_formatter=model_says,
                         policies=Policies(tool_errors="generic"))
         out = await h.start(agent)
     assert out.state.agent.spec["error_formatter"].endswith("test_loop:model_says")
@@ -314,7 +315,7 @@ async def test_stop_inside_scan_archive(harness: Harness, recorder):
 
 async def test_one_stop_cancels_parent_and_child(runs_dir, workspace, recorder):
     signal = CancelSignal()
-    async with Harness(runs_dir, workspace, sinks=[recorder], latency_ms=50) as h:
+    async with Harness(runs_dir, workspace, sinks=[recorder], latency_ms=50, agent_sets=(DEMO,)) as h:
         state = h.new_run("research")
 
         async def stop_in_child():
@@ -383,7 +384,7 @@ async def test_a_broken_sink_does_not_break_the_run(runs_dir, workspace):
     def broken(event):
         raise RuntimeError("view bug")
 
-    async with Harness(runs_dir, workspace, sinks=[broken]) as h:
+    async with Harness(runs_dir, workspace, sinks=[broken], agent_sets=(DEMO,)) as h:
         out = await start(h, "plan")
     assert out.state.status is Status.COMPLETED
 
@@ -446,7 +447,7 @@ async def test_any_chat_model_can_drive_a_run(runs_dir, workspace):
             pass
 
     model: ChatModel = Canned()
-    async with Harness(runs_dir, workspace, client=model) as h:
+    async with Harness(runs_dir, workspace, client=model, agent_sets=(DEMO,)) as h:
         out = await h.start(Agent(name="canned", model="canned-1", tools=[]), "the answer?")
     assert out.state.status is Status.COMPLETED and out.state.answer == "forty-two"
     assert (out.state.prompt_tokens, out.state.completion_tokens) == (10, 2)

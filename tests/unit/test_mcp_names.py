@@ -24,6 +24,7 @@ from tether.agents.tools.base import OFFERED_NAME, Tool, ToolContext, offered_na
 from tether.agents.tools.builtin import DeleteFile
 
 OPENAI = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
+from tether.demo.agents import DEMO
 
 
 def listed(name: str, **hints: Any) -> ListedTool:
@@ -141,7 +142,7 @@ def call_names(messages: list[dict]) -> list[str]:
 
 async def test_a_call_of_the_offered_name_reaches_the_tool_and_the_trace_shows_its_own(tmp_path: Path):
     model = Scripted([("time__get_current_time", {"timezone": "UTC"})], "It is noon.")
-    async with Harness(tmp_path / "runs", tmp_path / "ws", client=model) as h:
+    async with Harness(tmp_path / "runs", tmp_path / "ws", client=model, agent_sets=(DEMO,)) as h:
         out = await h.start(Agent(name="clock", model="m", tools=[Clock(), Note()]), "time?")
         trace = list(h.store.read_trace(out.state.run_id))
     assert out.state.status is Status.COMPLETED and out.state.answer == "It is noon."
@@ -161,7 +162,7 @@ async def test_a_call_by_the_tools_own_name_still_resolves(tmp_path: Path):
     """An old run's transcript names its calls ``server.tool``: those resolve, and are sent to
     the model under the offered name."""
     model = Scripted([("time.get_current_time", {})], [("time__get_current_time", {"timezone": "CET"})], "done")
-    async with Harness(tmp_path / "runs", tmp_path / "ws", client=model) as h:
+    async with Harness(tmp_path / "runs", tmp_path / "ws", client=model, agent_sets=(DEMO,)) as h:
         out = await h.start(Agent(name="clock", model="m", tools=[Clock()]), "time?")
     assert out.state.status is Status.COMPLETED
     assert [m["content"] for m in out.state.messages if m["role"] == "tool"] == ["12:00 UTC", "12:00 CET"]
@@ -171,7 +172,7 @@ async def test_a_call_by_the_tools_own_name_still_resolves(tmp_path: Path):
 
 async def test_an_unknown_tool_lists_the_offered_names(tmp_path: Path):
     model = Scripted([("time_get_current_time", {})], "sorry")
-    async with Harness(tmp_path / "runs", tmp_path / "ws", client=model) as h:
+    async with Harness(tmp_path / "runs", tmp_path / "ws", client=model, agent_sets=(DEMO,)) as h:
         out = await h.start(Agent(name="clock", model="m", tools=[Clock()]), "time?")
     error = [m["content"] for m in out.state.messages if m["role"] == "tool"][0]
     assert error == "Error: unknown tool 'time_get_current_time'. Available tools: time__get_current_time."
@@ -181,7 +182,7 @@ async def test_an_approval_of_an_offered_name_is_bound_to_the_tool_and_its_argum
     wire = offered_name("files.write note")
     model = Scripted([(wire, {"text": "hi"})], "noted")
     events: list[Any] = []
-    async with Harness(tmp_path / "runs", tmp_path / "ws", client=model, sinks=[events.append]) as h:
+    async with Harness(tmp_path / "runs", tmp_path / "ws", client=model, sinks=[events.append], agent_sets=(DEMO,)) as h:
         out = await h.start(Agent(name="notes", model="m", tools=[Note()]), "note it")
         waiting = out.state.interruption
         assert out.state.status is Status.INTERRUPTED and isinstance(waiting, NeedsApproval)
@@ -222,7 +223,7 @@ async def test_the_runs_approval_reasons_untrusted_server_and_builtin(tmp_path: 
     model = Scripted([("list_notes", {}), ("delete_file", {"path": "a.txt"})], "ok")
     (tmp_path / "ws").mkdir()
     agent = Agent(name="files", model="m", tools=[tool, DeleteFile()], workspace=tmp_path / "ws")
-    async with Harness(tmp_path / "runs", tmp_path / "ws", client=model) as h:
+    async with Harness(tmp_path / "runs", tmp_path / "ws", client=model, agent_sets=(DEMO,)) as h:
         out = await h.start(agent, "list")
         waiting = out.state.interruption
         assert isinstance(waiting, NeedsApproval) and waiting.why == (

@@ -49,7 +49,9 @@ from tether.observe.otel import (
     traces_endpoint,
 )
 from tether.run.state import RunState, StateError
-from tether.store.files.store import TRACE_FILE, RunStore
+from tether.store.files.layout import TRACE_FILE
+from tether.store.files.store import RunStore
+from tether.demo.agents import DEMO
 
 from tests.support import still_console
 
@@ -505,7 +507,7 @@ async def test_a_harness_run_exports_live_as_it_replays(runs_dir, workspace):
     from tether.harness import Harness
 
     sink, exporter, provider = memory_sink()
-    async with Harness(runs_dir, workspace, sinks=[sink]) as h:
+    async with Harness(runs_dir, workspace, sinks=[sink], agent_sets=(DEMO,)) as h:
         state = h.new_run("research")
         out = await h.run(state.run_id)
     live = exporter.get_finished_spans()

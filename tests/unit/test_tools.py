@@ -17,7 +17,7 @@ import pytest
 from tether.run.cancel import CancelSignal, RunCancelled
 from tether.run.ledger import Ledger, LedgerEntry
 from tether.agents.tools.base import Tool, ToolContext
-from tether.agents.tools.errors import InvalidArguments, NotFound, PathRefused, PermissionDenied, ToolError
+from tether.agents.tool_errors import InvalidArguments, NotFound, PathRefused, PermissionDenied, ToolError
 from tether.agents.tools.builtin import (
     DeleteFile,
     ListFiles,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.agents.tools.errors import PathRefused
+from tether.agents.tool_errors import PathRefused
 from tether.agents.workspace import Workspace, ensure_sample
 
 SAMPLE = {"errors.log", "access.log", "notes.txt", "secrets.env"}

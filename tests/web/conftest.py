@@ -24,6 +24,7 @@ from tether.web.app import make_app
 from tether.web.pages import DECIDER
 from tether.web.settings import ServeSettings
 from tether.web.users import UserBook
+from tether.demo.agents import DEMO
 
 PAGE = {"Accept": "text/html,application/xhtml+xml"}  # what a browser's navigation asks for
 PASSWORDS = {"ana": "green tea at dawn", "bob": "seven blue kites", "walt": "quiet river stones"}
@@ -85,9 +86,9 @@ async def serving(store: Any, tmp_path: Path, *, users: bool = True, notify: boo
         book.add("ana", PASSWORDS["ana"])
         book.add("bob", PASSWORDS["bob"])
         book.add("walt", PASSWORDS["walt"], role="watcher")
-    async with Harness(workspace=tmp_path / "workspace", store=store) as plain:
+    async with Harness(workspace=tmp_path / "workspace", store=store, agent_sets=(DEMO,)) as plain:
         model = Recording(plain.client)
-        async with Harness(workspace=tmp_path / "workspace", store=store, client=model) as harness:
+        async with Harness(workspace=tmp_path / "workspace", store=store, client=model, agent_sets=(DEMO,)) as harness:
             app = make_app(ServeSettings(store, **settings), harness, console=False, notify=notify)
             server = TestServer(app, host="127.0.0.1", **({"port": port} if port else {}))
             await server.start_server(access_log_class=AccessLogger)  # tether serve's own

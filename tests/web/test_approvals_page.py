@@ -13,6 +13,7 @@ from tether.demo.provider import scenarios
 from tether.run.state import Cancelled, NeedsApproval, Status
 
 from tether.web.pages import HUB
+from tether.demo.agents import DEMO
 
 from tests.conftest import Recorder
 from tests.web.conftest import Served, csrf_of, logged_in
@@ -180,7 +181,7 @@ async def test_a_watcher_sees_but_cannot_decide_or_stop(web: Served):
 
 async def test_a_decision_reaches_the_process_that_waits_for_it(web: Served, tmp_path):
     recorder = Recorder()
-    async with Harness(workspace=tmp_path / "workspace", store=web.store, sinks=[recorder]) as other:
+    async with Harness(workspace=tmp_path / "workspace", store=web.store, sinks=[recorder], agent_sets=(DEMO,)) as other:
         run_id = other.new_run("destructive").run_id
         waiting = asyncio.create_task(other.run(run_id, wait_for_decision=0))
         try:
@@ -223,7 +224,7 @@ async def test_two_people_each_approve_once_and_the_page_says_how_far(web: Serve
 
 async def test_the_run_page_shows_the_run_and_its_stop_reaches_it(web: Served, tmp_path):
     recorder = Recorder()
-    async with Harness(workspace=tmp_path / "workspace", store=web.store, sinks=[recorder]) as other:
+    async with Harness(workspace=tmp_path / "workspace", store=web.store, sinks=[recorder], agent_sets=(DEMO,)) as other:
         run_id = other.new_run("slow").run_id
         running = asyncio.create_task(other.run(run_id))
         try:
@@ -359,7 +360,7 @@ async def test_a_long_list_shows_the_newest_first_and_the_rest_on_request(web: S
 
 async def test_a_programs_call_is_shown_with_its_source_and_the_decision_reaches_the_program(web: Served, tmp_path):
     recorder = Recorder()
-    async with Harness(workspace=tmp_path / "workspace", store=web.store, sinks=[recorder]) as program:
+    async with Harness(workspace=tmp_path / "workspace", store=web.store, sinks=[recorder], agent_sets=(DEMO,)) as program:
         async def triage() -> object:
             async with program.track("triage", "sort the inbox", source="openai-agents") as run:
                 return await run.approval("send_email", {"to": "all@example.org", "subject": "hello"},
@@ -391,7 +392,7 @@ async def test_an_acp_agents_request_is_shown_with_its_diff_refuses_an_edit_and_
 
     folder = tmp_path / "acp-workspace"
     folder.mkdir()
-    async with Harness(workspace=tmp_path / "workspace", store=web.store) as other:
+    async with Harness(workspace=tmp_path / "workspace", store=web.store, agent_sets=(DEMO,)) as other:
         state = other.create(fake_acp_agent(folder), "write the file")
         running = asyncio.create_task(other.run(state.run_id, wait_for_decision=0))
         try:

@@ -56,7 +56,9 @@ async def _rule_add(args: argparse.Namespace, store: Any) -> int:
                 approvals=args.approvals, deadline_s=None if args.deadline is None else parse_duration(args.deadline),
                 on_deadline=args.on_deadline)
     check(rule)  # what needs no agent file is refused before one is loaded (a second, at most)
-    tools, agents = known_tools(context.config(args))
+    from tether.demo.agents import DEMO
+
+    tools, agents = known_tools(context.config(args), (DEMO,))
     checked = check(rule, tools=tools, agents=agents)
     warnings = list(checked.warnings)
     if rule.run_id is not None and not await call(store, store.exists, rule.run_id):

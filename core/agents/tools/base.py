@@ -2,7 +2,7 @@
 
 A tool declares its name, description, JSON schema, whether it is read-only and
 whether it needs approval; the loop does the rest (approvals, dedupe, error policy).
-Failures are exceptions of :mod:`tether.agents.tools.errors` so the loop can triage them: an
+Failures are exceptions of :mod:`tether.agents.tool_errors` so the loop can triage them: an
 error the model can act on goes back into the transcript, a permanent one ends the run.
 
 The built-in tools declare all of this on the class; tools made at run time (from a
@@ -131,7 +131,7 @@ class Tool(ABC):
         preview runs in a worker thread; either kind is cut short after a few seconds, and
         what it raises is shown as a failed preview rather than blocking the decision
         (:func:`tether.agents.tools.preview.preview_call`). Raise
-        :class:`~tether.agents.tools.errors.ToolError` with the tool's own words (a refused
+        :class:`~tether.agents.tool_errors.ToolError` with the tool's own words (a refused
         path) to have exactly those words shown."""
         return None
 

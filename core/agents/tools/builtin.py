@@ -21,7 +21,7 @@ import aiofiles.os
 
 from tether.approvals.preview import Preview, unified_diff
 from tether.agents.tools.base import Tool, ToolContext
-from tether.agents.tools.errors import InvalidArguments, NotFound, PermissionDenied, ToolError
+from tether.agents.tool_errors import InvalidArguments, NotFound, PermissionDenied, ToolError
 from tether.agents.workspace import Workspace
 
 __all__ = ["DeleteFile", "ListFiles", "ReadFile", "WriteFile", "list_files_text"]

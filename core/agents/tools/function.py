@@ -38,7 +38,7 @@ Choices, and why:
   read; a sync one runs in a worker thread, and what it raises is shown as a failed
   preview (:func:`tether.agents.tools.preview.preview_call`).
 * **Exceptions propagate**: the loop's tool-error policy decides what the model reads,
-  and a :class:`~tether.agents.tools.errors.ToolError` keeps its meaning (e.g. ``permanent``).
+  and a :class:`~tether.agents.tool_errors.ToolError` keeps its meaning (e.g. ``permanent``).
 * **Arguments are validated before the call**, by :meth:`FunctionTool.check_args` (the
   problem in words, for the model) and again in :meth:`FunctionTool.run`. Unknown
   arguments are refused (``additionalProperties: false``), so a misspelt optional
@@ -68,7 +68,7 @@ from pydantic.json_schema import GenerateJsonSchema
 from pydantic_core import PydanticUndefined, to_jsonable_python
 
 from tether.agents.tools.base import Tool, ToolContext
-from tether.agents.tools.errors import InvalidArguments
+from tether.agents.tool_errors import InvalidArguments
 
 if TYPE_CHECKING:
     from tether.approvals.preview import Preview

@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from tether.agents.tools.base import Tool, ToolContext
-from tether.agents.tools.errors import ToolError
+from tether.agents.tool_errors import ToolError
 from tether.approvals.preview import Preview, bounded, failed
 
 if TYPE_CHECKING:

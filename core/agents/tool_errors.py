@@ -1,8 +1,9 @@
 """What a tool raises when it fails in a way the model may act on.
 
-Below everything that raises them: the workspace refuses a path with :class:`PathRefused`
-before any tool exists to call it, and the tools themselves (:mod:`tether.agents.tools.base`)
-and the loop that reports their failures as data both read them from here.
+Below everything that raises them, beside the tools rather than among them: the workspace
+(:mod:`tether.agents.workspace`) refuses a path with :class:`PathRefused` for any tool that
+names one, and the tools (:mod:`tether.agents.tools`) and the loop that reports their
+failures as data read them from here.
 """
 
 from __future__ import annotations

@@ -1,0 +1,49 @@
+"""A decision on an openai-agents program's run that paused at an approval, taken where its
+program is gone (``tether approve``, a console, a worker).
+
+A run of an agent given by reference saves the SDK's paused ``RunState`` with the run
+(:mod:`tether.integrations.openai_agents`). The decision is recorded on the run, then the
+rest of it goes on here from that state, as its program would have. Nothing here imports
+the SDK until a run goes on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+from tether.run.controls import apply_decision
+from tether.run.hold import open_run, release
+from tether.run.state import NeedsApproval, RunState
+from tether.store.protocol import call
+
+if TYPE_CHECKING:
+    from tether.integrations._common import Tracker
+    from tether.run.events import EventSink
+    from tether.store.control import ControlRequest
+
+
+def paused_program(state: RunState) -> bool:
+    """A run an openai-agents program paused at an approval and saved, with its agent by
+    reference: a decision can go on with it in this process, though the program is gone."""
+    return state.agent is not None and bool(state.agent.spec.get("openai_agents")) \
+        and isinstance(state.interruption, NeedsApproval)
+
+
+async def decide_paused(harness: Tracker, run_id: str, request: ControlRequest,
+                        sinks: Sequence[EventSink]) -> RunState:
+    """Record the decision on the paused run, then go on with it from its saved state
+    (:func:`tether.integrations.openai_agents.resume`); the run as it then stopped."""
+    from tether.integrations.openai_agents import resume
+
+    state, handle = await open_run(harness.store, run_id)
+    try:
+        event = apply_decision(state, request)
+        trace = handle.trace(())
+        trace.write(event)
+        trace.close()
+        await handle.asave(state)
+    finally:
+        await release(handle)
+    await resume(harness, run_id, sinks=sinks)
+    return await call(harness.store, harness.store.load, run_id)

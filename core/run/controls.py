@@ -1,0 +1,216 @@
+"""What the process holding a run does with the run's control requests, and with decisions.
+
+Any process may ask for a run (``tether stop``, ``approve``, a console, a web page): the request
+is appended to the run's control channel and the holding process is poked
+(:func:`tether.store.operate.request`). :class:`Controls` is that process's side, for one run:
+a Stop fires the run's signal; a decision is handed to the wait for one, when the run waits,
+after :func:`vet_decision`; anything else is answered in words. The harness (Tether's own
+loop, an ACP agent's) and a tracked program's run (:mod:`tether.run.tracked`) both hold one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any
+
+from tether.run.cancel import CancelSignal
+from tether.run.decisions import approve, check_edit, reject
+from tether.run.state import NeedsApproval, RunState, StateError, Status, pending_calls
+from tether.store.control import ControlReply, ControlRequest
+from tether.store.protocol import Handle, call
+
+if TYPE_CHECKING:
+    from tether.agents.tools.base import Tool
+
+STOP_REASON = "operator pressed Stop"
+
+
+class Controls:
+    """What the process running one run does with its control requests: a Stop fires the
+    run's signal; a decision is handed to the wait for one, if the run waits; anything else
+    is answered in words. Requests are handled in the order they were made, once."""
+
+    def __init__(self, state: RunState, handle: Handle, signal: CancelSignal) -> None:
+        self.state = state
+        self.handle = handle
+        self.signal = signal
+        self.replies: dict[str, ControlReply] = {}
+        self._waiting: NeedsApproval | None = None
+        self._decision: asyncio.Future[ControlRequest | None] | None = None
+        self._decided: ControlRequest | None = None
+        # The run's agent is a process of its own that waits with it (ACP): a Stop while the
+        # run waits for a decision stops the agent too, rather than leaving the run on disk.
+        self.holds_agent = False
+        # Checks a decision against what the agent asks (an ACP option that it does not offer):
+        # words to refuse it with, or None.
+        self.vet: Callable[[ControlRequest], str | None] | None = None
+        # Applies a report from a reporter that could not hold the run (a program's run: a
+        # parallel hook of Claude Code's, :mod:`tether.run.tracked`); None: the run takes none.
+        self.report: Callable[[ControlRequest], Awaitable[ControlReply]] | None = None
+
+    async def poke(self, request_id: str) -> ControlReply:
+        await self.process()
+        return self.replies.get(request_id, ControlReply(False, f"no request {request_id} for this run"))
+
+    async def adopt(self) -> None:
+        """A run saved as running was orphaned: the requests its dead process never handled
+        apply now (a Stop stops it at once). Any other run had stopped before they came, so
+        they are answered and dropped."""
+        if self.state.status is Status.RUNNING:
+            await self.process()
+        else:
+            await self.close()
+
+    async def _unseen(self) -> list[ControlRequest]:
+        """The requests not handled yet. A blocking store reads in a thread, so two pokes may
+        read at once: what the other counted meanwhile is skipped, never handled twice."""
+        seen = self.state.control_seen
+        requests = await call(self.handle, self.handle.control_read, seen)
+        return requests[self.state.control_seen - seen:]
+
+    async def process(self) -> None:
+        for request in await self._unseen():
+            self.state.control_seen += 1
+            if request.kind == "report":
+                self.replies[request.id] = (await self.report(request) if self.report is not None else ControlReply(
+                    False, f"run {self.state.run_id} is not a program's run: nothing can be reported into it"))
+                continue
+            self.replies[request.id] = self._handle(request)
+
+    async def close(self) -> None:
+        """The run is no longer driven here: answer what is left, apply none of it."""
+        for request in await self._unseen():
+            self.state.control_seen += 1
+            self.replies[request.id] = ControlReply(
+                False, f"run {self.state.run_id} had already stopped ({self.state.status.value})")
+
+    def _handle(self, request: ControlRequest) -> ControlReply:
+        run_id = self.state.run_id
+        if request.kind == "stop":
+            if self._decision is not None and not self._decision.done() and not self.holds_agent:
+                self._decision.set_result(None)  # stop waiting; the run stays waiting for approval
+                return ControlReply(True, f"run {run_id} waits for approval; its process (pid "
+                                            f"{os.getpid()}) stops waiting and leaves it on disk")
+            if self.signal.cancelled:
+                return ControlReply(True, f"run {run_id} is already stopping")
+            self.signal.cancel(request.text or STOP_REASON, request.by)
+            return ControlReply(True, f"run {run_id} stops now (pid {os.getpid()})")
+        verdict = "approved" if request.kind == "approve" else "rejected"
+        waiting = self._waiting
+        if self._decided is not None:
+            done = "approved" if self._decided.kind == "approve" else "rejected"
+            if done == "approved" and waiting is not None and len(waiting.approvers) + 1 < waiting.needed:
+                return ControlReply(False, f"{self._decided.by}'s approval of {waiting.tool_name} "
+                                            f"({len(waiting.approvers) + 1} of {waiting.needed}) is being recorded: "
+                                            "decide again in a moment")
+            return ControlReply(False, f"already decided: {done} by {self._decided.by}; "
+                                        "there is one decision per call")
+        earlier = (self.state.approvals.get(request.call_id) if request.call_id
+                   else max(self.state.approvals.values(), key=lambda d: d.ts, default=None))
+        if earlier is not None and (waiting is None or earlier.call_id == waiting.call_id) \
+                and not (waiting is not None and not earlier.complete):
+            return ControlReply(False, f"already decided: {earlier.verdict} by {earlier.by}; "
+                                        "there is one decision per call")
+        if waiting is None or self._decision is None or self._decision.done():
+            return ControlReply(False, f"run {run_id} is not waiting for a decision (it is running)")
+        if request.call_id and request.call_id != waiting.call_id:
+            return ControlReply(False, f"run {run_id} waits for a decision on {waiting.call_id}, "
+                                        f"not {request.call_id}")
+        if (request.option or request.silent) and self.vet is None:
+            return ControlReply(False, f"run {run_id} is not an ACP agent's: --option and --silent apply "
+                                        "to an ACP agent's permission requests only")
+        problem = self.vet(request) if self.vet is not None else None
+        if problem:
+            return ControlReply(False, problem)
+        decided = replace(request, call_id=waiting.call_id)
+        self._decided = decided
+        self._decision.set_result(decided)
+        if request.kind == "approve" and len(waiting.approvers) + 1 < waiting.needed:
+            return ControlReply(True, f"approved {waiting.tool_name} ({waiting.call_id}): "
+                                        f"{len(waiting.approvers) + 1} of {waiting.needed}; it waits for "
+                                        f"{waiting.needed - len(waiting.approvers) - 1} more different people")
+        return ControlReply(True, f"{verdict} {waiting.tool_name} ({waiting.call_id}); "
+                                    f"the process running {run_id} (pid {os.getpid()}) goes on")
+
+    def expect(self, waiting: NeedsApproval) -> None:
+        """Be ready for a decision on ``waiting`` before anyone can know of it: a decider that
+        reads the approval on the store and answers at once (while the run is still being
+        saved) is then taken, not told the run is not waiting."""
+        self._waiting = waiting
+        self._decided = None
+        self._decision = asyncio.get_running_loop().create_future()
+
+    async def wait_for_decision(self, waiting: NeedsApproval, timeout_s: float) -> ControlRequest | None:
+        """Wait for an approve or reject of ``waiting`` from any process; None after
+        ``timeout_s`` (0: forever) or a Stop."""
+        if self._waiting != waiting or self._decision is None or self._decision.done() and self._decided is None:
+            self.expect(waiting)
+        await self.process()  # a decision may have been made before this process got here
+        stopped = asyncio.ensure_future(self.signal.wait())
+        try:
+            done, _ = await asyncio.wait({self._decision, stopped}, timeout=timeout_s or None,
+                                         return_when=asyncio.FIRST_COMPLETED)
+            return self._decision.result() if self._decision in done else None
+        finally:
+            stopped.cancel()
+            self._waiting = None
+            self._decision = None
+
+
+
+def apply_decision(state: RunState, request: ControlRequest) -> Any:
+    """A decision, made on the run's state: the event that records it."""
+    if request.kind == "approve":
+        return approve(state, request.call_id, request.text, request.by, args=request.args, rule=request.rule)
+    return reject(state, request.call_id, request.text, request.by, rule=request.rule)
+
+
+def vet_decision(tools: dict[str, Tool], state: RunState, request: ControlRequest) -> str | None:
+    """Why a decision on a Tether run's waiting call cannot be taken, in words, or None: an
+    edit that fails the tool's schema, or a person approving a two-person call twice."""
+    if request.option or request.silent:
+        return (f"run {state.run_id} is not an ACP agent's: --option and --silent apply to an ACP agent's "
+                "permission requests only")
+    if request.kind != "approve":
+        return None
+    if request.args is not None:
+        problem = check_edit(tools, state, request.call_id, request.args)
+        if problem:
+            return problem
+    waiting = state.interruption
+    if isinstance(waiting, NeedsApproval) and request.by in waiting.approvers:
+        return (f"{request.by} has approved {waiting.tool_name} ({waiting.call_id}) already: it needs {waiting.needed} "
+                f"different people ({waiting.tally} so far)")
+    return None
+
+
+def decision_wait(waiting: NeedsApproval, timeout_s: float) -> float:
+    """How long to wait for a decision: ``timeout_s`` (0: forever), cut to the call's deadline."""
+    if waiting.deadline_at is None:
+        return timeout_s
+    left = max(0.001, waiting.deadline_at - time.time())
+    return left if not timeout_s else min(timeout_s, left)
+
+
+def past_deadline(waiting: NeedsApproval) -> bool:
+    return waiting.deadline_at is not None and time.time() >= waiting.deadline_at
+
+
+def add_follow_up(state: RunState, message: str) -> None:
+    """The operator's next words to the agent, at the end of its transcript. Refused in words
+    where they cannot go: nothing said, or a call still waiting for its result."""
+    if not message.strip():
+        raise StateError("a follow-up needs words: --message TEXT")
+    if state.parent_run_id is not None:
+        raise StateError(f"run {state.run_id} is a subagent of {state.parent_run_id}: follow up on the parent")
+    waiting = pending_calls(state)
+    if waiting:
+        names = ", ".join(c["function"].get("name", "?") for c in waiting)
+        raise StateError(f"run {state.run_id} has a call still waiting for its result ({names}): approve, reject "
+                         "or resume it first, then follow up")
+    state.messages.append({"role": "user", "content": message})
+    state.status, state.interruption, state.error = Status.RUNNING, None, None

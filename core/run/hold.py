@@ -1,0 +1,51 @@
+"""Holding a run from the event loop: opening it, keeping its owner record's heartbeat, and
+letting it go, whatever happens to the task that holds it.
+
+A store may block (the file store, PostgreSQL's): it opens and releases in a thread, shielded,
+so a run is never left held by a cancelled task until the process ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+from tether.run.state import RunState
+from tether.store.owner import HEARTBEAT_S
+from tether.store.protocol import Handle, Store, call
+
+
+async def heartbeat(handle: Handle) -> None:
+    """Refresh the owner record's heartbeat while the run is held (shown to operators;
+    whether the owner lives is the lock's to say)."""
+    while True:
+        await asyncio.sleep(HEARTBEAT_S)
+        with contextlib.suppress(OSError):
+            await call(handle, handle.heartbeat)
+
+
+async def open_run(store: Store, run_id: str, *, control: str | None = None) -> tuple[RunState, Handle]:
+    """:meth:`Store.open` from the event loop. A blocking store opens in a thread, which
+    runs to its end even if the awaiting task is cancelled: then what it took is let go of,
+    in a thread too, rather than held until the process ends."""
+    if not store.blocking:
+        return store.open(run_id, control=control)
+    opening = asyncio.ensure_future(asyncio.to_thread(store.open, run_id, control=control))
+    try:
+        return await asyncio.shield(opening)
+    except asyncio.CancelledError:
+        def let_go(done: asyncio.Future[tuple[RunState, Handle]]) -> None:
+            if not done.cancelled() and done.exception() is None:
+                asyncio.get_running_loop().run_in_executor(None, done.result()[1].release)
+
+        opening.add_done_callback(let_go)
+        raise
+
+
+async def release(handle: Handle) -> None:
+    """Let go of a run, even from a task being cancelled: a blocking store's release runs
+    to its end in its thread whatever happens to the awaiting task."""
+    if not getattr(handle, "blocking", False):
+        handle.release()
+        return
+    await asyncio.shield(asyncio.to_thread(handle.release))

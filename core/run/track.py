@@ -1,0 +1,84 @@
+"""A run of a loop that is not Tether's, opened for the program that reports into it
+(:meth:`tether.Harness.track`; the run's side is :class:`tether.run.tracked.TrackedRun`).
+
+The harness holds a program's run as it holds its own: the run's lock, its heartbeat, its
+control requests (a Stop reaches the program's signal, a decision its wait). A run that had
+ended is not revived by a late reporter; a Stop or a limit inside the block ends the run in a
+known way and is not raised out of it; any other exception fails the run and is raised.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Sequence
+from typing import Any
+
+from tether.run.cancel import CancelSignal
+from tether.run.controls import Controls
+from tether.run.events import EventSink
+from tether.run.hold import heartbeat, open_run, release
+from tether.run.state import Limits, NeedsApproval, Policies, Pricing, RunState, StateError, Status
+from tether.run.tracked import Host, RunEnded, TrackedRun, new_state, program_of, started
+from tether.store.protocol import call
+
+
+@contextlib.asynccontextmanager
+async def track(host: Host, server: Any, hold: Callable[[RunState, Callable[[Any], None], CancelSignal], None],
+                let_go: Callable[[str], None], name: str, task: str = "", *, source: str = "program",
+                model: str = "", run_id: str | None = None, limits: Limits | None = None,
+                pricing: Pricing | None = None, policies: Policies | None = None, attach: bool = False,
+                keep_open: bool = False, cancel: asyncio.Task[Any] | None = None,
+                sinks: Sequence[EventSink] = ()) -> AsyncIterator[TrackedRun]:
+    """The run, held while the block runs (the options are :meth:`tether.Harness.track`'s).
+    ``server`` is the store's control listener, started; ``hold`` and ``let_go`` tell the
+    harness the run is driven here, and when it no longer is. (No tokenizer: a reported run's
+    tokens are the program's.)"""
+    if attach:
+        if run_id is None:
+            raise ValueError("attach names the run to report into: run_id=")
+    else:
+        fresh = new_state(name, task, source=source, model=model, run_id=run_id, limits=limits, pricing=pricing,
+                          policies=policies)
+        await call(host.store, host.store.create, fresh)
+        run_id = fresh.run_id
+    state, handle = await open_run(host.store, run_id, control=server.address)
+    signal = CancelSignal()
+    controls = Controls(state, handle, signal)
+    controls.holds_agent = True  # the program waits with its run: a Stop ends it, not just the wait
+    server.register(run_id, controls.poke)
+    beating = asyncio.create_task(heartbeat(handle), name=f"heartbeat {run_id}")
+    trace = handle.trace(())
+    try:
+        if attach and program_of(state) is None:
+            raise StateError(f"run {run_id} is not a program's run: it cannot be reported into")
+        stopped = state.status is Status.INTERRUPTED and not isinstance(state.interruption, NeedsApproval)
+        if state.status in (Status.COMPLETED, Status.FAILED) or (attach and stopped) \
+                or state.status in (Status.MAX_TURNS_EXCEEDED, Status.BUDGET_EXCEEDED):
+            # A program's run that stopped is not revived by a late reporter (a hook).
+            raise StateError(f"run {run_id} has already ended ({state.status.value})")
+        resumed = attach and bool(state.messages)
+        state.status, state.interruption, state.error = Status.RUNNING, None, None
+        run = TrackedRun(host, state, handle, trace, controls, signal, sinks, cancel)
+        hold(state, run._emit, signal)
+        await controls.adopt()
+        started(run, resumed)
+        await run._save()
+        try:
+            yield run
+        except RunEnded as ended:
+            await run.close(ended)
+        except BaseException as exc:
+            await run.close(exc)
+            raise
+        else:
+            if keep_open and not run.ended:
+                await run._save()
+            else:
+                await run.close(None)
+    finally:
+        beating.cancel()
+        server.unregister(run_id)
+        let_go(run_id)
+        trace.close()
+        await release(handle)
