@@ -29,7 +29,7 @@ from tether import Harness, Limits
 from tether.run.events import ApprovalRequired, Event, TextDelta
 from tether.integrations import Supervision
 from tether.integrations.openai_agents import run
-from tether.store.protocol import open_store
+from tether.store.spec import open_store
 
 TICKETS = {42: "Login page loops (a duplicate of 17?)", 17: "Login page loops after a password reset"}
 

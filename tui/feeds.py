@@ -5,7 +5,7 @@ other processes do to the store. What it needs from the store is a :class:`Store
 
 * a listing (the runs' summaries), which also marks where each run's trace ends, so that
   only what is appended later is read back as events;
-* the changes, pushed in batches of :class:`tether.store.files.watch.RunChange` (``new``, ``journal``,
+* the changes, pushed in batches of :class:`tether.store.changes.RunChange` (``new``, ``journal``,
   ``trace``, ``owner``);
 * a run's state now, its new trace records, its owner, the owners of the runs held
   elsewhere (asked at most once a second: a killed owner sends nothing).
@@ -32,12 +32,15 @@ from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tether.store.index import RunSummary
+from tether.store.summary import RunSummary
 from tether.run.state import RunState
-from tether.store.files.store import JOURNAL_FILE, TRACE_FILE, Owner, RunStore
+from tether.store.files.layout import JOURNAL_FILE, TRACE_FILE
+from tether.store.files.store import RunStore
+from tether.store.owner import Owner
 from tether.store.files.tail import JournalTail, TraceTail
 from tether.tui.model import QueueInfo
-from tether.store.files.watch import RunChange, RunWatcher
+from tether.store.changes import RunChange
+from tether.store.files.watch import RunWatcher
 
 if TYPE_CHECKING:
     from tether.store.postgres.store import PgStore

@@ -76,7 +76,7 @@ def run_console(args: Any = None) -> int:
 def open_console_store(spec: str) -> Store:
     """The store ``spec`` names (a ``postgresql://`` URL or a directory), checked now, so
     that a store the console cannot reach is said before it opens (without the password)."""
-    from tether.store.protocol import is_database, open_store
+    from tether.store.spec import is_database, open_store
 
     store = open_store(spec)
     if not is_database(spec):

@@ -27,9 +27,9 @@ from typing import Any, Literal
 
 from tether.run.cancel import CancelSignal
 from tether.run.events import Event
-from tether.store.index import RunSummary
+from tether.store.summary import RunSummary
 from tether.run.state import (Cancelled, Limits, NeedsApproval, RunState, Status, interruption_from_dict)
-from tether.store.files.store import Owner
+from tether.store.owner import Owner
 from tether.run.tracked import program_of
 from tether.tui.agent_notes import NOTE_KINDS, TRACKED_KINDS, AgentNotes, Ask
 from tether.tui.rows import Pending, RunRow

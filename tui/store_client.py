@@ -27,14 +27,14 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from tether.store.index import RunSummary
+from tether.store.summary import RunSummary
 from tether.run.state import RunState, StateError
-from tether.store.files.store import Owner
+from tether.store.owner import Owner
 from tether.store.files.tail import event_from_record
 from tether.tui.feeds import Listing, StoreFeed, feed_for
 from tether.tui.model import ConsoleModel
 from tether.tui.pump import EventPump
-from tether.store.files.watch import JOURNAL, NEW, OWNER, REMOVED, TRACE, RunChange
+from tether.store.changes import JOURNAL, NEW, OWNER, REMOVED, TRACE, RunChange
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

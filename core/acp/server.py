@@ -36,7 +36,8 @@ from tether.acp.serving.updates import prompt_text, replay
 from tether.agents.agent import Agent
 from tether.agents.sets import AgentSet, known_agents
 from tether.harness import Harness
-from tether.store.protocol import call, open_store
+from tether.store.protocol import call
+from tether.store.spec import open_store
 from tether.run.state import StateError, new_run_id
 
 log = logging.getLogger(__name__)

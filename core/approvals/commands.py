@@ -25,7 +25,7 @@ from tether.text import clean
 if TYPE_CHECKING:
     from tether.agents.sets import AgentSet
     from tether.store.control import ControlReply, ControlRequest
-    from tether.store.index import RunSummary
+    from tether.store.summary import RunSummary
     from tether.store.protocol import Store
 
 ARGS_SHOWN = 48
@@ -180,8 +180,8 @@ async def deliver(store: Store, run_id: str, request: ControlRequest) -> Control
     """Hand a decision to whoever holds the run waiting for it: a queue worker's workflow
     (PostgreSQL), else the process that holds the run. None when nobody holds it: then the
     decision is the caller's to make on the run itself."""
-    from tether.store import control
-    from tether.store.files.store import has_workers
+    from tether.store import operate
+    from tether.store.spec import has_workers
 
     if has_workers(store):
         queued = await _worker_decide(store, run_id, request)
@@ -189,7 +189,7 @@ async def deliver(store: Store, run_id: str, request: ControlRequest) -> Control
             return queued
     owner = await call(store, store.owner, run_id)
     if owner is not None and owner.alive:
-        return await control.request(store, run_id, request)
+        return await operate.request(store, run_id, request)
     return None
 
 

@@ -38,7 +38,7 @@ from tether.run.ledger import Ledger
 from tether.run.loop import reject
 from tether.observe.report import summary
 from tether.run.state import Limits, Policies, Pricing, RunState, Status
-from tether.store.files.store import LEDGER_FILE, TRACE_FILE
+from tether.store.files.layout import LEDGER_FILE, TRACE_FILE
 from tether.observe.trace import read_trace
 from tether.demo.agents import DEMO, EMBEDDED_BASE_URL
 

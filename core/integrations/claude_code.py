@@ -237,7 +237,7 @@ def _ours(entry: Any) -> bool:
 
 async def _answer(payload: dict[str, Any], policy: Policy, started: float) -> dict[str, Any] | None:
     from tether.harness import Harness
-    from tether.store.protocol import open_store
+    from tether.store.spec import open_store
 
     event = payload.get("hook_event_name")
     if event not in EVENTS:

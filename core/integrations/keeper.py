@@ -5,7 +5,7 @@ the session's run while it runs, and between hooks no process holds it. Going by
 alone, the run would show ``orphaned`` all the time Claude Code thinks. So the run records
 Claude Code's own process, its *keeper* (``state.agent.spec["keeper"]``), and the stores count
 a run saved ``running`` that nobody holds as live while that process lives
-(:func:`tether.store.files.store.kept_owner`); once it is gone without ending the run (killed, crashed),
+(:func:`tether.store.owner.kept_owner`); once it is gone without ending the run (killed, crashed),
 the run is orphaned as any other.
 
 A pid alone could name another process later (pids are reused), so the record also holds the

@@ -54,9 +54,10 @@ from tether.notify.notices import Detector, Notice
 from tether.notify.storage import Lease, storage_for
 from tether.store.protocol import call
 from tether.run.state import StateError
-from tether.store.files.store import TRACE_FILE, RunStore
+from tether.store.files.layout import TRACE_FILE
+from tether.store.files.store import RunStore
 from tether.store.files.tail import TraceTail
-from tether.store.files.watch import NEW, REMOVED, TRACE, RunChange
+from tether.store.changes import NEW, REMOVED, TRACE, RunChange
 
 log = logging.getLogger("tether.notify")
 

@@ -36,7 +36,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from tether.store.files.store import PRIVATE_FILE, RunStore, private_dirs, private_file
+from tether.store.files.layout import PRIVATE_FILE, private_dirs, private_file
+from tether.store.files.store import RunStore
 
 KEY_FILE = ".notify.key"
 DB_FILE = ".notify.sqlite"
@@ -399,14 +400,14 @@ class PgLease:
         return _LEASE_CLASS, crc - (1 << 32) if crc >= 1 << 31 else crc
 
     def take(self) -> bool:
-        from tether.store.postgres.store import _SESSION_SETTINGS, _connect
+        from tether.store.postgres.connection import SESSION_SETTINGS, connect
 
         with self._lock:
             if self._conn is not None:
                 return True
             with self.storage._conn():
                 pass  # the tables, made on the store's own connection
-            conn = _connect(self.store.url, _SESSION_SETTINGS)
+            conn = connect(self.store.url, SESSION_SETTINGS)
             got = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", self._key()).fetchone()[0]
             if not got:
                 conn.close()
@@ -420,7 +421,7 @@ class PgLease:
         return self.storage.meta_get("holder")
 
     def _held(self) -> Any:
-        from tether.store.postgres.store import StoreUnavailable
+        from tether.store.postgres.connection import StoreUnavailable
 
         if self._conn is None or self._conn.closed or self._conn.broken:
             raise StoreUnavailable(f"{self.store.where}: the sender's lease was lost with its connection")
@@ -448,7 +449,7 @@ class PgLease:
     def _run(self, text: str, params: tuple[Any, ...]) -> Any:
         import psycopg
 
-        from tether.store.postgres.store import StoreUnavailable, _clean
+        from tether.store.postgres.connection import StoreUnavailable, clean
 
         conn = self._held()
         try:
@@ -459,7 +460,7 @@ class PgLease:
                 conn.close()
             self._conn = None
             raise StoreUnavailable(f"{self.store.where}: the sender's lease was lost "
-                                   f"({_clean(exc, self.store.url)})") from None
+                                   f"({clean(exc, self.store.url)})") from None
 
     def release(self) -> None:
         with self._lock:

@@ -69,7 +69,8 @@ from opentelemetry.trace import SpanKind, Status, StatusCode
 
 from tether.run.events import Event
 from tether.run.state import StateError
-from tether.store.files.store import TRACE_FILE, RunStore
+from tether.store.files.layout import TRACE_FILE
+from tether.store.files.store import RunStore
 
 if TYPE_CHECKING:
     from tether.store.protocol import Store

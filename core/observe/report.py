@@ -10,14 +10,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether.run.state import Cancelled, MaxBudget, MaxTurns, NeedsApproval, ProviderOutage, RunState, StopConditionMet
-from tether.store.files.store import TRACE_FILE
+from tether.store.files.layout import TRACE_FILE
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from tether.store.index import RunSummary
+    from tether.store.summary import RunSummary
     from tether.store.protocol import Store
-    from tether.store.files.store import Owner
+    from tether.store.owner import Owner
 
 from tether.text import clean
 from tether.observe.trace import read_trace
@@ -162,7 +162,7 @@ def recorded_all(store: Store, run_ids: list[str]) -> dict[str, tuple[list[dict[
     """:func:`recorded` for many runs. The file store keeps digests in the index beside the
     summaries (keyed by each trace's size, ``mtime_ns`` and inode; a changed trace is read
     again); another store's traces are read."""
-    from tether.store.index import IndexUnavailable
+    from tether.store.files.index import IndexUnavailable
     from tether.store.files.store import RunStore
 
     if not isinstance(store, RunStore):

@@ -62,8 +62,7 @@ from tether.run.state import (
     args_hash,
     pending_calls,
 )
-from tether.store.protocol import Handle, TraceSink
-from tether.store.files.store import SaveError
+from tether.store.protocol import Handle, SaveError, TraceSink
 from tether.models.tokens import TokenCounter
 from tether.agents.tools.base import OFFERED_NAME, Tool, ToolContext, offered_name
 from tether.agents.tool_errors import ToolError

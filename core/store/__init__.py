@@ -1,1 +1,3 @@
-"""Where runs live: the interface every store implements (protocol), the control channel that carries Stop and decisions, the index of summaries, and two implementations: files/ and postgres/."""
+"""Where runs live: the words every part of the product shares (protocol, owner, summary,
+decisions, control, operate, unix, changes, follow), two stores that import only those (files/,
+postgres/), and the one place that picks a store (spec)."""

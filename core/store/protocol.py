@@ -9,43 +9,48 @@ The shape:
 
 * :class:`Store` is all runs: create one, open one with ownership (a :class:`Handle`),
   load one without owning it, list summaries, say who owns a run and whether it is alive,
-  and carry the control channel (requests appended by anyone, read by the owner).
+  and carry the control channel (requests appended by anyone, read by the owner, and the
+  owner told of them: :meth:`Store.control_server`, :meth:`Store.deliver`).
 * :class:`Handle` is one process's exclusive hold on one run: it saves the state
   atomically (the new messages, the header, the ledger records and the trace lines written
   since the last save, all or nothing), gives the run's trace writer (``seq`` increasing
   across every process that ever held the run) and its idempotency ledger, heartbeats,
   and lets go. File paths, connections and locks stay behind it.
 
-**Blocking.** Every method here is synchronous, so the CLI can use either store as it is.
+**Blocking.** Every method here but :meth:`Store.deliver` is synchronous, so the CLI can use
+either store as it is.
 A store whose calls wait on a network says so with ``blocking = True``; code on an event
 loop then calls it through :func:`call` (a worker thread), and saves with
 :meth:`Handle.asave`, which snapshots the state on the loop and does the I/O off it. The
 file store's calls are local appends of microseconds, cheaper than a hop to a thread, so
 they run inline (``blocking = False``), as they always have.
+
+This module imports neither store: which one a ``--store`` names is
+:func:`tether.store.spec.open_store`'s business, and the shared words (:mod:`tether.store.owner`,
+:mod:`tether.store.summary`, :mod:`tether.store.control`) are modules of their own.
 """
 
 from __future__ import annotations
 
 import asyncio
-import os
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     from tether.approvals import DecisionQuery, DecisionRecord, Rule
-    from tether.store.control import ControlRequest
     from tether.run.events import Event
-    from tether.store.index import Liveness, RunSummary
     from tether.run.ledger import LedgerEntry
     from tether.run.state import RunState
-    from tether.store.files.store import Owner
+    from tether.store.control import ControlListener, ControlReply, ControlRequest
+    from tether.store.owner import Owner
+    from tether.store.summary import Liveness, RunSummary
 
 T = TypeVar("T")
 
-STORE_ENV = "TETHER_STORE"
-"""The variable naming the run store when no ``--store`` does: a directory or a URL."""
-_PG_SCHEMES = ("postgresql://", "postgres://")
+
+class SaveError(Exception):
+    """A save failed (disk full, I/O error, the database gone). The previous saved state is intact."""
 
 
 @runtime_checkable
@@ -90,7 +95,7 @@ class Handle(Protocol):
 
     def save(self, state: RunState) -> None:
         """Commit the state, atomically: what was saved before stays if this fails
-        (:class:`tether.store.files.store.SaveError`)."""
+        (:class:`SaveError`)."""
 
     async def asave(self, state: RunState) -> None:
         """:meth:`save` from an event loop: the state is read on the loop, the I/O of a
@@ -159,6 +164,15 @@ class Store(Protocol):
 
     def control_read(self, run_id: str, seen: int) -> list[ControlRequest]: ...
 
+    def control_server(self) -> ControlListener:
+        """What a process that runs runs of this store takes control requests behind; its
+        ``address`` is published as the owner's ``control`` (:mod:`tether.store.control`)."""
+
+    async def deliver(self, run_id: str, request: ControlRequest, address: str | None) -> ControlReply | None:
+        """Append ``request`` to the run's control channel and tell the owner listening at
+        ``address`` (when given) of it; the owner's answer, or None when none came in time.
+        The one call here that waits on another process: always awaited, on the loop."""
+
     def read_trace(self, run_id: str, after_seq: int = 0) -> Iterator[dict[str, Any]]:
         """The run's trace records with ``seq`` above ``after_seq``, in ``seq`` order."""
 
@@ -188,38 +202,3 @@ async def call(store: Store | Handle, fn: Callable[..., T], *args: Any, **kwargs
     if getattr(store, "blocking", False):
         return await asyncio.to_thread(fn, *args, **kwargs)
     return fn(*args, **kwargs)
-
-
-def is_database(spec: str | Path | None) -> bool:
-    """``spec`` names a PostgreSQL store (a ``postgresql://`` or ``postgres://`` URL)."""
-    return isinstance(spec, str) and spec.lower().startswith(_PG_SCHEMES)
-
-
-def open_store(spec: str | Path | None = None) -> Store:
-    """The run store ``spec`` names: a ``postgresql://``/``postgres://`` URL gives a
-    :class:`tether.store.postgres.store.PgStore` (psycopg is imported only then), anything else is a
-    directory of the file store. None: ``$TETHER_STORE``, else ``$TETHER_HOME/runs``.
-
-    Nothing is connected here: a server that cannot be reached, or refuses the password,
-    is a :class:`tether.store.postgres.store.StoreUnavailable` (a StateError, in one line, without the
-    password) on the first call. A URL of another scheme, or a missing psycopg, is a
-    StateError in words."""
-    from tether.run.state import StateError
-    from tether.store.files.store import RunStore, default_runs_dir
-
-    if spec is None or spec == "":
-        spec = os.environ.get(STORE_ENV) or None
-    if spec is None:
-        return RunStore(default_runs_dir())
-    if is_database(spec):
-        url = str(spec)
-        try:
-            from tether.store.postgres.store import PgStore
-        except ImportError:
-            raise StateError("a postgresql:// store needs psycopg: pip install 'tether[postgres]'") from None
-        return PgStore(url)
-    text = str(spec)
-    if "://" in text:
-        scheme = text.split("://", 1)[0]
-        raise StateError(f"unknown kind of store {scheme}://...: give a directory, or a postgresql:// URL")
-    return RunStore(Path(text).expanduser())

@@ -85,7 +85,7 @@ class Decider:
 
     async def stop(self, run_id: str, reason: str, *, by: str) -> Answer:
         """``tether stop``: a queue worker's wait, else the run's own process (or this one)."""
-        from tether.store.files.store import has_workers
+        from tether.store.spec import has_workers
 
         try:
             if not await call(self.store, self.store.exists, run_id):

@@ -16,7 +16,7 @@ import contextlib
 import logging
 from typing import Any
 
-from tether.store.files.watch import CONTROL, LEDGER, RunChange
+from tether.store.changes import CONTROL, LEDGER, RunChange
 
 log = logging.getLogger(__name__)
 RETRY_S = 1.0
@@ -112,7 +112,7 @@ class Hub:
     def _watcher(self) -> Any:
         root = getattr(self.store, "root", None)
         if root is not None:
-            from tether.store.files.store import private_dirs
+            from tether.store.files.layout import private_dirs
             from tether.store.files.watch import RunWatcher
 
             private_dirs(root)  # a store nobody ran anything in yet: its folder, to watch

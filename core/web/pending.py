@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.approvals.preview import Preview
-from tether.store.index import RunSummary
+from tether.store.summary import RunSummary
 from tether.run.state import NeedsApproval, StateError, args_hash, interruption_from_dict
 
 log = logging.getLogger(__name__)

@@ -17,7 +17,7 @@ reads the server's defaults without importing aiohttp."""
 
 @dataclass(frozen=True, slots=True)
 class ServeSettings:
-    """``store``: the run store (:func:`tether.store.protocol.open_store`); ``store_spec``: how it
+    """``store``: the run store (:func:`tether.store.spec.open_store`); ``store_spec``: how it
     was named (``--store``), for processes the server starts (the console's tabs);
     ``public_url``: the address users reach the server at behind a proxy (``--public-url``),
     the base of the links notifications carry, and ``https`` makes the cookies Secure;

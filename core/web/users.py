@@ -216,7 +216,7 @@ class _UsersFile:
     def change(self, edit: Callable[[dict[str, Any]], T]) -> T:
         """``edit(data)`` under the lock, then the file replaced whole (synced first: a crash
         leaves the old users or the new ones, never half)."""
-        from tether.store.files.store import PRIVATE_FILE, _write_private, private_dirs
+        from tether.store.files.layout import PRIVATE_FILE, private_dirs, write_private
 
         private_dirs(self.root)
         lock = os.open(self.root / USERS_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE)
@@ -225,7 +225,7 @@ class _UsersFile:
             data = self.load()
             result = edit(data)
             tmp = self.root / f".{USERS_FILE}.{os.getpid()}.tmp"
-            _write_private(tmp, (json.dumps(data, indent=1) + "\n").encode(), sync=True)
+            write_private(tmp, (json.dumps(data, indent=1) + "\n").encode(), sync=True)
             os.replace(tmp, self.path)
             return result
         finally:

@@ -61,9 +61,9 @@ def ensure_dbos_schema(url: str) -> None:
 
 
 def _db_words(exc: BaseException, url: str, what: str) -> str:
-    from tether.store.postgres.store import _clean, redact
+    from tether.store.postgres.connection import clean, redact
 
-    text = _clean(exc, url).splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = clean(exc, url).splitlines()[0] if str(exc).strip() else type(exc).__name__
     if "permission denied for database" in text or "permission denied for schema" in text:
         text += (" (the operator role needs the schema dbos: run the lines for it in "
                  "core/data/pg/roles.sql as a superuser)")
@@ -112,7 +112,7 @@ tells a run from an earlier one of the same id)."""
 
 
 def _lock_seed() -> int:
-    from tether.store.postgres.store import LOCK_SEED
+    from tether.store.postgres.schema import LOCK_SEED
 
     return LOCK_SEED
 

@@ -49,7 +49,8 @@ def queue_view(store: Any) -> QueueView:
     on DBOS's and Tether's tables. Empty for a file store, or a database where no worker
     or submit ever ran. Any role that can read the tables may call it (the watcher too);
     it blocks (a network round trip): from an event loop, call it in a thread."""
-    from tether.store.postgres.store import PgStore, _HELD
+    from tether.store.postgres.locks import HELD
+    from tether.store.postgres.store import PgStore
 
     if not isinstance(store, PgStore):
         return QueueView()
@@ -64,7 +65,7 @@ def queue_view(store: Any) -> QueueView:
         workers = {}
         if present[1] is not None:
             for executor, host, pid, heartbeat, concurrency, queues, cannot, alive in conn.execute(store.q(
-                    f"SELECT executor_id, host, pid, heartbeat, concurrency, queues, cannot, lock_key IN ({_HELD}) "
+                    f"SELECT executor_id, host, pid, heartbeat, concurrency, queues, cannot, lock_key IN ({HELD}) "
                     f"FROM {{s}}.workers")):
                 workers[executor] = WorkerInfo(executor, host, pid, bool(alive), concurrency, heartbeat,
                                                tuple(queues or ()), dict(cannot or {}))

@@ -104,7 +104,7 @@ class Worker:
         before the event loop, or in a thread)."""
         from dbos import DBOS, DBOSConfig
 
-        from tether.store.files.store import set_owner_command
+        from tether.store.owner import set_owner_command
 
         set_owner_command(f"tether worker {self.executor_id}")
         self.capabilities()
@@ -147,9 +147,9 @@ class Worker:
     def _register(self) -> None:
         """Take this worker's liveness lock, on a session of its own for the worker's life,
         and write its row in the workers table."""
-        from tether.store.postgres.store import _SESSION_SETTINGS, _connect
+        from tether.store.postgres.connection import SESSION_SETTINGS, connect
 
-        conn = _connect(self.url, _SESSION_SETTINGS)
+        conn = connect(self.url, SESSION_SETTINGS)
         self.store.ensure_schema(conn)
         conn.execute(self.store.q(_WORKERS_TABLE))
         conn.execute(self.store.q(_RECOVERIES_TABLE))
@@ -236,7 +236,7 @@ class Worker:
                 await asyncio.wait_for(stopping.wait(), SUPERVISE_S)
 
     def _tick(self) -> None:
-        from tether.store.postgres.store import _HELD
+        from tether.store.postgres.locks import HELD
 
         import psycopg
 
@@ -260,7 +260,7 @@ class Worker:
             f"SELECT DISTINCT w.executor_id FROM {DBOS_SCHEMA}.workflow_status w "
             f"LEFT JOIN {{s}}.workers k ON k.executor_id = w.executor_id "
             f"WHERE w.status = 'PENDING' AND w.name = %s AND w.executor_id <> %s "
-            f"AND hashtextextended('tether-worker:' || w.executor_id, %s) NOT IN ({_HELD}) "
+            f"AND hashtextextended('tether-worker:' || w.executor_id, %s) NOT IN ({HELD}) "
             f"AND coalesce(k.heartbeat, 0) < extract(epoch FROM clock_timestamp()) - %s"),
             (WORKFLOW, self.executor_id, _lock_seed(), SILENT_S))]
         for executor in dead:

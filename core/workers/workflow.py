@@ -93,8 +93,8 @@ DRIVE_ATTEMPTS = 8  # 1 + 2 + ... + 64 s: about two minutes of a database that i
 
 
 def _store_trouble(exc: BaseException) -> bool:
-    from tether.store.postgres.store import StoreUnavailable
-    from tether.store.files.store import SaveError
+    from tether.store.postgres.connection import StoreUnavailable
+    from tether.store.protocol import SaveError
 
     trouble = isinstance(exc, (SaveError, StoreUnavailable))
     if trouble:

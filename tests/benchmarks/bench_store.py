@@ -13,7 +13,7 @@ failed among them), so every journal and trace is what a real run leaves. Then, 
 * before the index, for comparison: replaying every journal and trace in-process (what
   ``tether runs`` did), once.
 
-And the cost a save pays for the index (:meth:`tether.store.files.store.RunHandle.save`): a save
+And the cost a save pays for the index (:meth:`tether.store.files.handle.RunHandle.save`): a save
 that only checks whether the row is due, a save that writes it, and what that comes to
 per save at the harness's pace (a row at most once a second, or on a change of status).
 

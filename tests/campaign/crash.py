@@ -44,7 +44,8 @@ from typing import Any
 from tests.campaign.shim import CRASH_EXIT_CODE
 from tether.demo.provider import create_app
 from tether.run.state import NeedsApproval, RunState, StateError, Status
-from tether.store.files.store import LEDGER_FILE, TRACE_FILE, RunStore
+from tether.store.files.layout import LEDGER_FILE, TRACE_FILE
+from tether.store.files.store import RunStore
 
 from tests.campaign.server import CountingApp, serving
 from tests.support import cli_here, load_all

@@ -23,14 +23,16 @@ from unittest import mock
 
 import httpx
 
-import tether.store.files.store
+import tether.store.files.handle
 from tether.tui import cli
 from tether.models.client import ModelClient
 from tether.harness import Harness
 from tether.demo.provider import FaultPlan, create_app, scenarios
 from tether.demo.provider.server import running_provider
 from tether.run.state import ProviderOutage, RunState, StateError, Status
-from tether.store.files.store import TRACE_FILE, RunStore, SaveError
+from tether.store.files.layout import TRACE_FILE
+from tether.store.files.store import RunStore
+from tether.store.protocol import SaveError
 from tether.observe.trace import read_trace
 
 from tests.campaign.server import CountingApp
@@ -241,10 +243,10 @@ def stream_cut_before_usage(tmp: Path) -> str:
 def disk_full_at(save: int, store: RunStore, seen: dict[str, Any]) -> Iterator[None]:
     """The ``save``-th save after the run's creation fails with ENOSPC while appending to
     the journal; just before, the state on disk is read, to compare with what is left after."""
-    real_append = tether.store.files.store.RunHandle._append
+    real_append = tether.store.files.handle.RunHandle._append
     count = 0
 
-    def failing_append(self: tether.store.files.store.RunHandle, data: bytes) -> None:
+    def failing_append(self: tether.store.files.handle.RunHandle, data: bytes) -> None:
         nonlocal count
         count += 1
         if count == save + 1:  # the first is store.create's
@@ -252,7 +254,7 @@ def disk_full_at(save: int, store: RunStore, seen: dict[str, Any]) -> Iterator[N
             raise OSError(errno.ENOSPC, "No space left on device")
         real_append(self, data)
 
-    with mock.patch.object(tether.store.files.store.RunHandle, "_append", failing_append):
+    with mock.patch.object(tether.store.files.handle.RunHandle, "_append", failing_append):
         yield
 
 
@@ -280,8 +282,8 @@ def disk_full(tmp: Path) -> str:
 
 def _count_saves(tmp: Path) -> int:
     """How many saves a plan run makes (the failing save is swept over all of them)."""
-    with mock.patch.object(tether.store.files.store.RunHandle, "save", autospec=True,
-                           side_effect=tether.store.files.store.RunHandle.save) as save:
+    with mock.patch.object(tether.store.files.handle.RunHandle, "save", autospec=True,
+                           side_effect=tether.store.files.handle.RunHandle.save) as save:
         run_plan(tmp, create_app())
     return save.call_count - 1  # the first is store.create's, before any loop boundary
 

@@ -25,7 +25,7 @@ from tether.harness import Harness
 from tether.demo.provider.scenarios import PLAN_ANSWER
 from tether.demo.provider.server import provider_process
 from tether.run.state import Limits, Status
-from tether.store.files.store import JOURNAL_FILE
+from tether.store.files.layout import JOURNAL_FILE
 from tether.tui import launch as console
 from tether.tui.app import TetherApp
 from tether.tui.components.dialogs import NewRunDialog, NewRunRequest, ResumeDialog

@@ -26,7 +26,7 @@ from tests.workerproc import Fleet, clean_slate, wait_for
 CAP_S = 120.0
 
 START = ("import asyncio, os, support_bot\n"
-         "from tether.store.protocol import open_store\n"
+         "from tether.store.spec import open_store\n"
          "from tether.harness import Harness\n"
          "from tether.integrations import Supervision\n"
          "from tether.integrations.openai_agents import run\n"

@@ -19,7 +19,7 @@ import pytest
 from tether.demo.evaluate import TASKS, EvalConfig, run_eval
 from tether.models.local import SMOLLM2, find_gguf, local_server, missing_extra
 from tether.run.state import Pricing, Status
-from tether.store.files.store import TRACE_FILE
+from tether.store.files.layout import TRACE_FILE
 from tether.observe.trace import read_trace
 
 MISSING = missing_extra()

@@ -18,7 +18,7 @@ import pytest
 
 from tether.approvals import DecisionQuery
 from tether.demo.provider import scenarios
-from tether.store.protocol import open_store
+from tether.store.spec import open_store
 from tests.processes.test_control import CAP_S, spawn, tether
 from tests.support import cli_here_async, exited
 

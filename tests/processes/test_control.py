@@ -181,9 +181,9 @@ async def test_a_decision_taken_just_before_its_process_let_go_is_reported_as_ma
     """The race the two-decider test can hit: the waiting process takes our decision, finishes
     the run and lets go before our poke reaches it. The decision was ours: say so (exit 0),
     and a different one is told it came too late."""
-    from tether.store import control
     from tether.harness import Harness
-    from tether.store.files.store import Owner
+    from tether.store import control, operate, unix
+    from tether.store.owner import Owner
 
     async with Harness(tmp_path / "runs", tmp_path / "ws", agent_sets=(DEMO,)) as h:
         run_id = h.new_run("destructive").run_id
@@ -196,9 +196,9 @@ async def test_a_decision_taken_just_before_its_process_let_go_is_reported_as_ma
     async def gone(*args, **kwargs):
         return control.ControlReply(False, "this process no longer runs it", gone=True)
 
-    monkeypatch.setattr(control, "deliver", gone)
-    mine = await control.request(store, run_id, control.ControlRequest("reject", "keep it", by="erin"))
+    monkeypatch.setattr(unix, "deliver", gone)
+    mine = await operate.request(store, run_id, control.ControlRequest("reject", "keep it", by="erin"))
     assert mine.ok and "rejected by erin" in mine.words
     looks = iter([Owner(pid=1, host="h", control="\0nobody", alive=True)])
-    other = await control.request(store, run_id, control.ControlRequest("approve", "", by="frank"))
+    other = await operate.request(store, run_id, control.ControlRequest("approve", "", by="frank"))
     assert not other.ok and other.words.startswith("already decided: rejected by erin")

@@ -26,7 +26,8 @@ from starlette.routing import Route
 from tether.models.client import ModelClient
 from tether.harness import Harness, Outcome
 from tether.run.state import Policies, StateError, Status
-from tether.store.files.store import JOURNAL_FILE, TRACE_FILE, RunStore
+from tether.store.files.layout import JOURNAL_FILE, TRACE_FILE
+from tether.store.files.store import RunStore
 from tether.observe.trace import read_trace
 from tests.endpoints import call, completion, scripted_app, turns
 from tether.demo.agents import DEMO

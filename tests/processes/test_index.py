@@ -24,10 +24,14 @@ from pathlib import Path
 import pytest
 
 from tether.harness import Harness
-from tether.store.index import INDEX_FILE, RunIndex, RunSummary
+from tether.store.files.index import RunIndex
+from tether.store.files.layout import INDEX_FILE, JOURNAL_FILE, OWNER_FILE, TRACE_FILE
+from tether.store.summary import RunSummary
 from tether.observe.report import LISTING_KEYS, SUMMARY_KEYS, recorded, summary
 from tether.run.state import Limits, RunState, Status
-from tether.store.files.store import JOURNAL_FILE, OWNER_FILE, TRACE_FILE, RunHandle, RunStore, lock_held
+from tether.store.files.handle import RunHandle
+from tether.store.files.lock import lock_held
+from tether.store.files.store import RunStore
 from tether.observe.trace import read_trace
 
 from tests.support import cli_here, crashing, load_all, place, wait_until

@@ -1,4 +1,4 @@
-"""tether.store.protocol.open_store: what a --store value or TETHER_STORE makes."""
+"""tether.store.spec.open_store: what a --store value or TETHER_STORE makes."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from tether.store.protocol import Store, open_store
+from tether.store.protocol import Store
+from tether.store.spec import open_store
 from tether.run.state import StateError
 from tether.store.files.store import RunStore
 

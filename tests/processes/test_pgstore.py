@@ -16,7 +16,8 @@ import psycopg
 import pytest
 
 from tether.harness import Harness
-from tether.store.postgres.store import PgStore, StoreUnavailable, redact
+from tether.store.postgres.connection import StoreUnavailable, redact
+from tether.store.postgres.store import PgStore
 from tether.run.state import RunState, StateError, Status
 from tests.support import wait_until
 
@@ -156,7 +157,7 @@ def test_a_holding_session_the_server_ended_is_replaced_and_only_untaken_runs_go
     an operator): both runs show as orphaned. Another process takes one of them meanwhile.
     At the next save the first process takes the other's lock again and goes on, and its save
     of the taken one is refused in words, writing nothing."""
-    from tether.store.files.store import SaveError
+    from tether.store.protocol import SaveError
 
     pg.create(new_state("h1"))
     pg.create(new_state("h2"))
@@ -216,9 +217,9 @@ async def test_no_blocking_call_on_the_event_loop_while_the_harness_runs(pg: PgS
     for cls, name in ((psycopg.Connection, "execute"), (psycopg.Cursor, "execute"),
                       (psycopg.Cursor, "executemany")):
         watch(cls, name)
-    import tether.store.postgres.store as module
+    import tether.store.postgres.connection as module
 
-    connect = module._connect
+    connect = module.connect
 
     def connecting(url, session):
         if threading.get_ident() == loop_thread:
@@ -238,7 +239,7 @@ async def test_no_blocking_call_on_the_event_loop_while_the_harness_runs(pg: PgS
 def test_an_owner_whose_token_was_taken_cannot_save(pg: PgStore):
     """The fence behind the lock: were a second owner ever let in (a session replaced behind
     the first one's back), the first one's saves are refused and write nothing."""
-    from tether.store.files.store import SaveError
+    from tether.store.protocol import SaveError
 
     pg.create(new_state("f1"))
     state, handle = pg.open("f1")

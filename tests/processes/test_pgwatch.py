@@ -13,7 +13,8 @@ import psycopg
 import pytest
 
 from tether.harness import Harness
-from tether.store.postgres.store import PgStore, StoreUnavailable
+from tether.store.postgres.connection import StoreUnavailable
+from tether.store.postgres.store import PgStore
 from tether.store.postgres.watch import PgWatcher
 from tether.run.state import RunState, Status
 from tether.store.protocol import SaveError

@@ -23,7 +23,8 @@ from pathlib import Path
 
 import pytest
 
-from tether.store.protocol import Store, open_store
+from tether.store.protocol import Store
+from tether.store.spec import open_store
 from tether.run.state import NeedsApproval, Status
 from tests.support import cli_here, wait_until
 

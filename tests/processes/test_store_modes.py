@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tether.store.index import INDEX_FILE
-from tether.store.files.store import JOURNAL_FILE, OWNER_FILE, RunStore
+from tether.store.files.layout import INDEX_FILE, JOURNAL_FILE, OWNER_FILE
+from tether.store.files.store import RunStore
 from tests.support import cli_here
 
 CAP_S = 120

@@ -28,10 +28,12 @@ from tether.run import events as ev
 from tether.run.events import Event
 from tether.harness import Harness
 from tether.run.state import RunState, Status
-from tether.store.files.store import JOURNAL_FILE, TRACE_FILE, RunStore
+from tether.store.files.layout import JOURNAL_FILE, TRACE_FILE
+from tether.store.files.store import RunStore
 from tether.store.files.tail import JournalTail, TraceTail, event_from_record
 from tether.observe.trace import TraceWriter
-from tether.store.files.watch import JOURNAL, NEW, REMOVED, TRACE, RunChange, follow_run, watch_runs
+from tether.store.changes import JOURNAL, NEW, REMOVED, TRACE, RunChange
+from tether.store.files.watch import follow_run, watch_runs
 from tether.run.wording import format_record
 
 from tests.support import place, wait_until

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.store import control
+from tether.store import control, operate
 from tether.workers import worker
 from tether.workers.database import client, close_client
 from tether.workers.decide import decide, stop_waiting
@@ -168,7 +168,7 @@ def test_a_database_restart_mid_run_and_the_run_goes_on(fleet: Fleet, store: PgS
     """Every session is cut and every lock dropped: the worker takes its lock again, and the
     run goes on from its last committed step (the store waits for the server; past that, the
     drive step is tried again); no worker calls another dead meanwhile."""
-    from tether.store.postgres.store import StoreUnavailable
+    from tether.store.postgres.connection import StoreUnavailable
 
     base, counter = provider
     w = fleet.start()
@@ -278,7 +278,7 @@ def _stop_from_another_process(fleet: Fleet, store: PgStore, run_id: str) -> boo
     if _cli_has_store():
         done = fleet.tether("stop", run_id, "--store", fleet.url, "--as", "tester")
         return done.returncode == 0
-    reply = asyncio.run(control.request(store, run_id, control.ControlRequest("stop", "stopped by the test",
+    reply = asyncio.run(operate.request(store, run_id, control.ControlRequest("stop", "stopped by the test",
                                                                               by="tester")))
     return reply.ok
 

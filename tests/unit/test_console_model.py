@@ -7,9 +7,9 @@ import time
 
 from tether.run.cancel import CancelSignal
 from tether.run.events import ApprovalRequired, RunStarted, RunStopped, TextDelta, ToolProgress, Turn
-from tether.store.index import RunSummary
+from tether.store.summary import RunSummary
 from tether.run.state import Cancelled, Decision, Limits, NeedsApproval, RunState, Status
-from tether.store.files.store import Owner
+from tether.store.owner import Owner
 from tether.tui.model import ConsoleModel, stub_state
 from tether.tui.pump import FLUSH_INTERVAL_S, EventPump
 
@@ -203,7 +203,7 @@ def test_a_worker_run_in_the_queue_is_queued_not_orphaned() -> None:
 
 
 def test_the_header_names_a_database_store_without_its_password() -> None:
-    from tether.store.postgres.store import redact
+    from tether.store.postgres.connection import redact
     from tether.tui.views import store_label
 
     assert store_label(redact("postgresql://ops:s3cret@db.example:5433/tether?password=other")) == \

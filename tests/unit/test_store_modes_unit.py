@@ -11,13 +11,15 @@ from pathlib import Path
 
 import pytest
 
-from tether.store.files import store as store_module
-from tether.store.control import CONTROL_FILE, ControlRequest
+from tether.store.files import layout as layout_module
+from tether.store.control import ControlRequest
+from tether.store.files.layout import (
+    CONTROL_FILE, INDEX_FILE, JOURNAL_FILE, LEDGER_FILE, OWNER_FILE, TRACE_FILE, check_home, private_dirs,
+)
 from tether.run.events import RunStarted
-from tether.store.index import INDEX_FILE, RunIndex
+from tether.store.files.index import RunIndex
 from tether.run.state import RunState, StateError
-from tether.store.files.store import (JOURNAL_FILE, LEDGER_FILE, OWNER_FILE, TRACE_FILE, RunStore, check_home,
-                          private_dirs)
+from tether.store.files.store import RunStore
 
 
 def mode(path: Path) -> int:
@@ -58,7 +60,7 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """A ``$TETHER_HOME`` not made yet, and a process that has warned about nothing."""
     path = tmp_path / "home"
     monkeypatch.setenv("TETHER_HOME", str(path))
-    monkeypatch.setattr(store_module, "_WARNED", set())
+    monkeypatch.setattr(layout_module, "_WARNED", set())
     return path
 
 

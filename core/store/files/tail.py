@@ -1,12 +1,12 @@
 """Following a run's files as they grow, reading only what was appended.
 
-A run's journal and trace only grow (:mod:`tether.store.files.store`, :mod:`tether.observe.trace`), so a
+A run's journal and trace only grow (:mod:`tether.store.files.journal`, :mod:`tether.observe.trace`), so a
 reader in another process keeps a byte offset into each and, when told the file changed
 (:mod:`tether.store.files.watch`), reads from there: the cost of a read is what was appended, not
 the size of the run, and a read of a file that did not grow is one ``fstat``/``stat``.
 
 * :class:`JournalTail` keeps a run's :class:`~tether.run.state.RunState` up to date. It
-  applies each complete commit exactly as :func:`tether.store.files.store._read` replays one (the
+  applies each complete commit exactly as :func:`tether.store.files.journal.read_journal` replays one (the
   header replaced, the growing fields extended, the sticky fields carried forward), so its
   state always equals ``RunStore.load`` of the same bytes. Its offset stays at the end of
   the last commit it applied: messages after it are parsed again on the next read, until
@@ -32,7 +32,7 @@ from typing import Any
 from tether.run.events import Event
 from tether.records import field_names
 from tether.run.state import RunState, StateError
-from tether.store.files.store import GROWING_FIELDS, STICKY_FIELDS
+from tether.store.files.journal import GROWING_FIELDS, STICKY_FIELDS
 
 _CHUNK = 1 << 20  # a long backlog is read a MiB at a time
 _ANCHOR = 64

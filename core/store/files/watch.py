@@ -51,28 +51,21 @@ import logging
 import os
 import threading
 from collections.abc import AsyncIterator, Callable, Iterable
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
 from watchfiles._rust_notify import RustNotify, WatchfilesRustInternalError
 
-from tether.store.control import CONTROL_FILE
-from tether.store.index import INDEX_FILE
-from tether.store.files.store import HEARTBEAT_S, JOURNAL_FILE, LEDGER_FILE, OWNER_FILE, TRACE_FILE, lock_held, private_dirs
+from tether.store.changes import CONTROL, JOURNAL, LEDGER, NEW, OWNER, REMOVED, TRACE, RunChange
+from tether.store.files.layout import (
+    CONTROL_FILE, INDEX_FILE, JOURNAL_FILE, LEDGER_FILE, OWNER_FILE, TRACE_FILE, private_dirs,
+)
+from tether.store.files.lock import lock_held
 from tether.store.files.tail import TraceTail
-from tether.run.wording import format_record, one_line
+from tether.store.follow import Printer, record_ts, stopped_record
+from tether.store.owner import HEARTBEAT_S
 
 log = logging.getLogger(__name__)
-
-# What a change can name.
-NEW = "new"  # a run whose journal appeared (the change also names every file it already has)
-JOURNAL = "journal"
-TRACE = "trace"
-OWNER = "owner"
-CONTROL = "control"
-LEDGER = "ledger"
-REMOVED = "removed"  # the run's directory was deleted
 
 FILES = {JOURNAL_FILE: JOURNAL, TRACE_FILE: TRACE, OWNER_FILE: OWNER, CONTROL_FILE: CONTROL, LEDGER_FILE: LEDGER}
 
@@ -81,18 +74,6 @@ STEP_MS = 10
 POLL_DELAY_MS = 300
 
 _ADDED, _MODIFIED, _DELETED = 1, 2, 3  # watchfiles.Change
-
-
-@dataclass(frozen=True, slots=True)
-class RunChange:
-    """One run's changes in a batch: ``what`` names them (``"new"``, ``"journal"``,
-    ``"trace"``, ``"owner"``, ``"control"``, ``"ledger"``, ``"removed"``)."""
-
-    run_id: str
-    what: frozenset[str]
-
-    def __contains__(self, item: object) -> bool:
-        return item in self.what
 
 
 class _Settable(Protocol):
@@ -335,59 +316,6 @@ async def watch_runs(runs_dir: Path | str, *, run_ids: Iterable[str] | None = No
 
 # ---- following runs in a terminal (tether watch) ------------------------------------------
 
-def _stopped(records: list[dict[str, Any]]) -> dict[str, Any] | None:
-    """The ``run_stopped`` record the records end on (no ``run_started`` after it), if any."""
-    for record in reversed(records):
-        kind = record.get("kind")
-        if kind == "run_stopped":
-            return record
-        if kind == "run_started":
-            return None
-    return None
-
-
-def decision_hint(run_id: str, record: dict[str, Any]) -> str | None:
-    """For a run that stopped to wait for an approval: how to decide it."""
-    waiting = record.get("interruption")
-    if not isinstance(waiting, dict) or waiting.get("type") != "approval":
-        return None
-    return one_line(f"waiting for approval of {waiting.get('toolName')} ({waiting.get('callId')}): "
-                    f"decide with tether approve {run_id}, or tether reject {run_id} --reason TEXT", 400)
-
-
-class _Printer:
-    def __init__(self, out: TextIO, *, timings: bool, prefixed: bool) -> None:
-        self.out = out
-        self.timings = timings
-        self.prefixed = prefixed
-
-    def line(self, run_id: str, text: str) -> None:
-        self.out.write(f"{one_line(run_id, 80)}  {text}\n" if self.prefixed else text + "\n")
-
-    def record(self, run_id: str, record: dict[str, Any]) -> None:
-        self.line(run_id, format_record(record, timings=self.timings))
-        if record.get("kind") == "run_stopped":
-            hint = decision_hint(run_id, record)
-            if hint:
-                self.line(run_id, hint)
-
-    def flush(self) -> None:
-        self.out.flush()
-
-    def orphaned(self, run_id: str) -> None:
-        """The line that ends the watch of a run no process holds any more."""
-        self.line(run_id, one_line(
-            f"{run_id} is orphaned: the process running it ended without stopping it; "
-            f"tether resume {run_id} goes on from its last step", 400))
-        self.flush()
-
-    def in_order(self, lines: list[tuple[float, int, str, dict[str, Any]]]) -> None:
-        """Records of several runs, as ``(ts, n, run_id, record)``: by time, then run, then order read."""
-        for _, _, rid, record in sorted(lines, key=lambda item: (item[0], item[2], item[1])):
-            self.record(rid, record)
-        self.flush()
-
-
 async def follow_run(runs_dir: Path | str, run_id: str, out: TextIO, *, stop_event: _Settable | None = None,
                      backlog: int = 20, timings: bool = True, on_ready: Callable[[], None] | None = None,
                      orphan_check_s: float = HEARTBEAT_S) -> dict[str, Any] | None:
@@ -397,11 +325,11 @@ async def follow_run(runs_dir: Path | str, run_id: str, out: TextIO, *, stop_eve
 
     A run whose process died without stopping it never writes that line, and nothing on
     disk changes when a process dies: after ``orphan_check_s`` without a change, the run's
-    lock is probed (:func:`tether.store.files.store.lock_held`), and a run no process holds ends the
+    lock is probed (:func:`tether.store.files.lock.lock_held`), and a run no process holds ends the
     watch with a line saying so (``tether resume`` adopts it). A live owner rewrites its
-    ``owner.json`` every :data:`~tether.store.files.store.HEARTBEAT_S`, so a live run is seldom probed."""
+    ``owner.json`` every :data:`~tether.store.owner.HEARTBEAT_S`, so a live run is seldom probed."""
     root = Path(runs_dir)
-    printer = _Printer(out, timings=timings, prefixed=False)
+    printer = Printer(out, timings=timings, prefixed=False)
     journal = root / run_id / JOURNAL_FILE
     async with RunWatcher(root, run_ids=[run_id], stop_event=stop_event) as watcher:
         trace = TraceTail(root / run_id / TRACE_FILE)
@@ -409,7 +337,7 @@ async def follow_run(runs_dir: Path | str, run_id: str, out: TextIO, *, stop_eve
         for record in records:
             printer.record(run_id, record)
         printer.flush()
-        stopped = _stopped(records)
+        stopped = stopped_record(records)
         if stopped is not None:
             return stopped
         if on_ready is not None:
@@ -446,7 +374,7 @@ async def follow_all(runs_dir: Path | str, out: TextIO, *, stop_event: _Settable
     new runs included, until ``stop_event`` is set. The runs being run when it starts show
     their last ``backlog`` lines first."""
     root = Path(runs_dir)
-    printer = _Printer(out, timings=timings, prefixed=True)
+    printer = Printer(out, timings=timings, prefixed=True)
     async with RunWatcher(root, stop_event=stop_event) as watcher:
         tails: dict[str, TraceTail] = {}
         context: list[tuple[float, str, list[dict[str, Any]]]] = []
@@ -455,11 +383,11 @@ async def follow_all(runs_dir: Path | str, out: TextIO, *, stop_event: _Settable
         for rid in names:
             tail = tails[rid] = TraceTail(watcher.root / rid / TRACE_FILE)
             last = tail.backlog(1, max_bytes=64 * 1024)  # where it ends, and whether it stopped
-            if last and _stopped(last) is None:
+            if last and stopped_record(last) is None:
                 tail = tails[rid] = TraceTail(tail.path)
                 records = tail.backlog(backlog)
-                if records and _stopped(records) is None and lock_held(watcher.root / rid / JOURNAL_FILE):
-                    context.append((_ts(records[-1]), rid, records))  # live: not an orphan of long ago
+                if records and stopped_record(records) is None and lock_held(watcher.root / rid / JOURNAL_FILE):
+                    context.append((record_ts(records[-1]), rid, records))  # live: not an orphan of long ago
         for _, rid, records in sorted(context):
             for record in records:
                 printer.record(rid, record)
@@ -475,14 +403,8 @@ async def follow_all(runs_dir: Path | str, out: TextIO, *, stop_event: _Settable
                 if tail is None:  # a run made since the watch began: from its first line
                     tail = tails[change.run_id] = TraceTail(watcher.root / change.run_id / TRACE_FILE)
                 for n, record in enumerate(tail.read()):
-                    lines.append((_ts(record), n, change.run_id, record))
+                    lines.append((record_ts(record), n, change.run_id, record))
             printer.in_order(lines)
 
 
-def _ts(record: dict[str, Any]) -> float:
-    ts = record.get("ts")
-    return float(ts) if isinstance(ts, (int, float)) else 0.0
-
-
-__all__ = ["CONTROL", "JOURNAL", "LEDGER", "NEW", "OWNER", "REMOVED", "TRACE", "RunChange", "RunWatcher",
-           "decision_hint", "follow_all", "follow_run", "watch_runs"]
+__all__ = ["RunWatcher", "follow_all", "follow_run", "watch_runs"]

@@ -1,11 +1,11 @@
 """The control channel over PostgreSQL: Stop and decisions reach the owner on any host.
 
 On the file store the owner of a run publishes an abstract Unix socket and a requester
-pokes it (:mod:`tether.store.control`): one host only. On PostgreSQL the owner publishes the
+pokes it (:mod:`tether.store.unix`): one host only. On PostgreSQL the owner publishes the
 address ``pg:<uuid>`` (one per harness), meaning "listening on the database", and:
 
 1. the requester LISTENs on its reply channel ``tether_reply_<request id>`` first;
-2. it appends the request (:meth:`tether.store.postgres.store.PgStore.control_append`), whose
+2. it appends the request (:meth:`tether.store.postgres.database.Database.control_append`), whose
    transaction also notifies ``tether_<schema>_control`` with
    ``{"run": RUN_ID, "id": REQUEST_ID, "to": OWNER'S ADDRESS}`` (the owner's address read
    in that transaction);
@@ -33,15 +33,13 @@ from typing import TYPE_CHECKING
 
 import psycopg
 
-from tether.store.control import DELIVERY_TIMEOUT_S, ControlReply, ControlRequest
-from tether.store.postgres.store import StoreUnavailable
-from tether.store.postgres.watch import listen
-from tether.store.protocol import call
 from tether.run.state import StateError
-from tether.store.files.store import SaveError
+from tether.store.control import DELIVERY_TIMEOUT_S, ControlReply, ControlRequest
+from tether.store.postgres.connection import StoreUnavailable, listen
+from tether.store.protocol import SaveError, call
 
 if TYPE_CHECKING:
-    from tether.store.postgres.store import PgStore
+    from tether.store.postgres.database import Database
 
 log = logging.getLogger(__name__)
 
@@ -63,9 +61,9 @@ def _reply_of(payload: str) -> ControlReply | None:
 
 class PgControlServer:
     """What a harness on a PostgreSQL store listens behind (the interface of
-    :class:`tether.store.control.ControlServer`): requests for its runs, from any host."""
+    :class:`tether.store.unix.ControlServer`): requests for its runs, from any host."""
 
-    def __init__(self, store: PgStore) -> None:
+    def __init__(self, store: Database) -> None:
         self.store = store
         self.address = f"{ADDRESS_PREFIX}{uuid.uuid4().hex}"
         self._runs: dict[str, Callable[[str], Awaitable[ControlReply]]] = {}
@@ -156,7 +154,7 @@ class PgControlServer:
             log.warning("control: the reply to %s was not sent: %s", request_id, exc)
 
 
-async def deliver(store: PgStore, run_id: str, request: ControlRequest,
+async def deliver(store: Database, run_id: str, request: ControlRequest,
                   timeout_s: float = DELIVERY_TIMEOUT_S) -> ControlReply | None:
     """Append ``request`` and wait for the owner's answer on the database (see the module);
     None when none came in time. The request is recorded either way."""

@@ -8,7 +8,7 @@ A notification is sent at the commit or never, so a watcher is never told of a c
 cannot read yet.
 
 :class:`PgWatcher` listens on that channel over an :class:`psycopg.AsyncConnection` of its
-own and yields the same batches of :class:`tether.store.files.watch.RunChange` as the file store's
+own and yields the same batches of :class:`tether.store.changes.RunChange` as the file store's
 :class:`tether.store.files.watch.RunWatcher`: a consumer then reads what changed (``load`` on a
 ``journal`` change, ``read_trace(run_id, after_seq)`` on a ``trace`` change). Nothing is
 read on a timer, and nothing waits on the event loop: the notifications arrive on the
@@ -20,7 +20,7 @@ batch: after the first notification, the watcher takes what else arrives within
 stops the receiving task and closes the connection; a cancelled ``__anext__`` loses
 nothing (the notifications wait in the watcher's queue) and the cancellation is
 re-raised. A connection the server drops ends the iteration with
-:class:`tether.store.postgres.store.StoreUnavailable`, in words and without the password.
+:class:`tether.store.postgres.connection.StoreUnavailable`, in words and without the password.
 """
 
 from __future__ import annotations
@@ -34,12 +34,13 @@ from collections.abc import AsyncIterator, Callable, Iterable
 from typing import TYPE_CHECKING, Any, TextIO
 
 import psycopg
-from psycopg import sql
 
-from tether.store.postgres.store import CONNECT_TIMEOUT_S, TRACE_FLUSH_S, StoreUnavailable, _clean, redact
+from tether.store.changes import JOURNAL, NEW, OWNER, TRACE, RunChange
+from tether.store.follow import Printer, record_ts, stopped_record
+from tether.store.owner import HEARTBEAT_S
+from tether.store.postgres.connection import StoreUnavailable, clean, listen, redact
+from tether.store.postgres.flushes import TRACE_FLUSH_S
 from tether.store.protocol import call
-from tether.store.files.store import HEARTBEAT_S
-from tether.store.files.watch import JOURNAL, NEW, OWNER, TRACE, RunChange, _Printer, _stopped, _ts
 
 if TYPE_CHECKING:
     from tether.store.postgres.store import PgStore
@@ -48,24 +49,6 @@ log = logging.getLogger(__name__)
 
 KINDS = frozenset({NEW, JOURNAL, TRACE, OWNER})
 COALESCE_MS = 10
-
-
-async def listen(url: str, *channels: str, name: str = "tether watch") -> psycopg.AsyncConnection[Any]:
-    """An autocommit connection that LISTENs on ``channels``; errors in words, without the password."""
-    conn: psycopg.AsyncConnection[Any] | None = None
-    try:
-        conn = await psycopg.AsyncConnection.connect(url, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S,
-                                                     application_name=name)
-        for channel in channels:
-            await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
-        return conn
-    except BaseException as exc:
-        if conn is not None:
-            with contextlib.suppress(Exception):
-                await conn.close()
-        if isinstance(exc, psycopg.Error | OSError):
-            raise StoreUnavailable(f"cannot listen on {redact(url)}: {_clean(exc, url)}") from None
-        raise
 
 
 class PgWatcher:
@@ -124,7 +107,7 @@ class PgWatcher:
         except psycopg.Error as exc:
             url = self.store.url
             self._queue.put_nowait(StoreUnavailable(
-                f"stopped watching {redact(url)}: the connection was lost ({_clean(exc, url)})"))
+                f"stopped watching {redact(url)}: the connection was lost ({clean(exc, url)})"))
 
     def _parse(self, payload: str) -> tuple[str, str] | None:
         try:
@@ -198,7 +181,7 @@ async def follow_run(store: PgStore, run_id: str, out: TextIO, *, stop_event: as
     then each line as it is committed (notified), until the run stops or ``stop_event`` is
     set. A killed owner sends nothing (its session's lock just goes): after
     ``orphan_check_s`` without a change, the run's liveness is asked once."""
-    printer = _Printer(out, timings=timings, prefixed=False)
+    printer = Printer(out, timings=timings, prefixed=False)
     async with PgWatcher(store, run_ids=[run_id]) as watcher:
         records = await call(store, lambda: list(store.read_trace(run_id)))
         after = int(records[-1].get("seq") or 0) if records else 0
@@ -206,7 +189,7 @@ async def follow_run(store: PgStore, run_id: str, out: TextIO, *, stop_event: as
         for record in shown:
             printer.record(run_id, record)
         printer.flush()
-        stopped = _stopped(records)
+        stopped = stopped_record(records)
         if stopped is not None:
             return stopped
         if on_ready is not None:
@@ -240,7 +223,7 @@ async def follow_all(store: PgStore, out: TextIO, *, stop_event: asyncio.Event |
     """:func:`tether.store.files.watch.follow_all` on PostgreSQL: every run's trace lines as they are
     committed, prefixed with its run id, new runs included, until ``stop_event`` is set. The
     runs being run when it starts show their last ``backlog`` lines first."""
-    printer = _Printer(out, timings=timings, prefixed=True)
+    printer = Printer(out, timings=timings, prefixed=True)
     async with PgWatcher(store) as watcher:
         started = time.time()
         summaries = await call(store, store.summaries)
@@ -253,8 +236,8 @@ async def follow_all(store: PgStore, out: TextIO, *, stop_event: asyncio.Event |
             records = await call(store, lambda rid=rid: list(store.read_trace(rid)))
             after[rid] = int(records[-1].get("seq") or 0) if records else 0
             records = records[-backlog:] if backlog else []
-            if records and _stopped(records) is None:
-                context.append((_ts(records[-1]), rid, records))
+            if records and stopped_record(records) is None:
+                context.append((record_ts(records[-1]), rid, records))
         for _, rid, records in sorted(context):
             for record in records:
                 printer.record(rid, record)
@@ -275,10 +258,10 @@ async def follow_all(store: PgStore, out: TextIO, *, stop_event: asyncio.Event |
                 if not known and NEW not in change:
                     # A run that was not running when the watch began: from then on only
                     # (a flushed line may be stamped a moment before it was committed).
-                    records = [r for r in records if _ts(r) >= started - 2 * TRACE_FLUSH_S]
+                    records = [r for r in records if record_ts(r) >= started - 2 * TRACE_FLUSH_S]
                 for n, record in enumerate(records):
                     after[rid] = max(after.get(rid, 0), int(record.get("seq") or 0))
-                    lines.append((_ts(record), n, rid, record))
+                    lines.append((record_ts(record), n, rid, record))
                 after.setdefault(rid, 0)
             printer.in_order(lines)
 

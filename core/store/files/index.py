@@ -38,46 +38,31 @@ a save: the journal is what counts, and readers repair what the index missed.
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import os
 import sqlite3
 import threading
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal, NamedTuple, TypeVar
+from typing import TYPE_CHECKING, NamedTuple, TypeVar
+
+from tether.store.decisions import DECISION_COLUMNS, decision_filter, decision_row, decisions_of
+from tether.store.files.layout import INDEX_FILE, PRIVATE_FILE
+from tether.store.summary import SUMMARY_COLUMNS, JournalKey, RunSummary
 
 if TYPE_CHECKING:
     from tether.approvals import DecisionQuery, DecisionRecord
-    from tether.run.state import RunState
-    from tether.store.files.store import Owner
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-INDEX_FILE = "index.sqlite"
 SCHEMA = 3  # PRAGMA user_version: another value means the tables are rebuilt (2: decisions; 3: source)
 INDEX_EVERY_S = 1.0
 """A running run's row is refreshed at most this often (besides every change of status)."""
-TASK_CHARS = 200
 BUSY_S = 5.0
 RETRY_AFTER_S = 5.0  # after an index error, a writer leaves the index alone this long
-PRIVATE_FILE = 0o600  # as tether.store.files.store's: summaries hold tasks and answers
 
-Liveness = Literal["running", "orphaned", "queued"]
-"""``queued``: saved as running, held by no process, and waiting in the worker queue
-(PostgreSQL with ``tether worker``): a worker takes it, nobody needs to adopt it."""
-JournalKey = tuple[int, int, int]  # (size, mtime_ns, inode)
-
-_COLUMNS = (
-    "run_id", "status", "model", "agent", "parent_run_id", "task", "turns", "cost_usd", "budget_usd", "max_turns",
-    "created_at", "updated_at", "interruption", "error", "prompt_tokens", "completion_tokens", "child_cost_usd",
-    "per_turn_prompt_tokens", "estimated_turns", "assumed_price", "answer", "tool_runs", "source",
-    "journal_size", "journal_mtime_ns", "journal_ino",
-)
-_JSON_COLUMNS = frozenset(("interruption", "per_turn_prompt_tokens", "estimated_turns"))
 _TABLES = f"""
 CREATE TABLE runs (
     run_id TEXT PRIMARY KEY, status TEXT NOT NULL, model TEXT, agent TEXT, parent_run_id TEXT, task TEXT,
@@ -97,174 +82,10 @@ CREATE TABLE decisions (
 CREATE INDEX decisions_ts ON decisions (ts);
 PRAGMA user_version = {SCHEMA};
 """
-_UPSERT = (f"INSERT OR REPLACE INTO runs ({', '.join(_COLUMNS)}) "
-           f"VALUES ({', '.join('?' * len(_COLUMNS))})")
-DECISION_COLUMNS = ("run_id", "call_id", "tool", "agent", "source", "args", "edited_args", "verdict", "words",
-                    "decider", "rule", "approvers", "ts", "waited_s")
-"""A decision's columns, in :class:`~tether.approvals.DecisionRecord`'s order (its ``by`` is
-``decider``, a word SQL keeps for itself; ``approvers`` is a JSON array). PostgreSQL's
-table has the same."""
+_UPSERT = (f"INSERT OR REPLACE INTO runs ({', '.join(SUMMARY_COLUMNS)}) "
+           f"VALUES ({', '.join('?' * len(SUMMARY_COLUMNS))})")
 _PUT_DECISION = (f"INSERT OR REPLACE INTO decisions ({', '.join(DECISION_COLUMNS)}) "
                  f"VALUES ({', '.join('?' * len(DECISION_COLUMNS))})")
-
-
-@dataclass(slots=True)
-class RunSummary:
-    """What a listing needs of a run, without its transcript.
-
-    ``liveness`` and ``owner`` are not stored: :meth:`~tether.store.files.store.RunStore.summaries`
-    fills them from the run's lock when the saved status is ``running``: ``"running"``
-    while a process holds the run, ``"orphaned"`` when none does (its process died
-    without stopping it; ``tether resume`` adopts it), None for any other status."""
-
-    run_id: str
-    status: str
-    model: str
-    agent: str | None = None
-    parent_run_id: str | None = None
-    task: str = ""
-    turns: int = 0
-    cost_usd: float = 0.0
-    budget_usd: float | None = None
-    max_turns: int | None = None
-    created_at: float = 0.0
-    updated_at: float = 0.0
-    interruption: dict[str, Any] | None = None
-    error: str | None = None
-    prompt_tokens: int = 0
-    completion_tokens: int = 0
-    child_cost_usd: float = 0.0
-    per_turn_prompt_tokens: list[int] = field(default_factory=list)
-    estimated_turns: list[int] = field(default_factory=list)
-    assumed_price: bool = False
-    answer: str | None = None
-    tool_runs: int = 0
-    source: str = "tether"
-    """Where the run's turns come from: ``tether``, ``acp``, or the framework of a program
-    reporting through the run API (``openai-agents``, ``pydantic-ai``, ``claude-code``, ``program``)."""
-    # The journal this row was read from: a row whose key differs from the journal's is stale.
-    journal_size: int = -1
-    journal_mtime_ns: int = -1
-    journal_ino: int = -1
-    liveness: Liveness | None = None
-    owner: Owner | None = None
-
-    @property
-    def key(self) -> JournalKey:
-        return (self.journal_size, self.journal_mtime_ns, self.journal_ino)
-
-    @property
-    def waiting(self) -> bool:
-        """Interrupted by a call that needs the operator's approval."""
-        return self.status == "interrupted" and (self.interruption or {}).get("type") == "approval"
-
-    @property
-    def shown_status(self) -> str:
-        """The status as a listing shows it: ``orphaned`` for a running run nobody runs,
-        ``queued`` for one that waits in the worker queue."""
-        return self.liveness if self.liveness in ("orphaned", "queued") else self.status
-
-    @classmethod
-    def of(cls, state: RunState, key: JournalKey) -> RunSummary:
-        from tether.approvals.audit import run_source
-
-        answer = None
-        if state.status == "completed":
-            for message in reversed(state.messages):
-                if message.get("role") == "assistant":
-                    answer = message.get("content")
-                    break
-        task = ""
-        for message in state.messages:
-            if message.get("role") == "user":
-                task = str(message.get("content") or "")[:TASK_CHARS]
-                break
-        return cls(
-            run_id=state.run_id, status=state.status.value, model=state.model,
-            agent=state.agent.name if state.agent is not None else None, parent_run_id=state.parent_run_id,
-            task=task, turns=state.turns, cost_usd=state.cost_usd, budget_usd=state.limits.budget_usd,
-            max_turns=state.limits.max_turns, created_at=state.created_at, updated_at=state.updated_at,
-            interruption=None if state.interruption is None else state.interruption.to_dict(), error=state.error,
-            prompt_tokens=state.prompt_tokens, completion_tokens=state.completion_tokens,
-            child_cost_usd=state.child_cost_usd, per_turn_prompt_tokens=list(state.per_turn_prompt_tokens),
-            estimated_turns=list(state.estimated_turns), assumed_price=state.pricing.assumed, answer=answer,
-            tool_runs=state.tool_runs, source=run_source(state), journal_size=key[0], journal_mtime_ns=key[1], journal_ino=key[2],
-        )
-
-    def row(self) -> tuple[Any, ...]:
-        out = []
-        for name in _COLUMNS:
-            value = getattr(self, name)
-            if name in _JSON_COLUMNS and value is not None:
-                value = json.dumps(value, separators=(",", ":"))
-            out.append(value)
-        return tuple(out)
-
-    @classmethod
-    def from_row(cls, row: tuple[Any, ...]) -> RunSummary:
-        summary = cls(*row)
-        loads = json.loads
-        if summary.interruption is not None:
-            summary.interruption = loads(summary.interruption)  # type: ignore[arg-type]
-        summary.per_turn_prompt_tokens = loads(summary.per_turn_prompt_tokens or "[]")  # type: ignore[arg-type]
-        summary.estimated_turns = loads(summary.estimated_turns or "[]")  # type: ignore[arg-type]
-        summary.assumed_price = bool(summary.assumed_price)
-        return summary
-
-    def to_dict(self) -> dict[str, Any]:
-        out = {name: getattr(self, name) for name in _COLUMNS}
-        out["liveness"] = self.liveness
-        out["owner"] = None if self.owner is None else self.owner.to_dict()
-        return out
-
-
-assert _COLUMNS == tuple(f.name for f in fields(RunSummary))[:len(_COLUMNS)]
-
-
-# ---- decisions as rows (both stores) -------------------------------------------------
-
-def decision_row(record: DecisionRecord) -> tuple[Any, ...]:
-    """``record`` as the values of :data:`DECISION_COLUMNS`."""
-    return (record.run_id, record.call_id, record.tool, record.agent, record.source, record.args,
-            record.edited_args, record.verdict, record.words, record.by, record.rule,
-            json.dumps(list(record.approvers), separators=(",", ":")), record.ts, record.waited_s)
-
-
-def decisions_of(rows: Iterable[Sequence[Any]]) -> list[DecisionRecord]:
-    """Rows of :data:`DECISION_COLUMNS` as the records they were written from (10,000 of
-    them for one listing: most have no approvers, whose JSON is not parsed)."""
-    from tether.approvals import DecisionRecord
-
-    out = []
-    for row in rows:
-        values = list(row)
-        values[11] = () if values[11] in (None, "[]") else tuple(json.loads(values[11]))
-        out.append(DecisionRecord(*values))
-    return out
-
-
-def decisions_key(state: RunState) -> tuple[Any, ...]:
-    """What a run's decisions are, in a value cheap to compare on every save: a store
-    writes the run's decision rows again only when it differs (a decision is never taken
-    back, so a new one, or one more approver, shows in its time or its approvers)."""
-    return tuple((call_id, d.verdict, d.ts, d.by, len(d.approvers)) for call_id, d in state.approvals.items())
-
-
-def decision_filter(query: DecisionQuery, *, approver: str) -> tuple[str, list[Any]]:
-    """The ``WHERE`` clause (``%s`` placeholders) and parameters that select ``query``'s
-    decisions; ``approver`` is the SQL that says whether the parameter is among the row's
-    approvers (each database spells a JSON array's membership its own way)."""
-    where, params = [], []
-    if query.since is not None:
-        where.append("ts >= %s")
-        params.append(query.since)
-    if query.agent is not None:
-        where.append("agent = %s")
-        params.append(query.agent)
-    if query.by is not None:
-        where.append(f"(decider = %s OR rule = %s OR {approver})")
-        params += [query.by, query.by, query.by]
-    return (" WHERE " + " AND ".join(where)) if where else "", params
 
 
 class Indexed(NamedTuple):
@@ -377,7 +198,7 @@ class RunIndex:
     # ---- reading and writing rows -------------------------------------------------------
     def all(self) -> dict[str, RunSummary]:
         """Every row (a bad file is rebuilt, empty, first)."""
-        rows = self._op(lambda db: db.execute(f"SELECT {', '.join(_COLUMNS)} FROM runs").fetchall())
+        rows = self._op(lambda db: db.execute(f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM runs").fetchall())
         return {row[0]: RunSummary.from_row(row) for row in rows}
 
     def keys(self) -> dict[str, Indexed]:
@@ -388,7 +209,7 @@ class RunIndex:
         return {r[0]: Indexed((r[1], r[2], r[3]), r[4]) for r in rows}
 
     def get(self, run_id: str) -> RunSummary | None:
-        row = self._op(lambda db: db.execute(f"SELECT {', '.join(_COLUMNS)} FROM runs WHERE run_id = ?",
+        row = self._op(lambda db: db.execute(f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM runs WHERE run_id = ?",
                                              (run_id,)).fetchone())
         return None if row is None else RunSummary.from_row(row)
 

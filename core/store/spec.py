@@ -1,0 +1,65 @@
+"""Which store a ``--store`` names: the one place that picks an implementation.
+
+Everything else talks to a store through :class:`tether.store.protocol.Store`. Only here is
+a spec (a ``--store`` value, ``$TETHER_STORE``, or nothing) turned into the file store
+(:mod:`tether.store.files`) or PostgreSQL (:mod:`tether.store.postgres`), each imported when
+it is chosen: a command on the file store never imports psycopg, and neither store imports
+the other.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from tether.store.protocol import Store
+
+STORE_ENV = "TETHER_STORE"
+"""The variable naming the run store when no ``--store`` does: a directory or a URL."""
+_PG_SCHEMES = ("postgresql://", "postgres://")
+
+
+def is_database(spec: str | Path | None) -> bool:
+    """``spec`` names a PostgreSQL store (a ``postgresql://`` or ``postgres://`` URL)."""
+    return isinstance(spec, str) and spec.lower().startswith(_PG_SCHEMES)
+
+
+def open_store(spec: str | Path | None = None) -> Store:
+    """The run store ``spec`` names: a ``postgresql://``/``postgres://`` URL gives a
+    :class:`tether.store.postgres.store.PgStore` (psycopg is imported only then), anything else is a
+    directory of the file store. None: ``$TETHER_STORE``, else ``$TETHER_HOME/runs``.
+
+    Nothing is connected here: a server that cannot be reached, or refuses the password,
+    is a :class:`tether.store.postgres.connection.StoreUnavailable` (a StateError, in one line,
+    without the password) on the first call. A URL of another scheme, or a missing psycopg, is a
+    StateError in words."""
+    from tether.run.state import StateError
+    from tether.store.files.layout import default_runs_dir
+    from tether.store.files.store import RunStore
+
+    if spec is None or spec == "":
+        spec = os.environ.get(STORE_ENV) or None
+    if spec is None:
+        return RunStore(default_runs_dir())
+    if is_database(spec):
+        url = str(spec)
+        try:
+            from tether.store.postgres.store import PgStore
+        except ImportError:
+            raise StateError("a postgresql:// store needs psycopg: pip install 'tether[postgres]'") from None
+        return PgStore(url)
+    text = str(spec)
+    if "://" in text:
+        scheme = text.split("://", 1)[0]
+        raise StateError(f"unknown kind of store {scheme}://...: give a directory, or a postgresql:// URL")
+    return RunStore(Path(text).expanduser())
+
+
+def has_workers(store: Any) -> bool:
+    """Whether queue workers may hold runs of ``store``: a database's (PostgreSQL); the file
+    store has none, and a command on it does not pay for importing the workers' modules."""
+    from tether.store.files.store import RunStore
+
+    return not isinstance(store, RunStore)
