@@ -49,6 +49,7 @@ from textual import events
 
 from tether.models.client import ModelReply
 from tether.run.events import ToolProgress
+from tether.demo.agents import DEMO
 from tether.harness import Harness
 from tether.demo.provider.server import provider_process
 from tether.run.state import Limits, Status
@@ -343,7 +344,6 @@ PEER = """
 import asyncio, sys
 from tether.harness import Harness
 from tether.run.state import Limits
-from tether.demo.agents import DEMO
 
 async def main(runs, ws, tag, n, latency):
     async with Harness(runs, ws, latency_ms=latency) as harness:

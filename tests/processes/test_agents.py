@@ -18,6 +18,7 @@ import pytest
 import tether
 from tether.agents.agent import Agent, AgentError
 from tether.agents.config import ConfigError, load_config
+from tether.demo.agents import DEMO
 from tether.harness import Harness
 from tether.demo.provider.server import running_app
 from tether.run.state import NeedsApproval, Status
@@ -72,7 +73,6 @@ PROGRAM = """
 import asyncio, sys
 import tether
 import helpdesk
-from tether.demo.agents import DEMO
 
 agent = tether.Agent(
     "helpdesk", model="scripted", base_url=sys.argv[1],

@@ -23,6 +23,7 @@ from pathlib import Path
 
 import pytest
 
+from tether.demo.agents import DEMO
 from tether.harness import Harness
 from tether.store.files.index import RunIndex
 from tether.store.files.layout import INDEX_FILE, JOURNAL_FILE, OWNER_FILE, TRACE_FILE
@@ -416,7 +417,6 @@ store, name = RunStore(sys.argv[1]), sys.argv[2]
 for i in range(40):
     run_id = f"{name}-{i}"
     store.create(RunState(run_id=run_id, model="plan", messages=[{"role": "user", "content": run_id}]))
-from tether.demo.agents import DEMO
     state, handle = store.open(run_id)
     try:
         for turn in range(1, 4):

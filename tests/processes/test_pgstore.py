@@ -15,6 +15,7 @@ from pathlib import Path
 import psycopg
 import pytest
 
+from tether.demo.agents import DEMO
 from tether.harness import Harness
 from tether.store.postgres.connection import StoreUnavailable, redact
 from tether.store.postgres.store import PgStore
@@ -91,7 +92,6 @@ _MANY = """
 import sys, threading
 from tether.store.postgres.store import PgStore
 store = PgStore(sys.argv[1], pool_size=3)
-from tether.demo.agents import DEMO
 ids = sys.argv[2:]
 held = []
 
