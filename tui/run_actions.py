@@ -57,7 +57,7 @@ class RunActions(MessagePump):
                                  "or $TETHER_CONFIG")
             return self.config.agent(request.agent)
         if demo.is_scenario(request.model):
-            return self.harness.demo_agent(request.model)  # at --base-url when the scripted provider is served there
+            return self.harness.agent_named(request.model)  # at --base-url when the scripted provider is served there
         base_url = self.harness.base_url
         if base_url:
             if not request.model:

@@ -40,15 +40,17 @@ def hook(args: argparse.Namespace) -> int:
 # DBOS launches outside an event loop: these two are called as they are.
 
 def worker(args: argparse.Namespace) -> int:
+    from tether.demo.agents import DEMO
     from tether.workers.commands import worker_command
 
-    return worker_command(args)
+    return worker_command(args, agent_sets=(DEMO,))
 
 
 def submit(args: argparse.Namespace) -> int:
+    from tether.demo.agents import DEMO
     from tether.workers.commands import submit_command
 
-    return submit_command(args)
+    return submit_command(args, agent_sets=(DEMO,))
 
 
 COMMANDS = {"serve": serve, "notify": notify, "acp": acp, "hook": hook, "worker": worker, "submit": submit}
