@@ -21,7 +21,8 @@ HEARTBEAT_S = 5.0
 
 @dataclass(frozen=True, slots=True)
 class Owner:
-    """Who runs a run: what its ``owner.json`` says, and whether the run's lock is held.
+    """Who runs a run: what its owner record says (the file store's ``owner.json``, PostgreSQL's
+    ``owners`` row), and whether the run's lock is held.
 
     ``alive`` comes from the lock alone: a record left by a killed process has
     ``alive=False``; a held run whose record is missing (a process between taking the
