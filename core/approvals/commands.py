@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
@@ -27,6 +27,9 @@ if TYPE_CHECKING:
     from tether.store.control import ControlReply, ControlRequest
     from tether.store.summary import RunSummary
     from tether.store.protocol import Store
+
+Deliver = Callable[["Store", str, "ControlRequest"], Awaitable["ControlReply | None"]]
+"""Hands a decision to whoever holds the run waiting for it; None when nobody does."""
 
 ARGS_SHOWN = 48
 """How much of a call's arguments a line of ``tether decisions`` shows."""
@@ -129,13 +132,14 @@ def call_of(state: RunState, waiting: NeedsApproval) -> Call:
                 state.run_id)
 
 
-async def apply_to_waiting(store: Store, rule: Rule) -> list[Applied]:
+async def apply_to_waiting(store: Store, rule: Rule, deliver: Deliver) -> list[Applied]:
     """Deliver ``rule``'s decision to every call on the store that waits for one and that
     the store's rules, ``rule`` among them, now leave to ``rule`` (an allow or a deny): to
     the process (or the queue worker's workflow) that holds the run waiting, through the
     control channel, as any decision. A run nobody holds is left for its next resume: the
     loop consults the rules itself. An allow does not stand in for the people a
-    two-person call needs."""
+    two-person call needs. ``deliver`` hands a decision to whoever holds a run
+    (:func:`tether.workers.deliver.deliver`, given by the caller: the approvals import no worker)."""
     from tether.store.control import ControlRequest
 
     if rule.effect == "ask":
@@ -174,40 +178,6 @@ async def apply_to_waiting(store: Store, rule: Rule) -> list[Applied]:
             out.append(Applied(state.run_id, waiting.call_id, waiting.tool_name, False,
                                f"{rule.id} fits {what}, but: {reply.words}"))
     return out
-
-
-async def deliver(store: Store, run_id: str, request: ControlRequest) -> ControlReply | None:
-    """Hand a decision to whoever holds the run waiting for it: a queue worker's workflow
-    (PostgreSQL), else the process that holds the run. None when nobody holds it: then the
-    decision is the caller's to make on the run itself."""
-    from tether.store import operate
-    from tether.store.spec import has_workers
-
-    if has_workers(store):
-        queued = await _worker_decide(store, run_id, request)
-        if queued is not None:
-            return queued
-    owner = await call(store, store.owner, run_id)
-    if owner is not None and owner.alive:
-        return await operate.request(store, run_id, request)
-    return None
-
-
-async def _worker_decide(store: Store, run_id: str, request: ControlRequest) -> ControlReply | None:
-    """:func:`tether.workers.decide.decide`, with what of this decision it takes. An edited approval
-    it cannot carry does not go to it (approving the model's arguments instead of the
-    operator's would be the wrong decision): the caller decides on the run itself."""
-    import inspect
-
-    from tether.workers import decide as workers
-
-    accepted = inspect.signature(workers.decide).parameters
-    if request.args is not None and "args" not in accepted:
-        return None
-    extra = {name: getattr(request, name) for name in ("args", "rule")
-             if getattr(request, name) is not None and name in accepted}
-    return await workers.decide(store, run_id, "approve" if request.kind == "approve" else "reject", request.text,
-                               by=request.by, call_id=request.call_id, **extra)
 
 
 # ---- tether rules explain ---------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Deciding and stopping from the web: the path ``tether approve|reject|stop`` takes.
 
 A decision is first handed to whoever holds the run waiting for it (a queue worker's
-workflow, or the process that runs it: :func:`tether.approvals.commands.deliver`). When
+workflow, or the process that runs it: :func:`tether.workers.deliver.deliver`). When
 nobody holds it, this server goes on with the run itself (:meth:`Harness.approve` /
 :meth:`Harness.reject`), as ``tether approve`` does in its own process, and as the console
 does: the run's lock decides who wins, and the loser is told in words.
@@ -65,7 +65,7 @@ class Decider:
 
     async def decide(self, run_id: str, call_id: str, verdict: Verdict, text: str, *, by: str,
                      bound_hash: str | None = None, args: str | None = None) -> Answer:
-        from tether.approvals.commands import deliver
+        from tether.workers.deliver import deliver
 
         try:
             state = await call(self.store, self.store.load, run_id)

@@ -26,7 +26,7 @@ async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
     """Decide the run's waiting call: delivered to whoever holds the run waiting for a
     decision (a queue worker's workflow, or a process), if anyone does; otherwise made here,
     and the run goes on in this process."""
-    from tether.approvals.commands import deliver
+    from tether.workers.deliver import deliver
     from tether.store.control import ControlRequest
 
     edited = _edited_args(getattr(args, "args", None))
