@@ -101,7 +101,7 @@ class TetherApp(DecisionActions, RunActions, ConsoleViews, StoreFollowing, App[i
         self._owns_store = options.store is not None and harness is None
         if self._owns_harness and (options.otlp or any(os.environ.get(name) for name in (
                 "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))):
-            from tether.observe.otel import otel_sink_from_env  # the exporter is imported only when asked for
+            from tether.observe.otel.sink import otel_sink_from_env  # the exporter is imported only when asked for
 
             sink = otel_sink_from_env(options.otlp, on_dropped=self.harness.note_dropped,
                                       state_of=self.harness.live.get, secrets=self.harness.secrets())

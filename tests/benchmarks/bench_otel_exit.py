@@ -9,14 +9,14 @@ round warms up, untimed), the median of each:
 * refused: the endpoint is a loopback port nobody listens on (the issue: the exporter
   retried with backoff and the command waited 5 s at exit);
 * silent: a receiver that accepts and never answers, the worst case: the command waits
-  its bound, :data:`tether.observe.otel.CLI_EXPORT_TIMEOUT`, and no more.
+  its bound, :data:`tether.observe.otel.settings.CLI_EXPORT_TIMEOUT`, and no more.
 
 Two figures:
 
 * the exit itself, in-process: a ``plan`` run through a :class:`~tether.harness.Harness`
   with the sink the CLI attaches, then the time ``Harness.aclose()`` takes (it shuts the
   sink down, as the command does on its way out); and once, refused, with the console's
-  settings (:data:`tether.observe.otel.SHUTDOWN_TIMEOUT`, the exporter's own timeout), which is
+  settings (:data:`tether.observe.otel.settings.SHUTDOWN_TIMEOUT`, the exporter's own timeout), which is
   what every CLI command paid before;
 * ``tether run plan`` as a subprocess, interpreter start included (importing the exporter
   is most of what "up" adds to "none").
@@ -147,7 +147,7 @@ async def _exit_s(endpoint: str | None, timeout: float | None, where: Path) -> t
     """A plan run with the sink the CLI attaches (``timeout``: its bound; None: the console's
     settings), then how long ``Harness.aclose()`` takes."""
     from tether.harness import Harness
-    from tether.observe.otel import otel_sink_from_env
+    from tether.observe.otel.sink import otel_sink_from_env
 
     harness = Harness(where / "runs", where / "ws", agent_sets=(DEMO,))
     if endpoint:
@@ -163,7 +163,7 @@ async def _exit_s(endpoint: str | None, timeout: float | None, where: Path) -> t
 
 
 def exit_figures(repeats: int, where: Path) -> tuple[dict[str, list[float]], float]:
-    from tether.observe.otel import CLI_EXPORT_TIMEOUT
+    from tether.observe.otel.settings import CLI_EXPORT_TIMEOUT
 
     with _no_otel_env(), _endpoints() as (endpoints, up):
         times: dict[str, list[float]] = {way: [] for way in WAYS}
@@ -217,7 +217,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--repeats", type=int, default=REPEATS, help="subprocess runs each way")
     parser.add_argument("--exit-repeats", type=int, default=IN_PROCESS_REPEATS, help="in-process exits each way")
     args = parser.parse_args(argv)
-    from tether.observe.otel import CLI_EXPORT_TIMEOUT, SHUTDOWN_TIMEOUT
+    from tether.observe.otel.settings import CLI_EXPORT_TIMEOUT, SHUTDOWN_TIMEOUT
 
     peers.quiet_env()
     with peers.scratch_dir("otel-exit") as tmp:

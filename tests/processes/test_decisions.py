@@ -17,7 +17,8 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from tether.approvals import DecisionQuery
 from tether.run.events import ApprovalDecision, ApprovalRequired, Event, RunStarted, RunStopped, ToolResult, ToolStart
-from tether.observe.otel import OtelSink, export_run
+from tether.observe.otel.replay import export_run
+from tether.observe.otel.sink import OtelSink
 from tether.store.protocol import Store
 from tether.store.spec import open_store
 from tether.run.state import AgentRef, Decision, RunState, args_hash

@@ -94,7 +94,7 @@ def test_a_bad_store_is_refused_in_one_line_without_the_password(pg_server, tmp_
 def test_export_otel_reads_the_trace_through_the_store(pg: PgStore, pg_server, tmp_path: Path):
     from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-    from tether.observe.otel import export_run
+    from tether.observe.otel.replay import export_run
 
     assert tether(tmp_path, "run", "research", "--run-id", "r1", "--store", pg_server.url).returncode == 0
     exporter = InMemorySpanExporter()

@@ -38,16 +38,10 @@ from tether.run.events import (
     ToolStart,
     Turn,
 )
-from tether.observe import otel
-from tether.observe.otel import (
-    CLI_EXPORT_TIMEOUT,
-    SHUTDOWN_TIMEOUT,
-    OtelExportError,
-    OtelSink,
-    export_run,
-    otel_sink_from_env,
-    traces_endpoint,
-)
+from tether.observe.otel import sink as otel_sink
+from tether.observe.otel.replay import OtelExportError, export_run
+from tether.observe.otel.settings import CLI_EXPORT_TIMEOUT, SHUTDOWN_TIMEOUT, traces_endpoint
+from tether.observe.otel.sink import OtelSink, otel_sink_from_env
 from tether.run.state import RunState, StateError
 from tether.store.files.layout import TRACE_FILE
 from tether.store.files.store import RunStore
@@ -784,7 +778,7 @@ class TimeoutSpy(OTLPSpanExporter):
 @pytest.fixture
 def timeout_spy(clean_env) -> list[float | None]:
     TimeoutSpy.made = []
-    clean_env.setattr(otel, "OTLPSpanExporter", TimeoutSpy)
+    clean_env.setattr(otel_sink, "OTLPSpanExporter", TimeoutSpy)
     return TimeoutSpy.made
 
 
