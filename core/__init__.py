@@ -51,7 +51,7 @@ _WHERE = {
     **dict.fromkeys(["ChatModel", "ModelReply", "ProviderError"], "tether.models.base"),
     "Tool": "tether.agents.tools.base", "ToolContext": "tether.agents.tools.base",
     "ToolError": "tether.agents.tool_errors", "PermissionDenied": "tether.agents.tool_errors",
-    "MCPServer": "tether.agents.mcp",
+    "MCPServer": "tether.agents.mcp.server",
     "CancelSignal": "tether.run.cancel",
     **dict.fromkeys(["RunState", "Status", "Limits", "Policies", "Pricing", "StateError", "Interruption",
                      "NeedsApproval", "MaxTurns", "MaxBudget", "Cancelled", "StopConditionMet"], "tether.run.state"),
@@ -95,7 +95,7 @@ if TYPE_CHECKING:
         Turn,
     )
     from tether.harness import Harness, Outcome
-    from tether.agents.mcp import MCPServer
+    from tether.agents.mcp.server import MCPServer
     from tether.run.state import (
         Cancelled,
         Interruption,

@@ -32,7 +32,7 @@ from tether.agents.tools.base import Tool
 from tether.agents.tools.builtin import DeleteFile, ListFiles, ReadFile, WriteFile
 
 if TYPE_CHECKING:
-    from tether.agents.mcp import MCPServer
+    from tether.agents.mcp.server import MCPServer
 
 DEFAULT_INSTRUCTIONS = (
     "You are an agent working on a folder of files through tools. Use the tools to find "
@@ -361,7 +361,7 @@ class Agent:
                              "define them at module level (or in tether.toml) and start a new run")
         servers = []
         for data in spec.get("mcp") or ():
-            from tether.agents.mcp import MCPServer
+            from tether.agents.mcp.server import MCPServer
 
             env = {}
             for key in data.get("env_keys") or ():

@@ -52,7 +52,7 @@ from tether.agents.configfile import ConfigError
 from tether.run.state import Limits, Policies, Pricing
 
 if TYPE_CHECKING:
-    from tether.agents.mcp import MCPServer
+    from tether.agents.mcp.server import MCPServer
 
 find_config = configfile.find_config  # where callers have always found it
 
@@ -239,7 +239,7 @@ class Config:
         return {name: self.agent(name) for name in self.names}
 
     def mcp_server(self, name: str, *, where: str) -> MCPServer:
-        from tether.agents.mcp import MCPServer
+        from tether.agents.mcp.server import MCPServer
 
         entry = self.data.mcp.get(name)
         if entry is None:

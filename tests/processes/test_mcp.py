@@ -25,19 +25,12 @@ from pathlib import Path
 import pytest
 
 from tether.run.cancel import CancelSignal, RunCancelled
-from tether.agents.mcp import (
-    MCPServer,
-    MCPStartError,
-    MCPTool,
-    _Link,
-    catalog,
-    mcp_tools,
-    policy,
-    result_text,
-    stderr_tail,
-    usable_schema,
-)
-from tether.agents.tools.base import ToolContext, ToolError
+from tether.agents.mcp.catalog import catalog, mcp_tools
+from tether.agents.mcp.link import _Link, stderr_tail
+from tether.agents.mcp.server import MCPServer, MCPStartError
+from tether.agents.mcp.tool import MCPTool, policy, result_text, usable_schema
+from tether.agents.tools.base import ToolContext
+from tether.agents.tools.errors import ToolError
 from tests.support import SERVERS, processes_with, reaped
 
 
@@ -459,7 +452,8 @@ async def test_cancelled_while_starting(tmp_path: Path, token: str):
 
 HOLDER = """
 import asyncio, json, sys
-from tether.agents.mcp import MCPServer, mcp_tools
+from tether.agents.mcp.catalog import mcp_tools
+from tether.agents.mcp.server import MCPServer
 
 async def main():
     servers = [MCPServer(**spec) for spec in json.loads(sys.argv[1])]

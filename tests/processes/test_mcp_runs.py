@@ -15,7 +15,7 @@ from tether.agents.agent import Agent
 from tether.run.cancel import CancelSignal
 from tether.run.events import ToolStart
 from tether.harness import Harness
-from tether.agents.mcp import MCPServer
+from tether.agents.mcp.server import MCPServer
 from tether.demo.provider.server import running_app
 from tether.run.state import Cancelled, NeedsApproval, Policies, Status
 from tether.store.files.store import RunStore

@@ -18,7 +18,9 @@ from mcp_types import ToolAnnotations
 
 from tether import Agent, ModelReply
 from tether.harness import Harness
-from tether.agents.mcp import MCPServer, MCPStartError, _Link, catalog
+from tether.agents.mcp.catalog import catalog
+from tether.agents.mcp.link import _Link
+from tether.agents.mcp.server import MCPServer, MCPStartError
 from tether.run.state import NeedsApproval, Status
 from tether.agents.tools.base import OFFERED_NAME, Tool, ToolContext, offered_name
 from tether.agents.tools.builtin import DeleteFile

@@ -49,7 +49,7 @@ def offered_name(name: str) -> str:
     was, the name gets ``_`` and 8 hex digits of its SHA-256 (``get time`` -> ``get_time_…``);
     a name longer than 64 is cut to 55 and gets the same digest. The same name always gives
     the same offered name, in every process. Two tools could still be offered under one name
-    (``a.b`` and ``a__b``): :func:`tether.agents.mcp.catalog` refuses that when the servers start.
+    (``a.b`` and ``a__b``): :func:`tether.agents.mcp.catalog.catalog` refuses that when the servers start.
     The tool keeps its own name everywhere else (trace, console, approvals, the transcript);
     the run loop maps between the two at the model's boundary.
     """
