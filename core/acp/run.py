@@ -48,7 +48,7 @@ from tether.run.events import (
     AgentSession, ApprovalDecision, ApprovalRequired, Event, FileWrite, Plan, RuleAdded,
     RunStarted, RunStopped, TextDelta, Thought, ToolProgress, ToolResult, ToolStart, Turn,
 )
-from tether.run.loop import DEADLINE, approved_words, declined_words
+from tether.run.decisions import DEADLINE, approved_words, declined_words
 from tether.run.wording import overshoot
 from tether.run.state import (
     Cancelled, Decision, MaxBudget, MaxTurns, NeedsApproval, RunState, StateError, Status,

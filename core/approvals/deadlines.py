@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 from tether.approvals.holding import overdue
 from tether.approvals.rules import format_duration
 from tether.run.events import RunStopped
-from tether.run.loop import DEADLINE, reject
+from tether.run.decisions import DEADLINE, reject
 from tether.run.state import Cancelled, NeedsApproval, StateError, Status
 
 if TYPE_CHECKING:

@@ -35,7 +35,7 @@ from tether.run.events import Event, Turn
 from tether.harness import Harness, Outcome
 from tether.demo.provider import FaultPlan, create_app
 from tether.run.ledger import Ledger
-from tether.run.loop import reject
+from tether.run.decisions import reject
 from tether.observe.report import summary
 from tether.run.state import Limits, Policies, Pricing, RunState, Status
 from tether.store.files.layout import LEDGER_FILE, TRACE_FILE

@@ -67,6 +67,7 @@ from tether.models.tokens import TokenCounter
 from tether.agents.tools.base import OFFERED_NAME, Tool, ToolContext, offered_name
 from tether.agents.tool_errors import ToolError
 from tether.agents.workspace import Workspace
+from tether.run.decisions import DEADLINE, _reject_call, approved_words, declined_words, edited_words
 
 MAX_TOOL_OUTPUT_CHARS = 16_000
 UNSEEN_USAGE_RATIO = 2.0  # strict budgets: how much more an endpoint may count before it has said
@@ -74,29 +75,6 @@ USAGE_MARGIN = 1.05
 SHUTDOWN_REASON = "the process running this run was shut down"
 """Why a run whose task was cancelled stopped: a queue worker goes on with such a run."""
 log = logging.getLogger(__name__)
-
-
-def _operator(by: str) -> str:
-    return "the operator" if not by or by == "operator" else f"the operator {by}"
-
-
-DEADLINE = "deadline"
-"""Who decides when nobody did in time (a rejection, never an approval)."""
-
-
-def declined_words(reason: str, by: str = "operator") -> str:
-    reason = reason.strip().rstrip(".")
-    if by.startswith("rule "):
-        return f"Declined by {by} ({reason}). Nothing was done."
-    if by == DEADLINE:
-        return f"{reason.capitalize()}: the call was declined. Nothing was done."
-    return f"{_operator(by).capitalize()} declined this call: {reason or 'no reason given'}. Nothing was done."
-
-
-def approved_words(note: str, by: str = "operator") -> str:
-    note = note.strip().rstrip(".")
-    who = by if by.startswith("rule ") else _operator(by)
-    return f"Approved by {who}{f' ({note})' if note else ''}."
 
 
 @dataclass
@@ -671,122 +649,3 @@ def _answered(state: RunState) -> bool:
 
 def _canonical(args: Any) -> str:
     return json.dumps(args, sort_keys=True, separators=(",", ":"))
-
-
-# ---- decisions: plain functions over the state -----------------------------
-
-def _waiting_call(state: RunState, call_id: str | None) -> dict[str, Any]:
-    waiting = state.interruption
-    if state.status is not Status.INTERRUPTED or not isinstance(waiting, NeedsApproval):
-        earlier = state.approvals.get(call_id) if call_id else None
-        if earlier is not None:
-            raise StateError(f"call {call_id} of run {state.run_id} was already {earlier.verdict} by "
-                             f"{earlier.by}; there is one decision per call")
-        raise StateError(f"run {state.run_id} is not waiting for an approval (status {state.status.value})")
-    wanted = call_id or waiting.call_id
-    for call in pending_calls(state):
-        if call.get("id") == wanted:
-            return call
-    raise StateError(f"run {state.run_id} has no pending call {wanted!r}")
-
-
-def approve(state: RunState, call_id: str | None = None, note: str = "", by: str = "operator", *,
-            args: str | None = None, rule: str | None = None) -> ApprovalDecision:
-    """Approve the waiting call, bound to its id and exact arguments; it runs on resume.
-
-    ``args``: the operator's edited arguments (JSON, already checked against the tool's
-    schema: :func:`check_edit`); the approval binds to them, and to the model's arguments it
-    answers. A call that needs two people is approved once by each: the first approval is
-    recorded as ``1 of 2`` and the call keeps waiting; the same person twice is refused."""
-    call = _waiting_call(state, call_id)
-    fn = call["function"]
-    asked = fn.get("arguments") or "{}"
-    waiting = state.interruption if isinstance(state.interruption, NeedsApproval) else None
-    needed = waiting.needed if waiting is not None and waiting.call_id == call["id"] else 1
-    earlier = state.approvals.get(call["id"])
-    approvers: list[str] = []
-    if earlier is not None and not earlier.complete and earlier.verdict == "approved":
-        if by in earlier.approvers:
-            raise StateError(f"{by} has approved {fn.get('name', '')} ({call['id']}) already: it needs "
-                             f"{earlier.needed} different people ({len(earlier.approvers)} of {earlier.needed} so far)")
-        if (earlier.args or None) != (args or None):
-            raise StateError(f"{', '.join(earlier.approvers)} approved {fn.get('name', '')} with "
-                             f"{'the arguments ' + earlier.args if earlier.args else 'the model’s arguments'}: "
-                             "a second approval must be of the same arguments (or reject it)")
-        approvers, needed = list(earlier.approvers), earlier.needed
-    approvers.append(by)
-    bound = args_hash(args) if args is not None else args_hash(asked)
-    decision = Decision(call["id"], "approved", bound, note, by, tool=fn.get("name", ""), args=args,
-                        asked_hash=args_hash(asked) if args is not None else None, rule=rule,
-                        approvers=approvers if needed > 1 else [], needed=needed,
-                        asked_at=_asked_at(waiting, earlier))
-    state.approvals[call["id"]] = decision
-    tally = f"{len(approvers)} of {needed}" if needed > 1 else None
-    words = approved_words(note, by)
-    if tally and not decision.complete:
-        words = f"{words} {tally} approved: {needed - len(approvers)} more must approve."
-    return ApprovalDecision(run_id=state.run_id, call_id=call["id"], tool=fn.get("name", ""),
-                            verdict="approved" if decision.complete else "pending", text=words, by=by,
-                            args=args, rule=rule, tally=tally)
-
-
-def check_edit(tools: dict[str, Tool], state: RunState, call_id: str | None, edited: str) -> str | None:
-    """Why the operator's edited arguments for the waiting call cannot be used, in words, or
-    None when they fit the tool's schema."""
-    try:
-        call = _waiting_call(state, call_id)
-    except StateError as exc:
-        return str(exc)
-    name = str((call.get("function") or {}).get("name", ""))
-    tool = tools.get(name) or next((t for t in tools.values() if offered_name(t.name) == name), None)
-    if tool is None:
-        return f"the arguments of {name} cannot be edited: the tool is not known here"
-    try:
-        parsed = json.loads(edited)
-    except ValueError as exc:
-        return f"the edited arguments are not JSON ({exc.msg} at position {exc.pos}); nothing was decided"
-    if not isinstance(parsed, dict):
-        return f"the edited arguments must be a JSON object, not {type(parsed).__name__}; nothing was decided"
-    problem = tool.check_args(parsed)
-    return None if problem is None else f"the edited arguments do not fit {tool.name}: {problem}; nothing was decided"
-
-
-def edited_words(decision: Decision, asked: str) -> str:
-    """What the model reads when its call ran with the operator's arguments."""
-    def shown(raw: str | None) -> str:
-        try:
-            return json.dumps(json.loads(raw or "{}"), ensure_ascii=False)
-        except ValueError:
-            return str(raw)
-
-    return (f"{approved_words(decision.text, decision.by)[:-1]}, with changed arguments: it ran with "
-            f"{shown(decision.args)} (you asked for {shown(asked)}).")
-
-
-def _asked_at(waiting: NeedsApproval | None, earlier: Decision | None) -> float | None:
-    if earlier is not None and earlier.asked_at is not None:
-        return earlier.asked_at
-    return waiting.asked_at if waiting is not None else None
-
-
-def reject(state: RunState, call_id: str | None = None, reason: str = "", by: str = "operator", *,
-           rule: str | None = None) -> ApprovalDecision:
-    """Decline the waiting call and write the decision, in words, into its result slot. Any
-    one rejection rejects a call that needs two people."""
-    call = _waiting_call(state, call_id)
-    waiting = state.interruption if isinstance(state.interruption, NeedsApproval) else None
-    return _reject_call(state, call, reason, by, rule=rule,
-                        asked_at=_asked_at(waiting, state.approvals.get(call["id"])))
-
-
-def _reject_call(state: RunState, call: dict[str, Any], reason: str, by: str, *, rule: str | None = None,
-                 asked_at: float | None = None) -> ApprovalDecision:
-    fn = call["function"]
-    decision = Decision(call["id"], "rejected", args_hash(fn.get("arguments") or "{}"), reason, by, used=True,
-                        tool=fn.get("name", ""), rule=rule, asked_at=asked_at)
-    state.approvals[call["id"]] = decision
-    words = declined_words(reason, by)
-    state.messages.append({"role": "tool", "tool_call_id": call["id"], "content": words})
-    state.failed_calls.append(call["id"])
-    return ApprovalDecision(run_id=state.run_id, call_id=call["id"], tool=fn.get("name", ""),
-                            verdict="rejected", text=words, by=by, rule=rule)

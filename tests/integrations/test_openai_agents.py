@@ -20,7 +20,7 @@ from openai import AsyncOpenAI
 from tether.harness import Harness
 from tether.integrations import Supervision
 from tether.integrations.openai_agents import SAVED, resume, run
-from tether.run.loop import approved_words, declined_words
+from tether.run.decisions import approved_words, declined_words
 from tether.demo.provider.scenarios import TICKET_CLOSED, TICKET_KEPT
 from tether.run.state import Cancelled, Limits, NeedsApproval, Status
 from tether.observe.trace import read_trace

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tether.integrations import on_workers
-from tether.run.loop import declined_words
+from tether.run.decisions import declined_words
 from tether.store.postgres.store import PgStore
 from tether.demo.provider.scenarios import TICKET_KEPT
 from tether.run.state import NeedsApproval, Status

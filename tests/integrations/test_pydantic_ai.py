@@ -19,7 +19,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from tether.harness import Harness
 from tether.integrations import Supervision
 from tether.integrations.pydantic_ai import run
-from tether.run.loop import declined_words
+from tether.run.decisions import declined_words
 from tether.demo.provider.scenarios import TICKET_CLOSED, TICKET_KEPT
 from tether.run.state import Cancelled, Limits, NeedsApproval, Status
 from tether.observe.trace import read_trace

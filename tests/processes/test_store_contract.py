@@ -25,7 +25,7 @@ from tether.models.client import ModelClient
 from tether.store.control import ControlRequest
 from tether.run.events import ProviderRetry, RunStarted, ToolResult
 from tether.harness import Harness
-from tether.run.loop import approve
+from tether.run.decisions import approve
 from tether.store.protocol import Handle, Store
 from tether.run.state import Limits, NeedsApproval, RunState, StateError, Status, args_hash, pending_calls
 from tether.store.files.store import RunStore

@@ -265,7 +265,7 @@ async def test_approval_is_single_use_and_bound_to_the_call(harness: Harness):
 
 async def test_approval_does_not_apply_to_changed_arguments(harness: Harness):
     run_id = (await start(harness, "destructive")).state.run_id
-    from tether.run.loop import approve
+    from tether.run.decisions import approve
 
     # Approve, then tamper with the pending call's arguments in the saved state.
     state, handle = harness.store.open(run_id)
