@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tether.tui.cli import main
-from tether.demo.evaluate import RUBRICS, TASKS, EvalConfig, Grade, asserted, markdown, run_eval
+from tether.demo.evaluate import TASKS, EvalConfig, markdown, run_eval
+from tether.demo.grading import RUBRICS, Grade, asserted
 from tether.demo.provider.scenarios import (
     DESTRUCTIVE_DECLINED, PLAN_ANSWER, RECOVER_ANSWER, RECOVER_GIVE_UP, REPEAT_ANSWER)
 
