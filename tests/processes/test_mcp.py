@@ -30,7 +30,7 @@ from tether.agents.mcp.link import _Link, stderr_tail
 from tether.agents.mcp.server import MCPServer, MCPStartError
 from tether.agents.mcp.tool import MCPTool, policy, result_text, usable_schema
 from tether.agents.tools.base import ToolContext
-from tether.agents.tools.errors import ToolError
+from tether.agents.tool_errors import ToolError
 from tests.support import SERVERS, processes_with, reaped
 
 
