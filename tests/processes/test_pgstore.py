@@ -255,7 +255,7 @@ def test_an_owner_whose_token_was_taken_cannot_save(pg: PgStore):
 
 
 async def test_an_operation_cancelled_while_it_opens_the_run_lets_go_of_it(pg: PgStore, monkeypatch):
-    from tether.harness import _open
+    from tether.run.hold import open_run
 
     pg.create(new_state("c1"))
     handles = []
@@ -267,7 +267,7 @@ async def test_an_operation_cancelled_while_it_opens_the_run_lets_go_of_it(pg: P
         return state, handle
 
     monkeypatch.setattr(PgStore, "open", recording_open)
-    opening = asyncio.ensure_future(_open(pg, "c1"))
+    opening = asyncio.ensure_future(open_run(pg, "c1"))
     await asyncio.sleep(0)  # the open has started in its thread
     opening.cancel()
     with pytest.raises(asyncio.CancelledError):
