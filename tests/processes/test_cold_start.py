@@ -18,9 +18,9 @@ import pytest
 
 from tests.support import cli_here, place
 
-NEVER = ("textual", "tether.tui.app", "tether.tui.launch", "opentelemetry", "tether.observe.otel", "aiohttp",
-         "tether.web.app", "psycopg", "dbos", "tether.store.postgres", "tether.workers.worker", "mcp",
-         "tether.acp.server")
+NEVER = ("textual", "tether.tui.app", "tether.tui.cli.console", "tether.tui.cli.demo", "opentelemetry",
+         "tether.observe.otel", "aiohttp", "tether.web.app", "psycopg", "dbos", "tether.store.postgres",
+         "tether.workers.worker", "mcp", "tether.acp.server")
 """Loaded by none of the commands below."""
 
 NOT_TO_ASK = (*NEVER, "pydantic", "jsonschema", "httpx", "tether.harness", "tether.demo", "tether.run.loop",

@@ -57,6 +57,7 @@ class Output:
 
 
 def emit_outcome(args: argparse.Namespace, outcome: Any) -> int:
+    """A run's outcome as its summary (or ``--json``); the exit code is the run's own."""
     from tether.observe.report import summary, text_summary
 
     state = outcome.state
