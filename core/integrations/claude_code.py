@@ -32,6 +32,9 @@ It never allows for want of an answer: a hook that cannot reach the store denies
 machine: that hook hands its JSON to a detached process of its own and returns at once.
 
 Nothing of Tether is imported until a hook needs it, so the detaching hook is quick.
+
+Claude Code's formats (its transcript, a tool's response, a hook's answer) are read and written
+in :mod:`tether.integrations.claude_code_words`.
 """
 
 from __future__ import annotations
@@ -51,6 +54,8 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+
+from tether.integrations import claude_code_words as talk
 
 if TYPE_CHECKING:
     from tether.harness import Harness
@@ -81,7 +86,6 @@ RUN_PREFIX = "claude-"
 MODULE = "tether.integrations.claude_code"
 _OURS = (MODULE, "hook claude-code")
 _MAX_PAYLOAD = 16 * 1024 * 1024
-_MAX_RESULT_CHARS = 16_000
 _SESSION = re.compile(r"^[A-Za-z0-9_.-]{1,128}$")
 _SHELLS = {"sh", "bash", "dash", "zsh", "ksh", "ash", "busybox"}
 
@@ -158,7 +162,7 @@ def hook(raw: bytes, policy: Policy, *, detached: bool = False, argv: Sequence[s
 
 def _failed(event: str | None, words: str) -> int:
     if event == "PreToolUse":
-        print(json.dumps(_decision("deny", f"Tether could not put this call before an operator, so it is denied: "
+        print(json.dumps(talk.decision("deny", f"Tether could not put this call before an operator, so it is denied: "
                                            f"{words}")))
         return 0
     print(f"tether hook claude-code: {event or 'a hook'}: {words}", file=sys.stderr)
@@ -341,7 +345,7 @@ async def _reporting(harness: Harness, policy: Policy, run_id: str, payload: dic
     while True:
         state = await call(store, store.load, run_id)
         if not _going(state):
-            return _after_the_end(event, state)
+            return talk.after_the_end(event, state)
         entered, answer = False, None
         try:
             async with harness.track(policy.name, source=SOURCE, run_id=run_id, attach=True, keep_open=True) as run:
@@ -352,7 +356,7 @@ async def _reporting(harness: Harness, policy: Policy, run_id: str, payload: dic
                     answer = await handler(run)
                     _honour_a_stop(run)  # one made while this hook held it
                 except RunEnded as ended:  # the run ends in a known way as it leaves the block
-                    answer = _stopping(event, _ended_words(run_id, ended.reason, getattr(ended, "by", None),
+                    answer = talk.stopping(event, talk.ended_words(run_id, ended.reason, getattr(ended, "by", None),
                                                            ended.interruption))
                     raise
             return answer
@@ -384,7 +388,7 @@ async def _relay(store: Store, run_id: str, event: str, payload: dict[str, Any])
     elif event == "PostToolUse":
         tool, args, call_id = _call_of(payload)
         ops += [{"op": "tool_started", "call_id": call_id, "name": tool, "args": args},
-                {"op": "tool_finished", "call_id": call_id, "output": _result_text(payload.get("tool_response"))}]
+                {"op": "tool_finished", "call_id": call_id, "output": talk.result_text(payload.get("tool_response"))}]
     if ops:
         reply = await report_into(store, run_id, ops, by=SOURCE)
         if reply is not None and not reply.ok:
@@ -439,19 +443,19 @@ async def _pre_tool(run: TrackedRun, payload: dict[str, Any], policy: Policy, un
         words = (f"No decision within {policy.deadline_s + ANSWER_BY_S:g} s (the hook's own deadline, before "
                  "Claude Code's timeout): the call was declined. Nothing was done.")
         await run.tool_finished(call_id, words, ok=False, error="deadline")
-        return _decision("deny", words)
+        return talk.decision("deny", words)
     if not decision.approved:
-        return _decision("deny", decision.words)
+        return talk.decision("deny", decision.words)
     await run.tool_started(call_id, tool, decision.args if decision.args is not None else args)
-    return _decision("allow", decision.words, decision.args)
+    return talk.decision("allow", decision.words, decision.args)
 
 
 async def _post_tool(run: TrackedRun, payload: dict[str, Any], policy: Policy, until: float) -> dict[str, Any] | None:
     await _catch_up(run, payload)
     tool, args, call_id = _call_of(payload)
-    if not _started_here(run.state, call_id):  # a call no PreToolUse asked about
+    if not talk.started_here(run.state, call_id):  # a call no PreToolUse asked about
         await run.tool_started(call_id, tool, args)
-    await run.tool_finished(call_id, _result_text(payload.get("tool_response")))
+    await run.tool_finished(call_id, talk.result_text(payload.get("tool_response")))
     return None
 
 
@@ -477,7 +481,7 @@ async def _catch_up(run: TrackedRun, payload: dict[str, Any]) -> None:
     """Report what the session's transcript holds and the run does not yet: each model call
     after the run's last usage report, its text and its usage (a limit crossed raises)."""
     path = payload.get("transcript_path")
-    calls = await asyncio.to_thread(_model_calls, Path(path)) if isinstance(path, str) and path else []
+    calls = await asyncio.to_thread(talk.model_calls, Path(path)) if isinstance(path, str) and path else []
     for model, usage, texts in calls[run.state.turns:]:
         for text in texts:
             run.text(text)
@@ -486,100 +490,11 @@ async def _catch_up(run: TrackedRun, payload: dict[str, Any]) -> None:
         await run.usage(prompt, int(usage.get("output_tokens") or 0), model=model or None)
 
 
-def _model_calls(path: Path) -> list[tuple[str, dict[str, Any], list[str]]]:
-    """The transcript's assistant messages, one per model call in order: the model, the usage
-    (its last record: the final count) and the text blocks."""
-    calls: dict[str, tuple[str, dict[str, Any], list[str]]] = {}
-    try:
-        lines = path.read_text(errors="replace").splitlines()
-    except OSError:
-        return []
-    for line in lines:
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a line being written as we read
-        message = record.get("message") if isinstance(record, dict) and record.get("type") == "assistant" else None
-        if not isinstance(message, dict) or not isinstance(message.get("id"), str):
-            continue
-        model, usage, texts = calls.get(message["id"], ("", {}, []))
-        content = message.get("content")
-        for block in content if isinstance(content, list) else []:
-            if isinstance(block, dict) and block.get("type") == "text" and block.get("text"):
-                texts.append(str(block["text"]))
-        calls[message["id"]] = (str(message.get("model") or model), message.get("usage") or usage, texts)
-    return list(calls.values())
-
-
 def _call_of(payload: dict[str, Any]) -> tuple[str, dict[str, Any], str]:
     tool, args, call_id = payload.get("tool_name"), payload.get("tool_input"), payload.get("tool_use_id")
     if not isinstance(tool, str) or not isinstance(call_id, str):
         raise HookError("the hook's input has no tool_name or tool_use_id")
     return tool, args if isinstance(args, dict) else {}, call_id
-
-
-def _started_here(state: RunState, call_id: str) -> bool:
-    return any(c.get("id") == call_id for m in state.messages if m.get("role") == "assistant"
-               for c in m.get("tool_calls") or ())
-
-
-def _result_text(response: Any) -> str:
-    """A tool's result as the model read it: a shell's output and errors, else the response."""
-    if isinstance(response, dict) and ("stdout" in response or "stderr" in response):
-        text = "\n".join(str(response.get(k) or "") for k in ("stdout", "stderr") if response.get(k))
-        text = text or "(no output)"
-    elif isinstance(response, str):
-        text = response
-    else:
-        text = json.dumps(response, ensure_ascii=False, default=str)
-    return text if len(text) <= _MAX_RESULT_CHARS else text[:_MAX_RESULT_CHARS] + " [cut]"
-
-
-# ---- the answers ------------------------------------------------------------------------------
-
-
-def _decision(verdict: str, words: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
-    out: dict[str, Any] = {"hookEventName": "PreToolUse", "permissionDecision": verdict,
-                           "permissionDecisionReason": words}
-    if args is not None:
-        out["updatedInput"] = args  # the operator's edited arguments: the call runs with them
-    return {"hookSpecificOutput": out}
-
-
-def _stopping(event: str, words: str) -> dict[str, Any] | None:
-    """How a hook stops the session: ``PreToolUse`` denies (``continue: false`` would let the
-    call run first); ``PostToolUse`` and ``UserPromptSubmit`` stop it; the rest cannot."""
-    if event == "PreToolUse":
-        return _decision("deny", f"{words} The call was not run.")
-    if event in ("PostToolUse", "UserPromptSubmit"):
-        return {"continue": False, "stopReason": words}
-    return None
-
-
-def _after_the_end(event: str, state: RunState) -> dict[str, Any] | None:
-    """A hook after the run has ended: a Stop or a limit keeps stopping the session; a run
-    that completed or failed (its bookkeeping) never stops the user's work."""
-    if not state.status.resumable:
-        return None
-    from tether.run.state import Status
-
-    interruption, limits = state.interruption, state.limits
-    reason = getattr(interruption, "reason", None) or state.status.value.replace("_", " ")
-    if state.status is Status.BUDGET_EXCEEDED and limits.budget_usd is not None:
-        reason = f"the budget of ${limits.budget_usd:.4f} is spent (${state.cost_usd:.4f})"  # as the run API says
-    elif state.status is Status.MAX_TURNS_EXCEEDED and limits.max_turns is not None:
-        reason = f"the turn cap of {limits.max_turns} is reached"
-    return _stopping(event, _ended_words(state.run_id, reason, getattr(interruption, "by", None), interruption))
-
-
-def _ended_words(run_id: str, reason: str, by: str | None, interruption: Any) -> str:
-    from tether.run.state import Cancelled
-
-    reason = reason.strip().rstrip(".")
-    if isinstance(interruption, Cancelled):
-        who = "the operator" if not by or by == "operator" else f"the operator {by}"
-        return f"{who[0].upper()}{who[1:]} stopped this session in Tether (run {run_id}): {reason}."
-    return f"Tether ended this session's run {run_id}: {reason}."
 
 
 # ---- the process -----------------------------------------------------------------------------

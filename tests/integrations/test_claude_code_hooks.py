@@ -29,7 +29,8 @@ from typing import Any
 
 import pytest
 
-from tether.store.control import ControlRequest, request
+from tether.store.control import ControlRequest
+from tether.store.operate import request
 from tether.integrations import claude_code
 from tether.store.protocol import Store
 from tether.run.state import Cancelled, NeedsApproval, RunState, Status
