@@ -2,21 +2,18 @@
 
 :func:`run_sender` is what ``tether serve`` and ``tether notify`` run. In order:
 
-1. **The lease.** It takes the store's sender lease (:mod:`tether.notify.storage`: an
-   ``flock`` or a PostgreSQL session lock). Held by another process, it says so once, and
-   tries again every second until that process ends (however it ends: the kernel or the
-   server drops the lock), then takes over. So two ``tether serve`` of one store never
-   both send.
+1. **The lease** (:mod:`tether.notify.storage`: an ``flock`` or a PostgreSQL session lock).
+   Held by another process, it says so once and tries every second until that process
+   ends however it ends, then takes over: two ``tether serve`` of a store never both send.
 2. **Catching up.** With the store's watch in place first (nothing written from then on
    is missed), it sends what was left unsent by the last sender (its intents in the
    ledger), the approvals waiting now, and what the runs' traces say happened since the
    last sender stopped (its cursor on the store; a first sender starts from now, and does
    not send the history of the store).
-3. **Following.** Each batch of changes the watch pushes (inotify, or LISTEN/NOTIFY) is
-   read (only what was appended) for notices (:mod:`tether.notify.notices`), each sent to
-   the channels that want it. Every few seconds the runs seen running are asked whether
-   a process still holds them (a killed process writes nothing: that is how an orphan
-   is seen).
+3. **Following.** Each batch of changes the watch pushes (inotify, LISTEN/NOTIFY) is read
+   for notices (:mod:`tether.notify.notices`), each sent to the channels that want it. Every
+   few seconds the runs seen running are asked whether a process still holds them (a
+   killed process writes nothing: that is how an orphan is seen).
 
 **Once.** For each (channel, notice key) the ledger records the intent, with the notice,
 before the POST, and ``sent`` after the receiver's answer. A sender that finds a key sent
