@@ -32,6 +32,7 @@ from textual import events, on
 from textual.pilot import Pilot
 from textual.widgets import Input
 
+from tether.demo.agents import DEMO
 from tether.run.state import RunState, StateError
 from tether.store.files.store import RunStore
 from tether.harness import Harness
@@ -91,9 +92,10 @@ class StillConsole(TetherApp):
 
 
 def still_console(*, harness: Harness | None = None, **options: Any) -> StillConsole:
-    """A still console with these :class:`ConsoleOptions` (no timings, decisions by ``operator``
-    unless given)."""
+    """A still console with these :class:`ConsoleOptions` (no timings, decisions by ``operator``,
+    the demo's scenarios offered, as ``tether console`` gives them, unless given)."""
     options.setdefault("timings", False)
+    options.setdefault("agent_sets", (DEMO,))
     options.setdefault("operator", "operator")
     return StillConsole(ConsoleOptions(**options), harness=harness)
 

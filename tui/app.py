@@ -47,7 +47,6 @@ from textual.binding import Binding
 from textual.screen import Screen
 from textual.worker import Worker
 
-from tether.demo.agents import DEMO
 from tether.agents.config import Config
 from tether.harness import Harness
 from tether.run.cancel import CancelSignal
@@ -97,7 +96,7 @@ class TetherApp(DecisionActions, RunActions, ConsoleViews, StoreFollowing, App[i
                                           base_url=options.base_url, api_key=options.api_key,
                                           latency_ms=options.latency_ms, embedded_url=options.provider_url,
                                           stream=options.stream, store=options.store,  # type: ignore[arg-type]
-                                          agent_sets=(DEMO,))
+                                          agent_sets=options.agent_sets)
         self._owns_store = options.store is not None and harness is None
         if self._owns_harness and (options.otlp or any(os.environ.get(name) for name in (
                 "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))):

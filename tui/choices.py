@@ -1,30 +1,28 @@
 """What the console offers to run: the agents of the agent file, a model at ``--base-url``,
-or the demo scenarios, as the New run dialog lists them and ``tether console`` checks them."""
+or the agents of the sets it was given (the demo scenarios, which the CLI gives), as the New
+run dialog lists them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from tether.agents.config import Config, ConfigError
-from tether.demo import agents as demo
+from tether.agents.sets import AgentSet
 from tether.harness import ADHOC_AGENT
 from tether.tui.components.dialogs import AgentChoice
-
-
-def scenario_choices() -> dict[str, str]:
-    """Scenario name -> description, without the internal ``*_child`` scripts."""
-    return demo.scenarios()
 
 
 def _where(base_url: str | None) -> str:
     return base_url or "the scripted provider"
 
 
-def agent_choices(config: Config | None, *, base_url: str | None = None,
+def agent_choices(config: Config | None, agent_sets: Sequence[AgentSet] = (), *, base_url: str | None = None,
                   workspace: Path | None = None) -> list[AgentChoice]:
     """What the New run dialog offers: the agents of the agent file (built now, so one that
     cannot be is listed with the reason), then, with ``base_url``, a model at that endpoint,
-    else the demo scenarios."""
+    else the agents of ``agent_sets`` (listed as their ``source`` says: ``demo``), not made
+    until one is started."""
     choices: list[AgentChoice] = []
     for name in config.names if config is not None else ():
         try:
@@ -58,10 +56,15 @@ def agent_choices(config: Config | None, *, base_url: str | None = None,
             "model", ADHOC_AGENT, f"a model at {base_url} (type its name below)",
             detail=f"the model you name, at {base_url}, with list_files, read_file and delete_file on {where}"))
         return choices
-    for name, description in scenario_choices().items():
-        task = demo.SCENARIO_TASKS.get(name)
-        choices.append(AgentChoice(
-            "demo", name, f"demo · {description}",
-            detail=f"demo scenario {name}: {description}" + (f" · its task: {task}" if task else ""),
-            model=name, prompt=task))
+    offered: set[str] = set()
+    for agent_set in agent_sets:
+        for name, description in agent_set.agents().items():
+            if name in offered:  # the first set naming it wins, as for the harness (set_of)
+                continue
+            offered.add(name)
+            task = agent_set.task(name)
+            choices.append(AgentChoice(
+                "demo", name, f"{agent_set.source} · {description}",
+                detail=f"{agent_set.source} scenario {name}: {description}" + (f" · its task: {task}" if task else ""),
+                model=name, prompt=task))
     return choices

@@ -23,13 +23,13 @@ from textual.screen import Screen
 from textual.worker import Worker
 
 from tether.agents.config import Config
+from tether.agents.sets import known_agents
 from tether.approvals import Call, Checked, DecisionQuery, Rule, run_source
 from tether.harness import Harness
 from tether.run.state import NeedsApproval
 from tether.store.control import ControlReply, ControlRequest
 from tether.store.files.tail import tail_records
 from tether.store.protocol import call
-from tether.tui.choices import scenario_choices
 from tether.tui.components.args_editor import ArgsEditor
 from tether.tui.components.decision import ACP_NO_EDIT
 from tether.tui.components.decisions_screen import DecisionsScreen
@@ -185,7 +185,8 @@ class DecisionActions(MessagePump):
         """What the rule editor checks a rule against: the tools of ``rid``'s agent (none
         known for an ACP agent, whose tools are its own), and the agents known here."""
         st = self.states.get(rid) if rid else None
-        agents = set(self.config.names if self.config is not None else ()) | set(scenario_choices())
+        agents = set(self.config.names if self.config is not None else ())
+        agents |= set(known_agents(self.harness.agent_sets))
         agents |= {s.agent.name for s in self.states.values() if s.agent is not None}
         tools = None
         if st is not None and not is_acp(st):

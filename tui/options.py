@@ -22,6 +22,7 @@ from tether.tui.components.decision import GRACE_S
 
 if TYPE_CHECKING:
     from tether.agents.config import Config
+    from tether.agents.sets import AgentSet
     from tether.store.protocol import Store
 
 
@@ -48,14 +49,19 @@ class ConsoleOptions:
     api_key: str | None = None
     """The key for ``base_url`` (``LLM_API_KEY``): the console's, for every run it makes there."""
 
+    agent_sets: tuple[AgentSet, ...] = ()
+    """The named agents the harness is given (:class:`tether.agents.sets.AgentSet`), which the
+    New run dialog offers when there is no ``base_url``: the CLI gives the demo's scenarios,
+    the console knows no set of its own."""
+
     provider_url: str | None = None
-    """Where the embedded scripted provider is served by a child process
-    (:func:`tether.demo.provider.server.provider_process`, what ``tether`` does). Without it and
-    without ``base_url`` the provider runs in this process, and long runs slow the screen."""
+    """Where the endpoint the agent sets offer is served by a child process (the CLI serves
+    the demo's scripted provider there, as ``tether`` does). Without it and without
+    ``base_url`` the sets' endpoint runs in this process, and long runs slow the screen."""
 
     latency_ms: float = 0.0
-    """The scripted provider's delay per answer: the tour and the pictures use it to show a run
-    visibly running."""
+    """The sets' in-process endpoint's delay per answer (the scripted provider's): the tour and
+    the pictures use it to show a run visibly running."""
 
     stream: bool | str = "auto"
     """Ask the model for streamed replies (``"auto"``: when the endpoint offers them), so the
@@ -73,11 +79,11 @@ class ConsoleOptions:
     """The model name the New run dialog proposes at ``base_url`` (``--model``, ``LLM_MODEL``)."""
 
     agent: str | None = None
-    """The agent the New run dialog preselects: an agent of the file, or a demo scenario."""
+    """The agent the New run dialog preselects: an agent of the file, or of an agent set."""
 
     start: tuple[str, ...] = ()
-    """Runs to start when the console opens: demo scenarios, or, at ``base_url``, tasks for
-    ``model``; the first one started is selected."""
+    """Runs to start when the console opens: agents of the sets (demo scenarios), or, at
+    ``base_url``, tasks for ``model``; the first one started is selected."""
 
     operator: str | None = None
     """Who the console's Stops and decisions are recorded as (``--as NAME``; default:
@@ -101,4 +107,5 @@ class ConsoleOptions:
     def __post_init__(self) -> None:
         # A list handed in (``start=["plan"]``) is kept as a tuple: frozen means frozen.
         object.__setattr__(self, "start", tuple(self.start))
+        object.__setattr__(self, "agent_sets", tuple(self.agent_sets))
         object.__setattr__(self, "notes", tuple(self.notes))

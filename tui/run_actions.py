@@ -19,13 +19,13 @@ from textual.message_pump import MessagePump
 from textual.worker import Worker
 
 from tether.agents.agent import Agent
-from tether.demo import agents as demo
+from tether.agents.sets import known_agents, set_of
 from tether.harness import ADHOC_AGENT, Harness, Outcome, adhoc_agent
 from tether.run.cancel import CancelSignal
 from tether.run.state import StateError, new_run_id
 from tether.store.control import ControlReply
 from tether.store.protocol import call
-from tether.tui.choices import agent_choices, scenario_choices
+from tether.tui.choices import agent_choices
 from tether.tui.components.dialogs import FollowUpDialog, NewRunDialog, NewRunRequest, ResumeDialog, ResumeRequest
 from tether.tui.model import ConsoleModel
 from tether.tui.options import ConsoleOptions
@@ -49,14 +49,15 @@ class RunActions(MessagePump):
     client: StoreClient
 
     def agent_for(self, request: NewRunRequest) -> Agent:
-        """The agent a request names: the agent file's ``request.agent``, a demo scenario, or
-        (with ``--base-url``) the model at that endpoint. Raises ValueError in words."""
+        """The agent a request names: the agent file's ``request.agent``, an agent of the
+        harness's sets (a demo scenario), or (with ``--base-url``) the model at that endpoint.
+        Raises ValueError in words."""
         if request.agent is not None:
             if self.config is None:
                 raise ValueError(f"no agent file: agent {request.agent} needs ./tether.toml, --config FILE "
                                  "or $TETHER_CONFIG")
             return self.config.agent(request.agent)
-        if demo.is_scenario(request.model):
+        if set_of(self.harness.agent_sets, request.model) is not None:
             return self.harness.agent_named(request.model)  # at --base-url when the scripted provider is served there
         base_url = self.harness.base_url
         if base_url:
@@ -65,7 +66,7 @@ class RunActions(MessagePump):
             # The key is the console's (LLM_API_KEY), as for every run it makes at --base-url.
             return adhoc_agent(request.model, base_url, self.adhoc_workspace, api_key_env=None)
         raise ValueError(f"unknown scenario {request.model!r}; the demo scenarios are: "
-                         + ", ".join(scenario_choices()))
+                         + ", ".join(known_agents(self.harness.agent_sets)))
 
     def create_run(self, request: NewRunRequest, *, run_id: str | None = None, start: bool = True) -> str:
         """Make a run of the agent ``request`` names (and start it)."""
@@ -257,7 +258,8 @@ class RunActions(MessagePump):
             self.show_events()
             self.select(rid)
 
-        choices = agent_choices(self.config, base_url=self.harness.base_url, workspace=self.adhoc_workspace)
+        choices = agent_choices(self.config, self.harness.agent_sets, base_url=self.harness.base_url,
+                                workspace=self.adhoc_workspace)
         self.push_screen(NewRunDialog(choices, base_url=self.harness.base_url, default_model=self.options.model,
                                       initial=self.options.agent), done)
 

@@ -33,6 +33,11 @@ class AgentSet(Protocol):
         """Agent name -> what it does, in the order they are offered."""
         ...
 
+    def task(self, name: str) -> str | None:
+        """The agent ``name``'s own task, None when it has none: what a console offers to run
+        before the agent is made (making it may lay out its workspace)."""
+        ...
+
     def tools(self) -> list[Tool]:
         """Every tool the set's agents are offered (what a standing rule may name)."""
         ...

@@ -7,7 +7,7 @@ operator's is read or written) and every network feature off (../shared/WAVE3.md
 which). ``launch_opencode`` / ``launch_qwen`` return the command and the environment for
 :mod:`tether.acp`, and write the agents' own configs under ``home``.
 
-``tether demo --acp`` (``tether.tui.tour``) runs both under the console: :data:`TASKS` is what
+``tether demo --acp`` (``tether.tui.cli.demo``) runs both under the console: :data:`TASKS` is what
 its scripted model knows, :func:`seed_workspace` the project they work in, and
 :func:`write_agent_file` the agent file that declares them, as an operator would.
 """

@@ -140,6 +140,9 @@ class DemoAgents:
     def agents(self) -> dict[str, str]:
         return scenarios()
 
+    def task(self, name: str) -> str | None:
+        return SCENARIO_TASKS.get(name)
+
     def tools(self) -> list[Tool]:
         return tools()
 

@@ -139,7 +139,7 @@ async def _press_keys(app: TetherApp, rid: str, going: Callable[[], bool],
 
 def _app(tmp: str, provider_url: str | None, **kw: Any) -> TetherApp:
     return MeasuredConsole(ConsoleOptions(runs_dir=Path(tmp) / "runs", workspace=Path(tmp) / "workspace",
-                                          provider_url=provider_url, **kw))
+                                          provider_url=provider_url, agent_sets=(DEMO,), **kw))
 
 
 def _key_figures(latencies: list[float], timeouts: int) -> dict[str, Any]:
@@ -320,7 +320,7 @@ async def store_startup(root: Path, keys: int = 100) -> dict[str, Any]:
     """A console opened on ``root`` (10,000 finished runs): construction to usable, and keys."""
     gc.collect()
     t0 = time.perf_counter()
-    app = MeasuredConsole(ConsoleOptions(runs_dir=root, workspace=root.parent / "workspace"))
+    app = MeasuredConsole(ConsoleOptions(runs_dir=root, workspace=root.parent / "workspace", agent_sets=(DEMO,)))
     async with app.run_test(size=(160, 45)) as pilot:
         usable_s = time.perf_counter() - t0
         runs = app.console_screen.query_one("#runs")
@@ -360,7 +360,7 @@ async def live_from_peers(seconds: float, peers: int = PEERS, per_peer: int = RU
     """``peers`` other processes each driving ``per_peer`` runaways; the console follows them."""
     with tempfile.TemporaryDirectory(prefix="tether-bench-") as tmp:
         root, ws = Path(tmp) / "runs", Path(tmp) / "workspace"
-        app = MeasuredConsole(ConsoleOptions(runs_dir=root, workspace=ws))
+        app = MeasuredConsole(ConsoleOptions(runs_dir=root, workspace=ws, agent_sets=(DEMO,)))
         procs: list[asyncio.subprocess.Process] = []
         async with app.run_test(size=(160, 45)) as pilot:
             await app.store_ready()

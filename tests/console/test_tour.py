@@ -9,7 +9,7 @@ from tether.harness import Harness
 from tether.demo.provider.scenarios import DESTRUCTIVE_DECLINED
 from tether.run.state import Cancelled, MaxBudget, Status
 from tether.tui.components.cost_meter import TurnsSparkline
-from tether.tui.tour import REJECTION, STEPS, Caption, Tour
+from tether.tui.cli.demo import REJECTION, STEPS, Caption, Tour
 from tether.demo.agents import DEMO
 
 from tests.support import SIZE, finish, make_app, settle, shown, transcript, wait_for

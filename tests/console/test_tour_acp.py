@@ -27,7 +27,7 @@ from tether.demo.provider.server import running_app
 from tether.run.state import Cancelled, Status
 from tether.observe.trace import read_trace
 from tether.tui.components.dialogs import ApproveDialog
-from tether.tui.tour import ACP_REJECTION, ACP_STEPS, AcpTour, Caption, run_demo
+from tether.tui.cli.demo import ACP_REJECTION, ACP_STEPS, AcpTour, Caption, run_demo
 
 from tests.acp import installed as agents
 from tests.acp.procs import alive_in

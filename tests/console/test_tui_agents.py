@@ -26,7 +26,7 @@ from tether.demo.provider.scenarios import PLAN_ANSWER
 from tether.demo.provider.server import provider_process
 from tether.run.state import Limits, Status
 from tether.store.files.layout import JOURNAL_FILE
-from tether.tui import launch as console
+from tether.tui.cli import console
 from tether.tui.app import TetherApp
 from tether.tui.components.dialogs import NewRunDialog, NewRunRequest, ResumeDialog
 from tether.tui.components.runs_list import RunsList

@@ -26,7 +26,7 @@ from tether.demo.provider.server import provider_process
 from tether.run.state import Status
 from tests.support import SIZE, finish, settle, still_console
 from tether.tui.app import TetherApp
-from tether.tui.launch import run_console
+from tether.tui.cli.console import run_console
 from tether.tui.components.dialogs import NewRunRequest
 
 
@@ -156,7 +156,7 @@ def test_without_a_child_the_console_runs_the_provider_itself_and_says_so(
         seen.update(url=app.options.provider_url, notes=list(app.options.notes))
         return 0
 
-    monkeypatch.setattr("tether.tui.launch.provider_process", no_child)
+    monkeypatch.setattr("tether.tui.cli.console.provider_process", no_child)
     monkeypatch.setattr(TetherApp, "run", run)
     assert run_console(_console_args(tmp_path)) == 0
     assert seen["url"] is None

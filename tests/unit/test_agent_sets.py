@@ -24,6 +24,9 @@ class Greeters:
     def agents(self) -> dict[str, str]:
         return {"greeter": "says hello"}
 
+    def task(self, name: str) -> str | None:
+        return "Say hello." if name == "greeter" else None
+
     def tools(self) -> list:
         return []
 

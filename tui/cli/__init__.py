@@ -22,7 +22,7 @@ from tether.tui.cli.output import Output
 from tether.tui.cli.parser import USAGE_ERROR, UsageError, build_parser
 
 _MODULES = {
-    "console": "console", "demo": "console",
+    "console": "console", "demo": "demo",
     "run": "run", "resume": "run",
     "stop": "control", "approve": "control", "reject": "control",
     "runs": "runs", "show": "runs", "trace": "runs", "watch": "runs", "export-otel": "runs",

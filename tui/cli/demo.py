@@ -1,5 +1,8 @@
 """``tether demo``: an autopilot tour of the console on the scripted provider.
 
+A command of the CLI, so it may know the demo, which the console does not: it gives the
+console the demo's scenarios (:data:`tether.demo.agents.DEMO`) and serves their provider.
+
 The tour drives the real console the way an operator would: the same keys, the same
 dialogs, the same runs on the embedded scripted provider. A caption line names each step.
 So a recording of it (``make recording``) shows the product, not a mock-up of it, and a
@@ -394,6 +397,7 @@ def run_demo(args: Any) -> int:
     operator's. With ``--acp``, :class:`AcpTour` (see :func:`run_acp_demo`)."""
     if getattr(args, "acp", False):
         return run_acp_demo(args)
+    from tether.demo.agents import DEMO
     from tether.demo.provider.server import provider_process
     from tether.tui.app import TetherApp
     from tether.tui.options import ConsoleOptions
@@ -409,7 +413,8 @@ def run_demo(args: Any) -> int:
         except (RuntimeError, OSError):  # no child process: the same provider, in this process
             url = None
         app = TetherApp(ConsoleOptions(runs_dir=runs_dir, workspace=workspace, provider_url=url,
-                                       latency_ms=args.latency_ms, grace_s=0.5, operator="the demo"))
+                                       latency_ms=args.latency_ms, grace_s=0.5, operator="the demo",
+                                       agent_sets=(DEMO,)))
         app.run(auto_pilot=tour)
     return app.return_code or 0
 
@@ -418,8 +423,9 @@ def run_acp_demo(args: Any) -> int:
     """``tether demo --acp``: :class:`AcpTour` on a console of its own, the agents at the scripted
     endpoint (a child process), in a small project of a temporary folder. Without the agents,
     one line that says how to get them, and exit 2."""
-    from tether.demo.acp import TASKS, missing, seed_workspace, write_agent_file
     from tether.agents.config import load_config
+    from tether.demo.acp import TASKS, missing, seed_workspace, write_agent_file
+    from tether.demo.agents import DEMO
     from tether.demo.provider.coding import endpoint_process
     from tether.tui.app import TetherApp
     from tether.tui.options import ConsoleOptions
@@ -436,6 +442,9 @@ def run_acp_demo(args: Any) -> int:
         config = load_config(write_agent_file(home / "tether.toml", base_url=url, home=home / "agents",
                                               workspace=workspace))
         app = TetherApp(ConsoleOptions(runs_dir=args.runs_dir or home / "runs", workspace=home / "workspace",
-                                       config=config, grace_s=0.5, operator="the demo"))
+                                       config=config, grace_s=0.5, operator="the demo", agent_sets=(DEMO,)))
         app.run(auto_pilot=tour)
     return app.return_code or 0
+
+
+COMMANDS = {"demo": run_demo}
