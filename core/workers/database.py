@@ -41,7 +41,7 @@ def _engine(url: str, pool_size: int = 4, overflow: int | None = None) -> Any:
 
 
 def ensure_dbos_schema(url: str) -> None:
-    """DBOS's tables in the schema ``dbos`` (made by ``core/data/pg/roles.sql``): created
+    """DBOS's tables in the schema ``dbos`` (made by ``roles.sql``, :data:`tether.store.postgres.schema.ROLES_SQL`): created
     or migrated by DBOS itself, once, however many submitters or workers start together."""
     from dbos._serialization import DefaultSerializer
     from dbos._sys_db import SystemDatabase
@@ -65,8 +65,9 @@ def _db_words(exc: BaseException, url: str, what: str) -> str:
 
     text = clean(exc, url).splitlines()[0] if str(exc).strip() else type(exc).__name__
     if "permission denied for database" in text or "permission denied for schema" in text:
-        text += (" (the operator role needs the schema dbos: run the lines for it in "
-                 "core/data/pg/roles.sql as a superuser)")
+        from tether.store.postgres.schema import ROLES_SQL
+
+        text += f" (the operator role needs the schema dbos: run the lines for it in {ROLES_SQL} as a superuser)"
     return f"{redact(url)}: {what}: {text}"
 
 

@@ -2,7 +2,7 @@
 
 ``PgStore`` keeps every run in six tables of its schema (``tether`` by default), and the
 approvals in two more, made on first use by :func:`ensure_schema` (one maker at a time, by a
-transaction lock); ``core/data/pg/roles.sql`` makes the roles. See
+transaction lock); ``roles.sql`` (:data:`ROLES_SQL`) makes the roles. See
 :mod:`tether.store.postgres.store` for what each table holds and why documents are ``json``.
 
 Every change a store commits notifies the channel ``tether_<schema>`` in the same
@@ -16,6 +16,7 @@ import functools
 import json
 import logging
 import re
+from pathlib import Path
 from typing import Any
 
 import psycopg
@@ -23,6 +24,10 @@ from psycopg import sql
 
 from tether.store.decisions import DECISION_COLUMNS
 from tether.store.postgres.connection import StoreUnavailable, clean
+
+# Where the roles' script is, said in full in errors: in a checkout core/data/pg/, in an
+# installed package tether/data/pg/ under site-packages.
+ROLES_SQL = str(Path(__file__).resolve().parents[2] / "data" / "pg" / "roles.sql")
 
 log = logging.getLogger(__name__)
 
@@ -206,5 +211,5 @@ def ensure_schema(conn: psycopg.Connection, schema: str, *, where: str, url: str
                         "they are made when the operator's role connects", where)
             return
         raise StoreUnavailable(f"{where}: the tables of schema {schema} are missing and this role "
-                               f"cannot make them ({clean(exc, url)}); run core/data/pg/roles.sql "
+                               f"cannot make them ({clean(exc, url)}); run {ROLES_SQL} "
                                f"as a superuser, then connect as the operator role") from None
