@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test agents chromium bench screenshots recording lab eval-local campaign clean
+.PHONY: run test agents chromium bench screenshots recording lab eval-local campaign fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -110,6 +110,20 @@ lab: $(VENV)/.installed
 # several minutes; prints four tables. `make test` runs reduced crash campaigns.
 campaign: $(VENV)/.installed-test
 	$(BIN)/python -m tests.campaign
+
+# The fuzzing campaign's coverage-guided half (tests/fuzz; its property tests run in make test):
+# every parser of outside input under atheris for FUZZ_SECONDS each (nine targets: about ten
+# minutes at the default), then the table docs/reliability.md shows. Where atheris has no wheel,
+# hypothesis draws the inputs instead (the command says so).
+FUZZ_SECONDS ?= 60
+
+$(VENV)/.installed-fuzz: pyproject.toml | $(BIN)/python
+	$(BIN)/python -m pip install -q -e '.[test]'
+	$(BIN)/python -m pip install -q -e '.[fuzz]' || echo "make fuzz: atheris did not install here"
+	touch $@
+
+fuzz: $(VENV)/.installed-fuzz
+	$(BIN)/python -m tests.fuzz --seconds $(FUZZ_SECONDS)
 
 $(VENV)/.installed-local-gemma: pyproject.toml $(VENV)/.installed-local
 	$(BIN)/python -m pip install -q -e '.[local-gemma]'
