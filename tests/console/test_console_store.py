@@ -200,7 +200,9 @@ async def test_a_run_waiting_with_nobody_holding_it_is_decided_in_the_console(tm
         assert made.returncode == 5, made.stdout + made.stderr
         await wait_for(pilot, lambda: [p.run_id for p in app.pending_approvals()] == ["w1"], "w1 pending", CAP_S)
         app.select("w1")
-        assert app.model.decide_route("w1") == "here"
+        # The pending call can show before the console's next owner check (once a second) sees
+        # that the process let the run go: the route is "here" from that check on.
+        await wait_for(pilot, lambda: app.model.decide_route("w1") == "here", "nobody to hold w1", CAP_S)
         assert app.check_action("approve", ()) is True and app.check_action("stop", ()) is None
         await open_armed(pilot, app, "a", ApproveDialog)
         await pilot.press("enter")
