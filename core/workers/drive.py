@@ -20,13 +20,13 @@ from tether.run.state import Cancelled, NeedsApproval, RunState, StateError, Sta
 
 if TYPE_CHECKING:
     from tether.harness import Harness
-    from tether.workers.worker import Worker
+    from tether.workers.host import Host
 
 log = logging.getLogger("tether.workers.worker")
 HELD_WAIT_S = 1.0  # a drive step finding its run held by a live process looks again this often
 
 
-async def drive(worker: Worker, run_id: str, decision: dict[str, Any] | None) -> dict[str, Any]:
+async def drive(worker: Host, run_id: str, decision: dict[str, Any] | None) -> dict[str, Any]:
     """Run the run until it stops, once no other live process holds it; with a decision,
     apply it first (unless it was applied before a crash). A run that had stopped on its
     own before (a Stop, a cap, an answer) is left as it is."""
@@ -38,7 +38,7 @@ async def drive(worker: Worker, run_id: str, decision: dict[str, Any] | None) ->
         log.error("run %s: worker %s could not drive it: %s", run_id, worker.executor_id, exc)
         raise
 
-async def _drive(worker: Worker, run_id: str, decision: dict[str, Any] | None) -> dict[str, Any]:
+async def _drive(worker: Host, run_id: str, decision: dict[str, Any] | None) -> dict[str, Any]:
     from tether.store.protocol import call
 
     harness = worker.harness()
@@ -88,7 +88,7 @@ def _operation(harness: Harness, state: RunState, decision: dict[str, Any] | Non
         return lambda: harness.reject(run_id, decision.get("text") or "", **decided)
     return None
 
-async def _unbuildable(worker: Worker, state: RunState, why: str) -> dict[str, Any]:
+async def _unbuildable(worker: Host, state: RunState, why: str) -> dict[str, Any]:
     from tether.store.protocol import call
 
     text = f"worker {worker.executor_id} cannot build the run's agent, so it did not start it: {why}"

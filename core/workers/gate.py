@@ -23,7 +23,7 @@ def _install_gate() -> bool:
     queue, and counts it per queue. Two methods of its system database are wrapped, for this
     worker's own queues only: ``get_queue`` (which the queue threads reload every poll) gives
     this worker's ``--concurrency`` instead of the row's, and ``start_queued_workflows`` (the
-    claim) claims at most the room :meth:`~tether.workers.worker.Worker._room` leaves, under one lock for the
+    claim) claims at most the room :meth:`~tether.workers.worker.Worker.room` leaves, under one lock for the
     process, so two queues' threads never claim the same slot. False (and nothing wrapped)
     when DBOS's methods are not the ones this was written against."""
     global _GATE_INSTALLED
@@ -60,8 +60,8 @@ def _install_gate() -> bool:
                 or queue.name not in worker.listened:
             return claim(self, queue, executor_id, app_version, partition, local_running_count,
                          partition_local_running_count, **kwargs)
-        with worker._claiming:
-            room = worker._room(self, queue.name)
+        with worker.claiming:
+            room = worker.room(self, queue.name)
             if room <= 0:
                 return [], "worker_concurrency"
             capped = copy.copy(queue)

@@ -23,7 +23,7 @@ from tether.workers.database import _lock_seed
 from tether.workers.names import DBOS_SCHEMA, DEMO_QUEUE, WORKFLOW, isolated, queue_for
 
 if TYPE_CHECKING:
-    from tether.workers.worker import Worker
+    from tether.workers.host import Host
 
 log = logging.getLogger("tether.workers.worker")
 MAX_RECOVERIES = 3
@@ -33,7 +33,7 @@ since its transcript last grew; at the next such death it is parked as ``failed`
 GAVE_UP = "crashed every worker that took it"
 
 
-def recover(worker: Worker, conn: Any, executor: str) -> None:
+def recover(worker: Host, conn: Any, executor: str) -> None:
     """Hand a dead executor's workflows back to their queues. Its lock, taken here for
     the duration, makes this worker the only one doing it; the list is read again under
     the lock, so workflows another worker recovered a moment ago are left alone.
@@ -69,7 +69,7 @@ def recover(worker: Worker, conn: Any, executor: str) -> None:
     finally:
         conn.execute("SELECT pg_advisory_unlock(%s)", (key,))
 
-def _death(worker: Worker, conn: Any, run_id: str, executor: str) -> str | None:
+def _death(worker: Host, conn: Any, run_id: str, executor: str) -> str | None:
     """Count the death of ``executor`` against ``run_id`` if it was driving the run:
     None (it was not: the run goes back as it was), "resume" (to be driven on its own), or
     "park" (the run was parked as failed: no worker takes it again)."""
@@ -116,7 +116,7 @@ def _death(worker: Worker, conn: Any, run_id: str, executor: str) -> str | None:
                  (run_id, executor))
     return "park"
 
-def _park(worker: Worker, run_id: str, reason: str) -> bool:
+def _park(worker: Host, run_id: str, reason: str) -> bool:
     """End the run ``failed`` for ``reason`` (saved and traced as any stop), then cancel its
     workflow, so that no worker takes it again. False if the run could not be taken."""
     from dbos import DBOS
@@ -146,7 +146,7 @@ def _park(worker: Worker, run_id: str, reason: str) -> bool:
     log.error("run %s: %s", run_id, reason)
     return True
 
-def note_unbuildable(worker: Worker, conn: Any) -> None:
+def note_unbuildable(worker: Host, conn: Any) -> None:
     """Say once, in the trace of each queued run whose agent this worker cannot build,
     that it was left for another worker, and why."""
     queues = {q: name for name in worker.cannot for q in (queue_for(name, "config"),

@@ -74,8 +74,8 @@ class Worker:
         self._launched = False
         self.superseded = False
         self.gated = False  # --concurrency holds across this process's queues (_install_gate)
-        self._claiming = threading.Lock()  # one claim at a time in this process, whatever the queue
-        self._waiting: set[str] = set()  # runs whose workflow waits here for a decision
+        self.claiming = threading.Lock()  # one claim at a time in this process, whatever the queue
+        self.waiting: set[str] = set()  # runs whose workflow waits here for a decision
 
     @property
     def listened(self) -> list[str]:
@@ -190,7 +190,7 @@ class Worker:
         workflow.attach(None)
 
     # ---- how many runs to claim (the gate of _install_gate) ----
-    def _room(self, sys_db: Any, queue: str) -> int:
+    def room(self, sys_db: Any, queue: str) -> int:
         """How many runs this worker may claim from ``queue`` now: ``--concurrency`` less its
         workflows that are ``PENDING`` on this executor (driven, waiting for a decision, or
         just claimed), read from DBOS's table, so that it is what the queue view shows.
@@ -198,13 +198,13 @@ class Worker:
         A run of an isolated queue only when nothing here is being driven, and nothing else
         while one is. While such a run waits for a worker, this one starts no other run, so
         that it (or another worker) is soon free to take it: a busy fleet would otherwise
-        never leave a worker empty for it. Called under ``_claiming``, so the count and the
+        never leave a worker empty for it. Called under ``claiming``, so the count and the
         claim are one step."""
         import sqlalchemy as sa
 
         alone = queue.endswith(ISOLATED)
         active = _active_here()
-        if active is not None and (len(active) >= self.concurrency or (alone and active - self._waiting)):
+        if active is not None and (len(active) >= self.concurrency or (alone and active - self.waiting)):
             return 0  # full (or not alone) without asking the database
         with sys_db.engine.connect() as c:
             rows = c.execute(sa.text(
@@ -214,7 +214,7 @@ class Worker:
                 {"me": self.executor_id, "name": WORKFLOW,
                  "isolated": [isolated(q) for q in self.queues]}).fetchall()
         mine = [(wid, q or "") for wid, q, status in rows if status == "PENDING"]
-        driven = [q for wid, q in mine if wid not in self._waiting]
+        driven = [q for wid, q in mine if wid not in self.waiting]
         if alone:
             return 1 if not driven and len(mine) < self.concurrency else 0
         if any(q.endswith(ISOLATED) for q in driven) or len(mine) < len(rows):

@@ -16,22 +16,22 @@ from tether.workers import drive as driving
 from tether.workers.names import DECISION_TOPIC, DRIVE_STEP, WORKFLOW
 
 if TYPE_CHECKING:
-    from tether.workers.worker import Worker
+    from tether.workers.host import Host
 
 log = logging.getLogger("tether.workers.worker")
 DECISION_WAIT_S = 3600.0  # one recv's timeout; the workflow waits again after it, for as long as it takes
 
 
-_WORKER: Worker | None = None
+_WORKER: Host | None = None
 
 
-def attach(worker: Worker | None) -> None:
+def attach(worker: Host | None) -> None:
     """Make ``worker`` the one this process's drive steps and queue gate use (None: no more)."""
     global _WORKER
     _WORKER = worker
 
 
-def current() -> Worker | None:
+def current() -> Host | None:
     """The worker of this process, if one was started (read at each call: it changes)."""
     return _WORKER
 
@@ -65,8 +65,8 @@ def _registered() -> tuple[Any, Any]:
         return outcome
 
     async def _await_decision(run_id: str, call_id: str) -> dict[str, Any] | None:
-        waiting = _WORKER._waiting if _WORKER is not None else set()
-        waiting.add(run_id)  # drives nothing meanwhile (Worker._room)
+        waiting = _WORKER.waiting if _WORKER is not None else set()
+        waiting.add(run_id)  # drives nothing meanwhile (Worker.room)
         try:
             return await _receive(call_id)
         finally:
