@@ -33,3 +33,12 @@ def clean(value: Any, *, keep_newlines: bool = True) -> str:
     if not keep_newlines:
         text = text.replace("\n", "⏎ ")
     return text
+
+
+def json_words(exc: BaseException) -> str:
+    """Why ``json.loads`` refused a text, in words: where it broke, or what it could not take
+    (an integer of more than 4,300 digits, arrays or objects nested deeper than Python's stack)."""
+    if isinstance(exc, RecursionError):
+        return "arrays or objects nested too deep"
+    msg, pos = getattr(exc, "msg", None), getattr(exc, "pos", None)
+    return f"{msg} at position {pos}" if msg is not None and pos is not None else str(exc)

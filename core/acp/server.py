@@ -32,6 +32,7 @@ from acp import PROTOCOL_VERSION, RequestError, schema
 from acp.agent.connection import AgentSideConnection
 
 from tether.acp.serving.session import ServedSession
+from tether.acp.transport import CheckedTransport
 from tether.acp.serving.updates import prompt_text, replay
 from tether.agents.agent import Agent
 from tether.agents.sets import AgentSet, known_agents
@@ -41,6 +42,7 @@ from tether.store.spec import open_store
 from tether.run.state import StateError, new_run_id
 
 log = logging.getLogger(__name__)
+MAX_BAD_LINES = 100  # in a row from the client: then the serving ends (the client writes no ACP)
 
 AGENT_OPTION = "agent"
 """The session config option that picks the agent (the same choice as the session mode)."""
@@ -221,7 +223,10 @@ async def serve(config_path: str | Path | None = None, store_spec: str | Path | 
         stdin, stdout = await _protocol_streams()
     harness = Harness(workspace=workspace, config=config, store=store, stream="auto", agent_sets=agent_sets)
     agent = TetherAgent(harness, Offered(harness))
-    conn = AgentSideConnection(cast(acp.Agent, agent), stdout, stdin, listening=False)
+    # The editor's lines through the same checks as an ACP agent's (tether.acp.transport): a line
+    # that is JSON but no JSON-RPC message would otherwise end the connection, and the serving.
+    transport = CheckedTransport(stdin, stdout, on_bad=_bad_line, max_consecutive=MAX_BAD_LINES)
+    conn = AgentSideConnection(cast(acp.Agent, agent), transport, listening=False)
     listening = asyncio.create_task(conn.listen(), name="acp listen")
     try:
         async with _until_terminated() as terminated:
@@ -264,6 +269,10 @@ def main(args: argparse.Namespace, agent_sets: Sequence[AgentSet] = ()) -> int:
     except KeyboardInterrupt:
         return 130
     return 0
+
+
+def _bad_line(count: int, sample: str) -> None:
+    log.warning("skipped a line from the client that is not a JSON-RPC message (%d so far): %r", count, sample)
 
 
 async def _protocol_streams() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:

@@ -64,15 +64,20 @@ class CheckedTransport(NdjsonTransport):
 
 
 def _json_rpc(line: bytes) -> dict[str, Any] | None:
-    """The message, if the line is a JSON-RPC 2.0 request, notification or response."""
+    """The message, if the line is a JSON-RPC 2.0 request, notification or response: an
+    object whose id (if any) is a string, a number or null, with a string method, or else a
+    result or an error object. Anything else would fail ``acp``'s receive loop (an id that
+    cannot be looked up, an error without ``.get``) and with it the whole connection."""
     try:
         message = json.loads(line)
-    except ValueError:
+    except (ValueError, RecursionError):  # RecursionError: nested too deep for json
         return None
     if not isinstance(message, dict):
         return None
-    if isinstance(message.get("method"), str):
-        return message
-    if "id" in message and ("result" in message or "error" in message):
+    if "id" in message and not (message["id"] is None or isinstance(message["id"], (str, int, float))):
+        return None
+    if "method" in message:
+        return message if isinstance(message["method"], str) else None
+    if "id" in message and ("result" in message or isinstance(message.get("error"), dict)):
         return message
     return None

@@ -246,7 +246,7 @@ class Config:
             known = ", ".join(self.data.mcp) or "none is declared"
             raise ConfigError(f"{self.path}: {where}: no MCP server {name!r}: declare [mcp.{name}] "
                               f"or remove it from the list (servers in this file: {known})")
-        cwd = str(self._path(entry.cwd)) if entry.cwd else None
+        cwd = str(self._path(entry.cwd, f"mcp.{name}.cwd")) if entry.cwd else None
         # "python" is the Python that runs Tether, where a server installed beside it is.
         command = sys.executable if entry.command in ("python", "python3") else entry.command
         try:
@@ -256,15 +256,21 @@ class Config:
         except ValueError as exc:
             raise ConfigError(f"{self.path}: mcp.{name}: {exc}") from None
 
-    def _path(self, value: str) -> Path:
-        path = Path(value).expanduser()
+    def _path(self, value: str, key: str) -> Path:
+        if "\0" in value:
+            raise ConfigError(f"{self.path}: {key}: {value!r} is not a path (it holds a NUL character)")
+        try:
+            path = Path(value).expanduser()
+        except RuntimeError:  # ~NAME of no user on this machine
+            raise ConfigError(f"{self.path}: {key}: {value!r} starts with the home folder of no user here: "
+                              "fix the path") from None
         return path if path.is_absolute() else (self.path.parent / path).resolve()
 
     def _build(self, name: str, entry: AgentEntry) -> Agent:
         where = f"agents.{name}"
         workspace = None
         if entry.workspace is not None:
-            workspace = self._path(entry.workspace)
+            workspace = self._path(entry.workspace, f"{where}.workspace")
             if not workspace.is_dir():
                 raise ConfigError(f"{self.path}: {where}.workspace: {workspace} is not a folder: "
                                   "create it or fix the path")
@@ -304,7 +310,9 @@ class Config:
     def _command(self, command: str, key: str) -> str:
         """An agent's command as a path: one with a slash is relative to the file's folder,
         any other is looked for on PATH, now, so that a missing one is this file's error."""
-        found = str(self._path(command)) if "/" in command else shutil.which(command)
+        if "\0" in command:
+            raise ConfigError(f"{self.path}: {key}: {command!r} is not a command (it holds a NUL character)")
+        found = str(self._path(command, key)) if "/" in command else shutil.which(command)
         if found is None or not os.access(found, os.X_OK) or not Path(found).is_file():
             raise ConfigError(f"{self.path}: {key}: no command {command!r} here: install it, put it on PATH, "
                               "or give its path")

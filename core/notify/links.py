@@ -93,7 +93,10 @@ def link_url(public_url: str, token: str) -> str:
 
 def _verified(store: Any, token: str) -> tuple[LinkClaim, str, float]:
     """The claim, its nonce and when it was issued, once the signature is good."""
-    if not isinstance(token, str) or not token or len(token) > _MAX_TOKEN or token.count(".") != 1:
+    # A token is base64url and one dot: ASCII (anything else, a lone surrogate among it, could not
+    # even be signed to compare).
+    if not isinstance(token, str) or not token or len(token) > _MAX_TOKEN or token.count(".") != 1 \
+            or not token.isascii():
         raise LinkRefused("this is not a Tether link (it is cut short or mangled): it decides nothing; "
                           "copy the whole link, or decide on the approvals page", "malformed")
     payload, signature = token.split(".")
@@ -105,7 +108,7 @@ def _verified(store: Any, token: str) -> tuple[LinkClaim, str, float]:
         claim = LinkClaim(run_id=str(body["r"]), call_id=str(body["c"]), args_hash=str(body["h"]),
                           action=body["a"], expires_at=float(body["e"]), bearer=bool(body["b"]))
         nonce, issued = str(body["n"]), float(body["i"])
-    except (ValueError, KeyError, TypeError, binascii.Error):
+    except (ValueError, KeyError, TypeError, binascii.Error, OverflowError, RecursionError):
         raise LinkRefused("this link is signed but cannot be read: it decides nothing", "malformed") from None
     if claim.action not in ACTIONS:
         raise LinkRefused("this link is signed but names no decision: it decides nothing", "malformed")

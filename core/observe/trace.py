@@ -69,16 +69,32 @@ def _recover_tail(path: Path) -> int:
         tail = f.read()
         if not tail.endswith(b"\n"):
             cut = tail.rfind(b"\n")
+            while cut < 0 and start > 0:  # a torn line longer than the window: its start is further back
+                step = min(start, _TAIL_BYTES)
+                start -= step
+                f.seek(start)
+                tail = f.read(step) + tail
+                cut = tail.rfind(b"\n", 0, step)
             keep = start + cut + 1 if cut >= 0 else start
             f.truncate(keep)
             tail = tail[: cut + 1] if cut >= 0 else b""
         for line in reversed(tail.splitlines()):
             try:
-                return int(json.loads(line)["seq"])
-            except (ValueError, KeyError, TypeError):
+                seq = _seq(json.loads(line))
+            except (ValueError, RecursionError):  # RecursionError: nested too deep for json
                 continue
+            if seq is not None:
+                return seq
     # A tail with no readable line: fall back to reading the whole file.
-    return max((r.get("seq", 0) for r in read_trace(path)), default=0)
+    return max((seq for r in read_trace(path) if (seq := _seq(r)) is not None), default=0)
+
+
+def _seq(record: Any) -> int | None:
+    """A record's ``seq`` as an int, or None when it has none that is a finite number."""
+    try:
+        return int(record["seq"])
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return None
 
 
 def read_trace(path: Path) -> Iterator[dict[str, Any]]:
@@ -93,7 +109,7 @@ def read_trace(path: Path) -> Iterator[dict[str, Any]]:
                 return
             try:
                 record = json.loads(line)
-            except ValueError:
+            except (ValueError, RecursionError):
                 continue
             if isinstance(record, dict):
                 yield record

@@ -99,6 +99,8 @@ class Controls:
                 return ControlReply(True, f"run {run_id} is already stopping")
             self.signal.cancel(request.text or STOP_REASON, request.by)
             return ControlReply(True, f"run {run_id} stops now (pid {os.getpid()})")
+        if request.kind not in ("approve", "reject"):  # never taken for a decision
+            return ControlReply(False, f"a control request of unknown kind {request.kind!r}: nothing was done")
         verdict = "approved" if request.kind == "approve" else "rejected"
         waiting = self._waiting
         if self._decided is not None:

@@ -14,6 +14,7 @@ from typing import Any
 from tether.agents.tools.base import Tool, offered_name
 from tether.run.events import ApprovalDecision
 from tether.run.state import Decision, NeedsApproval, RunState, StateError, Status, args_hash, pending_calls
+from tether.text import json_words
 
 def _operator(by: str) -> str:
     return "the operator" if not by or by == "operator" else f"the operator {by}"
@@ -119,8 +120,8 @@ def check_edit(tools: dict[str, Tool], state: RunState, call_id: str | None, edi
         return f"the arguments of {name} cannot be edited: the tool is not known here"
     try:
         parsed = json.loads(edited)
-    except ValueError as exc:
-        return f"the edited arguments are not JSON ({exc.msg} at position {exc.pos}); nothing was decided"
+    except (ValueError, RecursionError) as exc:
+        return f"the edited arguments are not JSON ({json_words(exc)}); nothing was decided"
     if not isinstance(parsed, dict):
         return f"the edited arguments must be a JSON object, not {type(parsed).__name__}; nothing was decided"
     problem = tool.check_args(parsed)

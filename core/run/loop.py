@@ -67,6 +67,7 @@ from tether.models.tokens import TokenCounter
 from tether.agents.tools.base import OFFERED_NAME, Tool, ToolContext, offered_name
 from tether.agents.tool_errors import ToolError
 from tether.agents.workspace import Workspace
+from tether.text import json_words
 from tether.run.decisions import DEADLINE, _reject_call, approved_words, declined_words, edited_words
 
 MAX_TOOL_OUTPUT_CHARS = 16_000
@@ -625,8 +626,8 @@ class RunLoop:
     def _parse_args(self, name: str, raw: Any) -> tuple[dict[str, Any], str | None]:
         try:
             args = json.loads(raw) if isinstance(raw, str) else raw
-        except ValueError as exc:
-            return {}, f"Error: the arguments for {name} are not valid JSON ({exc.msg} at position {exc.pos}). Send a JSON object."
+        except (ValueError, RecursionError) as exc:
+            return {}, f"Error: the arguments for {name} are not valid JSON ({json_words(exc)}). Send a JSON object."
         if not isinstance(args, dict):
             return {}, f"Error: the arguments for {name} must be a JSON object, got {type(args).__name__}."
         problem = self.env.tools[name].check_args(args)

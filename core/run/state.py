@@ -423,8 +423,13 @@ class RunState:
                 kwargs["failed_calls"] = _failed_by_wording(kwargs.get("messages", []))
             if kwargs.get("agent") is not None:
                 kwargs["agent"] = AgentRef(**kwargs["agent"])
+            messages = kwargs.get("messages", [])
+            if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
+                raise TypeError("the transcript must be a list of message objects")
             return cls(**kwargs)
-        except (TypeError, ValueError) as exc:
+        except (TypeError, ValueError, AttributeError, KeyError, OverflowError) as exc:
+            # A field of the wrong shape (a list where an object belongs, a number too big for
+            # a float): a tampered or foreign journal, refused in words like any other.
             raise StateError(f"state does not match the schema: {exc}") from exc
 
 

@@ -36,6 +36,7 @@ DELIVERY_TIMEOUT_S = 10.0
 
 Kind = Literal["stop", "approve", "reject", "report"]
 """``report``: what a reporter that could not hold a program's run adds to it (:meth:`tether.run.tracked.TrackedRun.reported`)."""
+KINDS: tuple[str, ...] = ("stop", "approve", "reject", "report")
 
 
 def operator_name() -> str:
@@ -70,8 +71,20 @@ class ControlRequest:
 
     @classmethod
     def from_dict(cls, data: dict) -> "ControlRequest":
-        return cls(kind=data["kind"], text=str(data.get("text") or ""), call_id=data.get("call_id"),
-                   by=str(data.get("by") or "operator"), id=str(data["id"]), ts=float(data.get("ts") or 0),
+        """A request as saved; ValueError (or KeyError, TypeError) for one that is not: an
+        unknown kind (never taken for a decision), a field of the wrong type."""
+        kind = data["kind"]
+        if kind not in KINDS:
+            raise ValueError(f"unknown kind of control request {kind!r}")
+        for name in ("call_id", "option", "args", "rule", "scope"):
+            if data.get(name) is not None and not isinstance(data[name], str):
+                raise ValueError(f"{name} of a control request must be a string")
+        try:
+            ts = float(data.get("ts") or 0)
+        except OverflowError:  # an integer beyond a float
+            raise ValueError("ts of a control request is not a time") from None
+        return cls(kind=kind, text=str(data.get("text") or ""), call_id=data.get("call_id"),
+                   by=str(data.get("by") or "operator"), id=str(data["id"]), ts=ts,
                    option=data.get("option"), silent=bool(data.get("silent")), args=data.get("args"),
                    rule=data.get("rule"), scope=data.get("scope"))
 

@@ -58,11 +58,14 @@ class ControlServer:
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
-            line = await asyncio.wait_for(reader.readline(), DELIVERY_TIMEOUT_S)
+            try:
+                line = await asyncio.wait_for(reader.readline(), DELIVERY_TIMEOUT_S)
+            except ValueError:  # a line longer than the reader's limit (64 KiB): answered as malformed
+                line = b""
             try:
                 data = json.loads(line[:_MAX_LINE])
                 run_id, request_id = str(data["run_id"]), str(data["request_id"])
-            except (ValueError, KeyError, TypeError):
+            except (ValueError, KeyError, TypeError, RecursionError):
                 reply = ControlReply(False, "a malformed control request")
             else:
                 poke = self._runs.get(run_id)
@@ -93,10 +96,10 @@ async def deliver(address: str, run_id: str, request_id: str,
                 writer.close()
                 with contextlib.suppress(Exception):
                     await writer.wait_closed()
-    except (OSError, TimeoutError):
+    except (OSError, TimeoutError, ValueError):  # ValueError: an answer longer than the reader's limit
         return None
     try:
         data = json.loads(line)
         return ControlReply(bool(data["ok"]), str(data["words"]), bool(data.get("pending")), bool(data.get("gone")))
-    except (ValueError, KeyError, TypeError):
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
         return None

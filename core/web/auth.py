@@ -36,6 +36,7 @@ LOGIN_COOKIE = "tether_login"  # the login form's own token, before there is a s
 CSRF_FIELD = "csrf"
 CSRF_HEADER = "X-CSRF-Token"
 PUBLIC_PREFIXES = ("/static/", "/l/")
+_FORM_TYPES = ("", "application/x-www-form-urlencoded", "multipart/form-data")  # what aiohttp's post() parses
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 SETTINGS = web.AppKey("settings", ServeSettings)
@@ -110,6 +111,12 @@ async def guard(request: web.Request, handler: Handler) -> web.StreamResponse:
 
 async def _guarded(request: web.Request, handler: Handler) -> web.StreamResponse:
     path = request.path
+    if request.method == "POST" and request.content_type in _FORM_TYPES:
+        try:
+            await request.post()  # read once, here: every handler's request.post() is then this form
+        except Exception as exc:  # aiohttp's parser on a torn or foreign body (a multipart without its boundary)
+            return words_page(request, 400, "Refused", f"this form could not be read ({type(exc).__name__}); nothing "
+                                                       "was changed")
     sessions = request.config_dict[SESSIONS]
     session = sessions.get(request.cookies.get(COOKIE))
     if session is not None:
@@ -187,7 +194,8 @@ async def login(request: web.Request) -> web.StreamResponse:
     form = await request.post()
     name, password = str(form.get("name") or "").strip(), str(form.get("password") or "")
     token = request.cookies.get(LOGIN_COOKIE)
-    if not token or not secrets.compare_digest(token, str(form.get(CSRF_FIELD) or "")):
+    given = str(form.get(CSRF_FIELD) or "").encode("utf-8", "surrogatepass")
+    if not token or not secrets.compare_digest(token.encode("utf-8", "surrogatepass"), given):  # bytes: any text
         return await login_page(request, status=403, name=name,
                                 words="the login form was out of date: log in again")
     throttle, address = request.config_dict[THROTTLE], client_address(request)

@@ -37,7 +37,7 @@ class Session:
     expires_at: float
 
     def csrf_ok(self, given: str | None) -> bool:
-        return bool(given) and hmac.compare_digest(self.csrf.encode(), str(given).encode())
+        return bool(given) and hmac.compare_digest(self.csrf.encode(), str(given).encode("utf-8", "surrogatepass"))
 
 
 SESSION = web.RequestKey("session", Session)

@@ -34,9 +34,9 @@ from tether.store.files.layout import TRACE_FILE
 from tether.store.files.store import RunStore
 from tether.store.protocol import SaveError
 from tether.observe.trace import read_trace
+from tether.demo.agents import DEMO
 
 from tests.campaign.server import CountingApp
-from tether.demo.agents import DEMO
 
 TAG = "fault"
 HANG_CAP_S = 30.0  # only keeps a regression from hanging the campaign; never the thing measured

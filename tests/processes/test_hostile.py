@@ -29,8 +29,8 @@ from tether.run.state import Policies, StateError, Status
 from tether.store.files.layout import JOURNAL_FILE, TRACE_FILE
 from tether.store.files.store import RunStore
 from tether.observe.trace import read_trace
-from tests.endpoints import call, completion, scripted_app, turns
 from tether.demo.agents import DEMO
+from tests.endpoints import call, completion, scripted_app, turns
 
 SECRET = "sk-hostile-SECRET-0123456789abcdef"
 OUTSIDE = "OUTSIDE-MARKER: this text lives outside the workspace"

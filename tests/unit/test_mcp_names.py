@@ -24,9 +24,9 @@ from tether.agents.mcp.server import MCPServer, MCPStartError
 from tether.run.state import NeedsApproval, Status
 from tether.agents.tools.base import OFFERED_NAME, Tool, ToolContext, offered_name
 from tether.agents.tools.builtin import DeleteFile
+from tether.demo.agents import DEMO
 
 OPENAI = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
-from tether.demo.agents import DEMO
 
 
 def listed(name: str, **hints: Any) -> ListedTool:

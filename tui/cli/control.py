@@ -10,6 +10,7 @@ import json
 
 from tether.run.state import StateError
 from tether.store.protocol import call
+from tether.text import json_words
 from tether.tui.cli import context, output
 from tether.tui.cli.parser import UsageError
 
@@ -60,8 +61,8 @@ def _edited_args(text: str | None) -> str | None:
         return None
     try:
         parsed = json.loads(text)
-    except ValueError as exc:
-        raise UsageError(f"--args is not JSON ({exc.msg} at position {exc.pos}): give the arguments as a JSON "
+    except (ValueError, RecursionError) as exc:
+        raise UsageError(f"--args is not JSON ({json_words(exc)}): give the arguments as a JSON "
                          "object, such as '{\"path\": \"old.log\"}'; nothing was decided") from None
     if not isinstance(parsed, dict):
         raise UsageError(f"--args must be a JSON object of the call's arguments, not {type(parsed).__name__}; "

@@ -81,6 +81,9 @@ class Messages:
             body = json.loads(raw)
         except ValueError as exc:
             return _error(400, "invalid_request_error", f"The request body is not valid JSON: {exc}.")
+        except RecursionError:
+            return _error(400, "invalid_request_error", "The request body is not valid JSON: arrays or objects "
+                          "nested too deep.")
         problem = _problem(body)
         if problem:
             return _error(400, "invalid_request_error", problem)

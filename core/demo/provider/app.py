@@ -191,6 +191,8 @@ def _parse_request(body: bytes) -> ChatRequest:
         data = json.loads(body)
     except ValueError as exc:
         raise RequestError(f"The request body is not valid JSON: {exc}.") from None
+    except RecursionError:
+        raise RequestError("The request body is not valid JSON: arrays or objects nested too deep.") from None
     if not isinstance(data, dict):
         raise RequestError("The request body must be a JSON object.")
     model = data.get("model")

@@ -38,6 +38,6 @@ def read_from(run_dir: Path, seen: int) -> list[ControlRequest]:
     for line in raw.split(b"\n")[:-1][seen:]:  # the part after the last newline is still being written
         try:
             out.append(ControlRequest.from_dict(json.loads(line)))
-        except (ValueError, KeyError, TypeError):
+        except (ValueError, KeyError, TypeError, RecursionError):  # RecursionError: nested too deep for json
             out.append(ControlRequest(kind="stop", text="", id="unreadable", by="?"))  # keeps the count right
     return out

@@ -77,7 +77,7 @@ def read_journal(path: Path, *, missing: str | None = None) -> tuple[RunState, i
                         sticky[name] = header[name]
                     elif name in sticky:
                         header[name] = sticky[name]
-            except (ValueError, TypeError, KeyError) as exc:
+            except (ValueError, TypeError, KeyError, RecursionError) as exc:  # RecursionError: nested too deep
                 raise StateError(f"corrupt journal {path} at line {number}: {exc}") from None
             messages.extend(uncommitted)
             uncommitted.clear()

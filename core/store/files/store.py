@@ -68,6 +68,12 @@ class RunStore:
     def run_dir(self, run_id: str) -> Path:
         if not run_id or "/" in run_id or run_id in (".", "..") or "\0" in run_id:
             raise StateError(f"invalid run id {run_id!r}")
+        try:
+            size = len(os.fsencode(run_id))
+        except UnicodeEncodeError:  # a lone surrogate: no file name holds it
+            raise StateError(f"invalid run id {run_id!r}: a file name cannot hold it") from None
+        if size > 255:  # NAME_MAX: open() would fail with ENAMETOOLONG, an OSError no caller expects
+            raise StateError(f"invalid run id {run_id[:40]!r}...: longer than a file name may be (255 bytes)")
         if run_id in RESERVED_NAMES:
             what = "standing rules" if run_id == RULES_FILE else "index"
             raise StateError(f"invalid run id {run_id!r}: {run_id} is the run store's {what}, not a run")

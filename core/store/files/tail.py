@@ -144,7 +144,7 @@ class JournalTail:
                         pending.append(record["m"])
                         continue
                     self._apply(record["commit"], pending, lines)
-                except (ValueError, TypeError, KeyError) as exc:
+                except (ValueError, TypeError, KeyError, RecursionError) as exc:  # as tether.store._read
                     self._broken()
                     raise StateError(f"corrupt journal {self.path} at line {lines}: {exc}") from None
                 pending = []
@@ -289,7 +289,7 @@ class TraceTail:
         for line in reversed(lines):  # what follows is new: anything up to the last seq was seen
             try:
                 seq = json.loads(line).get("seq")
-            except (ValueError, AttributeError):
+            except (ValueError, AttributeError, RecursionError):
                 continue
             if isinstance(seq, int):
                 self.last_seq = max(self.last_seq, seq)
@@ -321,7 +321,7 @@ def _dicts(lines: Iterable[bytes]) -> Iterator[dict[str, Any]]:
             continue
         try:
             record = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nested too deep for json
             continue
         if isinstance(record, dict):
             yield record
