@@ -14,7 +14,7 @@ from tests.benchmarks import (bench_acp, bench_cold_start, bench_console, bench_
 BENCHES: list[tuple[str, str, Callable[[], object]]] = [
     ("provider", "provider", bench_provider.main),
     ("harness", "harness", lambda: bench_harness.main([])),
-    ("console", "console", bench_console.main),
+    ("console", "console", lambda: bench_console.main([])),
     ("stream", "streaming on the console", bench_stream.main),
     ("store", "store", lambda: bench_store.main([])),
     ("pgstore", "store on PostgreSQL", bench_pgstore.main),
