@@ -317,7 +317,9 @@ async def test_a_stop_made_between_hooks_ends_the_session_at_its_next_hook(place
     RunStore(place.runs).rule_add(Rule("allow", "Bash", "the tests' shell", "alice", source="program"))
     install(place)
     gate = place.project / "go"
-    prompt = f"Run:\necho one >> steps.txt; while [ ! -e {gate} ]; do sleep 0.05; done\necho two >> steps.txt"
+    # The wait is capped (2 minutes): a test killed before it opens the gate leaves no shell behind.
+    prompt = (f"Run:\necho one >> steps.txt; i=0; while [ ! -e {gate} ] && [ $i -lt 2400 ]; do i=$((i+1)); "
+              f"sleep 0.05; done\necho two >> steps.txt")
     session = asyncio.create_task(run_claude(place, prompt))
     await until(lambda: (place.project / "steps.txt").exists(), "the first command to run", session)
     # No hook runs now (the command does): the run is live while Claude Code's process lives.
