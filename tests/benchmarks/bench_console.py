@@ -342,11 +342,12 @@ async def store_startup(root: Path, keys: int = 100) -> dict[str, Any]:
 
 PEER = """
 import asyncio, sys
+from tether.demo.agents import DEMO
 from tether.harness import Harness
 from tether.run.state import Limits
 
 async def main(runs, ws, tag, n, latency):
-    async with Harness(runs, ws, latency_ms=latency) as harness:
+    async with Harness(runs, ws, latency_ms=latency, agent_sets=(DEMO,)) as harness:
         ids = [harness.new_run("runaway", run_id=f"{tag}-{i}", limits=Limits(max_turns=100_000)).run_id
                for i in range(n)]
         await asyncio.gather(*(harness.run(rid) for rid in ids))
