@@ -120,26 +120,9 @@ def test_found_frames_are_skipped_and_counted(line: bytes) -> None:
     assert got == {"answered": True} and "probe" in seen and transport.bad_frames == 1
 
 
-class _StreamWriter(asyncio.StreamWriter):
-    """What ``serve`` writes the protocol to: the bytes (``acp`` wants an asyncio StreamWriter)."""
-
-    def __init__(self) -> None:  # no transport: nothing to call StreamWriter's own __init__ with
-        self.data = bytearray()
-
-    def write(self, data: bytes) -> None:
-        self.data += data
-
-    async def drain(self) -> None:
-        pass
-
-    def close(self) -> None:
-        pass
-
-    async def wait_closed(self) -> None:
-        pass
-
-    def is_closing(self) -> bool:
-        return False
+class _StreamWriter(_Writer, asyncio.StreamWriter):
+    """What ``serve`` writes the protocol to: the bytes (``acp`` wants an asyncio StreamWriter;
+    ``_Writer``'s methods and ``__init__`` come first, so no transport is needed)."""
 
     def __del__(self) -> None:
         pass
