@@ -131,10 +131,19 @@ def _agent_file(scratch: Path) -> tuple[One, list[bytes]]:
             raise ModuleNotFoundError(f"No module named {name!r} (not importable while fuzzing)", name=name)
         return importlib.import_module(name, package)
 
-    agents.importlib = type("Guard", (), {"import_module": staticmethod(guarded_import)})  # type: ignore[attr-defined]
+    guard = type("Guard", (), {"import_module": staticmethod(guarded_import)})
     path = scratch / "tether.toml"
 
     def one(data: bytes) -> None:
+        # Guarded only while this input is read: the tests that share the process (pytest
+        # runs the targets beside everything else) import their own modules by reference.
+        agents.importlib = guard  # type: ignore[attr-defined]
+        try:
+            _read_agent_file(data)
+        finally:
+            agents.importlib = importlib  # type: ignore[attr-defined]
+
+    def _read_agent_file(data: bytes) -> None:
         path.write_bytes(data)
         try:
             config = load_config(path)

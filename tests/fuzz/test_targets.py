@@ -37,3 +37,13 @@ def test_a_target_takes_any_bytes(targets: dict, name: str, data: bytes) -> None
     one, seeds = targets[name]
     one(data)
     one(seeds[0][: len(data)] + data)
+
+
+def test_a_target_leaves_the_process_as_it_found_it(targets: dict) -> None:
+    """The agent file's target refuses imports while it reads an input; the tests that share
+    its process still import their own modules by reference afterwards."""
+    from tether.agents.agent import resolve_ref
+
+    one, seeds = targets["agent_file"]
+    one(seeds[0])
+    assert resolve_ref("tests.fuzz.targets:TARGETS") is TARGETS
