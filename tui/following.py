@@ -95,10 +95,12 @@ class StoreFollowing(MessagePump):
         if self._checking:  # the last check is still waiting on the store
             return
         self._checking = True
+        queue_changed = False
         try:
             for rid in await self.client.check_owners():
                 self._owner_changed(rid)
             if await self.client.check_queue():
+                queue_changed = True
                 self._mark(structure=True)
                 self._bindings_dirty = True
             if await self.client.check_notifications():
@@ -108,6 +110,8 @@ class StoreFollowing(MessagePump):
         finally:
             self._checking = False
         rid = self.selected
-        if rid is not None and rid in self.model.owners and not self.model.is_driven(rid):
+        # The header says who holds the run: its owner's heartbeat, or the worker whose workflow
+        # waits for its decision (known from the queue, which no run event announces).
+        if rid is not None and (queue_changed or rid in self.model.owners and not self.model.is_driven(rid)):
             with contextlib.suppress(NoMatches):
                 self._refresh_detail()
