@@ -23,29 +23,19 @@ requests it never handled.
 
 from __future__ import annotations
 
-import getpass
-import os
-import socket
 import time
 import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Literal, Protocol
 
-DELIVERY_TIMEOUT_S = 10.0
+from tether.store.operator import DELIVERY_TIMEOUT_S, operator_name
+
+__all__ = ["DELIVERY_TIMEOUT_S", "KINDS", "ControlListener", "ControlReply", "ControlRequest", "Kind", "operator_name"]
 
 Kind = Literal["stop", "approve", "reject", "report"]
 """``report``: what a reporter that could not hold a program's run adds to it (:meth:`tether.run.tracked.TrackedRun.reported`)."""
 KINDS: tuple[str, ...] = ("stop", "approve", "reject", "report")
-
-
-def operator_name() -> str:
-    """Who is acting, when no ``--as NAME`` says otherwise: user@host."""
-    try:
-        user = getpass.getuser()
-    except (OSError, KeyError):
-        user = f"uid{os.getuid()}"
-    return f"{user}@{socket.gethostname()}"
 
 
 @dataclass(frozen=True, slots=True)

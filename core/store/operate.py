@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from tether.run.state import NeedsApproval, Status
 from tether.store.control import ControlReply, ControlRequest
+from tether.store.owner import Owner
 from tether.store.protocol import Store, call
 
 
@@ -45,6 +46,14 @@ async def request(store: Store, run_id: str, what: ControlRequest) -> ControlRep
         return ControlReply(False, f"no process holds run {run_id} ({state.status.value}): "
                             f"tether {what.kind} {run_id} acts on it directly")
     reply = await store.deliver(run_id, what, owner.control)
+    return await answered(store, run_id, what, owner, reply)
+
+
+async def answered(store: Store, run_id: str, what: ControlRequest, owner: Owner,
+                   reply: ControlReply | None) -> ControlReply:
+    """The words for ``what``, delivered to ``owner`` (alive when it was sent), given its
+    answer: the answer itself, or, when the process let go of the run or did not answer,
+    where the run is now."""
     now = await call(store, store.owner, run_id)
     if (reply is None or reply.gone) and not (now is not None and now.alive):
         # It let go of the run between our look and our poke: say where the run is now.

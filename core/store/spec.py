@@ -36,13 +36,13 @@ def open_store(spec: str | Path | None = None) -> Store:
     without the password) on the first call. A URL of another scheme, or a missing psycopg, is a
     StateError in words."""
     from tether.run.state import StateError
-    from tether.store.files.layout import default_runs_dir
-    from tether.store.files.store import RunStore
 
-    if spec is None or spec == "":
-        spec = os.environ.get(STORE_ENV) or None
-    if spec is None:
-        return RunStore(default_runs_dir())
+    root = files_root(spec)
+    if root is not None:
+        from tether.store.files.store import RunStore
+
+        return RunStore(root)
+    spec = spec or os.environ.get(STORE_ENV)
     if is_database(spec):
         url = str(spec)
         try:
@@ -50,11 +50,23 @@ def open_store(spec: str | Path | None = None) -> Store:
         except ImportError:
             raise StateError("a postgresql:// store needs psycopg: pip install 'tether[postgres]'") from None
         return PgStore(url)
-    text = str(spec)
-    if "://" in text:
-        scheme = text.split("://", 1)[0]
-        raise StateError(f"unknown kind of store {scheme}://...: give a directory, or a postgresql:// URL")
-    return RunStore(Path(text).expanduser())
+    scheme = str(spec).split("://", 1)[0]
+    raise StateError(f"unknown kind of store {scheme}://...: give a directory, or a postgresql:// URL")
+
+
+def files_root(spec: str | Path | None = None) -> Path | None:
+    """The runs dir of the file store that :func:`open_store` opens for ``spec``, or None when
+    ``spec`` names no file store (a database, or a URL of another scheme). It imports no
+    store: ``tether stop`` asks it before deciding what to load."""
+    if spec is None or spec == "":
+        spec = os.environ.get(STORE_ENV) or None
+    if spec is None:
+        from tether.store.files.layout import default_runs_dir
+
+        return default_runs_dir()
+    if is_database(spec) or "://" in str(spec):
+        return None
+    return Path(str(spec)).expanduser()
 
 
 def has_workers(store: Any) -> bool:

@@ -12,17 +12,38 @@ store's requester for an owner that published a socket.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import json
 import os
-import uuid
 from collections.abc import Awaitable, Callable
-from dataclasses import asdict
+from typing import TYPE_CHECKING
 
-from tether.store.control import DELIVERY_TIMEOUT_S, ControlReply
+from tether.store.operator import DELIVERY_TIMEOUT_S
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from tether.store.control import ControlReply
+
+# asyncio and the request's dataclasses are imported where the server and the async poke
+# use them: ``tether stop`` pokes with :func:`poke` before any event loop exists.
 
 _MAX_LINE = 64 * 1024
+Fields = tuple[bool, str, bool, bool]
+"""A reply's ``ok``, ``words``, ``pending`` and ``gone`` (:class:`tether.store.control.ControlReply`)."""
+
+
+def _poke_line(run_id: str, request_id: str) -> bytes:
+    return (json.dumps({"run_id": run_id, "request_id": request_id}) + "\n").encode()
+
+
+def _reply_fields(line: bytes) -> Fields | None:
+    """The owner's answer, or None for one that is not a reply."""
+    try:
+        data = json.loads(line)
+        return bool(data["ok"]), str(data["words"]), bool(data.get("pending")), bool(data.get("gone"))
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        return None
 
 
 class ControlServer:
@@ -30,13 +51,17 @@ class ControlServer:
     run's handler reads what it has not handled from the file and answers."""
 
     def __init__(self) -> None:
-        self.address = f"\0tether-{os.getpid()}-{uuid.uuid4().hex[:8]}"
+        import asyncio
+
+        self.address = f"\0tether-{os.getpid()}-{os.urandom(4).hex()}"
         self._server: asyncio.AbstractServer | None = None
         self._starting = asyncio.Lock()
         self._runs: dict[str, Callable[[str], Awaitable[ControlReply]]] = {}
 
     async def start(self) -> str:
         """Listen (once, however many runs start together)."""
+        import asyncio
+
         if self._server is None:
             async with self._starting:
                 if self._server is None:
@@ -57,6 +82,11 @@ class ControlServer:
             self._server = None
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        import asyncio
+        from dataclasses import asdict
+
+        from tether.store.control import ControlReply
+
         try:
             try:
                 line = await asyncio.wait_for(reader.readline(), DELIVERY_TIMEOUT_S)
@@ -85,11 +115,15 @@ async def deliver(address: str, run_id: str, request_id: str,
                   timeout_s: float = DELIVERY_TIMEOUT_S) -> ControlReply | None:
     """Poke the process at ``address`` about ``request_id``; its answer, or None when no
     process listens there (it died) or it did not answer in time."""
+    import asyncio
+
+    from tether.store.control import ControlReply
+
     try:
         async with asyncio.timeout(timeout_s):
             reader, writer = await asyncio.open_unix_connection(path=address)
             try:
-                writer.write((json.dumps({"run_id": run_id, "request_id": request_id}) + "\n").encode())
+                writer.write(_poke_line(run_id, request_id))
                 await writer.drain()
                 line = await reader.readline()
             finally:
@@ -98,8 +132,26 @@ async def deliver(address: str, run_id: str, request_id: str,
                     await writer.wait_closed()
     except (OSError, TimeoutError, ValueError):  # ValueError: an answer longer than the reader's limit
         return None
+    fields = _reply_fields(line)
+    return None if fields is None else ControlReply(*fields)
+
+
+def poke(address: str, run_id: str, request_id: str, timeout_s: float = DELIVERY_TIMEOUT_S) -> Fields | None:
+    """:func:`deliver` without an event loop, for a command that has none yet (``tether stop``):
+    the answer's fields, or None as there."""
+    import socket
+
     try:
-        data = json.loads(line)
-        return ControlReply(bool(data["ok"]), str(data["words"]), bool(data.get("pending")), bool(data.get("gone")))
-    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as sock:
+            sock.settimeout(timeout_s)
+            sock.connect(address)
+            sock.sendall(_poke_line(run_id, request_id))
+            line = b""
+            while not line.endswith(b"\n") and len(line) <= _MAX_LINE:
+                chunk = sock.recv(4096)
+                if not chunk:
+                    break
+                line += chunk
+    except OSError:  # nobody listens there (it died), or no answer in time (socket.timeout is an OSError)
         return None
+    return _reply_fields(line)

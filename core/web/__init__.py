@@ -12,3 +12,7 @@ Why aiohttp rather than Starlette: textual-serve is an aiohttp application, so o
 on one port with one login middleware protects both the page and the console's websocket
 (docs/serve.md).
 """
+
+DEFAULT_HOST = "127.0.0.1"
+"""Where ``tether serve`` listens unless ``--host`` says otherwise: loopback, open to nobody."""
+DEFAULT_PORT = 8765

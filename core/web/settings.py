@@ -7,8 +7,8 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-DEFAULT_HOST = "127.0.0.1"
-DEFAULT_PORT = 8765
+from tether.web import DEFAULT_HOST, DEFAULT_PORT
+
 SESSION_TTL_S = 12 * 3600.0
 """How long a login lasts (``--session-hours``): a working day, so a phone that approved in
 the morning asks again the next day. Here, not beside the sessions, so that ``tether``'s parser

@@ -9,14 +9,23 @@ host fails nothing and an eager import anywhere on the path fails this at once."
 
 from __future__ import annotations
 
+import contextlib
 import json
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
-from tests.support import cli_here, place
+from tether.run.state import NeedsApproval, Status
+from tether.store.files.layout import JOURNAL_FILE
+from tether.store.files.lock import lock_held, owner_record
+from tether.store.files.store import RunStore
+from tether.tui.cli import _MODULES
+from tether.tui.cli.parser import build_parser
+
+from tests.support import cli_here, place, wait_until
 
 NEVER = ("textual", "tether.tui.app", "tether.tui.cli.console", "tether.tui.cli.demo", "opentelemetry",
          "tether.observe.otel", "aiohttp", "tether.web.app", "psycopg", "dbos", "tether.store.postgres",
@@ -75,6 +84,66 @@ def test_stop_loads_the_store_and_the_control_channel_alone(tmp_path: Path, wait
     assert code == 2  # nothing to stop: the run waits for a decision, and no process runs it
     assert "tether.store.files.store" in modules and "tether.store.operate" in modules
     assert _among(modules, NOT_TO_ASK) == []
+
+
+QUICK_STOP_NEVER = ("asyncio", "dataclasses", "sqlite3", "uuid", "tether.run", "tether.store.files.store",
+                    "tether.store.control", "tether.store.operate", "tether.tui.cli.context")
+"""What ``tether stop`` of a run whose process lives here does without: the request is appended
+and the socket poked with the standard library alone (tether.store.files.quickstop)."""
+
+
+@contextlib.contextmanager
+def live_run(tmp_path: Path, *args: str) -> Iterator[tuple[subprocess.Popen[bytes], list[str]]]:
+    """``tether run ARGS --run-id live`` in a process of its own, once it holds the run and
+    listens for requests; killed afterwards if it is still there."""
+    where = place(tmp_path)
+    proc = subprocess.Popen([sys.executable, "-m", "tether.tui.cli", "run", *args, "--run-id", "live", *where],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        run_dir = tmp_path / "runs" / "live"
+        wait_until(lambda: lock_held(run_dir / JOURNAL_FILE) and (owner_record(run_dir) or {}).get("control"),
+                   "the run's process holds it and listens", 60)
+        yield proc, where
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        proc.wait(timeout=30)
+
+
+def test_stop_of_a_live_run_sends_it_before_the_store_or_an_event_loop_is_loaded(tmp_path: Path) -> None:
+    with live_run(tmp_path, "slow") as (proc, where):
+        code, modules = _loaded(tmp_path, "stop", "live", "--reason", "enough", "--as", "tess", *where)
+        assert code == 0
+        assert proc.wait(timeout=60) == 5  # interrupted
+    assert _among(modules, QUICK_STOP_NEVER) == []
+    state = RunStore(tmp_path / "runs").load("live")
+    assert state.status is Status.INTERRUPTED
+    assert (state.interruption.reason, state.interruption.by) == ("enough", "tess")
+
+
+@pytest.mark.parametrize("verdict", ["approve", "reject"])
+def test_a_decision_for_a_process_that_waits_for_it_loads_no_harness(tmp_path: Path, verdict: str) -> None:
+    with live_run(tmp_path, "destructive", "--wait-for-decision") as (proc, where):
+        wait_until(lambda: isinstance(RunStore(tmp_path / "runs").load("live").interruption, NeedsApproval),
+                   "the run waits for a decision", 60)
+        code, modules = _loaded(tmp_path, verdict, "live", "--as", "tess", *where)
+        assert code == 0
+        assert proc.wait(timeout=60) == 0
+    assert _among(modules, NOT_TO_ASK) == []
+    decided = RunStore(tmp_path / "runs").load("live").approvals
+    assert [(d.verdict, d.by) for d in decided.values()] == [({"approve": "approved", "reject": "rejected"}[verdict], "tess")]
+
+
+@pytest.mark.parametrize("command", sorted(_MODULES))
+def test_the_parser_of_one_command_is_the_whole_parser_s(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """``tether COMMAND`` builds only COMMAND's parser: it must say and take what the whole
+    tree's does."""
+    helps = []
+    for parser in (build_parser(), build_parser(command)):
+        with pytest.raises(SystemExit):
+            parser.parse_args([command, "--help"])
+        helps.append(capsys.readouterr().out)
+    assert helps[0] == helps[1] and command in helps[0]
 
 
 @pytest.mark.parametrize("args", [["runs"], ["runs", "--json"], ["runs", "--live"]])

@@ -37,7 +37,9 @@ in its ``COMMANDS``."""
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = sys.argv[1:] if argv is None else list(argv)
+    named = argv[0] if argv and argv[0] in _MODULES else None  # only its parser is built
+    args = build_parser(named).parse_args(argv)
     command = args.command or "console"
     if command in ("console", "demo", "acp", "hook"):  # a full-screen app, or a protocol on stdout
         return _main(args, command)

@@ -7,11 +7,9 @@ from __future__ import annotations
 
 import argparse
 import json
+from typing import Any
 
-from tether.run.state import StateError
-from tether.store.protocol import call
-from tether.text import json_words
-from tether.tui.cli import context, output
+from tether.tui.cli import output
 from tether.tui.cli.parser import UsageError
 
 
@@ -26,28 +24,30 @@ async def reject(args: argparse.Namespace) -> int:
 async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
     """Decide the run's waiting call: delivered to whoever holds the run waiting for a
     decision (a queue worker's workflow, or a process), if anyone does; otherwise made here,
-    and the run goes on in this process."""
-    from tether.workers.deliver import deliver
+    and the run goes on in this process. Only then is the harness built (and the run's agent
+    with it): a decision that a process takes needs neither."""
     from tether.store.control import ControlRequest
+    from tether.tui.cli import context
+    from tether.workers.deliver import deliver
 
     edited = _edited_args(getattr(args, "args", None))
+    acp = {"option": getattr(args, "option", None), "silent": getattr(args, "silent", False),
+           "scope": getattr(args, "scope", None)}
+    if acp["scope"] is not None and not acp["option"]:
+        raise UsageError("--scope is the scope of the rule kept of an ACP agent's \"always\" option: "
+                         "give the option with --option ID")
+    if acp["scope"] not in (None, "agent", "store") and not str(acp["scope"]).startswith("run:"):
+        raise UsageError(f"--scope is run:ID, agent or store; not {acp['scope']!r}")
     await context.may_operate(args, verdict)
+    request = ControlRequest(verdict, text, by=context.who(args), args=edited, **acp)
+    reply = await deliver(context.store_of(args), args.run_id, request)
+    if reply is not None:
+        return output.emit_reply(args, reply)
+    if acp["option"] or acp["silent"] or acp["scope"]:
+        raise UsageError(f"--option and --silent answer an ACP agent while it waits, and no process holds run "
+                         f"{args.run_id} now")
+    edit = {"args": edited} if edited is not None else {}
     async with context.harness_for(args) as harness:
-        acp = {"option": getattr(args, "option", None), "silent": getattr(args, "silent", False),
-               "scope": getattr(args, "scope", None)}
-        if acp["scope"] is not None and not acp["option"]:
-            raise UsageError("--scope is the scope of the rule kept of an ACP agent's \"always\" option: "
-                             "give the option with --option ID")
-        if acp["scope"] not in (None, "agent", "store") and not str(acp["scope"]).startswith("run:"):
-            raise UsageError(f"--scope is run:ID, agent or store; not {acp['scope']!r}")
-        request = ControlRequest(verdict, text, by=context.who(args), args=edited, **acp)
-        reply = await deliver(harness.store, args.run_id, request)
-        if reply is not None:
-            return output.emit_reply(args, reply)
-        if acp["option"] or acp["silent"] or acp["scope"]:
-            raise UsageError(f"--option and --silent answer an ACP agent while it waits, and no process holds run "
-                             f"{args.run_id} now")
-        edit = {"args": edited} if edited is not None else {}
         operate = harness.approve if verdict == "approve" else harness.reject
         outcome = await operate(args.run_id, text, by=context.who(args), signal=await context.stop_signal(args),
                                 wait_for_decision=context.waiting(args), **edit)
@@ -57,6 +57,8 @@ async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
 def _edited_args(text: str | None) -> str | None:
     """``--args JSON``: the call's arguments as the operator edited them (a JSON object),
     refused in words before anything is decided when it is not one."""
+    from tether.text import json_words
+
     if text is None:
         return None
     try:
@@ -70,17 +72,42 @@ def _edited_args(text: str | None) -> str | None:
     return json.dumps(parsed, ensure_ascii=False)
 
 
-async def stop(args: argparse.Namespace) -> int:
-    """Through the store and the control channel alone: no harness, no agent file to load,
-    so the Stop reaches the run's process a few interpreter start-ups sooner."""
+def stop(args: argparse.Namespace) -> Any:
+    """Stop a run. On the file store, a run whose process lives here is sent its Stop before
+    anything else is imported (:mod:`tether.store.files.quickstop`); any other run takes the
+    full path, through the store and the control channel (no harness, no agent file)."""
+    from tether.store.files.quickstop import stop_live
+    from tether.store.operator import operator_name
+    from tether.store.spec import files_root
+
+    spec, runs_dir = getattr(args, "store", None), getattr(args, "runs_dir", None)
+    root = None if spec and runs_dir else files_root(spec or runs_dir)  # both given: refused on the full path
+    sent = None
+    if root is not None:
+        sent = stop_live(root, args.run_id, args.reason or STOPPED, getattr(args, "who", None) or operator_name())
+    if sent is None:
+        return _stop(args)
+    if sent.answered:
+        ok, words, pending, _ = sent.reply
+        return output.emit_words(args, ok, words, pending)
+    return _settle(args, sent)
+
+
+STOPPED = "stopped from the command line"
+
+
+async def _stop(args: argparse.Namespace) -> int:
+    from tether.run.state import StateError
     from tether.store import control, operate
+    from tether.store.protocol import call
     from tether.store.spec import has_workers
+    from tether.tui.cli import context
 
     store = context.store_of(args)
     await context.may_operate(args, "stop")
     if not await call(store, store.exists, args.run_id):
         raise StateError(f"no run {args.run_id} in {store.where}")
-    request = control.ControlRequest("stop", args.reason or "stopped from the command line", by=context.who(args))
+    request = control.ControlRequest("stop", args.reason or STOPPED, by=context.who(args))
     if has_workers(store):
         from tether.workers import decide as workers  # a worker's workflow may wait for a decision on the run
 
@@ -88,6 +115,21 @@ async def stop(args: argparse.Namespace) -> int:
         if waiting is not None:
             return output.emit_reply(args, waiting)
     return output.emit_reply(args, await operate.request(store, args.run_id, request))
+
+
+async def _settle(args: argparse.Namespace, sent: Any) -> int:
+    """The quick Stop was sent, but its process let go of the run or did not answer: say
+    where the run is now, as the full path would."""
+    from tether.store import operate
+    from tether.store.control import ControlReply, ControlRequest
+    from tether.store.owner import Owner
+    from tether.tui.cli import context
+
+    store = context.store_of(args)
+    reply = ControlReply(*sent.reply) if sent.reply is not None else None
+    owner = Owner(**sent.owner, alive=True)
+    return output.emit_reply(args, await operate.answered(store, args.run_id, ControlRequest.from_dict(sent.request),
+                                                          owner, reply))
 
 
 COMMANDS = {"stop": stop, "approve": approve, "reject": reject}

@@ -71,10 +71,15 @@ def emit_outcome(args: argparse.Namespace, outcome: Any) -> int:
 def emit_reply(args: argparse.Namespace, reply: Any) -> int:
     """A control request's answer in words; exit 0 when it was done, 1 when it is recorded for
     when the run is adopted, 2 when nothing could be done (and nothing changed)."""
+    return emit_words(args, reply.ok, reply.words, reply.pending)
+
+
+def emit_words(args: argparse.Namespace, ok: bool, words: str, pending: bool) -> int:
+    """:func:`emit_reply`, given the reply's fields."""
     from tether.text import clean
 
     if getattr(args, "json", False):
-        print(json.dumps({"ok": reply.ok, "pending": reply.pending, "words": reply.words}))
+        print(json.dumps({"ok": ok, "pending": pending, "words": words}))
     else:
-        print(clean(reply.words), file=sys.stdout if reply.ok else sys.stderr)
-    return 0 if reply.ok else 1 if reply.pending else USAGE_ERROR
+        print(clean(words), file=sys.stdout if ok else sys.stderr)
+    return 0 if ok else 1 if pending else USAGE_ERROR

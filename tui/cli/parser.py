@@ -195,9 +195,31 @@ def _approvals_parsers(sub: Any) -> None:
         p.add_argument("--runs-dir", type=Path, **unset, help="where runs are saved (default $TETHER_HOME/runs)")
 
 
-def build_parser() -> argparse.ArgumentParser:
+class _Unbuilt:
+    """The parser of a command that was not asked for: whatever is added to it is dropped."""
+
+    def __getattr__(self, name: str) -> Any:
+        return lambda *args, **kwargs: self
+
+
+class _OneCommand:
+    """The subcommands, of which only ``command``'s parser is built (:func:`build_parser`)."""
+
+    def __init__(self, sub: Any, command: str) -> None:
+        self._sub, self._command = sub, command
+
+    def add_parser(self, name: str, **kwargs: Any) -> Any:
+        return self._sub.add_parser(name, **kwargs) if name == self._command else _Unbuilt()
+
+
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
+    """``tether``'s parser. With ``command``, only that command's: a line that names its
+    command needs no other, and building the two dozen others is most of the start-up of a
+    command that only asks or stops (``tether stop``)."""
     parser = _Parser(prog="tether", description="Supervise AI agent runs.")
-    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    sub: Any = parser.add_subparsers(dest="command", metavar="COMMAND")
+    if command is not None:
+        sub = _OneCommand(sub, command)
 
     console = sub.add_parser("console", help="open the console (the default)")
     console.add_argument("--start", action="append", default=[], metavar="SCENARIO",
@@ -405,7 +427,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _serve_parser(sub: Any) -> None:
     """``tether serve`` (:mod:`tether.web.command` runs it)."""
-    from tether.web.settings import DEFAULT_HOST, DEFAULT_PORT
+    from tether.web import DEFAULT_HOST, DEFAULT_PORT  # not its settings: they import dataclasses
 
     p = sub.add_parser("serve", help="the approvals page for a phone and the console in a browser, behind a login")
     p.add_argument("--host", default=DEFAULT_HOST,

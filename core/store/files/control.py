@@ -11,16 +11,27 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from tether.store.control import ControlRequest
-from tether.store.files.layout import CONTROL_FILE
+from tether.store.files.layout import CONTROL_FILE, private_file
+
+if TYPE_CHECKING:
+    from tether.store.control import ControlRequest
 
 
 def append(run_dir: Path, request: ControlRequest) -> None:
     """Append ``request`` in one write (O_APPEND: concurrent requesters never interleave)."""
-    data = (json.dumps(asdict(request), ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+    from dataclasses import asdict
+
+    append_fields(run_dir, asdict(request))
+
+
+def append_fields(run_dir: Path, fields: dict[str, Any]) -> None:
+    """Append a request given as its fields (as :func:`append` saves one), creating the file
+    private: what ``tether stop`` writes before the request's dataclass is imported."""
+    data = (json.dumps(fields, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+    private_file(run_dir / CONTROL_FILE)
     fd = os.open(run_dir / CONTROL_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
     try:
         os.write(fd, data)
@@ -30,6 +41,8 @@ def append(run_dir: Path, request: ControlRequest) -> None:
 
 def read_from(run_dir: Path, seen: int) -> list[ControlRequest]:
     """The requests after the first ``seen`` (complete, parseable lines only)."""
+    from tether.store.control import ControlRequest
+
     try:
         raw = (run_dir / CONTROL_FILE).read_bytes()
     except FileNotFoundError:

@@ -29,7 +29,7 @@ from tether.store.files.handle import RunHandle, decision_records
 from tether.store.files.index import IndexUnavailable, RunIndex
 from tether.store.files.journal import commit_bytes, header_of, read_journal
 from tether.store.files.layout import (
-    CONTROL_FILE, JOURNAL_FILE, NOT_A_RUN, RESERVED_NAMES, RULES_FILE, TRACE_FILE, open_home, private_dirs,
+    JOURNAL_FILE, NOT_A_RUN, RESERVED_NAMES, RULES_FILE, TRACE_FILE, open_home, private_dirs,
     private_file, write_private,
 )
 from tether.store.files.lock import lock_held, owner_record
@@ -300,9 +300,7 @@ class RunStore:
 
     # ---- the control channel and the trace, by run id ------------------------------------
     def control_append(self, run_id: str, request: ControlRequest) -> None:
-        directory = self.run_dir(run_id)
-        private_file(directory / CONTROL_FILE)
-        append(directory, request)
+        append(self.run_dir(run_id), request)
 
     def control_read(self, run_id: str, seen: int) -> list[ControlRequest]:
         return read_from(self.run_dir(run_id), seen)
