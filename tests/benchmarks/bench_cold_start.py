@@ -7,11 +7,14 @@ the command itself costs to load. Beside it, the wall time of the whole process 
 interpreter start-up and its work included), and how many modules it loaded. Several
 samples each, the median; the first of each is dropped (it warms the page cache).
 
-The commands: ``stop RUN`` on a run waiting for an approval (the first sample stops it; the
-later ones are answered that it has stopped, through the same imports), ``approve`` and
-``reject`` on a completed run (refused after the harness they need to go on with a run is
-loaded), ``runs``, a real ``run plan``, and the console's imports (``tether.tui.app``, what
-``tether console`` loads before its first frame; without a terminal here).
+The commands: ``stop RUN`` on a run waiting for an approval that no process holds (the full
+path, which answers that there is nothing to stop); ``stop`` of a live run, one that a
+``tether run slow`` process of its own holds for each sample (the quick path,
+:mod:`tether.store.files.quickstop`); ``approve`` and ``reject`` on a completed run (refused
+after the harness they would go on with the run in is loaded); ``approve`` of a run whose
+process waits for the decision (``--wait-for-decision``: delivered, no harness); ``runs``, a
+real ``run plan``, and the console's imports (``tether.tui.app``, what ``tether console``
+loads before its first frame; without a terminal here).
 
 ``--before DIR`` measures a checkout of a commit from before the restructure too (its CLI is
 ``tether.cli``, run with ``PYTHONPATH=DIR``), interleaved sample by sample with this tree.
@@ -26,23 +29,31 @@ Run: ``.venv/bin/python -m tests.benchmarks.bench_cold_start [--samples N] [--be
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from tests.benchmarks.peers import scratch_dir
 
 SAMPLES = 7
+LIVE = "{live}"
+"""In a case's line: a run that a process of its own holds, started for each sample
+(:data:`LIVE_RUNS`)."""
+LIVE_RUNS = {"stop": ["run", "slow"], "approve": ["run", "destructive", "--wait-for-decision"]}
 HEAVY = ("textual", "pydantic", "jsonschema", "httpx", "opentelemetry", "mcp", "psycopg", "dbos", "aiohttp")
 """The packages the commands that only ask or stop must not load (tests/processes/test_cold_start.py)."""
 
 CASES: list[tuple[str, list[str]]] = [
-    ("stop", ["stop", "waiting"]),
-    ("approve", ["approve", "done"]),
+    ("stop", ["stop", "waiting"]),  # nothing to stop: the full path says so
+    ("stop, a live run", ["stop", LIVE]),  # the quick path: its process runs here
+    ("approve", ["approve", "done"]),  # nobody holds it: the harness is built to decide here
+    ("approve, a process waits", ["approve", LIVE]),  # delivered to the process that waits
     ("reject", ["reject", "done"]),
     ("runs", ["runs"]),
     ("run", ["run", "plan"]),  # a run id per sample is added
@@ -113,10 +124,48 @@ def _prepare(tree: Tree, home: Path) -> None:
             raise RuntimeError(f"{tree.label}: tether {' '.join(args)} exited {done.returncode}: {done.stderr}")
 
 
+@contextlib.contextmanager
+def _live(tree: Tree, home: Path, args: list[str], run_id: str) -> Iterator[None]:
+    """``tether ARGS --run-id RUN_ID`` in a process of its own, once it holds the run and
+    waits (a Stop finds it in its tool; a decision finds it waiting); ended afterwards."""
+    from tether.run.state import NeedsApproval
+    from tether.store.files.layout import JOURNAL_FILE
+    from tether.store.files.lock import lock_held, owner_record
+    from tether.store.files.store import RunStore
+
+    proc = subprocess.Popen([sys.executable, "-m", tree.cli, *args, "--run-id", run_id], env=tree.env(home),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run_dir = home / "runs" / run_id
+    waits = "--wait-for-decision" in args
+    try:
+        deadline = time.monotonic() + 120
+        while not (lock_held(run_dir / JOURNAL_FILE) and (owner_record(run_dir) or {}).get("control")
+                   and (not waits or isinstance(RunStore(home / "runs").load(run_id).interruption, NeedsApproval))):
+            if proc.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"{tree.label}: tether {' '.join(args)} did not hold its run (exit {proc.poll()})")
+            time.sleep(0.01)
+        time.sleep(0.05)  # into the tool, or the wait
+        yield
+    finally:
+        if proc.poll() is None:
+            try:
+                proc.wait(timeout=60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
 def _sample(tree: Tree, home: Path, name: str, args: list[str], i: int) -> Sample:
-    started = time.perf_counter()
-    done = subprocess.run(tree.argv(name, args, i), env=tree.env(home), capture_output=True, text=True, timeout=300)
-    wall = (time.perf_counter() - started) * 1000
+    live = contextlib.nullcontext()
+    if LIVE in args:
+        run_id = f"live-{name.split(',')[0]}-{i}"
+        live = _live(tree, home, LIVE_RUNS[args[0]], run_id)
+        args = [run_id if a == LIVE else a for a in args]
+    with live:
+        started = time.perf_counter()
+        done = subprocess.run(tree.argv(name, args, i), env=tree.env(home), capture_output=True, text=True,
+                              timeout=300)
+        wall = (time.perf_counter() - started) * 1000
     if done.returncode not in (0, 1, 2, 5) or "Traceback" in done.stderr:
         raise RuntimeError(f"{tree.label} {name}: exit {done.returncode}: {done.stderr[-2000:]}")
     ms, modules, heavy = parse_importtime(done.stderr)
