@@ -9,9 +9,64 @@ written once, here.
 
 from __future__ import annotations
 
-from typing import Any, TextIO
+from collections.abc import Callable
+from typing import Any, Protocol, TextIO
 
 from tether.run.wording import format_record, one_line
+from tether.store.changes import NEW, TRACE, RunChange
+
+
+class Followed(Protocol):
+    """One run as a store's follower sees it: its watch, its new trace lines, its lock."""
+
+    async def changes(self, timeout_s: float) -> list[RunChange] | None:
+        """The next batch of the run's changes; None once the watch ends (it was stopped, or
+        the run was removed); TimeoutError after ``timeout_s`` without one, losing nothing."""
+
+    async def new_records(self) -> list[dict[str, Any]]:
+        """The trace lines written since the last call (since the backlog, at first)."""
+
+    async def held(self) -> bool:
+        """Whether a live process still holds the run."""
+
+
+async def follow_one(run_id: str, run: Followed, printer: Printer, records: list[dict[str, Any]],
+                     shown: list[dict[str, Any]], on_ready: Callable[[], None] | None,
+                     orphan_check_s: float) -> dict[str, Any] | None:
+    """``tether watch RUN_ID`` on either store: the backlog ``shown`` (the last of the run's
+    ``records`` so far), then each line as it is written, until the ``run_stopped`` line
+    (returned) or the watch ends. A killed owner writes nothing: after ``orphan_check_s``
+    without a change, the run's lock is asked once, and a run no process holds ends the
+    watch with the line saying it is orphaned (after what it wrote before it died)."""
+    for record in shown:
+        printer.record(run_id, record)
+    printer.flush()
+    stopped = stopped_record(records)
+    if stopped is not None:
+        return stopped
+    if on_ready is not None:
+        on_ready()
+    while True:
+        try:
+            batch = await run.changes(orphan_check_s)
+        except TimeoutError:
+            if await run.held():
+                continue
+            batch, orphaned = [RunChange(run_id, frozenset({TRACE}))], True
+        else:
+            orphaned = False
+        if batch is None:
+            return None
+        if any(change.what & {TRACE, NEW} for change in batch):
+            for record in await run.new_records():
+                printer.record(run_id, record)
+                if record.get("kind") == "run_stopped":
+                    printer.flush()
+                    return record
+        if orphaned:
+            printer.orphaned(run_id)
+            return None
+        printer.flush()
 
 
 def stopped_record(records: list[dict[str, Any]]) -> dict[str, Any] | None:

@@ -62,7 +62,7 @@ from tether.store.files.layout import (
 )
 from tether.store.files.lock import lock_held
 from tether.store.files.tail import TraceTail
-from tether.store.follow import Printer, record_ts, stopped_record
+from tether.store.follow import Printer, follow_one, record_ts, stopped_record
 from tether.store.owner import HEARTBEAT_S
 
 log = logging.getLogger(__name__)
@@ -329,43 +329,31 @@ async def follow_run(runs_dir: Path | str, run_id: str, out: TextIO, *, stop_eve
     watch with a line saying so (``tether resume`` adopts it). A live owner rewrites its
     ``owner.json`` every :data:`~tether.store.owner.HEARTBEAT_S`, so a live run is seldom probed."""
     root = Path(runs_dir)
-    printer = Printer(out, timings=timings, prefixed=False)
-    journal = root / run_id / JOURNAL_FILE
     async with RunWatcher(root, run_ids=[run_id], stop_event=stop_event) as watcher:
-        trace = TraceTail(root / run_id / TRACE_FILE)
-        records = trace.backlog(backlog)
-        for record in records:
-            printer.record(run_id, record)
-        printer.flush()
-        stopped = stopped_record(records)
-        if stopped is not None:
-            return stopped
-        if on_ready is not None:
-            on_ready()
-        while True:
-            try:
-                batch = await asyncio.wait_for(anext(watcher), orphan_check_s)  # a timeout loses nothing
-            except StopAsyncIteration:
-                return None
-            except TimeoutError:
-                if lock_held(journal):
-                    continue
-                batch = [RunChange(run_id, frozenset({TRACE}))]  # what it wrote before it died, if anything
-                orphaned = True
-            else:
-                orphaned = False
-            if any(REMOVED in change for change in batch):
-                return None  # the run was deleted
-            if any(change.what & {TRACE, NEW} for change in batch):
-                for record in trace.read():
-                    printer.record(run_id, record)
-                    if record.get("kind") == "run_stopped":
-                        printer.flush()
-                        return record
-            if orphaned:
-                printer.orphaned(run_id)
-                return None
-            printer.flush()
+        run = _FollowedFile(watcher, TraceTail(root / run_id / TRACE_FILE), root / run_id / JOURNAL_FILE)
+        records = run.trace.backlog(backlog)
+        return await follow_one(run_id, run, Printer(out, timings=timings, prefixed=False), records, records,
+                                on_ready, orphan_check_s)
+
+
+class _FollowedFile:
+    """A run of the file store as :func:`follow_one` follows it."""
+
+    def __init__(self, watcher: RunWatcher, trace: TraceTail, journal: Path) -> None:
+        self.watcher, self.trace, self.journal = watcher, trace, journal
+
+    async def changes(self, timeout_s: float) -> list[RunChange] | None:
+        try:
+            batch = await asyncio.wait_for(anext(self.watcher), timeout_s)  # a timeout loses nothing
+        except StopAsyncIteration:
+            return None
+        return None if any(REMOVED in change for change in batch) else batch  # None: the run was deleted
+
+    async def new_records(self) -> list[dict[str, Any]]:
+        return self.trace.read()
+
+    async def held(self) -> bool:
+        return lock_held(self.journal)
 
 
 async def follow_all(runs_dir: Path | str, out: TextIO, *, stop_event: _Settable | None = None,

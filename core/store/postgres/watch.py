@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 import psycopg
 
 from tether.store.changes import JOURNAL, NEW, OWNER, TRACE, RunChange
-from tether.store.follow import Printer, record_ts, stopped_record
+from tether.store.follow import Printer, follow_one, record_ts, stopped_record
 from tether.store.owner import HEARTBEAT_S
 from tether.store.postgres.connection import StoreUnavailable, clean, listen, redact
 from tether.store.postgres.flushes import TRACE_FLUSH_S
@@ -181,41 +181,32 @@ async def follow_run(store: PgStore, run_id: str, out: TextIO, *, stop_event: as
     then each line as it is committed (notified), until the run stops or ``stop_event`` is
     set. A killed owner sends nothing (its session's lock just goes): after
     ``orphan_check_s`` without a change, the run's liveness is asked once."""
-    printer = Printer(out, timings=timings, prefixed=False)
     async with PgWatcher(store, run_ids=[run_id]) as watcher:
         records = await call(store, lambda: list(store.read_trace(run_id)))
-        after = int(records[-1].get("seq") or 0) if records else 0
-        shown = records[-backlog:] if backlog else []
-        for record in shown:
-            printer.record(run_id, record)
-        printer.flush()
-        stopped = stopped_record(records)
-        if stopped is not None:
-            return stopped
-        if on_ready is not None:
-            on_ready()
-        while True:
-            try:
-                batch = await _next(watcher, stop_event, orphan_check_s)
-            except TimeoutError:
-                if await call(store, store.liveness, run_id) == "running":
-                    continue
-                batch, orphaned = [RunChange(run_id, frozenset({TRACE}))], True
-            else:
-                orphaned = False
-            if batch is None:
-                return None
-            if any(change.what & {TRACE, NEW} for change in batch):
-                for record in await call(store, lambda: list(store.read_trace(run_id, after))):
-                    after = max(after, int(record.get("seq") or 0))
-                    printer.record(run_id, record)
-                    if record.get("kind") == "run_stopped":
-                        printer.flush()
-                        return record
-            if orphaned:
-                printer.orphaned(run_id)
-                return None
-            printer.flush()
+        run = _FollowedRow(store, run_id, watcher, stop_event, int(records[-1].get("seq") or 0) if records else 0)
+        return await follow_one(run_id, run, Printer(out, timings=timings, prefixed=False), records,
+                                records[-backlog:] if backlog else [], on_ready, orphan_check_s)
+
+
+class _FollowedRow:
+    """A run of PostgreSQL as :func:`follow_one` follows it: its trace read after the last
+    line shown (``after``, its ``seq``)."""
+
+    def __init__(self, store: PgStore, run_id: str, watcher: PgWatcher, stop_event: asyncio.Event | None,
+                 after: int) -> None:
+        self.store, self.run_id, self.watcher, self.stop_event, self.after = store, run_id, watcher, stop_event, after
+
+    async def changes(self, timeout_s: float) -> list[RunChange] | None:
+        return await _next(self.watcher, self.stop_event, timeout_s)
+
+    async def new_records(self) -> list[dict[str, Any]]:
+        records = await call(self.store, lambda: list(self.store.read_trace(self.run_id, self.after)))
+        for record in records:
+            self.after = max(self.after, int(record.get("seq") or 0))
+        return records
+
+    async def held(self) -> bool:
+        return await call(self.store, self.store.liveness, self.run_id) == "running"
 
 
 async def follow_all(store: PgStore, out: TextIO, *, stop_event: asyncio.Event | None = None, backlog: int = 20,
