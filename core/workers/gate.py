@@ -22,7 +22,8 @@ def _install_gate() -> bool:
     DBOS 3.4.0 keeps ``worker_concurrency`` in the queue's row, shared by every worker of the
     queue, and counts it per queue. Two methods of its system database are wrapped, for this
     worker's own queues only: ``get_queue`` (which the queue threads reload every poll) gives
-    this worker's ``--concurrency`` instead of the row's, and ``start_queued_workflows`` (the
+    this worker's ``--concurrency`` instead of the row's (plus its workflows waiting for a
+    decision, which DBOS counts as running and Tether does not), and ``start_queued_workflows`` (the
     claim) claims at most the room :meth:`~tether.workers.worker.Worker.room` leaves, under one lock for the
     process, so two queues' threads never claim the same slot. False (and nothing wrapped)
     when DBOS's methods are not the ones this was written against."""
@@ -50,7 +51,11 @@ def _install_gate() -> bool:
         worker = current()
         if queue is not None and worker is not None and getattr(self, "executor_id", None) == worker.executor_id \
                 and name in worker.listened:
-            _set_worker_concurrency(queue, 1 if name.endswith(ISOLATED) else worker.concurrency)
+            # DBOS checks this against every workflow active here, those waiting for a decision
+            # among them, before it claims; they hold no slot (Worker.room), so they are added
+            # here, and the claim below is held to the room there is.
+            limit = 1 if name.endswith(ISOLATED) else worker.concurrency
+            _set_worker_concurrency(queue, limit + len(worker.waiting))
         return queue
 
     def gated_claim(self: Any, queue: Any, executor_id: str, app_version: str, partition: Any,

@@ -192,8 +192,12 @@ class Worker:
     # ---- how many runs to claim (the gate of _install_gate) ----
     def room(self, sys_db: Any, queue: str) -> int:
         """How many runs this worker may claim from ``queue`` now: ``--concurrency`` less its
-        workflows that are ``PENDING`` on this executor (driven, waiting for a decision, or
-        just claimed), read from DBOS's table, so that it is what the queue view shows.
+        workflows that are ``PENDING`` on this executor and not waiting for a decision
+        (driven, or just claimed), read from DBOS's table, so that it is what the queue view
+        shows. A workflow that waits for a decision holds no slot: its run is saved and let go
+        of, and its wait (``DBOS.recv``) is an event in this process and a row in the
+        database, with no connection held, so a fleet of runs waiting for people leaves the
+        workers free for the runs that work.
 
         A run of an isolated queue only when nothing here is being driven, and nothing else
         while one is. While such a run waits for a worker, this one starts no other run, so
@@ -204,7 +208,7 @@ class Worker:
 
         alone = queue.endswith(ISOLATED)
         active = _active_here()
-        if active is not None and (len(active) >= self.concurrency or (alone and active - self.waiting)):
+        if active is not None and (len(active - self.waiting) >= self.concurrency or (alone and active - self.waiting)):
             return 0  # full (or not alone) without asking the database
         with sys_db.engine.connect() as c:
             rows = c.execute(sa.text(
@@ -216,10 +220,10 @@ class Worker:
         mine = [(wid, q or "") for wid, q, status in rows if status == "PENDING"]
         driven = [q for wid, q in mine if wid not in self.waiting]
         if alone:
-            return 1 if not driven and len(mine) < self.concurrency else 0
+            return 0 if driven else 1
         if any(q.endswith(ISOLATED) for q in driven) or len(mine) < len(rows):
             return 0  # one driven alone here, or one waiting to be
-        return self.concurrency - len(mine)
+        return max(0, self.concurrency - len(driven))
 
     # ---- the supervisor: liveness, recovery, notes (once a second) ----
     async def supervise(self, stopping: asyncio.Event) -> None:

@@ -23,6 +23,8 @@ BENCHES: list[tuple[str, str, Callable[[], object]]] = [
     ("cold-start", "each command's cold start: its imports as a new process", lambda: bench_cold_start.main([])),
     ("otel-exit", "a CLI command's exit with an OTLP collector down", lambda: bench_otel_exit.main([])),
     ("workers", "workers on PostgreSQL", bench_workers.main),
+    ("waiting", "2 workers at concurrency 8 beside 1,000 runs waiting for approval",
+     lambda: bench_workers.main(["--configs", "2x8", "--waiting", "1000"])),
     ("acp", "ACP agents under Tether", lambda: bench_acp.main([])),
     ("tracked", "the run API per reported event", lambda: bench_tracked.main([])),
     ("web", "tether serve: notifications, links, the approvals page, memory", lambda: bench_web.main([])),

@@ -1,12 +1,17 @@
 """Scale-out: queued runs per second for one worker at concurrency 8, 16, 32 and 64, and
 four workers at 64, on one PostgreSQL, with what the database carried meanwhile.
 
-``python -m tests.benchmarks.bench_workers [--configs 1x8,4x64] [--runs N]``: starts its own
+``python -m tests.benchmarks.bench_workers [--configs 1x8,4x64] [--runs N] [--waiting N]``: starts its own
 durable PostgreSQL (fsync on, ``max_connections = 100``, tests/pg.py) and the scripted
 provider over HTTP at 200 ms a reply, as a process of its own (``tether provider``). For
 each configuration it starts the workers and waits until they listen, creates the runs of
 the ``plan`` task (3 replies, 2 tool calls: 0.6 s of model time a run), then enqueues them
 in one burst and times from the first enqueue to the last run's end.
+
+``--waiting N`` runs each configuration twice: as above, then with N runs of ``destructive``
+queued first and left waiting for approval, each in its workflow's durable wait, before the
+clock starts (``make bench``'s ``waiting``: 2 workers at concurrency 8 beside 1,000 such
+runs). The plan runs should go as fast beside them as without them, on no more connections.
 
 Beside runs/s: the share of the ideal (workers × concurrency ÷ 0.6 s a run), the most
 connections the server had open at once while the runs ran (``pg_stat_activity``, every
@@ -85,9 +90,11 @@ class DbLoad:
 
 
 def measure(url: str, root: Path, base_url: str, workers: int, concurrency: int,
-            runs: int) -> tuple[float, list[str], int, float]:
+            runs: int, waiting: int = 0) -> tuple[float, list[str], int, float]:
     """Seconds for ``runs`` runs, the runs that did not complete, the most connections at
-    once and the commits per second."""
+    once and the commits per second. With ``waiting``, that many runs of ``destructive``
+    are queued first and left waiting for approval (each in its worker's workflow) before
+    the clock starts."""
     import psycopg
 
     from tether.demo import agents as demo
@@ -96,7 +103,7 @@ def measure(url: str, root: Path, base_url: str, workers: int, concurrency: int,
     from tether.store.postgres.store import PgStore
 
     clean_slate(url)
-    with Fleet(url, root / f"{workers}x{concurrency}") as fleet:
+    with Fleet(url, root / f"{workers}x{concurrency}-{waiting}") as fleet:
         for _ in range(workers):
             fleet.start("--concurrency", str(concurrency))
         store = PgStore(url)
@@ -106,12 +113,17 @@ def measure(url: str, root: Path, base_url: str, workers: int, concurrency: int,
         database.ensure_dbos_schema(url)
         client = database.client(url)
         try:
+            if waiting:
+                _leave_waiting(url, client, harness, demo.agent("destructive", root / "ws", base_url=base_url),
+                               waiting)
             with psycopg.connect(url, autocommit=True) as conn, DbLoad(url) as load:
                 before = load.commits()
                 started = time.perf_counter()
                 for state in states:
                     submit.enqueue(url, state, client)
                 wait_for(lambda: _done(conn) >= runs, f"{runs} runs to end", 900, 0.02)
+                if waiting:
+                    assert _waiting(conn) == waiting, "a waiting run's workflow ended while the others ran"
                 seconds = time.perf_counter() - started
                 commits = load.commits() - before
         finally:
@@ -122,10 +134,31 @@ def measure(url: str, root: Path, base_url: str, workers: int, concurrency: int,
     return seconds, bad, load.peak, commits / seconds
 
 
+def _waiting(conn) -> int:  # type: ignore[no-untyped-def]
+    """Workflows waiting for a decision: pending, their run saved as waiting for approval."""
+    return conn.execute(
+        "SELECT count(*) FROM dbos.workflow_status w JOIN tether.runs r ON r.run_id = w.workflow_uuid "
+        "WHERE w.status = 'PENDING' AND r.status = 'interrupted' AND r.summary -> 'interruption' ->> 'callId' IS NOT NULL").fetchone()[0]
+
+
+def _leave_waiting(url: str, client, harness, agent, n: int) -> None:  # type: ignore[no-untyped-def]
+    """Queue ``n`` runs that stop for an approval, and wait until every one's workflow waits."""
+    import psycopg
+
+    from tether.workers import submit
+
+    for state in [harness.create(agent) for _ in range(n)]:
+        submit.enqueue(url, state, client)
+    with psycopg.connect(url, autocommit=True) as conn:
+        wait_for(lambda: _waiting(conn) >= n, f"{n} runs to wait for approval", 1800, 0.5)
+
+
 def main(argv: list[str] | None = None) -> list[tuple[str, float, float]]:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--configs", help="WORKERSxCONCURRENCY,... (default: 1x8,1x16,1x32,1x64,4x64)")
     parser.add_argument("--runs", type=int, help="runs per configuration (default: 5 per slot, at least 40)")
+    parser.add_argument("--waiting", type=int, default=0, metavar="N",
+                        help="also each configuration with N runs waiting for approval, queued first")
     args = parser.parse_args(argv or [])
     configs = CONFIGS if not args.configs else [tuple(int(n) for n in c.split("x")) for c in args.configs.split(",")]
     server = pg.start(durable=True)
@@ -143,16 +176,18 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float]]:
                   f"{'vs 1x64':>9}{'connections':>13}{'commits/s':>11}")
             for workers, concurrency in configs:
                 runs = args.runs or runs_for(workers, concurrency)
-                seconds, bad, peak, commits = measure(server.url, Path(scratch), base_url, workers, concurrency, runs)
-                rate = runs / seconds
-                ideal = workers * concurrency / RUN_S
-                if (workers, concurrency) == (1, 64):
-                    single = rate
-                ratio = f"{rate / single:>8.2f}x" if single else f"{'':>9}"
-                label = f"{workers} x {concurrency}"
-                print(f"{label:<22}{runs:>6}{seconds:>9.2f}{rate:>9.2f}{rate / ideal:>9.0%} {ratio}{peak:>13}"
-                      f"{commits:>11.0f}" + (f"   NOT COMPLETED: {len(bad)}" if bad else ""), flush=True)
-                rows.append((label, rate, rate / ideal))
+                for waiting in sorted({0, args.waiting}):
+                    seconds, bad, peak, commits = measure(server.url, Path(scratch), base_url, workers, concurrency,
+                                                          runs, waiting)
+                    rate = runs / seconds
+                    ideal = workers * concurrency / RUN_S
+                    if (workers, concurrency, waiting) == (1, 64, 0):
+                        single = rate
+                    ratio = f"{rate / single:>8.2f}x" if single else f"{'':>9}"
+                    label = f"{workers} x {concurrency}" + (f", {waiting} waiting" if waiting else "")
+                    print(f"{label:<22}{runs:>6}{seconds:>9.2f}{rate:>9.2f}{rate / ideal:>9.0%} {ratio}{peak:>13}"
+                          f"{commits:>11.0f}" + (f"   NOT COMPLETED: {len(bad)}" if bad else ""), flush=True)
+                    rows.append((label, rate, rate / ideal))
     finally:
         if provider.poll() is None:
             provider.stdin.close()

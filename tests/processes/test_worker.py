@@ -322,6 +322,27 @@ def test_a_stop_ends_a_workflows_wait_and_leaves_the_run_waiting(fleet: Fleet, s
     assert asyncio.run(decide(store, run_id, "approve", by="alice")) is None  # decided the usual way now
 
 
+def test_a_run_waiting_for_a_decision_holds_no_slot(fleet: Fleet, store: PgStore, provider, tmp_path: Path):
+    """A worker at --concurrency 1 whose one run waits for approval takes the next run and
+    finishes it meanwhile; the decision then reaches the waiting run, in the same worker's
+    workflow, and it goes on (issue 27, item 2)."""
+    base, _ = provider
+    w = fleet.start("--concurrency", "1")
+    waiting = fleet.submit("destructive", "--base-url", f"{base}/no-slot/v1", "--workspace", str(tmp_path / "ws"))
+    wait_for(lambda: isinstance(store.load(waiting).interruption, NeedsApproval) and _ended(store, waiting)
+             and queue_view(store).executors.get(waiting), "the run's workflow to wait for the decision", 60)
+    assert store.owner(waiting) is None or not store.owner(waiting).alive  # no process holds it
+    after = fleet.submit("plan", "--base-url", f"{base}/beside/v1")
+    wait_for(lambda: _workflow_status(store, after) == "SUCCESS", "the next run, beside the waiting one", 60)
+    assert store.load(after).status is Status.COMPLETED
+    assert _workflow_status(store, waiting) == "PENDING" and queue_view(store).executors[waiting] == w.executor_id
+    approved = fleet.tether("approve", waiting, "--store", fleet.url, "--as", "alice", "--note", "fine")
+    assert approved.returncode == 0, approved.stderr
+    wait_for(lambda: _workflow_status(store, waiting) == "SUCCESS", "the approved run to finish", 60)
+    state = store.load(waiting)
+    assert state.status is Status.COMPLETED and [d.by for d in state.approvals.values()] == ["alice"]
+
+
 def test_a_stop_for_a_queued_run_stops_it_before_its_first_turn(fleet: Fleet, store: PgStore, provider):
     base, counter = provider
     run_id = fleet.submit("plan", "--base-url", f"{base}/stop-queued/v1")
