@@ -140,7 +140,9 @@ def poke(address: str, run_id: str, request_id: str, timeout_s: float = DELIVERY
     """:func:`deliver` without an event loop, for a command that has none yet (``tether stop``):
     the answer's fields, or None as there."""
     import socket
+    import time
 
+    deadline = time.monotonic() + timeout_s  # in all, as deliver's: not per call
     try:
         with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM | socket.SOCK_CLOEXEC) as sock:
             sock.settimeout(timeout_s)
@@ -148,6 +150,10 @@ def poke(address: str, run_id: str, request_id: str, timeout_s: float = DELIVERY
             sock.sendall(_poke_line(run_id, request_id))
             line = b""
             while not line.endswith(b"\n") and len(line) <= _MAX_LINE:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise TimeoutError  # an OSError: handled below as no answer
+                sock.settimeout(left)
                 chunk = sock.recv(4096)
                 if not chunk:
                     break

@@ -11,6 +11,7 @@ import json
 import os
 import socket
 import threading
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import asdict, fields
 from pathlib import Path
@@ -56,6 +57,9 @@ def held(run_dir: Path, answer: Answer) -> Iterator[list[dict]]:
                 poke = json.loads(conn.makefile("rb").readline())
                 pokes.append(poke)
                 reply = answer(poke)
+                if reply == "hang":  # past the requester's deadline, then gone without a word
+                    time.sleep(1.0)
+                    reply = None
                 if reply == "let go":
                     fcntl.flock(lock, fcntl.LOCK_UN)
                     (run_dir / OWNER_FILE).unlink()
@@ -119,3 +123,11 @@ def test_a_run_nobody_holds_takes_the_full_path_and_nothing_is_written(tmp_path:
 def test_a_name_that_is_no_live_run_is_left_to_the_full_path(tmp_path: Path, run_id: str) -> None:
     (tmp_path / "runs").mkdir()
     assert stop_live(tmp_path / "runs", run_id, "r", "me") is None
+
+
+def test_a_process_that_hangs_is_given_up_on_at_the_deadline(tmp_path: Path, waiting: list[str]) -> None:
+    run_dir = tmp_path / "runs" / "w"
+    with held(run_dir, lambda poke: "hang"):
+        sent = stop_live(tmp_path / "runs", "w", "enough", "tess", timeout_s=0.2)
+    assert sent is not None and sent.reply is None and not sent.answered
+    assert [r.id for r in read_from(run_dir, 0)] == [sent.request["id"]]  # recorded all the same
