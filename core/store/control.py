@@ -31,7 +31,8 @@ from typing import Literal, Protocol
 
 from tether.store.operator import DELIVERY_TIMEOUT_S, operator_name
 
-__all__ = ["DELIVERY_TIMEOUT_S", "KINDS", "ControlListener", "ControlReply", "ControlRequest", "Kind", "operator_name"]
+__all__ = ["DELIVERY_TIMEOUT_S", "KINDS", "ControlListener", "ControlReply", "ControlRequest", "Kind",
+           "operator_name"]
 
 Kind = Literal["stop", "approve", "reject", "report"]
 """``report``: what a reporter that could not hold a program's run adds to it (:meth:`tether.run.tracked.TrackedRun.reported`)."""

@@ -138,7 +138,8 @@ def _waiting(conn) -> int:  # type: ignore[no-untyped-def]
     """Workflows waiting for a decision: pending, their run saved as waiting for approval."""
     return conn.execute(
         "SELECT count(*) FROM dbos.workflow_status w JOIN tether.runs r ON r.run_id = w.workflow_uuid "
-        "WHERE w.status = 'PENDING' AND r.status = 'interrupted' AND r.summary -> 'interruption' ->> 'callId' IS NOT NULL").fetchone()[0]
+        "WHERE w.status = 'PENDING' AND r.status = 'interrupted' "
+        "AND r.summary -> 'interruption' ->> 'callId' IS NOT NULL").fetchone()[0]
 
 
 def _leave_waiting(url: str, client, harness, agent, n: int) -> None:  # type: ignore[no-untyped-def]

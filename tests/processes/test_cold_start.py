@@ -131,7 +131,8 @@ def test_a_decision_for_a_process_that_waits_for_it_loads_no_harness(tmp_path: P
         assert proc.wait(timeout=60) == 0
     assert _among(modules, NOT_TO_ASK) == []
     decided = RunStore(tmp_path / "runs").load("live").approvals
-    assert [(d.verdict, d.by) for d in decided.values()] == [({"approve": "approved", "reject": "rejected"}[verdict], "tess")]
+    verdicts = {"approve": "approved", "reject": "rejected"}
+    assert [(d.verdict, d.by) for d in decided.values()] == [(verdicts[verdict], "tess")]
 
 
 @pytest.mark.parametrize("command", sorted(_MODULES))

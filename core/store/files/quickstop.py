@@ -65,7 +65,7 @@ def stop_live(root: Path, run_id: str, reason: str, by: str, timeout_s: float = 
     except (OSError, ValueError):  # ValueError: a name no file name holds (a lone surrogate)
         return None
     address = owner.get("control") if owner is not None else None
-    if not (isinstance(address, str) and address.startswith("\0")):  # a socket on this host, as the file store's owners publish
+    if not (isinstance(address, str) and address.startswith("\0")):  # not a socket on this host
         return None
     request = stop_request(reason, by)
     append_fields(directory, request)
