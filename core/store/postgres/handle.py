@@ -417,13 +417,7 @@ class PgHandle:
                 except (SaveError, psycopg.Error) as exc:
                     log.warning("run %s: letting go was not clean (%s); the lock is let go of all the same",
                                 self.run_id, exc)
-            # After the commit: the next owner never finds this one's record.
-            self._holds.unlock(self._key, self._generation)
-            self._let_go()
-            self._token = None
-            self._owner = None
-            self._generation = None
-            self._released = True
+            self._unhold()  # after the commit: the next owner never finds this one's record
         self._disarm()  # armed by a line traced while letting go: nothing is left to flush
 
     def abandon(self) -> None:
@@ -431,12 +425,16 @@ class PgHandle:
         (for the crash tests; a killed process's holding session ends with it)."""
         self._disarm()
         with self._lock:
-            self._holds.unlock(self._key, self._generation)
-            self._let_go()
-            self._token = None
-            self._owner = None
-            self._generation = None
-            self._released = True
+            self._unhold()
+
+    def _unhold(self) -> None:
+        """Let go of the lock on the holding session and forget the hold (under ``_lock``)."""
+        self._holds.unlock(self._key, self._generation)
+        self._let_go()
+        self._token = None
+        self._owner = None
+        self._generation = None
+        self._released = True
 
 
 class PgTrace:
