@@ -31,10 +31,10 @@ def agent_choices(config: Config | None, agent_sets: Sequence[AgentSet] = (), *,
             choices.append(AgentChoice("agent", name, "cannot be built (choose it to see why)",
                                        problem=f"agent {name} cannot be started: {exc}"))
             continue
+        task = f" · its task: {agent.prompt}" if agent.prompt else " · no task of its own"
         if agent.acp is not None:  # its own process brings its model and tools
             command = " ".join([Path(agent.acp.argv[0]).name, *agent.acp.argv[1:]])
             where = agent.workspace if agent.workspace is not None else Path.cwd()
-            task = f" · its task: {agent.prompt}" if agent.prompt else " · no task of its own"
             choices.append(AgentChoice(
                 "agent", name, f"ACP agent: {command}",
                 detail=f"{name} ({config.path.name}): an ACP agent, with its own model and tools: {command} "  # type: ignore[union-attr]
@@ -44,7 +44,6 @@ def agent_choices(config: Config | None, agent_sets: Sequence[AgentSet] = (), *,
         tools = ", ".join(t.name for t in agent.tool_list) or "no tools"
         if agent.mcp_servers:
             tools += "; MCP: " + ", ".join(s.name for s in agent.mcp_servers)
-        task = f" · its task: {agent.prompt}" if agent.prompt else " · no task of its own"
         choices.append(AgentChoice(
             "agent", name, f"{agent.model} at {_where(agent.base_url)}",
             detail=f"{name} ({config.path.name}): {agent.model} at {_where(agent.base_url)} "  # type: ignore[union-attr]
