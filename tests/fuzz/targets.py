@@ -202,22 +202,14 @@ def _tool_args(scratch: Path) -> tuple[One, list[bytes]]:
 
 @target("control", "control requests: control.jsonl (read_from) and the poke on the socket (_serve)")
 def _control(scratch: Path) -> tuple[One, list[bytes]]:
-    from tether.store.control import ControlReply, Kind
+    from tether.store.control import Kind
     from tether.store.files.control import read_from
     from tether.store.files.layout import CONTROL_FILE
-    from tether.store.unix import ControlServer
 
-    from tests.fuzz.test_control import _Writer
+    from tests.fuzz.test_control import _Writer, recording_server
 
     kinds = typing.get_args(Kind)
-    server = ControlServer()
-    poked: list[str] = []
-
-    async def handler(request_id: str) -> ControlReply:
-        poked.append(request_id)
-        return ControlReply(True, "done")
-
-    server.register("r", handler)
+    server, _ = recording_server()
     loop = asyncio.new_event_loop()
 
     def one(data: bytes) -> None:

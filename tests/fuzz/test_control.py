@@ -93,8 +93,8 @@ pokes = st.one_of(
 )
 
 
-@given(pokes, st.booleans())
-def test_any_poke_gets_one_answer_in_words(poke: bytes, newline: bool) -> None:
+def recording_server() -> tuple[ControlServer, list[str]]:
+    """A control server whose run ``r`` answers "done", and the request ids it was poked about."""
     server = ControlServer()
     poked: list[str] = []
 
@@ -103,6 +103,12 @@ def test_any_poke_gets_one_answer_in_words(poke: bytes, newline: bool) -> None:
         return ControlReply(True, "done")
 
     server.register("r", handler)
+    return server, poked
+
+
+@given(pokes, st.booleans())
+def test_any_poke_gets_one_answer_in_words(poke: bytes, newline: bool) -> None:
+    server, poked = recording_server()
     writer = _Writer()
 
     async def serve() -> None:
