@@ -297,16 +297,21 @@ def _cli(*args: str) -> list[str]:
     return [sys.executable, "-m", "tether.tui.cli", *args]
 
 
-def _turn_lines(trace: Path) -> int:
-    return sum(1 for r in read_trace(trace) if r.get("kind") == "turn") if trace.exists() else 0
+def saved_turns(trace: Path) -> int:
+    """How many turns the process has certainly saved. A turn is traced just before it is
+    saved, so it counts only once a later record shows the loop went past the save."""
+    if not trace.exists():
+        return 0
+    kinds = [r.get("kind") for r in read_trace(trace)]
+    return kinds[:-1].count("turn")
 
 
 def kill_after_turns(cmd: list[str], trace: Path, turns: int, timeout_s: float = 60) -> int:
-    """Run ``cmd`` and SIGKILL it as soon as its trace holds ``turns`` turn lines."""
+    """Run ``cmd`` and SIGKILL it as soon as it has saved ``turns`` turns."""
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     deadline = time.monotonic() + timeout_s
     try:
-        while _turn_lines(trace) < turns:
+        while saved_turns(trace) < turns:
             if proc.poll() is not None:
                 raise RuntimeError(f"the run ended before turn {turns}: {proc.stderr.read().decode()}")
             if time.monotonic() > deadline:

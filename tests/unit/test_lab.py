@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from tether.tui.cli import main
-from tether.demo.lab import QUICK, STOP_REASON, fresh_run, run_lab
+from tether.demo.lab import QUICK, STOP_REASON, saved_turns, fresh_run, run_lab
 from tether.demo.provider.scenarios import DESTRUCTIVE_DECLINED, DESTRUCTIVE_DELETED, RECOVER_ANSWER
 from tether.run.state import Limits
 
@@ -102,6 +102,20 @@ def test_resumed_run_costs_what_the_uninterrupted_one_did(lab: Tables) -> None:
     finished_first = killed["tool_runs"].split(" (killed during")[0]  # a cut-off run is redone on resume
     across = [n for text in (finished_first, resumed["tool_runs"]) for n in text.split(", ") if n != "none"]
     assert sorted(across) == sorted(clean["tool_runs"].split(", "))
+
+
+def test_a_turn_counts_as_saved_only_once_the_loop_went_past_it(tmp_path: Path) -> None:
+    """The loop traces a turn just before it saves it: a SIGKILL timed on the turn line
+    alone could land before the save and leave the killed run a turn short."""
+    trace = tmp_path / "trace.jsonl"
+    lines = [{"kind": "run_started"}, {"kind": "turn", "turn": 1}, {"kind": "tool_start"},
+             {"kind": "tool_result"}, {"kind": "turn", "turn": 2}]
+    trace.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    assert saved_turns(trace) == 1
+    with trace.open("a") as out:
+        out.write(json.dumps({"kind": "tool_start"}) + "\n")
+    assert saved_turns(trace) == 2
+    assert saved_turns(tmp_path / "absent.jsonl") == 0
 
 
 def test_stop_ends_the_scan_long_before_it_would_finish(lab: Tables) -> None:
