@@ -30,7 +30,7 @@ from tether.models.base import ChatModel
 from tether.run.events import EventSink, TelemetryDropped
 from tether.run.loop import LoopEnv, RunLoop
 from tether.run.state import (
-    Limits, NeedsApproval, Policies, Pricing, RunState, StateError, Status, new_run_id,
+    FRESH_ID_TRIES, Limits, NeedsApproval, Policies, Pricing, RunExists, RunState, StateError, Status, new_run_id,
 )
 from tether.store.protocol import Store, TraceSink, call
 from tether.store.files.layout import private_dirs
@@ -232,7 +232,14 @@ class Harness:
             workspace=str(agent.workspace) if agent.workspace is not None else None,
             agent=agent.ref(),
         )
-        self.store.create(state)
+        for attempt in range(1, FRESH_ID_TRIES + 1):
+            try:
+                self.store.create(state)
+                break
+            except RunExists:
+                if run_id is not None or attempt == FRESH_ID_TRIES:
+                    raise
+                state.run_id = new_run_id(agent.name.replace("/", "_")[:24])  # a made-up id clashed: another
         return state
 
     def _of_a_set(self, agent: Agent) -> bool:

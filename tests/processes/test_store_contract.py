@@ -27,7 +27,7 @@ from tether.run.events import ProviderRetry, RunStarted, ToolResult
 from tether.harness import Harness
 from tether.run.decisions import approve
 from tether.store.protocol import Handle, Store
-from tether.run.state import Limits, NeedsApproval, RunState, StateError, Status, args_hash, pending_calls
+from tether.run.state import Limits, NeedsApproval, RunExists, RunState, StateError, Status, args_hash, pending_calls
 from tether.store.files.store import RunStore
 from tether.demo.agents import DEMO
 from tests.endpoints import completion, turns
@@ -371,6 +371,26 @@ def test_a_new_run_is_created_whole_once(store: Store):
     assert (summary.status, summary.task, summary.liveness) == ("running", "q", "orphaned")
     with pytest.raises(StateError):
         store.load("n2")
+
+
+async def test_a_made_up_run_id_that_is_taken_is_made_up_again(store: Store, tmp_path: Path,
+                                                                monkeypatch: pytest.MonkeyPatch):
+    """Ids carry a few hex digits of chance: in a burst of runs made in one second two can
+    meet. A creator that made the id up takes another; an id the user gave is refused."""
+    store.create(new_state("taken"))
+    made_up = iter(["taken", "taken", "fresh-1", "fresh-2"])
+    monkeypatch.setattr("tether.harness.new_run_id", lambda prefix: next(made_up))
+    monkeypatch.setattr("tether.run.tracked.new_run_id", lambda prefix: next(made_up))
+    monkeypatch.setattr("tether.run.track.new_run_id", lambda prefix: next(made_up))
+    async with Harness(workspace=tmp_path / "ws", store=store, agent_sets=(DEMO,)) as harness:
+        plan = harness.agent_named("plan")
+        assert harness.create(plan).run_id == "fresh-1"  # "taken" twice, then another
+        with pytest.raises(RunExists, match="run taken already exists"):
+            harness.create(plan, run_id="taken")
+        async with harness.track("script", "a task") as run:  # a program's run: the same
+            assert run.run_id == "fresh-2"
+            await run.answer("done")
+    assert store.load("taken").messages == new_state("taken").messages
 
 
 async def test_a_subagent_run_is_a_run_of_its_own_in_the_same_store(store: Store, tmp_path: Path):

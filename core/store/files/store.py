@@ -23,7 +23,7 @@ import stat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tether.run.state import RunState, StateError, Status
+from tether.run.state import RunExists, RunState, StateError, Status
 from tether.store.files.control import append, read_from
 from tether.store.files.handle import RunHandle, decision_records
 from tether.store.files.index import IndexUnavailable, RunIndex
@@ -354,7 +354,7 @@ class RunStore:
         try:
             os.link(tmp, directory / JOURNAL_FILE)
         except FileExistsError:
-            raise StateError(f"run {state.run_id} already exists") from None
+            raise RunExists(f"run {state.run_id} already exists") from None
         finally:
             tmp.unlink()
         st = os.stat(directory / JOURNAL_FILE)

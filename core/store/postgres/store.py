@@ -77,7 +77,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from tether.run.state import RunState, StateError
+from tether.run.state import RunExists, RunState, StateError
 from tether.store.changes import NEW, TRACE
 from tether.store.decisions import DECISION_COLUMNS, decision_filter, decisions_of
 from tether.store.owner import Owner, kept_owner
@@ -156,7 +156,7 @@ class PgStore(Database):
                         conn.execute(self.q(PUT_DECISIONS), {"decisions": decisions_json(state)})
                     self.notify(conn, state.run_id, NEW)
             except psycopg.errors.UniqueViolation:
-                raise StateError(f"run {state.run_id} already exists") from None
+                raise RunExists(f"run {state.run_id} already exists") from None
 
     def load(self, run_id: str) -> RunState:
         with self._conn() as conn:
