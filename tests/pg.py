@@ -18,9 +18,7 @@ the tests that need a server are skipped, with that reason.
 
 from __future__ import annotations
 
-import concurrent.futures
 import contextlib
-import ctypes
 import glob
 import os
 import pwd
@@ -35,14 +33,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
-from typing import Any
+
+from tests import children
 
 START_TIMEOUT_S = 60.0
 STOP_TIMEOUT_S = 30.0
 INSTALL_HINT = ("PostgreSQL's server binaries (initdb, postgres) are needed: install them "
                 "(Debian/Ubuntu: apt-get install postgresql; macOS: brew install postgresql@15), "
                 "put their directory on PATH, or set TETHER_PG_BIN to it")
-_PR_SET_PDEATHSIG = 1
 
 
 class PgUnavailable(Exception):
@@ -84,20 +82,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _die_with_parent() -> None:  # in the child, before exec
-    libc = ctypes.CDLL(None, use_errno=True)
-    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGINT)  # SIGINT: the postmaster's fast shutdown
-
-
-# PR_SET_PDEATHSIG fires when the *thread* that forked the child ends, not the process. A
-# server (re)started from a short-lived thread (``asyncio.to_thread(server.restart)``: the
-# loop's executor ends with the test) would be shut down under the next test. So every
-# server is forked by this one thread, which lives as long as the test process.
-_LAUNCHER = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="pg-launcher")
-
-
-def _popen(args: list[str], **kwargs: Any) -> subprocess.Popen:
-    return _LAUNCHER.submit(subprocess.Popen, args, **kwargs).result()
+_die_with_parent = children.dying_with_parent(signal.SIGINT)  # SIGINT: the postmaster's fast shutdown
 
 
 @dataclass
@@ -138,7 +123,7 @@ class PgServer:
         _kill(self.process)
         log = open(self.root / "server.log", "ab")
         try:
-            self.process = _popen(self.launch["args"], stdout=log, stderr=subprocess.STDOUT,
+            self.process = children.launch(self.launch["args"], stdout=log, stderr=subprocess.STDOUT,
                                   **self.launch["kwargs"])
         finally:
             log.close()
@@ -189,7 +174,7 @@ def start(*, durable: bool = False) -> PgServer:
                       "kwargs": dict(cwd=root, env=env, stdin=subprocess.DEVNULL, preexec_fn=_die_with_parent,
                                      **as_user)}
             try:
-                process = _popen(launch["args"], stdout=log, stderr=subprocess.STDOUT, **launch["kwargs"])
+                process = children.launch(launch["args"], stdout=log, stderr=subprocess.STDOUT, **launch["kwargs"])
             finally:
                 log.close()
             server = PgServer(root, port, root, process, secrets.token_urlsafe(16), secrets.token_urlsafe(16),

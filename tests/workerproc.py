@@ -18,6 +18,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from tests import children
+
 REPO = Path(__file__).resolve().parents[1]
 STOP_WAIT_S = 20.0
 TETHER_TABLES = ("runs", "messages", "trace", "ledger", "owners", "control", "rules", "decisions")
@@ -116,10 +118,12 @@ class Fleet:
         self.root.mkdir(parents=True, exist_ok=True)
         with open(log, "wb") as out:
             # The URL (and its password) in the environment, not in argv, where ps shows it.
-            process = subprocess.Popen([sys.executable, "-m", "tether.tui.cli", "worker", *args],
-                                       stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
-                                       env=self.environment({"TETHER_STORE": self.url, **(env or {})},
-                                                            pythonpath=pythonpath), cwd=self.root)
+            # Forked to die with this process: a test run killed outright leaves no worker.
+            process = children.launch([sys.executable, "-m", "tether.tui.cli", "worker", *args],
+                                      stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT,
+                                      env=self.environment({"TETHER_STORE": self.url, **(env or {})},
+                                                           pythonpath=pythonpath), cwd=self.root,
+                                      preexec_fn=children.dying_with_parent(signal.SIGKILL))
         worker = Worker(process, log)
         self.workers.append(worker)
         if ready:

@@ -39,6 +39,7 @@ import httpx
 
 from tether.run.cancel import CancelSignal
 from tether.models.base import Deltas, ModelReply, ProviderError, RetryNotice
+from tether.models.pools import Pools
 from tether.models.tokens import TokenCounter
 
 REDACTED = "[redacted]"
@@ -195,7 +196,7 @@ class EncodedTranscript:
 
 
 class ModelClient:
-    """A chat-completions client: one connection pool, retries, a deadline, redaction.
+    """A chat-completions client: kept connections (:mod:`tether.models.pools`), retries, a deadline, redaction.
 
     The run loop's :class:`tether.models.base.ChatModel` for every endpoint shaped like the
     chat-completions API."""
@@ -226,13 +227,11 @@ class ModelClient:
         headers = {"Content-Type": "application/json"}
         if api_key:
             headers["Authorization"] = f"Bearer {api_key}"
-        # One client for the ModelClient's life: reusing its connections is what makes
-        # a turn cost little more than the raw round trip.
-        self._http = httpx.AsyncClient(
-            headers=headers,
-            transport=transport,
-            timeout=httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout, pool=connect_timeout),
-        )
+        # Pools kept for the ModelClient's life: reusing their connections is what makes a
+        # turn cost little more than the raw round trip.
+        timeout = httpx.Timeout(connect=connect_timeout, read=read_timeout, write=read_timeout, pool=connect_timeout)
+        self._pools = Pools(lambda: httpx.AsyncClient(headers=headers, transport=transport, timeout=timeout),
+                            shared=transport is not None)
         self._redact = _Redactor(api_key)
         self._connect_timeout = connect_timeout
         self._read_timeout = read_timeout
@@ -246,7 +245,7 @@ class ModelClient:
         self._rng = rng or random.Random()
 
     async def aclose(self) -> None:
-        await self._http.aclose()
+        await self._pools.aclose()
 
     async def __aenter__(self) -> ModelClient:
         return self
@@ -362,21 +361,26 @@ class ModelClient:
         headers = {"Content-Length": str(body.length)}
         sent = time.perf_counter()
         try:
-            if not self._stream:
-                response = await self._http.post(self._url, content=body.content(), headers=headers)
-                self._check_status(response)
-                return self._parse_body(response)
-            async with self._http.stream("POST", self._url, content=body.content(), headers=headers) as response:
-                if not response.is_success or not response.headers.get("content-type", "").startswith(
-                    "text/event-stream"
-                ):
-                    # An error, or a server that ignored ``stream``: a whole body either way.
-                    await response.aread()
-                    self._check_status(response)
-                    return self._parse_body(response)
-                return await self._read_stream(response, on_delta, sent)
+            with self._pools.lease() as http:
+                return await self._exchange(http, body, headers, on_delta, sent)
         except httpx.RequestError as exc:
             raise _Transient(None, self._describe_transport(exc)) from exc
+
+    async def _exchange(self, http: httpx.AsyncClient, body: RequestBody, headers: dict[str, str],
+                        on_delta: Deltas | None, sent: float) -> _Parsed:
+        if not self._stream:
+            response = await http.post(self._url, content=body.content(), headers=headers)
+            self._check_status(response)
+            return self._parse_body(response)
+        async with http.stream("POST", self._url, content=body.content(), headers=headers) as response:
+            if not response.is_success or not response.headers.get("content-type", "").startswith(
+                "text/event-stream"
+            ):
+                # An error, or a server that ignored ``stream``: a whole body either way.
+                await response.aread()
+                self._check_status(response)
+                return self._parse_body(response)
+            return await self._read_stream(response, on_delta, sent)
 
     def _check_status(self, response: httpx.Response) -> None:
         status = response.status_code

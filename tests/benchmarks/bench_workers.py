@@ -16,7 +16,11 @@ runs). The plan runs should go as fast beside them as without them, on no more c
 Beside runs/s: the share of the ideal (workers × concurrency ÷ 0.6 s a run), the most
 connections the server had open at once while the runs ran (``pg_stat_activity``, every
 backend of the database: the workers', the bench's own two, the provider has none), and the
-commits per second (``pg_stat_database.xact_commit`` over the same span).
+commits per second (``pg_stat_database.xact_commit`` over the same span), and the workers'
+CPU a run (user and system time from ``/proc``, over the same span): one Python process
+runs on one core at most, so 1000 ms over this figure is what one worker can reach.
+``--pythonpath DIR`` has the workers import Tether from DIR first, for an A/B against
+another commit's tree laid out there (``core/`` as ``tether/``, ``tui/`` as ``tether/tui/``).
 """
 
 from __future__ import annotations
@@ -89,12 +93,25 @@ class DbLoad:
         self._conn.close()
 
 
-def measure(url: str, root: Path, base_url: str, workers: int, concurrency: int,
-            runs: int, waiting: int = 0) -> tuple[float, list[str], int, float]:
+def cpu_s(pids: list[int]) -> float:
+    """CPU seconds (user and system) the processes ``pids`` have used so far."""
+    import os
+
+    total = 0
+    for pid in pids:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        total += int(fields[11]) + int(fields[12])  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def measure(url: str, root: Path, base_url: str, workers: int, concurrency: int, runs: int, waiting: int = 0,
+            pythonpath: list[str] | None = None) -> tuple[float, list[str], int, float, float]:
     """Seconds for ``runs`` runs, the runs that did not complete, the most connections at
-    once and the commits per second. With ``waiting``, that many runs of ``destructive``
-    are queued first and left waiting for approval (each in its worker's workflow) before
-    the clock starts."""
+    once, the commits per second and the workers' CPU a run (ms). With ``waiting``, that
+    many runs of ``destructive`` are queued first and left waiting for approval (each in
+    its worker's workflow) before the clock starts. ``pythonpath``: the workers import
+    Tether from there first (an A/B against another commit's tree)."""
     import psycopg
 
     from tether.demo import agents as demo
@@ -105,7 +122,7 @@ def measure(url: str, root: Path, base_url: str, workers: int, concurrency: int,
     clean_slate(url)
     with Fleet(url, root / f"{workers}x{concurrency}-{waiting}") as fleet:
         for _ in range(workers):
-            fleet.start("--concurrency", str(concurrency))
+            fleet.start("--concurrency", str(concurrency), pythonpath=pythonpath)
         store = PgStore(url)
         harness = Harness(store=store, agent_sets=(DEMO,))
         agent = demo.agent("plan", root / "ws", base_url=base_url)
@@ -118,6 +135,8 @@ def measure(url: str, root: Path, base_url: str, workers: int, concurrency: int,
                                waiting)
             with psycopg.connect(url, autocommit=True) as conn, DbLoad(url) as load:
                 before = load.commits()
+                pids = [w.process.pid for w in fleet.workers]
+                cpu_before = cpu_s(pids)
                 started = time.perf_counter()
                 for state in states:
                     submit.enqueue(url, state, client)
@@ -126,12 +145,13 @@ def measure(url: str, root: Path, base_url: str, workers: int, concurrency: int,
                     assert _waiting(conn) == waiting, "a waiting run's workflow ended while the others ran"
                 seconds = time.perf_counter() - started
                 commits = load.commits() - before
+                cpu_ms = (cpu_s(pids) - cpu_before) * 1000 / runs
         finally:
             database.close_client(client)
         statuses = [store.load(s.run_id).status.value for s in states]
         store.close()
     bad = [s for s in statuses if s != "completed"]
-    return seconds, bad, load.peak, commits / seconds
+    return seconds, bad, load.peak, commits / seconds, cpu_ms
 
 
 def _waiting(conn) -> int:  # type: ignore[no-untyped-def]
@@ -160,6 +180,8 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float]]:
     parser.add_argument("--runs", type=int, help="runs per configuration (default: 5 per slot, at least 40)")
     parser.add_argument("--waiting", type=int, default=0, metavar="N",
                         help="also each configuration with N runs waiting for approval, queued first")
+    parser.add_argument("--pythonpath", metavar="DIR", action="append",
+                        help="the workers import Tether from DIR first (another commit's tree, for an A/B)")
     args = parser.parse_args(argv or [])
     configs = CONFIGS if not args.configs else [tuple(int(n) for n in c.split("x")) for c in args.configs.split(",")]
     server = pg.start(durable=True)
@@ -174,12 +196,12 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float]]:
             print(f"plan runs, scripted provider at {LATENCY_MS} ms a reply ({RUN_S:.1f} s of model time a run), "
                   f"one PostgreSQL (fsync on, max_connections 100); this host has {_cores()} cores")
             print(f"{'workers x concurrency':<22}{'runs':>6}{'seconds':>9}{'runs/s':>9}{'of ideal':>10}"
-                  f"{'vs 1x64':>9}{'connections':>13}{'commits/s':>11}")
+                  f"{'vs 1x64':>9}{'connections':>13}{'commits/s':>11}{'worker CPU/run':>15}")
             for workers, concurrency in configs:
                 runs = args.runs or runs_for(workers, concurrency)
                 for waiting in sorted({0, args.waiting}):
-                    seconds, bad, peak, commits = measure(server.url, Path(scratch), base_url, workers, concurrency,
-                                                          runs, waiting)
+                    seconds, bad, peak, commits, cpu_ms = measure(server.url, Path(scratch), base_url, workers,
+                                                                  concurrency, runs, waiting, args.pythonpath)
                     rate = runs / seconds
                     ideal = workers * concurrency / RUN_S
                     if (workers, concurrency, waiting) == (1, 64, 0):
@@ -187,7 +209,8 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float]]:
                     ratio = f"{rate / single:>8.2f}x" if single else f"{'':>9}"
                     label = f"{workers} x {concurrency}" + (f", {waiting} waiting" if waiting else "")
                     print(f"{label:<22}{runs:>6}{seconds:>9.2f}{rate:>9.2f}{rate / ideal:>9.0%} {ratio}{peak:>13}"
-                          f"{commits:>11.0f}" + (f"   NOT COMPLETED: {len(bad)}" if bad else ""), flush=True)
+                          f"{commits:>11.0f}{cpu_ms:>14.1f}" + (f"   NOT COMPLETED: {len(bad)}" if bad else ""),
+                          flush=True)
                     rows.append((label, rate, rate / ideal))
     finally:
         if provider.poll() is None:

@@ -727,3 +727,30 @@ async def test_scripted_provider_faults_and_stream() -> None:
     assert same_reply(whole, assembled) and not whole.usage_estimated
     assert whole.tool_calls[0]["function"]["name"] == "list_files"
     assert (whole.prompt_tokens, whole.completion_tokens) == counted(whole.message())
+
+
+async def test_requests_in_flight_at_once_spread_over_a_few_pools():
+    """20 requests at once from one client go over three connection pools (8 + 8 + 4), each
+    reply reaches its own request, and the next burst reuses the same pools."""
+    gate, arrived = asyncio.Event(), []
+
+    async def completions(request: Request) -> JSONResponse:
+        body = await request.json()
+        arrived.append(body)
+        if len(arrived) == 20:
+            gate.set()
+        await gate.wait()  # held until all 20 are in flight
+        return JSONResponse(completion({"role": "assistant", "content": body["messages"][-1]["content"]}))
+
+    app = Starlette(routes=[Route("/v1/chat/completions", completions, methods=["POST"])])
+    async with serving(app) as url, ModelClient(url) as client:
+        async def ask(i: int) -> str:
+            reply = await client.complete("m", [{"role": "user", "content": f"q{i}"}], None, max_tokens=None,
+                                          signal=CancelSignal())
+            return reply.content
+
+        for _ in range(2):
+            gate.clear()
+            arrived.clear()
+            assert await asyncio.gather(*(ask(i) for i in range(20))) == [f"q{i}" for i in range(20)]
+            assert len(client._pools) == 3
