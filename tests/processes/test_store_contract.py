@@ -378,7 +378,7 @@ async def test_a_made_up_run_id_that_is_taken_is_made_up_again(store: Store, tmp
     """Ids carry a few hex digits of chance: in a burst of runs made in one second two can
     meet. A creator that made the id up takes another; an id the user gave is refused."""
     store.create(new_state("taken"))
-    made_up = iter(["taken", "taken", "fresh-1", "fresh-2"])
+    made_up = iter(["taken", "taken", "fresh-1", "taken", "fresh-2"])
     monkeypatch.setattr("tether.harness.new_run_id", lambda prefix: next(made_up))
     monkeypatch.setattr("tether.run.tracked.new_run_id", lambda prefix: next(made_up))
     monkeypatch.setattr("tether.run.track.new_run_id", lambda prefix: next(made_up))
@@ -387,7 +387,7 @@ async def test_a_made_up_run_id_that_is_taken_is_made_up_again(store: Store, tmp
         assert harness.create(plan).run_id == "fresh-1"  # "taken" twice, then another
         with pytest.raises(RunExists, match="run taken already exists"):
             harness.create(plan, run_id="taken")
-        async with harness.track("script", "a task") as run:  # a program's run: the same
+        async with harness.track("script", "a task") as run:  # a program's run: "taken", then another
             assert run.run_id == "fresh-2"
             await run.answer("done")
     assert store.load("taken").messages == new_state("taken").messages
