@@ -69,6 +69,16 @@ class EvalConfig:
     max_turns: int = 8
     max_tokens: int = 512
     task_timeout_s: float | None = None
+    tasks: tuple[str, ...] = ()  # the names of the tasks to run, in TASKS' order; empty: all six
+
+    def __post_init__(self) -> None:
+        unknown = [name for name in self.tasks if name not in {t.name for t in TASKS}]
+        if unknown:
+            raise ValueError(f"no eval task {', '.join(map(repr, unknown))}: the tasks are "
+                             f"{', '.join(t.name for t in TASKS)}")
+
+    def chosen(self) -> tuple[Task, ...]:
+        return tuple(t for t in TASKS if not self.tasks or t.name in self.tasks)
 
 
 UNATTENDED = "this eval runs unattended and allows no changes to the workspace"
@@ -114,12 +124,13 @@ def totals(rows: list[dict[str, Any]]) -> dict[str, Any]:
 
 
 async def run_eval(cfg: EvalConfig, keep_dir: Path | None = None) -> dict[str, Any]:
-    """All six tasks, one after the other (a local model serves one request at a time).
-    With ``keep_dir`` the runs stay on disk under it (for inspecting their traces)."""
+    """The tasks (all six unless the config names some), one after the other (a local model
+    serves one request at a time). With ``keep_dir`` the runs stay on disk under it (for
+    inspecting their traces)."""
     await asyncio.to_thread(encoding)  # load the rank file once, outside the first task's wall time
     with tempfile.TemporaryDirectory(prefix="tether-eval-") as tmp:
         root = keep_dir or Path(tmp)
-        rows = [await run_task(task, cfg, root / task.name) for task in TASKS]
+        rows = [await run_task(task, cfg, root / task.name) for task in cfg.chosen()]
     return {"model": cfg.model, "base_url": cfg.base_url or "embedded scripted provider",
             "tasks": rows, "totals": totals(rows)}
 
@@ -148,7 +159,7 @@ async def command(args: argparse.Namespace) -> int:
     """``tether eval``: exit 0 when every task ended in one of the five exits (wrong
     answers are data, not failures of the command)."""
     cfg = EvalConfig(base_url=args.base_url, model=args.model or EMBEDDED_MODEL, api_key=os.environ.get("LLM_API_KEY"),
-                     max_turns=args.max_turns, task_timeout_s=args.task_timeout)
+                     max_turns=args.max_turns, task_timeout_s=args.task_timeout, tasks=tuple(args.task or ()))
     if cfg.base_url is None and args.model and args.model != EMBEDDED_MODEL:
         print(f"note: without --base-url, {args.model!r} names a scripted scenario", flush=True)
     emit(await run_eval(cfg), args.json, args.out)

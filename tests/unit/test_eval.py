@@ -391,6 +391,19 @@ def test_cli_eval_json(capsys: pytest.CaptureFixture[str], monkeypatch: pytest.M
     assert result["totals"]["tasks"] == 6 and result["base_url"] == "embedded scripted provider"
 
 
+def test_cli_eval_runs_the_tasks_it_is_given_and_refuses_an_unknown_one(
+        capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("LLM_BASE_URL", raising=False)
+    monkeypatch.delenv("LLM_MODEL", raising=False)
+    assert main(["eval", "--json", "--task", "largest", "--task", "count"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [r["task"] for r in result["tasks"]] == ["count", "largest"] and result["totals"]["tasks"] == 2
+    assert main(["eval", "--task", "count", "--task", "nosuch"]) == 2
+    out = capsys.readouterr()
+    assert "no eval task 'nosuch': the tasks are timeout, count, notes, list_and_read, largest, rotating" in out.err
+    assert out.out == ""  # refused before any task ran
+
+
 async def test_unattended_eval_declines_approvals_in_words(tmp_path: Path) -> None:
     result = await run_eval(EvalConfig(model="destructive"), keep_dir=tmp_path)
     for row in result["tasks"]:

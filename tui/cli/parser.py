@@ -420,6 +420,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     evaluate.add_argument("--max-turns", type=_positive_int, default=8)
     evaluate.add_argument("--task-timeout", type=_non_negative, metavar="SECONDS",
                           help="stop a task through its signal after this long")
+    evaluate.add_argument("--task", action="append", metavar="NAME",
+                          help="run only this task (again for more): timeout, count, notes, list_and_read, "
+                               "largest, rotating")
     evaluate.add_argument("--out", type=Path, metavar="FILE.md", help="also write the table as markdown")
     evaluate.add_argument("--json", action="store_true")
     return parser
