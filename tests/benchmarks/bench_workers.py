@@ -196,7 +196,7 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float]]:
             print(f"plan runs, scripted provider at {LATENCY_MS} ms a reply ({RUN_S:.1f} s of model time a run), "
                   f"one PostgreSQL (fsync on, max_connections 100); this host has {_cores()} cores")
             print(f"{'workers x concurrency':<22}{'runs':>6}{'seconds':>9}{'runs/s':>9}{'of ideal':>10}"
-                  f"{'vs 1x64':>9}{'connections':>13}{'commits/s':>11}{'worker CPU/run':>15}")
+                  f"{'vs 1x64':>9}{'connections':>13}{'commits/s':>11}{'workers CPU ms/run':>20}")
             for workers, concurrency in configs:
                 runs = args.runs or runs_for(workers, concurrency)
                 for waiting in sorted({0, args.waiting}):
@@ -209,7 +209,7 @@ def main(argv: list[str] | None = None) -> list[tuple[str, float, float]]:
                     ratio = f"{rate / single:>8.2f}x" if single else f"{'':>9}"
                     label = f"{workers} x {concurrency}" + (f", {waiting} waiting" if waiting else "")
                     print(f"{label:<22}{runs:>6}{seconds:>9.2f}{rate:>9.2f}{rate / ideal:>9.0%} {ratio}{peak:>13}"
-                          f"{commits:>11.0f}{cpu_ms:>14.1f}" + (f"   NOT COMPLETED: {len(bad)}" if bad else ""),
+                          f"{commits:>11.0f}{cpu_ms:>20.1f}" + (f"   NOT COMPLETED: {len(bad)}" if bad else ""),
                           flush=True)
                     rows.append((label, rate, rate / ideal))
     finally:
