@@ -41,6 +41,24 @@ PRIVATE_FILE = 0o600
 # Names the store keeps in the runs dir for itself: never a run's id.
 RESERVED_NAMES = frozenset({*(INDEX_FILE + suffix for suffix in ("", "-wal", "-shm", "-journal")), RULES_FILE})
 
+
+
+def run_id_problem(run_id: str) -> str | None:
+    """Why ``run_id`` cannot name a run's folder in a runs dir, in words; None when it can."""
+    if not run_id or "/" in run_id or run_id in (".", "..") or "\0" in run_id:
+        return f"invalid run id {run_id!r}"
+    try:
+        size = len(os.fsencode(run_id))
+    except UnicodeEncodeError:  # a lone surrogate: no file name holds it
+        return f"invalid run id {run_id!r}: a file name cannot hold it"
+    if size > 255:  # NAME_MAX: open() would fail with ENAMETOOLONG, an OSError no caller expects
+        return f"invalid run id {run_id[:40]!r}...: longer than a file name may be (255 bytes)"
+    if run_id in RESERVED_NAMES:
+        what = "standing rules" if run_id == RULES_FILE else "index"
+        return f"invalid run id {run_id!r}: {run_id} is the run store's {what}, not a run"
+    return None
+
+
 # A run id that names something in the runs dir that is not a run: a file (the index, a
 # stray file: ENOTDIR), a folder without a journal (ENOENT), a journal that is a folder.
 NOT_A_RUN = (FileNotFoundError, NotADirectoryError, IsADirectoryError)

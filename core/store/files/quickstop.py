@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 from tether.store.files.control import append_fields
-from tether.store.files.layout import JOURNAL_FILE
+from tether.store.files.layout import JOURNAL_FILE, run_id_problem
 from tether.store.files.lock import lock_held, owner_record
 from tether.store.operator import DELIVERY_TIMEOUT_S
 from tether.store.unix import Fields, poke
@@ -55,14 +55,14 @@ def stop_request(reason: str, by: str) -> dict[str, Any]:
 def stop_live(root: Path, run_id: str, reason: str, by: str, timeout_s: float = DELIVERY_TIMEOUT_S) -> Sent | None:
     """Send a Stop to the process that holds ``run_id`` in the file store at ``root``: None,
     with nothing written, unless a live process on this host holds it and listens."""
-    if not run_id or run_id in (".", "..") or "/" in run_id or "\0" in run_id or len(run_id) > 200:
+    if run_id_problem(run_id) is not None:
         return None  # the full path refuses it in words
     directory = root / run_id
     try:
         if not lock_held(directory / JOURNAL_FILE):
             return None
         owner = owner_record(directory)
-    except (OSError, ValueError):  # ValueError: a name no file name holds (a lone surrogate)
+    except OSError:
         return None
     address = owner.get("control") if owner is not None else None
     if not (isinstance(address, str) and address.startswith("\0")):  # not a socket on this host

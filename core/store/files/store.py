@@ -29,8 +29,7 @@ from tether.store.files.handle import RunHandle, decision_records
 from tether.store.files.index import IndexUnavailable, RunIndex
 from tether.store.files.journal import commit_bytes, header_of, read_journal
 from tether.store.files.layout import (
-    JOURNAL_FILE, NOT_A_RUN, RESERVED_NAMES, RULES_FILE, TRACE_FILE, open_home, private_dirs,
-    private_file, write_private,
+    JOURNAL_FILE, NOT_A_RUN, TRACE_FILE, open_home, private_dirs, private_file, run_id_problem, write_private,
 )
 from tether.store.files.lock import lock_held, owner_record
 from tether.store.files.rules import RulesFile
@@ -66,17 +65,9 @@ class RunStore:
         return str(self.root)
 
     def run_dir(self, run_id: str) -> Path:
-        if not run_id or "/" in run_id or run_id in (".", "..") or "\0" in run_id:
-            raise StateError(f"invalid run id {run_id!r}")
-        try:
-            size = len(os.fsencode(run_id))
-        except UnicodeEncodeError:  # a lone surrogate: no file name holds it
-            raise StateError(f"invalid run id {run_id!r}: a file name cannot hold it") from None
-        if size > 255:  # NAME_MAX: open() would fail with ENAMETOOLONG, an OSError no caller expects
-            raise StateError(f"invalid run id {run_id[:40]!r}...: longer than a file name may be (255 bytes)")
-        if run_id in RESERVED_NAMES:
-            what = "standing rules" if run_id == RULES_FILE else "index"
-            raise StateError(f"invalid run id {run_id!r}: {run_id} is the run store's {what}, not a run")
+        problem = run_id_problem(run_id)
+        if problem is not None:
+            raise StateError(problem)
         return self.root / run_id
 
     def exists(self, run_id: str) -> bool:
