@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from tether.tui.cli import main
+from tether.tui.cli.parser import EVAL_TASKS
 from tether.demo.evaluate import TASKS, EvalConfig, markdown, run_eval
 from tether.demo.grading import RUBRICS, Grade, asserted
 from tether.demo.provider.scenarios import (
@@ -402,6 +403,7 @@ def test_cli_eval_runs_the_tasks_it_is_given_and_refuses_an_unknown_one(
     out = capsys.readouterr()
     assert "no eval task 'nosuch': the tasks are timeout, count, notes, list_and_read, largest, rotating" in out.err
     assert out.out == ""  # refused before any task ran
+    assert EVAL_TASKS == tuple(t.name for t in TASKS)  # what --help names, without importing the eval
 
 
 async def test_unattended_eval_declines_approvals_in_words(tmp_path: Path) -> None:

@@ -195,6 +195,11 @@ def _approvals_parsers(sub: Any) -> None:
         p.add_argument("--runs-dir", type=Path, **unset, help="where runs are saved (default $TETHER_HOME/runs)")
 
 
+EVAL_TASKS = ("timeout", "count", "notes", "list_and_read", "largest", "rotating")
+"""``tether eval``'s task names, written here so that building the parser imports no eval
+(:data:`tether.demo.evaluate.TASKS` has the tasks; a test holds the two the same)."""
+
+
 class _Unbuilt:
     """The parser of a command that was not asked for: whatever is added to it is dropped."""
 
@@ -421,8 +426,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     evaluate.add_argument("--task-timeout", type=_non_negative, metavar="SECONDS",
                           help="stop a task through its signal after this long")
     evaluate.add_argument("--task", action="append", metavar="NAME",
-                          help="run only this task (again for more): timeout, count, notes, list_and_read, "
-                               "largest, rotating")
+                          help=f"run only this task (again for more): {', '.join(EVAL_TASKS)}")
     evaluate.add_argument("--out", type=Path, metavar="FILE.md", help="also write the table as markdown")
     evaluate.add_argument("--json", action="store_true")
     return parser
