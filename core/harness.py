@@ -30,7 +30,7 @@ from tether.models.base import ChatModel
 from tether.run.events import EventSink, TelemetryDropped
 from tether.run.loop import LoopEnv, RunLoop
 from tether.run.state import (
-    FRESH_ID_TRIES, Limits, NeedsApproval, Policies, Pricing, RunExists, RunState, StateError, Status, new_run_id,
+    Limits, NeedsApproval, Policies, Pricing, RunState, StateError, Status, create_new, new_run_id,
 )
 from tether.store.protocol import Store, TraceSink, call
 from tether.store.files.layout import private_dirs
@@ -221,8 +221,9 @@ class Harness:
             raise ValueError(f"agent {agent.name} has no default task: give a prompt")
         self._agents[(agent.name, agent.ref().fingerprint)] = agent
         endpoint = agent.base_url or (self.base_url if self._of_a_set(agent) else None)
+        prefix = agent.name.replace("/", "_")[:24]
         state = RunState(
-            run_id=run_id or new_run_id(agent.name.replace("/", "_")[:24]),
+            run_id=run_id or new_run_id(prefix),
             model=agent.model,
             messages=[{"role": "system", "content": agent.instructions}, {"role": "user", "content": task}],
             limits=replace(limits or agent.limits),
@@ -232,14 +233,7 @@ class Harness:
             workspace=str(agent.workspace) if agent.workspace is not None else None,
             agent=agent.ref(),
         )
-        for attempt in range(1, FRESH_ID_TRIES + 1):
-            try:
-                self.store.create(state)
-                break
-            except RunExists:
-                if run_id is not None or attempt == FRESH_ID_TRIES:
-                    raise
-                state.run_id = new_run_id(agent.name.replace("/", "_")[:24])  # a made-up id clashed: another
+        create_new(self.store.create, state, made_up=None if run_id else prefix)
         return state
 
     def _of_a_set(self, agent: Agent) -> bool:

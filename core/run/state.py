@@ -13,7 +13,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 from enum import StrEnum
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal
 
 from tether.records import field_names, plain
@@ -303,7 +303,7 @@ def args_hash(arguments: str) -> str:
     return hashlib.sha256(canonical.encode()).hexdigest()[:16]
 
 
-FRESH_ID_TRIES = 3  # made-up ids a creator tries before it gives up
+_FRESH_ID_TRIES = 3  # made-up ids a creator tries before it gives up
 
 
 def new_run_id(prefix: str = "run") -> str:
@@ -452,6 +452,20 @@ class StateError(Exception):
 
 class RunExists(StateError):
     """A new run's id is taken on the store."""
+
+
+def create_new(create: Callable[[RunState], None], state: RunState, *, made_up: str | None) -> None:
+    """``create(state)`` (a store's ``create``). ``made_up``: the prefix ``state``'s id was made
+    up with (None: the user gave it). A made-up id the store already has is replaced by
+    another, a few times; a given one that exists is refused with :class:`RunExists`."""
+    for attempt in range(1, _FRESH_ID_TRIES + 1):
+        try:
+            create(state)
+            return
+        except RunExists:
+            if made_up is None or attempt == _FRESH_ID_TRIES:
+                raise
+            state.run_id = new_run_id(made_up)  # a made-up id clashed: another
 
 
 # ---- transcript queries, shared by the loop, the CLI and the console --------

@@ -18,9 +18,7 @@ from tether.run.cancel import CancelSignal
 from tether.run.controls import Controls
 from tether.run.events import EventSink
 from tether.run.hold import heartbeat, open_run, release
-from tether.run.state import (
-    FRESH_ID_TRIES, Limits, NeedsApproval, Policies, Pricing, RunExists, RunState, StateError, Status, new_run_id,
-)
+from tether.run.state import Limits, NeedsApproval, Policies, Pricing, RunState, StateError, Status, create_new
 from tether.run.tracked import Host, RunEnded, TrackedRun, new_state, program_of, started
 from tether.store.protocol import call
 
@@ -42,14 +40,8 @@ async def track(host: Host, server: Any, hold: Callable[[RunState, Callable[[Any
     else:
         fresh = new_state(name, task, source=source, model=model, run_id=run_id, limits=limits, pricing=pricing,
                           policies=policies)
-        for attempt in range(1, FRESH_ID_TRIES + 1):
-            try:
-                await call(host.store, host.store.create, fresh)
-                break
-            except RunExists:
-                if run_id is not None or attempt == FRESH_ID_TRIES:
-                    raise
-                fresh.run_id = new_run_id(name.replace("/", "_")[:24])  # a made-up id clashed: another
+        await call(host.store, create_new, host.store.create, fresh,
+                   made_up=None if run_id else name.replace("/", "_")[:24])
         run_id = fresh.run_id
     state, handle = await open_run(host.store, run_id, control=server.address)
     signal = CancelSignal()

@@ -379,9 +379,8 @@ async def test_a_made_up_run_id_that_is_taken_is_made_up_again(store: Store, tmp
     meet. A creator that made the id up takes another; an id the user gave is refused."""
     store.create(new_state("taken"))
     made_up = iter(["taken", "taken", "fresh-1", "taken", "fresh-2"])
-    monkeypatch.setattr("tether.harness.new_run_id", lambda prefix: next(made_up))
-    monkeypatch.setattr("tether.run.tracked.new_run_id", lambda prefix: next(made_up))
-    monkeypatch.setattr("tether.run.track.new_run_id", lambda prefix: next(made_up))
+    for made_here in ("tether.harness", "tether.run.tracked", "tether.run.state"):  # first ids, then the others
+        monkeypatch.setattr(f"{made_here}.new_run_id", lambda prefix: next(made_up))
     async with Harness(workspace=tmp_path / "ws", store=store, agent_sets=(DEMO,)) as harness:
         plan = harness.agent_named("plan")
         assert harness.create(plan).run_id == "fresh-1"  # "taken" twice, then another
