@@ -29,6 +29,7 @@ from typing import Any, TypeVar, cast
 from acp import PROTOCOL_VERSION, Client, RequestError, text_block
 from acp.client.connection import ClientSideConnection
 from acp.schema import ClientCapabilities, FileSystemCapabilities, Implementation, InitializeResponse
+from pydantic import ValidationError
 
 from tether.acp import process
 from tether.acp.errors import AcpError, AgentDied, AgentProtocolError, AgentStartError, exit_words
@@ -296,6 +297,8 @@ class AcpSession:
                 return call.result()
             except RequestError as exc:
                 raise AcpError(f"the agent refused {what}: {exc}{_data(exc.data)}") from None
+            except ValidationError as exc:  # an answer, but not the shape ACP gives it
+                raise AgentProtocolError(f"its answer to {what} is malformed: {_first_problem(exc)}") from None
             except ConnectionError:
                 pass  # the connection dropped: say why below
         else:
@@ -368,6 +371,17 @@ def _said(tail: str) -> str:
         return ""
     last = tail.strip().splitlines()[-3:]
     return "; its stderr ends: " + " | ".join(line.strip() for line in last)
+
+
+def _first_problem(exc: ValidationError) -> str:
+    """The first thing wrong with an answer, by its ACP field name: ``protocolVersion is
+    missing`` (pydantic's own text is four lines and a link)."""
+    errors = exc.errors(include_url=False)
+    first = errors[0]
+    key = ".".join(str(part) for part in first["loc"]) or "the result"
+    words = f"{key} is missing" if first["type"] == "missing" else f"{key}: {str(first['msg']).lower()}"
+    more = len(errors) - 1
+    return words + (f" (and {more} more problem{'s' if more > 1 else ''})" if more else "")
 
 
 def _data(data: Any) -> str:

@@ -23,7 +23,8 @@ class AgentDied(AcpError):
 
 
 class AgentProtocolError(AcpError):
-    """The agent broke the protocol so badly the session cannot go on (a run of bad frames)."""
+    """The agent broke the protocol so badly the session cannot go on (a run of bad frames, an
+    answer whose fields are not ACP's)."""
 
 
 def exit_words(returncode: int | None) -> str:

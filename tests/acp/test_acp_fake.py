@@ -268,6 +268,10 @@ async def test_probe_reports_the_agent_without_a_session(fake_env: dict) -> None
     ([sys.executable, "-c", "print('hello')"], "is not an ACP agent: it exited with status 0 before answering initialize"),
     (["sleep", "30"], "did not answer initialize within 1 s: is it an ACP agent?"),
     (["cat"], "is not a usable ACP agent"),
+    ([sys.executable, "-c", "import json, sys; m = json.loads(sys.stdin.readline()); "
+                            "print(json.dumps({'jsonrpc': '2.0', 'id': m['id'], 'result': {}}), flush=True); "
+                            "sys.stdin.read()"],
+     "is not an ACP agent: its answer to initialize is malformed: protocolVersion is missing$"),
 ])
 async def test_a_command_that_is_not_an_acp_agent_is_refused_in_words(command: list[str], words: str) -> None:
     with pytest.raises(AgentStartError, match=words.replace("?", r"\?")):
