@@ -1,4 +1,7 @@
-"""``initialize`` only, for ``tether agents`` and for checking an agent file before any run exists."""
+"""``initialize`` only, for ``tether agents`` and for checking an agent file before any run exists.
+
+The client (and with it the ``acp`` package) is imported when an agent is asked, not before:
+``tether agents`` with every answer kept asks none."""
 
 from __future__ import annotations
 
@@ -6,23 +9,28 @@ import tempfile
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from tether.acp.client import DEFAULT_INIT_TIMEOUT_S, AcpSession
 from tether.acp.events import AgentInfo
 
 
 async def probe(command: Sequence[str], env: Mapping[str, str] | None = None, *, cwd: Path | None = None,
-                timeout_s: float = DEFAULT_INIT_TIMEOUT_S) -> AgentInfo:
+                timeout_s: float | None = None) -> AgentInfo:
     """Start the agent, ``initialize`` it, and end it: its name, version, auth methods and
     capabilities, without creating a session. AgentStartError, in words, for a missing command
-    or a program that does not answer ``initialize`` like an ACP agent within ``timeout_s``.
-    Without ``cwd`` it runs in an empty temporary folder (a probe must not touch a workspace)."""
+    or a program that does not answer ``initialize`` like an ACP agent within ``timeout_s``
+    (default: a run's, ``DEFAULT_INIT_TIMEOUT_S``); such a program is ended, with everything
+    it started. Without ``cwd`` it runs in an empty temporary folder (a probe must not touch a
+    workspace)."""
     if cwd is not None:
         return await _probe(command, env, cwd, timeout_s)
     with tempfile.TemporaryDirectory(prefix="tether-acp-probe-") as folder:
         return await _probe(command, env, Path(folder), timeout_s)
 
 
-async def _probe(command: Sequence[str], env: Mapping[str, str] | None, cwd: Path, timeout_s: float) -> AgentInfo:
-    async with AcpSession(command, workspace=cwd, env=env, init_timeout_s=timeout_s) as session:
+async def _probe(command: Sequence[str], env: Mapping[str, str] | None, cwd: Path,
+                 timeout_s: float | None) -> AgentInfo:
+    from tether.acp.client import DEFAULT_INIT_TIMEOUT_S, AcpSession
+
+    async with AcpSession(command, workspace=cwd, env=env,
+                          init_timeout_s=DEFAULT_INIT_TIMEOUT_S if timeout_s is None else timeout_s) as session:
         assert session.info is not None
         return session.info

@@ -25,8 +25,6 @@ from collections import deque
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
-from acp.transports import default_environment
-
 from tether.acp.errors import AgentStartError
 
 # asyncio's default StreamReader limit is 64 KiB; Qwen Code's first frame is ~570 KB. The acp
@@ -77,6 +75,8 @@ def resolve_command(command: Sequence[str], env: Mapping[str, str]) -> list[str]
 def agent_environment(env: Mapping[str, str] | None) -> dict[str, str]:
     """The ``acp`` package's trimmed environment (HOME, PATH, …) plus what the caller passes:
     an agent does not see Tether's secrets unless its agent file names them."""
+    from acp.transports import default_environment  # here: importing acp loads its whole schema
+
     merged = default_environment()
     merged.update(env or {})
     return merged

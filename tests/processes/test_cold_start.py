@@ -162,3 +162,19 @@ def test_a_decision_loads_the_harness_it_goes_on_with_but_no_console_server_or_d
     assert code == 2  # no such run: refused in words, after the harness is made
     assert "tether.harness" in modules
     assert _among(modules, NEVER) == []
+
+
+def test_tether_agents_with_every_answer_kept_loads_no_acp_client(tmp_path: Path, monkeypatch) -> None:
+    """The ``acp`` package's schema is a few hundred milliseconds of imports: a listing whose
+    ACP agents' answers are all kept (tether.acp.probe_cache) starts no agent and needs none."""
+    from tests.acp.conftest import fake_agent
+
+    config = tmp_path / "tether.toml"
+    config.write_text(f"[agents.fake]\nacp = {json.dumps(fake_agent('normal'))}\n")
+    monkeypatch.setenv("TETHER_HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("TETHER_CONFIG", str(config))
+    code, modules = _loaded(tmp_path, "agents")  # asks the agent: its answer is kept
+    assert code == 0 and "acp" in modules
+    code, modules = _loaded(tmp_path, "agents")
+    assert code == 0
+    assert _among(modules, ("acp", "tether.acp.client")) == []

@@ -1,10 +1,17 @@
 """``tether agents``: every agent of the agent file (its MCP servers started to list their
-tools, an ACP agent asked what it is), then the demo's."""
+tools, an ACP agent asked what it is), then the demo's.
+
+The agents are asked side by side, and each is printed as soon as it has answered: an agent
+that does not answer holds up neither the others' starts nor their lines, and is said so
+after ``--timeout``. An ACP agent's answer is kept until its program changes
+(:mod:`tether.acp.probe_cache`), so a second listing starts no agent."""
 
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
+import sys
 from typing import Any
 
 from tether.tui.cli import context
@@ -18,8 +25,11 @@ async def agents(args: argparse.Namespace) -> int:
     config = context.config(args)
     rows: list[dict[str, Any]] = []
     if config is not None:
-        for name, agent in config.agents().items():
-            rows.append(await _describe(agent, "config"))
+        async with asyncio.TaskGroup() as group:  # Ctrl+C: every probe is cancelled and its agent ended
+            described = [group.create_task(_describe(agent, "config", args)) for agent in config.agents().values()]
+            if not args.json:
+                await _print_as_they_answer(described)
+        rows = [task.result() for task in described]
     demo_tools = [{"name": t.name, "source": t.source, "ref": t.ref, "read_only": t.read_only,
                    "needs_approval": t.needs_approval, "idempotent": t.idempotent} for t in demo.tools()]
     for name, description in demo.scenarios().items():
@@ -28,32 +38,51 @@ async def agents(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(rows))
         return 0
-    for row in rows:
-        if row["set"] == "demo":
-            continue
-        if "acp" in row:
-            acp = row["acp"]
-            print(clean(f"{row['name']}  ACP agent: {' '.join(acp['command'])}  ({row['config']})"))
-            if acp.get("error"):
-                print(clean(f"  {acp['error']}"))
-                continue
-            caps = ", ".join(sorted(k for k, v in acp["capabilities"].items() if v)) or "none"
-            print(clean(f"  {acp['agent']} {acp['version']}; auth: {', '.join(acp['auth_methods']) or 'none'}; "
-                        f"loads sessions: {'yes' if acp['load_session'] else 'no'}; capabilities: {caps}"))
-            continue
-        where = row["base_url"] or "the embedded scripted provider"
-        print(clean(f"{row['name']}  {row['model']} at {where}  ({row['config']})"))
-        for tool in row["tools"]:
-            print(clean(f"  {tool['name']:<28} {tool['source']:<20} {_policy_words(tool)}"))
-        for server in row["mcp"]:
-            if server.get("error"):
-                print(clean(f"  [mcp {server['name']}] {server['error']}"))
+    asked = [row for row in rows if "acp" in row]
+    kept = sum(1 for row in asked if row["acp"].get("cached"))
+    if kept:
+        print(f"{kept} of {len(asked)} ACP agents answered from an earlier listing (kept until their program "
+              "changes; --refresh asks them again)")
     names = [r["name"] for r in rows if r["set"] == "demo"]
     print(clean("demo (the scripted provider): " + ", ".join(names)))
     print(clean("  tools: " + ", ".join(f"{t['name']} ({_policy_words(t)})" for t in demo_tools)))
     if config is None:
         print("no agent file: write ./tether.toml (or give --config FILE) to add your own agents")
     return 0
+
+
+async def _print_as_they_answer(described: list[asyncio.Task[dict[str, Any]]]) -> None:
+    """Print each agent once it is described, in the file's order among those ready together
+    (flushed: a reader through a pipe sees the quick ones while a slow one is still asked)."""
+    pending = set(described)
+    while pending:
+        done, pending = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        for task in described:
+            if task in done:
+                _print_row(task.result())
+        sys.stdout.flush()
+
+
+def _print_row(row: dict[str, Any]) -> None:
+    from tether.text import clean
+
+    if "acp" in row:
+        acp = row["acp"]
+        print(clean(f"{row['name']}  ACP agent: {' '.join(acp['command'])}  ({row['config']})"))
+        if acp.get("error"):
+            print(clean(f"  {acp['error']}"))
+            return
+        caps = ", ".join(sorted(k for k, v in acp["capabilities"].items() if v)) or "none"
+        print(clean(f"  {acp['agent']} {acp['version']}; auth: {', '.join(acp['auth_methods']) or 'none'}; "
+                    f"loads sessions: {'yes' if acp['load_session'] else 'no'}; capabilities: {caps}"))
+        return
+    where = row["base_url"] or "the embedded scripted provider"
+    print(clean(f"{row['name']}  {row['model']} at {where}  ({row['config']})"))
+    for tool in row["tools"]:
+        print(clean(f"  {tool['name']:<28} {tool['source']:<20} {_policy_words(tool)}"))
+    for server in row["mcp"]:
+        if server.get("error"):
+            print(clean(f"  [mcp {server['name']}] {server['error']}"))
 
 
 def _policy_words(tool: dict[str, Any]) -> str:
@@ -65,12 +94,12 @@ def _policy_words(tool: dict[str, Any]) -> str:
     return ", ".join(words)
 
 
-async def _describe(agent: Any, kind: str) -> dict[str, Any]:
+async def _describe(agent: Any, kind: str, args: argparse.Namespace) -> dict[str, Any]:
     """An agent as ``tether agents`` shows it, its MCP servers' tools listed by starting them."""
     from tether.agents.agent import AgentError
 
     if agent.acp is not None:
-        return await _describe_acp(agent, kind)
+        return await _describe_acp(agent, kind, args)
     tools = agent.describe_tools()
     servers: list[dict[str, Any]] = []
     if agent.mcp_servers:
@@ -92,23 +121,31 @@ async def _describe(agent: Any, kind: str) -> dict[str, Any]:
             "config": str(agent.config) if agent.config else None, "tools": tools, "mcp": servers}
 
 
-async def _describe_acp(agent: Any, kind: str) -> dict[str, Any]:
+async def _describe_acp(agent: Any, kind: str, args: argparse.Namespace) -> dict[str, Any]:
     """An ACP agent as ``tether agents`` shows it: what its ``initialize`` says (name, version,
-    auth methods, capabilities), without a session; one that does not answer says why."""
-    from tether.acp import AcpError, probe
+    auth methods, capabilities), without a session, or kept from an earlier listing; one that
+    does not answer, or answers wrong, says why in one line naming its key in the agent file."""
+    from tether.acp import AcpError
+    from tether.acp.probe_cache import ProbeCache, probe_kept
     from tether.agents.agent import AgentError
+    from tether.run.wording import one_line
 
     row: dict[str, Any] = {"name": agent.name, "set": kind, "model": agent.model, "base_url": None,
                            "config": str(agent.config) if agent.config else None, "tools": [], "mcp": [],
                            "acp": {"command": list(agent.acp.argv)}}
+    where = f"{agent.config}: agents.{agent.name}.acp" if agent.config else f"agent {agent.name}: acp"
     try:
         env, _ = agent.acp.resolved_env()
-        info = await probe(agent.acp.argv, env)
+        info, cached = await probe_kept(agent.acp.argv, env, written_env=agent.acp.env, cache=ProbeCache(),
+                                        refresh=args.refresh, timeout_s=args.timeout)
     except (AcpError, AgentError) as exc:
-        row["acp"]["error"] = str(exc)
+        row["acp"]["error"] = f"{where}: {one_line(exc, 400)}"
+        return row
+    except Exception as exc:  # an agent is another program: whatever it does, the other agents are listed
+        row["acp"]["error"] = f"{where}: asking it failed: {type(exc).__name__}: {one_line(exc, 300)}"
         return row
     row["acp"].update(agent=info.name, version=info.version, auth_methods=list(info.auth_methods),
-                      load_session=info.load_session, capabilities=info.capabilities)
+                      load_session=info.load_session, capabilities=info.capabilities, cached=cached)
     return row
 
 

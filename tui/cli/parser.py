@@ -87,6 +87,13 @@ def _non_negative(text: str) -> float:
     return value
 
 
+def _positive_seconds(text: str) -> float:
+    value = _number(text)
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be more than zero seconds, got {text}")
+    return value
+
+
 def _tool_list(text: str) -> list[str]:
     return [t.strip() for t in text.split(",") if t.strip()]
 
@@ -254,6 +261,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     agents = sub.add_parser("agents", help="list the agents: their model, endpoint and tools")
     agents.add_argument("--json", action="store_true")
+    agents.add_argument("--refresh", action="store_true",
+                        help="ask every ACP agent again, instead of the answer kept until its program changes")
+    agents.add_argument("--timeout", type=_positive_seconds, metavar="S",
+                        help="how long an ACP agent may take to answer initialize (default 30): one that "
+                             "does not is said so, and ended")
     _config_option(agents)
 
     run = sub.add_parser("run", help="start a run and wait for it to stop")
