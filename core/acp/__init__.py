@@ -12,8 +12,9 @@ or a module that needs only the errors must not pay for it.
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from tether.lazy import lazy_names
 
 # Not lazy: the submodule's name is the function's, and importing the submodule would set the
 # package's attribute to the module. probe.py imports the client only when it asks an agent.
@@ -32,17 +33,7 @@ _WHERE = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _WHERE.get(name)
-    if module is None:
-        raise AttributeError(f"module 'tether.acp' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value  # once imported, a plain attribute
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(__all__)
+__getattr__, __dir__ = lazy_names(globals(), _WHERE)
 
 
 if TYPE_CHECKING:

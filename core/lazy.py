@@ -1,0 +1,30 @@
+"""A package's names, imported from their modules when first used (PEP 562's module
+``__getattr__``): ``import tether`` and ``import tether.acp`` pay for pydantic, the MCP SDK or
+the ``acp`` package's schema only when a name that needs them is asked for."""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+
+def lazy_names(namespace: dict[str, Any], where: Mapping[str, str]) -> tuple[Callable[[str], Any],
+                                                                              Callable[[], list[str]]]:
+    """The ``__getattr__`` and ``__dir__`` of the package whose globals are ``namespace``:
+    each name of ``where`` is imported from the module it maps to at its first use, and is a
+    plain attribute of the package from then on."""
+    package = namespace["__name__"]
+
+    def __getattr__(name: str) -> Any:
+        module = where.get(name)
+        if module is None:
+            raise AttributeError(f"module {package!r} has no attribute {name!r}")
+        value = getattr(importlib.import_module(module), name)
+        namespace[name] = value
+        return value
+
+    def __dir__() -> list[str]:
+        return sorted(namespace["__all__"])
+
+    return __getattr__, __dir__
