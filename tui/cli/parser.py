@@ -399,12 +399,19 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _worker_store_option(worker)
     _config_option(worker)
 
-    provider = sub.add_parser("provider", help="serve the scripted provider over HTTP")
+    provider = sub.add_parser("provider", help="serve the scripted provider over HTTP, until interrupted")
     provider.add_argument("--host", default="127.0.0.1")
     provider.add_argument("--port", type=_port, default=8787)
-    provider.add_argument("--latency-ms", type=_non_negative, default=0.0)
+    provider.add_argument("--latency-ms", type=_non_negative, help="added latency per reply (default 0)")
     provider.add_argument("--fail", metavar="SPEC", help="e.g. 429@1,500@2x2,401@0,garbage@1,drip@1")
-    provider.add_argument("--retry-after", type=_non_negative, default=1.0, help="seconds sent with a 429")
+    provider.add_argument("--retry-after", type=_non_negative, help="seconds sent with a 429 (default 1)")
+    provider.add_argument("--coding", action="store_true",
+                          help="serve the coding endpoint instead, for ACP coding agents (OpenCode, Qwen Code): "
+                               "the one tether demo --acp runs them against")
+    provider.add_argument("--tasks", type=Path, metavar="FILE",
+                          help="with --coding: a JSON list of tasks instead of the demo's")
+    provider.add_argument("--workspace", type=Path, metavar="DIR",
+                          help="with --coding: the agent's folder, where the tasks' relative paths are")
     provider.add_argument("--until-stdin-closes", action="store_true", help=argparse.SUPPRESS)  # a child's lifeline
 
     lab = sub.add_parser("lab", help="rerun the experiments against the scripted provider, print their tables")

@@ -18,8 +18,8 @@ operator's prompt, so the prompt is that message's last text part):
 - anything else: answer ``PLAIN_ANSWER``.
 A request without tools (a title or summary call) is answered with ``TITLE_ANSWER``.
 
-``python -m tether.demo.provider.coding --port N`` serves it (``--tasks FILE``: a JSON list of
-tasks; ``--workspace DIR``: where their relative paths are), until its stdin closes.
+``tether provider --coding`` serves it (``--tasks FILE``: a JSON list of tasks instead of
+``tether demo --acp``'s; ``--workspace DIR``: where their relative paths are), until signalled.
 """
 
 from __future__ import annotations
@@ -29,11 +29,10 @@ import contextlib
 import json
 import logging
 import re
-import signal
 import sys
 import tempfile
 from collections.abc import AsyncIterator, Iterator, Sequence
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +45,7 @@ from tether.models.processes import free_port
 from tether.demo.provider.server import child_server
 
 __all__ = ["DONE_ANSWER", "HOLD_WORDS", "PLAIN_ANSWER", "TITLE_ANSWER", "USAGE", "WRITE_TOOLS", "ScriptedEndpoint",
-           "Task", "endpoint_process"]
+           "Task", "endpoint_process", "read_tasks"]
 
 logger = logging.getLogger(__name__)
 
@@ -231,48 +230,43 @@ class ScriptedEndpoint:
             self.held_closed.set()
 
 
+def read_tasks(path: Path) -> list[Task]:
+    """The tasks of a JSON file (a list of objects with :class:`Task`'s fields); ValueError in
+    one line naming the file and the entry for a file that is not that."""
+    try:
+        entries = json.loads(path.read_text(encoding="utf-8"))
+    except OSError as exc:
+        raise ValueError(f"--tasks {path}: cannot read it: {exc.strerror or exc}") from None
+    except ValueError as exc:
+        raise ValueError(f"--tasks {path}: not valid JSON: {exc}") from None
+    if not isinstance(entries, list):
+        raise ValueError(f"--tasks {path}: expected a list of tasks, got {type(entries).__name__}")
+    known = {f.name for f in fields(Task)}
+    tasks = []
+    for n, entry in enumerate(entries):
+        if not isinstance(entry, dict) or not isinstance(entry.get("asks"), str) or not entry["asks"]:
+            raise ValueError(f"--tasks {path}: task {n} needs \"asks\", the words that ask for it")
+        unknown = sorted(set(entry) - known)
+        if unknown:
+            raise ValueError(f"--tasks {path}: task {n} has unknown key {unknown[0]!r}; the keys are "
+                             f"{', '.join(sorted(known))}")
+        tasks.append(Task(**entry))
+    return tasks
+
+
 @contextlib.contextmanager
 def endpoint_process(*, tasks: Sequence[Task] = (), workspace: Path | None = None,
                      start_timeout_s: float = 30.0) -> Iterator[str]:
-    """The endpoint in a child process on a free loopback port: its ``/v1`` base URL once it
-    answers. It stops on exit, and when this process dies (it watches its stdin)."""
+    """``tether provider --coding`` in a child process on a free loopback port: its ``/v1``
+    base URL once it answers. It stops on exit, and when this process dies (it watches its
+    stdin)."""
     port = free_port()
     with tempfile.TemporaryDirectory(prefix="tether-endpoint-") as folder:
         script = Path(folder) / "tasks.json"
         script.write_text(json.dumps([asdict(task) for task in tasks]))
-        command = [sys.executable, "-m", "tether.demo.provider.coding", "--port", str(port), "--tasks", str(script)]
+        command = [sys.executable, "-m", "tether.tui.cli", "provider", "--coding", "--host", "127.0.0.1",
+                   "--port", str(port), "--tasks", str(script), "--until-stdin-closes"]
         if workspace is not None:
             command += ["--workspace", str(workspace)]
         with child_server(command, port, "the scripted endpoint", start_timeout_s) as url:
             yield url
-
-
-def main(argv: Sequence[str] | None = None) -> None:
-    import argparse
-    import os
-    import threading
-
-    import uvicorn
-
-    parser = argparse.ArgumentParser(prog="python -m tether.demo.provider.coding", description=__doc__.splitlines()[0])
-    parser.add_argument("--host", default="127.0.0.1")
-    parser.add_argument("--port", type=int, required=True)
-    parser.add_argument("--tasks", type=Path, help="a JSON list of tasks (the fields of Task)")
-    parser.add_argument("--workspace", type=Path, help="where the tasks' relative paths are")
-    args = parser.parse_args(argv)
-    tasks = [Task(**entry) for entry in json.loads(args.tasks.read_text())] if args.tasks else []
-    endpoint = ScriptedEndpoint(tasks, args.workspace)
-
-    def stop_at_stdin_eof() -> None:
-        with contextlib.suppress(OSError, ValueError):
-            while sys.stdin.buffer.read(4096):
-                pass
-        os.kill(os.getpid(), signal.SIGTERM)  # uvicorn's graceful shutdown
-
-    threading.Thread(target=stop_at_stdin_eof, name="stdin-watch", daemon=True).start()
-    uvicorn.run(endpoint.app(), host=args.host, port=args.port, log_level="warning", access_log=False,
-                timeout_graceful_shutdown=1)
-
-
-if __name__ == "__main__":
-    main()

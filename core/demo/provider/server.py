@@ -41,14 +41,22 @@ def serve(
     retry_after: float = 1.0,
     until_stdin_closes: bool = False,
 ) -> None:
-    """Serve until interrupted (or, with ``until_stdin_closes``, until the parent that holds
-    our stdin goes away, even if it was killed). A bad ``fail_spec`` raises ValueError
-    before anything binds."""
+    """Serve the scripted provider (see :func:`serve_app`). A bad ``fail_spec`` raises
+    ValueError before anything binds."""
     faults = FaultPlan.parse(fail_spec) if fail_spec else None
-    app = create_app(latency_ms=latency_ms, faults=faults, retry_after=retry_after)
+    serve_app(create_app(latency_ms=latency_ms, faults=faults, retry_after=retry_after), host, port,
+              until_stdin_closes=until_stdin_closes)
+
+
+def serve_app(app: Any, host: str, port: int, *, until_stdin_closes: bool = False) -> None:
+    """Serve ``app`` until SIGINT or SIGTERM, whatever becomes of stdin (``… < /dev/null &``
+    is a server in the background); with ``until_stdin_closes``, also until the parent that
+    holds our stdin goes away, even if it was killed (a child's lifeline). A stream still open
+    at the signal (a held one) is cut after the shutdown grace."""
     if until_stdin_closes:
         threading.Thread(target=_stop_at_stdin_eof, name="stdin-watch", daemon=True).start()
-    uvicorn.run(app, host=host, port=port, log_level=_LOG_LEVEL, access_log=False)
+    uvicorn.run(app, host=host, port=port, log_level=_LOG_LEVEL, access_log=False,
+                timeout_graceful_shutdown=_SHUTDOWN_GRACE_S)
 
 
 def _stop_at_stdin_eof() -> None:
