@@ -73,15 +73,21 @@ def test_the_demo_endpoint_process_takes_its_tasks_and_is_gone_after_the_block(t
     (["--coding", "--latency-ms", "5"], "--latency-ms is the scripted provider's"),
     (["--tasks", "{tasks}"], "--tasks goes with --coding (the coding agents' endpoint)"),
     (["--workspace", "."], "--workspace goes with --coding"),
-    (["--coding", "--tasks", "{tasks}"], "--tasks {tasks}: task 0 has unknown key 'ask'; the keys are answer, asks"),
+    (["--coding", "--tasks", "{tasks}"], "--tasks {tasks}: task 1: unknown key 'ask'; the keys are answer, asks, "
+                                         "content, done, path, word_s"),
+    (["--coding", "--tasks", "{untyped}"], "--tasks {untyped}: task 0: word_s: input should be a valid number"),
+    (["--coding", "--tasks", "{unasked}"], "--tasks {unasked}: task 0: asks is missing"),
     (["--coding", "--tasks", "{missing}"], "--tasks {missing}: cannot read it: No such file or directory"),
-    (["--coding", "--tasks", "{garbled}"], "--tasks {garbled}: not valid JSON"),
+    (["--coding", "--tasks", "{garbled}"], "--tasks {garbled}: not valid JSON: EOF while parsing"),
+    (["--coding", "--tasks", "{one}"], "--tasks {one}: expected a list of tasks"),
 ])
 def test_tether_provider_refuses_options_that_do_not_go_together_in_words(tmp_path: Path, args, words):
-    files = {"tasks": tmp_path / "tasks.json", "missing": tmp_path / "missing.json",
-             "garbled": tmp_path / "garbled.json"}
-    files["tasks"].write_text(json.dumps([{"asks": "x", "ask": "y"}]))
+    files = {name: tmp_path / f"{name}.json" for name in ("tasks", "untyped", "unasked", "missing", "garbled", "one")}
+    files["tasks"].write_text(json.dumps([{"asks": "x"}, {"asks": "x", "ask": "y"}]))
+    files["untyped"].write_text(json.dumps([{"asks": "x", "word_s": "fast"}]))
+    files["unasked"].write_text(json.dumps([{"path": "a.txt"}]))
     files["garbled"].write_text("[{")
+    files["one"].write_text(json.dumps({"asks": "x"}))
     shown = cli_here("provider", "--port", "0", *[a.format(**files) for a in args])
     assert shown.returncode == 2
     assert shown.stderr.startswith(f"tether: error: {words.format(**files)}"), shown.stderr

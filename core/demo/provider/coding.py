@@ -36,6 +36,7 @@ from dataclasses import asdict, dataclass, fields
 from pathlib import Path
 from typing import Any
 
+from pydantic import ConfigDict, TypeAdapter, ValidationError
 from starlette.applications import Starlette
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
@@ -68,6 +69,8 @@ class Task:
     With ``path`` (relative to the endpoint's workspace), the model calls the agent's write
     tool with ``content``, then says ``done``. Without, it streams ``answer`` a word every
     ``word_s`` seconds, then holds the stream open until the client goes away (a Stop)."""
+
+    __pydantic_config__ = ConfigDict(extra="forbid", strict=True)  # how read_tasks checks a --tasks file
 
     asks: str
     path: str | None = None
@@ -231,27 +234,28 @@ class ScriptedEndpoint:
 
 
 def read_tasks(path: Path) -> list[Task]:
-    """The tasks of a JSON file (a list of objects with :class:`Task`'s fields); ValueError in
-    one line naming the file and the entry for a file that is not that."""
+    """The tasks of a JSON file (a list of objects with :class:`Task`'s fields, checked by
+    pydantic); ValueError in one line naming the file, and the task and key that are wrong."""
     try:
-        entries = json.loads(path.read_text(encoding="utf-8"))
+        return TypeAdapter(list[Task]).validate_json(path.read_bytes())
     except OSError as exc:
         raise ValueError(f"--tasks {path}: cannot read it: {exc.strerror or exc}") from None
-    except ValueError as exc:
-        raise ValueError(f"--tasks {path}: not valid JSON: {exc}") from None
-    if not isinstance(entries, list):
-        raise ValueError(f"--tasks {path}: expected a list of tasks, got {type(entries).__name__}")
-    known = {f.name for f in fields(Task)}
-    tasks = []
-    for n, entry in enumerate(entries):
-        if not isinstance(entry, dict) or not isinstance(entry.get("asks"), str) or not entry["asks"]:
-            raise ValueError(f"--tasks {path}: task {n} needs \"asks\", the words that ask for it")
-        unknown = sorted(set(entry) - known)
-        if unknown:
-            raise ValueError(f"--tasks {path}: task {n} has unknown key {unknown[0]!r}; the keys are "
-                             f"{', '.join(sorted(known))}")
-        tasks.append(Task(**entry))
-    return tasks
+    except ValidationError as exc:
+        error = exc.errors(include_url=False)[0]
+        loc, kind, words = error["loc"], error["type"], str(error["msg"]).rstrip(".")
+        where = f"task {loc[0]}: " if loc else ""
+        key = ".".join(str(part) for part in loc[1:])
+        if kind == "json_invalid":
+            said = f"not valid JSON: {words.removeprefix('Invalid JSON: ')}"
+        elif kind == "list_type" and not loc:
+            said = "expected a list of tasks"
+        elif kind == "missing":
+            said = f"{key} is missing"
+        elif kind == "unexpected_keyword_argument":
+            said = f"unknown key {key!r}; the keys are {', '.join(sorted(f.name for f in fields(Task)))}"
+        else:
+            said = f"{key}: {words.lower()}" if key else words.lower()
+        raise ValueError(f"--tasks {path}: {where}{said}") from None
 
 
 @contextlib.contextmanager
