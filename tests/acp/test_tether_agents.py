@@ -89,6 +89,27 @@ def test_a_malformed_initialize_is_one_line_naming_the_key_and_the_others_are_li
     assert rows["fake"]["acp"]["agent"] == "fake-agent"
 
 
+def test_whatever_asking_one_agent_raises_the_others_are_listed(tmp_path: Path, monkeypatch):
+    """An agent is another program: a failure Tether did not foresee in asking one is that
+    agent's line, not the end of the listing."""
+    import tether.acp.probe_cache as probe_cache
+
+    asked = probe_cache.probe
+
+    async def probe(command, env=None, **kw):
+        if "odd" in command:
+            raise RuntimeError("something nobody foresaw\nsecond line")
+        return await asked(command, env, **kw)
+
+    monkeypatch.setattr(probe_cache, "probe", probe)
+    config = agent_file(tmp_path / "tether.toml", {"odd": [*fake_agent("normal"), "odd"], "fake": fake_agent("normal")})
+    shown = cli_here("agents", env=environment(tmp_path, config))
+    assert shown.returncode == 0, shown.stderr
+    assert (f"  {config}: agents.odd.acp: asking it failed: RuntimeError: something nobody foresaw⏎ second line\n"
+            in shown.stdout), shown.stdout
+    assert "fake-agent 1.0.0" in shown.stdout
+
+
 def test_a_second_listing_starts_no_agent_until_its_program_changes(tmp_path: Path, monkeypatch):
     program, log = counting_agent(tmp_path)
     monkeypatch.setenv("TETHER_TEST_PROBE_KEY", "sk-probe-secret-42")
