@@ -176,6 +176,10 @@ def test_an_agent_that_does_not_answer_is_said_so_after_the_timeout_and_ended(tm
     silent = tmp_path / "silent.py"
     silent.write_text(SILENT)
     pids = tmp_path / "silent.pids"
+    # The healthy agent's answer is kept first (by a file of its own: the key is its command),
+    # so that the short timeout below binds the silent agent alone, however loaded the host.
+    alone = agent_file(tmp_path / "alone.toml", {"fake": fake_agent("normal")})
+    assert cli_here("agents", env=environment(tmp_path, alone)).returncode == 0
     config = agent_file(tmp_path / "tether.toml", {"silent": [sys.executable, str(silent), str(pids)],
                                                    "fake": fake_agent("normal")})
     shown = subprocess.run([sys.executable, "-m", "tether.tui.cli", "agents", "--timeout", "2"],
@@ -184,7 +188,7 @@ def test_an_agent_that_does_not_answer_is_said_so_after_the_timeout_and_ended(tm
     said = [line.strip() for line in shown.stdout.splitlines() if "agents.silent.acp" in line]
     assert len(said) == 1 and said[0].startswith(f"{config}: agents.silent.acp: `{sys.executable} "), shown.stdout
     assert said[0].endswith("did not answer initialize within 2 s: is it an ACP agent?")
-    assert "fake-agent 1.0.0" in shown.stdout
+    assert "fake-agent 1.0.0" in shown.stdout and "1 of 2 ACP agents answered from an earlier listing" in shown.stdout
     agent, child = map(int, pids.read_text().split())
     assert not running(agent) and not running(child), "the agent that did not answer was left running"
     # Nothing is kept of an agent that did not answer: the next listing asks it again.
