@@ -29,8 +29,9 @@ The launcher closes both (Linux; stdlib only):
    exit code (128 + N for a server killed by signal N).
 
 5. ``--sandbox bubblewrap|landlock`` with ``--write PATH`` (repeated) runs the server in the
-   OS sandbox of ``tether.agents.sandbox``: under bubblewrap, or restricted by Landlock in the
-   child before exec. The launcher itself stays outside, so it can still reap everything.
+   OS sandbox ``tether.agents.sandbox`` decides: under bubblewrap, or restricted by Landlock in
+   the child before exec (the ``landlock`` package, imported only then). The launcher itself
+   stays outside, so it can still reap everything.
 
 Messages of its own go to stderr (the server's log), prefixed ``tether.agents.mcp_launcher:``.
 """
@@ -39,11 +40,13 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from types import FrameType
+from typing import Any
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
@@ -170,6 +173,41 @@ def clean_up(grace: float) -> None:
         time.sleep(0.002)
 
 
+def bubblewrap_argv(writable: list[str], command: list[str], cwd: str) -> list[str]:
+    """``command`` under bubblewrap: ``/`` read-only, a fresh ``/dev`` and ``/proc``, the
+    writable folders bound over them. No network namespace: the agent must reach its model
+    endpoint on the host's loopback. ``--die-with-parent`` ties it to the launcher."""
+    argv = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for path in writable:
+        argv += ["--bind", path, path]
+    return [*argv, "--die-with-parent", "--chdir", cwd, "--", *command]
+
+
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts", "/dev/shm")
+"""What a process sandboxed by Landlock may still write besides its folders (bubblewrap gives
+it a fresh ``/dev`` of its own instead)."""
+
+
+def landlock_ruleset(writable: list[str]) -> Any:
+    """A Landlock ruleset that handles every kind of write and allows them beneath ``writable``
+    (and on the usual devices): applied in the server's process before it executes, with
+    ``.apply()``. Reading and executing stay unrestricted."""
+    from landlock import FSAccess, Ruleset
+
+    reads = FSAccess.EXECUTE | FSAccess.READ_FILE | FSAccess.READ_DIR
+    writes = FSAccess.all() & ~reads
+    if hasattr(FSAccess, "IOCTL_DEV"):
+        writes &= ~FSAccess.IOCTL_DEV  # a terminal's ioctls are not writes to the file system
+    file_writes = writes & FSAccess.all_file()
+    ruleset = Ruleset(restrict_rules=writes)
+    for path in writable:
+        ruleset.allow(path, rules=writes)
+    for device in _DEVICES:
+        if os.path.exists(device):
+            ruleset.allow(device, rules=writes if os.path.isdir(device) else file_writes)
+    return ruleset
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parent = os.getppid()
@@ -209,12 +247,8 @@ def main(argv: list[str] | None = None) -> int:
 
     ruleset = None
     if sandbox == "bubblewrap":
-        from tether.agents.sandbox import bubblewrap_argv
-
         command = bubblewrap_argv(writable, command, os.getcwd())
     elif sandbox == "landlock":
-        from tether.agents.sandbox import landlock_ruleset
-
         try:
             ruleset = landlock_ruleset(writable)  # made here; applied in the child, before exec
         except Exception as exc:  # the landlock package's errors, and OSError for a missing folder

@@ -25,8 +25,9 @@ Neither: a sandboxed agent is refused in words when its agent file is read. A ru
 silently unsandboxed. ``TETHER_SANDBOX_BACKEND=bubblewrap|landlock`` picks one (both must work
 here); the default is the first that works.
 
-The launcher (``tether.agents.mcp_launcher``) applies the sandbox: it stays outside, as the
-reaper of everything the agent starts, and hands its options down from :meth:`Sandbox.options`.
+The launcher (``tether.agents.mcp_launcher``) applies the sandbox from :meth:`Sandbox.options`:
+it stays outside, as the reaper of everything the agent starts. This module is what a run
+decides; the launcher, which starts for every agent and MCP server, imports none of it.
 """
 
 from __future__ import annotations
@@ -50,11 +51,6 @@ BACKEND_ENV = "TETHER_SANDBOX_BACKEND"
 STATE_VARIABLES = ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "XDG_CACHE_HOME",
                    "XDG_RUNTIME_DIR")
 """The variables of an agent's ``env`` that name its own state folders (writable in the sandbox)."""
-
-DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts", "/dev/shm")
-"""What a sandboxed process may still write under Landlock besides its folders (bubblewrap
-gives it a fresh ``/dev`` of its own instead)."""
-
 
 class SandboxUnavailable(Exception):
     """No sandbox works on this machine; the message says why and what to install."""
@@ -164,35 +160,3 @@ def _landlock_problem() -> str | None:
     except (OSError, landlock.LandlockError) as exc:
         return f"the kernel offers no Landlock ({str(exc).splitlines()[0]})"
     return None if abi >= 1 else "the kernel offers no Landlock"
-
-
-# ---- applied by the launcher --------------------------------------------------------------
-
-def bubblewrap_argv(writable: list[str], command: list[str], cwd: str) -> list[str]:
-    """``command`` under bubblewrap: ``/`` read-only, a fresh ``/dev`` and ``/proc``, the
-    writable folders bound over them. No network namespace: the agent must reach its model
-    endpoint on the host's loopback. ``--die-with-parent`` ties it to the launcher."""
-    argv = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-    for path in writable:
-        argv += ["--bind", path, path]
-    return [*argv, "--die-with-parent", "--chdir", cwd, "--", *command]
-
-
-def landlock_ruleset(writable: list[str]) -> object:
-    """A Landlock ruleset that handles every kind of write and allows them beneath ``writable``
-    (and on the usual devices): applied in the agent's process before it executes, with
-    ``.apply()``. Reading and executing stay unrestricted."""
-    from landlock import FSAccess, Ruleset
-
-    reads = FSAccess.EXECUTE | FSAccess.READ_FILE | FSAccess.READ_DIR
-    writes = FSAccess.all() & ~reads
-    if hasattr(FSAccess, "IOCTL_DEV"):
-        writes &= ~FSAccess.IOCTL_DEV  # a terminal's ioctls are not writes to the file system
-    file_writes = writes & FSAccess.all_file()
-    ruleset = Ruleset(restrict_rules=writes)
-    for path in writable:
-        ruleset.allow(path, rules=writes)
-    for device in DEVICES:
-        if os.path.exists(device):
-            ruleset.allow(device, rules=writes if os.path.isdir(device) else file_writes)
-    return ruleset
