@@ -5,7 +5,7 @@ PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
 
-.PHONY: run test agents chromium bench screenshots recording lab eval-local campaign fuzz clean
+.PHONY: run test agents chromium bubblewrap bench screenshots recording lab eval-local campaign fuzz clean
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -38,7 +38,7 @@ run: $(VENV)/.installed
 # the tests start hundreds of tether processes, each of which would otherwise compile the
 # package from source again, and each worker would rewrite every test module's asserts.
 test: export PYTHONDONTWRITEBYTECODE =
-test: $(VENV)/.installed-test $(VENV)/.installed-local agents chromium
+test: $(VENV)/.installed-test $(VENV)/.installed-local agents chromium bubblewrap
 	$(BIN)/python -m tests.layers
 	$(BIN)/vulture core/ tui/ .vulture_whitelist.py
 	$(BIN)/python -m pytest -q -n 4 -m "not serial"
@@ -71,6 +71,16 @@ chromium:
 		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium fonts-symbola >/dev/null; \
 	else \
 		echo "make chromium: no $(CHROMIUM), and not root with apt-get: the browser tests will be skipped (they fail in CI)"; \
+	fi
+
+# Debian's bubblewrap for the OS sandbox of sandbox = "workspace" agents (tests/acp/test_acp_sandbox.py
+# drives it and Landlock both). Installed as root with apt-get, as Chromium is.
+bubblewrap:
+	@if command -v bwrap >/dev/null; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null; then \
+		apt-get update -qq >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null; \
+	else \
+		echo "make bubblewrap: no bwrap, and not root with apt-get: the sandbox tests of bubblewrap will fail"; \
 	fi
 
 bench: $(VENV)/.installed-bench

@@ -44,6 +44,7 @@ from tether.run.hold import heartbeat, open_run, release
 from tether.run.tracked import TrackedRun
 from tether.agents.sets import AgentSet, known_agents, set_of
 from tether.agents.workspace import Workspace, ensure_sample
+from tether.agents.sandbox import SandboxUnavailable, for_agent
 
 ADHOC_AGENT = "default"
 """The name of the agent made from ``--base-url``/``--model`` alone: the file tools, no more."""
@@ -449,9 +450,11 @@ class Harness:
 
                     try:
                         listed = await stack.enter_async_context(
-                            mcp_tools(agent.mcp_servers, reserved=tools.keys(), stderr_dir=handle.scratch_dir))
+                            mcp_tools(agent.mcp_servers, reserved=tools.keys(), stderr_dir=handle.scratch_dir,
+                                      sandbox=None if agent.sandbox is None else for_agent(
+                                          Path(agent.workspace or os.getcwd()), *(s.env for s in agent.mcp_servers))))
                         tools.update({t.name: t for t in listed})
-                    except MCPStartError as exc:
+                    except (MCPStartError, SandboxUnavailable) as exc:
                         failure = str(exc)
                 if failure is None:
                     self._check_tools(state, tools)
@@ -586,3 +589,4 @@ def adhoc_agent(model: str, base_url: str | None, workspace: Path, *, api_key_en
     return Agent(name=ADHOC_AGENT, model=model, base_url=base_url, api_key_env=api_key_env,
                  tools=["tether:list_files", "tether:read_file", "tether:delete_file"], workspace=workspace,
                  prompt=prompt)
+

@@ -9,6 +9,7 @@ Kinds:
   grandchild   echo, after starting a grandchild that sleeps (its pid in $MCP_TEST_DIR/grandchild.pid)
   stubborn     echo, but the process ignores SIGTERM and stays alive after stdin EOF
   http PORT    echo over streamable HTTP on 127.0.0.1:PORT (path /mcp)
+  writer       tools: write (a file, with the server's own file I/O; says "wrote" or "refused")
 
 Every server writes its pid to $MCP_TEST_DIR/<kind>-<pid>.pid when MCP_TEST_DIR is set.
 """
@@ -87,11 +88,27 @@ def echo_server(name: str = "echo") -> MCPServer:
     return server
 
 
+def writer_server() -> MCPServer:
+    server = MCPServer("writer")
+
+    @server.tool(description="Write text to a file, with the server's own file I/O.")
+    def write(path: str, text: str) -> str:
+        try:
+            Path(path).write_text(text)
+        except OSError as exc:
+            return f"refused {path}: {exc.strerror}"
+        return f"wrote {path}"
+
+    return server
+
+
 def main(argv: list[str]) -> None:
     kind = argv[0] if argv else "echo"
     note(f"{kind}-{os.getpid()}.pid", str(os.getpid()))
     if kind == "echo":
         echo_server().run()
+    elif kind == "writer":
+        writer_server().run()
     elif kind == "hang":
         print("hang server: listening but never answering", file=sys.stderr, flush=True)
         for _ in sys.stdin:  # read requests, answer none; end on EOF

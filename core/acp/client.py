@@ -38,6 +38,7 @@ from tether.acp.handler import ClientHandler
 from tether.acp.stream import EventStream
 from tether.acp.transport import CheckedTransport
 from tether.acp.translate import prompt_usage
+from tether.agents.sandbox import Sandbox
 
 logger = logging.getLogger(__name__)
 
@@ -59,10 +60,12 @@ class AcpSession:
     def __init__(self, command: Sequence[str], *, workspace: Path, env: Mapping[str, str] | None = None,
                  on_event: EventSink | None = None, init_timeout_s: float = DEFAULT_INIT_TIMEOUT_S,
                  cancel_grace_s: float = DEFAULT_CANCEL_GRACE_S, max_bad_frames: int = DEFAULT_MAX_BAD_FRAMES,
-                 client_name: str = "tether", client_version: str = "0") -> None:
+                 client_name: str = "tether", client_version: str = "0", sandbox: Sandbox | None = None) -> None:
         self.command = list(command)
         self.workspace = Path(workspace).resolve()  # ACP wants an absolute cwd
         self.cancel_grace_s = cancel_grace_s
+        self.sandbox = sandbox
+        """The OS sandbox the agent runs in (its private temp folder is removed on close)."""
         self.info: AgentInfo | None = None
         self.session_id: str | None = None
         self.returncode: int | None = None
@@ -99,7 +102,7 @@ class AcpSession:
         if self._proc is not None:
             raise AcpError("this ACP session was already started")
         try:
-            self._proc = await process.spawn(self.command, cwd=self.workspace, env=self._env)
+            self._proc = await process.spawn(self.command, cwd=self.workspace, env=self._env, sandbox=self.sandbox)
             assert self._proc.stdout is not None and self._proc.stdin is not None and self._proc.stderr is not None
             self._tasks.append(asyncio.create_task(self._stderr.drain(self._proc.stderr), name="acp-stderr"))
             self._exited = asyncio.create_task(self._watch(self._proc), name="acp-exit")
@@ -347,6 +350,8 @@ class AcpSession:
                 self._turn_done.set()
             for stream in list(self._streams):
                 stream.end()
+            if self.sandbox is not None:
+                await asyncio.to_thread(self.sandbox.remove_tmp)
 
     async def _close_quietly(self) -> None:
         with contextlib.suppress(Exception):

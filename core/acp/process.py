@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from tether.acp.errors import AgentStartError
+from tether.agents.sandbox import Sandbox
 
 # asyncio's default StreamReader limit is 64 KiB; Qwen Code's first frame is ~570 KB. The acp
 # transport copes with longer lines in pieces, but one readuntil per frame is cheaper.
@@ -82,12 +83,17 @@ def agent_environment(env: Mapping[str, str] | None) -> dict[str, str]:
     return merged
 
 
-async def spawn(command: Sequence[str], *, cwd: Path, env: Mapping[str, str] | None) -> asyncio.subprocess.Process:
-    """Start ``command`` under the launcher, in a new process group, with pipes on all three."""
+async def spawn(command: Sequence[str], *, cwd: Path, env: Mapping[str, str] | None,
+                sandbox: Sandbox | None = None) -> asyncio.subprocess.Process:
+    """Start ``command`` under the launcher, in a new process group, with pipes on all three;
+    in ``sandbox`` if one is given (the launcher applies it and stays outside it)."""
     full_env = agent_environment(env)
     argv = resolve_command(command, full_env)
+    if sandbox is not None:
+        full_env.update(sandbox.env())
     launcher = [sys.executable, "-m", "tether.agents.mcp_launcher", "--grace", str(_LAUNCHER_GRACE_S),
-                "--kill-after", str(_KILL_AFTER_S), "--parent", str(os.getpid()), "--", *argv]
+                "--kill-after", str(_KILL_AFTER_S), "--parent", str(os.getpid()),
+                *(sandbox.options() if sandbox is not None else ()), "--", *argv]
     if not cwd.is_dir():
         raise AgentStartError(f"the agent's workspace {cwd} is not a folder")
     try:

@@ -39,6 +39,7 @@ from tether.acp.events import (
     ToolCallStarted, ToolCallUpdated, UsageReported,
 )
 from tether.acp.permissions import PermissionRequest
+from tether.agents import sandbox
 from tether.agents.agent import Agent, AgentError
 from tether.approvals import Call, Rule, RuleError, Verdict, check
 from tether.approvals.holding import deadline_of, overdue, verdict_of
@@ -161,7 +162,8 @@ class AcpRun:
             except AgentDied as exc:
                 return await self._finish(Status.INTERRUPTED, str(exc), Cancelled(str(exc)))
             self.emit(AgentSession(run_id=st.run_id, agent_name=info.name, agent_version=info.version,
-                                   session_id=session_id, pid=session.pid or 0, load_session=info.load_session))
+                                   session_id=session_id, pid=session.pid or 0, load_session=info.load_session,
+                                   sandbox=session.sandbox.describe() if session.sandbox is not None else None))
             prompt = _last_user_text(st)
             while True:
                 limit = st.limits.max_turns
@@ -598,8 +600,15 @@ def session_for(agent: Agent) -> AcpSession:
     workspace (the agent's, else the current folder) and its Stop's grace."""
     assert agent.acp is not None
     env, _secrets = agent.acp.resolved_env()
-    return AcpSession(agent.acp.argv, workspace=Path(agent.workspace or os.getcwd()), env=env,
-                      cancel_grace_s=agent.acp.cancel_grace_s)
+    workspace = Path(agent.workspace or os.getcwd())
+    box = None
+    if agent.sandbox == "workspace":
+        try:
+            box = sandbox.for_agent(workspace, env)
+        except sandbox.SandboxUnavailable as exc:
+            raise AgentError(str(exc)) from None
+    return AcpSession(agent.acp.argv, workspace=workspace, env=env, cancel_grace_s=agent.acp.cancel_grace_s,
+                      sandbox=box)
 
 
 class _Wake:

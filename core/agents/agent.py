@@ -263,12 +263,17 @@ class Agent:
     """Folders put on the import path to resolve its references (the agent file's folder)."""
     acp: AcpCommand | None = None
     """An ACP agent's command: its runs are driven by that process, with its own tools."""
+    sandbox: Literal["workspace"] | None = None
+    """``"workspace"``: the processes started for its runs (an ACP agent, MCP servers) may write
+    only the workspace, their state folders and a private temp folder (tether.agents.sandbox)."""
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
             raise AgentError("an agent needs a name")
         if not self.model or not isinstance(self.model, str):
             raise AgentError(f"agent {self.name} needs a model")
+        if self.sandbox not in (None, "workspace"):
+            raise AgentError(f"agent {self.name}: sandbox must be \"workspace\" (or left out), not {self.sandbox!r}")
         if self.acp is not None and (self.tools or self.mcp_servers or self.stop_when or self.base_url):
             raise AgentError(f"agent {self.name} speaks ACP: it brings its own model and tools, so it takes "
                              "no tools, mcp, stop_when or base_url")
@@ -327,6 +332,7 @@ class Agent:
                                                             "output_per_million": self.pricing.output_per_million},
             "import_roots": list(dict.fromkeys([*self.import_roots, *self._module_roots(), os.getcwd()])),
             **({"acp": self.acp.spec()} if self.acp is not None else {}),
+            **({"sandbox": self.sandbox} if self.sandbox is not None else {}),
         }
 
     def _module_roots(self) -> list[str]:
@@ -392,6 +398,7 @@ class Agent:
             pricing=Pricing(**pricing) if pricing else None,
             import_roots=tuple(spec.get("import_roots") or ()),
             source=source,
+            sandbox=spec.get("sandbox"),
         )
 
     def with_endpoint(self, base_url: str | None) -> "Agent":

@@ -104,6 +104,8 @@ class AgentEntry(_Entry):
     env: dict[str, str] = {}
     cancel_grace_s: float = Field(default=5.0, gt=0, le=600)
     tell_rejections: bool = True
+    # The processes started for its runs write only the workspace (tether.agents.sandbox).
+    sandbox: Literal["workspace", "none"] = "none"
 
     _base_url = field_validator("base_url")(_http_url)
 
@@ -295,6 +297,15 @@ class Config:
             command = self._command(entry.acp[0], f"{where}.acp")
             acp = self._resolve(lambda: AcpCommand((command, *entry.acp[1:]), dict(entry.env),  # type: ignore[index]
                                                    entry.cancel_grace_s, entry.tell_rejections), f"{where}.acp")
+        sandbox = None
+        if entry.sandbox == "workspace":
+            from tether.agents.sandbox import SandboxUnavailable, available_backend
+
+            try:
+                available_backend()
+            except SandboxUnavailable as exc:
+                raise ConfigError(f"{self.path}: {where}.sandbox: {exc}") from None
+            sandbox = "workspace"
         model = entry.model or f"acp:{Path(entry.acp[0]).name}" if entry.acp else entry.model
         try:
             return Agent(
@@ -302,7 +313,7 @@ class Config:
                 instructions=entry.instructions, tools=tools, mcp_servers=servers, limits=limits,
                 policies=policies, pricing=self.pricing(entry.model), stop_when=stops,
                 error_formatter=formatter, workspace=workspace, prompt=entry.prompt,
-                config=self.path, source="config", import_roots=roots,
+                config=self.path, source="config", import_roots=roots, sandbox=sandbox,
             )
         except AgentError as exc:
             raise ConfigError(f"{self.path}: {where}: {exc}") from None

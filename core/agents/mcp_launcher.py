@@ -1,6 +1,7 @@
 """Run an MCP server so that nothing it started outlives it.
 
-    python -m tether.agents.mcp_launcher [--grace S] [--kill-after S] [--parent PID] -- COMMAND [ARGS...]
+    python -m tether.agents.mcp_launcher [--grace S] [--kill-after S] [--parent PID]
+                                         [--sandbox BACKEND --write PATH...] -- COMMAND [ARGS...]
 
 Tether starts every stdio MCP server through this launcher. The MCP SDK already puts a
 server in its own process group and, on exit, closes its stdin, waits, then SIGTERMs and
@@ -27,6 +28,11 @@ The launcher closes both (Linux; stdlib only):
    ``--grace`` seconds, then SIGKILL, and is reaped. The launcher exits with the server's
    exit code (128 + N for a server killed by signal N).
 
+5. ``--sandbox bubblewrap|landlock`` with ``--write PATH`` (repeated) runs the server in the
+   OS sandbox ``tether.agents.sandbox`` decides: under bubblewrap, or restricted by Landlock in
+   the child before exec (the ``landlock`` package, imported only then). The launcher itself
+   stays outside, so it can still reap everything.
+
 Messages of its own go to stderr (the server's log), prefixed ``tether.agents.mcp_launcher:``.
 """
 
@@ -34,17 +40,20 @@ from __future__ import annotations
 
 import ctypes
 import os
+import shutil
 import signal
 import subprocess
 import sys
 import time
 from types import FrameType
+from typing import Any
 
 PR_SET_PDEATHSIG = 1
 PR_SET_CHILD_SUBREAPER = 36
 
 _ME = "tether.agents.mcp_launcher"
-_USAGE = f"usage: python -m {_ME} [--grace S] [--kill-after S] [--parent PID] -- COMMAND [ARGS...]"
+_USAGE = (f"usage: python -m {_ME} [--grace S] [--kill-after S] [--parent PID] "
+          "[--sandbox bubblewrap|landlock --write PATH...] -- COMMAND [ARGS...]")
 _FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 _libc: ctypes.CDLL | None = None
@@ -164,10 +173,47 @@ def clean_up(grace: float) -> None:
         time.sleep(0.002)
 
 
+def bubblewrap_argv(writable: list[str], command: list[str], cwd: str) -> list[str]:
+    """``command`` under bubblewrap: ``/`` read-only, a fresh ``/dev`` and ``/proc``, the
+    writable folders bound over them. No network namespace: the agent must reach its model
+    endpoint on the host's loopback. ``--die-with-parent`` ties it to the launcher."""
+    argv = [shutil.which("bwrap") or "bwrap", "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
+    for path in writable:
+        argv += ["--bind", path, path]
+    return [*argv, "--die-with-parent", "--chdir", cwd, "--", *command]
+
+
+_DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/tty", "/dev/ptmx", "/dev/pts", "/dev/shm")
+"""What a process sandboxed by Landlock may still write besides its folders (bubblewrap gives
+it a fresh ``/dev`` of its own instead)."""
+
+
+def landlock_ruleset(writable: list[str]) -> Any:
+    """A Landlock ruleset that handles every kind of write and allows them beneath ``writable``
+    (and on the usual devices): applied in the server's process before it executes, with
+    ``.apply()``. Reading and executing stay unrestricted."""
+    from landlock import FSAccess, Ruleset
+
+    reads = FSAccess.EXECUTE | FSAccess.READ_FILE | FSAccess.READ_DIR
+    writes = FSAccess.all() & ~reads
+    if hasattr(FSAccess, "IOCTL_DEV"):
+        writes &= ~FSAccess.IOCTL_DEV  # a terminal's ioctls are not writes to the file system
+    file_writes = writes & FSAccess.all_file()
+    ruleset = Ruleset(restrict_rules=writes)
+    for path in writable:
+        ruleset.allow(path, rules=writes)
+    for device in _DEVICES:
+        if os.path.exists(device):
+            ruleset.allow(device, rules=writes if os.path.isdir(device) else file_writes)
+    return ruleset
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parent = os.getppid()
     grace, kill_after = 0.5, 1.0
+    sandbox: str | None = None
+    writable: list[str] = []
     while argv and argv[0] != "--":
         option = argv.pop(0)
         try:
@@ -177,6 +223,12 @@ def main(argv: list[str] | None = None) -> int:
                 kill_after = float(argv.pop(0))
             elif option == "--parent":
                 parent = int(argv.pop(0))
+            elif option == "--sandbox":
+                sandbox = argv.pop(0)
+                if sandbox not in ("bubblewrap", "landlock"):
+                    raise ValueError(sandbox)
+            elif option == "--write":
+                writable.append(argv.pop(0))
             else:
                 raise ValueError(option)
         except (IndexError, ValueError):
@@ -192,6 +244,16 @@ def main(argv: list[str] | None = None) -> int:
     if os.getppid() != parent:  # the parent died before the flag was set (--parent: who started us)
         _say("the process that started the launcher has already ended")
         return 1
+
+    ruleset = None
+    if sandbox == "bubblewrap":
+        command = bubblewrap_argv(writable, command, os.getcwd())
+    elif sandbox == "landlock":
+        try:
+            ruleset = landlock_ruleset(writable)  # made here; applied in the child, before exec
+        except Exception as exc:  # the landlock package's errors, and OSError for a missing folder
+            _say(f"cannot sandbox {command[0]!r} with Landlock: {exc}")
+            return 126
 
     server: subprocess.Popen[bytes] | None = None
     stopping = False
@@ -228,6 +290,8 @@ def main(argv: list[str] | None = None) -> int:
             signal.signal(signum, signal.SIG_DFL)
         if os.getppid() != launcher:
             os._exit(1)
+        if ruleset is not None:
+            ruleset.apply()  # type: ignore[attr-defined]  # an error here fails the Popen below
 
     launcher = os.getpid()
     try:
@@ -235,6 +299,9 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as exc:
         _say(f"cannot start {command[0]!r}: {exc.strerror or exc}")
         return 127
+    except subprocess.SubprocessError as exc:  # the Landlock restriction failed in the child
+        _say(f"cannot sandbox {command[0]!r}: {exc}")
+        return 126
     if early is not None:
         forward(early, None)
 

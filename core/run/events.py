@@ -219,6 +219,8 @@ class AgentSession(Event):
     session_id: str
     pid: int
     load_session: bool = False
+    sandbox: dict[str, Any] | None = None
+    """The OS sandbox it runs in: ``backend`` and the folders it may write (``writable``)."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -85,7 +85,8 @@ def describe(r: dict[str, Any], timings: bool = True) -> str:
         return f"{r.get('text')}"
     if kind == "agent_session":
         return (f"{r.get('agent_name')} {r.get('agent_version')}  session {r.get('session_id')}  pid {r.get('pid')}"
-                + ("  (loads sessions)" if r.get("load_session") else ""))
+                + ("  (loads sessions)" if r.get("load_session") else "")
+                + (f"  {sandbox_words(r['sandbox'])}" if r.get("sandbox") else ""))
     if kind == "plan":
         marks = {"completed": "[x]", "in_progress": "[~]"}
         return "  ".join(f"{marks.get(e.get('status'), '[ ]')} {e.get('content')}" for e in r.get("entries") or [])
@@ -98,6 +99,12 @@ def describe(r: dict[str, Any], timings: bool = True) -> str:
     if kind == "run_stopped":
         return f"{r.get('status')}: {r.get('reason')}  turns={r.get('turns')} cost={money(r.get('cost_usd'))}"
     return json.dumps({k: v for k, v in r.items() if k not in ("kind", "run_id", "seq", "ts")}, default=str)
+
+
+def sandbox_words(sandbox: dict[str, Any]) -> str:
+    """An agent session's sandbox as ``tether show`` and the trace pane word it."""
+    writable = ", ".join(str(path) for path in sandbox.get("writable") or ())
+    return f"sandbox: {sandbox.get('backend')}, writes only {writable}"
 
 
 def format_record(r: dict[str, Any], *, timings: bool = True, prefix: str = "") -> str:

@@ -15,6 +15,9 @@ Modes (the prompt's text may add ``SLOW``: stream until cancelled):
 - ``garbage``: writes garbage lines to stdout forever;
 - ``write-outside``: asks the client to write outside the workspace (absolute and ``..``), and
   reports the client's error text as its message;
+- ``escape``: writes, with its own file I/O (not through the client), every absolute path the
+  prompt names after ``ESCAPE``, then ``inside.txt`` in its workspace and ``scratch.txt`` in its
+  ``TMPDIR``; its message says, a line a file, ``wrote PATH`` or ``refused PATH: WHY``;
 - ``flood``: a ~600 KB ``available_commands_update`` at session start, then ``FLOOD_CHUNKS``
   text chunks as fast as it can.
 """
@@ -180,6 +183,19 @@ class FakeAgent:
                 said.append(f"wrote {path}")
             except acp.RequestError as exc:
                 said.append(f"error: {exc}")
+        await self._say(sid, acp.update_agent_message_text("\n".join(said)))
+        return schema.PromptResponse(stop_reason="end_turn")
+
+    async def _escape(self, sid: str, text: str) -> schema.PromptResponse:
+        targets = [word for word in text.partition("ESCAPE")[2].split() if word.startswith("/")]
+        targets += [str(Path(self.cwd[sid]) / "inside.txt"), os.path.join(os.environ.get("TMPDIR", "/tmp"), "scratch.txt")]
+        said = []
+        for path in targets:
+            try:
+                Path(path).write_text("written by the agent itself\n")
+                said.append(f"wrote {path}")
+            except OSError as exc:
+                said.append(f"refused {path}: {exc.strerror}")
         await self._say(sid, acp.update_agent_message_text("\n".join(said)))
         return schema.PromptResponse(stop_reason="end_turn")
 

@@ -109,3 +109,39 @@ async def test_stop_mid_stream_and_a_budget_crossed(name: str, tmp_path: Path, p
     assert capped.status is Status.BUDGET_EXCEEDED, (capped.status, capped.error)
     assert capped.interruption == MaxBudget()
     assert not alive_in(workspace)
+
+
+# The audit's escape ("Wave 4 · first", item 2): OpenCode, approved, wrote outside its workspace
+# with its own file I/O. Sandboxed, the same approvals leave nothing outside; Qwen Code too.
+@pytest.mark.parametrize("name", ["opencode", "qwen"])
+async def test_a_sandboxed_real_agent_approved_to_write_outside_writes_nothing_there(name: str, tmp_path: Path,
+                                                                                     place) -> None:
+    workspace, home = place
+    outside = tmp_path / "elsewhere" / "outside.txt"
+    outside.parent.mkdir()
+    endpoint = ScriptedEndpoint()
+    async with running_app(endpoint.app()) as base_url, Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
+        agent = real_agent(name, home, base_url, workspace, sandbox="workspace")
+        state = harness.create(agent, f"WRITE {outside} CONTENT escape attempt")
+        running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
+        asked = None
+        while not running.done():  # approve everything it asks (an external folder, then the edit)
+            ask = asyncio.create_task(waiting(harness, state.run_id, other_than=asked))
+            await asyncio.wait({ask, running}, timeout=CAP_S, return_when=asyncio.FIRST_COMPLETED)
+            if ask.done():
+                asked = ask.result()
+                assert (await harness.decide(state.run_id, "approve", by="alice")).ok
+            else:
+                ask.cancel()
+        final = (await running).state
+        trace = list(read_trace(tmp_path / "runs" / state.run_id / "trace.jsonl"))
+    assert not outside.exists(), "the sandbox kept the write out"
+    session = next(r for r in trace if r["kind"] == "agent_session")
+    assert str(workspace) in session["sandbox"]["writable"]
+    results = json.dumps([r for r in trace if r["kind"] in ("tool_result", "file_write")])
+    assert "outside the workspace" in results, results  # Tether refused the fs request first
+    if name == "opencode":  # which OpenCode then made itself, and the kernel refused
+        assert any(r["kind"] == "tool_result" and not r["ok"] and str(outside) in (r.get("error") or "")
+                   for r in trace), results
+    assert final.status is not Status.FAILED, final.error
+    assert not alive_in(workspace)

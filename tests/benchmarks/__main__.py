@@ -8,8 +8,8 @@ import time
 from collections.abc import Callable
 
 from tests.benchmarks import (bench_acp, bench_agents, bench_cold_start, bench_console, bench_decisions, bench_harness,
-                               bench_otel_exit, bench_pgstore, bench_provider, bench_stop, bench_store, bench_stream,
-                               bench_tracked, bench_web, bench_workers)
+                               bench_otel_exit, bench_pgstore, bench_provider, bench_sandbox, bench_stop, bench_store,
+                               bench_stream, bench_tracked, bench_web, bench_workers)
 
 BENCHES: list[tuple[str, str, Callable[[], object]]] = [
     ("provider", "provider", bench_provider.main),
@@ -27,6 +27,7 @@ BENCHES: list[tuple[str, str, Callable[[], object]]] = [
      lambda: bench_workers.main(["--configs", "2x8", "--waiting", "1000"])),
     ("acp", "ACP agents under Tether", lambda: bench_acp.main([])),
     ("agents", "tether agents with five ACP agents, cold and warm", lambda: bench_agents.main([])),
+    ("sandbox", "the OS sandbox's added start time for an agent", lambda: bench_sandbox.main([])),
     ("tracked", "the run API per reported event", lambda: bench_tracked.main([])),
     ("web", "tether serve: notifications, links, the approvals page, memory", lambda: bench_web.main([])),
 ]

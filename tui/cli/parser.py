@@ -291,6 +291,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     run.add_argument("--stream", action="store_true", help="ask for streamed replies")
     run.add_argument("--cancel-after", type=_non_negative, metavar="SECONDS",
                      help="fire the run's Stop signal after this many seconds")
+    run.add_argument("--sandbox", action="store_true",
+                     help="let the agent's process and the MCP servers it starts write only its workspace, its state "
+                          "folders and a private temp folder (bubblewrap, else Landlock): sandbox = \"workspace\"")
     run.add_argument("--json", action="store_true")
     _deadline_options(run)
     _wait_options(run)

@@ -54,6 +54,14 @@ async def run(args: argparse.Namespace) -> int:
     harness = context.harness(args, latency_ms=args.latency_ms, fail=args.fail, stream=args.stream)
     async with harness:
         agent = _run_agent(args, harness)
+        if args.sandbox and agent.sandbox is None:
+            from tether.agents.sandbox import SandboxUnavailable, available_backend
+
+            try:
+                available_backend()
+            except SandboxUnavailable as exc:
+                raise UsageError(f"--sandbox: {exc}") from None
+            agent = replace(agent, sandbox="workspace")
         overrides = {k: v for k, v in (("max_turns", args.max_turns), ("budget_usd", args.budget),
                                        ("budget_mode", args.budget_mode), ("max_tokens", args.max_tokens))
                      if v is not None}

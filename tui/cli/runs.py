@@ -81,6 +81,13 @@ async def show(args: argparse.Namespace) -> int:
                           "owner": None if owner is None else owner.to_dict(), "messages": state.messages}))
         return 0
     print(text_summary(state, len(tool_runs), ms))
+    if state.agent is not None and (state.agent.spec or {}).get("acp"):  # where the agent could write, as its last session said
+        from tether.run.wording import sandbox_words
+
+        sessions = await call(store, lambda: [r for r in store.read_trace(args.run_id)
+                                                   if r.get("kind") == "agent_session"])
+        box = sessions[-1].get("sandbox") if sessions else None
+        print(clean(sandbox_words(box)) if box else "sandbox: none (the agent could write wherever its user can)")
     if liveness is not None:
         label = "owner" if liveness == "running" else "orphaned"
         print(clean(f"{label}: {owner_words(state.run_id, liveness, owner, long=True)}"))

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING
 from tether.agents.mcp.link import _Link
 from tether.agents.mcp.server import MCPServer, MCPStartError
 from tether.agents.mcp.tool import MCPTool
+from tether.agents.sandbox import Sandbox
 from tether.agents.tools.base import Tool, offered_name
 
 if TYPE_CHECKING:
@@ -91,7 +92,7 @@ def _tool_words(tool: MCPTool) -> str:
 
 @asynccontextmanager
 async def mcp_tools(servers: Sequence[MCPServer], *, reserved: Collection[str] = (),
-                    stderr_dir: Path | None = None) -> AsyncIterator[list[Tool]]:
+                    stderr_dir: Path | None = None, sandbox: Sandbox | None = None) -> AsyncIterator[list[Tool]]:
     """Start every server (concurrently), list its tools, yield them as :class:`MCPTool` s;
     stop every server on exit, however the block exits (exception, cancellation).
 
@@ -99,6 +100,7 @@ async def mcp_tools(servers: Sequence[MCPServer], *, reserved: Collection[str] =
     prefixed by its server). ``stderr_dir``: where each server's stderr goes
     (``mcp-<name>.stderr.log``, appended to); by default a temporary folder removed on exit.
     Raises :class:`MCPStartError` (after stopping the others) if a server fails to start.
+    ``sandbox``: the OS sandbox every stdio server runs in (its temp folder is removed on exit).
     """
     servers = list(servers)
     names = Counter(s.name for s in servers)
@@ -116,7 +118,8 @@ async def mcp_tools(servers: Sequence[MCPServer], *, reserved: Collection[str] =
         else:
             folder = Path(stderr_dir)
             folder.mkdir(parents=True, exist_ok=True)
-    links = [_Link(s, folder / f"mcp-{s.name}.stderr.log" if s.command is not None else None) for s in servers]
+    links = [_Link(s, folder / f"mcp-{s.name}.stderr.log" if s.command is not None else None, sandbox)
+             for s in servers]
     try:
         for link in links:
             link.launch()
@@ -138,6 +141,8 @@ async def mcp_tools(servers: Sequence[MCPServer], *, reserved: Collection[str] =
         finally:
             if temp is not None:
                 shutil.rmtree(temp, ignore_errors=True)
+            if sandbox is not None:
+                sandbox.remove_tmp()
 
 
 async def _stop(links: Sequence[_Link]) -> None:

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tether.agents.mcp.server import MCPServer, MCPStartError
+from tether.agents.sandbox import Sandbox
 from tether.agents.tools.base import ToolContext
 from tether.agents.tool_errors import ToolError
 from tether.run.cancel import RunCancelled
@@ -41,18 +42,20 @@ STDERR_TAIL_LINES = 20
 
 
 
-def launcher_argv(spec: MCPServer) -> list[str]:
-    """The command line that starts a stdio server under the launcher."""
+def launcher_argv(spec: MCPServer, sandbox: Sandbox | None = None) -> list[str]:
+    """The command line that starts a stdio server under the launcher (in ``sandbox`` if given)."""
     assert spec.command is not None
-    return [sys.executable, "-m", "tether.agents.mcp_launcher", "--parent", str(os.getpid()), "--", spec.command, *spec.args]
+    return [sys.executable, "-m", "tether.agents.mcp_launcher", "--parent", str(os.getpid()),
+            *(sandbox.options() if sandbox is not None else ()), "--", spec.command, *spec.args]
 
 
 class _Link:
     """One MCP server: its live client, and the supervisor task that alone enters and
     leaves that client (start, restart, stop)."""
 
-    def __init__(self, spec: MCPServer, stderr_path: Path | None) -> None:
+    def __init__(self, spec: MCPServer, stderr_path: Path | None, sandbox: Sandbox | None = None) -> None:
         self.spec = spec
+        self.sandbox = sandbox
         self.stderr_path = stderr_path
         self.client: Client | None = None
         self._loop = asyncio.get_running_loop()
@@ -238,9 +241,9 @@ class _Link:
             fd = os.open(self.stderr_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
             errlog = stack.enter_context(open(fd, "a", encoding="utf-8", errors="replace"))
             self._stderr_offset = errlog.tell()
-            argv = launcher_argv(spec)
-            params = StdioServerParameters(command=argv[0], args=argv[1:], env={**os.environ, **spec.env},
-                                           cwd=spec.cwd)
+            argv = launcher_argv(spec, self.sandbox)
+            env = {**os.environ, **spec.env, **(self.sandbox.env() if self.sandbox is not None else {})}
+            params = StdioServerParameters(command=argv[0], args=argv[1:], env=env, cwd=spec.cwd)
             client = Client(stdio_client(params, errlog=errlog), mode="legacy", cache=None, client_info=info,
                             message_handler=on_message)
         return await stack.enter_async_context(client)
