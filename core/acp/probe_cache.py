@@ -42,6 +42,7 @@ from tether.acp.errors import AgentStartError
 from tether.acp.events import AgentInfo
 from tether.acp.probe import probe
 from tether.acp.process import resolve_command
+from tether.agents.sandbox import Backend
 from tether.store.files.layout import default_home, private_dirs, write_private
 
 CACHE_FORMAT = 1
@@ -55,25 +56,26 @@ def default_folder() -> Path:
 
 
 async def probe_kept(command: Sequence[str], env: Mapping[str, str] | None, *, written_env: Mapping[str, str],
-                     cache: ProbeCache, refresh: bool = False,
-                     timeout_s: float | None = None) -> tuple[AgentInfo, bool]:
+                     cache: ProbeCache, refresh: bool = False, timeout_s: float | None = None,
+                     sandbox: Backend | None = None) -> tuple[AgentInfo, bool]:
     """:func:`~tether.acp.probe.probe`, through ``cache``: the answer kept from an earlier
     probe of the same program, command and ``written_env`` (the agent file's ``env`` as
     written), else a probe whose answer is kept. With ``refresh``, always a probe. Returns the
     answer and whether it was the kept one. The cache's files are read and written off the
-    event loop."""
-    key = await asyncio.to_thread(fingerprint, command, written_env, env)
+    event loop. ``sandbox``: probed in that OS sandbox (an answer kept for it, apart)."""
+    key = await asyncio.to_thread(fingerprint, command, written_env, env, sandbox)
     if key is not None and not refresh:
         kept = await asyncio.to_thread(cache.get, key)
         if kept is not None:
             return kept, True
-    info = await probe(command, env, timeout_s=timeout_s)
+    info = await probe(command, env, timeout_s=timeout_s, sandbox=sandbox)
     if key is not None:
         await asyncio.to_thread(cache.put, key, info)
     return info, False
 
 
-def fingerprint(command: Sequence[str], written_env: Mapping[str, str], env: Mapping[str, str] | None) -> str | None:
+def fingerprint(command: Sequence[str], written_env: Mapping[str, str], env: Mapping[str, str] | None,
+                sandbox: str | None = None) -> str | None:
     """The key of an agent's answer (see the module's text), or None when its program is not
     found. ``written_env`` is the agent file's ``env`` as written; ``env``, the environment added
     for the agent (its ``PATH``, if it sets one, finds the program), is not part of the key."""
@@ -89,7 +91,8 @@ def fingerprint(command: Sequence[str], written_env: Mapping[str, str], env: Map
         return None
     files += [_file(arg) for arg in argv[1:] if os.path.isabs(arg)]
     blob = json.dumps({"format": CACHE_FORMAT, "acp": _acp_version(), "argv": list(command),
-                       "env": sorted(written_env.items()), "files": files}, sort_keys=True)
+                       "env": sorted(written_env.items()), "files": files,
+                       **({"sandbox": sandbox} if sandbox else {})}, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()
 
 

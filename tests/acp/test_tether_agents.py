@@ -194,3 +194,44 @@ def test_an_agent_that_does_not_answer_is_said_so_after_the_timeout_and_ended(tm
     # Nothing is kept of an agent that did not answer: the next listing asks it again.
     kept = [json.loads(p.read_text())["info"]["name"] for p in (tmp_path / "home" / "cache" / "acp").glob("*.json")]
     assert kept == ["fake-agent"]
+
+
+def test_each_agent_says_whether_its_sandbox_works(tmp_path: Path):
+    """A sandboxed agent is asked inside its sandbox: one that cannot start there (it writes its
+    state outside the folders it may write) says so, naming the sandbox; one that starts says the
+    sandbox works; an agent without one says it has none."""
+    outside = tmp_path / "state-outside"
+    outside.mkdir()
+    stateful = tmp_path / "stateful-agent"  # writes a lock file outside its folders before it speaks
+    stateful.write_text(f"#!/bin/sh\necho lock > {outside}/agent.lock || exit 3\n"
+                        f"exec {sys.executable} {FAKE_AGENT} normal\n")
+    stateful.chmod(0o755)
+    config = tmp_path / "tether.toml"
+    config.write_text("\n".join([
+        "[agents.boxed]", f"acp = {json.dumps(fake_agent('normal'))}", 'sandbox = "workspace"', "",
+        "[agents.stateful]", f"acp = {json.dumps([str(stateful)])}", 'sandbox = "workspace"', "",
+        "[agents.open]", f"acp = {json.dumps(fake_agent('normal'))}", "",
+    ]))
+    shown = cli_here("agents", env=environment(tmp_path, config))
+    assert shown.returncode == 0, shown.stderr
+
+    def under(name: str) -> str:
+        return under_of(shown.stdout, name)
+
+    assert "sandbox: bubblewrap, works here: it started in it" in under("boxed"), shown.stdout
+    assert "sandbox: none" in under("open")
+    assert "agents.stateful.acp (in its bubblewrap sandbox): " in under("stateful"), shown.stdout
+    assert not (outside / "agent.lock").exists()
+    # Outside a sandbox the same program starts: what failed was the sandbox, and it is kept apart.
+    config.write_text(config.read_text().replace(f'acp = {json.dumps([str(stateful)])}\nsandbox = "workspace"',
+                                                 f'acp = {json.dumps([str(stateful)])}'))
+    again = cli_here("agents", env=environment(tmp_path, config))
+    assert "fake-agent 1.0.0" in under_of(again.stdout, "stateful")
+
+
+def under_of(stdout: str, name: str) -> str:
+    """The indented lines ``tether agents`` printed under the agent ``name``."""
+    lines = stdout.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{name}  "))
+    rest = lines[start + 1:]
+    return "\n".join(rest[:next((i for i, line in enumerate(rest) if not line.startswith(" ")), len(rest))])

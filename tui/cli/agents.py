@@ -75,6 +75,7 @@ def _print_row(row: dict[str, Any]) -> None:
         caps = ", ".join(sorted(k for k, v in acp["capabilities"].items() if v)) or "none"
         print(clean(f"  {acp['agent']} {acp['version']}; auth: {', '.join(acp['auth_methods']) or 'none'}; "
                     f"loads sessions: {'yes' if acp['load_session'] else 'no'}; capabilities: {caps}"))
+        print(clean(f"  {_sandbox_words(row)}"))
         return
     where = row["base_url"] or "the embedded scripted provider"
     print(clean(f"{row['name']}  {row['model']} at {where}  ({row['config']})"))
@@ -83,6 +84,18 @@ def _print_row(row: dict[str, Any]) -> None:
     for server in row["mcp"]:
         if server.get("error"):
             print(clean(f"  [mcp {server['name']}] {server['error']}"))
+    if row["mcp"]:
+        print(clean(f"  {_sandbox_words(row)}"))
+
+
+def _sandbox_words(row: dict[str, Any]) -> str:
+    box = row.get("sandbox")
+    if box is None:
+        return "sandbox: none (it can write wherever its user can)"
+    if box.get("error"):
+        return f"sandbox: {box['error']}"
+    return f"sandbox: {box['backend']}, works here: it started in it" if row.get("acp") else \
+        f"sandbox: {box['backend']} (its MCP servers write only its workspace)"
 
 
 def _policy_words(tool: dict[str, Any]) -> str:
@@ -118,7 +131,20 @@ async def _describe(agent: Any, kind: str, args: argparse.Namespace) -> dict[str
             except (MCPStartError, AgentError) as exc:
                 servers.append({"name": server.name, "error": str(exc).splitlines()[0]})
     return {"name": agent.name, "set": kind, "model": agent.model, "base_url": agent.base_url,
-            "config": str(agent.config) if agent.config else None, "tools": tools, "mcp": servers}
+            "config": str(agent.config) if agent.config else None, "tools": tools, "mcp": servers,
+            "sandbox": _sandbox_of(agent)}
+
+
+def _sandbox_of(agent: Any) -> dict[str, Any] | None:
+    """The OS sandbox an agent's processes would run in here, or why there is none."""
+    if agent.sandbox is None:
+        return None
+    from tether.agents.sandbox import SandboxUnavailable, available_backend
+
+    try:
+        return {"backend": available_backend()}
+    except SandboxUnavailable as exc:
+        return {"error": str(exc)}
 
 
 async def _describe_acp(agent: Any, kind: str, args: argparse.Namespace) -> dict[str, Any]:
@@ -134,12 +160,18 @@ async def _describe_acp(agent: Any, kind: str, args: argparse.Namespace) -> dict
                            "config": str(agent.config) if agent.config else None, "tools": [], "mcp": [],
                            "acp": {"command": list(agent.acp.argv)}}
     where = f"{agent.config}: agents.{agent.name}.acp" if agent.config else f"agent {agent.name}: acp"
+    box = row["sandbox"] = _sandbox_of(agent)
+    if box is not None and box.get("error"):
+        row["acp"]["error"] = f"{where}: its sandbox: {box['error']}"
+        return row
     try:
         env, _ = agent.acp.resolved_env()
         info, cached = await probe_kept(agent.acp.argv, env, written_env=agent.acp.env, cache=ProbeCache(),
-                                        refresh=args.refresh, timeout_s=args.timeout)
+                                        refresh=args.refresh, timeout_s=args.timeout,
+                                        sandbox=None if box is None else box["backend"])
     except (AcpError, AgentError) as exc:
-        row["acp"]["error"] = f"{where}: {one_line(exc, 400)}"
+        inside = f" (in its {box['backend']} sandbox)" if box is not None else ""
+        row["acp"]["error"] = f"{where}{inside}: {one_line(exc, 400)}"
         return row
     except Exception as exc:  # an agent is another program: whatever it does, the other agents are listed
         row["acp"]["error"] = f"{where}: asking it failed: {type(exc).__name__}: {one_line(exc, 300)}"
