@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 from tether.text import clean
 from tether.observe.trace import read_trace
-from tether.run.wording import overshoot
+from tether.run.wording import acp_follow_up, overshoot
 
 log = logging.getLogger(__name__)
 
@@ -215,6 +215,9 @@ def text_summary(state: RunState, tool_runs: int, ms: float) -> str:
             out.append(f"provider outage: {reason}; tether resume {state.run_id} goes on once the endpoint is back")
         case StopConditionMet(reason=reason):
             out.append(f"stopped by a stop condition: {reason}; tether resume {state.run_id} goes on")
+        case MaxTurns() | MaxBudget() as limit if state.of_acp_agent:  # it goes on in the agent's session
+            out.append(f"stopped by {limit.type}; raise the limit and go on in the agent's session with "
+                       f"{acp_follow_up(state.run_id, limit.type)}")
         case MaxTurns() | MaxBudget() as limit:
             out.append(f"stopped by {limit.type}; raise the limit with tether resume {state.run_id}")
     budget = state.limits.budget_usd

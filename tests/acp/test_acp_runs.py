@@ -396,3 +396,34 @@ def test_an_acp_agents_environment_is_saved_as_written_and_what_it_took_is_a_sec
     monkeypatch.delenv("TETHER_TEST_ACP_KEY")
     with pytest.raises(AgentError, match="env.AGENT_KEY names \\$\\{TETHER_TEST_ACP_KEY\\}, which is not set"):
         command.resolved_env()
+
+
+def test_the_hint_after_a_budget_stop_is_a_resume_that_works(tmp_path: Path, acp_workspace: Path):
+    """An ACP run goes on only with a follow-up in its session: the hint ``tether run`` and
+    ``tether show`` give after a budget stop says so, and the command it gives goes on
+    (issue 37, item 16)."""
+    import re
+    import shlex
+
+    from tether.approvals import Rule
+    from tether.store.files.store import RunStore
+
+    config = tmp_path / "tether.toml"
+    pythonpath = os.environ.get("PYTHONPATH", "")
+    config.write_text(f'[agents.fake]\nacp = {json.dumps(fake_agent("loads"))}\nworkspace = "{acp_workspace}"\n'
+                      f'env = {{ PYTHONPATH = "{pythonpath}" }}\n')
+    env = {**os.environ, "TETHER_HOME": str(tmp_path), "TETHER_CONFIG": str(config)}
+    RunStore(tmp_path / "runs").rule_add(Rule("allow", "edit", "the fake agent's writes", "alice", source="acp"))
+    capped = cli_here("run", "--agent", "fake", "--prompt", "write it", "--run-id", "b1", "--budget", "0.01", env=env)
+    assert capped.returncode == Status.BUDGET_EXCEEDED.exit_code, capped.stderr
+    shown = cli_here("show", "b1", env=env).stdout
+    for said in (capped.stdout, shown):
+        [hint] = re.findall(r"tether resume b1[^\n;]*", said)
+        assert hint == "tether resume b1 --budget USD --message TEXT", said
+    refused = cli_here("resume", "b1", env=env)  # as the old hint said: refused, naming the command that works
+    assert refused.returncode != 0 and hint in refused.stderr, refused.stderr
+    goes_on = cli_here(*shlex.split(hint.replace("USD", "1").replace("TEXT", "'write it again'"))[1:], env=env)
+    assert goes_on.returncode == 0, goes_on.stderr + goes_on.stdout
+    final = RunStore(tmp_path / "runs").load("b1")
+    assert final.status is Status.COMPLETED and final.turns == 2
+    assert [m["content"] for m in final.messages if m["role"] == "user"] == ["write it", "write it again"]
