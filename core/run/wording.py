@@ -103,6 +103,8 @@ def describe(r: dict[str, Any], timings: bool = True) -> str:
         if r.get("refused"):
             return f"refused {r.get('path')}: {r.get('refused')}"
         return f"wrote {r.get('path')} ({r.get('size')} bytes)"
+    if kind == "warning":
+        return f"WARNING {r.get('text')}" + (f"  {r.get('call_id')}" if r.get("call_id") else "")
     if kind == "run_stopped":
         return f"{r.get('status')}: {r.get('reason')}  turns={r.get('turns')} cost={money(r.get('cost_usd'))}"
     return json.dumps({k: v for k, v in r.items() if k not in ("kind", "run_id", "seq", "ts")}, default=str)
