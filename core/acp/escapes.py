@@ -51,6 +51,6 @@ def warning_words(refused: RefusedWrite, workspace: Path | None) -> str:
 def _seen(path: Path) -> tuple[int, int] | None:
     try:
         stat = path.stat()
-    except OSError:
+    except (OSError, ValueError):  # not there, not reachable, or not a path the system takes
         return None
     return stat.st_size, stat.st_mtime_ns

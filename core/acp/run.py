@@ -263,6 +263,8 @@ class AcpRun:
         if cancelling is not None:
             killed = killed or await cancelling
         await self._looked_at()
+        for call in self._calls.values():  # a call the turn left pending without input: in the transcript now
+            self._announce(call)
         self._flush_text()
         st.turns += 1
         prompt_tokens, completion_tokens = self._turn_final or tuple(self._turn_tokens)  # type: ignore[assignment]
