@@ -2,8 +2,9 @@
 
 An ACP run's messages are its transcript, as for any run. The agent also says who it is
 (``agent_session``), what it thinks (``thought``), its plan (``plan``: each one replaces
-the last), the files it wrote through Tether (``file_write``), and, with each permission
-request, its options and the diff it proposes (``approval_required``). Those are trace
+the last), the files it wrote through Tether (``file_write``), what it did that the operator
+must know (``warning``: a file it wrote itself after Tether refused the write), and, with each
+permission request, its options and the diff it proposes (``approval_required``). Those are trace
 records only: this module keeps them per run for the views, from the run's live events
 and from its trace's history alike. Textual-free.
 
@@ -15,7 +16,8 @@ A note is shown among the messages, where it happened:
   the trace says around it, the way :mod:`tether.acp.run` writes it: a thought goes
   before the call that followed it (and before the words said with that call) or before
   its turn's last words; a file write after the call that made it (the last
-  ``tool_start`` before it); the agent's line after the prompt of its turn.
+  ``tool_start`` before it); a warning after the result of the call it names; the agent's
+  line after the prompt of its turn.
 
 Either way the notes land where the live run put them.
 """
@@ -27,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-NOTE_KINDS = frozenset({"agent_session", "thought", "plan", "file_write", "approval_required"})
+NOTE_KINDS = frozenset({"agent_session", "thought", "plan", "file_write", "approval_required", "warning"})
 """Kinds that make a run's notes (``approval_required`` only with an agent's options or diff)."""
 TRACKED_KINDS = frozenset({"tool_start", "turn", "run_stopped"})
 """Kinds that only place later notes, followed for runs that already have notes."""
@@ -72,10 +74,11 @@ class Ask:
 
 @dataclass(frozen=True)
 class Note:
-    """A line of the transcript that is not a message: ``kind`` is session, thought or
-    file_write. Where it goes (see the module and :func:`place`): at ``index``; else by
-    ``anchor``: ``after_call`` / ``before_call`` ``call_id``, ``turn_end`` of ``turn``,
-    ``turn`` (after the prompt of ``turn``); ``""``: not known yet (at the end)."""
+    """A line of the transcript that is not a message: ``kind`` is session, thought,
+    file_write or warning. Where it goes (see the module and :func:`place`): at ``index``;
+    else by ``anchor``: ``after_call`` / ``before_call`` / ``after_result`` ``call_id``,
+    ``turn_end`` of ``turn``, ``turn`` (after the prompt of ``turn``); ``""``: not known yet
+    (at the end)."""
 
     key: int
     kind: str
@@ -190,6 +193,11 @@ class AgentNotes:
                         str(refused) if refused else f"{_int(record.get('size')):,} bytes",
                         index=index, call_id=reading.last_call, anchor="after_call" if reading.last_call else "",
                         failed=bool(refused))
+        elif kind == "warning":  # after the result of the call it names, live or read back
+            call_id = record.get("call_id")
+            note = Note(self._key(seq), "warning", str(record.get("text") or "?"), index=None if call_id else index,
+                        call_id=str(call_id) if call_id else None, anchor="after_result" if call_id else "",
+                        failed=True)
         else:
             return False
         self.notes.append(note)
@@ -250,6 +258,7 @@ def place(messages: Sequence[dict[str, Any]], notes: Iterable[Note]) -> tuple[li
     n = len(messages)
     prompts: list[int] = []
     calls: dict[str, int] = {}
+    results: dict[str, int] = {}
     notes = list(notes)
     for i, message in enumerate(messages):
         role = message.get("role")
@@ -258,6 +267,8 @@ def place(messages: Sequence[dict[str, Any]], notes: Iterable[Note]) -> tuple[li
         elif role == "assistant":
             for call in message.get("tool_calls") or ():
                 calls[str(call.get("id", ""))] = i
+        elif role == "tool":
+            results[str(message.get("tool_call_id", ""))] = i
 
     def words(i: int) -> bool:  # an assistant message of words alone (what a flush appends)
         m = messages[i]
@@ -270,6 +281,8 @@ def place(messages: Sequence[dict[str, Any]], notes: Iterable[Note]) -> tuple[li
             at = min(note.index, n)
         elif note.anchor == "after_call" and note.call_id in calls:
             at = calls[note.call_id] + 1  # type: ignore[index]
+        elif note.anchor == "after_result" and note.call_id in results:
+            at = results[note.call_id] + 1  # type: ignore[index]
         elif note.anchor == "before_call" and note.call_id in calls:
             at = calls[note.call_id]  # type: ignore[index]
             if at > 0 and words(at - 1):

@@ -76,8 +76,7 @@ def agent_label(state: RunState) -> str:
 def is_acp(state: RunState | None) -> bool:
     """A run of an agent that speaks ACP: its own process drives its turns, and holds the
     run while it waits for a decision (its agent's spec has ``acp``)."""
-    ref = state.agent if state is not None else None
-    return ref is not None and bool((ref.spec or {}).get("acp"))
+    return state is not None and state.of_acp_agent
 
 
 def count(n: int, noun: str) -> str:

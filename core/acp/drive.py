@@ -16,7 +16,10 @@ from typing import TYPE_CHECKING, Any
 from tether.acp.run import AcpRun, Rules
 from tether.run.controls import decision_wait
 from tether.run.events import EventSink, RunStopped
-from tether.run.state import Cancelled, NeedsApproval, RunState, StateError, Status, pending_calls
+from tether.run.state import (
+    Cancelled, MaxBudget, MaxTurns, NeedsApproval, RunState, StateError, Status, pending_calls,
+)
+from tether.run.wording import acp_follow_up
 from tether.store.protocol import Handle, Store, TraceSink, call
 
 if TYPE_CHECKING:
@@ -71,8 +74,9 @@ async def drive_acp(state: RunState, agent: Agent, handle: Handle, trace: TraceS
             return state, []
     if earlier is not None:  # it goes on only with a follow-up, in the session it had: loaded again
         if not follow_up:
+            stopped_by = state.interruption.type if isinstance(state.interruption, MaxTurns | MaxBudget) else None
             raise StateError(f"run {run_id} is an ACP agent's: it goes on with a follow-up, "
-                             f"tether resume {run_id} --message TEXT")
+                             f"{acp_follow_up(run_id, stopped_by)}")
         AcpRun.check_follow_up(state, agent, earlier)  # before the follow-up's words are saved
     controls.holds_agent = True
     hold(emit)
@@ -89,7 +93,7 @@ async def drive_acp(state: RunState, agent: Agent, handle: Handle, trace: TraceS
 
 async def _orphaned(state: RunState, handle: Handle, trace: TraceSink, sinks: Sequence[EventSink]) -> None:
     reason = ("the process that drove this ACP agent ended mid-turn, and the agent with it; "
-              f"a follow-up goes on in its session: tether resume {state.run_id} --message TEXT")
+              f"a follow-up goes on in its session: {acp_follow_up(state.run_id)}")
     for unfinished in pending_calls(state):  # calls the agent never finished: said in their slots
         state.messages.append({"role": "tool", "tool_call_id": unfinished["id"], "content": f"not finished: {reason}"})
         state.failed_calls.append(unfinished["id"])

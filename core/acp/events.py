@@ -12,6 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tether.acp.escapes import RefusedWrite
 from tether.acp.permissions import PermissionRequest
 from tether.acp.touches import Diff, Location
 
@@ -131,11 +132,14 @@ class FileWritten:
 
 @dataclass(frozen=True)
 class FileRefused:
-    """An fs request the client refused (outside the workspace, unreadable): the agent got ``reason``."""
+    """An fs request the client refused (outside the workspace, unreadable): the agent got
+    ``reason``. A write refused as outside the workspace carries the file as it was then
+    (``outside``), so that a write the agent makes itself afterwards can be told."""
 
     operation: Literal["read", "write"]
     path: str
     reason: str
+    outside: RefusedWrite | None = None
 
 
 @dataclass(frozen=True)

@@ -29,12 +29,17 @@ class Workspace:
     def __init__(self, root: Path) -> None:
         self.root = root.resolve()
 
-    def confine(self, path: str) -> Path:
-        """The resolved path, or OutsideWorkspace. Relative paths are taken from the root."""
+    def resolve(self, path: str) -> Path:
+        """The path as the file system takes it (symlinks followed, ``..`` collapsed), relative
+        paths from the root; inside the workspace or not."""
         candidate = Path(path)
         if not candidate.is_absolute():
             candidate = self.root / candidate
-        resolved = Path(os.path.realpath(candidate))
+        return Path(os.path.realpath(candidate))
+
+    def confine(self, path: str) -> Path:
+        """The resolved path, or OutsideWorkspace. Relative paths are taken from the root."""
+        resolved = self.resolve(path)
         if not resolved.is_relative_to(self.root):
             raise OutsideWorkspace(path, self.root)
         return resolved

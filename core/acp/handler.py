@@ -9,6 +9,7 @@ are served inside the workspace only.
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -34,7 +35,8 @@ from tether.acp.events import (
     ToolCallStarted,
     ToolCallUpdated,
 )
-from tether.acp.files import Workspace
+from tether.acp.escapes import refused_write
+from tether.acp.files import OutsideWorkspace, Workspace
 from tether.acp.permissions import PermissionOption, PermissionRequest
 from tether.acp.translate import diffs, locations, update_events
 
@@ -98,6 +100,12 @@ class ClientHandler:
     async def write_text_file(self, session_id: str, path: str, content: str, **kwargs: Any) -> WriteTextFileResponse:
         try:
             size = await self.workspace.write(path, content)
+        except OutsideWorkspace as exc:
+            # The file as it is before the agent hears "refused": an agent that does its own
+            # file I/O may write it next (tether.acp.escapes).
+            seen = await asyncio.to_thread(refused_write, self.workspace.resolve(path))
+            self._emit(FileRefused("write", path, str(exc), seen))
+            raise
         except RequestError as exc:
             self._emit(FileRefused("write", path, str(exc)))
             raise

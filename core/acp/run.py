@@ -34,6 +34,7 @@ from typing import Any
 
 from tether.acp.client import AcpSession
 from tether.acp.errors import AcpError, AgentDied, AgentStartError
+from tether.acp.escapes import RefusedWrite, warning_words, wrote_itself
 from tether.acp.events import (
     AcpEvent, BadFrame, FileRefused, FileWritten, PermissionAsked, PlanUpdated, TextChunk, ThoughtChunk,
     ToolCallStarted, ToolCallUpdated, UsageReported,
@@ -47,7 +48,7 @@ from tether.approvals.preview import preview_of_acp
 from tether.run.cancel import CancelSignal
 from tether.run.events import (
     AgentSession, ApprovalDecision, ApprovalRequired, Event, FileWrite, Plan, RuleAdded,
-    RunStarted, RunStopped, TextDelta, Thought, ToolProgress, ToolResult, ToolStart, Turn,
+    RunStarted, RunStopped, RunWarning, TextDelta, Thought, ToolProgress, ToolResult, ToolStart, Turn,
 )
 from tether.run.decisions import DEADLINE, approved_words, declined_words
 from tether.run.wording import overshoot
@@ -82,13 +83,17 @@ class Rules:
 
 @dataclass
 class _Call:
+    """A tool call the agent reported. ``name`` is the one it started with, for its whole
+    life; it is in the transcript (and ``tool_start``) once ``announced``."""
+
     call_id: str
-    title: str
+    name: str
     kind: str | None
     args: str
     started: float
     status: str | None = None
     text: str = ""
+    announced: bool = False
 
 
 class AcpRun:
@@ -112,6 +117,8 @@ class AcpRun:
         self.tool_runs: list[dict[str, Any]] = []
         self._permissions: asyncio.Queue[PermissionRequest] = asyncio.Queue()
         self._calls: dict[str, _Call] = {}
+        self._refused: list[RefusedWrite] = []  # writes refused as outside the workspace, not yet seen written
+        self._looking: set[asyncio.Future[None]] = set()  # looks at the disk for them, under way
         self._text: list[str] = []
         self._thought: list[str] = []
         self._rejections: list[str] = []
@@ -257,6 +264,9 @@ class AcpRun:
         killed = ended.killed
         if cancelling is not None:
             killed = killed or await cancelling
+        await self._looked_at()
+        for call in self._calls.values():  # a call the turn left pending without input: in the transcript now
+            self._announce(call)
         self._flush_text()
         st.turns += 1
         prompt_tokens, completion_tokens = self._turn_final or tuple(self._turn_tokens)  # type: ignore[assignment]
@@ -283,9 +293,13 @@ class AcpRun:
             request.cancel(by_session=True)
             return
         args = json.dumps(request.raw_input, sort_keys=True, default=str) if request.raw_input is not None else "{}"
-        tool = request.title or request.kind or "tool call"
+        # The call's one name, when the agent reported the call: its permission titles vary
+        # (OpenCode asks for the folder of a file outside the workspace, then for the file).
+        call = self._calls.get(request.tool_call_id)
+        tool = call.name if call is not None else request.title or request.kind or "tool call"
         options = [{"id": o.option_id, "name": o.name, "kind": o.kind} for o in request.options]
-        why = f"the agent {self.agent.name} asks permission: " + ", ".join(
+        about = f" for {request.title}" if request.title and request.title != tool else ""
+        why = f"the agent {self.agent.name} asks permission{about}: " + ", ".join(
             f"{o.name} ({o.kind.replace('_', ' ')})" for o in request.options)
         # One decision per request: an agent that asks again about a call id it used before
         # (a new turn, a retry) gets a new key, so the earlier decision is not taken as this one's.
@@ -467,27 +481,27 @@ class AcpRun:
             case ThoughtChunk(text=text):
                 self._thought.append(text)
             case ToolCallStarted():
-                self._flush_text()
-                args = json.dumps(event.raw_input, sort_keys=True, default=str) if event.raw_input else "{}"
-                call = _Call(event.tool_call_id, event.title or event.tool_name or "tool", event.kind, args,
-                             time.perf_counter(), event.status, event.text)
+                call = _Call(event.tool_call_id, event.title or event.tool_name or "tool", event.kind,
+                             _args(event.raw_input), time.perf_counter(), event.status, event.text)
                 self._calls[call.call_id] = call
-                st.messages.append({"role": "assistant", "content": None, "tool_calls": [
-                    {"id": call.call_id, "type": "function", "function": {"name": call.title, "arguments": args}}]})
-                self.emit(ToolStart(run_id=st.run_id, call_id=call.call_id, name=call.title, args=args))
+                if event.raw_input or event.status not in (None, "pending"):
+                    self._announce(call)
                 self._settle(call, event.status)
             case ToolCallUpdated():
                 call = self._calls.get(event.tool_call_id)
                 if call is None:
                     return
-                if event.title:
-                    call.title = event.title
-                if event.raw_input is not None:
-                    call.args = json.dumps(event.raw_input, sort_keys=True, default=str)
+                # Its name stays the one it started with (OpenCode retitles a write by its
+                # file's path); its arguments are the first the agent reports in full, which
+                # may come after the start (OpenCode starts a call pending with ``{}``).
+                if event.raw_input and not call.announced:
+                    call.args = _args(event.raw_input)
                 if event.text:
                     call.text = event.text
+                if event.raw_input or event.status not in (None, "pending"):
+                    self._announce(call)
                 if event.status and event.status != call.status and event.status not in ("completed", "failed"):
-                    self.emit(ToolProgress(run_id=st.run_id, call_id=call.call_id, name=call.title,
+                    self.emit(ToolProgress(run_id=st.run_id, call_id=call.call_id, name=call.name,
                                            label=event.status.replace("_", " ")))
                 self._settle(call, event.status, event.raw_output)
             case PlanUpdated(entries=entries):
@@ -499,13 +513,28 @@ class AcpRun:
                 self._permissions.put_nowait(request)
             case FileWritten(path=path, size=size):
                 self.emit(FileWrite(run_id=st.run_id, path=path, size=size))
-            case FileRefused(operation="write", path=path, reason=reason):
+            case FileRefused(operation="write", path=path, reason=reason, outside=outside):
                 self.emit(FileWrite(run_id=st.run_id, path=path, size=0, refused=reason))
+                if outside is not None:
+                    self._refused.append(outside)
             case BadFrame(count=count, sample=sample) if count in (1, 10, 100):
                 self.emit(ToolProgress(run_id=st.run_id, call_id="", name="agent",
                                        label=f"{count} line(s) from the agent were not JSON-RPC: {sample[:80]!r}"))
             case _:
                 pass
+
+    def _announce(self, call: _Call) -> None:
+        """The call in the transcript and the trace (``tool_start``), once: when it runs, or
+        its arguments are known, whichever comes first (a call still ``pending`` may have its
+        input streaming in, or wait for permission)."""
+        if call.announced:
+            return
+        call.announced = True
+        st = self.state
+        self._flush_text()
+        st.messages.append({"role": "assistant", "content": None, "tool_calls": [
+            {"id": call.call_id, "type": "function", "function": {"name": call.name, "arguments": call.args}}]})
+        self.emit(ToolStart(run_id=st.run_id, call_id=call.call_id, name=call.name, args=call.args))
 
     def _settle(self, call: _Call, status: str | None, raw_output: Any = None) -> None:
         """A tool call that reached its end: its result in the transcript and the trace, once."""
@@ -513,6 +542,7 @@ class AcpRun:
             call.status = status
         if status not in ("completed", "failed"):
             return
+        self._announce(call)
         st = self.state
         ok = status == "completed"
         text = call.text or (json.dumps(raw_output, default=str) if raw_output is not None else "")
@@ -523,9 +553,41 @@ class AcpRun:
             st.tool_runs += 1
             if not ok and call.call_id not in st.failed_calls:
                 st.failed_calls.append(call.call_id)
-            self.tool_runs.append({"call_id": call.call_id, "name": call.title, "ok": ok, "ms": round(ms, 1)})
-            self.emit(ToolResult(run_id=st.run_id, call_id=call.call_id, name=call.title, ms=ms, ok=ok,
+            self.tool_runs.append({"call_id": call.call_id, "name": call.name, "ok": ok, "ms": round(ms, 1)})
+            self.emit(ToolResult(run_id=st.run_id, call_id=call.call_id, name=call.name, ms=ms, ok=ok,
                                  error=None if ok else text[:PREVIEW_CHARS], preview=text[:PREVIEW_CHARS]))
+            if ok and self._refused:  # did the agent write a refused file itself? (tether.acp.escapes)
+                self._look(call.call_id)
+
+    def _look(self, call_id: str) -> None:
+        """Look at the disk for the writes refused so far, off the loop: each one the agent
+        made itself is a warning, on the call that reported success (``call_id``). The ones
+        not there yet are looked at once more when the turn ends (:meth:`_looked_at`)."""
+        refused, self._refused = self._refused, []
+
+        async def look() -> None:
+            self._refused.extend(await self._look_at(refused, call_id))
+
+        task = asyncio.ensure_future(look())
+        self._looking.add(task)
+        task.add_done_callback(self._looking.discard)
+
+    async def _look_at(self, refused: list[RefusedWrite], call_id: str | None) -> list[RefusedWrite]:
+        """A warning for each refused write the agent made itself; returns the others."""
+        written = await asyncio.to_thread(lambda: [r for r in refused if wrote_itself(r)])
+        for write in written:
+            self.emit(RunWarning(run_id=self.state.run_id, text=warning_words(write, self._workspace()),
+                                 call_id=call_id, path=write.path))
+        return [r for r in refused if r not in written]
+
+    async def _looked_at(self) -> None:
+        """Every look of this turn done, and the writes still refused looked at a last time:
+        a turn's warnings are in the trace before its ``turn`` line (or the run's end)."""
+        while self._looking:
+            await asyncio.gather(*self._looking)
+        refused, self._refused = self._refused, []
+        if refused:
+            await self._look_at(refused, None)
 
     def _usage(self, usage: UsageReported) -> None:
         """Tokens and cost as the agent reports them; the budget is checked on every report."""
@@ -583,6 +645,7 @@ class AcpRun:
             if call.status not in ("completed", "failed"):
                 call.text = call.text or f"not finished: {reason}"
                 self._settle(call, "failed")
+        await self._looked_at()  # a turn that ended in an error may have left a write to look at
         st.status, st.interruption, st.error = status, interruption, error
         if status is Status.COMPLETED and not any(m.get("role") == "assistant" and m.get("content")
                                                   for m in st.messages):
@@ -649,6 +712,11 @@ def _diff_text(request: PermissionRequest, workspace: Path | None) -> str:
         parts.append("".join(difflib.unified_diff(old, new, f"a/{name}" if diff.old_text is not None
                                                   else "/dev/null", f"b/{name}")))
     return "\n".join(p for p in parts if p)
+
+
+def _args(raw_input: Any) -> str:
+    """A call's ``rawInput`` as the transcript's arguments (JSON; ``{}`` for none yet)."""
+    return json.dumps(raw_input, sort_keys=True, default=str) if raw_input else "{}"
 
 
 def _last_user_text(state: RunState) -> str:

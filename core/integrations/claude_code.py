@@ -19,7 +19,8 @@ Claude Code's ``session_id`` (``claude-<session_id>``), so each hook finds it:
 A Stop from a console lands at the next hook, as Claude Code offers no earlier interruption:
 a ``PreToolUse`` that waits is denied at once; otherwise the next ``PreToolUse`` is denied and
 the next ``PostToolUse`` or ``UserPromptSubmit`` answers ``continue: false`` (on ``PreToolUse``
-Claude Code ignores it, ../shared/WAVE3.md). A budget or a turn cap crossed ends the run, and
+Claude Code ignores it, ../shared/WAVE3.md). What a hook reports of the past (the call's result
+Claude Code received, the model's words and usage) is recorded before that Stop is honoured. A budget or a turn cap crossed ends the run, and
 the session is stopped the same way.
 
 A hook that Claude Code times out has its decision dropped, and Claude Code's own permissions
@@ -352,6 +353,8 @@ async def _reporting(harness: Harness, policy: Policy, run_id: str, payload: dic
                 entered = True
                 try:
                     _keep(run, event)
+                    with run.after_the_fact():  # what Claude Code has done is recorded, Stop or not
+                        await _what_happened(run, payload)
                     _honour_a_stop(run)  # one made while no hook held the run
                     answer = await handler(run)
                     _honour_a_stop(run)  # one made while this hook held it
@@ -417,8 +420,19 @@ def _honour_a_stop(run: TrackedRun) -> None:
 # ---- what each hook reports ------------------------------------------------------------------
 
 
-async def _prompt(run: TrackedRun, payload: dict[str, Any], policy: Policy, until: float) -> dict[str, Any] | None:
+async def _what_happened(run: TrackedRun, payload: dict[str, Any]) -> None:
+    """What every hook reports first, before a Stop is honoured: it has happened already.
+    The transcript's model calls since the last hook (their words and usage), and at
+    ``PostToolUse`` the call's result, which Claude Code has received whatever comes next."""
     await _catch_up(run, payload)
+    if payload.get("hook_event_name") == "PostToolUse":
+        tool, args, call_id = _call_of(payload)
+        if not talk.started_here(run.state, call_id):  # a call no PreToolUse asked about
+            await run.tool_started(call_id, tool, args)
+        await run.tool_finished(call_id, talk.result_text(payload.get("tool_response")))
+
+
+async def _prompt(run: TrackedRun, payload: dict[str, Any], policy: Policy, until: float) -> dict[str, Any] | None:
     prompt = payload.get("prompt")
     if isinstance(prompt, str) and prompt:
         await run.user(prompt)
@@ -428,7 +442,6 @@ async def _prompt(run: TrackedRun, payload: dict[str, Any], policy: Policy, unti
 async def _pre_tool(run: TrackedRun, payload: dict[str, Any], policy: Policy, until: float) -> dict[str, Any] | None:
     """Wait for the decision on a call, and answer it; denied by itself before Claude Code's
     timeout whatever the run's rules say."""
-    await _catch_up(run, payload)
     tool, args, call_id = _call_of(payload)
     # The hook's deadline is the one its timeout was installed for: it wins over the run's,
     # is cut short if the hook was slow to get here, and never escalates past the timeout.
@@ -450,29 +463,19 @@ async def _pre_tool(run: TrackedRun, payload: dict[str, Any], policy: Policy, un
     return talk.decision("allow", decision.words, decision.args)
 
 
-async def _post_tool(run: TrackedRun, payload: dict[str, Any], policy: Policy, until: float) -> dict[str, Any] | None:
-    await _catch_up(run, payload)
-    tool, args, call_id = _call_of(payload)
-    if not talk.started_here(run.state, call_id):  # a call no PreToolUse asked about
-        await run.tool_started(call_id, tool, args)
-    await run.tool_finished(call_id, talk.result_text(payload.get("tool_response")))
-    return None
-
-
-async def _stop(run: TrackedRun, payload: dict[str, Any], policy: Policy, until: float) -> dict[str, Any] | None:
-    await _catch_up(run, payload)
+async def _reported(run: TrackedRun, payload: dict[str, Any], policy: Policy, until: float) -> dict[str, Any] | None:
+    """``PostToolUse`` and ``Stop``: all they report has happened (:func:`_what_happened`)."""
     return None
 
 
 async def _session_end(run: TrackedRun, payload: dict[str, Any], policy: Policy,
                        until: float) -> dict[str, Any] | None:
-    await _catch_up(run, payload)
     await run.answer("")
     return None
 
 
 _HANDLERS: dict[str, Callable[[TrackedRun, dict[str, Any], Policy, float], Awaitable[dict[str, Any] | None]]] = {
-    "UserPromptSubmit": _prompt, "PreToolUse": _pre_tool, "PostToolUse": _post_tool, "Stop": _stop,
+    "UserPromptSubmit": _prompt, "PreToolUse": _pre_tool, "PostToolUse": _reported, "Stop": _reported,
     "SessionEnd": _session_end,
 }
 

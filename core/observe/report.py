@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 from tether.text import clean
 from tether.observe.trace import read_trace
-from tether.run.wording import overshoot
+from tether.run.wording import acp_follow_up, overshoot
 
 log = logging.getLogger(__name__)
 
@@ -158,6 +158,26 @@ def recorded_records(records: Iterable[dict[str, Any]]) -> tuple[list[dict[str, 
     return runs, total
 
 
+def warnings_of(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The warnings a trace's records hold (:class:`tether.run.events.RunWarning`), oldest
+    first: each one's ``text``, and the ``call_id`` and ``path`` it is about, when known."""
+    return [{"text": str(r.get("text") or ""), "call_id": r.get("call_id"), "path": r.get("path")}
+            for r in records if r.get("kind") == "warning"]
+
+
+SYSTEM_NOT_SENT = "Tether's instructions are not sent to an ACP agent: it brings its own"
+"""What a view says in place of an ACP run's system prompt (:func:`as_sent`)."""
+
+
+def as_sent(state: RunState) -> list[dict[str, Any]]:
+    """The run's transcript as its agent was sent it. A run keeps Tether's system prompt from
+    its making, but an ACP agent never receives it (it brings its own instructions), so its
+    run's views leave it out and say :data:`SYSTEM_NOT_SENT` where they say anything."""
+    if not state.of_acp_agent:
+        return state.messages
+    return [m for m in state.messages if m.get("role") != "system"]
+
+
 def recorded_all(store: Store, run_ids: list[str]) -> dict[str, tuple[list[dict[str, Any]], float]]:
     """:func:`recorded` for many runs. The file store keeps digests in the index beside the
     summaries (keyed by each trace's size, ``mtime_ns`` and inode; a changed trace is read
@@ -215,6 +235,9 @@ def text_summary(state: RunState, tool_runs: int, ms: float) -> str:
             out.append(f"provider outage: {reason}; tether resume {state.run_id} goes on once the endpoint is back")
         case StopConditionMet(reason=reason):
             out.append(f"stopped by a stop condition: {reason}; tether resume {state.run_id} goes on")
+        case MaxTurns() | MaxBudget() as limit if state.of_acp_agent:  # it goes on in the agent's session
+            out.append(f"stopped by {limit.type}; raise the limit and go on in the agent's session with "
+                       f"{acp_follow_up(state.run_id, limit.type)}")
         case MaxTurns() | MaxBudget() as limit:
             out.append(f"stopped by {limit.type}; raise the limit with tether resume {state.run_id}")
     budget = state.limits.budget_usd

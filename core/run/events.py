@@ -250,4 +250,17 @@ class FileWrite(Event):
     refused: str | None = None
 
 
+@dataclass(slots=True, kw_only=True)
+class RunWarning(Event):
+    """What the operator must know that the rest of the record would hide: an ACP agent that
+    wrote a file itself, outside its workspace, after Tether refused the write (``path``;
+    ``call_id``: the call that reported success). Every view shows it: the console's
+    transcript, ``tether show`` and the web page."""
+
+    kind: ClassVar[str] = "warning"
+    text: str
+    call_id: str | None = None
+    path: str | None = None
+
+
 EventSink = Callable[[Event], None]

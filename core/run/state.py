@@ -373,6 +373,12 @@ class RunState:
         return self.cost_usd - self.child_cost_usd
 
     @property
+    def of_acp_agent(self) -> bool:
+        """A run of an agent that speaks ACP (its agent's spec has ``acp``): the agent's own
+        process drives its turns, and it goes on only with a follow-up in its session."""
+        return self.agent is not None and bool((self.agent.spec or {}).get("acp"))
+
+    @property
     def task(self) -> str:
         for message in self.messages:
             if message.get("role") == "user":

@@ -37,7 +37,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -130,7 +130,7 @@ class TrackedRun:
         self._ended = False
         self._watch: asyncio.Task[None] | None = None
         self._saving = asyncio.Lock()  # a relayed report saves from the control channel's task
-        self._relaying = False
+        self._past = 0  # reports of what already happened being applied (nested): no Stop raised
         controls.report = self._reported
         if task is not None:  # a Stop cancels the program's own task too
             self._watch = asyncio.ensure_future(self._cancel_on_stop(task))
@@ -300,6 +300,18 @@ class TrackedRun:
         self._flush_text()
         await self._end(Status.FAILED, words, error=words)
 
+    @contextlib.contextmanager
+    def after_the_fact(self) -> Iterator[None]:
+        """Within it, reports of what already happened are recorded although a Stop is
+        pending: a call's result its agent has read, the words and usage before it. A Stop
+        ends what comes next, never the record of what came before; it is raised by the next
+        report outside the block (a run that has ended still refuses them)."""
+        self._past += 1
+        try:
+            yield
+        finally:
+            self._past -= 1
+
     # ---- how it ends --------------------------------------------------------------------
     async def close(self, exc: BaseException | None) -> None:
         """Leaving the ``async with``: an end not reported yet is made from how it was left."""
@@ -341,7 +353,7 @@ class TrackedRun:
         if self._ended:
             raise RunEnded(self.state.status, f"run {self.run_id} has ended ({self.state.status.value})",
                            self.state.interruption)
-        if self.signal.cancelled and not self._relaying:  # what happened before the Stop is still recorded
+        if self.signal.cancelled and not self._past:  # what happened before the Stop is still recorded
             raise self._stopped()
 
     async def _reported(self, request: ControlRequest) -> ControlReply:
@@ -355,16 +367,14 @@ class TrackedRun:
                 raise ValueError("not a list of objects")
         except ValueError as exc:
             return ControlReply(False, f"a report into run {self.run_id} that is not JSON of its calls ({exc})")
-        self._relaying = True
         try:
-            for op in ops:
-                await self._apply(op)
+            with self.after_the_fact():
+                for op in ops:
+                    await self._apply(op)
         except RunEnded as ended:
             return ControlReply(False, f"run {self.run_id} has ended ({ended.status.value}): the report was not added")
         except (KeyError, TypeError, ValueError) as exc:
             return ControlReply(False, f"a report into run {self.run_id} that could not be applied: {exc!r}")
-        finally:
-            self._relaying = False
         return ControlReply(True, f"reported into run {self.run_id} by the process that holds it (pid {os.getpid()})")
 
     async def _apply(self, op: dict[str, Any]) -> None:

@@ -41,6 +41,14 @@ def overshoot(spent: float, budget: float) -> str:
     return f"spend {money(spent)} reached the {money(budget)} budget"
 
 
+def acp_follow_up(run_id: str, stopped_by: str | None = None) -> str:
+    """The command an ACP agent's run goes on with: a follow-up in the agent's session
+    (``--message``), the limit it stopped at raised (``stopped_by``: ``max_budget`` or
+    ``max_turns``, else none); a plain ``tether resume`` of it is refused."""
+    raised = {"max_budget": " --budget USD", "max_turns": " --max-turns N"}.get(stopped_by or "", "")
+    return f"tether resume {run_id}{raised} --message TEXT"
+
+
 def one_line(value: Any, limit: int = 120) -> str:
     """``value`` as one display-safe line of at most ``limit`` characters."""
     text = clean(value, keep_newlines=False)
@@ -96,6 +104,8 @@ def describe(r: dict[str, Any], timings: bool = True) -> str:
         if r.get("refused"):
             return f"refused {r.get('path')}: {r.get('refused')}"
         return f"wrote {r.get('path')} ({r.get('size')} bytes)"
+    if kind == "warning":
+        return f"WARNING {r.get('text')}" + (f"  {r.get('call_id')}" if r.get("call_id") else "")
     if kind == "run_stopped":
         return f"{r.get('status')}: {r.get('reason')}  turns={r.get('turns')} cost={money(r.get('cost_usd'))}"
     return json.dumps({k: v for k, v in r.items() if k not in ("kind", "run_id", "seq", "ts")}, default=str)

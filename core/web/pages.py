@@ -18,6 +18,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tether.observe.report import as_sent, warnings_of
 from tether.store.protocol import call
 from tether.run.state import NeedsApproval, RunState, StateError, args_hash
 from tether.text import json_words
@@ -87,30 +88,35 @@ class RunView:
     card: Card | None
     messages: list[dict[str, str]]
     reason: str
+    warnings: list[str]
 
 
 async def _run_view(request: web.Request, run_id: str) -> RunView:
     decider = request.app[DECIDER]
     store = decider.store
 
-    def read() -> tuple[Any, RunState, Any]:
+    def read() -> tuple[Any, RunState, Any, list[dict[str, Any]]]:
         summary = store.summary(run_id)
         state = store.load(run_id)
         owner = store.owner(run_id)
-        return summary, state, owner
+        # Only an ACP agent's run records warnings (a file it wrote itself, outside its
+        # workspace): the trace of any other run is not read for them.
+        warnings = warnings_of(store.read_trace(run_id)) if state.of_acp_agent else []
+        return summary, state, owner, warnings
 
-    summary, state, owner = await call(store, read)
+    summary, state, owner, warnings = await call(store, read)
     held = (owner is not None and owner.alive) or decider.driving(run_id)
     live = summary.status == "running" and held
     waits_held = isinstance(state.interruption, NeedsApproval) and held
     card = card_of(summary) if isinstance(state.interruption, NeedsApproval) else None
     return RunView(run_id, summary.shown_status, summary.agent or summary.model, summary.source, summary.task,
-                   summary.cost_usd, summary.turns, live or waits_held, card, _tail(state), _reason(state))
+                   summary.cost_usd, summary.turns, live or waits_held, card, _tail(state), _reason(state),
+                   [w["text"] for w in warnings])
 
 
 def _tail(state: RunState) -> list[dict[str, str]]:
     out = []
-    for message in state.messages[-TRANSCRIPT_TAIL:]:
+    for message in as_sent(state)[-TRANSCRIPT_TAIL:]:
         role = str(message.get("role") or "")
         content = message.get("content")
         text = content if isinstance(content, str) else json.dumps(content, ensure_ascii=False) if content else ""

@@ -18,6 +18,11 @@ Modes (the prompt's text may add ``SLOW``: stream until cancelled):
 - ``escape``: writes, with its own file I/O (not through the client), every absolute path the
   prompt names after ``ESCAPE``, then ``inside.txt`` in its workspace and ``scratch.txt`` in its
   ``TMPDIR``; its message says, a line a file, ``wrote PATH`` or ``refused PATH: WHY``;
+- ``write-itself``: as OpenCode does its own file I/O: a ``write`` call started pending with no
+  input, its input (and its file's path as its title) in a later update, a write of
+  ``ESCAPE_PATH`` (outside the workspace) through the client, which is refused, then the file
+  written by the agent itself and the call reported a success; with ``PRETEND`` in the prompt,
+  the success is reported but nothing is written;
 - ``flood``: a ~600 KB ``available_commands_update`` at session start, then ``FLOOD_CHUNKS``
   text chunks as fast as it can.
 """
@@ -35,6 +40,9 @@ import acp
 from acp import schema
 
 WRITE_NAME = "out.txt"
+ESCAPE_PATH = Path("..") / "outside" / "escaped.txt"
+"""Where ``write-itself`` writes, from the workspace."""
+ESCAPE_TEXT = "escape attempt"
 WRITE_TEXT = "written by the fake agent\n"
 FLOOD_CHUNKS = 5000
 BIG_FRAME_COMMANDS = 3000  # x ~200 bytes of description: a ~600 KB frame, like qwen's first one
@@ -197,6 +205,23 @@ class FakeAgent:
             except OSError as exc:
                 said.append(f"refused {path}: {exc.strerror}")
         await self._say(sid, acp.update_agent_message_text("\n".join(said)))
+        return schema.PromptResponse(stop_reason="end_turn")
+
+    async def _write_itself(self, sid: str, text: str) -> schema.PromptResponse:
+        path = os.path.normpath(Path(self.cwd[sid]) / ESCAPE_PATH)
+        await self._say(sid, acp.start_tool_call("call_w", "write", kind="edit", status="pending", raw_input={}))
+        await self._say(sid, acp.update_tool_call("call_w", title=path.lstrip("/"), status="in_progress",
+                                                  locations=[schema.ToolCallLocation(path=path)],
+                                                  raw_input={"filePath": path, "content": ESCAPE_TEXT}))
+        try:
+            await self.client.write_text_file(session_id=sid, path=path, content=ESCAPE_TEXT)
+        except acp.RequestError:
+            if "PRETEND" not in text:  # the client refused: write it anyway, as OpenCode does
+                Path(path).parent.mkdir(parents=True, exist_ok=True)
+                Path(path).write_text(ESCAPE_TEXT)
+        await self._say(sid, acp.update_tool_call("call_w", title=path.lstrip("/"), status="completed",
+                                                  content=[acp.tool_content(acp.text_block("Wrote file successfully."))]))
+        await self._say(sid, acp.update_agent_message_text("The file is written."))
         return schema.PromptResponse(stop_reason="end_turn")
 
     async def _flood(self, sid: str, text: str) -> schema.PromptResponse:

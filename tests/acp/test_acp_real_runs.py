@@ -4,7 +4,8 @@ scripted endpoint on loopback: what an operator does with them, through the harn
 - a write rejected with words: the next request the model receives carries them;
 - a follow-up, in a new agent process that loads the session: a write approved lands;
 - Stop mid-stream: the run is ``interrupted`` and no process is left;
-- a budget crossed: the turn is cancelled and the run ends ``budget_exceeded``.
+- a budget crossed: the turn is cancelled and the run ends ``budget_exceeded``;
+- a file OpenCode writes itself outside its workspace, after Tether refused the write: a warning.
 
 Without the agents (no npm) these skip with one reason; with ``CI`` set they fail.
 """
@@ -86,6 +87,44 @@ async def test_a_rejection_reaches_the_model_and_a_follow_up_writes(name: str, t
     assert any(r["kind"] == "approval_required" and "second try" in (r.get("diff") or "") for r in trace)
     assert any(r["kind"] == "file_write" and r["path"] == str(target) for r in trace)
     assert final.prompt_tokens > 0 and final.cost_usd > 0
+    assert not alive_in(workspace)
+
+
+@pytest.mark.parametrize("name", ["opencode"])
+async def test_a_file_the_agent_writes_itself_outside_its_workspace_is_a_warning(name: str, tmp_path: Path, place):
+    """OpenCode does its own file I/O: Tether refuses its write outside the workspace, and it
+    writes the file anyway. The trace says so in a warning after the call's result, and the
+    call has one name and the input OpenCode reported (issue 37, items 2 and 14)."""
+    workspace, home = place
+    outside = tmp_path / "x" / "outside.txt"
+    endpoint = ScriptedEndpoint()
+    async with running_app(endpoint.app()) as base_url, Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
+        state = harness.create(real_agent(name, home, base_url, workspace), f"WRITE {outside} CONTENT escape attempt")
+        running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
+        folder = await asyncio.wait_for(waiting(harness, state.run_id), CAP_S)  # the folder outside, first
+        assert (await harness.decide(state.run_id, "approve", by="alice")).ok
+        edit = await asyncio.wait_for(waiting(harness, state.run_id, other_than=folder), CAP_S)
+        assert (await harness.decide(state.run_id, "approve", by="alice")).ok
+        final = (await asyncio.wait_for(running, CAP_S)).state
+        trace = list(read_trace(tmp_path / "runs" / state.run_id / "trace.jsonl"))
+    assert final.status is Status.COMPLETED, final.error
+    assert outside.read_text() == "escape attempt", "OpenCode wrote it itself"
+    kinds = [r["kind"] for r in trace]
+    assert kinds.index("file_write") < kinds.index("tool_result") < kinds.index("warning") < kinds.index("turn")
+    [refused] = [r for r in trace if r["kind"] == "file_write"]
+    assert refused["refused"] and refused["path"] == str(outside)
+    [start] = [r for r in trace if r["kind"] == "tool_start"]
+    [result] = [r for r in trace if r["kind"] == "tool_result"]
+    [warning] = [r for r in trace if r["kind"] == "warning"]
+    assert result["ok"] and warning["call_id"] == result["call_id"] == start["call_id"]
+    assert warning["path"] == str(outside)
+    assert warning["text"].startswith(f"the agent wrote {outside} itself, outside the workspace {workspace}")
+    # One name for the call, wherever it is named, and the input OpenCode reported after its start.
+    assert {start["name"], result["name"], folder.tool_name, edit.tool_name} == {"write"}
+    assert f"for {outside.parent}" in folder.why and f"for {outside}" in edit.why
+    assert json.loads(start["args"]) == {"filePath": str(outside), "content": "escape attempt"}
+    [call] = [c for m in final.messages for c in m.get("tool_calls") or ()]
+    assert call["function"] == {"name": "write", "arguments": start["args"]}
     assert not alive_in(workspace)
 
 

@@ -21,7 +21,7 @@ from tether.observe.trace import read_trace
 from tether.demo.agents import DEMO
 from tests.acp.conftest import fake_agent
 from tests.acp.driving import session_open, waiting
-from tests.acp.fake_agent import WRITE_NAME, WRITE_TEXT
+from tests.acp.fake_agent import ESCAPE_PATH, ESCAPE_TEXT, WRITE_NAME, WRITE_TEXT
 from tests.support import cli_here, cli_here_async, processes_with
 
 
@@ -221,6 +221,60 @@ async def test_writes_outside_the_workspace_are_refused_and_recorded(tmp_path: P
     assert refused and all(r["refused"] for r in refused), refused
     assert "outside" in outcome.state.answer
     assert not (tmp_path / "escaped.txt").exists()
+    assert not [r for r in trace if r["kind"] == "warning"], "refused and not written: nothing to warn of"
+
+
+async def test_a_refused_write_the_agent_makes_itself_is_a_warning_in_the_trace_and_show(
+        tmp_path: Path, acp_workspace: Path):
+    """An agent that does its own file I/O (as OpenCode): Tether refuses its write outside the
+    workspace, it writes the file itself and reports success. The trace and ``tether show``
+    say so, after the call's result (issue 37, item 2); with nothing written, nothing is said."""
+    escaped = (acp_workspace / ESCAPE_PATH).resolve()
+    other = tmp_path / "elsewhere" / "workspace"
+    other.mkdir(parents=True)
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
+        outcome = await harness.start(agent(acp_workspace, "write-itself"), "write outside")
+        pretended = await harness.start(agent(other, "write-itself"), "PRETEND to write")
+        trace = list(read_trace(tmp_path / "runs" / outcome.state.run_id / "trace.jsonl"))
+        quiet = list(read_trace(tmp_path / "runs" / pretended.state.run_id / "trace.jsonl"))
+    assert outcome.state.status is Status.COMPLETED, outcome.state.error
+    assert escaped.read_text() == ESCAPE_TEXT
+    kinds = [r["kind"] for r in trace]
+    assert kinds.index("file_write") < kinds.index("tool_result") < kinds.index("warning") < kinds.index("turn")
+    [refused] = [r for r in trace if r["kind"] == "file_write"]
+    assert refused["refused"].startswith("Refused:") and refused["path"] == str(escaped)
+    [warning] = [r for r in trace if r["kind"] == "warning"]
+    assert warning["call_id"] == "call_w" and warning["path"] == str(escaped)
+    assert warning["text"].startswith(f"the agent wrote {escaped} itself, outside the workspace {acp_workspace}")
+
+    runs = str(tmp_path / "runs")
+    shown = cli_here("show", outcome.state.run_id, "--runs-dir", runs).stdout.splitlines()
+    result = shown.index("[tool] Wrote file successfully.")
+    assert shown[result + 1] == f"[warning] {warning['text']}", shown
+    as_json = json.loads(cli_here("show", outcome.state.run_id, "--runs-dir", runs, "--json").stdout)
+    assert as_json["warnings"] == [{"text": warning["text"], "call_id": "call_w", "path": str(escaped)}]
+
+    assert pretended.state.status is Status.COMPLETED and not (other / ESCAPE_PATH).exists()
+    assert not [r for r in quiet if r["kind"] == "warning"], "success reported, nothing written: no warning"
+    assert "[warning]" not in cli_here("show", pretended.state.run_id, "--runs-dir", runs).stdout
+
+
+async def test_a_call_keeps_one_name_and_shows_the_input_that_came_after_its_start(
+        tmp_path: Path, acp_workspace: Path):
+    """OpenCode starts a call ``write`` with ``{}`` and names it by its file's path later: the
+    trace and the transcript keep one name and show the input the agent reported (item 14)."""
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
+        outcome = await harness.start(agent(acp_workspace, "write-itself"), "PRETEND to write")
+        trace = list(read_trace(tmp_path / "runs" / outcome.state.run_id / "trace.jsonl"))
+    [start] = [r for r in trace if r["kind"] == "tool_start"]
+    [result] = [r for r in trace if r["kind"] == "tool_result"]
+    assert (start["name"], result["name"]) == ("write", "write")
+    assert json.loads(start["args"]) == {"filePath": str((acp_workspace / ESCAPE_PATH).resolve()),
+                                         "content": ESCAPE_TEXT}
+    [call] = [c for m in outcome.state.messages for c in m.get("tool_calls") or ()]
+    assert call["function"] == {"name": "write", "arguments": start["args"]}
+    shown = cli_here("show", outcome.state.run_id, "--runs-dir", str(tmp_path / "runs")).stdout
+    assert f"[assistant → write] {start['args']}  (call_w)" in shown
 
 
 async def test_a_follow_up_loads_the_agents_session_in_a_new_process(tmp_path: Path, acp_workspace: Path):
@@ -396,3 +450,50 @@ def test_an_acp_agents_environment_is_saved_as_written_and_what_it_took_is_a_sec
     monkeypatch.delenv("TETHER_TEST_ACP_KEY")
     with pytest.raises(AgentError, match="env.AGENT_KEY names \\$\\{TETHER_TEST_ACP_KEY\\}, which is not set"):
         command.resolved_env()
+
+
+def test_the_hint_after_a_budget_stop_is_a_resume_that_works(tmp_path: Path, acp_workspace: Path):
+    """An ACP run goes on only with a follow-up in its session: the hint ``tether run`` and
+    ``tether show`` give after a budget stop says so, and the command it gives goes on
+    (issue 37, item 16)."""
+    import re
+    import shlex
+
+    from tether.approvals import Rule
+    from tether.store.files.store import RunStore
+
+    config = tmp_path / "tether.toml"
+    pythonpath = os.environ.get("PYTHONPATH", "")
+    config.write_text(f'[agents.fake]\nacp = {json.dumps(fake_agent("loads"))}\nworkspace = "{acp_workspace}"\n'
+                      f'env = {{ PYTHONPATH = "{pythonpath}" }}\n')
+    env = {**os.environ, "TETHER_HOME": str(tmp_path), "TETHER_CONFIG": str(config)}
+    RunStore(tmp_path / "runs").rule_add(Rule("allow", "edit", "the fake agent's writes", "alice", source="acp"))
+    capped = cli_here("run", "--agent", "fake", "--prompt", "write it", "--run-id", "b1", "--budget", "0.01", env=env)
+    assert capped.returncode == Status.BUDGET_EXCEEDED.exit_code, capped.stderr
+    shown = cli_here("show", "b1", env=env).stdout
+    for said in (capped.stdout, shown):
+        [hint] = re.findall(r"tether resume b1[^\n;]*", said)
+        assert hint == "tether resume b1 --budget USD --message TEXT", said
+    refused = cli_here("resume", "b1", env=env)  # as the old hint said: refused, naming the command that works
+    assert refused.returncode != 0 and hint in refused.stderr, refused.stderr
+    goes_on = cli_here(*shlex.split(hint.replace("USD", "1").replace("TEXT", "'write it again'"))[1:], env=env)
+    assert goes_on.returncode == 0, goes_on.stderr + goes_on.stdout
+    final = RunStore(tmp_path / "runs").load("b1")
+    assert final.status is Status.COMPLETED and final.turns == 2
+    assert [m["content"] for m in final.messages if m["role"] == "user"] == ["write it", "write it again"]
+
+
+async def test_show_of_an_acp_run_prints_what_the_agent_was_sent_not_tethers_system_prompt(
+        tmp_path: Path, acp_workspace: Path):
+    """Tether's instructions never reach an ACP agent: ``tether show`` says so in their place,
+    as the console does, and ``--json`` leaves them out (issue 37, item 13)."""
+    coder = agent(acp_workspace, "write-outside")
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
+        outcome = await harness.start(coder, "go")
+    runs = str(tmp_path / "runs")
+    shown = cli_here("show", outcome.state.run_id, "--runs-dir", runs).stdout
+    assert coder.instructions not in shown and "[system]" not in shown, shown
+    assert "(Tether's instructions are not sent to an ACP agent: it brings its own)" in shown
+    assert "[user] go" in shown
+    as_json = json.loads(cli_here("show", outcome.state.run_id, "--runs-dir", runs, "--json").stdout)
+    assert [m["role"] for m in as_json["messages"]] == ["user", "assistant"]

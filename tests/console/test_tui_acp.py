@@ -406,3 +406,47 @@ async def test_an_acp_run_waiting_on_postgresql_is_approved_from_a_console_opene
             await finish(pilot, app)
     assert (tmp_path / "ws-writer" / WRITE_NAME).read_text() == WRITE_TEXT
     assert not processes_with(token), "an agent process was left behind"
+
+
+async def test_a_file_the_agent_wrote_itself_outside_its_workspace_is_a_warning_in_the_console(
+        tmp_path: Path) -> None:
+    """An agent that does its own file I/O writes a file Tether refused it (issue 37, item 2):
+    the transcript says so after the call's result, live and read back, and the trace pane
+    has the warning."""
+    token = uuid.uuid4().hex
+    workspace = tmp_path / "ws-escaper"
+    workspace.mkdir()
+    env = {"MCP_TEST_TOKEN": token, **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {})}
+    path = tmp_path / "tether.toml"
+    path.write_text(f"[agents.escaper]\nacp = {json.dumps(fake_agent('write-itself'))}\n"
+                    f"workspace = {json.dumps(str(workspace))}\n"
+                    "env = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items()) + " }\n")
+    config = load_config(path)
+    escaped = (tmp_path / "outside" / "escaped.txt").resolve()  # the fake agent's ESCAPE_PATH
+    said = f"⚠ warning the agent wrote {escaped} itself, outside the workspace {workspace}"
+    in_order = ("→ write", "← write", said, "The file is written.")
+
+    app = make_app(tmp_path, config=config)
+    try:
+        async with app.run_test(size=SIZE) as pilot:
+            rid = app.create_run(NewRunRequest("", "write outside", agent="escaper"))
+            await wait_for(pilot, lambda: app.states[rid].status is Status.COMPLETED, "the run to finish")
+            app.select(rid)
+            await wait_for(pilot, lambda: said in transcript(app), "the warning in the transcript")
+            text = transcript(app)
+            assert [text.index(w) for w in in_order] == sorted(text.index(w) for w in in_order), text
+            await wait_for(pilot, lambda: any(" warning " in line and f"WARNING the agent wrote {escaped} itself" in line
+                                              for line in app.trace_lines(rid)), "the warning in the trace pane")
+            await finish(pilot, app)
+    finally:
+        await app.harness.aclose()
+    assert escaped.exists()
+    assert not processes_with(token), "an agent process was left behind"
+
+    later = make_app(tmp_path, config=config)  # read back from the store: the same place
+    async with later.run_test(size=SIZE) as pilot:
+        later.select(rid)
+        await wait_for(pilot, lambda: said in transcript(later), "the warning read back from the trace")
+        text = transcript(later)
+        assert [text.index(w) for w in in_order] == sorted(text.index(w) for w in in_order), text
+        await finish(pilot, later)

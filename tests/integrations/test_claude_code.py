@@ -338,6 +338,8 @@ async def test_a_stop_made_between_hooks_ends_the_session_at_its_next_hook(place
     state = await ended_run(place)
     assert state.status is Status.INTERRUPTED and state.interruption == Cancelled("wrong branch", "carol")
     assert done.result["terminal_reason"] == "hook_stopped"  # continue: false, at PostToolUse
+    # The call ran and Claude Code received its result: the transcript has it (issue 37, item 18).
+    assert [m["content"] for m in state.messages if m["role"] == "tool"] == ["(no output)"], state.messages
 
 
 async def test_a_stop_while_a_call_waits_denies_it_in_the_operators_words(place: Place):

@@ -167,6 +167,32 @@ async def test_a_stop_between_hooks_is_recorded_for_the_next_hook_which_ends_the
     assert state.status is Status.INTERRUPTED and state.interruption == Cancelled("wrong branch", "carol")
 
 
+async def test_a_stop_between_a_call_and_its_result_keeps_the_result_claude_received(
+        where: tuple[Store, str], claude: Claude):
+    """The call ran and Claude Code read its result; the Stop made meanwhile ends the session
+    at ``PostToolUse``, and the transcript still has that result (issue 37, item 18)."""
+    from tether.approvals import Rule
+
+    store, name = where
+    store.rule_add(Rule("allow", "Bash", "the tests' shell", "alice", source="program"))
+    await claude.hook("SessionStart", source="startup")
+    await claude.answer()
+    await claude.hook("PreToolUse", **bash("t1", "make test"))
+    allowed = await claude.answer()
+    assert json.loads(allowed["out"])["hookSpecificOutput"]["permissionDecision"] == "allow", allowed
+    code, said = await tether_cli(name, "stop", RUN_ID, "--reason", "wrong branch", "--as", "carol")
+    assert code == 1 and "lands at its next hook" in said, said
+    await claude.hook("PostToolUse", **bash("t1", "make test"), tool_response={"stdout": "12 passed"})
+    answer = json.loads((await claude.answer())["out"])
+    assert answer["continue"] is False  # the session ends here
+    state = state_of(store)
+    assert state.status is Status.INTERRUPTED and state.interruption == Cancelled("wrong branch", "carol")
+    results = {m["tool_call_id"]: m["content"] for m in state.messages if m["role"] == "tool"}
+    assert results == {"t1": "12 passed"}, "the result Claude Code received is in the transcript"
+    code, shown = await tether_cli(name, "show", RUN_ID)
+    assert "[tool] 12 passed" in shown, shown
+
+
 async def test_reports_made_while_a_call_waits_for_a_decision_reach_the_run(where: tuple[Store, str], claude: Claude):
     store, _ = where
     await claude.hook("SessionStart", source="startup")

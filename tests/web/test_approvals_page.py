@@ -420,3 +420,28 @@ async def test_an_acp_agents_request_is_shown_with_its_diff_refuses_an_edit_and_
     assert outcome.state.status is Status.COMPLETED
     assert (folder / WRITE_NAME).read_text() == WRITE_TEXT
     assert outcome.state.approvals[pending.call_id].by == "ana"
+
+
+async def test_an_acp_agents_run_page_shows_its_warning_and_not_tethers_system_prompt(web: Served, tmp_path):
+    """An agent that wrote a refused file itself, outside its workspace: its run's page says
+    so above the transcript, which shows what the agent was sent (issue 37, items 2 and 13)."""
+    from tests.acp.fake_agent import ESCAPE_PATH
+    from tests.acp.test_acp_runs import agent as fake_acp_agent
+
+    folder = tmp_path / "acp-workspace"
+    folder.mkdir()
+    coder = fake_acp_agent(folder, "write-itself")
+    async with Harness(workspace=tmp_path / "workspace", store=web.store, agent_sets=(DEMO,)) as other:
+        outcome = await other.start(coder, "write outside")
+    escaped = (folder / ESCAPE_PATH).resolve()
+    assert outcome.state.status is Status.COMPLETED and escaped.exists()
+    client = await logged_in(web, "ana")
+    try:
+        text = await (await client.get(f"/runs/{outcome.state.run_id}")).text()
+    finally:
+        await client.close()
+    warnings = re.search(r'data-testid="warnings">(.*?)</ul>', text, re.S)
+    assert warnings is not None, text
+    assert f"the agent wrote {escaped} itself, outside the workspace" in warnings.group(1)
+    assert coder.instructions not in text and "role-system" not in text
+    assert "role-user" in text and "write outside" in text

@@ -67,37 +67,51 @@ async def runs(args: argparse.Namespace) -> int:
 
 
 async def show(args: argparse.Namespace) -> int:
-    from tether.observe.report import owner_words, recorded_run, summary, text_summary
+    from tether.observe.report import (SYSTEM_NOT_SENT, as_sent, owner_words, recorded_records, summary,
+                                       text_summary, warnings_of)
     from tether.run.state import Status
     from tether.text import clean
 
     store = context.store_of(args)
     state = await call(store, store.load, args.run_id)
-    tool_runs, ms = await call(store, recorded_run, store, args.run_id)
+    records = await call(store, lambda: list(store.read_trace(args.run_id)))
+    tool_runs, ms = recorded_records(records)
+    warnings = warnings_of(records)
     owner = await call(store, store.owner, args.run_id) if state.status is Status.RUNNING else None
     liveness = None if state.status is not Status.RUNNING else "running" if owner and owner.alive else "orphaned"
+    messages = as_sent(state)
     if args.json:
         print(json.dumps({**summary(state, tool_runs, ms), "liveness": liveness,
-                          "owner": None if owner is None else owner.to_dict(), "messages": state.messages}))
+                          "owner": None if owner is None else owner.to_dict(), "warnings": warnings,
+                          "messages": messages}))
         return 0
     print(text_summary(state, len(tool_runs), ms))
-    if state.agent is not None and (state.agent.spec or {}).get("acp"):  # where the agent could write, as its last session said
+    if state.of_acp_agent:  # where the agent could write, as its last session said
         from tether.run.wording import sandbox_words
 
-        sessions = await call(store, lambda: [r for r in store.read_trace(args.run_id)
-                                                   if r.get("kind") == "agent_session"])
+        sessions = [r for r in records if r.get("kind") == "agent_session"]
         box = sessions[-1].get("sandbox") if sessions else None
         print(clean(sandbox_words(box)) if box else "sandbox: none (the agent could write wherever its user can)")
     if liveness is not None:
         label = "owner" if liveness == "running" else "orphaned"
         print(clean(f"{label}: {owner_words(state.run_id, liveness, owner, long=True)}"))
-    for message in state.messages:
+    if state.of_acp_agent:  # in place of the system prompt the agent never received
+        print(f"({SYSTEM_NOT_SENT})")
+    placed = {w["call_id"] for w in warnings if any(m.get("tool_call_id") == w["call_id"] for m in messages)}
+    for message in messages:
         role = message.get("role")
         if message.get("content"):
             print(f"[{role}] {clean(message['content'])}")
         for tool_call in message.get("tool_calls") or ():
             fn = tool_call.get("function") or {}
             print(clean(f"[{role} → {fn.get('name')}] {fn.get('arguments')}  ({tool_call.get('id')})"))
+        if role == "tool":  # a warning about the call goes after its result
+            for warning in warnings:
+                if warning["call_id"] == message.get("tool_call_id"):
+                    print(clean(f"[warning] {warning['text']}"))
+    for warning in warnings:
+        if warning["call_id"] not in placed:
+            print(clean(f"[warning] {warning['text']}"))
     return 0
 
 

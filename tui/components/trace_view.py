@@ -46,6 +46,7 @@ KIND_STYLES = {
     "plan": "blue",
     "thought": "dim italic",
     "file_write": "green",
+    "warning": "bold yellow",
 }
 WHOLE_LINE = {"thought": "dim italic"}  # a thought reads as an aside: the whole line is dimmed
 

@@ -30,6 +30,7 @@ from textual.events import Resize
 from textual.geometry import Size
 from textual.strip import Strip
 
+from tether.observe.report import SYSTEM_NOT_SENT
 from tether.run.state import RunState
 from tether.tui.agent_notes import Entry, Note, place
 from tether.tui.components.line_view import LineView
@@ -103,12 +104,16 @@ def render_message(message: dict[str, Any], names: dict[str, str]) -> Text | Gro
 def render_note(note: Note, unfolded: bool = False, workspace: str | None = None) -> Text | Group:
     """A line of an ACP agent's own (:mod:`tether.tui.agent_notes`): who it is, a thought
     (folded to one dim line unless ``unfolded``), a file it wrote (its path from the
-    agent's ``workspace``, when it is inside: the trace has it whole)."""
+    agent's ``workspace``, when it is inside: the trace has it whole), a warning."""
     out = Text()
     if note.kind == "session":
         out.append("agent  ", style="bold blue")
         out.append(clean(note.text), style="bold")
         out.append(f"  {one_line(note.detail, 80)}", style="dim")
+        return out
+    if note.kind == "warning":
+        out.append("  ⚠ warning ", style="bold yellow")
+        out.append(clean(note.text), style="yellow")
         return out
     if note.kind == "file_write":
         if note.failed:
@@ -267,8 +272,7 @@ class TranscriptDocument:
                     self.names[str(call.get("id", ""))] = str((call.get("function") or {}).get("name", ""))
         for kind, at in new[skipped:]:
             if kind == "m" and messages[at].get("role") == "system":  # the agent never saw it
-                self._add(Text("system  Tether's instructions are not sent to an ACP agent: it brings its own",
-                               style="dim"))
+                self._add(Text(f"system  {SYSTEM_NOT_SENT}", style="dim"))
             elif kind == "m":
                 self._add(render_message(messages[at], self.names))
             else:

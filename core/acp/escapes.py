@@ -1,0 +1,56 @@
+"""Writes an ACP agent made itself, outside its workspace, after Tether refused them.
+
+Tether serves ``fs/write_text_file`` inside the workspace only, but that refusal contains only
+the agents that write through the client. Others do their own file I/O: OpenCode 1.18.33
+asks the client to write, reads the refusal, writes the file itself and reports "Wrote file
+successfully." (measured here). Left at that, the trace would say "refused" of a file that is
+on disk. So a write refused for being outside the workspace is remembered with the file as it
+was then, and once a call reports success (and again when the turn ends) the disk is looked
+at: a file there that was made or changed since the refusal was written by the agent itself,
+and the run says so in a warning.
+
+This tells; it does not contain. Containing such an agent takes the operating system (a
+sandbox around its process), not the protocol: docs/acp.md says which agents write themselves.
+The functions here touch the disk and block: callers run them in a worker thread.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class RefusedWrite:
+    """A write refused as outside the workspace: the file the agent named (resolved), and the
+    file as it was then (size and mtime in ns; None when there was none)."""
+
+    path: str
+    before: tuple[int, int] | None
+
+
+def refused_write(path: Path) -> RefusedWrite:
+    """Remember a write refused now, before the agent hears of it (it may write itself next)."""
+    return RefusedWrite(str(path), _seen(path))
+
+
+def wrote_itself(refused: RefusedWrite) -> bool:
+    """Whether the agent wrote the refused file itself: it is there, and not as it was at the
+    refusal (made, or changed since)."""
+    now = _seen(Path(refused.path))
+    return now is not None and now != refused.before
+
+
+def warning_words(refused: RefusedWrite, workspace: Path | None) -> str:
+    """The warning the run records, in words an operator reads at a glance."""
+    where = f" {workspace}" if workspace is not None else ""
+    return (f"the agent wrote {refused.path} itself, outside the workspace{where}, after Tether refused the write: "
+            "Tether's file guard does not contain an agent that does its own file I/O")
+
+
+def _seen(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except (OSError, ValueError):  # not there, not reachable, or not a path the system takes
+        return None
+    return stat.st_size, stat.st_mtime_ns
