@@ -10,7 +10,8 @@ at: a file there that was made or changed since the refusal was written by the a
 and the run says so in a warning.
 
 This tells; it does not contain. Containing such an agent takes the operating system (a
-sandbox around its process), not the protocol: docs/acp.md says which agents write themselves.
+sandbox around its process, ``sandbox = "workspace"``), not the protocol: docs/acp.md says which
+agents write themselves. In a sandboxed run the same look says that the sandbox kept the file out.
 The functions here touch the disk and block: callers run them in a worker thread.
 """
 
@@ -46,6 +47,13 @@ def warning_words(refused: RefusedWrite, workspace: Path | None) -> str:
     where = f" {workspace}" if workspace is not None else ""
     return (f"the agent wrote {refused.path} itself, outside the workspace{where}, after Tether refused the write: "
             "Tether's file guard does not contain an agent that does its own file I/O")
+
+
+def sandboxed_words(refused: RefusedWrite, backend: str) -> str:
+    """What the run records of a refused write in a sandboxed run: the file is not there, and the
+    agent could not have made it itself."""
+    return (f"Tether refused the write of {refused.path}, outside the workspace, and the agent's {backend} sandbox "
+            "kept it from writing the file itself: nothing was written there")
 
 
 def _seen(path: Path) -> tuple[int, int] | None:

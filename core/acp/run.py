@@ -34,13 +34,14 @@ from typing import Any
 
 from tether.acp.client import AcpSession
 from tether.acp.errors import AcpError, AgentDied, AgentStartError
-from tether.acp.escapes import RefusedWrite, warning_words, wrote_itself
+from tether.acp.escapes import RefusedWrite, sandboxed_words, warning_words, wrote_itself
 from tether.acp.events import (
     AcpEvent, BadFrame, FileRefused, FileWritten, PermissionAsked, PlanUpdated, TextChunk, ThoughtChunk,
     ToolCallStarted, ToolCallUpdated, UsageReported,
 )
 from tether.acp.permissions import PermissionRequest
 from tether.agents import sandbox
+from tether.agents.sandbox import Sandbox
 from tether.agents.agent import Agent, AgentError
 from tether.approvals import Call, Rule, RuleError, Verdict, check
 from tether.approvals.holding import deadline_of, overdue, verdict_of
@@ -440,6 +441,10 @@ class AcpRun:
         self.emit(RuleAdded(run_id=self.state.run_id, rule=added.id, effect=added.effect, describes=added.describe(),
                             by=added.by))
 
+    def _sandbox(self) -> Sandbox | None:
+        session = self._session
+        return session.sandbox if session is not None else None
+
     def _workspace(self) -> Path | None:
         session = self._session
         return session.workspace.resolve() if session is not None else None
@@ -556,8 +561,8 @@ class AcpRun:
             self.tool_runs.append({"call_id": call.call_id, "name": call.name, "ok": ok, "ms": round(ms, 1)})
             self.emit(ToolResult(run_id=st.run_id, call_id=call.call_id, name=call.name, ms=ms, ok=ok,
                                  error=None if ok else text[:PREVIEW_CHARS], preview=text[:PREVIEW_CHARS]))
-            if ok and self._refused:  # did the agent write a refused file itself? (tether.acp.escapes)
-                self._look(call.call_id)
+            if self._refused and (ok or self._sandbox() is not None):  # did the agent write a refused file itself?
+                self._look(call.call_id)  # (tether.acp.escapes); in a sandbox, a failed call may be its refusal
 
     def _look(self, call_id: str) -> None:
         """Look at the disk for the writes refused so far, off the loop: each one the agent
@@ -578,7 +583,14 @@ class AcpRun:
         for write in written:
             self.emit(RunWarning(run_id=self.state.run_id, text=warning_words(write, self._workspace()),
                                  call_id=call_id, path=write.path))
-        return [r for r in refused if r not in written]
+        left = [r for r in refused if r not in written]
+        box = self._sandbox()
+        if box is None:
+            return left
+        for write in left:  # not there: the sandbox kept the agent's own write out, if it tried
+            self.emit(RunWarning(run_id=self.state.run_id, text=sandboxed_words(write, box.backend),
+                                 call_id=call_id, path=write.path))
+        return []
 
     async def _looked_at(self) -> None:
         """Every look of this turn done, and the writes still refused looked at a last time:

@@ -254,8 +254,9 @@ class FileWrite(Event):
 class RunWarning(Event):
     """What the operator must know that the rest of the record would hide: an ACP agent that
     wrote a file itself, outside its workspace, after Tether refused the write (``path``;
-    ``call_id``: the call that reported success). Every view shows it: the console's
-    transcript, ``tether show`` and the web page."""
+    ``call_id``: the call that reported success), or, in a sandboxed run, that the sandbox kept
+    such a file out. Every view shows it: the console's transcript, ``tether show`` and the
+    web page."""
 
     kind: ClassVar[str] = "warning"
     text: str

@@ -22,7 +22,8 @@ Modes (the prompt's text may add ``SLOW``: stream until cancelled):
   input, its input (and its file's path as its title) in a later update, a write of
   ``ESCAPE_PATH`` (outside the workspace) through the client, which is refused, then the file
   written by the agent itself and the call reported a success; with ``PRETEND`` in the prompt,
-  the success is reported but nothing is written;
+  the success is reported but nothing is written; where it cannot write (a sandbox), the call
+  fails with the system's words;
 - ``flood``: a ~600 KB ``available_commands_update`` at session start, then ``FLOOD_CHUNKS``
   text chunks as fast as it can.
 """
@@ -217,8 +218,14 @@ class FakeAgent:
             await self.client.write_text_file(session_id=sid, path=path, content=ESCAPE_TEXT)
         except acp.RequestError:
             if "PRETEND" not in text:  # the client refused: write it anyway, as OpenCode does
-                Path(path).parent.mkdir(parents=True, exist_ok=True)
-                Path(path).write_text(ESCAPE_TEXT)
+                try:
+                    Path(path).parent.mkdir(parents=True, exist_ok=True)
+                    Path(path).write_text(ESCAPE_TEXT)
+                except OSError as exc:  # a sandbox: the call fails, as OpenCode's does
+                    await self._say(sid, acp.update_tool_call(
+                        "call_w", title=path.lstrip("/"), status="failed",
+                        content=[acp.tool_content(acp.text_block(f"Unknown: {exc.strerror} ({path})"))]))
+                    return schema.PromptResponse(stop_reason="end_turn")
         await self._say(sid, acp.update_tool_call("call_w", title=path.lstrip("/"), status="completed",
                                                   content=[acp.tool_content(acp.text_block("Wrote file successfully."))]))
         await self._say(sid, acp.update_agent_message_text("The file is written."))

@@ -179,8 +179,12 @@ async def test_a_sandboxed_real_agent_approved_to_write_outside_writes_nothing_t
     assert str(workspace) in session["sandbox"]["writable"]
     results = json.dumps([r for r in trace if r["kind"] in ("tool_result", "file_write")])
     assert "outside the workspace" in results, results  # Tether refused the fs request first
-    if name == "opencode":  # which OpenCode then made itself, and the kernel refused
+    if name == "opencode":  # which OpenCode then made itself, and the kernel refused: the run says so
         assert any(r["kind"] == "tool_result" and not r["ok"] and str(outside) in (r.get("error") or "")
                    for r in trace), results
+        said = [r["text"] for r in trace if r["kind"] == "warning"]
+        assert said == [f"Tether refused the write of {outside}, outside the workspace, and the agent's "
+                        f"{session['sandbox']['backend']} sandbox kept it from writing the file itself: "
+                        "nothing was written there"], said
     assert final.status is not Status.FAILED, final.error
     assert not alive_in(workspace)

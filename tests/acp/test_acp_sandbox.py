@@ -168,3 +168,23 @@ async def test_a_sandboxed_agents_mcp_server_writes_only_its_workspace(backend: 
     assert escaped == f"refused {outside / 'b.txt'}: {REFUSED[backend]}"
     assert not (outside / "b.txt").exists()
     assert not box.tmp.exists()
+
+
+def test_a_sandboxed_agent_that_writes_a_refused_file_itself_is_kept_out_and_show_says_so(tmp_path: Path,
+                                                                                        fake_env: dict) -> None:
+    """The audit's escape with the fake agent (it writes itself after Tether's refusal, as
+    OpenCode does): sandboxed, nothing is written, and the transcript says why."""
+    from tests.acp.fake_agent import ESCAPE_PATH
+
+    config = _agent_file(tmp_path, fake_env, 'sandbox = "workspace"').read_text()
+    (tmp_path / "tether.toml").write_text(config.replace(json.dumps(fake_agent("escape")),
+                                                         json.dumps(fake_agent("write-itself"))))
+    done = _tether(tmp_path, "run", "--agent", "escaper", "--config", str(tmp_path / "tether.toml"), "--json",
+                   "--prompt", "write it")
+    assert done.returncode == 0, done.stdout + done.stderr
+    run_id = json.loads(done.stdout)["run_id"]
+    escaped = os.path.normpath(tmp_path / "repo" / ESCAPE_PATH)
+    assert not os.path.exists(escaped)
+    shown = _tether(tmp_path, "show", run_id).stdout
+    assert (f"[warning] Tether refused the write of {escaped}, outside the workspace, and the agent's "
+            f"{sandbox.available_backend()} sandbox kept it from writing the file itself") in shown, shown
