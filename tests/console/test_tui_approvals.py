@@ -563,6 +563,99 @@ async def test_an_expired_rule_is_marked(tmp_path: Path) -> None:
         await finish(pilot, app)
 
 
+# ---- ask rules from the rule editor, as tether rules add --ask makes them ----------------------
+
+async def open_new_rule(pilot: Pilot[Any], app: TetherApp) -> RuleEditor:
+    """The rules screen's empty editor."""
+    await pilot.press("L")
+    await wait_for(pilot, lambda: isinstance(app.screen, RulesScreen), "the rules screen")
+    await pilot.press("a")
+    await wait_for(pilot, lambda: isinstance(app.screen, RuleEditor), "the rule editor")
+    await pilot.pause()  # its lists take their values when mounted
+    return app.screen  # type: ignore[return-value]
+
+
+async def choose(pilot: Pilot[Any], editor: RuleEditor, **lists: Any) -> None:
+    """Pick a value in each of the editor's lists (``on_deadline`` for ``#on-deadline``)."""
+    for name, value in lists.items():
+        editor.query_one(f"#{name.replace('_', '-')}", Select).value = value
+    await pilot.pause()
+
+
+async def test_the_rule_editor_makes_an_ask_rule_that_holds_calls_for_people(tmp_path: Path) -> None:
+    """Ask, 2 people, a 10 min deadline that stops the run, for Tether's loop only: saved as
+    the CLI's --ask --approvals 2 --deadline 10m --on-deadline stop --source tether saves it,
+    listed in its words, and the next delete_file waits for two people with that deadline."""
+    app = make_app(tmp_path, grace_s=0)
+    async with app.run_test(size=SIZE) as pilot:
+        editor = await open_new_rule(pilot, app)
+        ask_fields = [editor.query_one(f"#{name}") for name in ("people", "deadline", "on-deadline")]
+        assert all(field.disabled for field in ask_fields)  # an allow (the default) asks nobody
+        await choose(pilot, editor, effect="ask")
+        assert not any(field.disabled for field in ask_fields)
+        await choose(pilot, editor, people=2, on_deadline="stop", source="tether")
+        fill(editor, tool="delete_file", deadline="10m", reason="two people for a deletion")
+        await pilot.press("ctrl+s")
+        screen = app.screen
+        await wait_for(pilot, lambda: isinstance(screen, RulesScreen) and len(screen.rules) == 1, "the rule listed")
+        [rule] = app.harness.store.rules()
+        assert (rule.effect, rule.tool, rule.approvals, rule.deadline_s, rule.on_deadline, rule.source) == \
+            ("ask", "delete_file", 2, 600.0, "stop", "tether")
+        cells = [str(cell) for cell in screen.query_one("#rules", DataTable).get_row_at(0)]
+        assert cells[1:3] == ["ask", "ask 2 people, stop after 10 min delete_file source tether"]
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is app.console_screen, "back on the console")
+        waiting = await destructive_waiting(pilot, app)
+        assert waiting.needed == 2 and waiting.on_deadline == "stop" and waiting.rule == rule.id
+        assert waiting.deadline_at is not None and waiting.deadline_at - waiting.asked_at == 600.0
+        await finish(pilot, app)
+
+
+async def test_an_ask_rule_s_bad_deadline_is_said_in_the_dialog_and_nothing_is_saved(tmp_path: Path) -> None:
+    app = make_app(tmp_path, grace_s=0)
+    async with app.run_test(size=SIZE) as pilot:
+        editor = await open_new_rule(pilot, app)
+        await choose(pilot, editor, effect="ask")
+        fill(editor, tool="deploy", deadline="soon", reason="two people for a deploy")
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        error = shown(editor.query_one("#error", Static))
+        assert error == "Deadline: 'soon' is not a duration: write 90s, 10m, 2h, 7d or 1h30m", error
+        fill(editor, deadline="0s")
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert shown(editor.query_one("#error", Static)) == "Deadline: '0s' is not a duration above zero"
+        assert app.screen is editor and app.harness.store.rules() == []
+        # Back to an allow: the deadline typed stays in its field, greyed out, and is not part of the rule.
+        await choose(pilot, editor, effect="allow")
+        assert editor.query_one("#deadline", Input).disabled and editor.query_one("#deadline", Input).value == "0s"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: len(app.harness.store.rules()) == 1, "the allow rule to be saved")
+        [rule] = app.harness.store.rules()
+        assert (rule.effect, rule.approvals, rule.deadline_s, rule.source) == ("allow", 1, None, None)
+        await finish(pilot, app)
+
+
+async def test_an_ask_rule_made_from_a_call_leaves_the_call_waiting_and_says_so(tmp_path: Path) -> None:
+    app = make_app(tmp_path, grace_s=0)
+    said = notices(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await destructive_waiting(pilot, app)
+        editor = await open_rule_editor(pilot, app, "a", ApproveDialog, "allow")
+        await choose(pilot, editor, effect="ask", people=2)
+        fill(editor, reason="two people for a deletion")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: any("this call still waits for a decision" in w for w in said), "the words")
+        [rule] = app.harness.store.rules()
+        assert (rule.effect, rule.approvals) == ("ask", 2)
+        assert any(f"rule {rule.id} asks for people (ask 2 people delete_file where path=access.log agent "
+                   "destructive): it decides nothing by itself" in words for words in said), said
+        st = app.states[RID]
+        assert st.status is Status.INTERRUPTED and not st.approvals and not app.active
+        assert (tmp_path / "workspace" / "access.log").exists()
+        await finish(pilot, app)
+
+
 # ---- the decisions screen -----------------------------------------------------------------
 
 async def test_the_decisions_screen_lists_a_decision_and_goes_to_its_run(tmp_path: Path) -> None:
