@@ -24,7 +24,6 @@ import pytest
 from rich.text import Text
 from textual.pilot import Pilot
 from textual.widgets import Button, DataTable, Input, Select, Static, TextArea
-from textual.widgets._toast import Toast
 
 from tether.approvals import Rule, Where
 from tether.agents.tools.preview import preview_call
@@ -132,9 +131,9 @@ async def test_a_notification_never_covers_a_decision_dialog_s_buttons(tmp_path:
         app.notify('Writing to CHANGELOG.md {"content": "# Changelog\\n\\n## Unreleased\\n- greet() takes `excited`, '
                    'and puts a comma after \\"Hello\\".\\n", "file_path": "/tmp/project/CHANGELOG.md"}',
                    title="qwen-20261203-215828-54bf5e waits for approval", severity="warning", timeout=60)
-        await wait_for(pilot, lambda: any(t.region.height for t in dialog.query(Toast)), "the toast on the dialog")
+        await wait_for(pilot, lambda: any(t.region.height for t in dialog.query("Toast")), "the toast on the dialog")
         await pilot.pause()
-        toasts = [t.region for t in dialog.query(Toast)]  # with the console's own alert, on delete_file
+        toasts = [t.region for t in dialog.query("Toast")]  # with the console's own alert, on delete_file
         buttons = {str(b.label): b.region for b in dialog.query(Button)}
         assert len(buttons) == 5 and all(r.height for r in buttons.values()), buttons
         assert all(dialog.region.contains_region(toast) for toast in toasts)  # in sight, on the screen
