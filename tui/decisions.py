@@ -234,6 +234,11 @@ class DecisionActions(MessagePump):
             self.notify(f"rule {rule.id} does not fit this call ({missed}): it still waits for a decision",
                         title=f"{one_line(rid, 60)}", severity="warning", markup=False, timeout=15)
             return
+        if rule.effect == "ask":  # an ask decides nothing: it holds the calls it fits for people
+            self.notify(f"rule {rule.id} asks for people ({rule.describe()}): it decides nothing by itself, so "
+                        "this call still waits for a decision",
+                        title=f"{one_line(rid, 60)}", severity="warning", markup=False, timeout=15)
+            return
         if rule.effect == "allow" and waiting.needed > 1:  # a rule is not a person
             self.notify(f"rule {rule.id} is saved, but a rule does not count as a person: this call needs "
                         f"{waiting.needed} people, so it still waits for them",

@@ -2,9 +2,10 @@
 
 Textual is pinned to the minor version these were checked against (``textual>=8.2.8,<8.3``
 in pyproject.toml), and tests/console/test_textual_internals.py fails on a Textual that lacks one
-of them, so an upgrade says what to look at again instead of breaking at run time. Each
-use is a speed-up of the console under a flood of events; each has a public fallback
-that is slower, not wrong.
+of them, so an upgrade says what to look at again instead of breaking at run time. The
+calls are speed-ups of the console under a flood of events; each has a public fallback
+that is slower, not wrong. One is a widget's name in the stylesheet, which no import would
+catch: renamed, the rule would silently apply to nothing.
 """
 
 from __future__ import annotations
@@ -20,6 +21,9 @@ USES: dict[str, str] = {
     "textual.widgets._header.HeaderTitle":
         "the header's title is replaced by one that never asks for a layout pass when the "
         "subtitle (the run counts) changes (tether.tui.components.header).",
+    "textual.widgets._toast.ToastRack":
+        "named in app.tcss (Dialog > ToastRack): a dialog's notifications are laid out below it, "
+        "not over its buttons (tether.tui.components.forms.Dialog).",
     "Widget._scroll_update":
         "a line view that grows updates its scroll bars directly, rather than through a layout "
         "pass of the whole screen (tether.tui.components.line_view).",

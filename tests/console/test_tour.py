@@ -3,7 +3,13 @@ and each step leaves on the console what its caption promises."""
 
 from __future__ import annotations
 
+import html
+import re
 from pathlib import Path
+from typing import Any
+
+from textual.pilot import Pilot
+from textual.screen import ModalScreen
 
 from tether.harness import Harness
 from tether.demo.provider.scenarios import DESTRUCTIVE_DECLINED
@@ -99,3 +105,42 @@ async def test_a_tour_that_cannot_reach_a_step_says_so_and_exits_1(tmp_path: Pat
     assert tour.reached == ["plan"] and app.return_code == 1
     assert tour.error is not None
     assert "plan to answer" in tour.error and "ended failed" in tour.error and "401" in tour.error
+
+
+# ---- one caption, wherever the tour is --------------------------------------------------------
+
+def times_drawn(app: Any, words: str) -> int:
+    """How many runs of text on the screen (as its screenshot draws it) hold ``words``: a
+    caption drawn in two places, or two overlapping copies, counts twice."""
+    texts = re.findall(r"<text[^>]*>([^<]*)</text>", app.export_screenshot())
+    return sum(words in html.unescape(text).replace("\xa0", " ") for text in texts)
+
+
+class Counting(Tour):
+    """The tour, counting how often its caption is on the screen while a dialog is up."""
+
+    def __init__(self) -> None:
+        super().__init__(pace=0, stay=True)
+        self.on_dialogs: list[tuple[str, str, int]] = []
+
+    async def read(self, pilot: Pilot[Any], paces: float = 1.0) -> None:
+        await super().read(pilot, paces)
+        screen = pilot.app.screen
+        if isinstance(screen, ModalScreen) and screen.query(Caption):
+            self.on_dialogs.append((type(screen).__name__, self._caption,
+                                    times_drawn(pilot.app, self._caption[:12])))
+
+
+async def test_the_caption_is_drawn_once_over_a_dialog(tmp_path: Path) -> None:
+    """On the New run, approve and reject dialogs the viewer reads one caption: the dialog's
+    own, in the row of the console's, which it covers (two, one above the dialog and one
+    dimmed under the header, read as the caption drawn twice)."""
+    app = make_app(tmp_path, grace_s=0)
+    tour = Counting()
+    async with app.run_test(size=SIZE) as pilot:
+        await tour(pilot)
+        assert tour.error is None
+        seen = {name for name, _, _ in tour.on_dialogs}
+        assert {"NewRunDialog", "ApproveDialog", "RejectDialog"} <= seen, seen
+        assert [entry for entry in tour.on_dialogs if entry[2] != 1] == []
+        await finish(pilot, app)

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
+from textual.screen import ModalScreen
 from textual.widgets import Static
 
 import tether.demo.acp as acp_demo
@@ -31,19 +32,28 @@ from tether.tui.cli.demo import ACP_REJECTION, ACP_STEPS, AcpTour, Caption, run_
 
 from tests.acp import installed as agents
 from tests.acp.procs import alive_in
+from tests.console.test_tour import times_drawn
 from tests.support import SIZE, finish, make_app, settle, transcript
 
 
 class Watching(AcpTour):
-    """The tour, noting what the approval dialog showed while the tour read it."""
+    """The tour, noting what the approval dialog showed while the tour read it, and how
+    often its caption was drawn while a dialog was up."""
 
     diff_shown = ""
+
+    def __init__(self, *args: Any, **kw: Any) -> None:
+        super().__init__(*args, **kw)
+        self.captions_on_dialogs: list[tuple[str, int]] = []
 
     async def read(self, pilot: Pilot[Any], paces: float = 1.0) -> None:
         screen = pilot.app.screen
         if isinstance(screen, ApproveDialog) and screen.armed:
             self.diff_shown = str(screen.query_one("#diff", Static).render())
         await super().read(pilot, paces)
+        if isinstance(pilot.app.screen, ModalScreen) and pilot.app.screen.query(Caption):
+            self.captions_on_dialogs.append((type(pilot.app.screen).__name__,
+                                             times_drawn(pilot.app, self._caption[:12])))
 
 
 async def test_the_acp_tour_supervises_both_agents_through_every_step(tmp_path: Path) -> None:
@@ -61,6 +71,9 @@ async def test_the_acp_tour_supervises_both_agents_through_every_step(tmp_path: 
                 assert tour.error is None, tour.error
                 assert tour.reached == [step.name for step in ACP_STEPS]
                 assert str(app.console_screen.query_one(Caption).render()) == ACP_STEPS[-1].caption
+                # One caption in sight over each dialog, the tall approval with its diff included.
+                assert {name for name, _ in tour.captions_on_dialogs} >= {"NewRunDialog", "ApproveDialog"}
+                assert [seen for seen in tour.captions_on_dialogs if seen[1] != 1] == []
                 assert list(tour.runs) == ["edit", "write", "explain"]
                 app.select(tour.runs["write"])
                 await settle(pilot, app)

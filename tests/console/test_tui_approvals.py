@@ -12,6 +12,7 @@ store's rules).
 from __future__ import annotations
 
 import asyncio
+import difflib
 import json
 import sys
 import time
@@ -19,12 +20,15 @@ import uuid
 from pathlib import Path
 from typing import Any
 
+import pytest
 from rich.text import Text
 from textual.pilot import Pilot
 from textual.widgets import Button, DataTable, Input, Select, Static, TextArea
 
 from tether.approvals import Rule, Where
 from tether.agents.tools.preview import preview_call
+from tether.demo.acp import GREET_AFTER, GREET_BEFORE
+from tether.tui.agent_notes import Ask, Option
 from tether.store.postgres.store import PgStore
 from tether.run.state import NeedsApproval, Status
 from tether.agents.tools.builtin import WriteFile
@@ -34,6 +38,7 @@ from tether.tui.components.args_editor import ArgsEditor
 from tether.tui.components.decision import ACP_NO_EDIT
 from tether.tui.components.decisions_screen import DecisionsScreen
 from tether.tui.components.dialogs import ApproveDialog, NewRunRequest, RejectDialog
+from tether.tui.components.key_bar import KeyBar
 from tether.tui.components.rule_editor import RuleContext, RuleEditor, where_lines
 from tether.tui.components.rules_screen import ConfirmDialog, RulesScreen
 from tether.agents.workspace import Workspace
@@ -93,6 +98,51 @@ def test_the_diff_of_a_write_shows_in_the_dialog(snap_compare: Any, tmp_path: Pa
         await pilot.pause()
 
     assert snap_compare(app, terminal_size=SIZE, run_before=open_dialog)
+
+
+def acp_edit() -> tuple[NeedsApproval, Ask]:
+    """OpenCode's edit of greet.py as ``tether demo --acp`` shows it: three options, the diff,
+    the diff again in its arguments (a tall dialog, its buttons near the bottom)."""
+    diff = "".join(difflib.unified_diff(GREET_BEFORE.splitlines(True), GREET_AFTER.splitlines(True),
+                                        "a/greet.py", "b/greet.py"))
+    options = (Option("once", "Allow once", "allow_once"), Option("always", "Always allow", "allow_always"),
+               Option("reject", "Reject", "reject_once"))
+    waiting = NeedsApproval("call_write_0", "/tmp/project/greet.py", json.dumps({"diff": diff}),
+                            "the agent opencode asks permission: Allow once, Always allow, Reject")
+    return waiting, Ask("call_write_0", options, diff)
+
+
+@pytest.mark.parametrize("acp", [True, False], ids=["acp-edit-in-the-demo-s-terminal", "delete-file"])
+async def test_a_notification_never_covers_a_decision_dialog_s_buttons(tmp_path: Path, acp: bool) -> None:
+    """A call starts waiting elsewhere while the operator decides one (the console's alert):
+    its toast takes rows of its own below the dialog, and every button stays in sight."""
+    app = make_app(tmp_path, grace_s=0)
+    size = (120, 46) if acp else SIZE  # make recording's terminal for the ACP tour
+    async with app.run_test(size=size, notifications=True) as pilot:
+        if acp:
+            waiting, ask = acp_edit()
+            await app.push_screen(ApproveDialog("opencode-1", waiting, grace_s=0, ask=ask,
+                                                rules=RuleContext("operator")))
+        else:
+            await destructive_waiting(pilot, app)
+            await open_armed(pilot, app, "a", ApproveDialog)
+        dialog = app.screen
+        await pilot.pause()
+        app.notify('Writing to CHANGELOG.md {"content": "# Changelog\\n\\n## Unreleased\\n- greet() takes `excited`, '
+                   'and puts a comma after \\"Hello\\".\\n", "file_path": "/tmp/project/CHANGELOG.md"}',
+                   title="qwen-20261203-215828-54bf5e waits for approval", severity="warning", timeout=60)
+        await wait_for(pilot, lambda: any(t.region.height for t in dialog.query("Toast")), "the toast on the dialog")
+        await pilot.pause()
+        toasts = [t.region for t in dialog.query("Toast")]  # with the console's own alert, on delete_file
+        buttons = {str(b.label): b.region for b in dialog.query(Button)}
+        assert len(buttons) == 5 and all(r.height for r in buttons.values()), buttons
+        assert all(dialog.region.contains_region(toast) for toast in toasts)  # in sight, on the screen
+        frame = dialog.query_one("#decision").region
+        hidden = {label for label, region in buttons.items() if not frame.contains_region(region)}
+        assert not hidden, f"scrolled out of the dialog {frame}: {sorted(hidden)}"
+        covered = {label for label, region in buttons.items() if any(region.overlaps(t) for t in toasts)}
+        assert not covered, f"the toasts {toasts} cover {sorted(covered)}: {buttons}"
+        await finish(pilot, app)
 
 
 async def test_the_preview_is_coloured_and_the_tally_said(tmp_path: Path) -> None:
@@ -254,12 +304,40 @@ async def test_the_approve_dialog_s_edit_keeps_the_note(tmp_path: Path) -> None:
         (tmp_path / "workspace" / "scratch.log").write_text("x\n", encoding="utf-8")
         await open_armed(pilot, app, "a", ApproveDialog)
         await pilot.press(*"only the scratch one", "ctrl+e")
-        await wait_for(pilot, lambda: isinstance(app.screen, ArgsEditor), "the arguments editor")
-        assert app.screen.query_one("#note", Input).value == "only the scratch one"
-        await edit_to(pilot, app, '{"path": "scratch.log"}')
-        await settle(pilot, app)
-        decision = app.states[RID].approvals["call_1_0"]
-        assert (decision.text, json.loads(decision.args or "")) == ("only the scratch one", {"path": "scratch.log"})
+        await approved_with_scratch_log(pilot, app, "only the scratch one")
+        await finish(pilot, app)
+
+
+async def approved_with_scratch_log(pilot: Pilot[Any], app: TetherApp, note: str) -> None:
+    """The arguments editor, opened from the approve dialog with ``note`` kept: scratch.log
+    for access.log, approved; the run's decision carries both."""
+    await wait_for(pilot, lambda: isinstance(app.screen, ArgsEditor), "the arguments editor")
+    assert app.screen.query_one("#note", Input).value == note
+    await edit_to(pilot, app, '{"path": "scratch.log"}')
+    await settle(pilot, app)
+    decision = app.states[RID].approvals["call_1_0"]
+    assert (decision.text, json.loads(decision.args or "")) == (note, {"path": "scratch.log"})
+
+
+async def test_e_in_the_approve_dialog_edits_where_no_field_has_the_focus_and_the_key_bar_says_which(
+        tmp_path: Path) -> None:
+    """docs/console.md's e, in the dialog: in the Note field e is typed and the key bar offers
+    ctrl+e; on a button e opens the arguments editor (the note kept), and the bar offers e."""
+    app = make_app(tmp_path, grace_s=0)
+    async with app.run_test(size=SIZE) as pilot:
+        await destructive_waiting(pilot, app)
+        (tmp_path / "workspace" / "scratch.log").write_text("x\n", encoding="utf-8")
+        dialog = await open_armed(pilot, app, "a", ApproveDialog)
+        bar = dialog.query_one(KeyBar)
+        await wait_for(pilot, lambda: ("ctrl+e", "Edit arguments", True) in bar.keys, "ctrl+e on the key bar")
+        assert not any(key == "e" for key, _, _ in bar.keys)  # it would be typed: not offered
+        await pilot.press(*"keep", "e")
+        assert app.screen is dialog and dialog.query_one("#text", Input).value == "keepe"
+        await pilot.press("tab")  # to the buttons: no text field has the focus
+        await wait_for(pilot, lambda: isinstance(app.focused, Button), "a button to have the focus")
+        await wait_for(pilot, lambda: ("e", "Edit arguments", True) in bar.keys, "e on the key bar")
+        await pilot.press("e")
+        await approved_with_scratch_log(pilot, app, "keepe")
         await finish(pilot, app)
 
 
@@ -560,6 +638,99 @@ async def test_an_expired_rule_is_marked(tmp_path: Path) -> None:
                        "the rule to be listed")
         cells = [str(cell) for cell in app.screen.query_one("#rules", DataTable).get_row_at(0)]
         assert cells[-1].startswith("expired ")
+        await finish(pilot, app)
+
+
+# ---- ask rules from the rule editor, as tether rules add --ask makes them ----------------------
+
+async def open_new_rule(pilot: Pilot[Any], app: TetherApp) -> RuleEditor:
+    """The rules screen's empty editor."""
+    await pilot.press("L")
+    await wait_for(pilot, lambda: isinstance(app.screen, RulesScreen), "the rules screen")
+    await pilot.press("a")
+    await wait_for(pilot, lambda: isinstance(app.screen, RuleEditor), "the rule editor")
+    await pilot.pause()  # its lists take their values when mounted
+    return app.screen  # type: ignore[return-value]
+
+
+async def choose(pilot: Pilot[Any], editor: RuleEditor, **lists: Any) -> None:
+    """Pick a value in each of the editor's lists (``on_deadline`` for ``#on-deadline``)."""
+    for name, value in lists.items():
+        editor.query_one(f"#{name.replace('_', '-')}", Select).value = value
+    await pilot.pause()
+
+
+async def test_the_rule_editor_makes_an_ask_rule_that_holds_calls_for_people(tmp_path: Path) -> None:
+    """Ask, 2 people, a 10 min deadline that stops the run, for Tether's loop only: saved as
+    the CLI's --ask --approvals 2 --deadline 10m --on-deadline stop --source tether saves it,
+    listed in its words, and the next delete_file waits for two people with that deadline."""
+    app = make_app(tmp_path, grace_s=0)
+    async with app.run_test(size=SIZE) as pilot:
+        editor = await open_new_rule(pilot, app)
+        ask_fields = [editor.query_one(f"#{name}") for name in ("people", "deadline", "on-deadline")]
+        assert all(field.disabled for field in ask_fields)  # an allow (the default) asks nobody
+        await choose(pilot, editor, effect="ask")
+        assert not any(field.disabled for field in ask_fields)
+        await choose(pilot, editor, people=2, on_deadline="stop", source="tether")
+        fill(editor, tool="delete_file", deadline="10m", reason="two people for a deletion")
+        await pilot.press("ctrl+s")
+        screen = app.screen
+        await wait_for(pilot, lambda: isinstance(screen, RulesScreen) and len(screen.rules) == 1, "the rule listed")
+        [rule] = app.harness.store.rules()
+        assert (rule.effect, rule.tool, rule.approvals, rule.deadline_s, rule.on_deadline, rule.source) == \
+            ("ask", "delete_file", 2, 600.0, "stop", "tether")
+        cells = [str(cell) for cell in screen.query_one("#rules", DataTable).get_row_at(0)]
+        assert cells[1:3] == ["ask", "ask 2 people, stop after 10 min delete_file source tether"]
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: app.screen is app.console_screen, "back on the console")
+        waiting = await destructive_waiting(pilot, app)
+        assert waiting.needed == 2 and waiting.on_deadline == "stop" and waiting.rule == rule.id
+        assert waiting.deadline_at is not None and waiting.deadline_at - waiting.asked_at == 600.0
+        await finish(pilot, app)
+
+
+async def test_an_ask_rule_s_bad_deadline_is_said_in_the_dialog_and_nothing_is_saved(tmp_path: Path) -> None:
+    app = make_app(tmp_path, grace_s=0)
+    async with app.run_test(size=SIZE) as pilot:
+        editor = await open_new_rule(pilot, app)
+        await choose(pilot, editor, effect="ask")
+        fill(editor, tool="deploy", deadline="soon", reason="two people for a deploy")
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        error = shown(editor.query_one("#error", Static))
+        assert error == "Deadline: 'soon' is not a duration: write 90s, 10m, 2h, 7d or 1h30m", error
+        fill(editor, deadline="0s")
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert shown(editor.query_one("#error", Static)) == "Deadline: '0s' is not a duration above zero"
+        assert app.screen is editor and app.harness.store.rules() == []
+        # Back to an allow: the deadline typed stays in its field, greyed out, and is not part of the rule.
+        await choose(pilot, editor, effect="allow")
+        assert editor.query_one("#deadline", Input).disabled and editor.query_one("#deadline", Input).value == "0s"
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: len(app.harness.store.rules()) == 1, "the allow rule to be saved")
+        [rule] = app.harness.store.rules()
+        assert (rule.effect, rule.approvals, rule.deadline_s, rule.source) == ("allow", 1, None, None)
+        await finish(pilot, app)
+
+
+async def test_an_ask_rule_made_from_a_call_leaves_the_call_waiting_and_says_so(tmp_path: Path) -> None:
+    app = make_app(tmp_path, grace_s=0)
+    said = notices(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await destructive_waiting(pilot, app)
+        editor = await open_rule_editor(pilot, app, "a", ApproveDialog, "allow")
+        await choose(pilot, editor, effect="ask", people=2)
+        fill(editor, reason="two people for a deletion")
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: any("this call still waits for a decision" in w for w in said), "the words")
+        [rule] = app.harness.store.rules()
+        assert (rule.effect, rule.approvals) == ("ask", 2)
+        assert any(f"rule {rule.id} asks for people (ask 2 people delete_file where path=access.log agent "
+                   "destructive): it decides nothing by itself" in words for words in said), said
+        st = app.states[RID]
+        assert st.status is Status.INTERRUPTED and not st.approvals and not app.active
+        assert (tmp_path / "workspace" / "access.log").exists()
         await finish(pilot, app)
 
 

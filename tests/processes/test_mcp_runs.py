@@ -217,14 +217,16 @@ async def test_an_untrusted_servers_read_only_tool_says_why_it_needs_approval(tm
     await gone(token)
 
 
-async def test_a_trusted_servers_write_tool_says_it_writes(tmp_path: Path):
+async def test_a_trusted_servers_tool_without_annotations_says_it_counts_as_destructive(tmp_path: Path):
     token = uuid.uuid4().hex
     endpoint = scripted_app(lambda t, r, b: completion(tool_calls=[call("echo", {"text": "x"}, "e1")]))
     async with running_app(endpoint) as url:
         async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as h:
             out = await h.start(agent(url, [echo_server(tmp_path, token, trust_annotations=True)]), "go")
     waiting = out.state.interruption
-    assert isinstance(waiting, NeedsApproval) and waiting.why == "echo needs approval: it writes to the workspace"
+    assert isinstance(waiting, NeedsApproval) and waiting.why == (
+        "echo needs approval: the MCP server 'echo' gives it no annotations, so it counts as destructive "
+        "(the MCP default)")
     await gone(token)
 
 

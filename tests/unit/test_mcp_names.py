@@ -189,7 +189,8 @@ async def test_an_approval_of_an_offered_name_is_bound_to_the_tool_and_its_argum
         waiting = out.state.interruption
         assert out.state.status is Status.INTERRUPTED and isinstance(waiting, NeedsApproval)
         assert waiting.tool_name == "files.write note"
-        assert waiting.why == "files.write note needs approval: it writes to the workspace"
+        assert waiting.why == (f"files.write note needs approval: its class declares needs_approval = True "
+                               f"({__name__}.Note)")
         out = await h.approve(out.state.run_id, "fine")
     assert out.state.status is Status.COMPLETED
     assert out.state.messages[-2]["content"] == "Approved by the operator (fine). written"
@@ -214,9 +215,9 @@ async def test_an_untrusted_servers_tool_says_its_annotations_are_not_believed()
     assert "annotations (not destructive, idempotent) are not believed" in kind.approval_reason()
 
 
-async def test_a_trusted_write_and_a_builtin_write_still_say_they_write():
+async def test_a_trusted_servers_write_says_what_it_marks_and_a_builtin_write_says_it_writes():
     (tool,) = catalog([(link("files", trusted=True), [listed("remove", destructive_hint=True)])], reserved=())
-    assert tool.needs_approval and tool.approval_reason() == "it writes to the workspace"
+    assert tool.needs_approval and tool.approval_reason() == "the MCP server 'files' marks it destructive"
     assert DeleteFile().approval_reason() == "it writes to the workspace"
 
 

@@ -85,9 +85,11 @@ class _Quit(Exception):
 
 
 class Caption(Static):
-    """The tour's caption line: on the console, under the header; on a dialog, just above
-    the dialog, which would otherwise cover it. At the top, the console's notifications
-    (bottom right) never cover it."""
+    """The tour's caption line: on the console, under the header; on a dialog, a copy in the
+    very same row, over the console's (which the dialog's backdrop dims), with the dialog laid
+    out below it. So a viewer reads one caption, in one place, whatever is on top: two copies
+    in different rows, or side by side, read as the caption drawn twice. At the top, the
+    console's notifications (bottom right) never cover it."""
 
     DEFAULT_CSS = """
     Caption {
@@ -99,8 +101,8 @@ class Caption(Static):
         text-style: bold;
     }
     Caption.-on-dialog {
-        width: 84;  /* the dialogs' width (app.tcss): one block, centred */
-        max-width: 95%;
+        dock: top;
+        margin-top: 1;  /* the console's header row: its caption is the row below */
     }
     """
 
@@ -217,7 +219,7 @@ class Tour:
         await pilot.pause()
 
     def _show_caption(self, screen: Screen[Any]) -> None:
-        """The caption on ``screen`` (a dialog gets its own copy, docked over the console's)."""
+        """The caption on ``screen`` (a dialog gets its own copy, in the console's caption's row)."""
         text = Text(self._caption)
         found = list(screen.query(Caption))
         if found:
@@ -227,7 +229,7 @@ class Tour:
         body = list(screen.query("#body"))
         if body:  # the console: a line of its own under the header
             screen.mount(caption, before=body[0])
-        else:  # a dialog: just above it (the dialogs are centred)
+        else:  # a dialog: over the console's caption, the dialog below it
             caption.add_class("-on-dialog")
             screen.mount(caption, before=0)
 

@@ -3,8 +3,9 @@
 Each shows the call (tool, arguments, why), what it would change (its preview: a diff, a
 summary, or that the preview failed, which does not stand in the way), how many people it
 needs and who approved so far (``1 of 2 approved (alice)``), and its deadline (``rejects in
-9 min``). From Approve, ctrl+e edits the arguments before approving (not for an ACP agent's
-call: the protocol has no way to change them). "Always allow…" and "Always deny…" make a
+9 min``). From Approve, ``e`` (where no text field has the focus, as on the console) or
+``ctrl+e`` (anywhere) edits the arguments before approving (not for an ACP agent's call: the
+protocol has no way to change them). "Always allow…" and "Always deny…" make a
 standing rule from the call (:mod:`.rule_editor`) that decides it and the calls like it.
 
 Enter is ignored for a short grace period after the dialog opens, so a stray Enter meant
@@ -63,6 +64,10 @@ class _DecisionDialog(Dialog):
     same family (allow always, reject always) answers with that one. ``acp``: the run's
     agent speaks ACP (its request may not have been seen yet). ``rules``: what the rule
     editor needs to make a rule from the call (None: no "always" choices)."""
+
+    AUTO_FOCUS = "#text"
+    """The note (or reason) field has the focus from the start: Textual would give it to the
+    first focusable widget, a scrolling diff, and scroll the call down to it."""
 
     verb = "Approve"
     approves = True
@@ -129,21 +134,25 @@ class _DecisionDialog(Dialog):
             short = self.ask is not None or bool(waiting.preview)
             with VerticalScroll(classes="args short" if short else "args"):
                 yield Static(Text(clean(pretty_args(self.args))), id="args")
-            yield Label(self.field_label, classes="field-label")
-            yield Input(placeholder=self.placeholder, id="text")
-            yield from self.extra()
-            with Horizontal(classes="buttons"):
-                label = self.verb if self.default_option is None else f"{self.verb}: {one_line(self.default_option.name, 24)}"
-                yield Button(label, variant=self.button_variant, id="confirm", disabled=True)  # type: ignore[arg-type]
-                for i, option in enumerate(self.other_options):
-                    yield Button(one_line(option.name, 24), variant="warning", id=f"option-{i}", classes="option",
-                                 disabled=True)
-                yield Button("Cancel", id="cancel")
-            more = list(self._more())
-            if more:
-                with Horizontal(classes="buttons more"):
-                    yield from more
-            yield Static(Text(self._hint(), style="dim"), id="hint")
+            # What the operator types and presses stays at the dialog's foot, in sight however
+            # long the call: what is shown of it above scrolls (a short terminal, a toast below).
+            with Vertical(id="decision-actions"):
+                yield Label(self.field_label, classes="field-label")
+                yield Input(placeholder=self.placeholder, id="text")
+                yield from self.extra()
+                with Horizontal(classes="buttons"):
+                    label = (self.verb if self.default_option is None
+                             else f"{self.verb}: {one_line(self.default_option.name, 24)}")
+                    yield Button(label, variant=self.button_variant, id="confirm", disabled=True)  # type: ignore[arg-type]
+                    for i, option in enumerate(self.other_options):
+                        yield Button(one_line(option.name, 24), variant="warning", id=f"option-{i}",
+                                     classes="option", disabled=True)
+                    yield Button("Cancel", id="cancel")
+                more = list(self._more())
+                if more:
+                    with Horizontal(classes="buttons more"):
+                        yield from more
+                yield Static(Text(self._hint(), style="dim"), id="hint")
 
     def _more(self) -> ComposeResult:
         """The second row: edit the arguments, make a rule."""
@@ -182,14 +191,13 @@ class _DecisionDialog(Dialog):
             return (f"the agent offers no {'allow' if self.approves else 'reject'} option: the run answers with "
                     "what it can · Esc cancels")
         if self.approves and not self.acp:
-            return "Enter confirms · ctrl+e edits the arguments · Esc cancels"
+            return "Enter confirms · ctrl+e (e off the note) edits the arguments · Esc cancels"
         return "Enter confirms · Esc cancels"
 
     def extra(self) -> ComposeResult:
         yield from ()
 
     def on_mount(self) -> None:
-        self.query_one("#text", Input).focus()
         if self.grace_s <= 0:
             self._arm()
         else:
@@ -259,7 +267,12 @@ class _DecisionDialog(Dialog):
 
 class ApproveDialog(_DecisionDialog):
     verb = "Approve"
-    BINDINGS = [Binding("ctrl+e", "edit", "Edit arguments", priority=True, id="approve.edit")]
+    BINDINGS = [
+        # e, as on the console, wherever no text field has the focus (in the Note field it is
+        # typed); ctrl+e from anywhere, the Note field included. The key bar shows the one that works.
+        Binding("e", "edit", "Edit arguments", id="approve.edit"),
+        Binding("ctrl+e", "edit", "Edit arguments", priority=True, id="approve.edit_in_field"),
+    ]
 
     @on(Button.Pressed, "#edit")
     def _edit_pressed(self) -> None:

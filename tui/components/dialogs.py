@@ -347,8 +347,9 @@ HELP_KEYS = (
     ("a", "Approve the selected run's pending call (a dialog shows tool, arguments, what it would change); a process "
           "waiting for the decision gets it. An ACP agent's request shows its diff and its options: Enter "
           "allows once, a button picks another (allow always)."),
-    ("e", "Approve the pending call with edited arguments (JSON; ctrl+e in the Approve dialog): the tool runs "
-          "with yours and the model reads that they changed. Not for an ACP agent's call."),
+    ("e", "Approve the pending call with edited arguments (JSON): the tool runs with yours and the model reads "
+          "that they changed. In the Approve dialog too: e off the Note field, ctrl+e anywhere. Not for an ACP "
+          "agent's call."),
     ("r", "Reject it: the reason is written into the transcript in words; nothing is done. Approve and Reject "
           "also offer \"Always allow…\" and \"Always deny…\": a standing rule made from the call."),
     ("L", "The standing rules: list, add (a), remove (d). Each decides at once the calls it fits."),
@@ -363,7 +364,7 @@ HELP_KEYS = (
     ("Tab", "Move between panes: runs, approvals, transcript, trace."),
     ("ctrl+p", "Command palette: every action above, by name."),
     ("F1", "This help."),
-    ("q", "Quit: running runs are stopped and saved first; runs waiting for approval stay on disk."),
+    ("q, ctrl+q", "Quit: running runs are stopped and saved first; runs waiting for approval stay on disk."),
 )
 
 

@@ -14,6 +14,7 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Select, Static
 
+from tether.tui.components.key_bar import KeyBar
 from tether.tui.text import clean
 
 
@@ -25,9 +26,16 @@ def kv(key: str, value: str, style: str = "") -> Text:
 
 
 class Dialog(ModalScreen[Any]):
-    """Common frame: Esc cancels."""
+    """Common frame: Esc cancels, and a key bar at the bottom shows the dialog's own keys
+    (over the console's, which do not apply while a dialog is up)."""
 
     BINDINGS = [Binding("escape", "cancel", "Cancel", id="dialog.cancel")]
+
+    def on_mount(self) -> None:
+        # Mounted here, after the dialog's own compose, so that no dialog has to remember it
+        # (Textual calls each class's on_mount: the dialog's own runs too).
+        if not self.query(KeyBar):
+            self.mount(KeyBar(classes="dialog-keys"))
 
     def action_cancel(self) -> None:
         self.dismiss(None)

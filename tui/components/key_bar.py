@@ -5,6 +5,10 @@ console does on most selection changes (Stop applies to a running run, Approve t
 waiting one); under load that cost showed in the key-to-effect latency. This bar renders
 the same information (``Screen.active_bindings``, with ``check_action`` deciding enabled
 or greyed) as one line of text, and a click on a key presses it.
+
+It shows what a key does now: while a text field has the focus, a plain character key
+(``e``) is typed into it, so the bar leaves that key out and shows the one that works there
+for the same action (``ctrl+e``), as the focus moves.
 """
 
 from __future__ import annotations
@@ -13,7 +17,15 @@ from typing import Any
 
 from rich.text import Text
 from textual import events
-from textual.widgets import Static
+from textual.keys import format_key, key_to_character
+from textual.widgets import Input, Static, TextArea
+
+
+def typed_in_a_field(key: str) -> bool:
+    """Whether a text field with the focus takes ``key`` as a character (``e``, ``R``, ``/``,
+    space) rather than letting a binding have it."""
+    char = key_to_character(key) or format_key(key)
+    return len(char) == 1 and char.isascii() and char.isprintable()
 
 
 class KeyBar(Static):
@@ -47,10 +59,13 @@ class KeyBar(Static):
         spans: list[tuple[int, int, str, bool]] = []
         keys: list[tuple[str, str, bool]] = []
         seen: set[str] = set()
+        typing = isinstance(self.screen.focused, (Input, TextArea))
         for key, active in self.screen.active_bindings.items():
             binding = active.binding
             if not binding.show or binding.action in seen:
                 continue
+            if typing and not binding.priority and typed_in_a_field(key):
+                continue  # the field takes it as a character: the bar shows what works there
             seen.add(binding.action)
             display = binding.key_display or self.app.get_key_display(binding)
             start = len(text)

@@ -62,10 +62,17 @@ class MCPTool(Tool):
 
     def approval_reason(self) -> str:
         """An untrusted server's tool needs approval because its annotations are not believed,
-        not because of what they say: the reason says that, and how to trust the server."""
-        if self._link.spec.trust_annotations:
-            return super().approval_reason()
+        not because of what they say: the reason says that, and how to trust the server. A
+        trusted server's tool needs it because of what its annotations say, or leave out."""
         said = annotation_words(self.annotations)
+        if self._link.spec.trust_annotations:
+            if self.annotations is None:
+                return (f"the MCP server {self.server!r} gives it no annotations, so it counts as destructive "
+                        "(the MCP default)")
+            if self.annotations.destructive_hint is True:
+                return f"the MCP server {self.server!r} marks it destructive"
+            return (f"the MCP server {self.server!r} marks it neither read-only nor not destructive ({said}), "
+                    "so it counts as destructive (the MCP default)")
         untrusted = f"the MCP server {self.server!r} is not trusted"
         _, trusted_needs_approval, _ = policy(self.annotations, True)
         if trusted_needs_approval:

@@ -116,8 +116,11 @@ class Tool(ABC):
 
     def approval_reason(self) -> str:
         """Why a call of this tool waits for the operator's approval, in words that follow
-        "<name> needs approval: "."""
-        return "it writes to the workspace" if not self.read_only else "it is marked as needing approval"
+        "<name> needs approval: ". Said from what the tool declared, never guessed from what
+        it might do: a tool class that sets ``needs_approval = True`` says so and where it is
+        (a built-in write, a function tool and an MCP server's tool say it their own way)."""
+        cls = type(self)
+        return f"its class declares needs_approval = True ({cls.__module__}.{cls.__qualname__})"
 
     def preview(self, args: dict[str, Any], workspace: "Workspace | None"
                 ) -> "Preview | str | None | Awaitable[Preview | str | None]":

@@ -231,7 +231,18 @@ class ReadFile(Tool):
         return text
 
 
-class DeleteFile(Tool):
+class _WorkspaceWrite(Tool):
+    """What the two built-in writes declare alike: they change the workspace, so each call
+    waits for approval, and the reason says that (a tool of the user's says its own)."""
+
+    read_only = False
+    needs_approval = True
+
+    def approval_reason(self) -> str:
+        return "it writes to the workspace"
+
+
+class DeleteFile(_WorkspaceWrite):
     """A write: the ledger entry under ``run_id:call_id`` decides whether to act, replay the
     recorded result, or settle a deletion a crash left unrecorded. A symlink inside the
     workspace is followed, like read_file: the file it names is what is deleted."""
@@ -240,8 +251,6 @@ class DeleteFile(Tool):
     ref = "tether:delete_file"
     description = "Delete a file from the workspace. Needs the operator's approval."
     parameters = _path_schema("File to delete, relative to the workspace.")
-    read_only = False
-    needs_approval = True
 
     def preview(self, args: dict[str, Any], workspace: Workspace | None) -> Preview:
         """The file's size and first lines (or that it is binary, or missing)."""
@@ -274,7 +283,7 @@ class DeleteFile(Tool):
         return result
 
 
-class WriteFile(Tool):
+class WriteFile(_WorkspaceWrite):
     """A write, made idempotent by the ledger like :class:`DeleteFile`: a call recorded as
     done replays its result; one begun but not recorded (the process died mid-write) is
     written again, which gives the same file. The text replaces the file's in place (its
@@ -293,8 +302,6 @@ class WriteFile(Tool):
         "required": ["path", "content"],
         "additionalProperties": False,
     }
-    read_only = False
-    needs_approval = True
     max_bytes: ClassVar[int] = 1_000_000  # what read_file would read back whole
 
     def preview(self, args: dict[str, Any], workspace: Workspace | None) -> Preview:

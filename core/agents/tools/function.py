@@ -150,6 +150,11 @@ class FunctionTool(Tool):
     def ref(self, value: str | None) -> None:
         self.__dict__["ref"] = value
 
+    def approval_reason(self) -> str:
+        """What made the function a tool that waits: its own ``needs_approval=True``, and
+        where the function is, so the operator knows whose word it is."""
+        return f"its definition says needs_approval=True ({self.ref or self.source})"
+
     def check_args(self, args: dict[str, Any]) -> str | None:
         """Why the model's ``args`` cannot be passed to the function, in words, or None."""
         if not isinstance(args, Mapping):
