@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from tether.store.decisions import DECISION_COLUMNS, decision_filter, decision_row, decisions_of
-from tether.store.files.layout import INDEX_FILE, PRIVATE_FILE
+from tether.store.files.layout import INDEX_FILE, open_private
 from tether.store.summary import SUMMARY_COLUMNS, JournalKey, RunSummary
 
 if TYPE_CHECKING:
@@ -150,10 +150,10 @@ class RunIndex:
             return self._db
         self._close()
         if ino == -1:
-            # Made here, mode 0600, before SQLite opens it: SQLite gives its -wal and -shm
-            # files the database's own mode, so the three stay private (docs/run-store.md).
+            # Made here, mode 0600 (0660 in a shared store), before SQLite opens it: SQLite gives
+            # its -wal and -shm files the database's own mode, so the three keep it (docs/run-store.md).
             with contextlib.suppress(OSError):  # no runs dir, a read-only disk: connect says so
-                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE))
+                os.close(open_private(self.path, os.O_WRONLY))
         db = sqlite3.connect(self.path, timeout=BUSY_S, isolation_level=None, check_same_thread=False)
         try:
             db.execute(f"PRAGMA busy_timeout = {int(BUSY_S * 1000)}")
