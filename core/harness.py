@@ -308,20 +308,28 @@ class Harness:
 
     async def approve(self, run_id: str, note: str = "", *, call_id: str | None = None, by: str = "operator",
                       args: str | None = None, rule: str | None = None, signal: CancelSignal | None = None,
-                      sinks: Sequence[EventSink] = (), wait_for_decision: float | None = None) -> Outcome:
+                      sinks: Sequence[EventSink] = (), wait_for_decision: float | None = None,
+                      account: str | None = None) -> Outcome:
         """Approve the waiting call (bound to its arguments, used once), then go on. ``args``:
         the operator's edited arguments (JSON), checked against the tool's schema first. A
-        call that needs two people keeps waiting after the first. For a run whose process
-        waits for a decision, use :meth:`decide`: it reaches that process."""
-        request = control.ControlRequest("approve", note, call_id=call_id, by=by, args=args, rule=rule)
+        call that needs two people keeps waiting after the first, for another account (``by`` is
+        a name: :meth:`account`). For a run whose process waits for a decision, use :meth:`decide`."""
+        request = control.ControlRequest("approve", note, call_id=call_id, by=by, args=args, rule=rule,
+                                         account=await self.account(account, rule=rule))
         return await self._decided(run_id, request, signal, sinks, wait_for_decision)
 
     async def reject(self, run_id: str, reason: str = "", *, call_id: str | None = None, by: str = "operator",
                      rule: str | None = None, signal: CancelSignal | None = None, sinks: Sequence[EventSink] = (),
-                     wait_for_decision: float | None = None) -> Outcome:
+                     wait_for_decision: float | None = None, account: str | None = None) -> Outcome:
         """Decline the waiting call, in words in its result slot, then go on."""
-        request = control.ControlRequest("reject", reason, call_id=call_id, by=by, rule=rule)
+        request = control.ControlRequest("reject", reason, call_id=call_id, by=by, rule=rule,
+                                         account=await self.account(account, rule=rule))
         return await self._decided(run_id, request, signal, sinks, wait_for_decision)
+
+    async def account(self, given: str | None = None, *, rule: str | None = None) -> str | None:
+        """The account a decision counts as (:mod:`tether.run.people`): ``given`` (a web login's),
+        none for a rule's, else this process's on the store (:meth:`Store.account`)."""
+        return given if given is not None or rule is not None else await call(self.store, self.store.account)
 
     async def _decided(self, run_id: str, request: control.ControlRequest, signal: CancelSignal | None,
                        sinks: Sequence[EventSink], wait_for_decision: float | None) -> Outcome:
@@ -374,15 +382,16 @@ class Harness:
         return await self.request(run_id, control.ControlRequest("stop", reason, by=by))
 
     async def decide(self, run_id: str, verdict: str, text: str = "", *, call_id: str | None = None,
-                     by: str = "operator", option: str | None = None, silent: bool = False,
-                     args: str | None = None, scope: str | None = None) -> control.ControlReply:
+                     by: str = "operator", option: str | None = None, silent: bool = False, args: str | None = None,
+                     scope: str | None = None, account: str | None = None) -> control.ControlReply:
         """Deliver an approval or a rejection to the process that holds the run waiting for
         one (``wait_for_decision``). A run nobody holds is decided with :meth:`approve` or
         :meth:`reject`, in this process. ``args``: an approval's edited arguments (JSON);
         ``scope``: for an ACP agent's "always" option, the scope of the rule Tether keeps."""
         kind = "approve" if verdict in ("approve", "approved") else "reject"
         return await self.request(run_id, control.ControlRequest(kind, text, call_id=call_id, by=by, option=option,
-                                                                 silent=silent, args=args, scope=scope))
+                                                                 silent=silent, args=args, scope=scope,
+                                                                 account=await self.account(account)))
 
     async def request(self, run_id: str, request: control.ControlRequest) -> control.ControlReply:
         """Append ``request`` to the run's control channel and have its process act on it

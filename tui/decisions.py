@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from typing import Any
 
 from textual import on
@@ -69,13 +69,14 @@ class DecisionActions(MessagePump):
         another process, or this one for an ACP run it drives. ``option``: the ACP agent's
         option to answer with (None: allow once, or reject once); ``args``: edited arguments;
         ``scope``: for an "always" option, the scope of the rule Tether keeps of it."""
-        def decide() -> Awaitable[ControlReply]:
+        async def decide() -> ControlReply:
             if scope is not None:  # the request Harness.decide makes, with the rule's scope
                 kind = "approve" if verdict in ("approve", "approved") else "reject"
-                return self.harness.request(rid, ControlRequest(kind, text, call_id=call_id, by=self.operator,
-                                                                option=option, scope=scope))
-            return self.harness.decide(rid, verdict, text, call_id=call_id, by=self.operator, option=option,
-                                       args=args)
+                return await self.harness.request(rid, ControlRequest(kind, text, call_id=call_id, by=self.operator,
+                                                                      option=option, scope=scope,
+                                                                      account=await self.harness.account()))
+            return await self.harness.decide(rid, verdict, text, call_id=call_id, by=self.operator, option=option,
+                                             args=args)
 
         return self.run_worker(
             self._control(rid, decide,
@@ -92,7 +93,7 @@ class DecisionActions(MessagePump):
         async def decide() -> ControlReply:
             by = f"rule {rule}" if rule is not None else self.operator
             reply = await workers.decide(self.harness.store, rid, verdict, text, by=by, call_id=call_id,  # type: ignore[arg-type]
-                                        args=args, rule=rule)
+                                        args=args, rule=rule, account=await self.harness.account(rule=rule))
             if reply is None:
                 if rule is not None:  # a rule's decision: this console's loop reads the store's rules
                     self._launch(rid, lambda sig: self.harness.run(rid, signal=sig, sinks=[self._sink]),

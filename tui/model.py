@@ -380,7 +380,7 @@ class ConsoleModel:
             it = st.interruption
             if st.status is Status.INTERRUPTED and isinstance(it, NeedsApproval) and (
                     not self.is_driven(rid) or self.waits_here(rid)):
-                tally = f"{it.tally} approved ({', '.join(it.approvers)})" if it.approvers else it.tally
+                tally = it.progress if it.approvers else it.tally
                 out.append(Pending(rid, it.call_id, it.tool_name, it.args, it.why, tally))
         return out
 

@@ -46,6 +46,7 @@ from tether.agents.agent import Agent, AgentError
 from tether.approvals import Call, Rule, RuleError, Verdict, check
 from tether.approvals.holding import deadline_of, overdue, verdict_of
 from tether.approvals.preview import preview_of_acp
+from tether.run import people
 from tether.run.cancel import CancelSignal
 from tether.run.events import (
     AgentSession, ApprovalDecision, ApprovalRequired, Event, FileWrite, Plan, RuleAdded,
@@ -346,15 +347,19 @@ class AcpRun:
                 await self.save()
                 return
             if decision.kind == "approve" and len(waiting.approvers) + 1 < waiting.needed:
-                waiting = replace(waiting, approvers=(*waiting.approvers, decision.by))
+                waiting = replace(waiting, approvers=(*waiting.approvers, decision.by),
+                                  accounts=(*people.padded(waiting.approvers, waiting.accounts),
+                                            decision.account or ""))
                 self.emit(ApprovalDecision(run_id=st.run_id, call_id=key, tool=tool, verdict="pending",
                                            text=approved_words(decision.text, decision.by), by=decision.by,
                                            tally=waiting.tally))
-                continue  # the same person again is refused by vet()
+                continue  # the same person again is refused by the run's controls
             break
         approvers = [*waiting.approvers, decision.by] if waiting.needed > 1 and decision.kind == "approve" else []
+        accounts = [*people.padded(waiting.approvers, waiting.accounts), decision.account or ""] if approvers else []
         await self._answer(request, key, tool, decision.kind, decision.text, decision.by, option=decision.option,
-                           silent=decision.silent, asked_at=asked_at, approvers=approvers, needed=waiting.needed)
+                           silent=decision.silent, asked_at=asked_at, approvers=approvers, needed=waiting.needed,
+                           account=decision.account, accounts=accounts)
         chosen = request.option_by_id(decision.option) if decision.option else None
         if chosen is not None and chosen.kind.endswith("_always"):
             await self._always(request, tool, chosen, decision)
@@ -395,7 +400,8 @@ class AcpRun:
 
     async def _answer(self, request: PermissionRequest, key: str, tool: str, kind: str, text: str, by: str, *,
                       option: str | None = None, silent: bool = False, rule: str | None = None,
-                      asked_at: float | None = None, approvers: list[str] | None = None, needed: int = 1) -> None:
+                      asked_at: float | None = None, approvers: list[str] | None = None, needed: int = 1,
+                      account: str | None = None, accounts: list[str] | None = None) -> None:
         """Answer the agent with the option for the verdict, and record the decision."""
         st = self.state
         approved = kind == "approve"
@@ -407,7 +413,8 @@ class AcpRun:
             words = f"{words} (not delivered: {exc})"
         st.approvals[key] = Decision(key, "approved" if approved else "rejected", request.args_hash, text, by,
                                      used=True, tool=tool, rule=rule, approvers=approvers or [], needed=needed,
-                                     asked_at=asked_at)
+                                     asked_at=asked_at, account=account,
+                                     accounts=accounts if accounts and any(accounts) else [])
         if not approved:
             st.failed_calls.append(request.tool_call_id)
             if not silent:
@@ -451,16 +458,13 @@ class AcpRun:
 
     def vet(self, decision: Any) -> str | None:
         """Words to refuse a decision with before it is taken: edited arguments (ACP has no way
-        to give them to the agent), the same person approving twice, an option the agent does
-        not offer, or one that does not fit the verdict (allowing with a reject option)."""
+        to give them to the agent), an option the agent does not offer, or one that does not
+        fit the verdict (allowing with a reject option). The same person approving twice is
+        refused by the run's controls (:func:`tether.run.controls.repeated`), as for any run."""
         request = self._asking
         if decision.kind == "approve" and decision.args is not None:
             return (f"run {self.state.run_id} is the ACP agent {self.agent.name}'s, and ACP offers no way to change "
                     "the arguments of an agent's call: approve or reject it as the agent asked")
-        waiting = self._waiting
-        if waiting is not None and decision.kind == "approve" and decision.by in waiting.approvers:
-            return (f"{decision.by} has approved {waiting.tool_name} ({waiting.call_id}) already: it needs "
-                    f"{waiting.needed} different people ({waiting.tally} so far)")
         if request is None or not decision.option:
             return None
         option = next((o for o in request.options if o.option_id == decision.option), None)

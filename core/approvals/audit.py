@@ -14,6 +14,8 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from tether.run import people
+
 if TYPE_CHECKING:
     from tether.run.state import RunState
 
@@ -37,21 +39,45 @@ class DecisionRecord:
     words: str
     """The note or reason, as the decider gave it."""
     by: str
-    """The person (``--as`` name or user@host), or ``rule R3``."""
+    """The person's name (``--as`` name, a web login, or user@host), or ``rule R3``."""
     rule: str | None
     approvers: tuple[str, ...]
     ts: float
     waited_s: float | None
     """From the call's asking to this decision, when known."""
+    account: str | None = None
+    """The account that authenticated the decision (:mod:`tether.run.people`), when a person's."""
+    accounts: tuple[str, ...] = ()
+    """The account of each of :attr:`approvers`, in the same order."""
+    needed: int = 1
+    """How many people the call needs: a ``pending`` record has some of them."""
 
     def to_dict(self) -> dict[str, Any]:
         data = asdict(self)
         data["approvers"] = list(self.approvers)
+        data["accounts"] = list(self.accounts)
         return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> "DecisionRecord":
-        return cls(**{**data, "approvers": tuple(data.get("approvers") or ())})
+        return cls(**{**data, "approvers": tuple(data.get("approvers") or ()),
+                      "accounts": tuple(data.get("accounts") or ())})
+
+    @property
+    def outcome(self) -> str:
+        """The verdict as a listing shows it: ``1 of 2`` while a call that needs several
+        people still waits for some of them."""
+        if self.verdict == "pending" and self.needed > 1:
+            return f"{len(self.approvers)} of {self.needed}"
+        return self.verdict
+
+    @property
+    def deciders(self) -> str:
+        """Who decided, as shown: every approver of a call that needs several people, else the
+        one decider, each with the account that counts when the name does not say it."""
+        if self.approvers:
+            return people.shown_all(self.approvers, self.accounts)
+        return people.shown(self.by, self.account)
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,7 +87,7 @@ class DecisionQuery:
     since: float | None = None
     agent: str | None = None
     by: str | None = None
-    """A person's name, or a rule's id (``R3``)."""
+    """A person's name or account, or a rule's id (``R3``): matched without regard to case."""
     limit: int | None = None
 
     def admits(self, record: DecisionRecord) -> bool:
@@ -70,7 +96,8 @@ class DecisionQuery:
             return False
         if self.agent is not None and record.agent != self.agent:
             return False
-        return self.by is None or self.by in (record.by, record.rule) or self.by in record.approvers
+        return self.by is None or any(people.same(self.by, who) for who in (
+            record.by, record.rule, record.account, *record.approvers, *record.accounts))
 
 
 def records_of(state: RunState) -> Iterator[DecisionRecord]:
@@ -84,7 +111,8 @@ def records_of(state: RunState) -> Iterator[DecisionRecord]:
         waited = decision.ts - decision.asked_at if decision.asked_at is not None else None
         yield DecisionRecord(state.run_id, call_id, decision.tool or tool, agent, source, args, decision.args,
                              verdict, decision.text, decision.by, decision.rule, tuple(decision.approvers),
-                             decision.ts, None if waited is None else max(0.0, round(waited, 3)))
+                             decision.ts, None if waited is None else max(0.0, round(waited, 3)),
+                             decision.account, tuple(decision.accounts), decision.needed)
 
 
 def run_source(state: RunState) -> str:

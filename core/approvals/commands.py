@@ -19,7 +19,8 @@ from typing import TYPE_CHECKING, Any
 from tether.approvals.audit import DecisionRecord, run_source, when
 from tether.approvals.rules import Call, Rule, RuleError, decide, explain, format_duration, parse_duration
 from tether.store.protocol import call
-from tether.run.state import NeedsApproval, RunState, StateError
+from tether.run import people
+from tether.run.state import Decision, NeedsApproval, RunState, StateError
 from tether.text import clean
 
 if TYPE_CHECKING:
@@ -205,26 +206,34 @@ def explain_call(state: RunState, call_id: str, rules: Sequence[Rule], now: floa
              f"(agent {agent}, source {subject.source})"]
     decision = state.approvals.get(call_id)
     if decision is not None:
-        lines.append(f"recorded: {decision.verdict} by {decision.by}, {when(decision.ts)}")
+        lines.append(f"recorded: {recorded_words(decision)}, {when(decision.ts)}")
     lines.append(f"the store's {len(rules)} rule{'s' if len(rules) != 1 else ''} now:")
     lines += ["  " + line for line in explain(rules, subject, now=now)]
     return [clean(line, keep_newlines=False) for line in lines]
+
+
+def recorded_words(decision: Decision) -> str:
+    """How a call was decided, in words: ``approved by ana``; for a call that needs several
+    people, how far it is (``1 of 2 approved (ana): one more person must approve…``)."""
+    if decision.needed > 1 and decision.verdict == "approved":
+        return people.still_needed(decision.needed, decision.approvers, decision.accounts)
+    return f"{decision.verdict} by {people.shown(decision.by, decision.account)}"
 
 
 # ---- tether decisions -------------------------------------------------------------------
 
 def decision_line(record: DecisionRecord) -> str:
     """One decision: when, run, tool, arguments (short), verdict, by whom, how long it waited
-    (raw: :func:`decision_table` makes the table display-safe, once for all its lines)."""
-    verdict = record.verdict
+    (raw: :func:`decision_table` makes the table display-safe, once for all its lines). A
+    call that needs several people still waiting shows how far it is (``1 of 2``), and
+    every approver with the account that counts."""
+    verdict = record.outcome
     if record.edited_args is not None:
         verdict += " (edited)"
-    if record.verdict == "pending" and record.approvers:
-        verdict += f" ({', '.join(record.approvers)})"
     waited = "-" if record.waited_s is None else format_duration(round(record.waited_s, 1))
     args = _short(record.edited_args if record.edited_args is not None else record.args, ARGS_SHOWN)
     return (f"{when(record.ts)}  {record.run_id:<36} {record.tool:<16} {args:<{ARGS_SHOWN}}  "
-            f"{verdict:<9} {_one_line(record.by):<20} {waited}")
+            f"{verdict:<9} {_one_line(record.deciders):<20} {waited}")
 
 
 def decision_table(records: Iterable[DecisionRecord]) -> str:

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tether.run.people import still_needed
 from tether.run.state import Cancelled, MaxBudget, MaxTurns, NeedsApproval, ProviderOutage, RunState, StopConditionMet
 from tether.store.files.layout import TRACE_FILE
 
@@ -226,8 +227,10 @@ def text_summary(state: RunState, tool_runs: int, ms: float) -> str:
     if state.answer is not None:
         out.append(f"answer: {state.answer}")
     match state.interruption:
-        case NeedsApproval(call_id=call_id, tool_name=tool, args=args):
-            out.append(f"waiting for approval: {tool} {args} (call {call_id}); "
+        case NeedsApproval(call_id=call_id, tool_name=tool, args=args) as waiting:
+            how_far = f"; {still_needed(waiting.needed, waiting.approvers, waiting.accounts)}" \
+                if waiting.needed > 1 else ""
+            out.append(f"waiting for approval: {tool} {args} (call {call_id}){how_far}; "
                        f"tether approve|reject {state.run_id}")
         case Cancelled(reason=reason):
             out.append(f"cancelled: {reason}")

@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from tether.run import people
 from tether.run.cancel import CancelSignal
 from tether.run.decisions import approve, check_edit, reject
 from tether.run.state import NeedsApproval, RunState, StateError, Status, pending_calls
@@ -125,16 +126,17 @@ class Controls:
         if (request.option or request.silent) and self.vet is None:
             return ControlReply(False, f"run {run_id} is not an ACP agent's: --option and --silent apply "
                                         "to an ACP agent's permission requests only")
-        problem = self.vet(request) if self.vet is not None else None
+        problem = repeated(waiting, request) or (self.vet(request) if self.vet is not None else None)
         if problem:
             return ControlReply(False, problem)
         decided = replace(request, call_id=waiting.call_id)
         self._decided = decided
         self._decision.set_result(decided)
         if request.kind == "approve" and len(waiting.approvers) + 1 < waiting.needed:
+            names = (*waiting.approvers, request.by)
+            accounts = (*people.padded(waiting.approvers, waiting.accounts), request.account or "")
             return ControlReply(True, f"approved {waiting.tool_name} ({waiting.call_id}): "
-                                        f"{len(waiting.approvers) + 1} of {waiting.needed}; it waits for "
-                                        f"{waiting.needed - len(waiting.approvers) - 1} more different people")
+                                        f"{people.still_needed(waiting.needed, names, accounts)}")
         return ControlReply(True, f"{verdict} {waiting.tool_name} ({waiting.call_id}); "
                                     f"the process running {run_id} (pid {os.getpid()}) goes on")
 
@@ -167,8 +169,9 @@ class Controls:
 def apply_decision(state: RunState, request: ControlRequest) -> Any:
     """A decision, made on the run's state: the event that records it."""
     if request.kind == "approve":
-        return approve(state, request.call_id, request.text, request.by, args=request.args, rule=request.rule)
-    return reject(state, request.call_id, request.text, request.by, rule=request.rule)
+        return approve(state, request.call_id, request.text, request.by, args=request.args, rule=request.rule,
+                       account=request.account)
+    return reject(state, request.call_id, request.text, request.by, rule=request.rule, account=request.account)
 
 
 def vet_decision(tools: dict[str, Tool], state: RunState, request: ControlRequest) -> str | None:
@@ -184,10 +187,16 @@ def vet_decision(tools: dict[str, Tool], state: RunState, request: ControlReques
         if problem:
             return problem
     waiting = state.interruption
-    if isinstance(waiting, NeedsApproval) and request.by in waiting.approvers:
-        return (f"{request.by} has approved {waiting.tool_name} ({waiting.call_id}) already: it needs {waiting.needed} "
-                f"different people ({waiting.tally} so far)")
-    return None
+    return repeated(waiting, request) if isinstance(waiting, NeedsApproval) else None
+
+
+def repeated(waiting: NeedsApproval, request: ControlRequest) -> str | None:
+    """Why ``request`` cannot be one more of the people ``waiting`` needs, in words (its
+    account, or its name, approved it already: :mod:`tether.run.people`), or None."""
+    if request.kind != "approve":
+        return None
+    return people.repeat_words(waiting.tool_name, waiting.call_id, waiting.needed, waiting.approvers,
+                               waiting.accounts, request.by, request.account)
 
 
 def decision_wait(waiting: NeedsApproval, timeout_s: float) -> float:

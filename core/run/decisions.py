@@ -12,6 +12,7 @@ import json
 from typing import Any
 
 from tether.agents.tools.base import Tool, offered_name
+from tether.run import people
 from tether.run.events import ApprovalDecision
 from tether.run.state import Decision, NeedsApproval, RunState, StateError, Status, args_hash, pending_calls
 from tether.text import json_words
@@ -68,13 +69,15 @@ def _waiting_call(state: RunState, call_id: str | None) -> dict[str, Any]:
 
 
 def approve(state: RunState, call_id: str | None = None, note: str = "", by: str = "operator", *,
-            args: str | None = None, rule: str | None = None) -> ApprovalDecision:
+            args: str | None = None, rule: str | None = None, account: str | None = None) -> ApprovalDecision:
     """Approve the waiting call, bound to its id and exact arguments; it runs on resume.
 
     ``args``: the operator's edited arguments (JSON, already checked against the tool's
     schema: :func:`check_edit`); the approval binds to them, and to the model's arguments it
-    answers. A call that needs two people is approved once by each: the first approval is
-    recorded as ``1 of 2`` and the call keeps waiting; the same person twice is refused."""
+    answers. ``account``: what authenticated the decision (:mod:`tether.run.people`). A call
+    that needs two people is approved once by each account: the first approval is recorded
+    as ``1 of 2`` and the call keeps waiting; the same person twice (the same account, or
+    the same name) is refused."""
     call = _waiting_call(state, call_id)
     fn = call["function"]
     asked = fn.get("arguments") or "{}"
@@ -82,21 +85,26 @@ def approve(state: RunState, call_id: str | None = None, note: str = "", by: str
     needed = waiting.needed if waiting is not None and waiting.call_id == call["id"] else 1
     earlier = state.approvals.get(call["id"])
     approvers: list[str] = []
+    accounts: list[str] = []
     if earlier is not None and not earlier.complete and earlier.verdict == "approved":
-        if by in earlier.approvers:
-            raise StateError(f"{by} has approved {fn.get('name', '')} ({call['id']}) already: it needs "
-                             f"{earlier.needed} different people ({len(earlier.approvers)} of {earlier.needed} so far)")
+        repeat = people.repeat_words(fn.get("name", ""), call["id"], earlier.needed, earlier.approvers,
+                                     earlier.accounts, by, account)
+        if repeat is not None:
+            raise StateError(repeat)
         if (earlier.args or None) != (args or None):
             raise StateError(f"{', '.join(earlier.approvers)} approved {fn.get('name', '')} with "
                              f"{'the arguments ' + earlier.args if earlier.args else 'the model’s arguments'}: "
                              "a second approval must be of the same arguments (or reject it)")
-        approvers, needed = list(earlier.approvers), earlier.needed
+        approvers, accounts, needed = list(earlier.approvers), people.padded(earlier.approvers, earlier.accounts), \
+            earlier.needed
     approvers.append(by)
+    accounts.append(account or "")
     bound = args_hash(args) if args is not None else args_hash(asked)
     decision = Decision(call["id"], "approved", bound, note, by, tool=fn.get("name", ""), args=args,
                         asked_hash=args_hash(asked) if args is not None else None, rule=rule,
                         approvers=approvers if needed > 1 else [], needed=needed,
-                        asked_at=_asked_at(waiting, earlier))
+                        asked_at=_asked_at(waiting, earlier), account=account,
+                        accounts=accounts if needed > 1 and any(accounts) else [])
     state.approvals[call["id"]] = decision
     tally = f"{len(approvers)} of {needed}" if needed > 1 else None
     words = approved_words(note, by)
@@ -135,20 +143,20 @@ def _asked_at(waiting: NeedsApproval | None, earlier: Decision | None) -> float 
 
 
 def reject(state: RunState, call_id: str | None = None, reason: str = "", by: str = "operator", *,
-           rule: str | None = None) -> ApprovalDecision:
+           rule: str | None = None, account: str | None = None) -> ApprovalDecision:
     """Decline the waiting call and write the decision, in words, into its result slot. Any
     one rejection rejects a call that needs two people."""
     call = _waiting_call(state, call_id)
     waiting = state.interruption if isinstance(state.interruption, NeedsApproval) else None
     return _reject_call(state, call, reason, by, rule=rule,
-                        asked_at=_asked_at(waiting, state.approvals.get(call["id"])))
+                        asked_at=_asked_at(waiting, state.approvals.get(call["id"])), account=account)
 
 
 def _reject_call(state: RunState, call: dict[str, Any], reason: str, by: str, *, rule: str | None = None,
-                 asked_at: float | None = None) -> ApprovalDecision:
+                 asked_at: float | None = None, account: str | None = None) -> ApprovalDecision:
     fn = call["function"]
     decision = Decision(call["id"], "rejected", args_hash(fn.get("arguments") or "{}"), reason, by, used=True,
-                        tool=fn.get("name", ""), rule=rule, asked_at=asked_at)
+                        tool=fn.get("name", ""), rule=rule, asked_at=asked_at, account=account)
     state.approvals[call["id"]] = decision
     words = declined_words(reason, by)
     state.messages.append({"role": "tool", "tool_call_id": call["id"], "content": words})

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tether.run import faultpoints
+from tether.run import faultpoints, people
 from tether.approvals import Call, Rule, Verdict, run_source
 from tether.approvals.holding import deadline_of, overdue, verdict_of
 from tether.approvals.preview import Preview
@@ -516,8 +516,9 @@ class RunLoop:
         needed = max(ask.approvals if ask is not None else 1, tool.approvals,
                      earlier.needed if earlier is not None and not earlier.complete else 1)
         approvers = tuple(earlier.approvers) if earlier is not None and not earlier.complete else ()
+        accounts = tuple(earlier.accounts) if earlier is not None and not earlier.complete else ()
         if approvers:
-            why += f"; {len(approvers)} of {needed} approved ({', '.join(approvers)})"
+            why += f"; {people.progress(needed, approvers, accounts)}"
         deadline_s, on_deadline = deadline_of(ask, st.policies)
         asked_at = before.asked_at if before is not None and before.asked_at else time.time()
         deadline_at = before.deadline_at if before is not None and before.deadline_at else \
@@ -543,7 +544,7 @@ class RunLoop:
         preview = before.preview if before is not None and before.preview is not None else \
             await self._preview(tool, raw_args)
         interruption = NeedsApproval(call_id, tool.name, raw_args, why, asked_at, needed, approvers, deadline_at,
-                                     on_deadline, escalated, preview, rule_id)
+                                     on_deadline, escalated, preview, rule_id, accounts)
         self._asked[call_id] = interruption
         self.emit(ApprovalRequired(run_id=st.run_id, call_id=call_id, tool=tool.name, args=raw_args, why=why,
                                    needed=needed if needed > 1 else None, approvers=list(approvers) or None,

@@ -17,6 +17,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal
 
 from tether.records import field_names, plain
+from tether.run import people
 
 SCHEMA_VERSION = 1
 
@@ -116,6 +117,8 @@ class NeedsApproval:
     """What the call would change (:class:`tether.approvals.Preview` as a dict), or None."""
     rule: str | None = None
     """The ``ask`` rule that holds the call for people, when one does."""
+    accounts: tuple[str, ...] = ()
+    """The account that authenticated each of :attr:`approvers` (:mod:`tether.run.people`)."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.type, "callId": self.call_id, "toolName": self.tool_name,
@@ -136,12 +139,19 @@ class NeedsApproval:
             out["preview"] = self.preview
         if self.rule is not None:
             out["rule"] = self.rule
+        if self.accounts:
+            out["accounts"] = list(self.accounts)
         return out
 
     @property
     def tally(self) -> str:
         """``1 of 2`` while a two-person call has some of its approvals; else empty."""
         return f"{len(self.approvers)} of {self.needed}" if self.needed > 1 else ""
+
+    @property
+    def progress(self) -> str:
+        """``1 of 2 approved (ana)`` for a call that needs several people; else empty."""
+        return people.progress(self.needed, self.approvers, self.accounts) if self.needed > 1 else ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -222,7 +232,7 @@ def interruption_from_dict(data: Mapping[str, Any] | None) -> Interruption | Non
                                      str(data.get("why") or ""), data.get("askedAt"), int(data.get("needed") or 1),
                                      tuple(data.get("approvers") or ()), data.get("deadlineAt"),
                                      str(data.get("onDeadline") or "reject"), bool(data.get("escalated")),
-                                     data.get("preview"), data.get("rule"))
+                                     data.get("preview"), data.get("rule"), tuple(data.get("accounts") or ()))
             case "max_turns":
                 return MaxTurns()
             case "max_budget":
@@ -282,6 +292,11 @@ class Decision:
     needed: int = 1
     asked_at: float | None = None
     """When the call asked; with :attr:`ts`, how long it waited."""
+    account: str | None = None
+    """The account that authenticated the decision (:mod:`tether.run.people`); ``by`` is the
+    name it gave. None for a rule, a deadline, or a decision recorded before accounts were."""
+    accounts: list[str] = field(default_factory=list)
+    """The account of each of :attr:`approvers`, in the same order."""
 
     @property
     def complete(self) -> bool:

@@ -277,16 +277,17 @@ class TrackedRun:
             st.status, st.interruption = Status.INTERRUPTED, waiting
             if decision.kind == "approve":
                 event = _on_its_call(st, call_id, lambda: approve(st, call_id, decision.text, decision.by,
-                                                                  args=decision.args))
+                                                                  args=decision.args, account=decision.account))
             else:
-                event = _on_its_call(st, call_id, lambda: reject(st, call_id, decision.text, decision.by))
+                event = _on_its_call(st, call_id, lambda: reject(st, call_id, decision.text, decision.by,
+                                                                 account=decision.account))
             st.status, st.interruption = Status.RUNNING, None
             self._emit(event)
             await self._save()
             made = st.approvals[call_id]
             if made.complete:
                 return _approval(made)
-            waiting = replace(waiting, approvers=tuple(made.approvers))
+            waiting = replace(waiting, approvers=tuple(made.approvers), accounts=tuple(made.accounts))
 
     async def answer(self, text: str) -> None:
         """The agent's answer: the run ends ``completed``."""

@@ -59,6 +59,10 @@ class ControlRequest:
     scope: str | None = None
     """For an ACP agent's "always" option: the scope of the rule Tether keeps of it
     (``run:ID``, the default; ``agent``; ``store``)."""
+    account: str | None = None
+    """The account that authenticated the request (:meth:`tether.store.protocol.Store.account`,
+    or the web login's user), whatever ``by`` says: for a call that needs two people, the
+    people are accounts (:mod:`tether.run.people`). None from a rule, or an earlier Tether."""
 
     @classmethod
     def from_dict(cls, data: dict) -> "ControlRequest":
@@ -67,7 +71,7 @@ class ControlRequest:
         kind = data["kind"]
         if kind not in KINDS:
             raise ValueError(f"unknown kind of control request {kind!r}")
-        for name in ("call_id", "option", "args", "rule", "scope"):
+        for name in ("call_id", "option", "args", "rule", "scope", "account"):
             if data.get(name) is not None and not isinstance(data[name], str):
                 raise ValueError(f"{name} of a control request must be a string")
         try:
@@ -77,7 +81,7 @@ class ControlRequest:
         return cls(kind=kind, text=str(data.get("text") or ""), call_id=data.get("call_id"),
                    by=str(data.get("by") or "operator"), id=str(data["id"]), ts=ts,
                    option=data.get("option"), silent=bool(data.get("silent")), args=data.get("args"),
-                   rule=data.get("rule"), scope=data.get("scope"))
+                   rule=data.get("rule"), scope=data.get("scope"), account=data.get("account"))
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,3 +20,16 @@ def operator_name() -> str:
     except (OSError, KeyError):
         user = f"uid{os.getuid()}"
     return f"{user}@{socket.gethostname()}"
+
+
+def os_account() -> str:
+    """The operating system's account this process runs as, read from its user id (never
+    from ``$USER`` or ``$LOGNAME``, which anyone may set): who a decision on the file store
+    is (:mod:`tether.run.people`)."""
+    import pwd
+
+    uid = os.getuid()
+    try:
+        return pwd.getpwuid(uid).pw_name
+    except KeyError:  # a user id with no name (a container's): the id itself is the account
+        return f"uid {uid}"

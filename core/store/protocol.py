@@ -137,6 +137,11 @@ class Store(Protocol):
 
     def exists(self, run_id: str) -> bool: ...
 
+    def account(self) -> str:
+        """Who this process is to the store, which no option of a command changes: the
+        operating system's account on the file store, the database role it connected as on
+        PostgreSQL. A decision counts as its account (:mod:`tether.run.people`)."""
+
     def create(self, state: RunState) -> None:
         """Save a new run, complete or not at all; an id that exists is a StateError."""
 

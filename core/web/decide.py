@@ -74,7 +74,9 @@ class Decider:
         stale = stale_words(state, call_id, bound_hash)
         if stale is not None:
             return Answer(False, stale, 409)
-        request = ControlRequest(verdict, text, call_id=call_id, by=by, args=args)
+        # ``by`` is the web login's user (or a bearer link): what authenticated the decision,
+        # so it is the account too; a call that needs two people needs two logins.
+        request = ControlRequest(verdict, text, call_id=call_id, by=by, args=args, account=by)
         try:
             reply = await deliver(self.store, run_id, request)
         except (StateError, OSError) as exc:
@@ -120,7 +122,8 @@ class Decider:
         operate = self.harness.approve if request.kind == "approve" else self.harness.reject
         edit = {"args": request.args} if request.args is not None else {}
         task = asyncio.create_task(operate(run_id, request.text, call_id=request.call_id, by=request.by,
-                                           signal=signal, sinks=[sink], **edit), name=f"tether serve: run {run_id}")
+                                           signal=signal, sinks=[sink], account=request.account, **edit),
+                                   name=f"tether serve: run {run_id}")
         self._runs[run_id] = (task, signal)
         task.add_done_callback(lambda t: self._ended(run_id, t))
         try:

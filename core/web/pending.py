@@ -68,11 +68,7 @@ class Card:
     @property
     def tally(self) -> str:
         """``1 of 2 approved (ana)`` for a call that needs two people; else empty."""
-        w = self.waiting
-        if w.needed <= 1:
-            return ""
-        who = f" ({', '.join(w.approvers)})" if w.approvers else ""
-        return f"{len(w.approvers)} of {w.needed} approved{who}"
+        return self.waiting.progress
 
     def waited(self, now: float | None = None) -> str:
         return duration((time.time() if now is None else now) - self.since)

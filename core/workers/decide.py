@@ -11,6 +11,7 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from tether.integrations import on_workers as programs
+from tether.run.controls import repeated
 from tether.run.state import NeedsApproval, StateError, Status
 from tether.store.control import ControlReply, ControlRequest
 from tether.workers.database import _db_words, client, close_client
@@ -21,7 +22,8 @@ if TYPE_CHECKING:
     from tether.store.postgres.store import PgStore
 
 async def decide(store: Any, run_id: str, verdict: str, text: str = "", *, by: str = "operator",
-                 call_id: str | None = None, args: str | None = None, rule: str | None = None) -> ControlReply | None:
+                 call_id: str | None = None, args: str | None = None, rule: str | None = None,
+                 account: str | None = None) -> ControlReply | None:
     """Approve or reject the call a worker-run run waits on, from any process: the decision
     is recorded in the run's control channel (first come, first served: a second decider is
     told who decided) and sent to the run's workflow as a DBOS message, which waits for it
@@ -30,7 +32,7 @@ async def decide(store: Any, run_id: str, verdict: str, text: str = "", *, by: s
     usual way then."""
     if not _is_pg(store):
         return None
-    return await asyncio.to_thread(_decide, store, run_id, verdict, text, by, call_id, args, rule)
+    return await asyncio.to_thread(_decide, store, run_id, verdict, text, by, call_id, args, rule, account)
 
 
 async def stop_waiting(store: Any, run_id: str, request: ControlRequest) -> ControlReply | None:
@@ -93,8 +95,8 @@ def enqueue_paused(store: PgStore, run_id: str) -> bool:
     return True
 
 
-def _decide(store: PgStore, run_id: str, verdict: str, text: str, by: str,
-            call_id: str | None, args: str | None = None, rule: str | None = None) -> ControlReply | None:
+def _decide(store: PgStore, run_id: str, verdict: str, text: str, by: str, call_id: str | None,
+            args: str | None = None, rule: str | None = None, account: str | None = None) -> ControlReply | None:
     kind = "approve" if verdict in ("approve", "approved") else "reject"
     if _workflow_status(store, run_id) not in ("PENDING", "ENQUEUED") and not enqueue_paused(store, run_id):
         return None
@@ -113,10 +115,10 @@ def _decide(store: PgStore, run_id: str, verdict: str, text: str, by: str,
     earlier = state.approvals.get(waiting.call_id)
     if earlier is not None and earlier.complete:
         return ControlReply(False, f"already decided: {earlier.verdict} by {earlier.by}; there is one decision per call")
-    if kind == "approve" and by in waiting.approvers:
-        return ControlReply(False, f"{by} has approved {waiting.tool_name} ({waiting.call_id}) already: it needs "
-                            f"{waiting.needed} different people ({waiting.tally} so far)")
-    mine = ControlRequest(kind, text, call_id=waiting.call_id, by=by, args=args, rule=rule)
+    mine = ControlRequest(kind, text, call_id=waiting.call_id, by=by, args=args, rule=rule, account=account)
+    repeat = repeated(waiting, mine)
+    if repeat is not None:
+        return ControlReply(False, repeat)
     store.control_append(run_id, mine)
     # The channel orders the requests: the first decision on this call is the one.
     first = next((r for r in store.control_read(run_id, state.control_seen)
@@ -139,5 +141,5 @@ def _decide(store: PgStore, run_id: str, verdict: str, text: str, by: str,
 
 def _message(request: ControlRequest) -> dict[str, Any]:
     return {"kind": request.kind, "text": request.text, "call_id": request.call_id, "by": request.by,
-            "id": request.id, "args": request.args, "rule": request.rule}
+            "id": request.id, "args": request.args, "rule": request.rule, "account": request.account}
 

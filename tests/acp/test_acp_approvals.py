@@ -11,6 +11,7 @@ from tether.approvals import Rule, parse_where
 from tether.harness import Harness
 from tether.run.state import Limits, Status
 from tether.demo.agents import DEMO
+from tests import accounts
 from tests.acp.driving import waiting
 from tests.acp.fake_agent import WRITE_NAME, WRITE_TEXT
 from tests.acp.test_acp_runs import agent
@@ -72,17 +73,20 @@ async def test_a_two_person_rule_holds_the_agent_for_two_people(tmp_path: Path, 
         state = harness.create(agent(acp_workspace), "write the file")
         running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
         await waiting(harness, state.run_id)
+        me = accounts.me()  # this process's account on the store: one person
         first = await harness.decide(state.run_id, "approve", by="alice")
-        assert first.ok and "1 of 2" in first.words
+        assert first.ok and f"1 of 2 approved (alice as {me})" in first.words
         while not (await waiting(harness, state.run_id)).approvers:
             await asyncio.sleep(0.02)
-        again = await harness.decide(state.run_id, "approve", by="alice")
-        assert not again.ok and "alice has approved" in again.words
+        again = await harness.decide(state.run_id, "approve", by="alice", account="al")
+        assert not again.ok and "alice as " in again.words and "has approved" in again.words
+        again = await harness.decide(state.run_id, "approve", by="bob")  # another name, the same account
+        assert not again.ok and f"the account {me} has approved" in again.words and "as alice" in again.words
         assert not (acp_workspace / WRITE_NAME).exists()
-        assert (await harness.decide(state.run_id, "approve", by="bob")).ok
+        assert (await harness.decide(state.run_id, "approve", by="bob", account="bob")).ok  # a web login's, say
         final = (await running).state
     assert final.status is Status.COMPLETED
-    assert final.approvals["call_1"].approvers == ["alice", "bob"]
+    assert (final.approvals["call_1"].approvers, final.approvals["call_1"].accounts) == (["alice", "bob"], [me, "bob"])
     assert (acp_workspace / WRITE_NAME).read_text() == WRITE_TEXT
 
 

@@ -43,6 +43,7 @@ from tether.tui.components.rule_editor import RuleContext, RuleEditor, where_lin
 from tether.tui.components.rules_screen import ConfirmDialog, RulesScreen
 from tether.agents.workspace import Workspace
 
+from tests import accounts
 from tests.console.test_console_pg import console as pg_console
 from tests.console.test_console_pg import on_loop  # noqa: F401  (a fixture)
 from tests.console.test_tui_acp import agent_file, waits
@@ -227,8 +228,14 @@ async def test_the_deadline_shows_in_the_dialog(tmp_path: Path) -> None:
 
 async def test_two_people_approve_a_two_person_call(tmp_path: Path) -> None:
     """An ask rule for two people: the first approval shows as 1 of 2 (the pane, the header,
-    the dialog), the same person again is refused in words, a second person completes it."""
-    app = make_app(tmp_path, grace_s=0)
+    the dialog); this console again, under another name, is refused in words, for its account
+    has approved already; a second operating-system account completes it, and the console
+    shows the call approved by both (tests/accounts.py: a store shared with its group)."""
+    accounts.can_switch()
+    place = accounts.shared(tmp_path / "shared")
+    runs, workspace = accounts.shared(place / "runs"), accounts.shared(place / "workspace")
+    app = make_app(place, grace_s=0)
+    me = accounts.me()
     said = notices(app)
     app.harness.store.rule_add(Rule("ask", "delete_file", "two people for deletes", "alice", approvals=2))
     async with app.run_test(size=SIZE) as pilot:
@@ -239,23 +246,32 @@ async def test_two_people_approve_a_two_person_call(tmp_path: Path) -> None:
         await pilot.press("enter")
         await settle(pilot, app, "the first approval")
         waiting = app.states[RID].interruption
-        assert isinstance(waiting, NeedsApproval) and waiting.approvers == ("operator",)
+        assert isinstance(waiting, NeedsApproval) and (waiting.approvers, waiting.accounts) == (("operator",), (me,))
         assert app.states[RID].status is Status.INTERRUPTED
-        assert "1 of 2 approved (operator)" in str(app.console_screen.query_one("#run-header", Static).content)
-        assert [p.tally for p in app.pending_approvals()] == ["1 of 2 approved (operator)"]
+        tally = f"1 of 2 approved (operator as {me})"
+        assert tally in str(app.console_screen.query_one("#run-header", Static).content)
+        assert [p.tally for p in app.pending_approvals()] == [tally]
         dialog = await open_armed(pilot, app, "a", ApproveDialog)
-        assert "people    1 of 2 approved (operator)" in dialog_text(dialog)
+        assert f"people    {tally}" in dialog_text(dialog)
         await pilot.press("enter")  # the same person again
         await settle(pilot, app)
-        assert any("operator has approved delete_file (call_1_0) already" in words for words in said), said
-        assert app.states[RID].status is Status.INTERRUPTED
-        app.operator = "alice"  # a second person at this console
+        assert any("operator as " in words and "has approved delete_file (call_1_0) already" in words
+                   for words in said), said
+        app.operator = "alice"  # another name at this console: the same account, so the same person
         await open_armed(pilot, app, "a", ApproveDialog)
         await pilot.press("enter")
-        await settle(pilot, app, "the second approval")
-        st = app.states[RID]
-        assert st.status is Status.COMPLETED and st.approvals["call_1_0"].approvers == ["operator", "alice"]
-        assert not (tmp_path / "workspace" / "access.log").exists()
+        await settle(pilot, app)
+        assert any(f"the account {me} has approved delete_file (call_1_0) already, as operator" in words
+                   for words in said), said
+        assert app.states[RID].status is Status.INTERRUPTED and (workspace / "access.log").exists()
+        code, out, err = await accounts.tether_as_other("approve", RID, "--as", "bob", "--runs-dir", str(runs),
+                                                        "--workspace", str(workspace), home=place / "home-2")
+        assert code == 0, (out, err)
+        await wait_for(pilot, lambda: app.states[RID].status is Status.COMPLETED,
+                       "the second account's approval, seen on the store", accounts.CAP_S)
+        decision = app.states[RID].approvals["call_1_0"]
+        assert (decision.approvers, decision.accounts) == (["operator", "bob"], [me, accounts.OTHER])
+        assert not (workspace / "access.log").exists()
         await finish(pilot, app)
 
 
@@ -750,7 +766,7 @@ async def test_the_decisions_screen_lists_a_decision_and_goes_to_its_run(tmp_pat
         screen: DecisionsScreen = app.screen  # type: ignore[assignment]
         await wait_for(pilot, lambda: len(screen.records) == 1, "the decision to be listed")
         cells = [str(cell) for cell in screen.query_one("#decisions", DataTable).get_row_at(0)]
-        assert cells[1:6] == [RID, "delete_file", '{"path":"access.log"}', "approved", "operator"]
+        assert cells[1:6] == [RID, "delete_file", '{"path":"access.log"}', "approved", f"operator as {accounts.me()}"]
         # Filtered by a decider who decided nothing: none.
         by = screen.query_one("#by", Input)
         by.focus()
@@ -758,7 +774,7 @@ async def test_the_decisions_screen_lists_a_decision_and_goes_to_its_run(tmp_pat
         await pilot.press("enter")
         await wait_for(pilot, lambda: not screen.records, "the filter to apply")
         assert "no decisions fit the filters" in shown(screen.query_one("#decisions-count", Static))
-        by.value = "operator"
+        by.value = "OPERATOR"  # a name, whatever its case
         by.focus()
         await pilot.press("enter")
         await wait_for(pilot, lambda: len(screen.records) == 1, "the filter to apply")

@@ -129,7 +129,7 @@ async def test_a_two_person_call_asked_again_after_the_first_approval_is_a_new_n
         run_id = h.new_run("destructive").run_id
         await h.run(run_id)
         await receiver.wait_for(lambda r: r.bodies("approval"), "the first ask")
-        await h.approve(run_id, by="alice")
+        await h.approve(run_id, by="alice", account="alice")  # alice's web login, say
         await receiver.wait_for(lambda r: len(r.bodies("approval")) == 2, "the ask after alice")
     first, second = receiver.bodies("approval")
     assert first["call_id"] == second["call_id"] and "1 of 2 approved (alice)" in second["text"]

@@ -1,6 +1,7 @@
 """Approvals across processes (issue 25), on both stores: a rule added from a second process
 decides the call a first one waits on; a rule and a person deciding at once make one
-decision, recorded once; an edited approval from another process; two people.
+decision, recorded once; an edited approval from another process. Two people, each an
+account of their own, are tests/processes/test_people.py's.
 
 Each run that waits is a real ``tether`` process. The commands that decide beside it run
 by the CLI's own main in the test's process (tests/support.py, cli_here): a second
@@ -137,32 +138,3 @@ async def test_an_edited_approval_from_another_process_runs_with_the_new_argumen
     assert (where.ws / "access.log").exists() and not (where.ws / "errors.log").exists()
     (decision,) = where.store().load("r3").approvals.values()
     assert json.loads(decision.args) == {"path": "errors.log"} and decision.by == "dan"
-
-
-async def test_two_people_approve_a_two_person_call_from_two_processes(where: Where):
-    code, _, err = await decide("rules", "add", "--ask", "delete_file", "--approvals", "2", "--reason", "two people",
-                                "--as", "erin", *where.store_args)
-    assert code == 0, err
-    run = await spawn("run", "destructive", "--run-id", "r4", "--wait-for-decision", "--json", *where.args)
-    try:
-        await where.waiting("r4")
-        code, out, err = await decide("approve", "r4", "--as", "alice", *where.store_args)
-        assert code == 0 and "1 of 2" in out, (out, err)
-        for _ in range(400):  # the run asks again, with alice's approval on it
-            waiting = where.store().load("r4").interruption
-            if getattr(waiting, "approvers", ()) == ("alice",):
-                break
-            await asyncio.sleep(0.05)
-        code, out, err = await decide("runs", *where.store_args)
-        assert "waits for approval of delete_file (1 of 2 approved)" in out, out
-        code, out, err = await decide("approve", "r4", "--as", "alice", *where.store_args)
-        assert code != 0 and "alice has approved" in out + err
-        assert (where.ws / "access.log").exists()
-        code, out, err = await decide("approve", "r4", "--as", "bob", *where.store_args)
-        assert code == 0, err
-    finally:
-        code, out, err = await exited(run, CAP_S)
-    assert code == 0, err
-    assert not (where.ws / "access.log").exists()
-    (decision,) = where.store().load("r4").approvals.values()
-    assert decision.approvers == ["alice", "bob"]

@@ -62,8 +62,10 @@ def the_record(store: Store) -> None:
     """Four decisions on two agents' runs: a person's, a rule's, an edited one, one of two people."""
     decided_run(store, "ops-1", "ops", [decision("c1", "approved", "alice", 3 * DAY),
                                         decision("c2", "rejected", "rule R3", 3600, rule="R3", text="never")])
-    decided_run(store, "qa-1", "qa", [decision("c1", "approved", "bob", 600, args='{"path": "old.log"}'),
-                                      decision("c2", "approved", "carol", 60, approvers=["carol"], needed=2)])
+    decided_run(store, "qa-1", "qa", [decision("c1", "approved", "bob", 600, args='{"path": "old.log"}',
+                                               account="robert"),
+                                      decision("c2", "approved", "carol", 60, approvers=["carol"], needed=2,
+                                               account="carol", accounts=["carol"])])
 
 
 def runs_of(listing: str) -> list[str]:
@@ -82,8 +84,8 @@ def test_decisions_are_listed_newest_first_and_filtered(spec: str, tmp_path: Pat
     lines = listed.stdout.splitlines()
     assert lines[0].split() == ["when", "run", "tool", "arguments", "verdict", "by", "waited"]
     assert [line.split()[2] for line in lines[1:]] == ["qa-1", "qa-1", "ops-1", "ops-1"]
-    assert "pending (carol)" in lines[1]
-    assert '{"path": "old.log"}' in lines[2] and "approved (edited)" in lines[2] and "bob" in lines[2]
+    assert "1 of 2    carol " in lines[1]  # how far a two-person call is, and who approved so far
+    assert '{"path": "old.log"}' in lines[2] and "approved (edited)" in lines[2] and "bob as robert" in lines[2]
     assert "rule R3" in lines[3] and lines[3].rstrip().endswith("12 s")
     assert '{"path": "c1.log"}' in lines[4] and "alice" in lines[4]
 
@@ -97,6 +99,8 @@ def test_decisions_are_listed_newest_first_and_filtered(spec: str, tmp_path: Pat
     assert only("--by", "rule R3") == ["ops-1 rejected"]  # or as the decision names it
     assert only("--by", "alice") == ["ops-1 approved"]
     assert only("--by", "carol") == ["qa-1 pending"]  # one of the people a call needs
+    assert only("--by", "ALICE") == only("--by", "Alice") == ["ops-1 approved"]  # a name whatever its case
+    assert only("--by", "Robert") == only("--by", "bob") == ["qa-1 approved"]  # its account, or its name
     assert only("--since", "2d") == ["qa-1 pending", "qa-1 approved", "ops-1 rejected"]
     assert only("--since", time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(NOW - 2 * DAY))) == \
         ["qa-1 pending", "qa-1 approved", "ops-1 rejected"]
@@ -106,8 +110,10 @@ def test_decisions_are_listed_newest_first_and_filtered(spec: str, tmp_path: Pat
     assert none.returncode == 0 and none.stdout.startswith("no decisions on ") and "that fit" in none.stdout
 
     rows = json.loads(tether(tmp_path, "decisions", "--json", "--agent", "qa", store=spec).stdout)
-    assert [(r["run_id"], r["call_id"], r["verdict"], r["by"], r["approvers"]) for r in rows] == [
-        ("qa-1", "c2", "pending", "carol", ["carol"]), ("qa-1", "c1", "approved", "bob", [])]
+    assert [(r["run_id"], r["call_id"], r["verdict"], r["by"], r["approvers"], r["account"], r["accounts"],
+             r["needed"]) for r in rows] == [
+        ("qa-1", "c2", "pending", "carol", ["carol"], "carol", ["carol"], 2),
+        ("qa-1", "c1", "approved", "bob", [], "robert", [], 1)]
     assert rows[1]["edited_args"] == '{"path": "old.log"}' and rows[1]["args"] == '{"path": "c1.log"}'
     assert rows[1]["waited_s"] == pytest.approx(12.0) and rows[1]["agent"] == "qa" and rows[1]["source"] == "tether"
 
@@ -174,6 +180,28 @@ def test_a_run_created_with_decisions_has_them_in_the_record(spec: str):
         assert (record.run_id, record.call_id, record.verdict, record.rule) == ("copied", "c1", "rejected", "R9")
     finally:
         getattr(store, "close", lambda: None)()
+
+
+def test_an_earlier_tethers_decisions_table_gets_the_accounts(pg, pg_url: str, tmp_path: Path):
+    """A PostgreSQL store made before decisions recorded accounts and the people a call needs:
+    the operator's role adds the columns when it connects, and the record says how far a
+    two-person call is (1 of 2), and as which account. Its earlier rows read as before."""
+    from tether.store.postgres.store import PgStore
+
+    decided_run(pg, "old-1", "ops", [decision("c1", "approved", "alice", 60)])  # a row, then the columns go
+    with pg._conn() as conn:  # noqa: SLF001 - the table as an earlier Tether made it
+        conn.execute(pg.q("ALTER TABLE {s}.decisions DROP COLUMN account, DROP COLUMN accounts, DROP COLUMN needed"))
+    store = PgStore(pg_url)
+    try:
+        decided_run(store, "new-1", "ops", [decision("c1", "approved", "ana", 30, approvers=["ana"], needed=2,
+                                                     account="root", accounts=["root"])])
+        listed = tether(tmp_path, "decisions", store=pg_url)
+        assert listed.returncode == 0, listed.stderr
+        new, old = listed.stdout.splitlines()[1:]
+        assert "new-1" in new and " 1 of 2 " in new and "ana as root" in new
+        assert "old-1" in old and "approved" in old and "alice" in old
+    finally:
+        store.close()
 
 
 # ---- OpenTelemetry: a decision is an event on its call's span -------------------------------

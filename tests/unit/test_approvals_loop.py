@@ -14,6 +14,7 @@ from tether.approvals import Rule, parse_where
 from tether.harness import Harness
 from tether.demo.provider import scenarios
 from tether.run.state import Cancelled, NeedsApproval, Policies, StateError, Status
+from tests import accounts
 
 
 async def destructive(h: Harness, **policies) -> str:
@@ -133,19 +134,45 @@ async def test_a_two_person_call_needs_two_different_people(harness: Harness, re
     harness.store.rule_add(rule("ask", approvals=2, reason="two people delete logs"))
     run_id = await destructive(harness)
     await harness.run(run_id)
-    first = await harness.approve(run_id, by="alice")
+    first = await harness.approve(run_id, by="alice", account="alice")
     waiting = first.state.interruption
     assert isinstance(waiting, NeedsApproval) and waiting.approvers == ("alice",) and waiting.tally == "1 of 2"
+    assert waiting.progress == "1 of 2 approved (alice)"
     assert (harness.workspace.root / "access.log").exists()
     with pytest.raises(StateError, match="alice has approved delete_file .* already: it needs 2 different people"):
-        await harness.approve(run_id, by="alice")
-    out = await harness.approve(run_id, by="bob")
+        await harness.approve(run_id, by="alice", account="alice")
+    with pytest.raises(StateError, match="alice has approved delete_file .* already"):
+        await harness.approve(run_id, by="ALICE", account="al")  # a name is a name whatever its case
+    out = await harness.approve(run_id, by="bob", account="bob")
     assert out.state.status is Status.COMPLETED
     assert not (harness.workspace.root / "access.log").exists()
     (decision,) = out.state.approvals.values()
-    assert decision.approvers == ["alice", "bob"] and decision.complete
+    assert decision.approvers == ["alice", "bob"] and decision.accounts == ["alice", "bob"] and decision.complete
     assert [(e.verdict, e.tally) for e in recorder.events if e.kind == "approval_decision"] == \
         [("pending", "1 of 2"), ("approved", "2 of 2")]
+
+
+async def test_one_account_is_one_person_whatever_name_it_gives(harness: Harness):
+    """Two approvals made in one process (one account on the store) are one person, though
+    they give two names; the second is refused in words that say why, and nothing changes."""
+    harness.store.rule_add(rule("ask", approvals=2, reason="two people delete logs"))
+    run_id = await destructive(harness)
+    await harness.run(run_id)
+    me = accounts.me()  # the operating system's account, on the file store
+    await harness.approve(run_id, by="ana")
+    with pytest.raises(StateError) as refused:
+        await harness.approve(run_id, by="bob")
+    assert str(refused.value).startswith(f"the account {me} has approved delete_file (call_1_0) already, as ana: "
+                                         "one account is one person")
+    assert "the next approval must come from another account" in str(refused.value)
+    state = harness.store.load(run_id)
+    assert isinstance(state.interruption, NeedsApproval) and state.interruption.approvers == ("ana",)
+    assert state.interruption.accounts == (me,) and state.interruption.progress == f"1 of 2 approved (ana as {me})"
+    out = await harness.approve(run_id, by="bob", account="bob")  # another account (a web login)
+    assert out.state.status is Status.COMPLETED
+    (decision,) = out.state.approvals.values()
+    assert (decision.approvers, decision.accounts) == (["ana", "bob"], [me, "bob"])
+    assert await harness.account() == harness.store.account() == me
 
 
 async def test_one_rejection_rejects_a_two_person_call(harness: Harness):

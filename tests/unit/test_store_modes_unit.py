@@ -11,10 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from tether.approvals import Rule
 from tether.store.files import layout as layout_module
 from tether.store.control import ControlRequest
 from tether.store.files.layout import (
-    CONTROL_FILE, INDEX_FILE, JOURNAL_FILE, LEDGER_FILE, OWNER_FILE, TRACE_FILE, check_home, private_dirs,
+    CONTROL_FILE, INDEX_FILE, JOURNAL_FILE, LEDGER_FILE, OWNER_FILE, RULES_FILE, TRACE_FILE, check_home, private_dirs,
 )
 from tether.run.events import RunStarted
 from tether.store.files.index import RunIndex
@@ -79,8 +80,8 @@ def test_private_dirs_makes_every_missing_folder_0700_whatever_the_umask(tmp_pat
         private_dirs(tmp_path / "file")
 
 
-def test_every_file_and_folder_the_store_makes_is_private(tmp_path: Path, umask: int):
-    runs = tmp_path / "place" / "runs"
+def everything_a_store_makes(runs: Path) -> None:
+    """A run made, held, saved, traced, compacted, stopped and indexed, and a rule kept."""
     store = RunStore(runs)
     store.create(new_state("r"))
     state, handle = store.open("r")
@@ -96,16 +97,32 @@ def test_every_file_and_folder_the_store_makes_is_private(tmp_path: Path, umask:
         handle.compact(state)  # the journal replaced through a temporary file
         store.control_append("r", ControlRequest("stop", "enough"))
         store.append_event("r", RunStarted(run_id="r", model="m", resumed=False))
+        store.rule_add(Rule("deny", "deploy", "not from agents", "erin"))
         # The index is open: its -wal and -shm are there, with the database's mode.
         assert {p.name for p in runs.iterdir()} >= {INDEX_FILE, INDEX_FILE + "-wal", INDEX_FILE + "-shm"}
-        found = modes_under(tmp_path / "place")
-        assert loose(found, tmp_path / "place") == {}
         made = {p.name for p in (runs / "r").iterdir()}
         assert {JOURNAL_FILE, TRACE_FILE, LEDGER_FILE, OWNER_FILE, CONTROL_FILE} <= made
     finally:
         handle.release()
         store.index.close()
+
+
+def test_every_file_and_folder_the_store_makes_is_private(tmp_path: Path, umask: int):
+    everything_a_store_makes(tmp_path / "place" / "runs")
     assert loose(modes_under(tmp_path / "place"), tmp_path / "place") == {}
+
+
+def test_a_store_shared_with_a_group_makes_everything_the_group_s_too(tmp_path: Path, umask: int):
+    """A runs dir given to a group with the setgid bit (docs/approvals.md: two people on one
+    host): every folder the store makes in it is 2770, every file 0660, whatever the umask."""
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    os.chmod(runs, 0o2770)
+    everything_a_store_makes(runs)
+    found = modes_under(runs)
+    assert {name: f"{m:04o}" for name, m in found.items()
+            if m != (0o2770 if (runs / name).is_dir() else 0o660)} == {}
+    assert {RULES_FILE, ".rules.lock", INDEX_FILE, "r", "r/" + JOURNAL_FILE, "r/" + CONTROL_FILE} <= found.keys()
 
 
 def test_a_rebuilt_index_is_private_too(tmp_path: Path, umask: int):

@@ -7,14 +7,17 @@ import asyncio
 import json
 import re
 
+import pytest
+
 from tether.approvals import DecisionQuery, Rule
 from tether.harness import Harness
 from tether.demo.provider import scenarios
-from tether.run.state import Cancelled, NeedsApproval, Status
+from tether.run.state import Cancelled, NeedsApproval, StateError, Status
 
 from tether.web.pages import HUB
 from tether.demo.agents import DEMO
 
+from tests import accounts
 from tests.conftest import Recorder
 from tests.web.conftest import Served, csrf_of, logged_in
 
@@ -220,6 +223,33 @@ async def test_two_people_each_approve_once_and_the_page_says_how_far(web: Serve
     finally:
         await ana.close()
         await bob.close()
+
+
+async def test_a_web_login_is_one_person_and_the_server_s_account_another(web: Served):
+    """A decision on the web counts as the login's user. The server's own account on the store
+    (what ``tether approve`` in its shell counts as) is one more person, whatever names it
+    gives; the approvals page and the run's page say how far the call is, and as whom."""
+    web.store.rule_add(Rule("ask", "delete_file", "two people delete logs", "alice", approvals=2))
+    state = web.harness.new_run("destructive")
+    await web.harness.run(state.run_id)
+    me = accounts.me()
+    await web.harness.approve(state.run_id, by="mallory")  # from the server's shell, as mallory
+    with pytest.raises(StateError, match=f"the account {me} has approved delete_file .* already, as mallory"):
+        await web.harness.approve(state.run_id, by="trudy")  # the same account, another name
+    ana = await logged_in(web, "ana")
+    try:
+        tally = f"1 of 2 approved (mallory as {me})"
+        assert tally in await (await ana.get("/")).text()
+        assert tally in await (await ana.get(f"/runs/{state.run_id}")).text()
+        answer = await decide(ana, state.run_id, "approve")
+        assert (await answer.json())["ok"], await answer.text()
+        await web.settled()
+    finally:
+        await ana.close()
+    final = web.store.load(state.run_id)
+    assert final.status is Status.COMPLETED
+    decision = final.approvals["call_1_0"]
+    assert (decision.approvers, decision.accounts) == (["mallory", "ana"], [me, "ana"])
 
 
 async def test_the_run_page_shows_the_run_and_its_stop_reaches_it(web: Served, tmp_path):

@@ -47,6 +47,13 @@ def who(args: argparse.Namespace) -> str:
     return getattr(args, "who", None) or operator_name()
 
 
+async def account(args: argparse.Namespace) -> str:
+    """Who the command is to its store, which no option changes (``--as`` is a name recorded
+    beside it): the operating system's account, or the database role it connected as."""
+    store = store_of(args)
+    return await call(store, store.account)
+
+
 def config(args: argparse.Namespace) -> Any:
     """The agent file in force, checked, or None (the demo agents only). The checker
     (pydantic) is imported only when there is a file to check."""

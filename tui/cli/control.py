@@ -39,7 +39,8 @@ async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
     if acp["scope"] not in (None, "agent", "store") and not str(acp["scope"]).startswith("run:"):
         raise UsageError(f"--scope is run:ID, agent or store; not {acp['scope']!r}")
     await context.may_operate(args, verdict)
-    request = ControlRequest(verdict, text, by=context.who(args), args=edited, **acp)
+    account = await context.account(args)
+    request = ControlRequest(verdict, text, by=context.who(args), args=edited, account=account, **acp)
     reply = await deliver(context.store_of(args), args.run_id, request)
     if reply is not None:
         return output.emit_reply(args, reply)
@@ -50,7 +51,7 @@ async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
     async with context.harness_for(args) as harness:
         operate = harness.approve if verdict == "approve" else harness.reject
         outcome = await operate(args.run_id, text, by=context.who(args), signal=await context.stop_signal(args),
-                                wait_for_decision=context.waiting(args), **edit)
+                                wait_for_decision=context.waiting(args), account=account, **edit)
     return output.emit_outcome(args, outcome)
 
 

@@ -117,7 +117,8 @@ def _store_option(p: argparse.ArgumentParser) -> None:
 
 def _as_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--as", dest="who", metavar="NAME",
-                   help="who is deciding, recorded with the decision (default: user@host)")
+                   help="the name recorded with the decision (default: user@host); a call that needs two "
+                        "people counts the account this runs as (the OS user, or the database role), not the name")
 
 
 def _wait_options(p: argparse.ArgumentParser) -> None:

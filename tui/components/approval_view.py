@@ -88,10 +88,9 @@ def tally_words(waiting: NeedsApproval) -> str | None:
     """``1 of 2 approved (alice)`` for a call that needs more than one person; else None."""
     if waiting.needed <= 1:
         return None
-    words = f"{len(waiting.approvers)} of {waiting.needed} approved"
     if waiting.approvers:
-        return f"{words} ({', '.join(clean(a) for a in waiting.approvers)})"
-    return f"{words}: it needs {waiting.needed} different people"
+        return clean(waiting.progress)
+    return f"{waiting.progress}: it needs {waiting.needed} different people"
 
 
 _AT_DEADLINE = {"reject": "rejects", "stop": "stops the run", "escalate": "escalates to someone else"}

@@ -42,12 +42,10 @@ def decision_row(record: DecisionRecord) -> tuple[Text, ...]:
     if record.edited_args is not None:
         args = Text("✎ ", style="bold yellow")
         args.append(one_line(record.edited_args, 38))
-    by = Text(one_line(record.by, 24), style="cyan" if record.rule else "")
-    if record.verdict == "pending" and record.approvers:
-        by.append(f" ({len(record.approvers)} so far)", style="dim")
+    by = Text(one_line(record.deciders, 40), style="cyan" if record.rule else "")
     return (Text(time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.ts))), Text(one_line(record.run_id, 36)),
             Text(one_line(record.tool, 24), style="bold"), args,
-            Text(record.verdict, style=_VERDICT_STYLE.get(record.verdict, "")), by,
+            Text(record.outcome, style=_VERDICT_STYLE.get(record.verdict, "")), by,
             Text(waited_words(record.waited_s), style="dim"))
 
 

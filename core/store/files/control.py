@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tether.store.files.layout import CONTROL_FILE, private_file
+from tether.store.files.layout import CONTROL_FILE, open_private
 
 if TYPE_CHECKING:
     from tether.store.control import ControlRequest
@@ -29,10 +29,10 @@ def append(run_dir: Path, request: ControlRequest) -> None:
 
 def append_fields(run_dir: Path, fields: dict[str, Any]) -> None:
     """Append a request given as its fields (as :func:`append` saves one), creating the file
-    private: what ``tether stop`` writes before the request's dataclass is imported."""
+    of the store's mode (private, or its group's in a shared store): what ``tether stop``
+    writes before the request's dataclass is imported."""
     data = (json.dumps(fields, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-    private_file(run_dir / CONTROL_FILE)
-    fd = os.open(run_dir / CONTROL_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    fd = open_private(run_dir / CONTROL_FILE, os.O_WRONLY | os.O_APPEND)
     try:
         os.write(fd, data)
     finally:

@@ -25,7 +25,7 @@ from tether.store.decisions import decisions_key
 from tether.store.files.index import INDEX_EVERY_S, RunIndex
 from tether.store.files.journal import GROWING_FIELDS, STICKY_FIELDS, commit_bytes, dumps, header_of
 from tether.store.files.layout import (
-    JOURNAL_FILE, LEDGER_FILE, NOT_A_RUN, OWNER_FILE, PRIVATE_FILE, TRACE_FILE, private_file,
+    JOURNAL_FILE, LEDGER_FILE, NOT_A_RUN, OWNER_FILE, TRACE_FILE, open_private, private_file,
 )
 from tether.store.owner import whoami
 from tether.store.protocol import SaveError
@@ -84,6 +84,7 @@ class RunHandle:
         """The run's idempotency ledger (``ledger.jsonl``: every record fsynced as it is made)."""
         from tether.run.ledger import Ledger
 
+        private_file(self.ledger_path)  # made here, of the store's mode: the ledger opens it to append
         return Ledger(self.ledger_path)
 
     def control_read(self, seen: int) -> list[ControlRequest]:
@@ -141,7 +142,7 @@ class RunHandle:
         Best effort: the record informs, the lock decides."""
         tmp = f"{self.directory}/.{OWNER_FILE}.{os.getpid()}.tmp"
         try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, PRIVATE_FILE)
+            fd = open_private(tmp, os.O_WRONLY | os.O_TRUNC)
             try:
                 os.write(fd, dumps(self._owner).encode())
             finally:
@@ -240,7 +241,7 @@ class RunHandle:
         locked before it replaces the old one, so the run is never unheld in between."""
         tmp = self.directory / f".{JOURNAL_FILE}.{os.getpid()}.tmp"
         data = commit_bytes(state.messages, header_of(state))
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, PRIVATE_FILE)
+        fd = open_private(tmp, os.O_WRONLY | os.O_TRUNC)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)  # a file no one else knows yet
             if os.write(fd, data) != len(data):

@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from tether.store.decisions import DECISION_COLUMNS, decision_filter, decision_row, decisions_of
-from tether.store.files.layout import INDEX_FILE, PRIVATE_FILE
+from tether.store.files.layout import INDEX_FILE, open_private
 from tether.store.summary import SUMMARY_COLUMNS, JournalKey, RunSummary
 
 if TYPE_CHECKING:
@@ -57,7 +57,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-SCHEMA = 3  # PRAGMA user_version: another value means the tables are rebuilt (2: decisions; 3: source)
+SCHEMA = 4  # PRAGMA user_version: another value means the tables are rebuilt (2: decisions; 3: source; 4: accounts)
 INDEX_EVERY_S = 1.0
 """A running run's row is refreshed at most this often (besides every change of status)."""
 BUSY_S = 5.0
@@ -77,6 +77,7 @@ CREATE TABLE traces (
 CREATE TABLE decisions (
     run_id TEXT NOT NULL, call_id TEXT NOT NULL, tool TEXT, agent TEXT, source TEXT, args TEXT, edited_args TEXT,
     verdict TEXT, words TEXT, decider TEXT, rule TEXT, approvers TEXT, ts REAL NOT NULL, waited_s REAL,
+    account TEXT, accounts TEXT, needed INTEGER,
     PRIMARY KEY (run_id, call_id)
 ) WITHOUT ROWID;
 CREATE INDEX decisions_ts ON decisions (ts);
@@ -86,6 +87,10 @@ _UPSERT = (f"INSERT OR REPLACE INTO runs ({', '.join(SUMMARY_COLUMNS)}) "
            f"VALUES ({', '.join('?' * len(SUMMARY_COLUMNS))})")
 _PUT_DECISION = (f"INSERT OR REPLACE INTO decisions ({', '.join(DECISION_COLUMNS)}) "
                  f"VALUES ({', '.join('?' * len(DECISION_COLUMNS))})")
+
+
+def _casefold(text: object) -> object:
+    return text.casefold() if isinstance(text, str) else text
 
 
 class Indexed(NamedTuple):
@@ -150,11 +155,13 @@ class RunIndex:
             return self._db
         self._close()
         if ino == -1:
-            # Made here, mode 0600, before SQLite opens it: SQLite gives its -wal and -shm
-            # files the database's own mode, so the three stay private (docs/run-store.md).
+            # Made here, mode 0600 (0660 in a shared store), before SQLite opens it: SQLite gives
+            # its -wal and -shm files the database's own mode, so the three keep it (docs/run-store.md).
             with contextlib.suppress(OSError):  # no runs dir, a read-only disk: connect says so
-                os.close(os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE))
+                os.close(open_private(self.path, os.O_WRONLY))
         db = sqlite3.connect(self.path, timeout=BUSY_S, isolation_level=None, check_same_thread=False)
+        # SQLite's own lower() folds ASCII only: names are folded as Python folds them.
+        db.create_function("casefold", 1, _casefold, deterministic=True)
         try:
             db.execute(f"PRAGMA busy_timeout = {int(BUSY_S * 1000)}")
             if db.execute("PRAGMA user_version").fetchone()[0] != SCHEMA:
@@ -263,7 +270,8 @@ class RunIndex:
     def decisions(self, query: DecisionQuery) -> list[DecisionRecord]:
         """The decisions ``query`` selects, newest first (raises :class:`IndexUnavailable`)."""
         where, params = decision_filter(
-            query, approver="EXISTS (SELECT 1 FROM json_each(decisions.approvers) WHERE value = %s)")
+            query, among="EXISTS (SELECT 1 FROM json_each(decisions.{column}) WHERE casefold(value) = %s)",
+            fold="casefold")
         text = (f"SELECT {', '.join(DECISION_COLUMNS)} FROM decisions{where} "
                 "ORDER BY ts DESC, run_id DESC, call_id DESC").replace("%s", "?")
         if query.limit is not None:

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tether.run.state import StateError
-from tether.store.files.layout import PRIVATE_FILE, RULES_FILE, RULES_LOCK, private_dirs, write_private
+from tether.store.files.layout import RULES_FILE, RULES_LOCK, open_private, private_dirs, write_private
 from tether.store.summary import JournalKey
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class RulesFile:
         """``edit(data)`` on the rules as they are now, under the lock, then the file replaced
         (written and synced first: a crash leaves the old rules or the new ones); its result."""
         private_dirs(self.root)
-        lock = os.open(self.root / RULES_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE)
+        lock = open_private(self.root / RULES_LOCK, os.O_RDWR)
         try:
             fcntl.flock(lock, fcntl.LOCK_EX)
             data = self._load()

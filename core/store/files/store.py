@@ -33,6 +33,7 @@ from tether.store.files.layout import (
 )
 from tether.store.files.lock import lock_held, owner_record
 from tether.store.files.rules import RulesFile
+from tether.store.operator import os_account
 from tether.store.owner import Owner, kept_owner
 from tether.store.summary import JournalKey, Liveness, RunSummary
 
@@ -63,6 +64,11 @@ class RunStore:
     def where(self) -> str:
         """The store, as messages name it: its directory."""
         return str(self.root)
+
+    def account(self) -> str:
+        """The operating system's account of this process: whoever may write the store's
+        files is someone to the file store by their account alone."""
+        return os_account()
 
     def run_dir(self, run_id: str) -> Path:
         problem = run_id_problem(run_id)

@@ -44,6 +44,7 @@ class Database:
         self._holds = Holds(url)
         self._flushes = Flushes(self._pool.size)
         self._ready = False
+        self._account: str | None = None
 
     @property
     def where(self) -> str:
@@ -69,6 +70,14 @@ class Database:
                 "SELECT current_user, has_table_privilege(%s, 'UPDATE') AND has_table_privilege(%s, 'INSERT')",
                 (f"{self.schema}.runs", f"{self.schema}.control")).fetchone()
         return None if may else str(user)
+
+    def account(self) -> str:
+        """The database role this store connected as: its ``session_user``, which a ``SET
+        ROLE`` does not change (asked once: a store keeps its connections' role)."""
+        if self._account is None:
+            with self._conn() as conn:
+                self._account = str(conn.execute("SELECT session_user").fetchone()[0])
+        return self._account
 
     def send(self, channel: str, payload: str) -> None:
         """One notification, on its own (a control request's reply)."""

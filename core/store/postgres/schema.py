@@ -22,7 +22,7 @@ from typing import Any
 import psycopg
 from psycopg import sql
 
-from tether.store.decisions import DECISION_COLUMNS
+from tether.store.decisions import ADDED_COLUMNS, DECISION_COLUMNS
 from tether.store.postgres.connection import StoreUnavailable, clean
 
 # Where the roles' script is, said in full in errors: in a checkout core/data/pg/, in an
@@ -91,7 +91,7 @@ CREATE TABLE IF NOT EXISTS {s}.rules (
 CREATE TABLE IF NOT EXISTS {s}.decisions (
     run_id text NOT NULL, call_id text NOT NULL, tool text, agent text, source text, args text, edited_args text,
     verdict text, words text, decider text, rule text, approvers text, ts double precision NOT NULL,
-    waited_s double precision,
+    waited_s double precision, account text, accounts text, needed integer,
     PRIMARY KEY (run_id, call_id)
 );
 CREATE INDEX IF NOT EXISTS decisions_ts ON {s}.decisions (ts);
@@ -191,9 +191,15 @@ def composed(schema: str, text: str) -> sql.SQL:
 
 
 def ensure_schema(conn: psycopg.Connection, schema: str, *, where: str, url: str) -> None:
-    """Make the tables if they are missing (one maker at a time, by a transaction lock)."""
-    exists = conn.execute("SELECT to_regclass(%s)", (f"{schema}.{NEWEST_TABLE}",)).fetchone()[0]
+    """Make the tables if they are missing (one maker at a time, by a transaction lock), and
+    add the columns an earlier Tether's tables lack."""
+    newest = f"{schema}.{NEWEST_TABLE}"
+    exists, added = conn.execute(
+        "SELECT to_regclass(%s), (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+        "AND attname = ANY(%s) AND NOT attisdropped)", (newest, newest, list(ADDED_COLUMNS))).fetchone()
     if exists is not None:
+        if added < len(ADDED_COLUMNS):
+            _add_columns(conn, schema, where)
         return
     try:
         with conn.transaction():
@@ -213,3 +219,17 @@ def ensure_schema(conn: psycopg.Connection, schema: str, *, where: str, url: str
         raise StoreUnavailable(f"{where}: the tables of schema {schema} are missing and this role "
                                f"cannot make them ({clean(exc, url)}); run {ROLES_SQL} "
                                f"as a superuser, then connect as the operator role") from None
+
+
+def _add_columns(conn: psycopg.Connection, schema: str, where: str) -> None:
+    """The decisions' columns added since the tables were made (who decided as which account,
+    and how many people a call needs): added by the role that owns the tables; a role that
+    may not (the watcher's) is told so, and reads what it can meanwhile."""
+    added = ", ".join(f"ADD COLUMN IF NOT EXISTS {name} {kind}" for name, kind in ADDED_COLUMNS.items())
+    try:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_SEED,))
+            conn.execute(composed(schema, f"ALTER TABLE {{s}}.{NEWEST_TABLE} {added}"))
+    except psycopg.errors.InsufficientPrivilege:
+        log.warning("%s: the decisions table lacks this Tether's columns (%s) and this role cannot add them; "
+                    "they are added when the operator's role connects", where, ", ".join(ADDED_COLUMNS))

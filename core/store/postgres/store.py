@@ -81,7 +81,7 @@ from tether.run.state import RunExists, RunState, StateError
 from tether.store.changes import NEW, TRACE
 from tether.store.decisions import DECISION_COLUMNS, decision_filter, decisions_of
 from tether.store.owner import Owner, kept_owner
-from tether.store.postgres.connection import redact
+from tether.store.postgres.connection import StoreUnavailable, redact
 from tether.store.postgres.database import Database
 from tether.store.postgres.handle import PgHandle
 from tether.store.postgres.locks import HELD
@@ -333,13 +333,19 @@ class PgStore(Database):
     def decisions(self, query: DecisionQuery) -> list[DecisionRecord]:
         """From the ``decisions`` table, newest first."""
         where, params = decision_filter(
-            query, approver="EXISTS (SELECT 1 FROM json_array_elements_text(approvers::json) AS a WHERE a = %s)")
+            query, among="EXISTS (SELECT 1 FROM json_array_elements_text({column}::json) AS a WHERE lower(a) = %s)",
+            fold="lower")
         text = f"SELECT {', '.join(DECISION_COLUMNS)} FROM {{s}}.decisions{where} ORDER BY ts DESC, run_id DESC, call_id DESC"
         if query.limit is not None:
             text += " LIMIT %s"
             params.append(query.limit)
         with self._conn() as conn:
-            return decisions_of(conn.execute(self.q(text), params).fetchall())
+            try:
+                return decisions_of(conn.execute(self.q(text), params).fetchall())
+            except psycopg.errors.UndefinedColumn:
+                raise StoreUnavailable(f"{self.where}: the decisions table is an earlier Tether's, and this role "
+                                       "cannot add its new columns: connect once with the operator's role, which "
+                                       "adds them") from None
 
     # ---- owning a run -----------------------------------------------------------------
     def open(self, run_id: str, *, control: str | None = None) -> tuple[RunState, PgHandle]:
