@@ -91,7 +91,8 @@ def operation(harness: Harness, state: RunState,
         return None
 
     async def decide() -> Went:
-        decided = dict(call_id=waiting.call_id, by=decision.get("by") or "operator", rule=decision.get("rule"))
+        decided = dict(call_id=waiting.call_id, by=decision.get("by") or "operator", rule=decision.get("rule"),
+                       decided_at=decision.get("ts"))
         if decision.get("kind") == "approve":
             done = await harness.approve(run_id, decision.get("text") or "", args=decision.get("args"), **decided)
         else:

@@ -306,8 +306,10 @@ def test_an_approval_waits_durably_through_a_workers_death(fleet: Fleet, store: 
     assert late is None or not late.ok
 
 
-def test_a_stop_ends_a_workflows_wait_and_leaves_the_run_waiting(fleet: Fleet, store: PgStore, provider,
-                                                                  tmp_path: Path):
+def test_a_stop_ends_a_workflows_wait_and_the_run_with_its_call_declined(fleet: Fleet, store: PgStore, provider,
+                                                                         tmp_path: Path):
+    """A Stop ends a run whose workflow waits for a decision (issue 37, item 8): the call is
+    declined in words, on the record as the stopper's, and the workflow stops waiting."""
     base, _ = provider
     fleet.start()
     run_id = fleet.submit("destructive", "--base-url", f"{base}/stop-wait/v1", "--workspace", str(tmp_path / "ws"))
@@ -315,11 +317,14 @@ def test_a_stop_ends_a_workflows_wait_and_leaves_the_run_waiting(fleet: Fleet, s
              and queue_view(store).executors.get(run_id), "the workflow to wait for the decision", 60)
     request = control.ControlRequest("stop", "not today", by="tester")
     reply = asyncio.run(stop_waiting(store, run_id, request))
-    assert reply is not None and reply.ok and "stops waiting" in reply.words
+    assert reply is not None and reply.ok, reply
+    assert "delete_file (call_1_0), which waited in the worker queue for a decision, is declined" in reply.words
     wait_for(lambda: _workflow_status(store, run_id) == "SUCCESS", "the workflow to end", 30)
-    assert isinstance(store.load(run_id).interruption, NeedsApproval)  # still waiting, for a person
+    state = store.load(run_id)
+    assert state.status is Status.INTERRUPTED and state.interruption == Cancelled("not today", "tester")
+    assert (state.approvals["call_1_0"].verdict, state.approvals["call_1_0"].by) == ("rejected", "tester")
     assert run_id not in queue_view(store).executors
-    assert asyncio.run(decide(store, run_id, "approve", by="alice")) is None  # decided the usual way now
+    assert asyncio.run(decide(store, run_id, "approve", by="alice")) is None  # no workflow waits for it now
 
 
 def test_a_run_waiting_for_a_decision_holds_no_slot(fleet: Fleet, store: PgStore, provider, tmp_path: Path):
