@@ -425,6 +425,11 @@ async def test_an_acp_agents_request_is_shown_with_its_diff_refuses_an_edit_and_
 async def test_a_decision_posted_after_the_deadline_is_refused_and_the_deadline_decides(web: Served):
     """Issue 37, item 1: the page's decide, posted after the call's deadline (the page was
     shown before it), approved the call. The deadline decides, and the page says so."""
+    await late_decision_is_refused(web)
+
+
+async def late_decision_is_refused(web: Served) -> None:
+    """A page shown before a call's deadline posts its approval after it (either store)."""
     import time
 
     from tether.run.state import Policies, args_hash
