@@ -44,9 +44,6 @@ class Controls:
         self._waiting: NeedsApproval | None = None
         self._decision: asyncio.Future[ControlRequest | None] | None = None
         self._decided: ControlRequest | None = None
-        # The run's agent is a process of its own that waits with it (ACP): a Stop while the
-        # run waits for a decision stops the agent too, rather than leaving the run on disk.
-        self.holds_agent = False
         # Checks a decision against what the agent asks (an ACP option that it does not offer):
         # words to refuse it with, or None.
         self.vet: Callable[[ControlRequest], str | None] | None = None
