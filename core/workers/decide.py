@@ -71,7 +71,7 @@ def _stop_waiting(store: PgStore, run_id: str, request: ControlRequest) -> Contr
     if not isinstance(waiting, NeedsApproval):
         return None
 
-    def stop(state: RunState) -> list[Event]:  # as it is now: decided meanwhile, nothing to close
+    def stop(state: RunState) -> list[Event]:  # (decided meanwhile: nothing is left to close)
         return end_waiting(state, request.text, request.by) if isinstance(state.interruption, NeedsApproval) else []
 
     if not amend(store, run_id, stop):

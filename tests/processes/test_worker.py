@@ -327,6 +327,27 @@ def test_a_stop_ends_a_workflows_wait_and_the_run_with_its_call_declined(fleet: 
     assert asyncio.run(decide(store, run_id, "approve", by="alice")) is None  # no workflow waits for it now
 
 
+def test_an_approval_after_the_deadline_of_a_run_in_the_queue_is_refused(fleet: Fleet, store: PgStore, provider,
+                                                                           tmp_path: Path):
+    """Issue 37, item 1, through the worker queue: the workflow is not sent an approval made
+    after the call's deadline; the deciding process applies the deadline and says so."""
+    base, _ = provider
+    fleet.start()
+    workspace = tmp_path / "ws"
+    run_id = fleet.submit("destructive", "--base-url", f"{base}/late/v1", "--workspace", str(workspace),
+                          "--decision-deadline", "1s", "--on-deadline", "stop")
+    wait_for(lambda: isinstance(store.load(run_id).interruption, NeedsApproval) and _ended(store, run_id)
+             and queue_view(store).executors.get(run_id), "the workflow to wait for the decision", 60)
+    deadline_at = store.load(run_id).interruption.deadline_at
+    wait_for(lambda: time.time() > deadline_at, "the deadline to pass", 30)
+    assert asyncio.run(decide(store, run_id, "approve", by="carol")) is None  # not for the workflow
+    late = fleet.tether("approve", run_id, "--store", fleet.url, "--as", "carol")
+    assert late.returncode == 2 and "too late: the decision deadline of delete_file" in late.stderr, late.stderr
+    state = store.load(run_id)
+    assert isinstance(state.interruption, Cancelled) and state.approvals["call_1_0"].by == "deadline"
+    assert (workspace / "access.log").exists()
+
+
 def test_a_run_waiting_for_a_decision_holds_no_slot(fleet: Fleet, store: PgStore, provider, tmp_path: Path):
     """A worker at --concurrency 1 whose one run waits for approval takes the next run and
     finishes it meanwhile; the decision then reaches the waiting run, in the same worker's
