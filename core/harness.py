@@ -28,6 +28,7 @@ from tether.models.client import without_credentials
 from tether.models.endpoints import Endpoints
 from tether.models.base import ChatModel
 from tether.run.events import EventSink, TelemetryDropped
+from tether.run.decisions import already_decided
 from tether.run.loop import LoopEnv, RunLoop
 from tether.run.state import (
     Limits, NeedsApproval, Policies, Pricing, RunState, StateError, Status, create_new, new_run_id,
@@ -38,7 +39,8 @@ from tether.store.files.store import RunStore
 from tether.models.tokens import TokenCounter, encoding, encoding_loaded
 from tether.agents.tools.base import Tool
 from tether.run.controls import (
-    STOP_REASON, Controls, add_follow_up, apply_decision, decision_wait, past_deadline, vet_decision,
+    STOP_REASON, Controls, add_follow_up, apply_decision, decision_wait, past_deadline, stopped_waiting,
+    take_decision, vet_decision,
 )
 from tether.run.hold import heartbeat, open_run, release
 from tether.run.tracked import TrackedRun
@@ -309,22 +311,27 @@ class Harness:
     async def approve(self, run_id: str, note: str = "", *, call_id: str | None = None, by: str = "operator",
                       args: str | None = None, rule: str | None = None, signal: CancelSignal | None = None,
                       sinks: Sequence[EventSink] = (), wait_for_decision: float | None = None,
-                      account: str | None = None) -> Outcome:
+                      account: str | None = None, decided_at: float | None = None) -> Outcome:
         """Approve the waiting call (bound to its arguments, used once), then go on. ``args``:
         the operator's edited arguments (JSON), checked against the tool's schema first. A
         call that needs two people keeps waiting after the first, for another account (``by`` is
-        a name: :meth:`account`). For a run whose process waits for a decision, use :meth:`decide`."""
+        a name: :meth:`account`). For a run whose process waits for a decision, use :meth:`decide`:
+        it reaches that process. After the call's deadline it is refused
+        (:class:`~tether.run.decisions.TooLate`), the deadline applied instead; ``decided_at``: when
+        it was made, if before now (a queue worker's)."""
         request = control.ControlRequest("approve", note, call_id=call_id, by=by, args=args, rule=rule,
                                          account=await self.account(account, rule=rule))
-        return await self._decided(run_id, request, signal, sinks, wait_for_decision)
+        return await self._decided(run_id, request, signal, sinks, wait_for_decision, decided_at)
 
     async def reject(self, run_id: str, reason: str = "", *, call_id: str | None = None, by: str = "operator",
                      rule: str | None = None, signal: CancelSignal | None = None, sinks: Sequence[EventSink] = (),
-                     wait_for_decision: float | None = None, account: str | None = None) -> Outcome:
-        """Decline the waiting call, in words in its result slot, then go on."""
+                     wait_for_decision: float | None = None, account: str | None = None,
+                     decided_at: float | None = None) -> Outcome:
+        """Decline the waiting call, in words in its result slot, then go on (refused after its
+        deadline, as :meth:`approve` is)."""
         request = control.ControlRequest("reject", reason, call_id=call_id, by=by, rule=rule,
                                          account=await self.account(account, rule=rule))
-        return await self._decided(run_id, request, signal, sinks, wait_for_decision)
+        return await self._decided(run_id, request, signal, sinks, wait_for_decision, decided_at)
 
     async def account(self, given: str | None = None, *, rule: str | None = None) -> str | None:
         """The account a decision counts as (:mod:`tether.run.people`): ``given`` (a web login's),
@@ -332,8 +339,11 @@ class Harness:
         return given if given is not None or rule is not None else await call(self.store, self.store.account)
 
     async def _decided(self, run_id: str, request: control.ControlRequest, signal: CancelSignal | None,
-                       sinks: Sequence[EventSink], wait_for_decision: float | None) -> Outcome:
+                       sinks: Sequence[EventSink], wait_for_decision: float | None,
+                       decided_at: float | None) -> Outcome:
         from tether.integrations.paused import decide_paused, paused_program
+
+        request = request if decided_at is None else replace(request, ts=decided_at)
 
         if paused_program(await call(self.store, self.store.load, run_id)):
             started = time.perf_counter()
@@ -372,12 +382,13 @@ class Harness:
 
     async def stop(self, run_id: str, reason: str = STOP_REASON, *, by: str = "operator") -> control.ControlReply:
         """Stop a run whichever process runs it: its signal fires, and the tool it is running is
-        cut off in words. The reply says what happened, in words (nothing to stop, orphaned...)."""
+        cut off in words, or the call it waits a decision for is declined in words. The reply
+        says what happened, in words (nothing to stop, orphaned...)."""
         signal = self._signals.get(run_id)
         if signal is not None:  # this process runs it
             if signal.cancelled:
                 return control.ControlReply(True, f"run {run_id} is already stopping")
-            signal.cancel(reason, by)
+            signal.cancel(reason, by, stop=True)
             return control.ControlReply(True, f"run {run_id} stops now")
         return await self.request(run_id, control.ControlRequest("stop", reason, by=by))
 
@@ -434,8 +445,7 @@ class Harness:
             if state.status in (Status.COMPLETED, Status.FAILED) and not follow_up:
                 last = max(state.approvals.values(), key=lambda d: d.ts, default=None) if deciding else None
                 if last is not None:
-                    raise StateError(f"already decided: {last.verdict} by {last.by}, and run {run_id} has since "
-                                     f"ended ({state.status.value})")
+                    raise StateError(f"{already_decided(last)}; run {run_id} has since ended ({state.status.value})")
                 raise StateError(f"run {run_id} has already ended ({state.status.value}); it cannot be resumed, but "
                                  f"a follow-up goes on from it: tether resume {run_id} --message TEXT")
             agent = self.agent_of(state)
@@ -475,11 +485,10 @@ class Harness:
                 await controls.adopt()  # requests made while the run's process was dead
                 controls.vet = lambda request: vet_decision(tools, state, request)
                 if decision is not None:
-                    problem = vet_decision(tools, state, decision)
-                    if problem:
-                        raise StateError(problem)
-                    loop.emit(apply_decision(state, decision))
-                    await loop.save()
+                    taken, refused = take_decision(state, decision, lambda: vet_decision(tools, state, decision))
+                    await loop.record(taken)
+                    if refused is not None:
+                        raise refused
                 events = prepare(state)
                 if events:
                     for event in events:
@@ -491,13 +500,14 @@ class Harness:
                     decided = await controls.wait_for_decision(final.interruption, decision_wait(final.interruption,
                                                                                           wait_for_decision))
                     if decided is None:
-                        if past_deadline(final.interruption):
+                        if past_deadline(final.interruption) and not signal.cancelled:
                             final = await loop.run()  # the loop answers an overdue call by its deadline
                             continue
-                        break  # no decision in time (or a Stop): the run stays waiting, on disk
+                        break  # no decision in time: the run stays waiting, on disk (a Stop: below)
                     loop.emit(apply_decision(state, decided))
                     await loop.save()
                     final = await loop.run()
+                await loop.record(stopped_waiting(state, signal))  # a Stop ends a run that waits, too
                 await controls.close()
                 return Outcome(final, loop.tool_runs, (time.perf_counter() - started) * 1000)
         finally:

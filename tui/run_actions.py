@@ -22,6 +22,7 @@ from tether.agents.agent import Agent
 from tether.agents.sets import known_agents, set_of
 from tether.harness import ADHOC_AGENT, Harness, Outcome, adhoc_agent
 from tether.run.cancel import CancelSignal
+from tether.run.decisions import TooLate, already_decided
 from tether.run.state import StateError, new_run_id
 from tether.store.control import ControlReply
 from tether.store.protocol import call
@@ -118,7 +119,7 @@ class RunActions(MessagePump):
         signal = self.signals.get(root)
         if signal is None or root not in self.active:
             return False
-        signal.cancel(reason, self.operator)
+        signal.cancel(reason, self.operator, stop=True)
         self._bindings_dirty = True
         return True
 
@@ -181,9 +182,11 @@ class RunActions(MessagePump):
                 self.last_reason[rid] = reason
             await self._reload(rid)
             words = str(exc)
-            if deciding is not None:  # another console or process decided first, or is deciding
+            if deciding is not None and not isinstance(exc, TooLate):  # another decided first, or is deciding
                 words = await self._decided_elsewhere(rid, deciding) or words
-            self.notify(words, title=f"{one_line(rid, 60)} was not changed", severity="error",
+            # Too late: the deadline decided instead, and the run shows what it did.
+            changed = "was decided by its deadline" if isinstance(exc, TooLate) else "was not changed"
+            self.notify(words, title=f"{one_line(rid, 60)} {changed}", severity="error",
                         markup=False, timeout=15)
         except Exception as exc:  # a worker error never crashes the app: it is the run's failure reason
             self.worker_errors[rid] = f"{type(exc).__name__}: {exc}"
@@ -209,7 +212,7 @@ class RunActions(MessagePump):
         if decision is not None and not decision.complete:  # a two-person call: the harness's words say why
             return None
         if decision is not None:
-            return f"already decided: {decision.verdict} by {decision.by}; there is one decision per call"
+            return already_decided(decision)
         if self.model.held_elsewhere(rid) or await call(self.harness.store, self.harness.store.owner, rid) is not None:
             return (f"another console or process took run {rid} first (it is deciding or running it); "
                     "nothing was done here")

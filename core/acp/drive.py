@@ -78,7 +78,6 @@ async def drive_acp(state: RunState, agent: Agent, handle: Handle, trace: TraceS
             raise StateError(f"run {run_id} is an ACP agent's: it goes on with a follow-up, "
                              f"{acp_follow_up(run_id, stopped_by)}")
         AcpRun.check_follow_up(state, agent, earlier)  # before the follow-up's words are saved
-    controls.holds_agent = True
     hold(emit)
     await controls.adopt()
     for event in prepare(state):  # raised limits, a follow-up's words

@@ -344,6 +344,8 @@ class AcpRun:
                 request.cancel(by_session=True)
                 if not self.signal.cancelled:
                     self.signal.cancel("no decision came in time for the agent's permission request")
+                elif self.signal.ends_wait or self.signal.by == DEADLINE:  # on the record, as the stopper's
+                    self._stopped_request(key, tool, request.args_hash, asked_at)
                 await self.save()
                 return
             if decision.kind == "approve" and len(waiting.approvers) + 1 < waiting.needed:
@@ -423,6 +425,16 @@ class AcpRun:
                                    verdict="approved" if approved else "rejected", text=words, by=by, rule=rule,
                                    tally=f"{needed} of {needed}" if needed > 1 and approved else None))
         await self.save()
+
+    def _stopped_request(self, key: str, tool: str, bound: str, asked_at: float) -> None:
+        """A Stop (a person's, or the deadline's) ended the wait for a decision: the request is
+        recorded as declined by whoever stopped it, in the words a Stop of a waiting call has."""
+        st = self.state
+        text = f"the run was stopped ({self.signal.reason})"
+        by = self.signal.by or "operator"
+        st.approvals[key] = Decision(key, "rejected", bound, text, by, used=True, tool=tool, asked_at=asked_at)
+        self.emit(ApprovalDecision(run_id=st.run_id, call_id=key, tool=tool, verdict="rejected",
+                                   text=declined_words(text, by), by=by))
 
     async def _verdict(self, request: PermissionRequest, tool: str) -> Verdict | None:
         """What the store's standing rules say of a permission request: matched on the

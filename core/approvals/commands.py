@@ -17,6 +17,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tether.approvals.audit import DecisionRecord, run_source, when
+from tether.approvals.holding import too_late
 from tether.approvals.rules import Call, Rule, RuleError, decide, explain, format_duration, parse_duration
 from tether.store.protocol import call
 from tether.run import people
@@ -161,6 +162,11 @@ async def apply_to_waiting(store: Store, rule: Rule, deliver: Deliver) -> list[A
         if verdict is None or verdict.rule.id != rule.id:
             continue
         what = f"{waiting.tool_name} ({waiting.call_id}) in {state.run_id}"
+        if too_late(waiting, time.time()):  # a rule made after the deadline is as late as a person
+            out.append(Applied(state.run_id, waiting.call_id, waiting.tool_name, False,
+                               f"{rule.id} fits {what}, but its decision deadline has passed: the deadline "
+                               f"decides it ({waiting.on_deadline}), not a rule"))
+            continue
         if rule.effect == "allow" and waiting.needed > 1:
             out.append(Applied(state.run_id, waiting.call_id, waiting.tool_name, False,
                                f"{rule.id} fits {what}, which needs {waiting.needed} people: left for them"))

@@ -1,14 +1,16 @@
-"""Decision deadlines for runs that nobody holds.
+"""Decision deadlines for runs that no process drives.
 
 A run whose process waits for a decision applies its own deadline (the harness cuts the
 wait to it, and the loop answers the overdue call). A run left waiting on the store, with
 no process, has nobody to do that: whoever adopts it applies the deadline when its loop
-asks again, and until then ``tether runs`` does, here, without driving the run on:
+asks again; ``tether runs`` does, here, without driving the run on; and so does a decision
+that comes after the deadline (:func:`lapse`, from :func:`tether.run.controls.take_decision`),
+which is then not taken, whoever made it:
 
 * ``reject``: the call is declined in words ("No decision within 10 min: the call was
   declined"), and the run stays interrupted with that reason; ``tether resume`` goes on
   and the model reads the rejection;
-* ``stop``: the run stays interrupted, no longer waiting, with the reason;
+* ``stop``: the run stays interrupted, its call declined in words, with the reason;
 * ``escalate``: the escalation is recorded (the notification channel reads it) and the
   call waits one more deadline, after which it is rejected.
 
@@ -18,16 +20,65 @@ A deadline never approves.
 from __future__ import annotations
 
 import time
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tether.approvals.holding import overdue
 from tether.approvals.rules import format_duration
-from tether.run.events import RunStopped
-from tether.run.decisions import DEADLINE, reject
-from tether.run.state import Cancelled, NeedsApproval, StateError, Status
+from tether.run.decisions import DEADLINE, already_decided, end_waiting, reject
+from tether.run.events import Event, RunStopped
+from tether.run.hold import amend
+from tether.run.state import Cancelled, NeedsApproval, RunState, Status
 
 if TYPE_CHECKING:
     from tether.store.protocol import Store
+
+
+@dataclass(frozen=True, slots=True)
+class Lapsed:
+    """A passed deadline, applied to a run no loop drives: the events that record it, and
+    what it did in words."""
+
+    events: list[Event]
+    words: str
+    """What a decision that came too late is told: the deadline passed, and what it did."""
+    summary: str
+    """One line for ``tether runs``: ``no decision on delete_file (call_1_0) within 4 s: the run was stopped``."""
+    waits: bool = False
+    """Escalated: the call still waits, for one more deadline, and may still be decided."""
+
+
+def lapse(state: RunState, *, at: float | None = None) -> Lapsed | None:
+    """Apply the deadline of the call ``state`` waits on, if it had passed by ``at`` (when a
+    decision was made; now by default): escalate it, stop the run, or reject the call, as
+    :func:`~tether.approvals.holding.overdue` says. None when it had not passed."""
+    at = time.time() if at is None else at
+    waiting = state.interruption
+    if state.status is not Status.INTERRUPTED or not isinstance(waiting, NeedsApproval) \
+            or waiting.deadline_at is None or waiting.deadline_at > at:
+        return None
+    # The deadline it was given, counted from the asking (escalated: once more, as long).
+    extra = max(waiting.deadline_at - (waiting.asked_at or waiting.deadline_at), 1.0)
+    step = overdue(waiting, extra, now=at)
+    if step.event is not None:
+        state.interruption = step.waiting
+        step.event.run_id = state.run_id
+        escalated = f"{step.words} on {waiting.tool_name}; escalated, it waits {format_duration(extra)} more"
+        return Lapsed([step.event], escalated, escalated, waits=True)
+    if step.action == "stop":
+        events = end_waiting(state, step.words, DEADLINE)
+        summary = f"{step.words}: the run was stopped"
+    else:
+        reason = f"no decision on {waiting.tool_name} ({waiting.call_id}) within {step.within}"
+        summary = f"{reason}: the call was rejected; tether resume {state.run_id} goes on"
+        events = [reject(state, waiting.call_id, step.words, DEADLINE)]
+        state.interruption = Cancelled(summary, DEADLINE)
+        events.append(RunStopped(run_id=state.run_id, status=state.status.value, reason=summary, turns=state.turns,
+                                 cost_usd=state.cost_usd, interruption=state.interruption.to_dict()))
+    decided = state.approvals[waiting.call_id]
+    decided.ts = min(step.due, time.time())  # decided by the deadline, when it passed, however late one looked
+    words = f"{already_decided(decided)}. Run {state.run_id} stays interrupted: tether resume {state.run_id} goes on"
+    return Lapsed(events, words, summary)
 
 
 def apply_due(store: Store, *, now: float | None = None) -> list[str]:
@@ -40,41 +91,20 @@ def apply_due(store: Store, *, now: float | None = None) -> list[str]:
         due = (summary.interruption or {}).get("deadlineAt") if summary.waiting else None
         if due is None or due > now or (summary.owner is not None and summary.owner.alive):
             continue
-        try:
-            state, handle = store.open(summary.run_id)
-        except (StateError, OSError):
-            continue  # taken by another process, or gone: not ours to decide
-        try:
-            waiting = state.interruption
-            if state.status is not Status.INTERRUPTED or not isinstance(waiting, NeedsApproval) \
-                    or waiting.deadline_at is None or waiting.deadline_at > now:
-                continue
-            trace = handle.trace()
-            # The deadline it was given, counted from the asking (escalated: once more, as long).
-            extra = max(waiting.deadline_at - (waiting.asked_at or waiting.deadline_at), 1.0)
-            step = overdue(waiting, extra, now=now)
-            if step.event is not None:
-                state.interruption = step.waiting
-                step.event.run_id = state.run_id
-                trace.write(step.event)
-                done.append(f"{state.run_id}: {step.words} on {waiting.tool_name}; escalated, it waits "
-                            f"{format_duration(extra)} more")
-            else:
-                waited = format_duration(now - (waiting.asked_at or waiting.deadline_at))
-                reason = f"no decision on {waiting.tool_name} ({waiting.call_id}) within {waited}"
-                if step.action == "stop":
-                    words = f"{reason}: the run was stopped"
-                else:
-                    trace.write(reject(state, waiting.call_id, step.words, DEADLINE))
-                    state.approvals[waiting.call_id].asked_at = waiting.asked_at
-                    words = f"{reason}: the call was rejected; tether resume {state.run_id} goes on"
-                state.interruption = Cancelled(words, DEADLINE)
-                trace.write(RunStopped(run_id=state.run_id, status=state.status.value, reason=words, turns=state.turns,
-                                       cost_usd=state.cost_usd, interruption=state.interruption.to_dict()))
-                done.append(f"{state.run_id}: {words}")
-            state.updated_at = now
-            handle.save(state)
-            trace.close()
-        finally:
-            handle.release()
+        lapsed = _lapse_on_store(store, summary.run_id, now)
+        if lapsed is not None:
+            done.append(f"{summary.run_id}: {lapsed.summary}")
     return done
+
+
+def _lapse_on_store(store: Store, run_id: str, now: float) -> Lapsed | None:
+    """:func:`lapse` on a run no process holds (one that another process took is left to it)."""
+    applied: list[Lapsed] = []
+
+    def change(state: RunState) -> list[Event]:
+        lapsed = lapse(state, at=now)
+        applied.extend(() if lapsed is None else (lapsed,))
+        return [] if lapsed is None else lapsed.events
+
+    amend(store, run_id, change)
+    return applied[0] if applied else None

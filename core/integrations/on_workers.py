@@ -92,7 +92,7 @@ def operation(harness: Harness, state: RunState,
 
     async def decide() -> Went:
         decided = dict(call_id=waiting.call_id, by=decision.get("by") or "operator", rule=decision.get("rule"),
-                       account=decision.get("account"))
+                       account=decision.get("account"), decided_at=decision.get("ts"))
         if decision.get("kind") == "approve":
             done = await harness.approve(run_id, decision.get("text") or "", args=decision.get("args"), **decided)
         else:

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tether.run.controls import apply_decision
+from tether.run.controls import take_decision
 from tether.run.hold import open_run, release
 from tether.run.state import NeedsApproval, RunState
 from tether.store.protocol import call
@@ -38,12 +38,16 @@ async def decide_paused(harness: Tracker, run_id: str, request: ControlRequest,
 
     state, handle = await open_run(harness.store, run_id)
     try:
-        event = apply_decision(state, request)
+        taken, refused = take_decision(state, request)
         trace = handle.trace(())
-        trace.write(event)
+        for event in taken:
+            trace.write(event)
         trace.close()
-        await handle.asave(state)
+        if taken:
+            await handle.asave(state)
     finally:
         await release(handle)
+    if refused is not None:
+        raise refused
     await resume(harness, run_id, sinks=sinks)
     return await call(harness.store, harness.store.load, run_id)

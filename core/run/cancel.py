@@ -29,18 +29,25 @@ class CancelSignal:
         self._event = asyncio.Event()
         self.reason: str | None = None
         self.by: str | None = None
+        self.ends_wait = False
+        """Fired by a Stop (:meth:`cancel` with ``stop``): a run that waits for a decision ends,
+        its call declined in words, rather than being let go of still waiting."""
         self._guarded: set[asyncio.Future[Any]] = set()
 
     @property
     def cancelled(self) -> bool:
         return self._event.is_set()
 
-    def cancel(self, reason: str = "cancelled", by: str | None = None) -> None:
-        """Fire the signal. The first reason (and who gave it) wins; later calls are no-ops."""
+    def cancel(self, reason: str = "cancelled", by: str | None = None, *, stop: bool = False) -> None:
+        """Fire the signal. The first reason (and who gave it) wins; later calls are no-ops.
+        ``stop``: an operator's Stop, which ends a run that waits for a decision as well as one
+        that works; without it (a process shutting down, a console quitting) such a run is
+        let go of, still waiting, for whoever decides it."""
         if self._event.is_set():
             return
         self.reason = reason
         self.by = by
+        self.ends_wait = stop
         self._event.set()
         for work in tuple(self._guarded):
             work.cancel()

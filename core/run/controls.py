@@ -18,8 +18,10 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tether.run import people
+from tether.approvals.deadlines import lapse
+from tether.approvals.holding import late_words, too_late
 from tether.run.cancel import CancelSignal
-from tether.run.decisions import approve, check_edit, reject
+from tether.run.decisions import TooLate, already_decided, approve, check_edit, end_waiting, reject
 from tether.run.state import NeedsApproval, RunState, StateError, Status, pending_calls
 from tether.store.control import ControlReply, ControlRequest
 from tether.store.protocol import Handle, call
@@ -43,9 +45,6 @@ class Controls:
         self._waiting: NeedsApproval | None = None
         self._decision: asyncio.Future[ControlRequest | None] | None = None
         self._decided: ControlRequest | None = None
-        # The run's agent is a process of its own that waits with it (ACP): a Stop while the
-        # run waits for a decision stops the agent too, rather than leaving the run on disk.
-        self.holds_agent = False
         # Checks a decision against what the agent asks (an ACP option that it does not offer):
         # words to refuse it with, or None.
         self.vet: Callable[[ControlRequest], str | None] | None = None
@@ -92,13 +91,13 @@ class Controls:
     def _handle(self, request: ControlRequest) -> ControlReply:
         run_id = self.state.run_id
         if request.kind == "stop":
-            if self._decision is not None and not self._decision.done() and not self.holds_agent:
-                self._decision.set_result(None)  # stop waiting; the run stays waiting for approval
-                return ControlReply(True, f"run {run_id} waits for approval; its process (pid "
-                                            f"{os.getpid()}) stops waiting and leaves it on disk")
             if self.signal.cancelled:
                 return ControlReply(True, f"run {run_id} is already stopping")
-            self.signal.cancel(request.text or STOP_REASON, request.by)
+            self.signal.cancel(request.text or STOP_REASON, request.by, stop=True)
+            waiting = self._waiting if self._decision is not None and not self._decision.done() else None
+            if waiting is not None:  # the wait ends with the signal, and the run with it
+                return ControlReply(True, f"run {run_id} stops now (pid {os.getpid()}); {waiting.tool_name} "
+                                          f"({waiting.call_id}), which waited for a decision, is declined in words")
             return ControlReply(True, f"run {run_id} stops now (pid {os.getpid()})")
         if request.kind not in ("approve", "reject"):  # never taken for a decision
             return ControlReply(False, f"a control request of unknown kind {request.kind!r}: nothing was done")
@@ -116,13 +115,14 @@ class Controls:
                    else max(self.state.approvals.values(), key=lambda d: d.ts, default=None))
         if earlier is not None and (waiting is None or earlier.call_id == waiting.call_id) \
                 and not (waiting is not None and not earlier.complete):
-            return ControlReply(False, f"already decided: {earlier.verdict} by {earlier.by}; "
-                                        "there is one decision per call")
+            return ControlReply(False, already_decided(earlier))
         if waiting is None or self._decision is None or self._decision.done():
             return ControlReply(False, f"run {run_id} is not waiting for a decision (it is running)")
         if request.call_id and request.call_id != waiting.call_id:
             return ControlReply(False, f"run {run_id} waits for a decision on {waiting.call_id}, "
                                         f"not {request.call_id}")
+        if too_late(waiting, request.ts):  # this process's own wait ends at the deadline, and applies it
+            return ControlReply(False, late_words(waiting, request.ts, run_id))
         if (request.option or request.silent) and self.vet is None:
             return ControlReply(False, f"run {run_id} is not an ACP agent's: --option and --silent apply "
                                         "to an ACP agent's permission requests only")
@@ -172,6 +172,33 @@ def apply_decision(state: RunState, request: ControlRequest) -> Any:
         return approve(state, request.call_id, request.text, request.by, args=request.args, rule=request.rule,
                        account=request.account)
     return reject(state, request.call_id, request.text, request.by, rule=request.rule, account=request.account)
+
+
+def take_decision(state: RunState, request: ControlRequest,
+                  vet: Callable[[], str | None] = lambda: None) -> tuple[list[Any], StateError | None]:
+    """A decision on a run no process holds, made on its state (after ``vet``, words that
+    refuse it): the events that record what was done, and the refusal to raise once they are
+    saved. One made after its call's deadline is not taken, whoever made it: the deadline
+    is applied instead (:func:`tether.approvals.deadlines.lapse`), and the refusal says so
+    and what it did; a call escalated meanwhile is recorded so, and may still be decided."""
+    lapsed = lapse(state, at=request.ts)
+    events: list[Any] = [] if lapsed is None else list(lapsed.events)
+    if lapsed is not None and not lapsed.waits:
+        return events, TooLate(lapsed.words)
+    problem = vet()
+    if problem:
+        return events, StateError(problem)
+    events.append(apply_decision(state, request))
+    return events, None
+
+
+def stopped_waiting(state: RunState, signal: CancelSignal) -> list[Any]:
+    """A Stop of a run that waits for a decision ends it, its call declined in words: the
+    events that record it. None for any other run, or a signal fired by a process shutting
+    down (the run is let go of, still waiting, for whoever decides it)."""
+    if not signal.ends_wait or not isinstance(state.interruption, NeedsApproval):
+        return []
+    return end_waiting(state, signal.reason or STOP_REASON, signal.by)
 
 
 def vet_decision(tools: dict[str, Tool], state: RunState, request: ControlRequest) -> str | None:

@@ -13,8 +13,8 @@ from typing import Any
 
 from tether.agents.tools.base import Tool, offered_name
 from tether.run import people
-from tether.run.events import ApprovalDecision
-from tether.run.state import Decision, NeedsApproval, RunState, StateError, Status, args_hash, pending_calls
+from tether.run.events import ApprovalDecision, Event, RunStopped
+from tether.run.state import Cancelled, Decision, NeedsApproval, RunState, StateError, Status, args_hash, pending_calls
 from tether.text import json_words
 
 def _operator(by: str) -> str:
@@ -23,6 +23,21 @@ def _operator(by: str) -> str:
 
 DEADLINE = "deadline"
 """Who decides when nobody did in time (a rejection, never an approval)."""
+
+
+class TooLate(StateError):
+    """A decision that came after its call's deadline: not taken. The deadline was applied
+    instead, and the words say so, and what it did."""
+
+
+def already_decided(decision: Decision) -> str:
+    """Why another decision on a decided call is refused, in words: who decided it first. When
+    its deadline did, the words say the deadline passed and what it did."""
+    if decision.by == DEADLINE:
+        return (f"too late: the decision deadline of {decision.tool or 'the call'} ({decision.call_id}) had passed, "
+                f"and the deadline decided it: {decision.text}; the call was declined, nothing was done, and this "
+                "decision was not taken")
+    return f"already decided: {decision.verdict} by {decision.by}; there is one decision per call"
 
 
 def declined_words(reason: str, by: str = "operator") -> str:
@@ -57,9 +72,16 @@ def _waiting_call(state: RunState, call_id: str | None) -> dict[str, Any]:
     waiting = state.interruption
     if state.status is not Status.INTERRUPTED or not isinstance(waiting, NeedsApproval):
         earlier = state.approvals.get(call_id) if call_id else None
+        if earlier is None and isinstance(waiting, Cancelled) and waiting.by == DEADLINE:
+            earlier = max(state.approvals.values(), key=lambda d: d.ts, default=None)  # what the deadline decided
+        if earlier is not None and earlier.by == DEADLINE:
+            raise TooLate(already_decided(earlier))
         if earlier is not None:
             raise StateError(f"call {call_id} of run {state.run_id} was already {earlier.verdict} by "
                              f"{earlier.by}; there is one decision per call")
+        if isinstance(waiting, Cancelled):
+            by = f", by {waiting.by}" if waiting.by else ""
+            raise StateError(f"run {state.run_id} is not waiting for an approval: it was stopped ({waiting.reason}{by})")
         raise StateError(f"run {state.run_id} is not waiting for an approval (status {state.status.value})")
     wanted = call_id or waiting.call_id
     for call in pending_calls(state):
@@ -163,3 +185,28 @@ def _reject_call(state: RunState, call: dict[str, Any], reason: str, by: str, *,
     state.failed_calls.append(call["id"])
     return ApprovalDecision(run_id=state.run_id, call_id=call["id"], tool=fn.get("name", ""),
                             verdict="rejected", text=words, by=by, rule=rule)
+
+
+def close_on_stop(state: RunState, call_id: str, reason: str, by: str | None, *,
+                  asked_at: float | None = None) -> ApprovalDecision:
+    """A Stop (a person's, or a deadline's ``stop``) of a run whose call waits for a decision
+    ends the run, and the call with it: declined in words the model reads if the run goes on,
+    and recorded as a decision by whoever stopped it, so ``tether decisions`` and ``tether
+    show`` say what became of it."""
+    call = next(c for c in pending_calls(state) if c.get("id") == call_id)
+    return _reject_call(state, call, f"the run was stopped ({reason})", by or "operator", asked_at=asked_at)
+
+
+def end_waiting(state: RunState, reason: str, by: str | None) -> list[Event]:
+    """Stop a run saved waiting for a decision (no loop drives it): its call is closed
+    (:func:`close_on_stop`) and the run is ``interrupted`` with the reason. The events that
+    record it, for the run's trace."""
+    waiting = state.interruption
+    if state.status is not Status.INTERRUPTED or not isinstance(waiting, NeedsApproval):
+        raise StateError(f"run {state.run_id} is not waiting for an approval (status {state.status.value})")
+    decided = close_on_stop(state, waiting.call_id, reason, by,
+                            asked_at=_asked_at(waiting, state.approvals.get(waiting.call_id)))
+    state.interruption = Cancelled(reason, by)
+    return [decided, RunStopped(run_id=state.run_id, status=state.status.value,
+                                reason=f"{reason} (by {by})" if by and by != DEADLINE else reason,
+                                turns=state.turns, cost_usd=state.cost_usd, interruption=state.interruption.to_dict())]

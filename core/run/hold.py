@@ -9,8 +9,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
+from collections.abc import Callable, Sequence
 
-from tether.run.state import RunState
+from tether.run.events import Event
+from tether.run.state import RunState, StateError
 from tether.store.owner import HEARTBEAT_S
 from tether.store.protocol import Handle, Store, call
 
@@ -49,3 +52,27 @@ async def release(handle: Handle) -> None:
         handle.release()
         return
     await asyncio.shield(asyncio.to_thread(handle.release))
+
+
+def amend(store: Store, run_id: str, change: Callable[[RunState], Sequence[Event]]) -> bool:
+    """Make ``change`` to a run that no process holds, on the store itself (blocking): it is
+    opened, changed, its events traced, saved, and let go of. False when a process holds
+    it, or it is gone: not this caller's to change."""
+    try:
+        state, handle = store.open(run_id)
+    except (StateError, OSError):
+        return False
+    try:
+        events = change(state)
+        if events:
+            trace = handle.trace()
+            try:
+                for event in events:
+                    trace.write(event)
+            finally:
+                trace.close()
+            state.updated_at = time.time()
+            handle.save(state)
+    finally:
+        handle.release()
+    return True

@@ -27,7 +27,7 @@ from typing import Any
 
 from tether.run import faultpoints, people
 from tether.approvals import Call, Rule, Verdict, run_source
-from tether.approvals.holding import deadline_of, overdue, verdict_of
+from tether.approvals.holding import deadline_of, overdue, too_late, verdict_of
 from tether.approvals.preview import Preview
 from tether.agents.tools.preview import preview_call
 from tether.agents.agent import ErrorFormatter, StopCondition
@@ -68,7 +68,7 @@ from tether.agents.tools.base import OFFERED_NAME, Tool, ToolContext, offered_na
 from tether.agents.tool_errors import ToolError
 from tether.agents.workspace import Workspace
 from tether.text import json_words
-from tether.run.decisions import DEADLINE, _reject_call, approved_words, declined_words, edited_words
+from tether.run.decisions import DEADLINE, _reject_call, approved_words, close_on_stop, declined_words, edited_words
 
 MAX_TOOL_OUTPUT_CHARS = 16_000
 UNSEEN_USAGE_RATIO = 2.0  # strict budgets: how much more an endpoint may count before it has said
@@ -147,6 +147,14 @@ class RunLoop:
         faultpoints.boundary("before_save")
         await self.handle.asave(self.state)
         faultpoints.boundary("after_save")
+
+    async def record(self, events: Sequence[Event]) -> None:
+        """Emit ``events``, made on the state outside the loop (a decision, a deadline, a
+        Stop of a run that waits), and save the state they describe; nothing when none."""
+        for event in events:
+            self.emit(event)
+        if events:
+            await self.save()
 
     # ---- the loop --------------------------------------------------------
     async def fail(self, reason: str) -> RunState:
@@ -388,11 +396,15 @@ class RunLoop:
 
         approval_note: str | None = None
         decision = st.approvals.get(call_id)
-        verdict = await self._verdict(tool, args) if decision is None else None
+        # A call whose deadline passed while it waited is the deadline's to answer, not a rule's.
+        asked = self._asked.get(call_id)
+        overdue_call = decision is None and asked is not None and too_late(asked, time.time())
+        verdict = await self._verdict(tool, args) if decision is None and not overdue_call else None
         if verdict is not None and verdict.effect == "deny":
             decision = self._by_rule(call_id, tool, raw_args, verdict)
         ask = verdict.rule if verdict is not None and verdict.effect == "ask" else None
-        if (tool.needs_approval and name not in st.policies.auto_approve) or ask is not None or decision is not None:
+        if (tool.needs_approval and name not in st.policies.auto_approve) or ask is not None or decision is not None \
+                or overdue_call:
             if decision is None and verdict is not None and verdict.effect == "allow" and tool.approvals <= 1:
                 # (A rule is not a person: a call that needs two people still waits for them.)
                 decision = self._by_rule(call_id, tool, raw_args, verdict)
@@ -534,7 +546,8 @@ class RunLoop:
                 deadline_at, escalated = step.waiting.deadline_at, True
                 self.emit(step.event)
                 why += f"; {step.words}, so it was escalated"
-            elif step.action == "stop":
+            elif step.action == "stop":  # the call is declined in words, and recorded as the deadline's
+                self.emit(close_on_stop(st, call_id, step.words, DEADLINE, asked_at=asked_at))
                 return Stop(Status.INTERRUPTED, step.words, Cancelled(step.words, DEADLINE))
             else:
                 call = next(c for c in pending_calls(st) if c.get("id") == call_id)

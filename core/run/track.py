@@ -46,7 +46,6 @@ async def track(host: Host, server: Any, hold: Callable[[RunState, Callable[[Any
     state, handle = await open_run(host.store, run_id, control=server.address)
     signal = CancelSignal()
     controls = Controls(state, handle, signal)
-    controls.holds_agent = True  # the program waits with its run: a Stop ends it, not just the wait
     server.register(run_id, controls.poke)
     beating = asyncio.create_task(heartbeat(handle), name=f"heartbeat {run_id}")
     trace = handle.trace(())

@@ -48,7 +48,7 @@ from tether.run.events import (
     ApprovalDecision, ApprovalRequired, Event, EventSink, RunStarted, RunStopped, TextDelta,
     ToolResult, ToolStart, Turn,
 )
-from tether.run.decisions import DEADLINE, approve, reject
+from tether.run.decisions import DEADLINE, approve, close_on_stop, reject
 from tether.run.state import (
     AgentRef, Cancelled, Decision, Interruption, Limits, MaxBudget, MaxTurns, NeedsApproval, Policies, Pricing,
     RunState, Status, args_hash, new_run_id,
@@ -264,6 +264,8 @@ class TrackedRun:
             decision = await self._wait(waiting)
             if decision is None:
                 if self.signal.cancelled:
+                    if self.signal.ends_wait:  # a Stop ends the run, and the call with it
+                        await self._close(call_id, self.signal.reason or "stopped", self.signal.by, asked_at)
                     raise self._stopped()
                 step = overdue(waiting, deadline_s)
                 if step.event is not None:  # escalated: someone else is asked, and it waits once more
@@ -271,6 +273,7 @@ class TrackedRun:
                     self._emit(step.event)
                     continue
                 if step.action == "stop":
+                    await self._close(call_id, step.words, DEADLINE, asked_at)
                     self.signal.cancel(step.words, DEADLINE)
                     raise self._stopped()
                 return await self._decided(call_id, tool, raw, "reject", step.words, DEADLINE, asked_at=asked_at)
@@ -411,6 +414,13 @@ class TrackedRun:
         finally:
             if st.status is Status.INTERRUPTED and st.interruption == waiting:
                 st.status, st.interruption = Status.RUNNING, None
+
+    async def _close(self, call_id: str, reason: str, by: str | None, asked_at: float) -> None:
+        """The wait for a decision ended by a Stop (a person's, or the deadline's): the call is
+        declined in words, recorded as a decision by whoever stopped it."""
+        st = self.state
+        self._emit(_on_its_call(st, call_id, lambda: close_on_stop(st, call_id, reason, by, asked_at=asked_at)))
+        await self._save()
 
     async def _decided(self, call_id: str, tool: str, raw: str, kind: str, text: str, by: str, *,
                        rule: str | None = None, asked_at: float | None = None) -> Approval:

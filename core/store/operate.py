@@ -9,6 +9,7 @@ and words the answer, or the lack of one, for a person (see :mod:`tether.store.c
 
 from __future__ import annotations
 
+from tether.run.decisions import already_decided
 from tether.run.state import NeedsApproval, Status
 from tether.store.control import ControlReply, ControlRequest
 from tether.store.owner import Owner
@@ -42,7 +43,7 @@ async def request(store: Store, run_id: str, what: ControlRequest) -> ControlRep
         last = max(state.approvals.values(), key=lambda d: d.ts, default=None)
         if what.kind in ("approve", "reject") and last is not None and not isinstance(state.interruption, NeedsApproval):
             # Decided (and let go of) between the caller's look and ours: say by whom.
-            return ControlReply(False, f"already decided: {last.verdict} by {last.by}; there is one decision per call")
+            return ControlReply(False, already_decided(last))
         return ControlReply(False, f"no process holds run {run_id} ({state.status.value}): "
                             f"tether {what.kind} {run_id} acts on it directly")
     reply = await store.deliver(run_id, what, owner.control)
@@ -65,7 +66,7 @@ async def answered(store: Store, run_id: str, what: ControlRequest, owner: Owner
                 # Ours: the process took it and finished the run before our poke reached it.
                 return ControlReply(True, f"{verdict} by {last.by}; the process that held {run_id} went on "
                                     f"with it (it is {state.status.value} now)")
-            return ControlReply(False, f"already decided: {last.verdict} by {last.by}; there is one decision per call")
+            return ControlReply(False, already_decided(last))
         return ControlReply(False, f"the process running {run_id} let go of it before it answered "
                             f"(it is {state.status.value} now); nothing was done")
     if reply is None:

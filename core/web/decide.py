@@ -20,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from tether.run.cancel import CancelSignal
+from tether.run.decisions import already_decided
 from tether.store.control import ControlReply, ControlRequest
 from tether.store.protocol import call
 from tether.run.state import NeedsApproval, RunState, StateError, Status, args_hash
@@ -50,7 +51,7 @@ def stale_words(state: RunState, call_id: str, bound_hash: str | None) -> str | 
         return None
     decision = state.approvals.get(call_id)
     if decision is not None and decision.complete:
-        return f"already decided: {decision.verdict} by {decision.by}; there is one decision per call"
+        return already_decided(decision)
     return f"run {state.run_id} no longer waits for call {call_id} (it is {state.status.value}); nothing was decided"
 
 
@@ -114,8 +115,9 @@ class Decider:
         loop = asyncio.get_running_loop()
         recorded: asyncio.Future[Any] = loop.create_future()
 
-        def sink(event: Any) -> None:
-            if event.run_id == run_id and event.kind == "approval_decision" and not recorded.done():
+        def sink(event: Any) -> None:  # this decision's record (not a deadline's, applied instead of it)
+            if event.run_id == run_id and event.kind == "approval_decision" and event.by == request.by \
+                    and not recorded.done():
                 recorded.set_result(event)
 
         signal = CancelSignal()
@@ -147,7 +149,7 @@ class Decider:
             state = await call(self.store, self.store.load, run_id)
             decision = state.approvals.get(request.call_id or "")
             if decision is not None and decision.complete:
-                return f"already decided: {decision.verdict} by {decision.by}; there is one decision per call"
+                return already_decided(decision)
         return words
 
     def _ended(self, run_id: str, task: asyncio.Task[Any]) -> None:

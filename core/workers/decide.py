@@ -8,17 +8,22 @@ for it durably (a worker that dies meanwhile does not lose it).
 from __future__ import annotations
 
 import asyncio
+import time
 from typing import TYPE_CHECKING, Any
 
+from tether.approvals.holding import too_late
 from tether.integrations import on_workers as programs
 from tether.run.controls import repeated
-from tether.run.state import NeedsApproval, StateError, Status
+from tether.run.decisions import already_decided, end_waiting
+from tether.run.hold import amend
+from tether.run.state import NeedsApproval, RunState, StateError, Status
 from tether.store.control import ControlReply, ControlRequest
 from tether.workers.database import _db_words, client, close_client
 from tether.workers.names import DECISION_TOPIC
 from tether.workers.view import _workflow_status
 
 if TYPE_CHECKING:
+    from tether.run.events import Event
     from tether.store.postgres.store import PgStore
 
 async def decide(store: Any, run_id: str, verdict: str, text: str = "", *, by: str = "operator",
@@ -38,9 +43,9 @@ async def decide(store: Any, run_id: str, verdict: str, text: str = "", *, by: s
 async def stop_waiting(store: Any, run_id: str, request: ControlRequest) -> ControlReply | None:
     """A Stop for a run the worker queue holds but no process drives: one that waits in the
     queue is stopped by the worker that takes it, before anything else; for one whose
-    workflow waits for a decision, the workflow stops waiting (the worker's slot is free
-    again) and the run stays waiting for approval, for ``tether approve|reject`` to decide in
-    the deciding process. None otherwise (a worker drives it: the control channel reaches it)."""
+    workflow waits for a decision, the run is stopped on the store, its call declined in
+    words, and the workflow stops waiting (the worker's slot is free again). None otherwise
+    (a worker drives it: the control channel reaches it)."""
     if not _is_pg(store) or request.kind != "stop":
         return None
     return await asyncio.to_thread(_stop_waiting, store, run_id, request)
@@ -64,17 +69,18 @@ def _stop_waiting(store: PgStore, run_id: str, request: ControlRequest) -> Contr
         store.control_append(run_id, request)
         return ControlReply(True, f"run {run_id} waits in the worker queue; the stop is recorded and the worker "
                             "that takes it stops it before anything else", pending=True)
-    if not isinstance(state.interruption, NeedsApproval):
+    waiting = state.interruption
+    if not isinstance(waiting, NeedsApproval):
         return None
-    dbos_client = client(store.url)
-    try:
-        dbos_client.send(run_id, _message(request), DECISION_TOPIC, idempotency_key=f"{run_id}:{request.id}")
-    except Exception as exc:
-        raise StateError(_db_words(exc, store.url, f"the stop of run {run_id} was not sent to its worker")) from None
-    finally:
-        close_client(dbos_client)
-    return ControlReply(True, f"run {run_id} waits for approval of {state.interruption.tool_name}; its worker stops "
-                        f"waiting and leaves it so (tether approve|reject {run_id} decides it here)")
+
+    def stop(state: RunState) -> list[Event]:  # (decided meanwhile: nothing is left to close)
+        return end_waiting(state, request.text, request.by) if isinstance(state.interruption, NeedsApproval) else []
+
+    if not amend(store, run_id, stop):
+        return None  # a process took it meanwhile: the control channel reaches it
+    _send(store, run_id, request, f"run {run_id} is stopped, but the stop was not sent to its worker")
+    return ControlReply(True, f"run {run_id} is stopped: {waiting.tool_name} ({waiting.call_id}), which waited in "
+                        "the worker queue for a decision, is declined in words, and its worker stops waiting")
 
 
 def enqueue_paused(store: PgStore, run_id: str) -> bool:
@@ -108,13 +114,15 @@ def _decide(store: PgStore, run_id: str, verdict: str, text: str, by: str, call_
     last = max(state.approvals.values(), key=lambda d: d.ts, default=None)
     if waiting is None:
         if last is not None:
-            return ControlReply(False, f"already decided: {last.verdict} by {last.by}; there is one decision per call")
+            return ControlReply(False, already_decided(last))
         return ControlReply(False, f"run {run_id} is not waiting for a decision ({state.status.value})")
     if call_id and call_id != waiting.call_id:
         return ControlReply(False, f"run {run_id} waits for a decision on {waiting.call_id}, not {call_id}")
     earlier = state.approvals.get(waiting.call_id)
     if earlier is not None and earlier.complete:
-        return ControlReply(False, f"already decided: {earlier.verdict} by {earlier.by}; there is one decision per call")
+        return ControlReply(False, already_decided(earlier))
+    if too_late(waiting, time.time()):
+        return None  # not the workflow's: the deciding process applies the deadline and says so
     mine = ControlRequest(kind, text, call_id=waiting.call_id, by=by, args=args, rule=rule, account=account)
     repeat = repeated(waiting, mine)
     if repeat is not None:
@@ -126,20 +134,26 @@ def _decide(store: PgStore, run_id: str, verdict: str, text: str, by: str, call_
     if first.id != mine.id:
         done = "approved" if first.kind == "approve" else "rejected"
         return ControlReply(False, f"already decided: {done} by {first.by}; there is one decision per call")
-    dbos_client = client(store.url)
-    try:
-        dbos_client.send(run_id, _message(first), DECISION_TOPIC, idempotency_key=f"{run_id}:{first.id}")
-    except Exception as exc:
-        raise StateError(_db_words(exc, store.url, f"the decision on run {run_id} was recorded but not sent "
-                                   "to its worker")) from None
-    finally:
-        close_client(dbos_client)
+    _send(store, run_id, first, f"the decision on run {run_id} was recorded but not sent to its worker")
     done = "approved" if kind == "approve" else "rejected"
     return ControlReply(True, f"{done} {waiting.tool_name} ({waiting.call_id}) by {by}; the worker queue "
                         f"goes on with run {run_id}")
 
 
+def _send(store: PgStore, run_id: str, request: ControlRequest, failed: str) -> None:
+    """Send ``request`` to the run's workflow, which waits for it (blocking); ``failed`` says
+    what a database error left undone."""
+    dbos_client = client(store.url)
+    try:
+        dbos_client.send(run_id, _message(request), DECISION_TOPIC, idempotency_key=f"{run_id}:{request.id}")
+    except Exception as exc:
+        raise StateError(_db_words(exc, store.url, failed)) from None
+    finally:
+        close_client(dbos_client)
+
+
 def _message(request: ControlRequest) -> dict[str, Any]:
     return {"kind": request.kind, "text": request.text, "call_id": request.call_id, "by": request.by,
-            "id": request.id, "args": request.args, "rule": request.rule, "account": request.account}
+            "id": request.id, "args": request.args, "rule": request.rule, "account": request.account,
+            "ts": request.ts}
 

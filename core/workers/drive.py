@@ -82,7 +82,7 @@ def _operation(harness: Harness, state: RunState, decision: dict[str, Any] | Non
             and state.interruption.call_id == decision.get("call_id") \
             and state.interruption.call_id not in state.approvals:
         decided = dict(call_id=decision.get("call_id"), by=decision.get("by") or "operator",
-                       rule=decision.get("rule"), account=decision.get("account"))
+                       rule=decision.get("rule"), account=decision.get("account"), decided_at=decision.get("ts"))
         if decision.get("kind") == "approve":
             return lambda: harness.approve(run_id, decision.get("text") or "", args=decision.get("args"), **decided)
         return lambda: harness.reject(run_id, decision.get("text") or "", **decided)

@@ -60,7 +60,7 @@ def _registered() -> tuple[Any, Any]:
         while outcome.get("waiting"):
             decision = await _await_decision(run_id, outcome["waiting"])
             if decision is None:
-                break  # stopped while waiting: the run stays waiting, on its own
+                break  # stopped while waiting: the stopper ended the run on the store
             outcome = await drive(run_id, decision)
         return outcome
 

@@ -101,3 +101,31 @@ async def test_a_deadline_rejects_an_agents_request_nobody_answered(tmp_path: Pa
     assert (decision.verdict, decision.by) == ("rejected", "deadline")
     told = [m["content"] for m in final.messages if m.get("tether") == "rejection"]
     assert told and told[0].startswith("No decision within ")
+
+
+async def test_a_stop_or_a_deadline_that_stops_keeps_the_agents_request_on_the_record(tmp_path: Path,
+                                                                                      acp_workspace: Path):
+    """Issue 37, items 7 and 8: an ACP agent's request that a Stop (or a deadline's ``stop``)
+    ended is recorded as declined by whoever stopped it, not left without a decision."""
+    from tether.approvals import DecisionQuery
+    from tether.run.state import Cancelled
+
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
+        state = harness.create(agent(acp_workspace), "write the file")
+        running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
+        await waiting(harness, state.run_id)
+        assert (await harness.stop(state.run_id, "not this file", by="dan")).ok
+        final = (await running).state
+        assert final.interruption == Cancelled("not this file", "dan")
+        decision = final.approvals["call_1"]
+        assert (decision.verdict, decision.by, decision.text) == ("rejected", "dan", "the run was stopped (not this file)")
+
+        harness.store.rule_add(Rule("ask", "edit", "writes wait for a person", "erin", deadline_s=0.2,
+                                    on_deadline="stop"))
+        again = harness.create(agent(acp_workspace), "write the file")
+        final = (await harness.run(again.run_id, wait_for_decision=0)).state
+        assert isinstance(final.interruption, Cancelled) and final.interruption.by == "deadline"
+        assert (final.approvals["call_1"].verdict, final.approvals["call_1"].by) == ("rejected", "deadline")
+        assert {(r.run_id, r.by) for r in harness.store.decisions(DecisionQuery())} == {(state.run_id, "dan"),
+                                                                                       (again.run_id, "deadline")}
+    assert not (acp_workspace / WRITE_NAME).exists()

@@ -317,3 +317,49 @@ async def test_a_run_nobody_holds_is_approved_in_a_console_on_postgresql(pg: PgS
         await finish(pilot, app)
     assert on_loop == []
     assert (await asyncio.to_thread(pg.load, "pg-w1")).status is Status.COMPLETED
+
+
+async def test_a_late_approval_is_refused_and_a_stop_ends_a_waiting_run_on_postgresql(pg: PgStore, pg_url: str,
+                                                                                       tmp_path: Path):
+    """Issue 37, items 1 and 8, from a console on PostgreSQL: an approval after the deadline
+    of a run nobody holds is refused in words (the deadline stops the run); a Stop of a run
+    whose process waits for a decision ends it, its call declined as the operator's."""
+    import time
+
+    from tether.run.state import NeedsApproval
+
+    app = console(tmp_path, pg_url, operator="bob", grace_s=0)
+    said = notices(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.store_ready()
+        run = await spawn(pg_url, "run", "destructive", "--run-id", "pg-late", "--decision-deadline", "1s",
+                          "--on-deadline", "stop", "--workspace", str(tmp_path / "w"))
+        code, out = await ended(run)
+        assert code == 5, out
+        await wait_for(pilot, lambda: [p.run_id for p in app.pending_approvals()] == ["pg-late"], "pending", CAP_S)
+        waiting = app.states["pg-late"].interruption
+        assert isinstance(waiting, NeedsApproval) and waiting.deadline_at is not None
+        await wait_for(pilot, lambda: time.time() > waiting.deadline_at, "the deadline to pass", CAP_S)
+        app.select("pg-late")
+        await open_armed(pilot, app, "a", ApproveDialog)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: any("too late: the decision deadline of delete_file" in s for s in said),
+                       "the refusal's words", CAP_S)
+        await wait_for(pilot, lambda: isinstance(app.states["pg-late"].interruption, Cancelled), "the stop", CAP_S)
+        assert app.states["pg-late"].approvals["call_1_0"].by == "deadline"
+        assert (tmp_path / "w" / "access.log").exists()
+
+        run = await spawn(pg_url, "run", "destructive", "--run-id", "pg-stop", "--wait-for-decision",
+                          "--workspace", str(tmp_path / "w"))
+        async with reaped(run):
+            await wait_for(pilot, lambda: app.model.waits_in_process("pg-stop"), "the waiting process", CAP_S)
+            app.select("pg-stop")
+            await pilot.press("s")
+            code, out = await ended(run)
+        assert code == 5, out
+        await wait_for(pilot, lambda: app.states["pg-stop"].interruption == Cancelled(STOP_REASON, "bob"),
+                       "the stopped run", CAP_S)
+        decision = app.states["pg-stop"].approvals["call_1_0"]
+        assert (decision.verdict, decision.by) == ("rejected", "bob")
+        assert app.pending_approvals() == []
+        await finish(pilot, app)

@@ -256,7 +256,9 @@ async def test_a_run_crossing_its_budget_is_alerted_at_80_and_100_percent_once_e
 
 
 async def test_a_process_waiting_for_a_decision_is_stopped_from_the_console(tmp_path: Path) -> None:
-    app = make_app(tmp_path)
+    """A Stop ends a run whose process waits for a decision (issue 37, item 8): the call is
+    declined in words, on the record as the operator's; nothing is left waiting."""
+    app = make_app(tmp_path, operator="alice")
     said = notices(app)
     async with app.run_test(size=SIZE) as pilot:
         await app.store_ready()
@@ -267,11 +269,49 @@ async def test_a_process_waiting_for_a_decision_is_stopped_from_the_console(tmp_
             assert app.check_action("stop", ()) is True
             await pilot.press("s")
             code, out = await ended(run)
-        assert code == 5, out  # the process let go; the run waits on disk
-        await wait_for(pilot, lambda: any("stops waiting" in s for s in said), "the reply's words", CAP_S)
-        await wait_for(pilot, lambda: not app.model.held_elsewhere("d3"), "the process to let go", CAP_S)
-        assert [p.run_id for p in app.pending_approvals()] == ["d3"]
-        assert app.model.decide_route("d3") == "here"  # nobody holds it now: decided in the console
-        assert app.check_action("stop", ()) is None and app.check_action("approve", ()) is True
+        assert code == 5, out  # the process stopped the run, and ended
+        await wait_for(pilot, lambda: any("which waited for a decision, is declined in words" in s for s in said),
+                       "the reply's words", CAP_S)
+        await wait_for(pilot, lambda: isinstance(app.states["d3"].interruption, Cancelled), "the stopped run", CAP_S)
+        assert app.states["d3"].interruption == Cancelled(STOP_REASON, "alice")
+        assert app.pending_approvals() == []
+        decision = app.states["d3"].approvals["call_1_0"]
+        assert (decision.verdict, decision.by) == ("rejected", "alice")
+        await wait_for(pilot, lambda: "the run was stopped (operator pressed Stop)" in transcript(app),
+                       "the closed call in the transcript", CAP_S)
+        assert app.check_action("stop", ()) is None and app.check_action("approve", ()) is None
         await finish(pilot, app)
     assert children_of(os.getpid()) == [] and watcher_threads() == []
+
+
+async def test_an_approval_after_the_deadline_is_refused_in_the_console(tmp_path: Path) -> None:
+    """Issue 37, item 1, from the console: approving a call of a run nobody holds after its
+    deadline is refused in words, and the deadline decides (the run stopped, never approved)."""
+    import time
+
+    from tether.run.state import NeedsApproval, Policies
+
+    app = make_app(tmp_path, operator="alice", grace_s=0)
+    said = notices(app)
+    async with app.run_test(size=SIZE) as pilot:
+        await app.store_ready()
+        state = app.harness.new_run("destructive", policies=Policies(decision_deadline_s=0.2, on_deadline="stop"))
+        waiting = (await app.harness.run(state.run_id)).state.interruption
+        assert isinstance(waiting, NeedsApproval) and waiting.deadline_at is not None
+        await wait_for(pilot, lambda: [p.run_id for p in app.pending_approvals()] == [state.run_id],
+                       "the call on the console", CAP_S)
+        await wait_for(pilot, lambda: time.time() > waiting.deadline_at, "the deadline to pass", CAP_S)
+        app.select(state.run_id)
+        await open_armed(pilot, app, "a", ApproveDialog)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: any("too late: the decision deadline of delete_file" in s for s in said),
+                       "the words of the refusal", CAP_S)
+        await wait_for(pilot, lambda: not app.active, "the console to let go", CAP_S)
+        words = next(s for s in said if "too late" in s)
+        assert "the deadline decided it: the run was stopped" in words and "was decided by its deadline" in words
+        await wait_for(pilot, lambda: isinstance(app.states[state.run_id].interruption, Cancelled), "the stop",
+                       CAP_S)
+        assert app.states[state.run_id].interruption.by == "deadline"
+        assert app.states[state.run_id].approvals["call_1_0"].by == "deadline"
+        assert (tmp_path / "workspace" / "access.log").exists()
+        await finish(pilot, app)

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -138,3 +139,80 @@ async def test_an_edited_approval_from_another_process_runs_with_the_new_argumen
     assert (where.ws / "access.log").exists() and not (where.ws / "errors.log").exists()
     (decision,) = where.store().load("r3").approvals.values()
     assert json.loads(decision.args) == {"path": "errors.log"} and decision.by == "dan"
+
+
+# ---- deadlines and Stop (issue 37, items 1, 7 and 8) ------------------------------------------
+
+async def past_its_deadline(where: Where, run_id: str):
+    """Until the clock is past the deadline of the call ``run_id`` waits on (no process holds
+    it, so nobody has applied the deadline yet); the call as it waits."""
+    from tether.run.state import NeedsApproval
+
+    waiting = where.store().load(run_id).interruption
+    assert isinstance(waiting, NeedsApproval) and waiting.deadline_at is not None, waiting
+    while time.time() <= waiting.deadline_at:
+        await asyncio.sleep(waiting.deadline_at - time.time() + 0.01)
+    return waiting
+
+
+@pytest.mark.parametrize("on_deadline, did", [("stop", "the run was stopped"), ("reject", "no decision within 1 s")])
+async def test_an_approval_after_the_deadline_is_refused_in_words_and_the_deadline_decides(
+        where: Where, on_deadline: str, did: str):
+    """Issue 37, items 1 and 7: ``tether approve`` after the deadline of a run nobody holds
+    ran the call. Now the deadline decides (never an approval), the late decider is told so
+    in words, and the deadline's decision is on the record, a stopped run's too."""
+    from tether.run.state import Cancelled, Status
+
+    code, _, err = await decide("run", "destructive", "--run-id", "dl", "--decision-deadline", "1s",
+                                "--on-deadline", on_deadline, *where.args)
+    assert code == 5, err  # waiting for approval, and no process holds it
+    waiting = await past_its_deadline(where, "dl")
+    code, out, err = await tether("approve", "dl", "--as", "carol", *where.store_args)  # a real process
+    assert code == 2, (out, err)
+    assert "too late: the decision deadline of delete_file (call_1_0) had passed" in err and did in err, err
+    assert "this decision was not taken" in err and "tether resume dl goes on" in err
+    assert (where.ws / "access.log").exists()  # never approved
+    state = where.store().load("dl")
+    assert state.status is Status.INTERRUPTED and isinstance(state.interruption, Cancelled)
+    assert state.interruption.by == "deadline"
+    (decision,) = state.approvals.values()
+    assert (decision.verdict, decision.by, decision.tool) == ("rejected", "deadline", "delete_file")
+    code, out, err = await decide("decisions", "--json", *where.store_args)
+    assert code == 0, err
+    (record,) = json.loads(out)
+    assert (record["verdict"], record["by"], record["run_id"]) == ("rejected", "deadline", "dl")
+    assert record["waited_s"] == pytest.approx(waiting.deadline_at - waiting.asked_at, abs=0.01)  # its deadline
+    assert "within 1 s" in record["words"]
+    code, out, err = await decide("reject", "dl", "--as", "carol", *where.store_args)  # and again: the same words
+    assert code == 2 and "too late: the decision deadline of delete_file (call_1_0) had passed" in err, err
+
+
+async def test_a_stop_ends_a_run_whose_process_waits_for_a_decision_and_closes_its_call(where: Where):
+    """Issue 37, item 8: a Stop released the waiting process but left the call waiting. A
+    Stop ends the run; its call is declined in words, on the record as the stopper's."""
+    from tether.run.state import Cancelled, NeedsApproval, Status
+
+    run = await spawn("run", "destructive", "--run-id", "s1", "--wait-for-decision", "--json", *where.args)
+    try:
+        await where.waiting("s1")
+        code, out, err = await tether("stop", "s1", "--as", "dan", "--reason", "not tonight", *where.store_args)
+        assert code == 0, (out, err)
+        assert "run s1 stops now" in out and "delete_file (call_1_0), which waited for a decision, is declined" in out
+    finally:
+        code, out, err = await exited(run, CAP_S)
+    assert code == 5, err
+    assert json.loads(out)["status"] == "interrupted"
+    state = where.store().load("s1")
+    assert state.status is Status.INTERRUPTED and state.interruption == Cancelled("not tonight", "dan")
+    assert not isinstance(state.interruption, NeedsApproval)
+    (decision,) = state.approvals.values()
+    assert (decision.verdict, decision.by) == ("rejected", "dan")
+    closed = [m["content"] for m in state.messages if m.get("role") == "tool" and m.get("tool_call_id") == "call_1_0"]
+    assert closed == ["The operator dan declined this call: the run was stopped (not tonight). Nothing was done."]
+    assert (where.ws / "access.log").exists()
+    code, out, err = await decide("decisions", *where.store_args)
+    assert code == 0 and "s1" in out and "rejected" in out and "dan" in out, (out, err)
+    code, out, err = await decide("show", "s1", *where.store_args)
+    assert code == 0 and "the run was stopped (not tonight)" in out, (out, err)
+    code, out, err = await decide("approve", "s1", *where.store_args)
+    assert code == 2 and "it was stopped (not tonight, by dan)" in err, err

@@ -306,8 +306,10 @@ def test_an_approval_waits_durably_through_a_workers_death(fleet: Fleet, store: 
     assert late is None or not late.ok
 
 
-def test_a_stop_ends_a_workflows_wait_and_leaves_the_run_waiting(fleet: Fleet, store: PgStore, provider,
-                                                                  tmp_path: Path):
+def test_a_stop_ends_a_workflows_wait_and_the_run_with_its_call_declined(fleet: Fleet, store: PgStore, provider,
+                                                                         tmp_path: Path):
+    """A Stop ends a run whose workflow waits for a decision (issue 37, item 8): the call is
+    declined in words, on the record as the stopper's, and the workflow stops waiting."""
     base, _ = provider
     fleet.start()
     run_id = fleet.submit("destructive", "--base-url", f"{base}/stop-wait/v1", "--workspace", str(tmp_path / "ws"))
@@ -315,11 +317,35 @@ def test_a_stop_ends_a_workflows_wait_and_leaves_the_run_waiting(fleet: Fleet, s
              and queue_view(store).executors.get(run_id), "the workflow to wait for the decision", 60)
     request = control.ControlRequest("stop", "not today", by="tester")
     reply = asyncio.run(stop_waiting(store, run_id, request))
-    assert reply is not None and reply.ok and "stops waiting" in reply.words
+    assert reply is not None and reply.ok, reply
+    assert "delete_file (call_1_0), which waited in the worker queue for a decision, is declined" in reply.words
     wait_for(lambda: _workflow_status(store, run_id) == "SUCCESS", "the workflow to end", 30)
-    assert isinstance(store.load(run_id).interruption, NeedsApproval)  # still waiting, for a person
+    state = store.load(run_id)
+    assert state.status is Status.INTERRUPTED and state.interruption == Cancelled("not today", "tester")
+    assert (state.approvals["call_1_0"].verdict, state.approvals["call_1_0"].by) == ("rejected", "tester")
     assert run_id not in queue_view(store).executors
-    assert asyncio.run(decide(store, run_id, "approve", by="alice")) is None  # decided the usual way now
+    assert asyncio.run(decide(store, run_id, "approve", by="alice")) is None  # no workflow waits for it now
+
+
+def test_an_approval_after_the_deadline_of_a_run_in_the_queue_is_refused(fleet: Fleet, store: PgStore, provider,
+                                                                           tmp_path: Path):
+    """Issue 37, item 1, through the worker queue: the workflow is not sent an approval made
+    after the call's deadline; the deciding process applies the deadline and says so."""
+    base, _ = provider
+    fleet.start()
+    workspace = tmp_path / "ws"
+    run_id = fleet.submit("destructive", "--base-url", f"{base}/late/v1", "--workspace", str(workspace),
+                          "--decision-deadline", "1s", "--on-deadline", "stop")
+    wait_for(lambda: isinstance(store.load(run_id).interruption, NeedsApproval) and _ended(store, run_id)
+             and queue_view(store).executors.get(run_id), "the workflow to wait for the decision", 60)
+    deadline_at = store.load(run_id).interruption.deadline_at
+    wait_for(lambda: time.time() > deadline_at, "the deadline to pass", 30)
+    assert asyncio.run(decide(store, run_id, "approve", by="carol")) is None  # not for the workflow
+    late = fleet.tether("approve", run_id, "--store", fleet.url, "--as", "carol")
+    assert late.returncode == 2 and "too late: the decision deadline of delete_file" in late.stderr, late.stderr
+    state = store.load(run_id)
+    assert isinstance(state.interruption, Cancelled) and state.approvals["call_1_0"].by == "deadline"
+    assert (workspace / "access.log").exists()
 
 
 def test_a_run_waiting_for_a_decision_holds_no_slot(fleet: Fleet, store: PgStore, provider, tmp_path: Path):

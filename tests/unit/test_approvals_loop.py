@@ -13,6 +13,7 @@ import pytest
 from tether.approvals import Rule, parse_where
 from tether.harness import Harness
 from tether.demo.provider import scenarios
+from tether.run.cancel import CancelSignal
 from tether.run.state import Cancelled, NeedsApproval, Policies, StateError, Status
 from tests import accounts
 
@@ -266,6 +267,173 @@ async def test_an_escalated_deadline_on_the_store_waits_once_more_then_rejects(h
     assert apply_due(harness.store, now=time.time() + 12) == []  # the second deadline is not due yet
     second = apply_due(harness.store, now=time.time() + 30)
     assert "the call was rejected" in second[0]
+
+
+async def waiting_past_its_deadline(h: Harness, run_id: str) -> NeedsApproval:
+    """The run's call, saved waiting with nobody holding it, once the clock has passed its deadline."""
+    out = await h.run(run_id)
+    waiting = out.state.interruption
+    assert isinstance(waiting, NeedsApproval) and waiting.deadline_at is not None
+    while time.time() <= waiting.deadline_at:
+        await asyncio.sleep(waiting.deadline_at - time.time() + 0.01)
+    return waiting
+
+
+async def until_held_waiting(h: Harness, run_id: str) -> NeedsApproval:
+    """Until the process ``h`` holds ``run_id`` waiting for a decision."""
+    while not isinstance(getattr(h.live.get(run_id), "interruption", None), NeedsApproval):
+        await asyncio.sleep(0.01)
+    return h.live[run_id].interruption
+
+
+# ---- a decision after the deadline (issue 37, item 1) -----------------------------------
+
+async def test_a_late_decision_reaching_the_process_that_waits_is_refused_in_words(harness: Harness):
+    """The process that holds a call applies its deadline itself; a decision made after it
+    (here, stamped after it: the process's own clock has not fired yet) is not taken."""
+    from tether.store.control import ControlRequest
+
+    run_id = await destructive(harness, decision_deadline_s=30, on_deadline="stop")
+    task = asyncio.create_task(harness.run(run_id, wait_for_decision=0))
+    try:
+        waiting = await until_held_waiting(harness, run_id)
+        late = ControlRequest("approve", "go", by="carol", ts=waiting.deadline_at + 1)
+        reply = await harness.request(run_id, late)
+        assert not reply.ok
+        assert reply.words.startswith("too late: the decision deadline of delete_file (call_1_0) passed (no decision "
+                                      "on delete_file (call_1_0) within 30 s); the process running ")
+        assert "stops the run, and nothing was done. This decision was not taken" in reply.words
+        assert (await harness.decide(run_id, "reject", "no", by="dan")).ok  # one in time is still taken
+        out = await task
+    finally:
+        task.cancel()
+    assert out.state.approvals["call_1_0"].by == "dan"
+    assert (harness.workspace.root / "access.log").exists()
+
+
+async def test_a_decision_in_the_escalations_time_is_taken_once_the_escalation_is_recorded(harness: Harness, recorder):
+    """Escalated, the call waits one more deadline, counted from the first: a decision in it
+    is taken; one after it is as late as any."""
+    from tether.run.decisions import TooLate
+
+    run_id = await destructive(harness, decision_deadline_s=30, on_deadline="escalate")
+    waiting = (await harness.run(run_id)).state.interruption
+    assert isinstance(waiting, NeedsApproval) and waiting.deadline_at is not None
+    with pytest.raises(TooLate, match="no decision within 1 min"):  # 30 s, then 30 s more: past both
+        await harness.approve(run_id, "go", by="erin", decided_at=waiting.deadline_at + 31)
+    run_id = await destructive(harness, decision_deadline_s=30, on_deadline="escalate")
+    waiting = (await harness.run(run_id)).state.interruption
+    out = await harness.approve(run_id, "go", by="erin", decided_at=waiting.deadline_at + 29)
+    assert out.state.answer == scenarios.DESTRUCTIVE_DELETED
+    kinds = recorder.kinds(run_id)
+    assert kinds.index("approval_escalated") < kinds.index("approval_decision")
+
+
+async def test_a_queue_workers_decision_made_in_time_is_taken_after_the_deadline(harness: Harness):
+    """A worker goes on with a decision made before the deadline (sent to its workflow), after
+    it: the decision's own time is what counts, not the worker's."""
+    run_id = await destructive(harness, decision_deadline_s=0.2)
+    waiting = await waiting_past_its_deadline(harness, run_id)
+    out = await harness.approve(run_id, "go", by="erin", decided_at=waiting.deadline_at - 0.1)
+    assert out.state.answer == scenarios.DESTRUCTIVE_DELETED
+
+
+async def test_a_rule_made_after_the_deadline_does_not_decide_the_call(harness: Harness):
+    """Rules are deciders too: one added after the deadline neither decides the call of a run
+    nobody holds when it goes on, nor is delivered to it."""
+    from tether.approvals.commands import apply_to_waiting
+    from tether.workers.deliver import deliver
+
+    run_id = await destructive(harness, decision_deadline_s=0.05)
+    await waiting_past_its_deadline(harness, run_id)
+    added = harness.store.rule_add(rule("allow"))
+    (applied,) = await apply_to_waiting(harness.store, added, deliver)
+    assert not applied.decided
+    assert applied.words == (f"{added.id} fits delete_file (call_1_0) in {run_id}, but its decision deadline has "
+                             "passed: the deadline decides it (reject), not a rule")
+    out = await harness.run(run_id)
+    assert out.state.answer == scenarios.DESTRUCTIVE_DECLINED
+    assert out.state.approvals["call_1_0"].by == "deadline" and (harness.workspace.root / "access.log").exists()
+
+
+async def test_a_late_program_decision_is_refused_and_a_stop_closes_its_call(harness: Harness):
+    """The run API's wait: a decision made after the deadline is refused in words; a Stop
+    (issue 37, item 8) ends the run with the call declined, on the record as the stopper's."""
+    from tether.store.control import ControlRequest
+
+    async def program() -> None:
+        async with harness.track("bot", "deploy", policies=Policies(decision_deadline_s=30)) as run:
+            await run.approval("deploy", {"env": "prod"}, call_id="c1")
+
+    task = asyncio.create_task(program())
+    try:
+        while not harness.live or not isinstance(harness.store.load(next(iter(harness.live))).interruption,
+                                                 NeedsApproval):
+            await asyncio.sleep(0.01)
+        run_id = next(iter(harness.live))
+        waiting = harness.store.load(run_id).interruption
+        reply = await harness.request(run_id, ControlRequest("approve", by="carol", ts=waiting.deadline_at + 1))
+        assert not reply.ok and reply.words.startswith("too late: the decision deadline of deploy (c1) passed")
+        stopped = await harness.stop(run_id, "wrong day", by="dan")
+        assert stopped.ok, stopped.words
+        await task
+    finally:
+        task.cancel()
+    state = harness.store.load(run_id)
+    assert state.status is Status.INTERRUPTED and state.interruption == Cancelled("wrong day", "dan")
+    assert (state.approvals["c1"].verdict, state.approvals["c1"].by) == ("rejected", "dan")
+    assert state.messages[-1]["content"] == "The operator dan declined this call: the run was stopped (wrong day). " \
+                                            "Nothing was done."
+
+
+# ---- deadline words and records (issue 37, item 7) --------------------------------------
+
+async def test_the_deadline_is_worded_by_its_length_not_by_when_someone_looked(harness: Harness):
+    from tether.approvals.deadlines import apply_due
+
+    run_id = await destructive(harness, decision_deadline_s=4)
+    await harness.run(run_id)
+    asked = harness.store.load(run_id).interruption.asked_at
+    (done,) = apply_due(harness.store, now=asked + 9.2)  # someone looked 9.2 s after it asked
+    assert done == (f"{run_id}: no decision on delete_file (call_1_0) within 4 s: the call was rejected; "
+                    f"tether resume {run_id} goes on")
+    decision = harness.store.load(run_id).approvals["call_1_0"]
+    assert decision.text == "no decision within 4 s" and decision.ts == pytest.approx(asked + 4)
+
+
+async def test_a_run_its_deadline_stops_keeps_the_deadlines_decision(harness: Harness):
+    from tether.approvals import DecisionQuery
+
+    run_id = await destructive(harness, decision_deadline_s=0.1, on_deadline="stop")
+    out = await harness.run(run_id, wait_for_decision=0)  # the process waits, and applies it
+    assert isinstance(out.state.interruption, Cancelled) and out.state.interruption.by == "deadline"
+    (record,) = harness.store.decisions(DecisionQuery())
+    assert (record.run_id, record.verdict, record.by) == (run_id, "rejected", "deadline")
+    assert record.words == "the run was stopped (no decision on delete_file (call_1_0) within 0.1 s)"
+    assert tool_results(out.state)[-1] == ("The run was stopped (no decision on delete_file (call_1_0) within 0.1 s): "
+                                           "the call was declined. Nothing was done.")
+
+
+# ---- Stop of a run whose process waits (issue 37, item 8) ---------------------------------
+
+async def test_a_stop_while_the_process_waits_ends_the_run_and_a_shutdown_lets_it_wait(harness: Harness):
+    run_id = await destructive(harness)
+    task = asyncio.create_task(harness.run(run_id, wait_for_decision=0))
+    await until_held_waiting(harness, run_id)
+    reply = await harness.stop(run_id, "not now", by="dan")  # this process holds it: its own signal
+    assert reply.ok
+    out = await task
+    assert out.state.status is Status.INTERRUPTED and out.state.interruption == Cancelled("not now", "dan")
+    assert tool_results(out.state)[-1] == ("The operator dan declined this call: the run was stopped (not now). "
+                                           "Nothing was done.")
+    # A process shutting down (not a Stop) lets go of the run, which still waits for whoever decides it.
+    other = await destructive(harness)
+    signal = CancelSignal()
+    task = asyncio.create_task(harness.run(other, wait_for_decision=0, signal=signal))
+    await until_held_waiting(harness, other)
+    signal.cancel("the console quit", "dan")
+    out = await task
+    assert isinstance(out.state.interruption, NeedsApproval) and not out.state.approvals
 
 
 async def test_a_library_tool_may_need_two_people(tmp_path):

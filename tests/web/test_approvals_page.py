@@ -475,3 +475,71 @@ async def test_an_acp_agents_run_page_shows_its_warning_and_not_tethers_system_p
     assert f"the agent wrote {escaped} itself, outside the workspace" in warnings.group(1)
     assert coder.instructions not in text and "role-system" not in text
     assert "role-user" in text and "write outside" in text
+
+
+async def test_a_decision_posted_after_the_deadline_is_refused_and_the_deadline_decides(web: Served):
+    """Issue 37, item 1: the page's decide, posted after the call's deadline (the page was
+    shown before it), approved the call. The deadline decides, and the page says so."""
+    await late_decision_is_refused(web)
+
+
+async def late_decision_is_refused(web: Served) -> None:
+    """A page shown before a call's deadline posts its approval after it (either store)."""
+    import time
+
+    from tether.run.state import Policies, args_hash
+
+    client = await logged_in(web, "ana")
+    try:
+        token = await csrf_of(client)  # the page, shown before the deadline
+        state = web.harness.new_run("destructive", policies=Policies(decision_deadline_s=0.2, on_deadline="stop"))
+        waiting = (await web.harness.run(state.run_id)).state.interruption
+        assert isinstance(waiting, NeedsApproval) and waiting.deadline_at is not None
+        while time.time() <= waiting.deadline_at:
+            await asyncio.sleep(waiting.deadline_at - time.time() + 0.01)
+        answer = await client.post("/decide", data={"csrf": token, "run": state.run_id, "call": "call_1_0",
+                                                    "verdict": "approve", "hash": args_hash(waiting.args)},
+                                   headers={"Accept": "application/json"})
+        said = await answer.json()
+        assert answer.status == 409 and not said["ok"], said
+        assert said["words"].startswith("too late: the decision deadline of delete_file (call_1_0) had passed, and "
+                                        "the deadline decided it: the run was stopped"), said
+        await web.settled()
+    finally:
+        await client.close()
+    assert (web.harness.workspace.root / "access.log").exists()
+    after = web.store.load(state.run_id)
+    assert isinstance(after.interruption, Cancelled) and after.interruption.by == "deadline"
+    assert after.approvals["call_1_0"].by == "deadline"
+
+
+async def test_the_run_pages_stop_ends_a_run_whose_process_waits_for_a_decision(web: Served, tmp_path):
+    """Issue 37, item 8: Stop on a run whose process waits for a decision ends the run, and
+    its call is declined in words (it no longer waits on the page)."""
+    recorder = Recorder()
+    async with Harness(workspace=tmp_path / "workspace", store=web.store, sinks=[recorder], agent_sets=(DEMO,)) as other:
+        run_id = other.new_run("destructive").run_id
+        waiting = asyncio.create_task(other.run(run_id, wait_for_decision=0))
+        try:
+            await recorder.wait_for(lambda e: e.kind == "approval_required")
+            client = await logged_in(web, "ana")
+            try:
+                page = await (await client.get(f"/runs/{run_id}")).text()
+                assert 'data-testid="stop"' in page
+                token = await csrf_of(client, f"/runs/{run_id}")
+                answer = await client.post(f"/runs/{run_id}/stop", data={"csrf": token, "reason": "enough"},
+                                           headers={"Accept": "application/json"})
+                said = await answer.json()
+                assert said["ok"] and "delete_file (call_1_0), which waited for a decision, is declined" in said[
+                    "words"], said
+                out = await asyncio.wait_for(waiting, 30)
+                assert cards(await (await client.get("/")).text()) == []
+            finally:
+                await client.close()
+        finally:
+            if not waiting.done():
+                waiting.cancel()
+    assert out.state.interruption == Cancelled("enough", "ana")
+    decision = out.state.approvals["call_1_0"]
+    assert (decision.verdict, decision.by, decision.text) == ("rejected", "ana", "the run was stopped (enough)")
+    assert (tmp_path / "workspace" / "access.log").exists()

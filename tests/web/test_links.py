@@ -152,3 +152,29 @@ async def test_a_links_token_is_in_no_log(web: Served, caplog):
     lines = [r.getMessage() for r in caplog.records]
     assert any('"POST /l/…" 200' in line for line in lines), lines
     assert not any(token in line or token.split(".")[1] in line for line in lines)
+
+
+async def test_a_link_used_after_the_calls_deadline_is_refused_and_the_deadline_decides(web: Served):
+    """Issue 37, item 1, by a notification's link: it was issued while the call waited, and is
+    used after its deadline (the link itself still good): the deadline decides, in words."""
+    import time
+
+    from tether.run.state import Cancelled, Policies
+
+    state = web.harness.new_run("destructive", policies=Policies(decision_deadline_s=0.2, on_deadline="stop"))
+    waiting = (await web.harness.run(state.run_id)).state.interruption
+    assert isinstance(waiting, NeedsApproval) and waiting.deadline_at is not None
+    token = link_for(web, state.run_id, bearer=True)
+    while time.time() <= waiting.deadline_at:
+        await asyncio.sleep(waiting.deadline_at - time.time() + 0.01)
+    client = web.client()
+    try:
+        answer = await client.post(f"/l/{token}", data={})
+        text = await answer.text()
+        assert answer.status == 409 and "too late: the decision deadline of delete_file (call_1_0) had passed" in text
+        await web.settled()
+    finally:
+        await client.close()
+    after = web.store.load(state.run_id)
+    assert isinstance(after.interruption, Cancelled) and after.approvals["call_1_0"].by == "deadline"
+    assert (web.harness.workspace.root / "access.log").exists()

@@ -11,7 +11,7 @@ from tether.run.state import NeedsApproval, Status
 from tether.web.pages import HUB
 
 from tests.web.conftest import PASSWORDS, Served, csrf_of, logged_in, login, serving
-from tests.web.test_approvals_page import cards, decide, next_change
+from tests.web.test_approvals_page import cards, decide, late_decision_is_refused, next_change
 
 
 async def test_users_live_in_the_stores_schema_as_argon2_hashes_only(pg_web: Served):
@@ -99,3 +99,8 @@ async def test_a_link_decides_once_on_postgresql(pg_web: Served):
         await client.close()
     (record,) = pg_web.store.decisions(DecisionQuery())
     assert (record.verdict, record.by, record.words) == ("rejected", "link", "not tonight")
+
+
+async def test_a_decision_posted_after_the_deadline_is_refused_on_postgresql(pg_web: Served):
+    """Issue 37, item 1, on PostgreSQL: the deadline decides, and the page says so."""
+    await late_decision_is_refused(pg_web)
