@@ -11,11 +11,11 @@ file modes: the tests run as root, and root reads everything.
 from __future__ import annotations
 
 import os
-import shutil
 from importlib import resources
 from pathlib import Path, PurePosixPath
 
 from tether.agents.tool_errors import PathRefused
+from tether.store.files.layout import private_dirs, write_private
 
 MAX_PATH_BYTES = 4096
 MAX_COMPONENT_BYTES = 255
@@ -107,11 +107,14 @@ class Workspace:
 
 def ensure_sample(root: Path) -> Workspace:
     """Give a missing or empty folder the sample files; leave any other folder alone
-    (it is someone's workspace, not ours to overwrite)."""
-    root.mkdir(parents=True, exist_ok=True)
+    (it is someone's workspace, not ours to overwrite).
+
+    Made as private as the store beside it (folders ``0700``, files ``0600``, whatever the
+    umask): the sample holds ``secrets.env``, and the demo's folder lives in the Tether home,
+    whose every other file is private. A folder that exists keeps its mode."""
+    private_dirs(root)
     if not any(root.iterdir()):
         sample = resources.files("tether").joinpath("data", "sample")
         for item in sample.iterdir():
-            with item.open("rb") as src, open(root / item.name, "wb") as dst:
-                shutil.copyfileobj(src, dst)
+            write_private(root / item.name, item.read_bytes())
     return Workspace(root)
