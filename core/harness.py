@@ -42,8 +42,9 @@ from tether.run.controls import (
 )
 from tether.run.hold import heartbeat, open_run, release
 from tether.run.tracked import TrackedRun
+from tether.agents.sample import ensure_sample
 from tether.agents.sets import AgentSet, known_agents, set_of
-from tether.agents.workspace import Workspace, ensure_sample
+from tether.agents.workspace import Workspace
 
 ADHOC_AGENT = "default"
 """The name of the agent made from ``--base-url``/``--model`` alone: the file tools, no more."""

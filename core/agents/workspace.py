@@ -1,4 +1,4 @@
-"""The folder the file tools may touch, and the sample that fills it.
+"""The folder the file tools may touch (the demo's sample that fills one: :mod:`tether.agents.sample`).
 
 Every path a model sends is hostile until :meth:`Workspace.resolve` has confined it to
 the root. Confinement is decided on the *real* path (symlinks resolved), compared
@@ -11,11 +11,9 @@ file modes: the tests run as root, and root reads everything.
 from __future__ import annotations
 
 import os
-from importlib import resources
 from pathlib import Path, PurePosixPath
 
 from tether.agents.tool_errors import PathRefused
-from tether.store.files.layout import private_dirs, write_private
 
 MAX_PATH_BYTES = 4096
 MAX_COMPONENT_BYTES = 255
@@ -104,17 +102,3 @@ class Workspace:
                     continue
         return sorted(entries)
 
-
-def ensure_sample(root: Path) -> Workspace:
-    """Give a missing or empty folder the sample files; leave any other folder alone
-    (it is someone's workspace, not ours to overwrite).
-
-    Made as private as the store beside it (folders ``0700``, files ``0600``, whatever the
-    umask): the sample holds ``secrets.env``, and the demo's folder lives in the Tether home,
-    whose every other file is private. A folder that exists keeps its mode."""
-    private_dirs(root)
-    if not any(root.iterdir()):
-        sample = resources.files("tether").joinpath("data", "sample")
-        for item in sample.iterdir():
-            write_private(root / item.name, item.read_bytes())
-    return Workspace(root)
