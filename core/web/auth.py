@@ -17,6 +17,7 @@ with the session. Failed logins are throttled (:class:`tether.web.sessions.Throt
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
@@ -27,7 +28,7 @@ from aiohttp import web
 
 from tether.web.render import SECURITY_HEADERS, html, words_page
 from tether.web.sessions import SESSION, Session, Sessions, Throttle
-from tether.web.settings import ServeSettings
+from tether.web.settings import Network, ServeSettings
 from tether.web.users import UserBook
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ LOGIN_COOKIE = "tether_login"  # the login form's own token, before there is a s
 CSRF_FIELD = "csrf"
 CSRF_HEADER = "X-CSRF-Token"
 PUBLIC_PREFIXES = ("/static/", "/l/")
+MAX_ADDRESS = 64  # characters of a forwarded address kept: a longer one is somebody's words, not an address
 _FORM_TYPES = ("", "application/x-www-form-urlencoded", "multipart/form-data")  # what aiohttp's post() parses
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -64,13 +66,39 @@ def watcher_words(request: web.Request) -> str:
 
 
 def client_address(request: web.Request) -> str:
-    """The client, for the login throttle: the peer, or the address a reverse proxy on this
-    machine says it forwarded for (the last hop of ``X-Forwarded-For``, set by the proxy)."""
+    """The client, for the login throttle and the login's log line: the peer, unless the peer
+    is a proxy the operator named (``--trust-proxy``). Then the right-most address of
+    ``X-Forwarded-For`` that is not one of those proxies: each proxy appends who it heard
+    from, so everything left of that is what the client itself wrote, and a client that
+    writes a new address each time would otherwise be a new client each time (as nginx's
+    ``real_ip_recursive`` and Caddy's ``trusted_proxies`` read it)."""
     peer = request.remote or "?"
-    forwarded = request.headers.get("X-Forwarded-For")
-    if forwarded and peer in ("127.0.0.1", "::1"):
-        return forwarded.split(",")[-1].strip() or peer
-    return peer
+    trusted = request.config_dict[SETTINGS].trusted_proxies
+    if not _among(peer, trusted):
+        return peer
+    hops = [hop.strip() for header in request.headers.getall("X-Forwarded-For", ()) for hop in header.split(",")]
+    client = peer
+    for hop in reversed([hop for hop in hops if hop]):
+        client = hop[:MAX_ADDRESS]  # a hop that is no address is the client's own words: counted as they are
+        if not _among(hop, trusted):
+            break
+    return client
+
+
+def _among(address: str, networks: tuple[Network, ...]) -> bool:
+    """Whether ``address`` (``1.2.3.4``, ``1.2.3.4:port``, ``[::1]:port``) is in one of ``networks``."""
+    if not networks:
+        return False
+    text = address[1:].partition("]")[0] if address.startswith("[") else address
+    if text.count(":") == 1:  # IPv4 with a port
+        text = text.partition(":")[0]
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:  # a dual-stack socket's IPv4 peer
+        ip = ip.ipv4_mapped
+    return any(ip in network for network in networks)
 
 
 def set_session_cookie(response: web.StreamResponse, settings: ServeSettings, session: Session) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 
 import pytest
 
 from tether.run.state import NeedsApproval
 from tether.store.files.store import RunStore
+from tether.web.settings import trusted_proxies
 from tether.web.users import UserBook, UserError
 
 from tests.web.conftest import PAGE, PASSWORDS, Served, csrf_of, logged_in, login, serving
@@ -68,6 +70,52 @@ async def test_failed_logins_are_throttled_per_name_and_per_address(web: Served)
         assert other.status == 429
     finally:
         await client.close()
+
+
+async def test_a_local_client_cannot_rotate_x_forwarded_for_past_the_throttle(web: Served, caplog):
+    caplog.set_level(logging.INFO, logger="tether.web.auth")
+    client = web.client()  # on loopback, as any process of this machine is; no --trust-proxy
+    try:
+        for n in range(5):  # a new name and a new made-up address each time
+            guess = await login(client, f"guess{n}", "a wrong guess, again",
+                                headers={"X-Forwarded-For": f"198.51.100.{n}"})
+            assert guess.status == 401
+        refused = await login(client, "ana", headers={"X-Forwarded-For": "198.51.100.99"})
+        assert refused.status == 429, "the header from a peer nobody named as a proxy was believed"
+        assert "too many failed logins for this name or from this address" in await refused.text()
+    finally:
+        await client.close()
+    assert "failed login for 'guess0' from 127.0.0.1" in caplog.text  # the peer, not the header
+
+
+async def test_behind_named_proxies_the_client_is_the_right_most_address_they_did_not_add(tmp_path: Path, caplog):
+    caplog.set_level(logging.INFO, logger="tether.web.auth")
+    proxies = trusted_proxies(["127.0.0.1", "10.0.0.0/8"])  # --trust-proxy 127.0.0.1 --trust-proxy 10.0.0.0/8
+    async for served in serving(RunStore(tmp_path / "runs"), tmp_path, trusted_proxies=proxies):
+        guesser, other = served.client(), served.client()
+        try:
+            for n in range(5):  # what the guesser writes, and which inner proxy it came through, change each time
+                hops = f"198.51.100.{n}, 203.0.113.7, 10.0.0.{n}"
+                guess = await login(guesser, f"guess{n}", "a wrong guess, again", headers={"X-Forwarded-For": hops})
+                assert guess.status == 401
+            refused = await login(guesser, "ana", headers={"X-Forwarded-For": "192.0.2.1, 203.0.113.7, 10.0.0.9"})
+            assert refused.status == 429
+            # Another client behind the same proxies is its own address, not held back by the guesser.
+            fine = await login(other, "bob", headers={"X-Forwarded-For": "203.0.113.8, 10.0.0.1"})
+            assert fine.status == 303
+        finally:
+            await guesser.close()
+            await other.close()
+    assert "failed login for 'guess0' from 203.0.113.7" in caplog.text
+    assert "bob logged in from 203.0.113.8" in caplog.text
+
+
+def test_trust_proxy_takes_addresses_and_networks_and_refuses_anything_else_in_words():
+    assert [str(n) for n in trusted_proxies(["127.0.0.1", "10.0.0.0/8, ::1"])] == ["127.0.0.1/32", "10.0.0.0/8",
+                                                                                  "::1/128"]
+    with pytest.raises(ValueError, match="--trust-proxy takes the address or network of a reverse proxy .* not "
+                                         "'localhost'"):
+        trusted_proxies(["localhost"])
 
 
 async def test_the_login_form_needs_its_own_token(web: Served):

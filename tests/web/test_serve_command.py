@@ -51,6 +51,9 @@ async def test_users_are_managed_from_the_command_line_and_bad_input_is_refused_
                                (("--remove-user", "nobody"), "", "no user 'nobody' on this store"),
                                (("--read-only",), "", "--read-only goes with --add-user NAME"),
                                (("--public-url", "ftp://x"), "", "--public-url must be an http:// or https://"),
+                               (("--trust-proxy", "127.0.0.1,localhost"), "",
+                                "--trust-proxy takes the address or network of a reverse proxy in front of this "
+                                "server (127.0.0.1, 10.0.0.0/8, ::1), not 'localhost'"),
                                (("--session-hours", "nan"), "", "must be a finite number of hours above 0")):
         code, _, err = await tether(tmp_path, "serve", *args, stdin=stdin)
         assert code == 2 and words in err, (args, err)
@@ -104,10 +107,11 @@ async def test_a_run_waiting_in_another_process_is_approved_through_the_server_a
     assert '"POST /login" 303' in err  # the access log, on stderr
 
 
-async def test_listening_beyond_loopback_warns_that_it_needs_tls(tmp_path: Path):
+async def test_listening_beyond_loopback_or_behind_a_proxy_nobody_named_warns(tmp_path: Path):
     server = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.tui.cli", "serve", "--host", "0.0.0.0",
-                                                  "--port", str(free_port()), env=env(tmp_path),
-                                                  stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+                                                  "--port", str(free_port()), "--public-url", "https://tether.example.org",
+                                                  env=env(tmp_path), stdout=asyncio.subprocess.PIPE,
+                                                  stderr=asyncio.subprocess.PIPE)
     async with reaped(server):
         await asyncio.wait_for(server.stdout.readline(), CAP_S)
         server.send_signal(signal.SIGTERM)
@@ -115,3 +119,5 @@ async def test_listening_beyond_loopback_warns_that_it_needs_tls(tmp_path: Path)
     assert code == 0
     assert "listening on 0.0.0.0, beyond this machine: put it behind a reverse proxy with TLS" in err
     assert "nobody can log in yet: add a user first" in err
+    assert ("--public-url is https, so a reverse proxy is in front, but no --trust-proxy names it: the login "
+            "throttle counts every client as the proxy's one address") in err
