@@ -112,7 +112,8 @@ def _add_user(store: Any, name: str, *, watcher: bool) -> int:
     user = book.add(name, _read_password(name), role="watcher" if watcher else "operator")
     verb = "password and role changed for" if name in known else "added"
     what = "a watcher (sees, cannot decide or stop)" if user.role == "watcher" else "an operator"
-    print(f"{verb} {user.name}: {what}, on {store.where}")
+    ended = " (their logins to a running server end: they log in again)" if name in known else ""
+    print(f"{verb} {user.name}: {what}, on {store.where}{ended}")
     return 0
 
 
@@ -120,7 +121,8 @@ def _remove_user(store: Any, name: str) -> int:
     from tether.web.users import UserBook
 
     UserBook(store).remove(name)
-    print(f"removed {name} from {store.where} (a running server refuses their next change and ends their session)")
+    print(f"removed {name} from {store.where}: their logins to a running server end now, and their open pages end "
+          "within seconds")
     return 0
 
 

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import asyncio
+import json
 import logging
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -13,6 +16,8 @@ from tether.web.settings import trusted_proxies
 from tether.web.users import UserBook, UserError
 
 from tests.web.conftest import PAGE, PASSWORDS, Served, csrf_of, logged_in, login, serving
+
+CAP_S = 30.0
 
 
 async def test_a_good_login_opens_a_session_whose_cookie_is_httponly_strict_and_expires(web: Served):
@@ -199,18 +204,92 @@ async def test_a_removed_user_or_one_made_a_watcher_cannot_change_anything_with_
     run_id = await web.waiting_run()
     ana, bob = await logged_in(web, "ana"), await logged_in(web, "bob")
     try:
+        forms = {name: {"csrf": await csrf_of(client), "run": run_id, "call": "call_1_0", "verdict": "approve"}
+                 for name, client in (("ana", ana), ("bob", bob))}
         UserBook(web.store).remove("ana")
         UserBook(web.store).add("bob", PASSWORDS["bob"], role="watcher")
-        for client, status, words in ((ana, 401, "ana is no longer a user of this store"),
-                                      (bob, 403, "logged in as a watcher")):
-            answer = await client.post("/decide", data={"csrf": await csrf_of(client), "run": run_id,
-                                                        "call": "call_1_0", "verdict": "approve"},
-                                       headers={"Accept": "application/json"})
-            assert answer.status == status
-            assert words in await answer.text()
+        for client, name, words in ((ana, "ana", "ana is no longer a user of this store"),
+                                    (bob, "bob", "the password or role of bob changed since this login")):
+            answer = await client.post("/decide", data=forms[name], headers={"Accept": "application/json"})
+            assert answer.status == 401
+            assert (await answer.json())["words"] == f"{words}: log in again; nothing was changed"
+            assert answer.cookies["tether_session"].value == ""  # the browser forgets it
         assert isinstance(web.store.load(run_id).interruption, NeedsApproval)
         again = await ana.get("/", headers=PAGE, allow_redirects=False)
         assert again.status == 303  # the removed user's session is over
+    finally:
+        await ana.close()
+        await bob.close()
+
+
+async def ended_words(stream: Any) -> str:
+    """Read an open ``/events`` stream until it says its session ended (within :data:`CAP_S`
+    in all: its pings come every 15 s); the words it gives."""
+    async with asyncio.timeout(CAP_S):
+        while True:
+            line = (await stream.content.readline()).decode()
+            assert line, "the stream closed without saying why"
+            if line == "event: ended\n":
+                data = (await stream.content.readline()).decode()
+                return json.loads(data.removeprefix("data: "))["words"]
+
+
+@pytest.mark.parametrize("path", ["/", "/runs/{run}", "/fragment/approvals", "/fragment/runs/{run}", "/events"])
+async def test_a_removed_user_reads_nothing_more_with_an_old_session(web: Served, path: str):
+    run_id = await web.waiting_run()
+    ana, bob = await logged_in(web, "ana"), await logged_in(web, "bob")
+    try:
+        before = await ana.get(path.format(run=run_id), headers=PAGE)
+        assert before.status == 200
+        before.close()  # an event stream stays open: closed here, as a page that is left
+        UserBook(web.store).remove("ana")  # another book of the store, as tether serve --remove-user is
+        accept = PAGE if not path.startswith(("/fragment", "/events")) else {"Accept": "text/event-stream"}
+        page = await ana.get(path.format(run=run_id), headers=accept, allow_redirects=False)
+        assert page.status == 401
+        assert "ana is no longer a user of this store: log in again" in await page.text()
+        again = await ana.get("/", headers=PAGE, allow_redirects=False)
+        assert again.status == 303 and again.headers["Location"] == "/login"  # the session is over
+        other = await bob.get(path.format(run=run_id), headers=PAGE)
+        assert other.status == 200  # nobody else's login ends
+        other.close()
+    finally:
+        await ana.close()
+        await bob.close()
+
+
+@pytest.mark.parametrize("change", ["removed", "new password", "same password again", "made a watcher"])
+async def test_an_open_event_stream_ends_when_its_user_is_removed_or_changed(web: Served, change: str):
+    ana, bob = await logged_in(web, "ana"), await logged_in(web, "bob")
+    try:
+        stream = await ana.get("/events", headers={"Accept": "text/event-stream"})
+        others = await bob.get("/events", headers={"Accept": "text/event-stream"})
+        try:
+            assert (await stream.content.readline()).startswith(b"retry:")
+            book = UserBook(web.store)
+            if change == "removed":
+                book.remove("ana")
+            else:
+                book.add("ana", "a new passphrase here" if change == "new password" else PASSWORDS["ana"],
+                         role="watcher" if change == "made a watcher" else "operator")
+            words = await ended_words(stream)
+            if change == "removed":
+                assert words == "ana is no longer a user of this store: log in again"
+            else:
+                assert words == "the password or role of ana changed since this login: log in again"
+            assert (await asyncio.wait_for(stream.content.read(), CAP_S)).strip() == b""  # then it closes
+            assert (await ana.get("/", headers=PAGE, allow_redirects=False)).status == 303
+            assert not others.content.at_eof() and (await bob.get("/")).status == 200  # bob's login holds
+        finally:
+            stream.close()
+            others.close()
+        if change != "removed":  # a new login, with the password now in force, works
+            fresh = web.client()
+            try:
+                password = "a new passphrase here" if change == "new password" else PASSWORDS["ana"]
+                assert (await login(fresh, "ana", password)).status == 303
+                assert (await fresh.get("/")).status == 200
+            finally:
+                await fresh.close()
     finally:
         await ana.close()
         await bob.close()

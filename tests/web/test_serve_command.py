@@ -107,6 +107,36 @@ async def test_a_run_waiting_in_another_process_is_approved_through_the_server_a
     assert '"POST /login" 303' in err  # the access log, on stderr
 
 
+async def test_a_user_removed_from_the_command_line_is_logged_out_of_the_running_server_at_once(tmp_path: Path):
+    from tests.web.test_login import ended_words
+
+    assert (await tether(tmp_path, "serve", "--add-user", "bob", stdin="seven blue kites\n"))[0] == 0
+    assert (await tether(tmp_path, "serve", "--add-user", "ana", stdin=PASSWORD))[0] == 0
+    port = free_port()
+    server = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.tui.cli", "serve", "--port", str(port),
+                                                  env=env(tmp_path), stdout=asyncio.subprocess.PIPE,
+                                                  stderr=asyncio.subprocess.PIPE)
+    async with reaped(server):
+        await asyncio.wait_for(server.stdout.readline(), CAP_S)
+        jar = {"base_url": f"http://127.0.0.1:{port}"}
+        async with aiohttp.ClientSession(**jar, cookie_jar=aiohttp.CookieJar(unsafe=True)) as bob, \
+                aiohttp.ClientSession(**jar, cookie_jar=aiohttp.CookieJar(unsafe=True)) as ana:
+            assert (await login(bob, "bob", "seven blue kites")).status == 303
+            assert (await login(ana, "ana", PASSWORD)).status == 303
+            async with bob.get("/events") as stream:
+                assert (await stream.content.readline()).startswith(b"retry:")
+                code, out, err = await tether(tmp_path, "serve", "--remove-user", "bob")  # another process
+                assert code == 0, err
+                assert "removed bob from" in out and "their open pages end within seconds" in out
+                assert await ended_words(stream) == "bob is no longer a user of this store: log in again"
+            refused = await bob.get("/", headers=PAGE, allow_redirects=False)
+            assert refused.status == 303 and refused.headers["Location"] == "/login"
+            assert (await ana.get("/", headers=PAGE)).status == 200
+        server.send_signal(signal.SIGTERM)
+        code, _, err = await exited(server, CAP_S)
+    assert code == 0, err
+
+
 async def test_listening_beyond_loopback_or_behind_a_proxy_nobody_named_warns(tmp_path: Path):
     server = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.tui.cli", "serve", "--host", "0.0.0.0",
                                                   "--port", str(free_port()), "--public-url", "https://tether.example.org",
