@@ -44,8 +44,9 @@ from tether.run.controls import (
 )
 from tether.run.hold import heartbeat, open_run, release
 from tether.run.tracked import TrackedRun
+from tether.agents.sample import ensure_sample
 from tether.agents.sets import AgentSet, known_agents, set_of
-from tether.agents.workspace import Workspace, ensure_sample
+from tether.agents.workspace import Workspace
 from tether.agents.sandbox import SandboxUnavailable, for_agent
 
 ADHOC_AGENT = "default"

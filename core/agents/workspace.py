@@ -1,4 +1,4 @@
-"""The folder the file tools may touch, and the sample that fills it.
+"""The folder the file tools may touch (the demo's sample that fills one: :mod:`tether.agents.sample`).
 
 Every path a model sends is hostile until :meth:`Workspace.resolve` has confined it to
 the root. Confinement is decided on the *real* path (symlinks resolved), compared
@@ -11,8 +11,6 @@ file modes: the tests run as root, and root reads everything.
 from __future__ import annotations
 
 import os
-import shutil
-from importlib import resources
 from pathlib import Path, PurePosixPath
 
 from tether.agents.tool_errors import PathRefused
@@ -104,14 +102,3 @@ class Workspace:
                     continue
         return sorted(entries)
 
-
-def ensure_sample(root: Path) -> Workspace:
-    """Give a missing or empty folder the sample files; leave any other folder alone
-    (it is someone's workspace, not ours to overwrite)."""
-    root.mkdir(parents=True, exist_ok=True)
-    if not any(root.iterdir()):
-        sample = resources.files("tether").joinpath("data", "sample")
-        for item in sample.iterdir():
-            with item.open("rb") as src, open(root / item.name, "wb") as dst:
-                shutil.copyfileobj(src, dst)
-    return Workspace(root)

@@ -18,7 +18,7 @@ from tether.run.state import Pricing
 from tether.run.cancel import RunCancelled
 from tether.demo.provider import SCENARIOS
 from tether.agents.tools.base import Tool, ToolContext
-from tether.agents.workspace import ensure_sample
+from tether.agents.sample import ensure_sample
 
 if TYPE_CHECKING:
     from tether.models.base import ChatModel

@@ -2,7 +2,8 @@
 
 :func:`make_app` builds the aiohttp application over a harness (the store and the agent
 file in force, as ``tether approve`` has them). On startup it reads whether the store's
-role may only watch, starts the one watch of the store every page shares, mounts the
+role may only watch, starts the one watch of the store every page shares and the check of
+the open pages' logins against the users on the store, mounts the
 console (when :mod:`tether.web.console` is there) and the notification sender (when the
 agent file has ``[notify.*]`` tables); on cleanup it stops them all, and the runs this
 server went on with after a decision, in words.
@@ -14,7 +15,7 @@ import asyncio
 import contextlib
 import functools
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from importlib import resources
 from typing import Any
@@ -25,7 +26,7 @@ from tether.store.protocol import call
 from tether.web import auth, links, pages
 from tether.web.decide import Decider
 from tether.web.live import Hub
-from tether.web.sessions import Sessions, Throttle
+from tether.web.sessions import Session, Sessions, Throttle
 from tether.web.settings import ServeSettings
 from tether.web.users import UserBook
 
@@ -53,6 +54,7 @@ def make_app(settings: ServeSettings, harness: Any, *, console: bool = True, not
     if console:
         _mount_console(app, settings)
     app.cleanup_ctx.append(_store_role)
+    app.cleanup_ctx.append(_following_users)
     app.cleanup_ctx.append(_watching)
     app.cleanup_ctx.append(_deciding)
     channels = _channels(settings) if notify else []
@@ -67,6 +69,20 @@ async def _store_role(app: web.Application) -> AsyncIterator[None]:
     if callable(read_only):
         app[auth.WATCH_ONLY] = await call(store, read_only) or ""
     yield
+
+
+async def _following_users(app: web.Application) -> AsyncIterator[None]:
+    """The sessions held against the users on the store while pages stay open (an open
+    event stream makes no next request to check at: :meth:`Sessions.follow`)."""
+    users = app[auth.USERS]
+    task = asyncio.create_task(app[auth.SESSIONS].follow(lambda: asyncio.to_thread(users.stamps)),
+                               name="tether serve: the sessions' users")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
 
 
 async def _watching(app: web.Application) -> AsyncIterator[None]:
@@ -129,17 +145,22 @@ def _channels(settings: ServeSettings) -> list[Any]:
 
 @dataclass(frozen=True, slots=True)
 class WebOperator:
-    """Who the login says is asking, as the console in a browser wants it."""
+    """Who the login says is asking, as the console in a browser wants it (its tabs close
+    when the session ends)."""
 
     name: str
     read_only: bool
+    session: Session
+
+    def held(self, wake: Callable[[], None]) -> contextlib.AbstractContextManager[None]:
+        return self.session.held(wake)
 
 
 def operator_of(request: web.Request) -> WebOperator | None:
     session = auth.session_of(request)
     if session is None:
         return None
-    return WebOperator(session.user, not auth.may_change(request))
+    return WebOperator(session.user, not auth.may_change(request), session)
 
 
 def store_spec(settings: ServeSettings) -> str:

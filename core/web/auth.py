@@ -5,6 +5,9 @@ One aiohttp middleware for the whole server, the console's sub-application inclu
 * a request without a live session is sent to ``/login`` (a page) or answered 401 (the
   live updates, a script's fetch); only ``/login``, the static files and a notification's
   link (which checks for itself: :mod:`tether.web.links`) pass without one;
+* a session holds only while its user does: every request reads the user on the store, and
+  one removed, or given a new password or role, since the login ends the session there and
+  then, in words (:mod:`tether.web.sessions` says how an open event stream ends too);
 * every POST carries the session's CSRF token (a hidden field, or ``X-CSRF-Token``) or is
   refused 403 in words, before its handler runs;
 * a session whose user may only watch is refused 403 on every change, in words.
@@ -17,6 +20,7 @@ with the session. Failed logins are throttled (:class:`tether.web.sessions.Throt
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import logging
 import secrets
 from collections.abc import Awaitable, Callable
@@ -26,8 +30,8 @@ from urllib.parse import quote, urlsplit
 from aiohttp import web
 
 from tether.web.render import SECURITY_HEADERS, html, words_page
-from tether.web.sessions import SESSION, Session, Sessions, Throttle
-from tether.web.settings import ServeSettings
+from tether.web.sessions import SESSION, Session, Sessions, Throttle, stale_words
+from tether.web.settings import Network, ServeSettings
 from tether.web.users import UserBook
 
 log = logging.getLogger(__name__)
@@ -36,6 +40,7 @@ LOGIN_COOKIE = "tether_login"  # the login form's own token, before there is a s
 CSRF_FIELD = "csrf"
 CSRF_HEADER = "X-CSRF-Token"
 PUBLIC_PREFIXES = ("/static/", "/l/")
+MAX_ADDRESS = 64  # characters of a forwarded address kept: a longer one is somebody's words, not an address
 _FORM_TYPES = ("", "application/x-www-form-urlencoded", "multipart/form-data")  # what aiohttp's post() parses
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -64,13 +69,39 @@ def watcher_words(request: web.Request) -> str:
 
 
 def client_address(request: web.Request) -> str:
-    """The client, for the login throttle: the peer, or the address a reverse proxy on this
-    machine says it forwarded for (the last hop of ``X-Forwarded-For``, set by the proxy)."""
+    """The client, for the login throttle and the login's log line: the peer, unless the peer
+    is a proxy the operator named (``--trust-proxy``). Then the right-most address of
+    ``X-Forwarded-For`` that is not one of those proxies: each proxy appends who it heard
+    from, so everything left of that is what the client itself wrote, and a client that
+    writes a new address each time would otherwise be a new client each time (as nginx's
+    ``real_ip_recursive`` and Caddy's ``trusted_proxies`` read it)."""
     peer = request.remote or "?"
-    forwarded = request.headers.get("X-Forwarded-For")
-    if forwarded and peer in ("127.0.0.1", "::1"):
-        return forwarded.split(",")[-1].strip() or peer
-    return peer
+    trusted = request.config_dict[SETTINGS].trusted_proxies
+    if not _among(peer, trusted):
+        return peer
+    hops = [hop.strip() for header in request.headers.getall("X-Forwarded-For", ()) for hop in header.split(",")]
+    client = peer
+    for hop in reversed([hop for hop in hops if hop]):
+        client = hop[:MAX_ADDRESS]  # a hop that is no address is the client's own words: counted as they are
+        if not _among(hop, trusted):
+            break
+    return client
+
+
+def _among(address: str, networks: tuple[Network, ...]) -> bool:
+    """Whether ``address`` (``1.2.3.4``, ``1.2.3.4:port``, ``[::1]:port``) is in one of ``networks``."""
+    if not networks:
+        return False
+    text = address[1:].partition("]")[0] if address.startswith("[") else address
+    if text.count(":") == 1:  # IPv4 with a port
+        text = text.partition(":")[0]
+    try:
+        ip = ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:  # a dual-stack socket's IPv4 peer
+        ip = ip.ipv4_mapped
+    return any(ip in network for network in networks)
 
 
 def set_session_cookie(response: web.StreamResponse, settings: ServeSettings, session: Session) -> None:
@@ -117,13 +148,23 @@ async def _guarded(request: web.Request, handler: Handler) -> web.StreamResponse
         except Exception as exc:  # aiohttp's parser on a torn or foreign body (a multipart without its boundary)
             return words_page(request, 400, "Refused", f"this form could not be read ({type(exc).__name__}); nothing "
                                                        "was changed")
-    sessions = request.config_dict[SESSIONS]
-    session = sessions.get(request.cookies.get(COOKIE))
+    session: Session | None = None
+    if path != "/login" and not path.startswith("/static/"):  # the only two that never act as anyone
+        session = request.config_dict[SESSIONS].get(request.cookies.get(COOKIE))
+    ended: str | web.StreamResponse | None = None
     if session is not None:
-        request[SESSION] = session
+        ended = await _ended(request, session)
+        if isinstance(ended, web.StreamResponse):
+            return ended
+        if ended is None:
+            request[SESSION] = session
+        else:
+            session = None
     if path == "/login" or path.startswith(PUBLIC_PREFIXES):
-        return await handler(request)
+        return await handler(request)  # a link decides as the session's user only if it still holds
     if session is None:
+        if ended is not None:
+            return _logged_out(request, ended)
         if wants_page(request):
             target = request.path_qs if request.path_qs != "/" else ""
             raise web.HTTPSeeOther("/login" + (f"?next={quote(target, safe='')}" if target else ""))
@@ -137,27 +178,39 @@ async def _guarded(request: web.Request, handler: Handler) -> web.StreamResponse
             return words_page(request, 403, "Refused",
                               "this form's security token is missing or out of date (the page is older than your "
                               "login, or came from elsewhere): reload the page and try again; nothing was changed")
-        refused = await _still_there(request, session)
-        if refused is not None:
-            return refused
     return await handler(request)
 
 
-async def _still_there(request: web.Request, session: Session) -> web.StreamResponse | None:
-    """Before a change: the user is still on the store, with the same role (removed with
-    ``--remove-user``, or made a watcher, since they logged in: their session follows)."""
+async def _ended(request: web.Request, session: Session) -> str | web.StreamResponse | None:
+    """Whether the session still holds, on every request: its user is on the store with the
+    stamp of the login (removed with ``--remove-user``, given a new password or role since,
+    by this server or another process: the session ends now). The words why it ended, a 503
+    when the users cannot be read, or None."""
     try:
         user = await asyncio.to_thread(request.config_dict[USERS].get, session.user)
     except Exception as exc:
         log.warning("tether serve: could not read the users: %s", exc)
         return words_page(request, 503, "Not now", f"the users of this store cannot be read now "
                                                    f"({type(exc).__name__}); nothing was changed; try again")
-    if user is None:
-        request.config_dict[SESSIONS].close(session.token)
-        return words_page(request, 401, "Logged out", f"{session.user} is no longer a user of this store; nothing "
-                                                      "was changed", back="/login")
-    session.may_change = user.may_change
-    return None
+    why = session.ended or stale_words(session, user.stamp if user is not None else None)
+    if why is not None:
+        request.config_dict[SESSIONS].close(session.token, why)
+        log.info("tether serve: a session of %s ended: %s", session.user, why)
+    return why
+
+
+def _logged_out(request: web.Request, why: str) -> web.StreamResponse:
+    """The answer to a request whose session just ended, in words, and the cookie forgotten."""
+    words = f"{why}: log in again; nothing was changed"
+    response: web.StreamResponse
+    if "application/json" in request.headers.get("Accept", ""):
+        response = web.json_response({"ok": False, "words": words}, status=401)
+    elif wants_page(request) or request.method == "POST":
+        response = words_page(request, 401, "Logged out", words, back="/login")
+    else:
+        response = web.Response(status=401, text=words + "\n", headers={"Cache-Control": "no-store"})
+    response.del_cookie(COOKIE, path="/")
+    return response
 
 
 def _http_words(exc: web.HTTPException) -> str:
@@ -218,7 +271,7 @@ async def login(request: web.Request) -> web.StreamResponse:
         log.info("tether serve: failed login for %r from %s", name, address)
         return await login_page(request, status=401, name=name, words="that name and password do not match")
     throttle.succeeded(name)
-    session = request.config_dict[SESSIONS].open(user.name, may_change=user.may_change)
+    session = request.config_dict[SESSIONS].open(user.name, may_change=user.may_change, stamp=user.stamp)
     log.info("tether serve: %s logged in from %s", user.name, address)
     done = web.HTTPSeeOther(safe_next(str(form.get("next") or "/")))
     set_session_cookie(done, request.config_dict[SETTINGS], session)

@@ -1,6 +1,7 @@
 """``tether serve``: run the server, or manage who may log in to it.
 
-``tether serve [--host H] [--port P] [--store S] [--config FILE] [--public-url URL]`` serves
+``tether serve [--host H] [--port P] [--store S] [--config FILE] [--public-url URL]
+[--trust-proxy ADDR]`` serves
 until Ctrl-C or SIGTERM, then stops the watch, the notification sender and the runs it
 went on with, in words. ``--add-user NAME [--read-only]`` reads the password from the
 terminal (twice), or from stdin when it is not a terminal (``echo pw | tether serve
@@ -19,7 +20,7 @@ import signal
 import sys
 from typing import Any
 
-from tether.web.settings import ServeSettings, check_public_url
+from tether.web.settings import ServeSettings, check_public_url, trusted_proxies
 
 
 def serve_command(args: argparse.Namespace, store: Any, harness_of: Any) -> int:
@@ -37,10 +38,15 @@ def serve_command(args: argparse.Namespace, store: Any, harness_of: Any) -> int:
         return _list_users(store)
     public = check_public_url(args.public_url) if args.public_url else None
     settings = ServeSettings(store, host=args.host, port=args.port, public_url=public, store_spec=args.store,
-                             config_path=args.config, session_ttl_s=args.session_hours * 3600.0)
+                             config_path=args.config, session_ttl_s=args.session_hours * 3600.0,
+                             trusted_proxies=trusted_proxies(args.trust_proxy))
     if not _loopback(args.host):
         print(f"tether serve: warning: listening on {args.host}, beyond this machine: put it behind a reverse proxy "
               "with TLS (docs/serve.md shows Caddy and nginx), and pass --public-url https://…", file=sys.stderr)
+    if settings.secure_cookies and not settings.trusted_proxies:  # https: a TLS proxy in front (we speak http)
+        print("tether serve: warning: --public-url is https, so a reverse proxy is in front, but no --trust-proxy "
+              "names it: the login throttle counts every client as the proxy's one address (docs/serve.md)",
+              file=sys.stderr)
     if not UserBook(store).users():
         print("tether serve: warning: nobody can log in yet: add a user first with tether serve --add-user NAME",
               file=sys.stderr)
@@ -106,7 +112,8 @@ def _add_user(store: Any, name: str, *, watcher: bool) -> int:
     user = book.add(name, _read_password(name), role="watcher" if watcher else "operator")
     verb = "password and role changed for" if name in known else "added"
     what = "a watcher (sees, cannot decide or stop)" if user.role == "watcher" else "an operator"
-    print(f"{verb} {user.name}: {what}, on {store.where}")
+    ended = " (their logins to a running server end: they log in again)" if name in known else ""
+    print(f"{verb} {user.name}: {what}, on {store.where}{ended}")
     return 0
 
 
@@ -114,7 +121,8 @@ def _remove_user(store: Any, name: str) -> int:
     from tether.web.users import UserBook
 
     UserBook(store).remove(name)
-    print(f"removed {name} from {store.where} (a running server refuses their next change and ends their session)")
+    print(f"removed {name} from {store.where}: their logins to a running server end now, and their open pages end "
+          "within seconds")
     return 0
 
 

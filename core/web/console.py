@@ -13,6 +13,8 @@ network needs:
   with their cookie);
 - a bound on tabs per operator and in all, refused in words;
 - an app that ignores the quit request is killed after a grace;
+- a tab whose login ends (its user removed, or given a new password or role) closes then, and
+  its console with it;
 - on shutdown the open websockets are cancelled, so SIGTERM ends the server promptly.
 
 A watcher (a read-only operator) gets no console: the console decides and stops, and a file store
@@ -51,13 +53,17 @@ _WEB_FONTS = re.compile(r"<link[^>]*fonts\.googleapis\.com[^>]*>", re.DOTALL)
 
 
 class Operator(Protocol):
-    """Who the login in front says is asking: their name, and whether they may only watch."""
+    """Who the login in front says is asking: their name, whether they may only watch, and
+    ``held(wake)``: while a tab is open, ``wake()`` is called if their login ends (the user
+    removed, or given a new password or role), and the tab then closes."""
 
     @property
     def name(self) -> str: ...
 
     @property
     def read_only(self) -> bool: ...
+
+    def held(self, wake: Callable[[], None]) -> contextlib.AbstractContextManager[None]: ...
 
 
 @dataclass(frozen=True)
@@ -228,17 +234,29 @@ class _ConsoleServer(Server):
         tab = _Tab(self.command_for(operator), store=self.settings.store, grace_s=self.settings.quit_grace_s,
                    write_bytes=websocket.send_bytes, write_str=websocket.send_str, close=websocket.close,
                    download_manager=self.download_manager)
+        closing: list[asyncio.Future[bool]] = []
+
+        def logged_out() -> None:  # the tab closes as if its browser had closed it; its console ends below
+            closing.append(asyncio.ensure_future(websocket.close(code=WSCloseCode.POLICY_VIOLATION,
+                                                                 message=b"logged out")))
         try:
-            await tab.start(width, height)
-            await self._process_messages(websocket, tab)
-        except asyncio.CancelledError:
+            try:
+                with operator.held(logged_out):
+                    await tab.start(width, height)
+                    await self._process_messages(websocket, tab)
+            except asyncio.CancelledError:  # the server shutting down, or the connection gone (a close ends it)
+                await tab.stop()
+                if not closing:
+                    with contextlib.suppress(Exception):
+                        await asyncio.shield(websocket.close(code=WSCloseCode.GOING_AWAY,
+                                                             message=b"server shutting down"))
+                raise
+            except Exception:  # a broken socket or a bad message ends this tab, not the server
+                log.exception("a console tab failed")
             await tab.stop()
-            with contextlib.suppress(Exception):
-                await asyncio.shield(websocket.close(code=WSCloseCode.GOING_AWAY, message=b"server shutting down"))
-            raise
-        except Exception:  # a broken socket or a bad message ends this tab, not the server
-            log.exception("a console tab failed")
-        await tab.stop()
+        finally:
+            if closing:  # the close a login's end began, done by now or soon: never left behind
+                await asyncio.wait(closing)
         return websocket
 
 

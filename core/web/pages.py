@@ -232,17 +232,27 @@ def _back(given: Any) -> str:
 
 async def events(request: web.Request) -> web.StreamResponse:
     """Server-sent events: ``data: {"runs": {RUN: [KINDS]}, "all": bool}`` after each change
-    (merged while the page reads), a comment every :data:`PING_S` when nothing happens."""
+    (merged while the page reads), a comment every :data:`PING_S` when nothing happens, and
+    ``event: ended`` with the words when the session ends meanwhile (its user removed, or
+    given a new password or role: :mod:`tether.web.sessions`), after which the stream closes
+    and the page's script reloads to the login."""
     hub = request.app[HUB]
+    session = session_of(request)
+    assert session is not None  # the guard let no session-less request through
     response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-store",
                                            "X-Accel-Buffering": "no"})
     await response.prepare(request)
-    with hub.listen() as listener:
+    with hub.listen() as listener, session.held(listener.wake.set):
         await response.write(b"retry: 2000\n: ready\n\n")
         while True:
-            with contextlib.suppress(asyncio.TimeoutError):
-                await asyncio.wait_for(listener.wake.wait(), PING_S)
+            if session.ended is None and not hub.closing:
+                with contextlib.suppress(asyncio.TimeoutError):
+                    await asyncio.wait_for(listener.wake.wait(), PING_S)
             if hub.closing:
+                break
+            if session.ended is not None:
+                ended = json.dumps({"words": f"{session.ended}: log in again"})
+                await response.write(f"event: ended\ndata: {ended}\n\n".encode())
                 break
             if not listener.wake.is_set():
                 await response.write(b": ping\n\n")

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import hashlib
 import json
 import os
 import re
@@ -53,9 +54,17 @@ class UserError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class User:
+    """``stamp``: a digest of the user's password hash and role, which a session is opened
+    with and checked against (:mod:`tether.web.sessions`). ``--add-user`` hashes with a new
+    salt each time and ``--remove-user`` leaves no row, so a new password (or the same one
+    set again), a new role or a removal each changes it, whoever made the change: this
+    server or another process. Derived, not stored: an old ``users.json`` or ``web_users``
+    table has it already, and no hash is kept beside the sessions."""
+
     name: str
     role: Role
     created_at: float
+    stamp: str
 
     @property
     def may_change(self) -> bool:
@@ -114,6 +123,10 @@ class UserBook:
     def get(self, name: str) -> User | None:
         row = self._rows().get(name)
         return _user(name, row) if row is not None else None
+
+    def stamps(self) -> dict[str, str]:
+        """Each user's :attr:`User.stamp`, in one read (what the server's sessions are held against)."""
+        return {name: _user(name, row).stamp for name, row in self._rows().items()}
 
     def check(self, name: str, password: str) -> User | None:
         """The user whose name and password these are, else None (same time either way)."""
@@ -191,7 +204,8 @@ def _ensure_table(store: Any, conn: Any) -> None:
 
 def _user(name: str, row: dict[str, Any]) -> User:
     role: Role = "watcher" if row.get("role") == "watcher" else "operator"
-    return User(name, role, float(row.get("created_at") or 0.0))
+    stamp = hashlib.sha256(f"{role}\n{row.get('hash')}".encode()).hexdigest()[:32]
+    return User(name, role, float(row.get("created_at") or 0.0), stamp)
 
 
 class _UsersFile:

@@ -34,7 +34,7 @@ from tether.demo.agents import SCENARIO_TASKS
 from tether.harness import Harness
 from tether.run.state import Limits
 from tether.agents.tools.builtin import list_files_text
-from tether.agents.workspace import ensure_sample
+from tether.agents.sample import ensure_sample
 from tether.demo.agents import DEMO
 
 MODEL = "runaway"

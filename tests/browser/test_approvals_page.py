@@ -109,3 +109,14 @@ def test_a_watcher_sees_the_approval_but_cannot_decide_it(served: Served, phone:
     _card(other, "r3").get_by_test_id("approve").tap()
     assert finished(run)["status"] == "completed"
     until(lambda: [d for d in _decisions(served) if d.get("run_id") == "r3"], "bob's decision recorded", CAP_S)
+
+
+def test_a_page_left_open_goes_to_the_login_when_its_user_is_removed(served: Served, phone: Any):
+    log_in(phone, served.url, "bob")
+    expect(phone.get_by_test_id("approvals")).to_be_visible()
+    expect(phone.locator("body")).to_have_attribute("data-live", "yes")  # following /events
+    code, out, err = served.tether("serve", "--remove-user", "bob", "--store", str(served.runs))  # another process
+    assert code == 0, err
+    expect(phone.get_by_test_id("login-form")).to_be_visible(timeout=CAP_S * 1000)  # nobody touched the page
+    phone.goto(served.url + "/")
+    expect(phone.get_by_test_id("login-form")).to_be_visible()

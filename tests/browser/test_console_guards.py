@@ -8,9 +8,10 @@ browser is tests/browser/test_console_page.py."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import stat
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -23,10 +24,23 @@ from tether.web.console import ConsoleSettings, console_app
 CAP_S = 30.0
 
 
+LOGINS: dict[str, list[Callable[[], None]]] = {}
+"""Each operator's open tabs' wakes: calling them is their login ending (as ``tether serve``'s
+session does when the user is removed)."""
+
+
 @dataclass(frozen=True)
 class Op:
     name: str
     read_only: bool = False
+
+    @contextlib.contextmanager
+    def held(self, wake: Callable[[], None]) -> Iterator[None]:
+        LOGINS.setdefault(self.name, []).append(wake)
+        try:
+            yield
+        finally:
+            LOGINS[self.name].remove(wake)
 
 
 def _cookie_operator(request: web.Request) -> Op | None:
@@ -193,6 +207,23 @@ async def test_a_console_that_ignores_the_quit_request_is_killed_when_its_tab_cl
     await _until(lambda: len(_children()) == 1, "the tab's console process")
     await ws.close()
     await _until(lambda: not _children(), "the stubborn console killed after its grace")
+
+
+async def test_a_tab_closes_and_its_console_ends_when_its_login_ends(mounted: Mounted):
+    ana, bo = await mounted.tab("ana"), await mounted.tab("bo")
+    await _until(lambda: len(_children()) == 2, "two console processes")
+    first = _children()
+    told = asyncio.create_task(ana.receive())  # ana's browser, listening
+    for wake in list(LOGINS["ana"]):  # ana removed, or given a new password or role
+        wake()
+    message = await asyncio.wait_for(told, CAP_S)
+    assert message.data == WSCloseCode.POLICY_VIOLATION and message.extra == "logged out"
+    await _until(lambda: len(_children()) == 1, "ana's console ended (killed after its grace: it ignores quit)")
+    assert _children() < first and not LOGINS["ana"]
+    # bo's tab is nobody else's business: it still answers (a ping, as the page sends one).
+    await bo.send_json(["ping", "still there"])
+    assert await bo.receive_json(timeout=CAP_S) == ["pong", "still there"]
+    await bo.close()
 
 
 async def test_closing_the_server_with_tabs_open_ends_their_consoles(tmp_path: Path, stubborn: Path):

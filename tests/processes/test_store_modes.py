@@ -42,11 +42,10 @@ def mode(path: Path) -> int:
 
 
 def not_private(home: Path) -> dict[str, str]:
-    """Every folder under the home (itself included) that is not 0700 and file not 0600.
-    The demo's workspace is the agent's folder of sample files, not the store's."""
+    """Every folder under the home (itself included) that is not 0700 and file not 0600:
+    the demo's workspace too, whose sample holds ``secrets.env``."""
     out = {}
-    paths = [home, *(p for p in home.rglob("*") if "workspace" not in p.relative_to(home).parts)]
-    for path in paths:
+    for path in [home, *home.rglob("*")]:
         want = 0o700 if path.is_dir() else 0o600
         if mode(path) != want:
             out[str(path.relative_to(home))] = f"{mode(path):04o}"
@@ -94,6 +93,7 @@ def test_a_fresh_home_holds_only_private_folders_and_files(tmp_path: Path):
     assert listed.returncode == 0 and listed.stderr == ""
     assert not_private(home) == {}
     assert sorted(p.name for p in home.iterdir()) == ["runs", "workspace"]
+    assert (home / "workspace" / "secrets.env").exists()  # the sample was laid out, privately
 
 
 def test_a_loose_home_is_warned_about_once_per_command_and_left_as_it_is(tmp_path: Path):

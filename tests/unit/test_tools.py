@@ -24,7 +24,8 @@ from tether.agents.tools.builtin import (
     ReadFile,
 )
 from tether.demo.agents import ScanArchive
-from tether.agents.workspace import Workspace, ensure_sample
+from tether.agents.sample import ensure_sample
+from tether.agents.workspace import Workspace
 
 OUTSIDE_TEXT = "OUTSIDE SECRET\n"
 

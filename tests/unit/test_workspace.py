@@ -9,7 +9,8 @@ from pathlib import Path
 import pytest
 
 from tether.agents.tool_errors import PathRefused
-from tether.agents.workspace import Workspace, ensure_sample
+from tether.agents.sample import ensure_sample
+from tether.agents.workspace import Workspace
 
 SAMPLE = {"errors.log", "access.log", "notes.txt", "secrets.env"}
 

@@ -128,14 +128,16 @@ async def pg_web(pg: Any, tmp_path: Path) -> AsyncIterator[Served]:
 _CSRF = re.compile(r'name="csrf" value="([^"]+)"')
 
 
-async def login(client: aiohttp.ClientSession, name: str, password: str | None = None) -> Any:
-    """Log in through the form, as a browser does; the response to the POST (not followed)."""
+async def login(client: aiohttp.ClientSession, name: str, password: str | None = None, *,
+                headers: dict[str, str] | None = None) -> Any:
+    """Log in through the form, as a browser does; the response to the POST (not followed).
+    ``headers``: sent with the POST (what a proxy adds)."""
     page = await client.get("/login")
     token = _CSRF.search(await page.text())
     assert token is not None
     return await client.post("/login", data={"csrf": token.group(1), "name": name,
                                              "password": PASSWORDS.get(name, "") if password is None else password,
-                                             "next": "/"}, allow_redirects=False)
+                                             "next": "/"}, headers=headers, allow_redirects=False)
 
 
 async def logged_in(served: Served, name: str) -> aiohttp.ClientSession:

@@ -349,9 +349,9 @@ async def test_a_passed_deadline_nobody_holds_is_applied_before_the_page_shows_i
 async def test_a_store_that_cannot_be_read_gives_a_page_in_words(web: Served):
     client = await logged_in(web, "ana")
     try:
+        token = await csrf_of(client)
         (web.store.root / "users.json").write_text("{not json")
-        answer = await client.post("/decide", data={"csrf": await csrf_of(client), "run": "r", "call": "c",
-                                                    "verdict": "approve"})
+        answer = await client.post("/decide", data={"csrf": token, "run": "r", "call": "c", "verdict": "approve"})
         text = await answer.text()
         assert answer.status == 503 and "the users of this store cannot be read now" in text
         assert "Traceback" not in text and "not json" not in text

@@ -51,6 +51,9 @@ async def test_users_are_managed_from_the_command_line_and_bad_input_is_refused_
                                (("--remove-user", "nobody"), "", "no user 'nobody' on this store"),
                                (("--read-only",), "", "--read-only goes with --add-user NAME"),
                                (("--public-url", "ftp://x"), "", "--public-url must be an http:// or https://"),
+                               (("--trust-proxy", "127.0.0.1,localhost"), "",
+                                "--trust-proxy takes the address or network of a reverse proxy in front of this "
+                                "server (127.0.0.1, 10.0.0.0/8, ::1), not 'localhost'"),
                                (("--session-hours", "nan"), "", "must be a finite number of hours above 0")):
         code, _, err = await tether(tmp_path, "serve", *args, stdin=stdin)
         assert code == 2 and words in err, (args, err)
@@ -104,10 +107,41 @@ async def test_a_run_waiting_in_another_process_is_approved_through_the_server_a
     assert '"POST /login" 303' in err  # the access log, on stderr
 
 
-async def test_listening_beyond_loopback_warns_that_it_needs_tls(tmp_path: Path):
+async def test_a_user_removed_from_the_command_line_is_logged_out_of_the_running_server_at_once(tmp_path: Path):
+    from tests.web.test_login import ended_words
+
+    assert (await tether(tmp_path, "serve", "--add-user", "bob", stdin="seven blue kites\n"))[0] == 0
+    assert (await tether(tmp_path, "serve", "--add-user", "ana", stdin=PASSWORD))[0] == 0
+    port = free_port()
+    server = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.tui.cli", "serve", "--port", str(port),
+                                                  env=env(tmp_path), stdout=asyncio.subprocess.PIPE,
+                                                  stderr=asyncio.subprocess.PIPE)
+    async with reaped(server):
+        await asyncio.wait_for(server.stdout.readline(), CAP_S)
+        jar = {"base_url": f"http://127.0.0.1:{port}"}
+        async with aiohttp.ClientSession(**jar, cookie_jar=aiohttp.CookieJar(unsafe=True)) as bob, \
+                aiohttp.ClientSession(**jar, cookie_jar=aiohttp.CookieJar(unsafe=True)) as ana:
+            assert (await login(bob, "bob", "seven blue kites")).status == 303
+            assert (await login(ana, "ana", PASSWORD)).status == 303
+            async with bob.get("/events") as stream:
+                assert (await stream.content.readline()).startswith(b"retry:")
+                code, out, err = await tether(tmp_path, "serve", "--remove-user", "bob")  # another process
+                assert code == 0, err
+                assert "removed bob from" in out and "their open pages end within seconds" in out
+                assert await ended_words(stream) == "bob is no longer a user of this store: log in again"
+            refused = await bob.get("/", headers=PAGE, allow_redirects=False)
+            assert refused.status == 303 and refused.headers["Location"] == "/login"
+            assert (await ana.get("/", headers=PAGE)).status == 200
+        server.send_signal(signal.SIGTERM)
+        code, _, err = await exited(server, CAP_S)
+    assert code == 0, err
+
+
+async def test_listening_beyond_loopback_or_behind_a_proxy_nobody_named_warns(tmp_path: Path):
     server = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.tui.cli", "serve", "--host", "0.0.0.0",
-                                                  "--port", str(free_port()), env=env(tmp_path),
-                                                  stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
+                                                  "--port", str(free_port()), "--public-url", "https://tether.example.org",
+                                                  env=env(tmp_path), stdout=asyncio.subprocess.PIPE,
+                                                  stderr=asyncio.subprocess.PIPE)
     async with reaped(server):
         await asyncio.wait_for(server.stdout.readline(), CAP_S)
         server.send_signal(signal.SIGTERM)
@@ -115,3 +149,5 @@ async def test_listening_beyond_loopback_warns_that_it_needs_tls(tmp_path: Path)
     assert code == 0
     assert "listening on 0.0.0.0, beyond this machine: put it behind a reverse proxy with TLS" in err
     assert "nobody can log in yet: add a user first" in err
+    assert ("--public-url is https, so a reverse proxy is in front, but no --trust-proxy names it: the login "
+            "throttle counts every client as the proxy's one address") in err

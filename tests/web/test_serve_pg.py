@@ -9,8 +9,9 @@ from pathlib import Path
 from tether.approvals import DecisionQuery
 from tether.run.state import NeedsApproval, Status
 from tether.web.pages import HUB
+from tether.web.users import UserBook
 
-from tests.web.conftest import PASSWORDS, Served, csrf_of, logged_in, login, serving
+from tests.web.conftest import PAGE, PASSWORDS, Served, csrf_of, logged_in, login, serving
 from tests.web.test_approvals_page import cards, decide, late_decision_is_refused, next_change
 
 
@@ -104,3 +105,20 @@ async def test_a_link_decides_once_on_postgresql(pg_web: Served):
 async def test_a_decision_posted_after_the_deadline_is_refused_on_postgresql(pg_web: Served):
     """Issue 37, item 1, on PostgreSQL: the deadline decides, and the page says so."""
     await late_decision_is_refused(pg_web)
+
+
+async def test_a_user_removed_on_postgresql_is_logged_out_and_their_open_stream_ends(pg_web: Served):
+    from tests.web.test_login import ended_words
+
+    ana = await logged_in(pg_web, "ana")
+    try:
+        stream = await ana.get("/events", headers={"Accept": "text/event-stream"})
+        try:
+            assert (await stream.content.readline()).startswith(b"retry:")
+            UserBook(pg_web.store).remove("ana")  # in web_users, as tether serve --remove-user does
+            assert await ended_words(stream) == "ana is no longer a user of this store: log in again"
+        finally:
+            stream.close()
+        assert (await ana.get("/", headers=PAGE, allow_redirects=False)).status == 303
+    finally:
+        await ana.close()

@@ -468,6 +468,9 @@ def _serve_parser(sub: Any) -> None:
                         "notifications carry; https makes the session cookie Secure")
     p.add_argument("--session-hours", type=_hours, default=12.0, metavar="HOURS",
                    help="how long a login lasts (default 12)")
+    p.add_argument("--trust-proxy", action="append", default=[], metavar="ADDR",
+                   help="a reverse proxy's address or network (again, or a comma list): from it, the client is "
+                        "the right-most other address of X-Forwarded-For; from anyone else, the header is ignored")
     p.add_argument("--config", metavar="FILE", type=Path,
                    help="the agent file (default $TETHER_CONFIG, else ./tether.toml when there is one)")
     users = p.add_mutually_exclusive_group()

@@ -54,6 +54,13 @@
       try { if (shows(JSON.parse(event.data))) redraw(); } catch (e) { redraw(); }
     };
     source.onerror = function () { body.setAttribute("data-live", "no"); };
+    // The login ended (the user removed, or given a new password or role): say so, and show the login.
+    source.addEventListener("ended", function (event) {
+      source.close();
+      body.setAttribute("data-live", "no");
+      try { notice(JSON.parse(event.data).words, false); } catch (e) {}
+      window.location.reload();
+    });
   }
 
   // Opening "Edit arguments" starts from the model's arguments.
