@@ -307,12 +307,15 @@ class Harness:
 
     async def approve(self, run_id: str, note: str = "", *, call_id: str | None = None, by: str = "operator",
                       args: str | None = None, rule: str | None = None, signal: CancelSignal | None = None,
-                      sinks: Sequence[EventSink] = (), wait_for_decision: float | None = None) -> Outcome:
+                      sinks: Sequence[EventSink] = (), wait_for_decision: float | None = None,
+                      unchecked: bool = False) -> Outcome:
         """Approve the waiting call (bound to its arguments, used once), then go on. ``args``:
-        the operator's edited arguments (JSON), checked against the tool's schema first. A
-        call that needs two people keeps waiting after the first. For a run whose process
-        waits for a decision, use :meth:`decide`: it reaches that process."""
-        request = control.ControlRequest("approve", note, call_id=call_id, by=by, args=args, rule=rule)
+        the operator's edited arguments (JSON), checked against the tool's schema first
+        (``unchecked``: taken as they are where the run knows no schema, a program's run whose
+        program reported none). A call that needs two people keeps waiting after the first.
+        For a run whose process waits for a decision, use :meth:`decide`: it reaches that process."""
+        request = control.ControlRequest("approve", note, call_id=call_id, by=by, args=args, rule=rule,
+                                         unchecked=unchecked)
         return await self._decided(run_id, request, signal, sinks, wait_for_decision)
 
     async def reject(self, run_id: str, reason: str = "", *, call_id: str | None = None, by: str = "operator",
@@ -374,14 +377,17 @@ class Harness:
 
     async def decide(self, run_id: str, verdict: str, text: str = "", *, call_id: str | None = None,
                      by: str = "operator", option: str | None = None, silent: bool = False,
-                     args: str | None = None, scope: str | None = None) -> control.ControlReply:
+                     args: str | None = None, scope: str | None = None,
+                     unchecked: bool = False) -> control.ControlReply:
         """Deliver an approval or a rejection to the process that holds the run waiting for
         one (``wait_for_decision``). A run nobody holds is decided with :meth:`approve` or
-        :meth:`reject`, in this process. ``args``: an approval's edited arguments (JSON);
-        ``scope``: for an ACP agent's "always" option, the scope of the rule Tether keeps."""
+        :meth:`reject`, in this process. ``args``: an approval's edited arguments (JSON;
+        ``unchecked`` as for :meth:`approve`); ``scope``: for an ACP agent's "always" option,
+        the scope of the rule Tether keeps."""
         kind = "approve" if verdict in ("approve", "approved") else "reject"
         return await self.request(run_id, control.ControlRequest(kind, text, call_id=call_id, by=by, option=option,
-                                                                 silent=silent, args=args, scope=scope))
+                                                                 silent=silent, args=args, scope=scope,
+                                                                 unchecked=unchecked))
 
     async def request(self, run_id: str, request: control.ControlRequest) -> control.ControlReply:
         """Append ``request`` to the run's control channel and have its process act on it

@@ -306,7 +306,8 @@ class AcpRun:
         shown = preview_of_acp(request.diffs, self._workspace())
         preview = None if shown is None else shown.to_dict()
         waiting = NeedsApproval(key, tool, args, why, asked_at, needed, (), asked_at + deadline_s if deadline_s else None,
-                                on_deadline, False, preview, ask.id if ask is not None else None)
+                                on_deadline, False, preview, ask.id if ask is not None else None,
+                                options=tuple(options))
         while True:
             decision = await self._wait(request, waiting, options, diff, turn)
             if decision is False:
@@ -440,7 +441,7 @@ class AcpRun:
         if waiting is not None and decision.kind == "approve" and decision.by in waiting.approvers:
             return (f"{decision.by} has approved {waiting.tool_name} ({waiting.call_id}) already: it needs "
                     f"{waiting.needed} different people ({waiting.tally} so far)")
-        if request is None or not decision.option:
+        if request is None or decision.option is None:  # an empty id is no option: refused below
             return None
         option = next((o for o in request.options if o.option_id == decision.option), None)
         if option is None:

@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tether.run.controls import apply_decision
+from tether.run.controls import apply_decision, vet_decision
 from tether.run.hold import open_run, release
-from tether.run.state import NeedsApproval, RunState
+from tether.run.state import NeedsApproval, RunState, StateError
 from tether.store.protocol import call
 
 if TYPE_CHECKING:
@@ -38,6 +38,9 @@ async def decide_paused(harness: Tracker, run_id: str, request: ControlRequest,
 
     state, handle = await open_run(harness.store, run_id)
     try:
+        problem = vet_decision(None, state, request)  # an edit, against the schema its program reported
+        if problem:
+            raise StateError(problem)
         event = apply_decision(state, request)
         trace = handle.trace(())
         trace.write(event)

@@ -116,6 +116,13 @@ class NeedsApproval:
     """What the call would change (:class:`tether.approvals.Preview` as a dict), or None."""
     rule: str | None = None
     """The ``ask`` rule that holds the call for people, when one does."""
+    schema: dict[str, Any] | None = None
+    """The JSON schema of the tool's arguments, as a program reported it (``run.approval(…,
+    schema=)``): what an operator's edited arguments are checked against. None for Tether's
+    own calls (the agent's tools have it) and for a program that did not report one."""
+    options: tuple[dict[str, str], ...] = ()
+    """An ACP agent's permission options (``id``, ``name``, ``kind``): what ``tether approve
+    --option ID`` may answer with."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.type, "callId": self.call_id, "toolName": self.tool_name,
@@ -136,6 +143,10 @@ class NeedsApproval:
             out["preview"] = self.preview
         if self.rule is not None:
             out["rule"] = self.rule
+        if self.schema is not None:
+            out["schema"] = self.schema
+        if self.options:
+            out["options"] = [dict(o) for o in self.options]
         return out
 
     @property
@@ -211,6 +222,10 @@ Interruption = NeedsApproval | MaxTurns | MaxBudget | Cancelled | StopConditionM
 """Why an ``interrupted``, ``max_turns_exceeded`` or ``budget_exceeded`` run stopped."""
 
 
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def interruption_from_dict(data: Mapping[str, Any] | None) -> Interruption | None:
     """Read the saved form back; an unknown shape is a :class:`StateError`, not a guess."""
     if data is None:
@@ -222,7 +237,10 @@ def interruption_from_dict(data: Mapping[str, Any] | None) -> Interruption | Non
                                      str(data.get("why") or ""), data.get("askedAt"), int(data.get("needed") or 1),
                                      tuple(data.get("approvers") or ()), data.get("deadlineAt"),
                                      str(data.get("onDeadline") or "reject"), bool(data.get("escalated")),
-                                     data.get("preview"), data.get("rule"))
+                                     data.get("preview"), data.get("rule"),
+                                     data["schema"] if isinstance(data.get("schema"), dict) else None,
+                                     tuple({k: str(o.get(k) or "") for k in ("id", "name", "kind")}
+                                           for o in _listed(data.get("options")) if isinstance(o, dict)))
             case "max_turns":
                 return MaxTurns()
             case "max_budget":

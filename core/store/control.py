@@ -59,6 +59,9 @@ class ControlRequest:
     scope: str | None = None
     """For an ACP agent's "always" option: the scope of the rule Tether keeps of it
     (``run:ID``, the default; ``agent``; ``store``)."""
+    unchecked: bool = False
+    """Edited arguments the run has no schema to check against, taken as they are
+    (``tether approve --args JSON --unchecked``); an edit the run can check is checked anyway."""
 
     @classmethod
     def from_dict(cls, data: dict) -> "ControlRequest":
@@ -77,7 +80,7 @@ class ControlRequest:
         return cls(kind=kind, text=str(data.get("text") or ""), call_id=data.get("call_id"),
                    by=str(data.get("by") or "operator"), id=str(data["id"]), ts=ts,
                    option=data.get("option"), silent=bool(data.get("silent")), args=data.get("args"),
-                   rule=data.get("rule"), scope=data.get("scope"))
+                   rule=data.get("rule"), scope=data.get("scope"), unchecked=data.get("unchecked") is True)
 
 
 @dataclass(frozen=True, slots=True)
