@@ -312,16 +312,18 @@ class Harness:
     async def approve(self, run_id: str, note: str = "", *, call_id: str | None = None, by: str = "operator",
                       args: str | None = None, rule: str | None = None, signal: CancelSignal | None = None,
                       sinks: Sequence[EventSink] = (), wait_for_decision: float | None = None,
-                      account: str | None = None, decided_at: float | None = None) -> Outcome:
+                      account: str | None = None, decided_at: float | None = None,
+                      unchecked: bool = False) -> Outcome:
         """Approve the waiting call (bound to its arguments, used once), then go on. ``args``:
-        the operator's edited arguments (JSON), checked against the tool's schema first. A
-        call that needs two people keeps waiting after the first, for another account (``by`` is
-        a name: :meth:`account`). For a run whose process waits for a decision, use :meth:`decide`:
-        it reaches that process. After the call's deadline it is refused
-        (:class:`~tether.run.decisions.TooLate`), the deadline applied instead; ``decided_at``: when
-        it was made, if before now (a queue worker's)."""
+        the operator's edited arguments (JSON), checked against the tool's schema first
+        (``unchecked``: taken as they are where the run knows no schema, a program's run whose
+        program reported none). A call that needs two people keeps waiting after the first, for
+        another account (``by`` is a name: :meth:`account`). For a run whose process waits for a
+        decision, use :meth:`decide`: it reaches that process. After the call's deadline it is
+        refused (:class:`~tether.run.decisions.TooLate`), the deadline applied instead;
+        ``decided_at``: when it was made, if before now (a queue worker's)."""
         request = control.ControlRequest("approve", note, call_id=call_id, by=by, args=args, rule=rule,
-                                         account=await self.account(account, rule=rule))
+                                         account=await self.account(account, rule=rule), unchecked=unchecked)
         return await self._decided(run_id, request, signal, sinks, wait_for_decision, decided_at)
 
     async def reject(self, run_id: str, reason: str = "", *, call_id: str | None = None, by: str = "operator",
@@ -395,15 +397,18 @@ class Harness:
 
     async def decide(self, run_id: str, verdict: str, text: str = "", *, call_id: str | None = None,
                      by: str = "operator", option: str | None = None, silent: bool = False, args: str | None = None,
-                     scope: str | None = None, account: str | None = None) -> control.ControlReply:
+                     scope: str | None = None, account: str | None = None,
+                     unchecked: bool = False) -> control.ControlReply:
         """Deliver an approval or a rejection to the process that holds the run waiting for
         one (``wait_for_decision``). A run nobody holds is decided with :meth:`approve` or
-        :meth:`reject`, in this process. ``args``: an approval's edited arguments (JSON);
-        ``scope``: for an ACP agent's "always" option, the scope of the rule Tether keeps."""
+        :meth:`reject`, in this process. ``args``: an approval's edited arguments (JSON;
+        ``unchecked`` as for :meth:`approve`); ``scope``: for an ACP agent's "always" option,
+        the scope of the rule Tether keeps."""
         kind = "approve" if verdict in ("approve", "approved") else "reject"
         return await self.request(run_id, control.ControlRequest(kind, text, call_id=call_id, by=by, option=option,
                                                                  silent=silent, args=args, scope=scope,
-                                                                 account=await self.account(account)))
+                                                                 account=await self.account(account),
+                                                                 unchecked=unchecked))
 
     async def request(self, run_id: str, request: control.ControlRequest) -> control.ControlReply:
         """Append ``request`` to the run's control channel and have its process act on it

@@ -40,5 +40,7 @@ def json_words(exc: BaseException) -> str:
     (an integer of more than 4,300 digits, arrays or objects nested deeper than Python's stack)."""
     if isinstance(exc, RecursionError):
         return "arrays or objects nested too deep"
-    msg, pos = getattr(exc, "msg", None), getattr(exc, "pos", None)
-    return f"{msg} at position {pos}" if msg is not None and pos is not None else str(exc)
+    msg, line, column = getattr(exc, "msg", None), getattr(exc, "lineno", None), getattr(exc, "colno", None)
+    # Line and column, not the character's position: what an editor shows, and what a person
+    # counts in a text of several lines.
+    return f"{msg} at line {line}, column {column}" if None not in (msg, line, column) else str(exc)

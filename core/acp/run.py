@@ -324,7 +324,8 @@ class AcpRun:
         shown = preview_of_acp(request.diffs, self._workspace())
         preview = None if shown is None else shown.to_dict()
         waiting = NeedsApproval(key, tool, args, why, asked_at, needed, (), asked_at + deadline_s if deadline_s else None,
-                                on_deadline, False, preview, ask.id if ask is not None else None)
+                                on_deadline, False, preview, ask.id if ask is not None else None,
+                                options=tuple(options))
         while True:
             decision = await self._wait(request, waiting, options, diff, turn)
             if decision is False:
@@ -477,7 +478,7 @@ class AcpRun:
         if decision.kind == "approve" and decision.args is not None:
             return (f"run {self.state.run_id} is the ACP agent {self.agent.name}'s, and ACP offers no way to change "
                     "the arguments of an agent's call: approve or reject it as the agent asked")
-        if request is None or not decision.option:
+        if request is None or decision.option is None:  # an empty id is no option: refused below
             return None
         option = next((o for o in request.options if o.option_id == decision.option), None)
         if option is None:

@@ -94,7 +94,8 @@ def operation(harness: Harness, state: RunState,
         decided = dict(call_id=waiting.call_id, by=decision.get("by") or "operator", rule=decision.get("rule"),
                        account=decision.get("account"), decided_at=decision.get("ts"))
         if decision.get("kind") == "approve":
-            done = await harness.approve(run_id, decision.get("text") or "", args=decision.get("args"), **decided)
+            done = await harness.approve(run_id, decision.get("text") or "", args=decision.get("args"),
+                                         unchecked=decision.get("unchecked") is True, **decided)
         else:
             done = await harness.reject(run_id, decision.get("text") or "", **decided)
         return Went(done.state)

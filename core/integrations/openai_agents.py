@@ -169,7 +169,8 @@ class _Driver:
         for item in items:
             tool = item.tool_name or getattr(item.raw_item, "name", None) or "tool"
             call_id = _call_id(item)
-            decision = await run.approval(tool, getattr(item.raw_item, "arguments", None) or "{}", call_id=call_id)
+            decision = await run.approval(tool, getattr(item.raw_item, "arguments", None) or "{}", call_id=call_id,
+                                          schema=_schema_of(getattr(item, "agent", None) or self.agent, tool))
             if decision.approved and decision.args is None:
                 paused.approve(item)
             elif decision.approved:  # the SDK runs a call only as the model asked: say so, in words
@@ -306,6 +307,16 @@ def _call_id(item: ToolApprovalItem) -> str | None:
     raw = item.raw_item
     found = raw.get("call_id") if isinstance(raw, dict) else getattr(raw, "call_id", None)
     return str(found) if found else None
+
+
+def _schema_of(agent: Any, tool: str) -> dict[str, Any] | None:
+    """The JSON schema of a function tool's arguments (``params_json_schema``), which an
+    operator's edit is checked against; None for a tool that has none (hosted, shell…)."""
+    for offered in getattr(agent, "tools", None) or ():
+        if getattr(offered, "name", None) == tool:
+            schema = getattr(offered, "params_json_schema", None)
+            return schema if isinstance(schema, dict) else None
+    return None
 
 
 def _edited_words(decision: Approval, tool: str) -> str:

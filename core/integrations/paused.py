@@ -12,9 +12,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from tether.run.controls import take_decision
+from tether.run.controls import take_decision, vet_decision
 from tether.run.hold import open_run, release
-from tether.run.state import NeedsApproval, RunState
+from tether.run.state import NeedsApproval, RunState, StateError
 from tether.store.protocol import call
 
 if TYPE_CHECKING:
@@ -38,7 +38,8 @@ async def decide_paused(harness: Tracker, run_id: str, request: ControlRequest,
 
     state, handle = await open_run(harness.store, run_id)
     try:
-        taken, refused = take_decision(state, request)
+        # an edit is checked against the schema its program reported
+        taken, refused = take_decision(state, request, lambda: vet_decision(None, state, request))
         trace = handle.trace(())
         for event in taken:
             trace.write(event)

@@ -23,8 +23,9 @@ doors, all inside the run, in order:
   becomes a pending approval on the store (``run.approval``, bound to the call id and the hash of
   its arguments), decided from any console, ``tether approve|reject``, a standing rule or a
   deadline. An approval goes back as ``ToolApproved()`` (``ToolApproved(override_args=…)`` with
-  the operator's edited arguments), a rejection as ``ToolDenied(message=WORDS)``, so that the
-  model reads the operator's own words;
+  the operator's edited arguments, checked first against the tool's schema as pydantic-ai
+  offered it, from a ``prepare_tools`` hook), a rejection as ``ToolDenied(message=WORDS)``, so
+  that the model reads the operator's own words;
 * **Stop** from anywhere cancels the run through its ``CancellationToken`` (a tool in flight
   included), and the run ends ``interrupted`` with the operator's reason.
 """
@@ -51,7 +52,7 @@ from tether.integrations._common import Tracker, answer_text, stopped, tracked
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelResponse
-    from pydantic_ai.tools import RunContext
+    from pydantic_ai.tools import RunContext, ToolDefinition
 
     from tether.run.tracked import TrackedRun
 
@@ -77,7 +78,8 @@ async def run(harness: Tracker, agent: Agent[Any, Any] | str, prompt: str, *, su
     async with tracked(harness, sv, name, prompt, source=SOURCE, model=_model_name(built, options)) as (run, ending):
         reporter = _Reporter(run, event_stream_handler)
         capabilities = [*capabilities, HandleDeferredToolCalls(handler=reporter.decide),
-                        Hooks(after_model_request=reporter.model_called, before_tool_execute=reporter.tool_starts)]
+                        Hooks(after_model_request=reporter.model_called, before_tool_execute=reporter.tool_starts,
+                              prepare_tools=reporter.tools_offered)]
         result: Any = None
 
         async def drive() -> None:
@@ -105,6 +107,7 @@ class _Reporter:
         self.started: set[str] = set()
         self.denied: set[str] = set()
         self.asked: dict[str, str] = {}  # call id -> the model's arguments
+        self.schemas: dict[str, dict[str, Any]] = {}  # tool -> the JSON schema of its arguments, as offered
 
     async def decide(self, ctx: RunContext[Any], requests: DeferredToolRequests) -> DeferredToolResults | None:
         """Each call waiting for approval decided on the store, inside the run. Calls to run
@@ -113,7 +116,8 @@ class _Reporter:
             return None
         decided: dict[str, Any] = {}
         for call in requests.approvals:
-            decision = await self.run.approval(call.tool_name, call.args_as_json_str(), call_id=call.tool_call_id)
+            decision = await self.run.approval(call.tool_name, call.args_as_json_str(), call_id=call.tool_call_id,
+                                               schema=self.schemas.get(call.tool_name))
             if not decision.approved:
                 self.denied.add(call.tool_call_id)  # its result slot already holds the words
                 decided[call.tool_call_id] = ToolDenied(message=decision.words)
@@ -122,6 +126,12 @@ class _Reporter:
             else:
                 decided[call.tool_call_id] = ToolApproved()
         return DeferredToolResults(approvals=decided)
+
+    async def tools_offered(self, ctx: RunContext[Any], tool_defs: list[ToolDefinition]) -> list[ToolDefinition]:
+        """The tools as offered to the model, kept for their schemas: an operator's edited
+        arguments are checked against the one pydantic-ai will validate them with."""
+        self.schemas.update({d.name: d.parameters_json_schema for d in tool_defs})
+        return tool_defs
 
     async def model_called(self, ctx: RunContext[Any], *, response: ModelResponse, **_: Any) -> ModelResponse:
         calls = any(isinstance(part, ToolCallPart) for part in response.parts)

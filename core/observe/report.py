@@ -227,11 +227,15 @@ def text_summary(state: RunState, tool_runs: int, ms: float) -> str:
     if state.answer is not None:
         out.append(f"answer: {state.answer}")
     match state.interruption:
-        case NeedsApproval(call_id=call_id, tool_name=tool, args=args) as waiting:
+        case NeedsApproval(call_id=call_id, tool_name=tool, args=args, options=options) as waiting:
             how_far = f"; {still_needed(waiting.needed, waiting.approvers, waiting.accounts)}" \
                 if waiting.needed > 1 else ""
             out.append(f"waiting for approval: {tool} {args} (call {call_id}){how_far}; "
                        f"tether approve|reject {state.run_id}")
+            if options:  # an ACP agent's: what --option answers with, by id
+                offered = ", ".join(f"{o.get('id')} ({o.get('name')}, {str(o.get('kind')).replace('_', ' ')})"
+                                    for o in options)
+                out.append(f"options: {offered}; tether approve|reject {state.run_id} --option ID")
         case Cancelled(reason=reason):
             out.append(f"cancelled: {reason}")
         case ProviderOutage(reason=reason):

@@ -123,7 +123,7 @@ class Controls:
                                         f"not {request.call_id}")
         if too_late(waiting, request.ts):  # this process's own wait ends at the deadline, and applies it
             return ControlReply(False, late_words(waiting, request.ts, run_id))
-        if (request.option or request.silent) and self.vet is None:
+        if (request.option is not None or request.silent) and self.vet is None:
             return ControlReply(False, f"run {run_id} is not an ACP agent's: --option and --silent apply "
                                         "to an ACP agent's permission requests only")
         problem = repeated(waiting, request) or (self.vet(request) if self.vet is not None else None)
@@ -201,16 +201,18 @@ def stopped_waiting(state: RunState, signal: CancelSignal) -> list[Any]:
     return end_waiting(state, signal.reason or STOP_REASON, signal.by)
 
 
-def vet_decision(tools: dict[str, Tool], state: RunState, request: ControlRequest) -> str | None:
-    """Why a decision on a Tether run's waiting call cannot be taken, in words, or None: an
-    edit that fails the tool's schema, or a person approving a two-person call twice."""
-    if request.option or request.silent:
+def vet_decision(tools: dict[str, Tool] | None, state: RunState, request: ControlRequest) -> str | None:
+    """Why a decision on the waiting call of a Tether run (``tools``: its agent's) or of a
+    program's run (None: the schema its program reported) cannot be taken, in words, or None:
+    an edit that fails the tool's schema (or that no schema can check), or a person approving
+    a two-person call twice."""
+    if request.option is not None or request.silent:
         return (f"run {state.run_id} is not an ACP agent's: --option and --silent apply to an ACP agent's "
                 "permission requests only")
     if request.kind != "approve":
         return None
     if request.args is not None:
-        problem = check_edit(tools, state, request.call_id, request.args)
+        problem = check_edit(tools, state, request.call_id, request.args, unchecked=request.unchecked)
         if problem:
             return problem
     waiting = state.interruption

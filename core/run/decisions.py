@@ -9,13 +9,17 @@ words back when it goes on.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tether.agents.tools.base import Tool, offered_name
+from tether.agents.tools.base import Tool, offered_name, schema_problem
 from tether.run import people
 from tether.run.events import ApprovalDecision, Event, RunStopped
 from tether.run.state import Cancelled, Decision, NeedsApproval, RunState, StateError, Status, args_hash, pending_calls
 from tether.text import json_words
+
+if TYPE_CHECKING:
+    import jsonschema
+
 
 def _operator(by: str) -> str:
     return "the operator" if not by or by == "operator" else f"the operator {by}"
@@ -137,25 +141,104 @@ def approve(state: RunState, call_id: str | None = None, note: str = "", by: str
                             args=args, rule=rule, tally=tally)
 
 
-def check_edit(tools: dict[str, Tool], state: RunState, call_id: str | None, edited: str) -> str | None:
+class _KeyTwice(ValueError):
+    def __init__(self, key: str) -> None:
+        super().__init__(key)
+        self.key = key
+
+
+def _keys_once(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for key, value in pairs:
+        if key in out:
+            raise _KeyTwice(key)
+        out[key] = value
+    return out
+
+
+def parse_edit(text: str) -> dict[str, Any]:
+    """The operator's edited arguments (``tether approve --args``, the console's editor, the
+    web page's form) as a JSON object; a ValueError, in words, when they are not one. A key
+    given twice is refused: JSON readers keep the last one silently, and the operator may
+    have meant the first."""
+    try:
+        parsed = json.loads(text, object_pairs_hook=_keys_once)
+    except _KeyTwice as twice:
+        raise ValueError(f"the edited arguments give the key {json.dumps(twice.key, ensure_ascii=False)} twice: "
+                         "say each key once") from None
+    except (ValueError, RecursionError) as exc:
+        raise ValueError(f"the edited arguments are not JSON ({json_words(exc)})") from None
+    if not isinstance(parsed, dict):
+        raise ValueError(f"the edited arguments must be a JSON object of the call's arguments, "
+                         f"not {type(parsed).__name__}")
+    return parsed
+
+
+def edit_json(text: str) -> str:
+    """:func:`parse_edit`'s arguments as the compact JSON a decision carries."""
+    return json.dumps(parse_edit(text), ensure_ascii=False)
+
+
+def check_edit(tools: dict[str, Tool] | None, state: RunState, call_id: str | None, edited: str, *,
+               unchecked: bool = False) -> str | None:
     """Why the operator's edited arguments for the waiting call cannot be used, in words, or
-    None when they fit the tool's schema."""
+    None when they fit the tool's schema. ``tools``: the run's agent's (Tether's own loop);
+    None for a program's run, whose waiting call carries the schema its program reported
+    (:attr:`NeedsApproval.schema`). Where no schema is known the edit is refused, unless
+    ``unchecked``: the operator takes it as it is."""
+    waiting = state.interruption if isinstance(state.interruption, NeedsApproval) else None
     try:
         call = _waiting_call(state, call_id)
+        name = str((call.get("function") or {}).get("name", ""))
     except StateError as exc:
-        return str(exc)
-    name = str((call.get("function") or {}).get("name", ""))
-    tool = tools.get(name) or next((t for t in tools.values() if offered_name(t.name) == name), None)
-    if tool is None:
-        return f"the arguments of {name} cannot be edited: the tool is not known here"
+        # A program's run may have reports after its waiting call (tether.run.tracked): its
+        # waiting record names the call.
+        if tools is not None or waiting is None or state.status is not Status.INTERRUPTED \
+                or call_id not in (None, waiting.call_id):
+            return str(exc)
+        name = waiting.tool_name
     try:
-        parsed = json.loads(edited)
-    except (ValueError, RecursionError) as exc:
-        return f"the edited arguments are not JSON ({json_words(exc)}); nothing was decided"
-    if not isinstance(parsed, dict):
-        return f"the edited arguments must be a JSON object, not {type(parsed).__name__}; nothing was decided"
-    problem = tool.check_args(parsed)
-    return None if problem is None else f"the edited arguments do not fit {tool.name}: {problem}; nothing was decided"
+        parsed = parse_edit(edited)
+    except ValueError as exc:
+        return f"{exc}; nothing was decided"
+    if tools is not None:
+        tool = tools.get(name) or next((t for t in tools.values() if offered_name(t.name) == name), None)
+        if tool is None:
+            return f"the arguments of {name} cannot be edited: the tool is not known here"
+        problem = tool.check_args(parsed)
+    elif waiting is not None and waiting.schema is not None:
+        problem = _reported_schema_problem(waiting.schema, parsed)
+    elif unchecked:
+        return None
+    else:
+        return (f"the edited arguments cannot be checked: run {state.run_id}'s program did not report the schema of "
+                f"{name}'s arguments, so Tether cannot tell whether the tool takes them; nothing was decided. "
+                f"To approve them unchecked: tether approve {state.run_id} --args JSON --unchecked")
+    return None if problem is None else f"the edited arguments do not fit {name}: {problem}; nothing was decided"
+
+
+def reported_validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
+    """The checker of a schema a program reported (its ``$schema``'s draft, else 2020-12, as
+    for Tether's own tools); jsonschema's ``SchemaError`` when it is no JSON schema."""
+    import jsonschema
+
+    kind = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
+    kind.check_schema(schema)
+    return kind(schema)
+
+
+def _reported_schema_problem(schema: dict[str, Any], args: dict[str, Any]) -> str | None:
+    """How ``args`` break a schema a program reported (:func:`schema_problem`), or None. A
+    schema that is no JSON schema is said so: it checks nothing."""
+    import jsonschema
+    from referencing.exceptions import Unresolvable
+
+    try:
+        return schema_problem(reported_validator(schema), args)
+    except jsonschema.exceptions.SchemaError as exc:
+        return f"the schema its program reported is not a JSON schema ({exc.message})"
+    except Unresolvable as exc:  # a $ref that points nowhere
+        return f"the schema its program reported cannot be read ({exc})"
 
 
 def _asked_at(waiting: NeedsApproval | None, earlier: Decision | None) -> float | None:

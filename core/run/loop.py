@@ -422,14 +422,16 @@ class RunLoop:
             if decision.args is not None:  # the operator's arguments, checked when they were given
                 edited, problem = self._parse_args(name, decision.args)
                 if problem:
-                    await self._record(call_id, name, problem, ok=False, error="invalid arguments")
+                    await self._record(call_id, name, _noted(approval_note, problem), ok=False,
+                                       error="invalid arguments")
                     return None
                 approval_note = edited_words(decision, raw_args)
                 args, raw_args = edited, decision.args
 
         dedupe_key = (name, _canonical(args))
         if self._dedupes(tool) and dedupe_key in self._result_cache():
-            await self._record(call_id, name, self._result_cache()[dedupe_key], ok=True, cached=True)
+            await self._record(call_id, name, _noted(approval_note, self._result_cache()[dedupe_key]), ok=True,
+                               cached=True)
             return None
 
         if not tool.read_only:
@@ -459,28 +461,32 @@ class RunLoop:
             partial = ctx.partial
             text = (f"cancelled by the operator after {elapsed:.1f} s: {cancelled.reason}; "
                     f"the {tool.name} call did not finish" + (f" ({partial})" if partial else "") + ".")
-            await self._record(call_id, tool.name, text, ok=False, error="cancelled", started=started)
+            await self._record(call_id, tool.name, _noted(approval_note, text), ok=False, error="cancelled",
+                               started=started)
             raise
         except Exception as exc:  # a tool that throws does not crash the loop
             self._add_child_cost(ctx)
-            return await self._tool_failed(call_id, tool, exc, started)
+            return await self._tool_failed(call_id, tool, exc, started, approval_note)
         finally:
             faultpoints.boundary("after_tool")
         self._add_child_cost(ctx)
         if self._dedupes(tool):
             self._result_cache()[dedupe_key] = text
-        if approval_note:
-            text = f"{approval_note} {text}"
-        await self._record(call_id, tool.name, text, ok=True, started=started)
+        await self._record(call_id, tool.name, _noted(approval_note, text), ok=True, started=started)
         return None
 
-    async def _tool_failed(self, call_id: str, tool: Tool, exc: Exception, started: float) -> Stop | None:
+    async def _tool_failed(self, call_id: str, tool: Tool, exc: Exception, started: float,
+                           approval_note: str | None = None) -> Stop | None:
+        """The tool raised: its error in words (the approval's words first, when the call was
+        approved: the operator's note and changed arguments are the model's to read whatever
+        the tool did), or the run's end when the policy or the error is fatal."""
         st = self.state
         own_words = str(exc) or type(exc).__name__
         permanent = isinstance(exc, ToolError) and exc.permanent
         policy = st.policies.tool_errors
         if policy == "fatal" or (permanent and st.policies.triage):
-            await self._record(call_id, tool.name, f"Error: {own_words}", ok=False, error=own_words, started=started)
+            await self._record(call_id, tool.name, _noted(approval_note, f"Error: {own_words}"), ok=False,
+                               error=own_words, started=started)
             why = "no message can fix it" if permanent else "the tool-error policy is fatal"
             reason = f"tool {tool.name} failed ({why}): {own_words}"
             return Stop(Status.FAILED, reason, error=reason)
@@ -490,7 +496,8 @@ class RunLoop:
             text = "Error"
         else:
             text = f"Error: {own_words}"
-        await self._record(call_id, tool.name, text, ok=False, error=own_words, started=started)
+        await self._record(call_id, tool.name, _noted(approval_note, text), ok=False, error=own_words,
+                           started=started)
         return None
 
     async def _verdict(self, tool: Tool, args: dict[str, Any]) -> Verdict | None:
@@ -664,3 +671,9 @@ def _answered(state: RunState) -> bool:
 
 def _canonical(args: Any) -> str:
     return json.dumps(args, sort_keys=True, separators=(",", ":"))
+
+
+def _noted(approval_note: str | None, text: str) -> str:
+    """A call's result as the model reads it: after the approval's words, when it was
+    approved (by a person or a rule), whether the tool succeeded, failed or was cut off."""
+    return f"{approval_note} {text}" if approval_note else text

@@ -119,6 +119,13 @@ class NeedsApproval:
     """The ``ask`` rule that holds the call for people, when one does."""
     accounts: tuple[str, ...] = ()
     """The account that authenticated each of :attr:`approvers` (:mod:`tether.run.people`)."""
+    schema: dict[str, Any] | None = None
+    """The JSON schema of the tool's arguments, as a program reported it (``run.approval(…,
+    schema=)``): what an operator's edited arguments are checked against. None for Tether's
+    own calls (the agent's tools have it) and for a program that did not report one."""
+    options: tuple[dict[str, str], ...] = ()
+    """An ACP agent's permission options (``id``, ``name``, ``kind``): what ``tether approve
+    --option ID`` may answer with."""
 
     def to_dict(self) -> dict[str, Any]:
         out: dict[str, Any] = {"type": self.type, "callId": self.call_id, "toolName": self.tool_name,
@@ -141,6 +148,10 @@ class NeedsApproval:
             out["rule"] = self.rule
         if self.accounts:
             out["accounts"] = list(self.accounts)
+        if self.schema is not None:
+            out["schema"] = self.schema
+        if self.options:
+            out["options"] = [dict(o) for o in self.options]
         return out
 
     @property
@@ -221,6 +232,10 @@ Interruption = NeedsApproval | MaxTurns | MaxBudget | Cancelled | StopConditionM
 """Why an ``interrupted``, ``max_turns_exceeded`` or ``budget_exceeded`` run stopped."""
 
 
+def _listed(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
 def interruption_from_dict(data: Mapping[str, Any] | None) -> Interruption | None:
     """Read the saved form back; an unknown shape is a :class:`StateError`, not a guess."""
     if data is None:
@@ -232,7 +247,10 @@ def interruption_from_dict(data: Mapping[str, Any] | None) -> Interruption | Non
                                      str(data.get("why") or ""), data.get("askedAt"), int(data.get("needed") or 1),
                                      tuple(data.get("approvers") or ()), data.get("deadlineAt"),
                                      str(data.get("onDeadline") or "reject"), bool(data.get("escalated")),
-                                     data.get("preview"), data.get("rule"), tuple(data.get("accounts") or ()))
+                                     data.get("preview"), data.get("rule"), tuple(data.get("accounts") or ()),
+                                     data["schema"] if isinstance(data.get("schema"), dict) else None,
+                                     tuple({k: str(o.get(k) or "") for k in ("id", "name", "kind")}
+                                           for o in _listed(data.get("options")) if isinstance(o, dict)))
             case "max_turns":
                 return MaxTurns()
             case "max_budget":

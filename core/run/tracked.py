@@ -48,7 +48,8 @@ from tether.run.events import (
     ApprovalDecision, ApprovalRequired, Event, EventSink, RunStarted, RunStopped, TextDelta,
     ToolResult, ToolStart, Turn,
 )
-from tether.run.decisions import DEADLINE, approve, close_on_stop, reject
+from tether.run.controls import vet_decision
+from tether.run.decisions import DEADLINE, approve, close_on_stop, reject, reported_validator
 from tether.run.state import (
     AgentRef, Cancelled, Decision, Interruption, Limits, MaxBudget, MaxTurns, NeedsApproval, Policies, Pricing,
     RunState, Status, args_hash, new_run_id,
@@ -132,6 +133,8 @@ class TrackedRun:
         self._saving = asyncio.Lock()  # a relayed report saves from the control channel's task
         self._past = 0  # reports of what already happened being applied (nested): no Stop raised
         controls.report = self._reported
+        # An edit is checked against the schema the program reported with the call, if any.
+        controls.vet = lambda request: vet_decision(None, self.state, request)
         if task is not None:  # a Stop cancels the program's own task too
             self._watch = asyncio.ensure_future(self._cancel_on_stop(task))
 
@@ -225,15 +228,19 @@ class TrackedRun:
             raise LimitReached(Status.MAX_TURNS_EXCEEDED, reason, MaxTurns())
 
     async def approval(self, tool: str, args: Mapping[str, Any] | str | None = None, *,
-                       call_id: str | None = None, deadline_at: float | None = None) -> Approval:
+                       call_id: str | None = None, deadline_at: float | None = None,
+                       schema: Mapping[str, Any] | None = None) -> Approval:
         """Wait for a decision on a call, from anywhere: a standing rule at once, else people
         (one, or two for a two-person rule), before the deadline. ``deadline_at``: a time the
         program cannot wait past (a hook's own timeout), after which the call is rejected,
-        whatever a rule or the run says. Raises :class:`Stopped` when the run is stopped
-        while it waits."""
+        whatever a rule or the run says. ``schema``: the JSON schema of the tool's arguments,
+        which an operator's edited arguments are checked against (without it, an edit is
+        refused unless the operator takes it unchecked). Raises :class:`Stopped` when the run
+        is stopped while it waits."""
         self._check()
         st = self.state
         raw = _raw(args)
+        reported = _checked_schema(tool, schema)
         call_id = call_id or f"call_{uuid.uuid4().hex[:12]}"
         if not self._in_transcript(call_id):
             self._flush_text()
@@ -259,7 +266,7 @@ class TrackedRun:
         if deadline_at is not None and (due is None or deadline_at < due):
             due, on_deadline, deadline_s = deadline_at, "reject", None  # the program's own limit: it rejects
         waiting = NeedsApproval(call_id, tool, raw, why, asked_at, ask.approvals if ask is not None else 1, (),
-                                due, on_deadline, False, None, ask.id if ask is not None else None)
+                                due, on_deadline, False, None, ask.id if ask is not None else None, reported)
         while True:
             decision = await self._wait(waiting)
             if decision is None:
@@ -558,6 +565,24 @@ def _on_its_call(state: RunState, call_id: str, decide: Callable[[], ApprovalDec
         added = state.messages[at + 1:]
         state.messages = messages
         messages.extend(added)
+
+
+def _checked_schema(tool: str, schema: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The schema a program reported for ``tool``'s arguments, as a dict; a ValueError, in
+    words, for one that is no JSON schema (it would check nothing)."""
+    if schema is None:
+        return None
+    import jsonschema
+
+    if not isinstance(schema, Mapping):
+        raise ValueError(f"the schema of {tool}'s arguments must be a JSON schema (a mapping), "
+                         f"not {type(schema).__name__}")
+    reported = json.loads(json.dumps(dict(schema), default=str))  # kept with the run: plain JSON
+    try:
+        reported_validator(reported)
+    except jsonschema.exceptions.SchemaError as exc:
+        raise ValueError(f"the schema of {tool}'s arguments is not a JSON schema: {exc.message}") from None
+    return reported
 
 
 def _raw(args: Mapping[str, Any] | str | None) -> str:

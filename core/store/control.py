@@ -63,6 +63,9 @@ class ControlRequest:
     """The account that authenticated the request (:meth:`tether.store.protocol.Store.account`,
     or the web login's user), whatever ``by`` says: for a call that needs two people, the
     people are accounts (:mod:`tether.run.people`). None from a rule, or an earlier Tether."""
+    unchecked: bool = False
+    """Edited arguments the run has no schema to check against, taken as they are
+    (``tether approve --args JSON --unchecked``); an edit the run can check is checked anyway."""
 
     @classmethod
     def from_dict(cls, data: dict) -> "ControlRequest":
@@ -81,7 +84,8 @@ class ControlRequest:
         return cls(kind=kind, text=str(data.get("text") or ""), call_id=data.get("call_id"),
                    by=str(data.get("by") or "operator"), id=str(data["id"]), ts=ts,
                    option=data.get("option"), silent=bool(data.get("silent")), args=data.get("args"),
-                   rule=data.get("rule"), scope=data.get("scope"), account=data.get("account"))
+                   rule=data.get("rule"), scope=data.get("scope"), account=data.get("account"),
+                   unchecked=data.get("unchecked") is True)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,8 +20,8 @@ from aiohttp import web
 
 from tether.observe.report import as_sent, warnings_of
 from tether.store.protocol import call
+from tether.run.decisions import edit_json
 from tether.run.state import NeedsApproval, RunState, StateError, args_hash
-from tether.text import json_words
 from tether.web.auth import WATCH_ONLY, may_change, page_context, session_of, watcher_words
 from tether.web.decide import Answer, Decider
 from tether.web.live import Hub
@@ -201,14 +201,9 @@ def _edited(given: Any) -> str | Answer | None:
     if not text:
         return None
     try:
-        parsed = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        return Answer(False, f"the edited arguments are not JSON ({json_words(exc)}); nothing was "
-                             "decided", 400)
-    if not isinstance(parsed, dict):
-        return Answer(False, f"the edited arguments must be a JSON object, not {type(parsed).__name__}; nothing "
-                             "was decided", 400)
-    return json.dumps(parsed, ensure_ascii=False)
+        return edit_json(text)
+    except ValueError as exc:
+        return Answer(False, f"{exc}; nothing was decided", 400)
 
 
 async def stop(request: web.Request) -> web.Response:

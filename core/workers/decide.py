@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tether.approvals.holding import too_late
 from tether.integrations import on_workers as programs
 from tether.run.controls import repeated
-from tether.run.decisions import already_decided, end_waiting
+from tether.run.decisions import already_decided, check_edit, end_waiting
 from tether.run.hold import amend
 from tether.run.state import NeedsApproval, RunState, StateError, Status
 from tether.store.control import ControlReply, ControlRequest
@@ -28,16 +28,17 @@ if TYPE_CHECKING:
 
 async def decide(store: Any, run_id: str, verdict: str, text: str = "", *, by: str = "operator",
                  call_id: str | None = None, args: str | None = None, rule: str | None = None,
-                 account: str | None = None) -> ControlReply | None:
+                 account: str | None = None, unchecked: bool = False) -> ControlReply | None:
     """Approve or reject the call a worker-run run waits on, from any process: the decision
     is recorded in the run's control channel (first come, first served: a second decider is
     told who decided) and sent to the run's workflow as a DBOS message, which waits for it
     durably (a worker that dies meanwhile does not lose it). None when no workflow waits for
     the run (a file store, a run that is not a worker's, or one a process holds): decide the
-    usual way then."""
+    usual way then. ``unchecked``: a program's run's edit taken without a schema to check it."""
     if not _is_pg(store):
         return None
-    return await asyncio.to_thread(_decide, store, run_id, verdict, text, by, call_id, args, rule, account)
+    return await asyncio.to_thread(_decide, store, run_id, verdict, text, by, call_id, args, rule, account,
+                                   unchecked)
 
 
 async def stop_waiting(store: Any, run_id: str, request: ControlRequest) -> ControlReply | None:
@@ -102,7 +103,8 @@ def enqueue_paused(store: PgStore, run_id: str) -> bool:
 
 
 def _decide(store: PgStore, run_id: str, verdict: str, text: str, by: str, call_id: str | None,
-            args: str | None = None, rule: str | None = None, account: str | None = None) -> ControlReply | None:
+            args: str | None = None, rule: str | None = None, account: str | None = None,
+            unchecked: bool = False) -> ControlReply | None:
     kind = "approve" if verdict in ("approve", "approved") else "reject"
     if _workflow_status(store, run_id) not in ("PENDING", "ENQUEUED") and not enqueue_paused(store, run_id):
         return None
@@ -123,10 +125,17 @@ def _decide(store: PgStore, run_id: str, verdict: str, text: str, by: str, call_
         return ControlReply(False, already_decided(earlier))
     if too_late(waiting, time.time()):
         return None  # not the workflow's: the deciding process applies the deadline and says so
-    mine = ControlRequest(kind, text, call_id=waiting.call_id, by=by, args=args, rule=rule, account=account)
+    mine = ControlRequest(kind, text, call_id=waiting.call_id, by=by, args=args, rule=rule, account=account,
+                          unchecked=unchecked)
     repeat = repeated(waiting, mine)
     if repeat is not None:
         return ControlReply(False, repeat)
+    if kind == "approve" and args is not None and programs.is_program(state):
+        # Checked here, against the schema its program reported, before the worker is told:
+        # a refused edit is said to the operator, not found later in a worker's trace.
+        problem = check_edit(None, state, waiting.call_id, args, unchecked=unchecked)
+        if problem:
+            return ControlReply(False, problem)
     store.control_append(run_id, mine)
     # The channel orders the requests: the first decision on this call is the one.
     first = next((r for r in store.control_read(run_id, state.control_seen)
@@ -155,5 +164,5 @@ def _send(store: PgStore, run_id: str, request: ControlRequest, failed: str) -> 
 def _message(request: ControlRequest) -> dict[str, Any]:
     return {"kind": request.kind, "text": request.text, "call_id": request.call_id, "by": request.by,
             "id": request.id, "args": request.args, "rule": request.rule, "account": request.account,
-            "ts": request.ts}
+            "ts": request.ts, "unchecked": request.unchecked}
 

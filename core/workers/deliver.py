@@ -46,7 +46,7 @@ async def _worker_decide(store: Store, run_id: str, request: ControlRequest) -> 
     accepted = inspect.signature(workers.decide).parameters
     if request.args is not None and "args" not in accepted:
         return None
-    extra = {name: getattr(request, name) for name in ("args", "rule", "account")
+    extra = {name: getattr(request, name) for name in ("args", "rule", "account", "unchecked")
              if getattr(request, name) is not None and name in accepted}
     return await workers.decide(store, run_id, "approve" if request.kind == "approve" else "reject", request.text,
                                by=request.by, call_id=request.call_id, **extra)

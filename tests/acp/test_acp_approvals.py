@@ -5,6 +5,7 @@ rule, an edit is refused (ACP cannot carry it), and a two-person request waits f
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 
 from tether.approvals import Rule, parse_where
@@ -15,6 +16,7 @@ from tests import accounts
 from tests.acp.driving import waiting
 from tests.acp.fake_agent import WRITE_NAME, WRITE_TEXT
 from tests.acp.test_acp_runs import agent
+from tests.support import cli_here_async
 
 
 async def test_an_allow_rule_answers_the_agent_at_once(tmp_path: Path, acp_workspace: Path):
@@ -65,6 +67,34 @@ async def test_an_edit_of_an_acp_agents_call_is_refused_in_words(tmp_path: Path,
         assert (await harness.decide(state.run_id, "approve", by="dan")).ok  # nothing was consumed
         final = (await running).state
     assert final.status is Status.COMPLETED
+
+
+async def test_show_lists_the_agents_option_ids_and_an_empty_option_is_refused(tmp_path: Path,
+                                                                              acp_workspace: Path):
+    """Issue 37, item 15: ``--option ""`` was taken as allow once, and ``tether show`` named
+    no option ids for ``--option`` to give."""
+    runs = str(tmp_path / "runs")
+    async with Harness(runs, agent_sets=(DEMO,)) as harness:
+        state = harness.create(agent(acp_workspace), "write the file")
+        running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
+        await waiting(harness, state.run_id)
+        shown = await cli_here_async("show", state.run_id, "--store", runs)
+        assert shown.returncode == 0, shown.stderr
+        assert ("options: allow (Allow once, allow once), always (Always allow, allow always), "
+                f"reject (Reject, reject once); tether approve|reject {state.run_id} --option ID") in shown.stdout
+        as_json = json.loads((await cli_here_async("show", state.run_id, "--json", "--store", runs)).stdout)
+        assert [(o["id"], o["kind"]) for o in as_json["interruption"]["options"]] == \
+            [("allow", "allow_once"), ("always", "allow_always"), ("reject", "reject_once")]
+        for empty in ("", " "):
+            refused = await cli_here_async("approve", state.run_id, "--option", empty, "--store", runs)
+            assert refused.returncode == 2 and "--option is empty" in refused.stderr, refused.stderr
+        reply = await harness.decide(state.run_id, "approve", by="dan", option="")  # the run refuses it too
+        assert not reply.ok and "the agent offers no option '' for call_1; it offers allow" in reply.words
+        assert not (acp_workspace / WRITE_NAME).exists() and not harness.store.load(state.run_id).approvals
+        assert (await harness.decide(state.run_id, "approve", by="dan", option="allow")).ok
+        final = (await running).state
+    assert final.status is Status.COMPLETED
+    assert (acp_workspace / WRITE_NAME).read_text() == WRITE_TEXT
 
 
 async def test_a_two_person_rule_holds_the_agent_for_two_people(tmp_path: Path, acp_workspace: Path):

@@ -365,12 +365,17 @@ async def test_invalid_json_is_refused_in_the_dialog_and_nothing_is_sent(tmp_pat
         editor = await edit_to(pilot, app, '{"path": scratch.log}')
         assert app.screen is editor
         error = shown(editor.query_one("#error", Static))
-        assert error.startswith("the arguments are not JSON: Expecting value (line 1, column 10)"), error
+        assert error.startswith("the edited arguments are not JSON (Expecting value at line 1, column 10)"), error
         assert error.endswith("nothing was sent")
         editor.query_one("#args-text", TextArea).text = '["scratch.log"]'
         await pilot.press("ctrl+s")
         await pilot.pause()
         assert "must be a JSON object" in shown(editor.query_one("#error", Static))
+        # The check tether approve --args and the web page make (issue 37): a key given twice is refused.
+        editor.query_one("#args-text", TextArea).text = '{"path": "scratch.log",\n "path": "access.log"}'
+        await pilot.press("ctrl+s")
+        await pilot.pause()
+        assert 'the edited arguments give the key "path" twice' in shown(editor.query_one("#error", Static))
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, ArgsEditor), "the editor to close")
         st = app.states[RID]

@@ -28,7 +28,7 @@ from tether.tui.components.dialogs import ApproveDialog
 from tether.demo.agents import DEMO
 
 from tests.integrations.programs import ROOT, Recording, environment, finished, line_with, program, tether, waiting
-from tests.support import SIZE, children_of, finish, open_armed, still_console, wait_for
+from tests.support import SIZE, children_of, cli_here_async, finish, open_armed, still_console, wait_for
 
 CAP_S = 60.0
 CALL = "close_42"  # the scripted ticket scenario's call
@@ -210,6 +210,10 @@ async def test_edited_arguments_are_not_run_but_told_to_the_model(harness: Harne
     async def operator() -> None:
         while not isinstance(getattr(harness.live.get("oa-e"), "interruption", None), NeedsApproval):
             await asyncio.sleep(0.01)
+        # Checked against the tool's params_json_schema, reported with the call (issue 37).
+        refused = await harness.decide("oa-e", "approve", by="eve", args=json.dumps({"ticket": "x", "reason": "r"}))
+        assert not refused.ok and "the edited arguments do not fit close_ticket: ticket: 'x' is not of type " \
+            "'integer'" in refused.words, refused.words
         reply = await harness.decide("oa-e", "approve", "only with a kinder reason", by="eve",
                                      args=json.dumps({"ticket": 42, "reason": "merged into 17"}))
         assert reply.ok, reply.words
@@ -260,17 +264,36 @@ async def test_the_example_runs_against_the_scripted_provider(tmp_path: Path, pr
     assert TICKET_CLOSED in out and "run support-42: completed" in out
 
 
-async def test_tether_reject_alone_goes_on_with_a_paused_run_whose_program_is_gone(bot: Path, provider: Recording):
-    """The operator needs no program of their own: `tether reject` rebuilds the agent by its
-    reference, records the decision, and runs the paused run to its end."""
+async def paused_and_gone(bot: Path, provider: Recording, run_id: str) -> Path:
+    """The runs folder where the bot's run ``run_id`` paused at its approval, its program killed."""
     runs = bot / "runs"
-    proc = await program(start_code(runs, "oa-r"), bot, BOT_BASE_URL=provider.url)
+    proc = await program(start_code(runs, run_id), bot, BOT_BASE_URL=provider.url)
     try:
         await line_with(proc, "waiting")
-        await waiting(runs, "oa-r")
+        await waiting(runs, run_id)
         proc.kill()
     finally:
         await finished(proc)
+    return runs
+
+
+async def test_an_edit_of_a_paused_run_whose_program_is_gone_is_checked_first(bot: Path, provider: Recording):
+    """Issue 37, item 4: the schema the program reported is kept with the run, so the process
+    that goes on with it checks the edit before recording it."""
+    runs = await paused_and_gone(bot, provider, "oa-x")
+    refused = await cli_here_async("approve", "oa-x", "--args", '{"ticket": "x", "reason": "dup"}', "--store",
+                                   str(runs), cwd=bot)
+    assert refused.returncode == 2, refused
+    assert "the edited arguments do not fit close_ticket: ticket: 'x' is not of type 'integer'" in refused.stderr
+    state = Harness(runs, agent_sets=(DEMO,)).store.load("oa-x")
+    assert isinstance(state.interruption, NeedsApproval) and not state.approvals  # it still waits
+    assert len(provider.bodies) == 1
+
+
+async def test_tether_reject_alone_goes_on_with_a_paused_run_whose_program_is_gone(bot: Path, provider: Recording):
+    """The operator needs no program of their own: `tether reject` rebuilds the agent by its
+    reference, records the decision, and runs the paused run to its end."""
+    runs = await paused_and_gone(bot, provider, "oa-r")
     command = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "tether.tui.cli", "reject", "oa-r", "--reason", "not a duplicate", "--as", "erin",
         "--store", str(runs), cwd=bot, env=environment(bot, BOT_BASE_URL=provider.url),

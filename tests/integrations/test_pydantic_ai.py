@@ -131,6 +131,39 @@ async def test_an_approval_with_edited_arguments_from_another_process_runs_them(
     assert children_of(os.getpid()) == []
 
 
+async def test_an_edit_that_breaks_the_tools_schema_is_refused_and_the_call_still_waits(job: Path,
+                                                                                        provider: Recording):
+    """Issue 37, item 4: ``--args '{"ticket": "x"}'`` exited 0 and pydantic-ai then failed the
+    call with its int_parsing error. The schema pydantic-ai offers the model is reported with
+    the call, and the edit is checked against it before anything is decided."""
+    runs = job / "runs"
+    proc = await program(start_code(runs, "pa-e"), job, TRIAGE_BASE_URL=provider.url)
+    try:
+        await line_with(proc, "waiting")
+        await waiting(runs, "pa-e")
+        waits = Harness(runs, agent_sets=(DEMO,)).store.load("pa-e").interruption
+        assert isinstance(waits, NeedsApproval) and waits.schema is not None
+        assert waits.schema["properties"]["ticket"]["type"] == "integer"
+        code, said = await tether("approve", "pa-e", "--args", '{"ticket": "x", "reason": "dup"}', "--as", "bob",
+                                  "--store", str(runs))
+        assert code == 2, said
+        assert "the edited arguments do not fit close_ticket: ticket: 'x' is not of type 'integer'" in said, said
+        assert "nothing was decided" in said
+        code, said = await tether("approve", "pa-e", "--args", '{"ticket": 42, "ticket": 17, "reason": "dup"}',
+                                  "--store", str(runs))
+        assert code == 2 and 'give the key "ticket" twice' in said, said
+        state = Harness(runs, agent_sets=(DEMO,)).store.load("pa-e")
+        assert isinstance(state.interruption, NeedsApproval) and CALL not in state.approvals  # nothing consumed
+        code, said = await tether("approve", "pa-e", "--as", "bob", "--store", str(runs))
+        assert code == 0 and "approved close_ticket (close_42)" in said, said
+        code, out = await finished(proc)
+    finally:
+        await finished(proc)
+    assert code == 0, out
+    assert provider.tool_messages(1) == ["Ticket 42 closed: duplicate of 17."]
+    assert children_of(os.getpid()) == []
+
+
 async def test_stop_from_another_process_ends_the_run_interrupted(job: Path, provider: Recording):
     runs = job / "runs"
     proc = await program(start_code(runs, "pa-s"), job, TRIAGE_BASE_URL=provider.url, TRIAGE_MODEL="slow")

@@ -313,7 +313,10 @@ def test_a_decision_deadline_rejects_the_call_of_a_run_nobody_holds_at_the_next_
 def test_approve_with_arguments_that_are_not_a_json_object_is_refused_and_the_call_still_waits(tmp_path: Path):
     spec = str(tmp_path / "runs")
     assert tether(tmp_path, "run", "destructive", "--run-id", "d1", *run_args(tmp_path), store=spec).returncode == 5
-    for given, words in (("{not json", "--args is not JSON"), ("[1, 2]", "--args must be a JSON object")):
+    for given, words in (("{not json", "--args: the edited arguments are not JSON"),
+                         ("[1, 2]", "--args: the edited arguments must be a JSON object"),
+                         # A key given twice is not the last one's: JSON would drop the first silently.
+                         ('{"path": "a.log", "path": "b.log"}', 'give the key "path" twice: say each key once')):
         refused = tether(tmp_path, "approve", "d1", "--args", given, *run_args(tmp_path), store=spec,
                          real=given.startswith("["))
         assert refused.returncode == 2 and words in refused.stderr and "nothing was decided" in refused.stderr

@@ -112,6 +112,23 @@ async def test_an_edited_approval_runs_the_tool_with_the_operators_arguments(har
     assert [e.args for e in recorder.events if e.kind == "approval_decision"] == ['{"path": "errors.log"}']
 
 
+async def test_an_edited_approval_whose_tool_fails_still_tells_the_model_what_was_approved(harness: Harness,
+                                                                                           recorder):
+    """Issue 37, item 3: the model read only "Error: no such file: …" after an edited approval
+    whose tool failed; the operator's note and the changed arguments were lost."""
+    run_id = await destructive(harness)
+    await harness.run(run_id)
+    out = await harness.approve(run_id, "only that one", by="alice", args=json.dumps({"path": "gone.log"}))
+    assert [r["args"] for r in out.tool_runs] == [{"path": "gone.log"}]
+    words = tool_results(out.state)[-1]  # the transcript, as tether show prints it and the model reads it
+    assert words.startswith('Approved by the operator alice (only that one), with changed arguments: it ran with '
+                            '{"path": "gone.log"} (you asked for {"path": "access.log"}). Error: '), words
+    assert "gone.log" in words.split(" Error: ", 1)[1]  # and the tool's own error after them
+    result = [e for e in recorder.events if e.kind == "tool_result" and e.name == "delete_file"][-1]
+    assert not result.ok and result.preview.startswith("Approved by the operator alice (only that one)")
+    assert (harness.workspace.root / "access.log").exists()
+
+
 @pytest.mark.parametrize(("edit", "words"), [
     ('{"path": 3}', "do not fit delete_file"),
     ('{"path": "a", "force": true}', "do not fit delete_file"),

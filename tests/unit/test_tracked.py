@@ -77,6 +77,67 @@ async def test_an_approval_waits_for_a_decision_from_anywhere(harness: Harness):
     assert state.messages[-1]["content"] == decision.words  # the call's result slot says it
 
 
+async def _waiting_program(harness: Harness, **approval: object) -> tuple[asyncio.Task, str]:
+    """A program whose call ``c7`` (close_ticket) waits for a decision, and its run's id."""
+    async def program() -> object:
+        async with harness.track("bot", "close stale tickets") as run:
+            return await run.approval("close_ticket", {"id": 7}, call_id="c7", **approval)  # type: ignore[arg-type]
+
+    task = asyncio.create_task(program())
+    for _ in range(1000):
+        if harness.live or task.done():
+            break
+        await asyncio.sleep(0.01)
+    if task.done():
+        task.result()  # the program failed before it waited: its error is the test's
+    run_id = next(iter(harness.live))
+    await until_waiting(harness, run_id)
+    return task, run_id
+
+
+TICKET_SCHEMA = {"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"],
+                 "additionalProperties": False}
+
+
+async def test_an_edit_of_a_programs_call_is_checked_against_the_schema_it_reported(harness: Harness):
+    """Issue 37, item 4: an edit of a program's call was taken unchecked, and the program's
+    tool then failed on it. Checked against the schema the program reported with the call."""
+    task, run_id = await _waiting_program(harness, schema=TICKET_SCHEMA)
+    for edit, words in (('{"id": "seven"}', "the edited arguments do not fit close_ticket: id: 'seven' is not of "
+                                            "type 'integer'; nothing was decided"),
+                        ('{"id": 8, "force": true}', "Additional properties are not allowed ('force' was unexpected)"),
+                        ('{"id": 8, "id": 9}', 'the edited arguments give the key "id" twice')):
+        refused = await harness.decide(run_id, "approve", by="bob", args=edit)
+        assert not refused.ok and words in refused.words, refused.words
+        refused = await harness.decide(run_id, "approve", by="bob", args=edit, unchecked=True)  # a known schema holds
+        assert not refused.ok and words in refused.words, refused.words
+    assert not harness.store.load(run_id).approvals  # nothing consumed
+    reply = await harness.decide(run_id, "approve", "8, not 7", by="bob", args='{"id": 8}')
+    assert reply.ok, reply.words
+    decision = await task
+    assert decision.approved and decision.args == {"id": 8}  # type: ignore[attr-defined]
+
+
+async def test_an_edit_of_a_call_whose_schema_nobody_reported_is_refused_unless_unchecked(harness: Harness):
+    task, run_id = await _waiting_program(harness)
+    refused = await harness.decide(run_id, "approve", by="bob", args='{"id": "seven"}')
+    assert not refused.ok
+    assert f"run {run_id}'s program did not report the schema of close_ticket's arguments" in refused.words
+    assert f"tether approve {run_id} --args JSON --unchecked" in refused.words
+    assert not harness.store.load(run_id).approvals
+    reply = await harness.decide(run_id, "approve", by="bob", args='{"id": "seven"}', unchecked=True)
+    assert reply.ok, reply.words
+    decision = await task
+    assert decision.approved and decision.args == {"id": "seven"}  # type: ignore[attr-defined]
+
+
+async def test_a_schema_that_is_no_json_schema_is_refused_to_the_program(harness: Harness):
+    async with harness.track("bot", "close stale tickets") as run:
+        with pytest.raises(ValueError, match="the schema of close_ticket's arguments is not a JSON schema"):
+            await run.approval("close_ticket", {"id": 7}, schema={"type": 5})
+        await run.answer("done")
+
+
 async def test_a_rule_decides_a_programs_call_at_once(harness: Harness):
     added = harness.store.rule_add(Rule("allow", "close_*", "stale tickets", "alice", source="program"))
     async with harness.track("bot", "close stale tickets") as run:

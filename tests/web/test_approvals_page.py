@@ -4,8 +4,10 @@ file store (the same for PostgreSQL: test_serve_pg.py)."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
+from collections.abc import AsyncIterator
 
 import pytest
 
@@ -388,31 +390,63 @@ async def test_a_long_list_shows_the_newest_first_and_the_rest_on_request(web: S
         await client.close()
 
 
-async def test_a_programs_call_is_shown_with_its_source_and_the_decision_reaches_the_program(web: Served, tmp_path):
+@contextlib.asynccontextmanager
+async def program_asking(web: Served, tmp_path, source: str, **approval: object) -> AsyncIterator[asyncio.Task]:
+    """A program of ``source`` (another harness on the page's store) whose send_email call
+    waits for a decision: the task that gets the program's :class:`Approval`."""
     recorder = Recorder()
     async with Harness(workspace=tmp_path / "workspace", store=web.store, sinks=[recorder], agent_sets=(DEMO,)) as program:
         async def triage() -> object:
-            async with program.track("triage", "sort the inbox", source="openai-agents") as run:
+            async with program.track("triage", "sort the inbox", source=source) as run:
                 return await run.approval("send_email", {"to": "all@example.org", "subject": "hello"},
-                                          call_id="call_1_0")
+                                          call_id="call_1_0", **approval)  # type: ignore[arg-type]
 
         waiting = asyncio.create_task(triage())
         try:
             await recorder.wait_for(lambda e: e.kind == "approval_required")
-            client = await logged_in(web, "ana")
-            try:
-                text = await (await client.get("/")).text()
-                (shown,) = cards(text)
-                assert "send_email" in text and "triage · openai-agents · waiting" in text
-                answer = await decide(client, shown[0], "reject", reason="not to everyone")
-                assert (await answer.json())["ok"], await answer.text()
-            finally:
-                await client.close()
-            approval = await asyncio.wait_for(waiting, 30)
+            yield waiting
         finally:
             if not waiting.done():
                 waiting.cancel()
+
+
+async def test_a_programs_call_is_shown_with_its_source_and_the_decision_reaches_the_program(web: Served, tmp_path):
+    async with program_asking(web, tmp_path, "openai-agents") as waiting:
+        client = await logged_in(web, "ana")
+        try:
+            text = await (await client.get("/")).text()
+            (shown,) = cards(text)
+            assert "send_email" in text and "triage · openai-agents · waiting" in text
+            answer = await decide(client, shown[0], "reject", reason="not to everyone")
+            assert (await answer.json())["ok"], await answer.text()
+        finally:
+            await client.close()
+        approval = await asyncio.wait_for(waiting, 30)
     assert not approval.approved and approval.by == "ana" and "not to everyone" in approval.words
+
+
+async def test_an_edit_of_a_programs_call_is_checked_against_the_schema_its_program_reported(web: Served, tmp_path):
+    """Issue 37, item 4: the page's edit goes through the one check ``tether approve --args``
+    makes, against the schema the program reported with its call."""
+    schema = {"type": "object", "properties": {"to": {"type": "string"}, "subject": {"type": "string"}},
+              "required": ["to", "subject"], "additionalProperties": False}
+    async with program_asking(web, tmp_path, "pydantic-ai", schema=schema) as waiting:
+        client = await logged_in(web, "ana")
+        try:
+            (shown,) = cards(await (await client.get("/")).text())
+            bad = await decide(client, shown[0], "approve", args=json.dumps({"to": "ops@example.org"}))
+            words = (await bad.json())["words"]
+            assert bad.status == 409 and "the edited arguments do not fit send_email: " in words, words
+            assert "'subject' is a required property; nothing was decided" in words
+            twice = await decide(client, shown[0], "approve", args='{"to": "a@example.org", "to": "b@example.org"}')
+            assert twice.status == 400 and 'give the key "to" twice' in (await twice.json())["words"]
+            edited = {"to": "ops@example.org", "subject": "hello"}
+            answer = await decide(client, shown[0], "approve", args=json.dumps(edited))
+            assert (await answer.json())["ok"], await answer.text()
+        finally:
+            await client.close()
+        approval = await asyncio.wait_for(waiting, 30)
+    assert approval.approved and approval.by == "ana" and approval.args == edited
 
 
 async def test_an_acp_agents_request_is_shown_with_its_diff_refuses_an_edit_and_is_approved(web: Served, tmp_path):

@@ -6,7 +6,6 @@ whichever process holds it. ``stop`` goes through the store and the control chan
 from __future__ import annotations
 
 import argparse
-import json
 from typing import Any
 
 from tether.tui.cli import output
@@ -31,8 +30,14 @@ async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
     from tether.workers.deliver import deliver
 
     edited = _edited_args(getattr(args, "args", None))
+    unchecked = bool(getattr(args, "unchecked", False))
+    if unchecked and edited is None:
+        raise UsageError("--unchecked takes the edited arguments of --args as they are: give them with --args JSON")
     acp = {"option": getattr(args, "option", None), "silent": getattr(args, "silent", False),
            "scope": getattr(args, "scope", None)}
+    if acp["option"] is not None and not acp["option"].strip():
+        raise UsageError(f"--option is empty: give the id of one of the agent's options (tether show {args.run_id} "
+                         "lists them), or leave --option out to allow once; nothing was decided")
     if acp["scope"] is not None and not acp["option"]:
         raise UsageError("--scope is the scope of the rule kept of an ACP agent's \"always\" option: "
                          "give the option with --option ID")
@@ -40,14 +45,15 @@ async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
         raise UsageError(f"--scope is run:ID, agent or store; not {acp['scope']!r}")
     await context.may_operate(args, verdict)
     account = await context.account(args)
-    request = ControlRequest(verdict, text, by=context.who(args), args=edited, account=account, **acp)
+    request = ControlRequest(verdict, text, by=context.who(args), args=edited, account=account, unchecked=unchecked,
+                             **acp)
     reply = await deliver(context.store_of(args), args.run_id, request)
     if reply is not None:
         return output.emit_reply(args, reply)
-    if acp["option"] or acp["silent"] or acp["scope"]:
+    if acp["option"] is not None or acp["silent"] or acp["scope"] is not None:
         raise UsageError(f"--option and --silent answer an ACP agent while it waits, and no process holds run "
                          f"{args.run_id} now")
-    edit = {"args": edited} if edited is not None else {}
+    edit = {"args": edited, "unchecked": unchecked} if edited is not None else {}
     async with context.harness_for(args) as harness:
         operate = harness.approve if verdict == "approve" else harness.reject
         outcome = await operate(args.run_id, text, by=context.who(args), signal=await context.stop_signal(args),
@@ -56,21 +62,16 @@ async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
 
 
 def _edited_args(text: str | None) -> str | None:
-    """``--args JSON``: the call's arguments as the operator edited them (a JSON object),
-    refused in words before anything is decided when it is not one."""
-    from tether.text import json_words
+    """``--args JSON``: the call's arguments as the operator edited them (a JSON object, each
+    key once), refused in words before anything is decided when they are not one."""
+    from tether.run.decisions import edit_json
 
     if text is None:
         return None
     try:
-        parsed = json.loads(text)
-    except (ValueError, RecursionError) as exc:
-        raise UsageError(f"--args is not JSON ({json_words(exc)}): give the arguments as a JSON "
-                         "object, such as '{\"path\": \"old.log\"}'; nothing was decided") from None
-    if not isinstance(parsed, dict):
-        raise UsageError(f"--args must be a JSON object of the call's arguments, not {type(parsed).__name__}; "
-                         "nothing was decided")
-    return json.dumps(parsed, ensure_ascii=False)
+        return edit_json(text)
+    except ValueError as exc:
+        raise UsageError(f"--args: {exc}; nothing was decided") from None
 
 
 def stop(args: argparse.Namespace) -> Any:

@@ -322,13 +322,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         p.add_argument("--json", action="store_true")
         if name == "approve":
             p.add_argument("--option", metavar="ID",
-                           help="an ACP agent's permission option (such as allow_always's id); default: allow once")
+                           help="an ACP agent's permission option, by its id (tether show RUN lists them); "
+                                "default: allow once")
             p.add_argument("--scope", metavar="run:ID|agent|store",
                            help="with an ACP agent's \"always\" option: the scope of the rule Tether keeps of it "
                                 "(default: this run)")
             p.add_argument("--args", metavar="JSON",
-                           help="approve with these arguments instead of the model's (a JSON object, checked "
-                                "against the tool's schema); the call runs with them")
+                           help="approve with these arguments instead of the model's (a JSON object, each key "
+                                "once, checked against the tool's schema); the call runs with them")
+            p.add_argument("--unchecked", action="store_true",
+                           help="with --args, on a program's run whose program reported no schema for the tool: "
+                                "take the arguments unchecked (without it such an edit is refused)")
         else:
             p.add_argument("--silent", action="store_true",
                            help="an ACP agent: do not send the reason on to the agent as its next prompt")

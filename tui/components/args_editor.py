@@ -1,15 +1,15 @@
 """Approve a call with edited arguments (issue 25): the model's arguments as pretty JSON in
 an editor; approving sends the operator's as the decision's ``args``.
 
-What is not a JSON object is refused here in words, and nothing is sent. Whether the edit
-fits the tool's schema is the harness's to say (it refuses in words, consuming nothing).
+What is not a JSON object (or gives a key twice) is refused here in words, and nothing is
+sent. Whether the edit fits the tool's schema is the run's to say, with the same check as
+``tether approve --args`` and the web page (it refuses in words, consuming nothing).
 Arguments left as the model asked are an ordinary approval.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
 
 from rich.text import Text
 from textual import on
@@ -18,6 +18,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label, Static, TextArea
 
+from tether.run.decisions import edit_json
 from tether.run.state import NeedsApproval
 from tether.tui.components.forms import Dialog, kv
 from tether.tui.text import clean, one_line, pretty_args
@@ -25,22 +26,17 @@ from tether.tui.text import clean, one_line, pretty_args
 
 def edited_args(text: str, asked: str) -> str | None:
     """The operator's arguments as compact JSON, or None when they are the model's own.
-    A ValueError, in words, when they are not a JSON object."""
+    A ValueError, in words, when they are not a JSON object (:func:`tether.run.decisions.parse_edit`)."""
     try:
-        parsed: Any = json.loads(text)
+        edited = edit_json(text)
     except ValueError as exc:
-        line, column = getattr(exc, "lineno", None), getattr(exc, "colno", None)
-        where = f" (line {line}, column {column})" if line is not None else ""
-        raise ValueError(f"the arguments are not JSON: {getattr(exc, 'msg', exc)}{where}; nothing was sent") from None
-    if not isinstance(parsed, dict):
-        raise ValueError(f"the arguments must be a JSON object, {{\"key\": value, …}}, not {type(parsed).__name__}; "
-                         "nothing was sent")
+        raise ValueError(f"{exc}; nothing was sent") from None
     try:
-        if json.loads(asked) == parsed:
+        if json.loads(asked) == json.loads(edited):
             return None
     except ValueError:
         pass
-    return json.dumps(parsed, ensure_ascii=False)
+    return edited
 
 
 class ArgsEditor(Dialog):

@@ -141,11 +141,8 @@ class Tool(ABC):
     def check_args(self, args: dict[str, Any]) -> str | None:
         """Why ``args`` cannot be passed to :meth:`run`, in words for the model, or None.
         Called by the loop before the call; a problem is a tool error as data."""
-        problems = sorted(self.validator().iter_errors(args), key=lambda e: list(e.path))
-        if not problems:
-            return None
-        where = "/".join(str(p) for p in problems[0].path) or "arguments"
-        return f"invalid arguments for {self.name}: {where}: {problems[0].message}."
+        problem = schema_problem(self.validator(), args)
+        return None if problem is None else f"invalid arguments for {self.name}: {problem}."
 
     def validator(self) -> jsonschema.Draft202012Validator:
         """The checker of this tool's arguments: built once per tool class for the built-ins
@@ -169,6 +166,16 @@ class Tool(ABC):
                 "parameters": self.parameters,
             },
         }
+
+
+def schema_problem(validator: jsonschema.protocols.Validator, args: dict[str, Any]) -> str | None:
+    """The first way ``args`` break the schema ``validator`` holds (where, then what), or
+    None: what a tool's own check and an operator's edited arguments both say."""
+    problems = sorted(validator.iter_errors(args), key=lambda e: [str(p) for p in e.path])
+    if not problems:
+        return None
+    where = "/".join(str(p) for p in problems[0].path) or "arguments"
+    return f"{where}: {problems[0].message}"
 
 
 @functools.cache

@@ -49,7 +49,8 @@ def stop_request(reason: str, by: str) -> dict[str, Any]:
     """A Stop's fields, as :class:`tether.store.control.ControlRequest` has them (its id the
     same twelve hex digits)."""
     return {"kind": "stop", "text": reason, "call_id": None, "by": by, "id": os.urandom(6).hex(), "ts": time.time(),
-            "option": None, "silent": False, "args": None, "rule": None, "scope": None, "account": None}
+            "option": None, "silent": False, "args": None, "rule": None, "scope": None, "account": None,
+            "unchecked": False}
 
 
 def stop_live(root: Path, run_id: str, reason: str, by: str, timeout_s: float = DELIVERY_TIMEOUT_S) -> Sent | None:
