@@ -105,6 +105,18 @@ class Workspace:
         return sorted(entries)
 
 
+def find_repo(folder: Path | str) -> Path | None:
+    """The top folder of the git repository ``folder`` is in (where its ``.git`` is: a folder,
+    or a worktree's file), or None. Read from the disk alone, without starting git, so an agent
+    file that asks for a worktree of a folder that is in no repository is refused as it is
+    loaded (:mod:`tether.workspaces` makes the worktree)."""
+    here = Path(os.path.realpath(folder))
+    for candidate in (here, *here.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return None
+
+
 def ensure_sample(root: Path) -> Workspace:
     """Give a missing or empty folder the sample files; leave any other folder alone
     (it is someone's workspace, not ours to overwrite)."""
