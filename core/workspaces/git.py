@@ -87,36 +87,27 @@ async def git(*args: str, cwd: Path | str, git_dir: str | None = None, work_tree
     return out.decode("utf-8", "surrogateescape")
 
 
-async def top_level(folder: Path | str) -> Path:
-    """The top folder of the repository ``folder`` is in, as git says it (GitError if none)."""
-    out = await git("rev-parse", "--show-toplevel", cwd=folder)
-    return Path(out.strip())
-
-
-async def commit_of(repo: Path | str, ref: str) -> str:
-    """The commit ``ref`` names in ``repo``, in full; GitError in words when it names none."""
+async def repo_and_commit(folder: Path | str, ref: str) -> tuple[Path, str]:
+    """The top folder of the repository ``folder`` is in, and the commit ``ref`` names there (in
+    full), with one git process; :class:`GitError` in words when there is no repository or no
+    such commit."""
     if ref.startswith("-"):
         raise GitError(f"{ref!r} is not a ref")
     try:
-        out = await git("rev-parse", "--verify", "--quiet", "--end-of-options", f"{ref}^{{commit}}", cwd=repo)
+        out = await git("rev-parse", "--show-toplevel", "--verify", "--quiet", "--end-of-options",
+                        f"{ref}^{{commit}}", cwd=folder, ok=(0, 1))
     except GitError:
-        raise GitError(f"no commit named {ref!r} in {repo}") from None
-    return out.strip()
+        raise GitError(f"{folder} is not in a git repository") from None
+    lines = out.splitlines()
+    if len(lines) < 2:
+        raise GitError(f"no commit named {ref!r} in {lines[0] if lines else folder}")
+    return Path(lines[0]), lines[1]
 
 
 async def branch_exists(repo: Path | str, branch: str) -> str | None:
     """The commit ``branch`` points at in ``repo``, or None when there is no such branch."""
     out = await git("rev-parse", "--verify", "--quiet", f"refs/heads/{branch}", cwd=repo, ok=(0, 1))
     return out.strip() or None
-
-
-async def branch_name_problem(repo: Path | str, branch: str) -> str | None:
-    """Why ``branch`` cannot name a branch (git's own rules), or None."""
-    try:
-        await git("check-ref-format", "--branch", branch, cwd=repo)
-    except GitError:
-        return f"{branch!r} is not a valid branch name"
-    return None
 
 
 async def worktrees(repo: Path | str) -> list[dict[str, str]]:

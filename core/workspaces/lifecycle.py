@@ -26,6 +26,7 @@ from typing import Any
 
 from tether.agents.agent import Agent, AgentError
 from tether.agents.workspace import find_repo
+from tether.run import faultpoints
 from tether.run.cancel import CancelSignal, RunCancelled
 from tether.run.loop import RunLoop
 from tether.run.events import WorkspaceDiscarded, WorkspaceReady, WorkspaceSetup
@@ -33,7 +34,7 @@ from tether.run.state import RunState, RunWorkspace, StateError
 from tether.workspaces import make
 from tether.workspaces.changes import changes
 from tether.workspaces.git import (
-    BRANCH_PREFIX, GitError, branch_exists, branch_name_problem, commit_of, top_level,
+    BRANCH_PREFIX, GitError, branch_exists, repo_and_commit,
 )
 from tether.workspaces.setup import run_setup
 
@@ -84,6 +85,11 @@ def locate(state: RunState, workspaces_dir: Path) -> str | None:
         ws.meta = str(root / META_DIR / state.run_id)
         if ws.kind == "worktree":
             ws.branch = BRANCH_PREFIX + state.run_id
+            top = find_repo(ws.source)  # git says the same when the workspace is made (_decide)
+            if top is not None:
+                ws.repo = str(top)
+                inside = os.path.relpath(os.path.realpath(ws.source), top)
+                ws.subdir = "" if inside == "." else Path(inside).as_posix()
     return ws.root
 
 
@@ -119,14 +125,16 @@ async def prepare(state: RunState, *, emit: Emit, save: Save, signal: CancelSign
     raises :class:`tether.run.cancel.RunCancelled` (the setup runs again on resume)."""
     ws = state.run_workspace
     assert ws is not None and ws.path is not None, "locate() the workspace first"
-    made = False
+    made = fresh = False
     try:
         if ws.stage == "planned":
             await _decide(state, ws)
-            ws.stage, ws.host = "creating", this_host()
+            ws.stage, ws.host, fresh = "creating", this_host(), True
             await save()  # the intent, before the disk is touched
+            faultpoints.boundary("workspace_creating")
         if ws.stage == "creating":
-            await make.create(ws)
+            await make.create(ws, fresh=fresh)
+            faultpoints.boundary("workspace_made")
             ws.stage, ws.made_at, made = "made", time.time(), True
             ws.changes = {"files": 0, "added": 0, "deleted": 0, "at": ws.made_at}
             await save()
@@ -183,20 +191,15 @@ async def _decide(state: RunState, ws: RunWorkspace) -> None:
         return
     assert ws.branch is not None
     try:
-        repo = await top_level(source)
-    except GitError:
-        raise WorkspaceError(f"the agent's folder {source} is not in a git repository: a worktree needs one "
-                             "(use isolation = \"copy\")") from None
-    problem = await branch_name_problem(repo, ws.branch)
-    if problem:
-        raise WorkspaceError(f"the run id cannot name its branch: {problem}")
-    ws.base_commit = await commit_of(repo, ws.base)
+        repo, ws.base_commit = await repo_and_commit(source, ws.base)
+    except GitError as exc:
+        raise WorkspaceError(f"the run's workspace could not be made: {exc}") from None
+    if ws.repo is None or os.path.realpath(repo) != os.path.realpath(ws.repo):
+        raise WorkspaceError(f"git finds the repository of {source} at {repo}, not at {ws.repo} where its .git "
+                             "is: Tether cannot tell which to make the worktree of")
     if await branch_exists(repo, ws.branch) is not None:
         raise WorkspaceError(f"the branch {ws.branch} is there already in {repo} and is not this run's: rename or "
                              "remove it, then resume the run")
-    ws.repo = str(repo)
-    inside = os.path.relpath(os.path.realpath(source), os.path.realpath(repo))
-    ws.subdir = "" if inside == "." else Path(inside).as_posix()
 
 
 async def note_changes(state: RunState, save: Save) -> None:
@@ -229,11 +232,13 @@ async def discard(state: RunState, *, save: Save, trace: Emit, by: str = "") -> 
     if ws.stage != "planned":
         ws.stage = "discarding"
         await save()  # the intent, before anything is removed
+        faultpoints.boundary("workspace_discarding")
         try:
             await make.remove(ws)
         except GitError as exc:
             raise StateError(f"run {state.run_id}: its workspace could not be removed ({exc}); tether discard "
                              f"{state.run_id} tries again") from None
+        faultpoints.boundary("workspace_removed")
     ws.stage, ws.changes = "discarded", None
     trace(WorkspaceDiscarded(run_id=state.run_id, path=ws.path or "", branch=ws.branch, by=by))
     await save()

@@ -49,22 +49,24 @@ def private_index(ws: RunWorkspace) -> Path:
     return Path(ws.meta) / INDEX_FILE
 
 
-async def create(ws: RunWorkspace) -> None:
+async def create(ws: RunWorkspace, *, fresh: bool = False) -> None:
     """Make the workspace ``ws`` names (stage ``creating``), after clearing what an earlier
-    attempt left. :class:`GitError` in words when git refuses."""
+    attempt left (``fresh``: there was none, its intent was saved just now and its path and
+    branch found free). :class:`GitError` in words when git refuses."""
     assert ws.path is not None and ws.meta is not None
-    await remove(ws, keep_branch=True)
+    if not fresh:
+        await remove(ws, keep_branch=True)
     meta = Path(ws.meta)
     await asyncio.to_thread(meta.mkdir, parents=True, exist_ok=True)
     if ws.kind == "worktree":
-        await _add_worktree(ws)
+        await _add_worktree(ws, fresh)
     else:
         await _copy(ws)
 
 
-async def _add_worktree(ws: RunWorkspace) -> None:
+async def _add_worktree(ws: RunWorkspace, fresh: bool) -> None:
     assert ws.repo is not None and ws.branch is not None and ws.path is not None and ws.base_commit is not None
-    at = await branch_exists(ws.repo, ws.branch)
+    at = None if fresh else await branch_exists(ws.repo, ws.branch)
     if at is None:
         await git("worktree", "add", "-q", "-b", ws.branch, ws.path, ws.base_commit, cwd=ws.repo)
     elif at == ws.base_commit:  # made by the attempt a crash cut short: nothing was done on it

@@ -138,9 +138,10 @@ async def discard(args: argparse.Namespace) -> int:
     ws = state.run_workspace
     if ws is None:
         raise StateError(f"run {args.run_id} has no workspace of its own: nothing to discard")
-    if await call(store, store.liveness, args.run_id) == "running":
-        raise StateError(f"run {args.run_id} is running: stop it first (tether stop {args.run_id}), then discard "
-                         "its workspace; nothing was removed")
+    holder = await call(store, store.owner, args.run_id)
+    if holder is not None and holder.alive:
+        raise StateError(f"run {args.run_id} is running ({holder.where}): stop it first (tether stop {args.run_id}), "
+                         "then discard its workspace; nothing was removed")
     if ws.stage != "discarded" and not args.yes and not _agreed(state, ws):
         print("nothing was removed", file=sys.stderr)
         return 1

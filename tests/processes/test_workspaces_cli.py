@@ -1,0 +1,179 @@
+"""``tether run --isolate``, ``diff``, ``runs``, ``workspaces`` and ``discard`` on real git
+repositories, and a crash at each step of making and discarding a workspace: the next command
+finishes it or says so (docs/workspaces.md)."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tether.store.files.store import RunStore
+from tests.campaign.shim import CRASH_EXIT_CODE
+from tests.support import cli_here, crashing
+
+RUN = "w"
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True,
+                          env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+    return done.stdout
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    home = tmp_path / "home"
+    monkeypatch.setenv("TETHER_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """The demo's files, committed: the destructive scenario deletes access.log."""
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    for name, text in (("access.log", "GET /\n"), ("errors.log", "worker 7 timed out\n"), ("notes.txt", "notes\n")):
+        (repo / name).write_text(text)
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "first")
+    return repo
+
+
+def where(home: Path) -> list[str]:
+    return ["--runs-dir", str(home / "runs")]
+
+
+def isolated(repo: Path, home: Path) -> list[str]:
+    """``tether run`` of the destructive scenario in a worktree of ``repo``, its deletion approved."""
+    return ["run", "destructive", "--run-id", RUN, "--workspace", str(repo), "--isolate", "worktree",
+            "--auto-approve", "delete_file", *where(home)]
+
+
+def workspace_of(home: Path) -> Path:
+    return (home / "workspaces" / RUN).resolve()
+
+
+def test_a_run_with_isolate_worktree_shows_its_changes_in_runs_diff_and_workspaces(home: Path, repo: Path) -> None:
+    status = git(repo, "status", "--porcelain")
+    done = cli_here(*isolated(repo, home))
+    assert done.returncode == 0, done.stderr
+    assert (repo / "access.log").exists() and not (workspace_of(home) / "access.log").exists()
+    assert git(repo, "status", "--porcelain") == status and git(repo, "symbolic-ref", "HEAD") == "refs/heads/main\n"
+
+    listed = cli_here("runs", *where(home))
+    assert "+0 \u22121 in 1 file" in listed.stdout.splitlines()[0]
+    stat = cli_here("diff", RUN, "--stat", *where(home))
+    assert stat.stdout.splitlines() == ["deleted  +0 \u22121  access.log", "+0 \u22121 in 1 file"]
+    whole = cli_here("diff", RUN, *where(home))
+    assert whole.stdout.startswith("diff --git a/access.log b/access.log\ndeleted file mode 100644")
+    assert "-GET /" in whole.stdout
+    one = json.loads(cli_here("diff", RUN, "notes.txt", "--json", *where(home)).stdout)
+    assert one["files"] == [] and one["diff"] == "" and one["workspace"]["branch"] == f"tether/{RUN}"
+
+    survey = json.loads(cli_here("workspaces", "--json", *where(home)).stdout)
+    row, = survey["workspaces"]
+    assert row["run_id"] == RUN and row["status"] == "completed" and row["stage"] == "ready"
+    assert row["size"] > 0 and row["age_s"] >= 0 and row["problem"] is None
+    assert {k: row["changes"][k] for k in ("files", "added", "deleted")} == {"files": 1, "added": 0, "deleted": 1}
+    assert survey["strays"] == []
+    text = cli_here("workspaces", *where(home)).stdout
+    assert text.startswith(f"{RUN} ") and "+0 \u22121 in 1 file" in text and f"(branch tether/{RUN})" in text
+
+
+def test_worktrees_and_folders_no_run_owns_are_reported_and_so_is_a_workspace_gone(home: Path, repo: Path) -> None:
+    assert cli_here(*isolated(repo, home)).returncode == 0
+    git(repo, "worktree", "add", "-q", "-b", "tether/ghost", str(home / "workspaces" / "ghost"))
+    git(repo, "branch", "tether/left-over")
+    (home / "workspaces" / "junk").mkdir()
+    survey = json.loads(cli_here("workspaces", "--json", *where(home)).stdout)
+    strays = {(s["what"], s["branch"] or s["path"]) for s in survey["strays"]}
+    assert strays == {("worktree", "tether/ghost"), ("branch", "tether/left-over"),
+                      ("folder", str(home / "workspaces" / "junk"))}
+    ghost = next(s for s in survey["strays"] if s["what"] == "worktree")
+    assert f"worktree remove --force {home / 'workspaces' / 'ghost'}" in ghost["words"]
+    assert survey["workspaces"][0]["problem"] is None
+
+    subprocess.run(["rm", "-rf", str(workspace_of(home))], check=True)  # removed by hand, outside Tether
+    row, = json.loads(cli_here("workspaces", "--json", *where(home)).stdout)["workspaces"]
+    assert row["problem"] == f"its folder is gone: tether discard {RUN} forgets it"
+    refused = cli_here("resume", RUN, "--message", "more", *where(home))
+    assert refused.returncode == 2 and f"its workspace {workspace_of(home)} is gone" in refused.stderr
+
+
+def test_discard_asks_first_then_removes_the_workspace_and_branch_and_keeps_the_transcript(
+        home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    assert cli_here(*isolated(repo, home)).returncode == 0
+    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
+    kept = cli_here("discard", RUN, *where(home))
+    assert kept.returncode == 1 and "Remove" in kept.stderr and "nothing was removed" in kept.stderr
+    assert workspace_of(home).is_dir()
+    monkeypatch.setattr("sys.stdin", io.StringIO(""))
+    unasked = cli_here("discard", RUN, *where(home))
+    assert unasked.returncode == 2 and "give --yes" in unasked.stderr and workspace_of(home).is_dir()
+
+    done = cli_here("discard", RUN, "--yes", *where(home))
+    assert done.returncode == 0, done.stderr
+    assert f"removed {workspace_of(home)} and the branch tether/{RUN}; its transcript stays" in done.stdout
+    assert not workspace_of(home).exists() and git(repo, "branch", "--list", "tether/*") == ""
+    assert "tether/" not in git(repo, "worktree", "list")
+    assert not (home / "workspaces" / ".tether" / RUN).exists()
+    shown = cli_here("show", RUN, *where(home))
+    assert "Deleted access.log" in shown.stdout and "(discarded)" in shown.stdout
+    assert "(workspace discarded)" in cli_here("runs", *where(home)).stdout
+    assert any(r["kind"] == "workspace_discarded" for r in RunStore(home / "runs").read_trace(RUN))
+    for refused in (cli_here("resume", RUN, "--message", "more", *where(home)), cli_here("diff", RUN, *where(home))):
+        assert refused.returncode == 2 and "its workspace was discarded" in refused.stderr
+    again = cli_here("discard", RUN, "--yes", *where(home))
+    assert again.returncode == 0 and "discarded already" in again.stdout
+
+
+def test_discard_refuses_a_live_run_and_a_run_without_a_workspace_in_words(home: Path, repo: Path) -> None:
+    assert cli_here(*isolated(repo, home)).returncode == 0
+    store = RunStore(home / "runs")
+    _, handle = store.open(RUN)  # this process runs it now
+    try:
+        live = cli_here("discard", RUN, "--yes", *where(home))
+    finally:
+        handle.release()
+    assert live.returncode == 2 and f"run {RUN} is running (" in live.stderr
+    assert f"stop it first (tether stop {RUN}), then discard its workspace; nothing was removed" in live.stderr
+    assert workspace_of(home).is_dir()
+    assert cli_here("run", "plan", "--run-id", "plain", "--workspace", str(repo), *where(home)).returncode == 0
+    none = cli_here("discard", "plain", "--yes", *where(home))
+    assert none.returncode == 2 and "run plain has no workspace of its own: nothing to discard" in none.stderr
+
+
+# ---- crashes: the next command finishes or says so -----------------------------------------------
+
+@pytest.mark.parametrize("at", ["workspace_creating:1", "workspace_made:1"])
+def test_a_crash_while_the_workspace_is_made_is_finished_by_the_next_resume(home: Path, repo: Path, at: str) -> None:
+    crashed = crashing(at, *isolated(repo, home))
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
+    row, = json.loads(cli_here("workspaces", "--json", *where(home)).stdout)["workspaces"]
+    assert row["stage"] == "creating" and row["problem"] == f"its making was cut short: tether resume {RUN} makes it again"
+    resumed = cli_here("resume", RUN, *where(home))
+    assert resumed.returncode == 0, resumed.stderr
+    assert not (workspace_of(home) / "access.log").exists() and (workspace_of(home) / "notes.txt").exists()
+    assert git(repo, "worktree", "list").count("tether/") == 1 and git(repo, "status", "--porcelain") == ""
+    survey = json.loads(cli_here("workspaces", "--json", *where(home)).stdout)
+    assert survey["strays"] == [] and survey["workspaces"][0]["stage"] == "ready"
+
+
+@pytest.mark.parametrize("at", ["workspace_discarding:1", "workspace_removed:1"])
+def test_a_crash_while_discarding_is_finished_by_the_next_discard(home: Path, repo: Path, at: str) -> None:
+    assert cli_here(*isolated(repo, home)).returncode == 0
+    crashed = crashing(at, "discard", RUN, "--yes", *where(home))
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
+    row, = json.loads(cli_here("workspaces", "--json", *where(home)).stdout)["workspaces"]
+    assert row["problem"] == f"its discard was cut short: tether discard {RUN} finishes it"
+    refused = cli_here("resume", RUN, "--message", "more", *where(home))
+    assert refused.returncode == 2 and f"tether discard {RUN} finishes it" in refused.stderr
+    done = cli_here("discard", RUN, "--yes", *where(home))
+    assert done.returncode == 0, done.stderr
+    assert not workspace_of(home).exists() and git(repo, "branch", "--list", "tether/*") == ""
+    assert json.loads(cli_here("workspaces", "--json", *where(home)).stdout)["strays"] == []

@@ -1,0 +1,286 @@
+"""A workspace of each run's own (docs/workspaces.md): a git worktree on ``tether/RUN_ID`` or a
+copy, made when the run starts, found again when it goes on, read for what the run changed,
+listed and discarded; with real git repositories made in the test's folder."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tether.agents.agent import Agent, AgentError, Isolation
+from tether.agents.config import load_config
+from tether.agents.configfile import ConfigError
+from tether.harness import Harness
+from tether.run.state import Policies, StateError, Status
+from tether.workspaces.changes import changes, diff
+from tether.workspaces.git import BRANCH_PREFIX
+from tests.support import Scripted, cli_here
+
+FILE_TOOLS = ["tether:list_files", "tether:read_file", "tether:write_file", "tether:delete_file"]
+WRITES = Policies(auto_approve=["write_file", "delete_file"])
+
+
+def git(repo: Path, *args: str) -> str:
+    done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True,
+                          env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})  # the test's own reads write nothing
+    return done.stdout
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Tether's home for the test: the CLI's workspaces folder is ``home/workspaces``."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("TETHER_HOME", str(home))
+    return home
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    """A repository on ``main`` with a commit, and the user's work in progress in it: one change
+    staged, one file not yet added."""
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    (repo / "notes.txt").write_text("one\ntwo\n")
+    (repo / "old.txt").write_text("old\n")
+    (repo / ".gitignore").write_text("*.log\n")
+    (repo / "sub").mkdir()
+    (repo / "sub" / "inner.txt").write_text("inner\n")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "first")
+    (repo / "notes.txt").write_text("one\ntwo\nmine\n")
+    git(repo, "add", "notes.txt")
+    (repo / "wip.txt").write_text("not added\n")
+    return repo
+
+
+def users(repo: Path) -> dict[str, object]:
+    """What of the user's checkout Tether must never touch."""
+    return {"index": (repo / ".git" / "index").read_bytes(), "head": git(repo, "rev-parse", "HEAD"),
+            "branch": git(repo, "symbolic-ref", "HEAD"), "status": git(repo, "status", "--porcelain"),
+            "staged": git(repo, "diff", "--cached"), "notes": (repo / "notes.txt").read_text(),
+            "files": sorted(p.name for p in repo.iterdir())}
+
+
+def coder(folder: Path, kind: str = "worktree", **isolation: object) -> Agent:
+    return Agent(name="coder", model="m", tools=FILE_TOOLS, workspace=folder, policies=WRITES,
+                 isolation=Isolation(kind, **isolation))  # type: ignore[arg-type]
+
+
+def harness(home: Path, model: Scripted) -> Harness:
+    return Harness(home / "runs", home / "demo", client=model, workspaces_dir=home / "workspaces")
+
+
+def where(home: Path) -> list[str]:
+    return ["--runs-dir", str(home / "runs")]
+
+
+# ---- a worktree of its own ----------------------------------------------------------------
+
+async def test_a_run_writes_in_its_own_worktree_and_the_users_checkout_is_untouched(home: Path, repo: Path) -> None:
+    before = users(repo)
+    model = Scripted([("write_file", {"path": "notes.txt", "content": "one\n2\nthree\n"})],
+                     [("delete_file", {"path": "old.txt"}), ("write_file", {"path": "new.txt", "content": "new\n"})],
+                     "done")
+    async with harness(home, model) as h:
+        out = await h.start(coder(repo), "edit")
+    assert out.state.status is Status.COMPLETED, out.state.error
+    ws = out.state.run_workspace
+    assert ws is not None and ws.stage == "ready" and ws.branch == f"{BRANCH_PREFIX}{out.state.run_id}"
+    tree = Path(ws.path or "")
+    assert tree.parent == (home / "workspaces").resolve()
+    assert (tree / "notes.txt").read_text() == "one\n2\nthree\n"
+    assert not (tree / "old.txt").exists() and (tree / "new.txt").read_text() == "new\n"
+    assert users(repo) == before  # index, HEAD, branch, status, staged change, files: as they were
+    assert ws.base_commit == git(repo, "rev-parse", "main").strip()
+    assert ws.changes is not None and {k: ws.changes[k] for k in ("files", "added", "deleted")} == \
+        {"files": 3, "added": 3, "deleted": 2}
+
+
+async def test_changes_count_what_any_process_wrote_untracked_files_and_commits_but_not_ignored_ones(
+        home: Path, repo: Path) -> None:
+    async with harness(home, Scripted("nothing to do")) as h:
+        out = await h.start(coder(repo), "look")
+    ws = out.state.run_workspace
+    assert ws is not None and ws.path is not None
+    tree = Path(ws.path)
+    # What a shell command would do, not a file tool: Tether sees it all the same.
+    (tree / "notes.txt").write_text("one\n")
+    (tree / "made.txt").write_text("a\nb\n")
+    (tree / "build.log").write_text("ignored\n")
+    (tree / "blob.bin").write_bytes(b"\x00\x01\x02")
+    (tree / "sub" / "inner.txt").unlink()
+    git(tree, "add", "made.txt")
+    git(tree, "-c", "user.name=a", "-c", "user.email=a@x", "commit", "-qm", "the agent's own commit")
+    found = await changes(ws)
+    assert {f.path: (f.status, f.added, f.deleted) for f in found.files} == {
+        "notes.txt": ("changed", 0, 1), "made.txt": ("added", 2, 0), "blob.bin": ("added", None, None),
+        "sub/inner.txt": ("deleted", 0, 1)}
+    assert found.words() == "+2 \u22122 in 4 files"
+    one = await diff(ws, ("notes.txt",))
+    assert one.startswith("diff --git a/notes.txt b/notes.txt") and "-two" in one and "made.txt" not in one
+    # The worktree's own index (the agent's) is as the agent left it: Tether staged nothing in it.
+    assert set(git(tree, "status", "--porcelain").splitlines()) == {"?? blob.bin", " D sub/inner.txt", " M notes.txt"}
+
+
+async def test_the_file_tools_work_in_the_agents_folder_inside_the_worktree(home: Path, repo: Path) -> None:
+    model = Scripted([("write_file", {"path": "inner.txt", "content": "changed\n"})], "done")
+    async with harness(home, model) as h:
+        out = await h.start(coder(repo / "sub"), "edit")
+    ws = out.state.run_workspace
+    assert ws is not None and ws.subdir == "sub" and ws.root == f"{ws.path}/sub"
+    assert (Path(ws.path or "") / "sub" / "inner.txt").read_text() == "changed\n"
+    assert (repo / "sub" / "inner.txt").read_text() == "inner\n"
+    assert [f.path for f in (await changes(ws)).files] == ["sub/inner.txt"]
+
+
+async def test_a_base_ref_is_where_the_worktree_starts_and_a_wrong_one_fails_the_run_in_words(
+        home: Path, repo: Path) -> None:
+    first = git(repo, "rev-parse", "HEAD").strip()
+    git(repo, "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "second")  # the staged change
+    async with harness(home, Scripted("ok", "ok")) as h:
+        out = await h.start(coder(repo, base="HEAD~1"), "look")
+        assert out.state.run_workspace is not None and out.state.run_workspace.base_commit == first
+        assert (Path(out.state.run_workspace.path or "") / "notes.txt").read_text() == "one\ntwo\n"
+        wrong = await h.start(coder(repo, base="no-such-branch"), "look")
+    assert wrong.state.status is Status.FAILED
+    assert "no commit named 'no-such-branch'" in (wrong.state.error or "")
+    assert git(repo, "branch", "--list", f"{BRANCH_PREFIX}*").count(BRANCH_PREFIX) == 1  # only the first run's
+
+
+# ---- setup ----------------------------------------------------------------------------------
+
+async def test_setup_runs_in_the_new_workspace_and_its_output_is_in_the_trace_and_shown(home: Path, repo: Path) -> None:
+    agent = coder(repo, setup=('echo "preparing $TETHER_RUN_ID"; touch ready.flag',))
+    async with harness(home, Scripted([("list_files", {})], "done")) as h:
+        out = await h.start(agent, "look")
+        trace = list(h.store.read_trace(out.state.run_id))
+    assert out.state.status is Status.COMPLETED
+    kinds = [r["kind"] for r in trace]
+    assert kinds.index("workspace_ready") < kinds.index("workspace_setup") < kinds.index("run_started")
+    setup = next(r for r in trace if r["kind"] == "workspace_setup")
+    assert setup["exit_code"] == 0 and setup["output"] == f"preparing {out.state.run_id}\n"
+    assert "ready.flag" in out.state.messages[3]["content"]  # the agent saw what setup made
+    shown = cli_here("show", out.state.run_id, *where(home))
+    assert shown.returncode == 0, shown.stderr
+    assert f"workspace: worktree {out.state.run_workspace.path}" in shown.stdout  # type: ignore[union-attr]
+    assert "setup: echo \"preparing $TETHER_RUN_ID\"; touch ready.flag  (exit 0" in shown.stdout
+    assert f"  | preparing {out.state.run_id}" in shown.stdout
+
+
+async def test_a_failed_setup_ends_the_run_in_words_keeps_the_workspace_and_runs_again_on_a_follow_up(
+        home: Path, repo: Path) -> None:
+    agent = coder(repo, setup=("test -f fixed.txt || { echo 'fixed.txt is missing' >&2; exit 3; }",))
+    model = Scripted("done")
+    async with harness(home, model) as h:
+        out = await h.start(agent, "look")
+        ws = out.state.run_workspace
+        assert out.state.status is Status.FAILED and ws is not None
+        assert "exited with 3: fixed.txt is missing" in (out.state.error or "")
+        assert f"kept at {ws.path}" in (out.state.error or "")
+        assert ws.stage == "made" and Path(ws.path or "").is_dir()  # kept for a look
+        assert model.requests == []  # the agent never started
+        (Path(ws.path or "") / "fixed.txt").write_text("")  # the operator fixes it in the workspace
+        again = await h.run(out.state.run_id, message="try again")
+    assert again.state.status is Status.COMPLETED and again.state.run_workspace.stage == "ready"  # type: ignore[union-attr]
+    assert again.state.run_workspace.path == ws.path  # type: ignore[union-attr]
+
+
+# ---- the run owns it: resume, another host ---------------------------------------------------
+
+async def test_a_resumed_run_goes_on_in_the_same_workspace(home: Path, repo: Path) -> None:
+    agent = Agent(name="coder", model="m", tools=FILE_TOOLS, workspace=repo, isolation=Isolation("worktree"))
+    model = Scripted([("write_file", {"path": "a.txt", "content": "first\n"})], "done")
+    async with harness(home, model) as h:
+        waiting = await h.start(agent, "write")
+        assert waiting.state.status is Status.INTERRUPTED  # write_file waits for approval
+        path = waiting.state.run_workspace.path  # type: ignore[union-attr]
+        assert not (Path(path or "") / "a.txt").exists()
+    async with harness(home, model) as again:  # another process: the agent rebuilt, the workspace found
+        done = await again.approve(waiting.state.run_id)
+        trace = list(again.store.read_trace(waiting.state.run_id))
+    assert done.state.status is Status.COMPLETED
+    assert done.state.run_workspace.path == path  # type: ignore[union-attr]
+    assert (Path(path or "") / "a.txt").read_text() == "first\n" and not (repo / "a.txt").exists()
+    assert [r["made"] for r in trace if r["kind"] == "workspace_ready"] == [True, False]
+    assert git(repo, "worktree", "list").count(BRANCH_PREFIX) == 1
+
+
+async def test_a_process_on_another_host_refuses_in_words(home: Path, repo: Path) -> None:
+    async with harness(home, Scripted([("write_file", {"path": "a.txt", "content": "x"})])) as h:
+        # write_file waits for approval here, so the run stops resumable
+        agent = Agent(name="coder", model="m", tools=FILE_TOOLS, workspace=repo, isolation=Isolation("worktree"))
+        out = await h.start(agent, "write")
+        state, handle = h.store.open(out.state.run_id)
+        state.run_workspace.host = "elsewhere"  # type: ignore[union-attr]
+        handle.save(state)
+        handle.release()
+        with pytest.raises(StateError, match=f"on the host elsewhere .*: use it there"):
+            await h.run(out.state.run_id)
+    diffed = cli_here("diff", out.state.run_id, *where(home))
+    assert diffed.returncode == 2 and "on the host elsewhere" in diffed.stderr
+
+
+# ---- a copy ---------------------------------------------------------------------------------
+
+async def test_a_copy_is_diffed_against_the_folder_as_the_run_started(home: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    (folder / "a.txt").write_text("a\n")
+    (folder / "keep.txt").write_text("keep\n")
+    model = Scripted([("write_file", {"path": "a.txt", "content": "a\nb\n"})], "done")
+    async with harness(home, model) as h:
+        out = await h.start(coder(folder, "copy"), "edit")
+    ws = out.state.run_workspace
+    assert ws is not None and ws.kind == "copy" and ws.branch is None
+    copy = Path(ws.path or "")
+    assert sorted(p.name for p in copy.iterdir()) == ["a.txt", "keep.txt"]  # no .git of its own
+    assert (folder / "a.txt").read_text() == "a\n"  # the original is untouched
+    (folder / "keep.txt").write_text("changed in the original meanwhile\n")
+    found = await changes(ws)
+    assert [(f.path, f.status, f.added, f.deleted) for f in found.files] == [("a.txt", "changed", 1, 0)]
+
+
+# ---- bad input ------------------------------------------------------------------------------
+
+def test_a_worktree_of_a_folder_in_no_repository_is_refused_as_the_file_is_loaded(tmp_path: Path) -> None:
+    (tmp_path / "plain").mkdir()
+    path = tmp_path / "tether.toml"
+    path.write_text('[agents.a]\nmodel = "m"\nworkspace = "plain"\nisolation = "worktree"\n')
+    with pytest.raises(ConfigError, match=r"agents\.a\.isolation: \"worktree\" needs a git repository, and .*plain "
+                                          r"is not in one: use isolation = \"copy\""):
+        load_config(path).agent("a")
+
+
+@pytest.mark.parametrize(("lines", "said"), [
+    ('isolation = "sandbox"', r"agents\.a\.isolation: input should be 'none', 'worktree' or 'copy'"),
+    ('setup = ["make"]', r"agents\.a: setup apply to a run's own workspace: add isolation"),
+    ('isolation = "copy"\nbase = "main"', r"agents\.a: base names a commit of a repository"),
+    ('isolation = "copy"\nsetup = ["  "]', r"agents\.a\.setup: an empty command"),
+    ('isolation = "copy"\nsetup = "make"', r"agents\.a\.setup: input should be a valid list"),
+])
+def test_bad_isolation_keys_are_refused_naming_the_key(tmp_path: Path, lines: str, said: str) -> None:
+    (tmp_path / "plain").mkdir()
+    path = tmp_path / "tether.toml"
+    path.write_text(f'[agents.a]\nmodel = "m"\nworkspace = "plain"\n{lines}\n')
+    with pytest.raises(ConfigError, match=said):
+        load_config(path).agent("a")
+
+
+def test_run_isolate_worktree_of_a_folder_in_no_repository_is_a_usage_error(home: Path, tmp_path: Path) -> None:
+    (tmp_path / "plain").mkdir()
+    done = cli_here("run", "plan", "--workspace", str(tmp_path / "plain"), "--isolate", "worktree", *where(home))
+    assert done.returncode == 2
+    assert "--isolate worktree: a worktree needs a git repository" in done.stderr
+    assert not (home / "runs").exists() or cli_here("runs", *where(home)).stdout.startswith("no runs")
+
+
+def test_an_acp_agent_cannot_be_isolated_yet() -> None:
+    from tether.agents.agent import AcpCommand
+
+    with pytest.raises(AgentError, match="speaks ACP: its process does not run in a workspace of its own yet"):
+        Agent(name="oc", model="acp:oc", acp=AcpCommand(("opencode", "acp")), workspace=".",
+              isolation=Isolation("worktree"))
