@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import os
 import shutil
 import statistics
 import subprocess
@@ -108,6 +109,8 @@ async def main_async(files: int, kb: int, trials: int) -> None:
             git_s.append(plain(repo, where, n))
             took, last = await tether_ready(store, agent, workspaces, n)
             tether_s.append(took)
+            checked_out = sum(len(names) for _, _, names in os.walk(last.path)) - 1  # type: ignore[attr-defined]
+            assert checked_out == files, f"the run's worktree holds {checked_out} files, not {files}"  # its .git aside
             _clear(repo, where)
             if n < trials - 1:
                 _clear(repo, workspaces)

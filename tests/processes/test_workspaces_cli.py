@@ -177,3 +177,32 @@ def test_a_crash_while_discarding_is_finished_by_the_next_discard(home: Path, re
     assert done.returncode == 0, done.stderr
     assert not workspace_of(home).exists() and git(repo, "branch", "--list", "tether/*") == ""
     assert json.loads(cli_here("workspaces", "--json", *where(home)).stdout)["strays"] == []
+
+
+def test_an_agent_files_isolation_and_setup_through_the_cli(home: Path, repo: Path, tmp_path: Path) -> None:
+    config = tmp_path / "tether.toml"
+    config.write_text(f'[agents.coder]\nmodel = "m"\nbase_url = "http://127.0.0.1:9/v1"\nworkspace = "{repo}"\n'
+                      'tools = ["tether:read_file"]\nisolation = "worktree"\nbase = "main"\n'
+                      'setup = ["echo installing; echo no such target >&2; exit 4"]\nchecks = ["true"]\n')
+    listed = cli_here("agents", "--config", str(config))
+    assert "each run in a worktree of its own on tether/RUN_ID, from main; setup: echo installing; echo no " \
+           "such target >&2; exit 4; checks: true" in listed.stdout
+    done = cli_here("run", "--agent", "coder", "--prompt", "go", "--run-id", RUN, "--config", str(config),
+                    *where(home))
+    assert done.returncode == 1
+    assert "the setup command 'echo installing; echo no such target >&2; exit 4' exited with 4: no such target" \
+        in done.stdout
+    assert f"The workspace is kept at {workspace_of(home)} for a look" in done.stdout
+    shown = cli_here("show", RUN, *where(home)).stdout
+    assert "(exit 4," in shown and "  | installing\n  | no such target\n" in shown
+    assert f"on tether/{RUN} from {git(repo, 'rev-parse', 'main')[:12]}" in shown and "(made)" in shown
+    assert (workspace_of(home) / "notes.txt").exists()
+
+
+def test_run_isolate_copy_of_the_demo_folder(home: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "plain"
+    done = cli_here("run", "destructive", "--run-id", RUN, "--workspace", str(folder), "--isolate", "copy",
+                    "--auto-approve", "delete_file", *where(home))
+    assert done.returncode == 0, done.stderr
+    assert (folder / "access.log").exists() and not (workspace_of(home) / "access.log").exists()
+    assert cli_here("diff", RUN, "--stat", *where(home)).stdout.splitlines()[0].startswith("deleted  +0 \u2212")

@@ -4,7 +4,7 @@ listed and discarded; with real git repositories made in the test's folder."""
 
 from __future__ import annotations
 
-import json
+import asyncio
 import os
 import subprocess
 from pathlib import Path
@@ -15,7 +15,8 @@ from tether.agents.agent import Agent, AgentError, Isolation
 from tether.agents.config import load_config
 from tether.agents.configfile import ConfigError
 from tether.harness import Harness
-from tether.run.state import Policies, StateError, Status
+from tether.run.cancel import CancelSignal
+from tether.run.state import Cancelled, Policies, StateError, Status
 from tether.workspaces.changes import changes, diff
 from tether.workspaces.git import BRANCH_PREFIX
 from tests.support import Scripted, cli_here
@@ -284,3 +285,50 @@ def test_an_acp_agent_cannot_be_isolated_yet() -> None:
     with pytest.raises(AgentError, match="speaks ACP: its process does not run in a workspace of its own yet"):
         Agent(name="oc", model="acp:oc", acp=AcpCommand(("opencode", "acp")), workspace=".",
               isolation=Isolation("worktree"))
+
+
+async def wait_for_file(path: Path) -> None:
+    """Until ``path`` exists (a setup command's sign that it has started), or fail after a generous cap."""
+    async def seen() -> None:
+        while not path.exists():
+            await asyncio.sleep(0.01)
+
+    await asyncio.wait_for(seen(), 30)
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie is dead too: it waits only for its parent to read its status.
+    return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+
+
+async def test_a_stop_during_setup_ends_it_and_the_run_is_interrupted_then_setup_runs_again(
+        home: Path, repo: Path, tmp_path: Path) -> None:
+    started = tmp_path / "started"
+    agent = coder(repo, setup=(f"if [ -e {tmp_path}/once ]; then exit 0; fi; touch {tmp_path}/once; "
+                               f"echo $$ > {started}.pid; mv {started}.pid {started}; exec sleep 300",))
+    signal = CancelSignal()
+    async with harness(home, Scripted("done")) as h:
+        running = asyncio.ensure_future(h.start(agent, "look", signal=signal))
+        await wait_for_file(started)
+        signal.cancel("enough", by="tester")
+        out = await running
+        pid = int(started.read_text())
+        assert out.state.status is Status.INTERRUPTED and out.state.interruption == Cancelled("enough", "tester")
+        assert not alive(pid)  # the setup's process went with the Stop
+        assert out.state.run_workspace is not None and out.state.run_workspace.stage == "made"
+        again = await h.run(out.state.run_id)
+        trace = list(h.store.read_trace(out.state.run_id))
+    assert again.state.status is Status.COMPLETED and again.state.run_workspace.stage == "ready"  # type: ignore[union-attr]
+    assert [r["exit_code"] for r in trace if r["kind"] == "workspace_setup"] == [0]  # the second, whole run
+
+
+async def test_what_a_setup_command_leaves_running_is_stopped_with_it(home: Path, repo: Path, tmp_path: Path) -> None:
+    agent = coder(repo, setup=(f"sleep 300 & echo $! > {tmp_path}/daemon.pid",))
+    async with harness(home, Scripted("done")) as h:
+        out = await h.start(agent, "look")
+    assert out.state.status is Status.COMPLETED
+    assert not alive(int((tmp_path / "daemon.pid").read_text()))

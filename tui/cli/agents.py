@@ -43,6 +43,8 @@ async def agents(args: argparse.Namespace) -> int:
             continue
         where = row["base_url"] or "the embedded scripted provider"
         print(clean(f"{row['name']}  {row['model']} at {where}  ({row['config']})"))
+        if row.get("isolation"):
+            print(clean(f"  {_isolation_words(row['isolation'])}"))
         for tool in row["tools"]:
             print(clean(f"  {tool['name']:<28} {tool['source']:<20} {_policy_words(tool)}"))
         for server in row["mcp"]:
@@ -54,6 +56,17 @@ async def agents(args: argparse.Namespace) -> int:
     if config is None:
         print("no agent file: write ./tether.toml (or give --config FILE) to add your own agents")
     return 0
+
+
+def _isolation_words(isolation: dict[str, Any]) -> str:
+    """How each run of the agent gets its own workspace (docs/workspaces.md)."""
+    words = ("each run in a worktree of its own on tether/RUN_ID, from " + (isolation["base"] or "HEAD")
+             if isolation["kind"] == "worktree" else "each run in a copy of its folder")
+    if isolation["setup"]:
+        words += "; setup: " + "; ".join(isolation["setup"])
+    if isolation["checks"]:
+        words += "; checks: " + "; ".join(isolation["checks"])
+    return words
 
 
 def _policy_words(tool: dict[str, Any]) -> str:
@@ -89,7 +102,8 @@ async def _describe(agent: Any, kind: str) -> dict[str, Any]:
             except (MCPStartError, AgentError) as exc:
                 servers.append({"name": server.name, "error": str(exc).splitlines()[0]})
     return {"name": agent.name, "set": kind, "model": agent.model, "base_url": agent.base_url,
-            "config": str(agent.config) if agent.config else None, "tools": tools, "mcp": servers}
+            "config": str(agent.config) if agent.config else None, "tools": tools, "mcp": servers,
+            "isolation": None if agent.isolation.kind == "none" else agent.isolation.spec()}
 
 
 async def _describe_acp(agent: Any, kind: str) -> dict[str, Any]:
