@@ -25,6 +25,7 @@ scan_archive  # the demo tool, referenced as "tether.demo:scan_archive"
 DRIP  # a FaultKind, parsed from its value ("drip@0")
 total_tokens  # event fields: written to the trace as records, read there by name
 estimated
+workspace_kind  # the same (WorkspaceReady: what kind of workspace the run found or made)
 preview
 
 # ---- the public surface (tether.__all__, a documented contract) ----------------------------

@@ -177,7 +177,7 @@ def _size(path: str) -> int | None:
     if not os.path.isdir(path):
         return None
     total = 0
-    for folder, dirs, files in os.walk(path):
+    for folder, _, files in os.walk(path):
         for name in files:
             try:
                 total += os.lstat(os.path.join(folder, name)).st_size
