@@ -76,9 +76,9 @@ class Harness:
     from that file). ``agent_sets`` are named agents made on demand
     (:class:`tether.agents.sets.AgentSet`: the CLI gives the demo's, :data:`tether.demo.agents.DEMO`);
     ``workspace`` is their folder, ``workspaces_dir`` where runs get their own (:mod:`tether.workspaces`),
-    ``base_url``/``embedded_url`` serve their endpoint over HTTP, ``latency_ms``/``fail`` shape the in-process endpoint a set offers. ``client`` answers
-    for every agent; ``stream`` asks every endpoint for streamed replies (``"auto"``: the agents'
-    own endpoints, not a set's in-process one).
+    ``base_url``/``embedded_url`` serve their endpoint over HTTP, ``latency_ms``/``fail`` shape the
+    in-process endpoint a set offers. ``client`` answers for every agent; ``stream`` asks every
+    endpoint for streamed replies (``"auto"``: the agents' own endpoints, not a set's in-process one).
     """
 
     def __init__(

@@ -116,7 +116,8 @@ async def main_async(files: int, kb: int, trials: int) -> None:
                 _clear(repo, workspaces)
         base, ours = statistics.median(git_s), statistics.median(tether_s)
         print(f"git worktree add:       median {base * 1000:7.0f} ms  ({', '.join(f'{t * 1000:.0f}' for t in git_s)})")
-        print(f"a run's workspace ready: median {ours * 1000:7.0f} ms  ({', '.join(f'{t * 1000:.0f}' for t in tether_s)})")
+        print(f"a run's workspace ready: median {ours * 1000:7.0f} ms  "
+              f"({', '.join(f'{t * 1000:.0f}' for t in tether_s)})")
         print(f"ratio {ours / base:.2f}x (goal <= {GOAL}x)")
 
         reads = []

@@ -9,12 +9,19 @@ import json
 import os
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
+from tether.agents.agent import Agent, Isolation
+from tether.harness import Harness
+from tether.run.state import Policies
 from tether.store.files.store import RunStore
 from tests.campaign.shim import CRASH_EXIT_CODE
-from tests.support import cli_here, crashing
+from tests.support import Scripted, cli_here, cli_here_async, crashing
+
+if TYPE_CHECKING:
+    from tether.store.postgres.store import PgStore
 
 RUN = "w"
 
@@ -67,6 +74,9 @@ def test_a_run_with_isolate_worktree_shows_its_changes_in_runs_diff_and_workspac
 
     listed = cli_here("runs", *where(home))
     assert "+0 \u22121 in 1 file" in listed.stdout.splitlines()[0]
+    row = json.loads(cli_here("runs", "--json", *where(home)).stdout)[0]["workspace"]
+    assert row["kind"] == "worktree" and row["path"] == str(workspace_of(home)) and row["stage"] == "ready"
+    assert json.loads(cli_here("show", RUN, "--json", *where(home)).stdout)["workspace"]["branch"] == f"tether/{RUN}"
     stat = cli_here("diff", RUN, "--stat", *where(home))
     assert stat.stdout.splitlines() == ["deleted  +0 \u22121  access.log", "+0 \u22121 in 1 file"]
     whole = cli_here("diff", RUN, *where(home))
@@ -155,7 +165,8 @@ def test_a_crash_while_the_workspace_is_made_is_finished_by_the_next_resume(home
     crashed = crashing(at, *isolated(repo, home))
     assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
     row, = json.loads(cli_here("workspaces", "--json", *where(home)).stdout)["workspaces"]
-    assert row["stage"] == "creating" and row["problem"] == f"its making was cut short: tether resume {RUN} makes it again"
+    assert row["stage"] == "creating"
+    assert row["problem"] == f"its making was cut short: tether resume {RUN} makes it again"
     resumed = cli_here("resume", RUN, *where(home))
     assert resumed.returncode == 0, resumed.stderr
     assert not (workspace_of(home) / "access.log").exists() and (workspace_of(home) / "notes.txt").exists()
@@ -206,3 +217,21 @@ def test_run_isolate_copy_of_the_demo_folder(home: Path, tmp_path: Path) -> None
     assert done.returncode == 0, done.stderr
     assert (folder / "access.log").exists() and not (workspace_of(home) / "access.log").exists()
     assert cli_here("diff", RUN, "--stat", *where(home)).stdout.splitlines()[0].startswith("deleted  +0 \u2212")
+
+
+async def test_the_postgresql_store_keeps_a_runs_workspace_and_what_it_changed(
+        home: Path, repo: Path, pg: PgStore, pg_url: str) -> None:
+    agent = Agent(name="coder", model="m", tools=["tether:write_file"], workspace=repo,
+                  policies=Policies(auto_approve=["write_file"]), isolation=Isolation("worktree"))
+    model = Scripted([("write_file", {"path": "notes.txt", "content": "notes\nmore\n"})], "done")
+    async with Harness(store=pg, client=model, workspaces_dir=home / "workspaces") as h:
+        out = await h.start(agent, "edit", run_id=RUN)
+    assert pg.load(RUN).run_workspace == out.state.run_workspace
+    summary, = pg.summaries()
+    assert summary.workspace is not None and summary.workspace["branch"] == f"tether/{RUN}"
+    assert {k: summary.workspace["changes"][k] for k in ("files", "added", "deleted")} == \
+        {"files": 1, "added": 1, "deleted": 0}
+    listed = await cli_here_async("runs", "--store", pg_url)
+    assert "+1 \u22120 in 1 file" in listed.stdout
+    stat = await cli_here_async("diff", RUN, "--stat", "--store", pg_url)
+    assert stat.stdout.splitlines() == ["changed  +1 \u22120  notes.txt", "+1 \u22120 in 1 file"]

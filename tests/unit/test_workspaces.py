@@ -186,7 +186,8 @@ async def test_a_failed_setup_ends_the_run_in_words_keeps_the_workspace_and_runs
         assert model.requests == []  # the agent never started
         (Path(ws.path or "") / "fixed.txt").write_text("")  # the operator fixes it in the workspace
         again = await h.run(out.state.run_id, message="try again")
-    assert again.state.status is Status.COMPLETED and again.state.run_workspace.stage == "ready"  # type: ignore[union-attr]
+    assert again.state.status is Status.COMPLETED
+    assert again.state.run_workspace is not None and again.state.run_workspace.stage == "ready"
     assert again.state.run_workspace.path == ws.path  # type: ignore[union-attr]
 
 
@@ -322,7 +323,8 @@ async def test_a_stop_during_setup_ends_it_and_the_run_is_interrupted_then_setup
         assert out.state.run_workspace is not None and out.state.run_workspace.stage == "made"
         again = await h.run(out.state.run_id)
         trace = list(h.store.read_trace(out.state.run_id))
-    assert again.state.status is Status.COMPLETED and again.state.run_workspace.stage == "ready"  # type: ignore[union-attr]
+    assert again.state.status is Status.COMPLETED
+    assert again.state.run_workspace is not None and again.state.run_workspace.stage == "ready"
     assert [r["exit_code"] for r in trace if r["kind"] == "workspace_setup"] == [0]  # the second, whole run
 
 
