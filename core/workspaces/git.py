@@ -3,8 +3,8 @@ never on the user's index.
 
 Every call is an asyncio subprocess (the loop goes on while git works) with an environment
 stripped of the variables that would point git elsewhere (``GIT_DIR``, ``GIT_INDEX_FILE``,
-``GIT_WORK_TREE``... set by a hook or a shell Tether was started from), so a command acts on
-the folder it names and nothing else. Reading a workspace's changes stages files, and that is
+``GIT_WORK_TREE``... set by a hook or a shell Tether was started from:
+:data:`REPOSITORY_VARIABLES`), so a command acts on the folder it names and nothing else. Reading a workspace's changes stages files, and that is
 done in an index of Tether's own (``GIT_INDEX_FILE``): the user's index, HEAD and branch, and
 the worktree's own index that the agent may use, are never written.
 
@@ -41,10 +41,21 @@ def git_binary() -> str:
     return found
 
 
+REPOSITORY_VARIABLES = frozenset({
+    "GIT_ALTERNATE_OBJECT_DIRECTORIES", "GIT_CONFIG", "GIT_CONFIG_PARAMETERS", "GIT_CONFIG_COUNT",
+    "GIT_OBJECT_DIRECTORY", "GIT_DIR", "GIT_WORK_TREE", "GIT_IMPLICIT_WORK_TREE", "GIT_GRAFT_FILE", "GIT_INDEX_FILE",
+    "GIT_NO_REPLACE_OBJECTS", "GIT_REPLACE_REF_BASE", "GIT_PREFIX", "GIT_INTERNAL_SUPER_PREFIX", "GIT_SHALLOW_FILE",
+    "GIT_COMMON_DIR",
+})
+"""What ``git rev-parse --local-env-vars`` lists: the variables that tie git to one repository
+(a hook's, a shell's inside one). Others (``GIT_SSH_COMMAND``, an author's name) are the user's
+settings and stay."""
+
+
 def clean_env(extra: Mapping[str, str] | None = None) -> dict[str, str]:
     """This process's environment without the variables that point git at another repository,
     index or work tree, with no prompt for credentials, and ``extra`` added."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env = {k: v for k, v in os.environ.items() if k not in REPOSITORY_VARIABLES}
     env["GIT_TERMINAL_PROMPT"] = "0"
     env.update(extra or {})
     return env

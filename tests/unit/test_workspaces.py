@@ -334,3 +334,29 @@ async def test_what_a_setup_command_leaves_running_is_stopped_with_it(home: Path
         out = await h.start(agent, "look")
     assert out.state.status is Status.COMPLETED
     assert not alive(int((tmp_path / "daemon.pid").read_text()))
+
+
+async def test_git_variables_in_tethers_environment_point_no_command_at_another_repository_or_index(
+        home: Path, repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """As if Tether were started from a git hook of another repository: GIT_DIR, GIT_WORK_TREE and
+    GIT_INDEX_FILE set. The run's worktree is still of the agent's repository, and no index is
+    written but Tether's own."""
+    other = tmp_path / "other"
+    subprocess.run(["git", "init", "-q", str(other)], check=True)
+    monkeypatch.setenv("GIT_DIR", str(other / ".git"))
+    monkeypatch.setenv("GIT_WORK_TREE", str(other))
+    monkeypatch.setenv("GIT_INDEX_FILE", str(tmp_path / "stray-index"))
+    before = {k: os.environ.pop(k) for k in ("GIT_DIR", "GIT_WORK_TREE", "GIT_INDEX_FILE")}
+    mine = users(repo)  # read with git, without the variables
+    os.environ.update(before)
+    agent = coder(repo, setup=("git status --porcelain > status.txt",))
+    async with harness(home, Scripted([("write_file", {"path": "x.txt", "content": "x\n"})], "done")) as h:
+        out = await h.start(agent, "write")
+    ws = out.state.run_workspace
+    assert out.state.status is Status.COMPLETED and ws is not None and ws.repo == str(repo.resolve())
+    assert [f.path for f in (await changes(ws)).files] == ["status.txt", "x.txt"]
+    assert not (tmp_path / "stray-index").exists()
+    assert not list((other / ".git" / "refs" / "heads").iterdir())  # no branch made there
+    for k in before:
+        monkeypatch.delenv(k)
+    assert users(repo) == mine
