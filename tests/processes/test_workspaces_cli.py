@@ -108,6 +108,12 @@ def test_worktrees_and_folders_no_run_owns_are_reported_and_so_is_a_workspace_go
     assert f"worktree remove --force {home / 'workspaces' / 'ghost'}" in ghost["words"]
     assert survey["workspaces"][0]["problem"] is None
 
+    gitdir = (workspace_of(home) / ".git").read_text().split("gitdir:")[1].strip()
+    subprocess.run(["rm", "-rf", gitdir], check=True)  # git forgets the worktree; its folder stays
+    row, = json.loads(cli_here("workspaces", "--json", *where(home)).stdout)["workspaces"]
+    assert row["problem"] == (f"git does not know {workspace_of(home)} as a worktree any more; tether discard {RUN} "
+                              "removes what is left")
+
     subprocess.run(["rm", "-rf", str(workspace_of(home))], check=True)  # removed by hand, outside Tether
     row, = json.loads(cli_here("workspaces", "--json", *where(home)).stdout)["workspaces"]
     assert row["problem"] == f"its folder is gone: tether discard {RUN} forgets it"
