@@ -35,6 +35,7 @@ resume  # tether.integrations.openai_agents.resume: a paused run gone on with by
 
 # ---- kept for the tests, the crash campaign and the benchmarks, on purpose -----------------
 install  # faultpoints.install: the crash campaign's hook into the loop's boundaries
+merge_check  # tether.workspaces.merge: the merge's dry run, a library function the merge decision (issue 38) will call
 running_provider  # the scripted provider in-process (core/demo/provider/server.py's docstring)
 _.compact  # RunHandle.compact: a compaction the watchers and the index must survive
 _.resets  # TraceTail.resets: how often a follower read the journal again from the start

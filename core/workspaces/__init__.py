@@ -9,7 +9,8 @@ run changed can be shown, kept or thrown away as one thing (docs/workspaces.md).
 * :mod:`~tether.workspaces.changes` reads what a run changed, and a file's diff;
 * :mod:`~tether.workspaces.lifecycle` takes one through a run's life (the run's state records
   it: :class:`tether.run.state.RunWorkspace`);
-* :mod:`~tether.workspaces.survey` lists them all, with what git knows that the store does not.
+* :mod:`~tether.workspaces.survey` lists them all, with what git knows that the store does not;
+* :mod:`~tether.workspaces.merge` checks whether a run's work would merge, changing nothing.
 
 Nothing here is imported by the run or the agents: the harness brings them together.
 """

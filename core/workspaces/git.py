@@ -94,7 +94,8 @@ async def git(*args: str, cwd: Path | str, git_dir: str | None = None, work_tree
         said = err.decode("utf-8", "replace").strip() or out.decode("utf-8", "replace").strip()
         if len(said) > _OUTPUT_SHOWN:
             said = said[:_OUTPUT_SHOWN] + "…"
-        raise GitError(f"git {args[0]} failed in {cwd}: {said or f'exit {proc.returncode}'}")
+        name = next((a for a in args if not a.startswith("-")), args[0])  # the command, not an option before it
+        raise GitError(f"git {name} failed in {cwd}: {said or f'exit {proc.returncode}'}")
     return out.decode("utf-8", "surrogateescape")
 
 

@@ -18,7 +18,8 @@ from tether.harness import Harness
 from tether.run.cancel import CancelSignal
 from tether.run.state import Cancelled, Policies, StateError, Status
 from tether.workspaces.changes import changes, diff
-from tether.workspaces.git import BRANCH_PREFIX
+from tether.workspaces.git import BRANCH_PREFIX, GitError
+from tether.workspaces.merge import merge_check
 from tests.support import Scripted, cli_here
 
 FILE_TOOLS = ["tether:list_files", "tether:read_file", "tether:write_file", "tether:delete_file"]
@@ -360,3 +361,73 @@ async def test_git_variables_in_tethers_environment_point_no_command_at_another_
     for k in before:
         monkeypatch.delenv(k)
     assert users(repo) == mine
+
+
+# ---- the merge's dry run ---------------------------------------------------------------------
+
+def refs(repo: Path) -> str:
+    return git(repo, "for-each-ref", "--format=%(refname) %(objectname)")
+
+
+async def test_merge_check_of_clean_work_changes_nothing(home: Path, repo: Path) -> None:
+    model = Scripted([("write_file", {"path": "sub/inner.txt", "content": "inner\nmore\n"})], "done")
+    async with harness(home, model) as h:
+        out = await h.start(coder(repo), "edit")
+    ws = out.state.run_workspace
+    assert ws is not None
+    (Path(ws.path or "") / "shell.txt").write_text("made by a shell command, not committed\n")
+    before, branches = users(repo), refs(repo)
+    check = await merge_check(ws, "main")
+    assert check.ok and check.conflicts == () and check.dirty == () and check.words() == ""
+    assert check.checked_out == (str(repo.resolve()),) and check.target == git(repo, "rev-parse", "main").strip()
+    assert git(repo, "ls-tree", "-r", "--name-only", check.tree or "").split() == [
+        ".gitignore", "notes.txt", "old.txt", "shell.txt", "sub/inner.txt"]
+    assert users(repo) == before and refs(repo) == branches  # nothing checked out, staged or moved
+
+
+async def test_merge_check_lists_conflicts_and_uncommitted_changes_the_merge_would_overwrite(
+        home: Path, repo: Path) -> None:
+    model = Scripted([("write_file", {"path": "notes.txt", "content": "one\nTWO\n"}),
+                      ("write_file", {"path": "old.txt", "content": "new\n"})], "done")
+    async with harness(home, model) as h:
+        out = await h.start(coder(repo), "edit")
+    ws = out.state.run_workspace
+    assert ws is not None
+    git(repo, "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "mine")  # notes.txt: one two mine
+    (repo / "notes.txt").write_text("one\n2\nmine\n")
+    git(repo, "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qam", "mine again")  # conflicts with TWO
+    (repo / "old.txt").write_text("my uncommitted edit\n")  # the run changes old.txt too
+    before = users(repo)
+    check = await merge_check(ws, "main")
+    assert not check.ok and check.tree is None
+    assert check.conflicts == ("notes.txt",)
+    assert check.dirty == ("old.txt",)  # wip.txt, uncommitted too, is none of the merge's business
+    assert "it conflicts with main in notes.txt" in check.words()
+    assert f"main is checked out at {repo.resolve()} with uncommitted changes to old.txt" in check.words()
+    assert users(repo) == before and (repo / "old.txt").read_text() == "my uncommitted edit\n"
+
+
+async def test_merge_check_finds_the_target_checked_out_in_another_worktree(
+        home: Path, repo: Path, tmp_path: Path) -> None:
+    git(repo, "branch", "feature")
+    other = tmp_path / "feature-checkout"
+    git(repo, "worktree", "add", "-q", str(other), "feature")
+    (other / "old.txt").write_text("work in progress elsewhere\n")
+    model = Scripted([("delete_file", {"path": "old.txt"})], "done")
+    async with harness(home, model) as h:
+        out = await h.start(coder(repo), "delete")
+    ws = out.state.run_workspace
+    assert ws is not None
+    check = await merge_check(ws, "feature")
+    assert check.checked_out == (str(other.resolve()),) and check.dirty == ("old.txt",) and check.conflicts == ()
+    assert (other / "old.txt").read_text() == "work in progress elsewhere\n"
+    with pytest.raises(GitError, match="there is no branch 'nope'"):
+        await merge_check(ws, "nope")
+
+
+async def test_merge_check_refuses_a_copy_in_words(home: Path, tmp_path: Path) -> None:
+    (tmp_path / "plain").mkdir()
+    async with harness(home, Scripted("done")) as h:
+        out = await h.start(coder(tmp_path / "plain", "copy"), "look")
+    with pytest.raises(GitError, match="a copy has no repository of its own"):
+        await merge_check(out.state.run_workspace, "main")  # type: ignore[arg-type]
