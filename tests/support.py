@@ -443,3 +443,19 @@ class Scripted:
 
     async def aclose(self) -> None:
         pass
+
+
+# from tests/unit/test_workspaces.py and tests/processes/test_workspaces_cli.py
+def git(repo: Path, *args: str) -> str:
+    """``git ARGS`` in ``repo``, its output; the test's own reads write nothing (no optional locks)."""
+    done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True,
+                          env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+    return done.stdout
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Tether's home for the test (``TETHER_HOME``): the CLI's workspaces are in ``home/workspaces``."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("TETHER_HOME", str(home))
+    return home

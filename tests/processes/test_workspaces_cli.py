@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import io
 import json
-import os
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -18,25 +17,12 @@ from tether.harness import Harness
 from tether.run.state import Policies
 from tether.store.files.store import RunStore
 from tests.campaign.shim import CRASH_EXIT_CODE
-from tests.support import Scripted, cli_here, cli_here_async, crashing
+from tests.support import Scripted, cli_here, cli_here_async, crashing, git, home  # noqa: F401 (home: a fixture)
 
 if TYPE_CHECKING:
     from tether.store.postgres.store import PgStore
 
 RUN = "w"
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True,
-                          env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
-    return done.stdout
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    home = tmp_path / "home"
-    monkeypatch.setenv("TETHER_HOME", str(home))
-    return home
 
 
 @pytest.fixture

@@ -20,24 +20,10 @@ from tether.run.state import Cancelled, Policies, StateError, Status
 from tether.workspaces.changes import changes, diff
 from tether.workspaces.git import BRANCH_PREFIX, GitError
 from tether.workspaces.merge import merge_check
-from tests.support import Scripted, cli_here
+from tests.support import Scripted, cli_here, git, home  # noqa: F401 (home: a fixture)
 
 FILE_TOOLS = ["tether:list_files", "tether:read_file", "tether:write_file", "tether:delete_file"]
 WRITES = Policies(auto_approve=["write_file", "delete_file"])
-
-
-def git(repo: Path, *args: str) -> str:
-    done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True,
-                          env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})  # the test's own reads write nothing
-    return done.stdout
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """Tether's home for the test: the CLI's workspaces folder is ``home/workspaces``."""
-    home = tmp_path / "home"
-    monkeypatch.setenv("TETHER_HOME", str(home))
-    return home
 
 
 @pytest.fixture
