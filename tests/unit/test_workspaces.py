@@ -417,3 +417,15 @@ async def test_merge_check_refuses_a_copy_in_words(home: Path, tmp_path: Path) -
         out = await h.start(coder(tmp_path / "plain", "copy"), "look")
     with pytest.raises(GitError, match="a copy has no repository of its own"):
         await merge_check(out.state.run_workspace, "main")  # type: ignore[arg-type]
+
+
+async def test_diff_says_why_when_a_run_has_no_workspace_or_not_yet(home: Path, repo: Path) -> None:
+    async with harness(home, Scripted("done")) as h:
+        waiting = h.create(coder(repo), "look")  # made, never started
+        shared = await h.start(coder(repo), "look", isolation="none")  # --isolate none: the agent's own folder
+    assert shared.state.run_workspace is None
+    none = cli_here("diff", shared.state.run_id, *where(home))
+    assert none.returncode == 2 and "has no workspace of its own: its agent works in its folder" in none.stderr
+    later = cli_here("diff", waiting.run_id, "--stat", *where(home))
+    assert later.returncode == 2 and "its workspace is not made yet (it is made when the run first starts)" \
+        in later.stderr
