@@ -33,9 +33,7 @@ from tether.run.events import WorkspaceDiscarded, WorkspaceReady, WorkspaceSetup
 from tether.run.state import RunState, RunWorkspace, StateError
 from tether.workspaces import make
 from tether.workspaces.changes import changes
-from tether.workspaces.git import (
-    BRANCH_PREFIX, GitError, branch_exists, repo_and_commit,
-)
+from tether.workspaces.git import BRANCH_PREFIX, GitError, branch_exists, repo_and_commit
 from tether.workspaces.setup import run_setup
 
 log = logging.getLogger(__name__)
@@ -229,16 +227,19 @@ async def discard(state: RunState, *, save: Save, trace: Emit, by: str = "") -> 
     if ws.host is not None and ws.host != host:
         raise StateError(f"run {state.run_id} works in {ws.path} on the host {ws.host}: discard it there "
                          f"(this is {host})")
-    if ws.stage != "planned":
-        ws.stage = "discarding"
-        await save()  # the intent, before anything is removed
-        faultpoints.boundary("workspace_discarding")
-        try:
-            await make.remove(ws)
-        except GitError as exc:
-            raise StateError(f"run {state.run_id}: its workspace could not be removed ({exc}); tether discard "
-                             f"{state.run_id} tries again") from None
-        faultpoints.boundary("workspace_removed")
+    if ws.stage == "planned":  # never started: nothing was made
+        ws.stage = "discarded"
+        await save()
+        return f"run {state.run_id}: its workspace had not been made (the run never started); nothing to remove"
+    ws.stage = "discarding"
+    await save()  # the intent, before anything is removed
+    faultpoints.boundary("workspace_discarding")
+    try:
+        await make.remove(ws)
+    except GitError as exc:
+        raise StateError(f"run {state.run_id}: its workspace could not be removed ({exc}); tether discard "
+                         f"{state.run_id} tries again") from None
+    faultpoints.boundary("workspace_removed")
     ws.stage, ws.changes = "discarded", None
     trace(WorkspaceDiscarded(run_id=state.run_id, path=ws.path or "", branch=ws.branch, by=by))
     await save()

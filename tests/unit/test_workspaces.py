@@ -429,3 +429,13 @@ async def test_diff_says_why_when_a_run_has_no_workspace_or_not_yet(home: Path, 
     later = cli_here("diff", waiting.run_id, "--stat", *where(home))
     assert later.returncode == 2 and "its workspace is not made yet (it is made when the run first starts)" \
         in later.stderr
+
+
+async def test_discarding_a_run_that_never_started_removes_nothing_and_says_so(home: Path, repo: Path) -> None:
+    async with harness(home, Scripted()) as h:
+        state = h.create(coder(repo), "look")
+    done = cli_here("discard", state.run_id, "--yes", *where(home))
+    assert done.returncode == 0 and "had not been made (the run never started); nothing to remove" in done.stdout
+    assert git(repo, "branch", "--list", f"{BRANCH_PREFIX}*") == ""
+    refused = cli_here("resume", state.run_id, *where(home))
+    assert refused.returncode == 2 and "its workspace was discarded" in refused.stderr

@@ -142,7 +142,7 @@ async def discard(args: argparse.Namespace) -> int:
     if holder is not None and holder.alive:
         raise StateError(f"run {args.run_id} is running ({holder.where}): stop it first (tether stop {args.run_id}), "
                          "then discard its workspace; nothing was removed")
-    if ws.stage != "discarded" and not args.yes and not _agreed(state, ws):
+    if ws.stage not in ("planned", "discarded") and not args.yes and not _agreed(state, ws):  # else nothing to remove
         print("nothing was removed", file=sys.stderr)
         return 1
     try:
