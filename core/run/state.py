@@ -478,6 +478,7 @@ class RunState:
         known = set(field_names(cls))
         kwargs = {k: v for k, v in data.items() if k in known}
         try:
+            _check_scalars(kwargs)
             kwargs["status"] = Status(kwargs.get("status", "running"))
             kwargs["limits"] = Limits(**kwargs.get("limits", {}))
             kwargs["pricing"] = Pricing(**kwargs.get("pricing", {}))
@@ -500,6 +501,31 @@ class RunState:
             # A field of the wrong shape (a list where an object belongs, a number too big for
             # a float): a tampered or foreign journal, refused in words like any other.
             raise StateError(f"state does not match the schema: {exc}") from exc
+
+
+_COUNTS = ("turns", "prompt_tokens", "completion_tokens", "control_seen", "tool_runs")
+_TIMES = ("created_at", "updated_at")
+
+
+def _check_scalars(kwargs: dict[str, Any]) -> None:
+    """The id, counts and times a listing stores in columns (SQLite's 64-bit integers and
+    reals): of their types and in range, or a TypeError (a tampered or foreign journal)."""
+    run_id = kwargs.get("run_id")
+    if not isinstance(run_id, str) or not run_id:
+        raise TypeError(f"run_id must be text, not {type(run_id).__name__}")
+    for name in _COUNTS:
+        value = kwargs.get(name, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or not -2**63 <= value < 2**63:
+            raise TypeError(f"{name} must be a whole number of at most 64 bits")
+    for name in _TIMES:
+        if name in kwargs:
+            value = kwargs[name]
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{name} must be a time in seconds, not {type(value).__name__}")
+            try:
+                kwargs[name] = float(value)
+            except OverflowError:
+                raise TypeError(f"{name} is past the range of a time in seconds") from None
 
 
 def _failed_by_wording(messages: list[dict[str, Any]]) -> list[str]:
