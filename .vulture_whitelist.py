@@ -25,6 +25,7 @@ scan_archive  # the demo tool, referenced as "tether.demo:scan_archive"
 DRIP  # a FaultKind, parsed from its value ("drip@0")
 total_tokens  # event fields: written to the trace as records, read there by name
 estimated
+workspace_kind  # the same (WorkspaceReady: what kind of workspace the run found or made)
 preview
 
 # ---- the public surface (tether.__all__, a documented contract) ----------------------------
@@ -34,6 +35,7 @@ resume  # tether.integrations.openai_agents.resume: a paused run gone on with by
 
 # ---- kept for the tests, the crash campaign and the benchmarks, on purpose -----------------
 install  # faultpoints.install: the crash campaign's hook into the loop's boundaries
+merge_check  # tether.workspaces.merge: the merge's dry run, a library function the merge decision (issue 38) will call
 running_provider  # the scripted provider in-process (core/demo/provider/server.py's docstring)
 _.compact  # RunHandle.compact: a compaction the watchers and the index must survive
 _.resets  # TraceTail.resets: how often a follower read the journal again from the start

@@ -48,6 +48,7 @@ from tether.agents.sample import ensure_sample
 from tether.agents.sets import AgentSet, known_agents, set_of
 from tether.agents.workspace import Workspace
 from tether.agents.sandbox import SandboxUnavailable, for_agent
+from tether.workspaces import lifecycle
 
 ADHOC_AGENT = "default"
 """The name of the agent made from ``--base-url``/``--model`` alone: the file tools, no more."""
@@ -78,10 +79,10 @@ class Harness:
     file whose agents runs may refer to (a run made from another file rebuilds its agent
     from that file). ``agent_sets`` are named agents made on demand
     (:class:`tether.agents.sets.AgentSet`: the CLI gives the demo's, :data:`tether.demo.agents.DEMO`);
-    ``workspace`` is their folder, ``base_url``/``embedded_url`` serve their endpoint over
-    HTTP, ``latency_ms``/``fail`` shape the in-process endpoint a set offers. ``client`` answers
-    for every agent; ``stream`` asks every endpoint for streamed replies (``"auto"``: the agents'
-    own endpoints, not a set's in-process one).
+    ``workspace`` is their folder, ``workspaces_dir`` where runs get their own (:mod:`tether.workspaces`),
+    ``base_url``/``embedded_url`` serve their endpoint over HTTP, ``latency_ms``/``fail`` shape the
+    in-process endpoint a set offers. ``client`` answers for every agent; ``stream`` asks every
+    endpoint for streamed replies (``"auto"``: the agents' own endpoints, not a set's in-process one).
     """
 
     def __init__(
@@ -100,6 +101,7 @@ class Harness:
         embedded_url: str | None = None,
         store: Store | None = None,
         agent_sets: Sequence[AgentSet] = (),
+        workspaces_dir: Path | str | None = None,
     ) -> None:
         self.store: Store = store if store is not None else RunStore(runs_dir or tether_home() / "runs")
         self.config = config
@@ -109,6 +111,7 @@ class Harness:
         self.agent_sets = tuple(agent_sets)
         self._sets_root = Path(workspace) if workspace is not None else tether_home() / "workspace"
         self._sets_workspace: Workspace | None = None
+        self.workspaces_dir = Path(workspaces_dir) if workspaces_dir is not None else tether_home() / "workspaces"
         self._client = client
         self._latency_ms = latency_ms
         self._fail = fail
@@ -218,8 +221,10 @@ class Harness:
         limits: Limits | None = None,
         policies: Policies | None = None,
         pricing: Pricing | None = None,
+        isolation: str | None = None,
     ) -> RunState:
-        """A fresh run of ``agent`` on ``prompt`` (its default task if None), saved but not started."""
+        """A fresh run of ``agent`` on ``prompt`` (its default task if None), saved but not started;
+        ``isolation`` (``worktree``, ``copy``, ``none``) instead of the agent's (:mod:`tether.workspaces`)."""
         task = prompt or agent.prompt
         if not task:
             raise ValueError(f"agent {agent.name} has no default task: give a prompt")
@@ -235,6 +240,7 @@ class Harness:
             pricing=pricing or agent.pricing or Pricing(assumed=True),
             base_url=without_credentials(endpoint) if endpoint else None,
             workspace=str(agent.workspace) if agent.workspace is not None else None,
+            run_workspace=lifecycle.plan_for(agent, isolation),
             agent=agent.ref(),
         )
         create_new(self.store.create, state, made_up=None if run_id else prefix)
@@ -256,13 +262,14 @@ class Harness:
 
     # ---- operations -------------------------------------------------------------------
     async def start(self, agent: Agent, prompt: str | None = None, *, run_id: str | None = None,
-                    signal: CancelSignal | None = None, sinks: Sequence[EventSink] = ()) -> Outcome:
+                    signal: CancelSignal | None = None, sinks: Sequence[EventSink] = (),
+                    isolation: str | None = None) -> Outcome:
         """Make a run of ``agent`` and run it until it stops, one of five ways. An ACP agent
         is started first: one that is not there, or not an ACP agent, is an AgentError in
         words, and no run is made."""
         session = await self.start_acp(agent) if agent.acp is not None else None
         try:
-            state = await call(self.store, self.create, agent, prompt, run_id=run_id)
+            state = await call(self.store, self.create, agent, prompt, run_id=run_id, isolation=isolation)
             return await self.run(state.run_id, signal=signal, sinks=sinks, acp_session=session)
         finally:
             if session is not None:
@@ -454,6 +461,7 @@ class Harness:
                     raise StateError(f"{already_decided(last)}; run {run_id} has since ended ({state.status.value})")
                 raise StateError(f"run {run_id} has already ended ({state.status.value}); it cannot be resumed, but "
                                  f"a follow-up goes on from it: tether resume {run_id} --message TEXT")
+            lifecycle.usable(state)
             agent = self.agent_of(state)
             if agent.acp is not None:
                 from tether.acp.drive import drive_acp
@@ -483,12 +491,15 @@ class Harness:
                         failure = str(exc)
                 if failure is None:
                     self._check_tools(state, tools)
-                env = self._env(agent, client, tools, sinks)
+                env = self._env(agent, client, tools, sinks, root=lifecycle.locate(state, self.workspaces_dir))
                 loop = RunLoop(state, env, handle, trace, signal)
                 self._hold(state, loop.emit, signal)
                 if failure is not None:
                     return Outcome(await loop.fail(failure), [], (time.perf_counter() - started) * 1000)
                 await controls.adopt()  # requests made while the run's process was dead
+                ended = await lifecycle.begin(state, loop, signal)  # its own workspace, made and set up
+                if ended is not None:
+                    return Outcome(ended, [], (time.perf_counter() - started) * 1000)
                 controls.vet = lambda request: vet_decision(tools, state, request)
                 if decision is not None:
                     taken, refused = take_decision(state, decision, lambda: vet_decision(tools, state, decision))
@@ -514,14 +525,13 @@ class Harness:
                     await loop.save()
                     final = await loop.run()
                 await loop.record(stopped_waiting(state, signal))  # a Stop ends a run that waits, too
+                await lifecycle.note_changes(state, loop.save)
                 await controls.close()
                 return Outcome(final, loop.tool_runs, (time.perf_counter() - started) * 1000)
         finally:
             beating.cancel()
             server.unregister(run_id)
-            self._emitters.pop(run_id, None)
-            self.live.pop(run_id, None)
-            self._signals.pop(run_id, None)
+            self._let_go(run_id)
             if trace is not None:
                 trace.close()
             await release(handle)
@@ -564,11 +574,12 @@ class Harness:
         return next((model for model in offered if model is not None), None)
 
     def _env(self, agent: Agent, client: ChatModel, tools: dict[str, Tool], sinks: Sequence[EventSink],
-             *, child: bool = False) -> LoopEnv:
+             *, child: bool = False, root: str | None = None) -> LoopEnv:  # root: the run's own workspace
         all_sinks = [*self.sinks, *sinks]
         if child:
             tools = {name: t for name, t in tools.items() if t.read_only and name != "research"}
-        workspace = Workspace(agent.workspace) if agent.workspace is not None else None
+        folder = root if root is not None else agent.workspace
+        workspace = Workspace(folder) if folder is not None else None
         return LoopEnv(
             client=client,
             tools=tools,
@@ -577,7 +588,7 @@ class Harness:
             sinks=all_sinks,
             stop_conditions=[] if child else list(agent.stop_when),  # type: ignore[arg-type]
             error_formatter=agent.error_formatter,  # type: ignore[arg-type]
-            spawn=None if child else self._spawner(agent, client, tools, list(sinks)),
+            spawn=None if child else self._spawner(agent, client, tools, list(sinks), root),
             rules=self._rules if callable(getattr(self.store, "rules", None)) else None,
         )
 
@@ -596,14 +607,15 @@ class Harness:
 
         return Rules(read=self._rules, add=add)
 
-    def _spawner(self, agent: Agent, client: ChatModel, tools: dict[str, Tool], sinks: list[EventSink]) -> Any:
-        """``sinks``: the operation's own; the harness's are added by :meth:`_env`, once."""
+    def _spawner(self, agent: Agent, client: ChatModel, tools: dict[str, Tool], sinks: list[EventSink],
+                 root: str | None) -> Any:
+        """``sinks``: the operation's own; the harness's are added by :meth:`_env`, once. ``root``: the parent's."""
         from tether.run.spawn import spawner
 
         def child_model(model: str) -> str | None:
             return next((m for s in self.agent_sets if (m := s.child_model(model))), None)
 
-        return spawner(self.store, lambda: self._env(agent, client, tools, sinks, child=True),
+        return spawner(self.store, lambda: self._env(agent, client, tools, sinks, child=True, root=root),
                        secrets=self.secrets(agent), child_model=child_model, live=self.live)
 
 

@@ -33,6 +33,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input
 
 from tether.demo.agents import DEMO
+from tether.models.base import ModelReply
 from tether.run.state import RunState, StateError
 from tether.store.files.store import RunStore
 from tether.harness import Harness
@@ -416,3 +417,45 @@ async def cli_here_async(*args: str, **kw: Any) -> subprocess.CompletedProcess[s
     """:func:`cli_here` from a test's event loop: in a thread, so the loop (and the processes
     it watches) goes on meanwhile."""
     return await asyncio.to_thread(cli_here, *args, **kw)
+
+
+# from tests/unit/test_mcp_names.py
+class Scripted:
+    """A ChatModel that records what it is sent and answers from a list of replies."""
+
+    def __init__(self, *replies: list[tuple[str, dict]] | str) -> None:
+        self.replies = list(replies)
+        self.requests: list[tuple[list[str], list[dict]]] = []
+
+    def new_transcript(self) -> None:
+        return None
+
+    async def complete(self, model, messages, tools, **kw) -> ModelReply:
+        self.requests.append(([t["function"]["name"] for t in tools or ()], json.loads(json.dumps(messages))))
+        reply = self.replies.pop(0)
+        if isinstance(reply, str):
+            return ModelReply(content=reply, tool_calls=[], finish_reason="stop", prompt_tokens=10,
+                              completion_tokens=2, usage_estimated=False, provider_ms=0.0)
+        calls = [{"id": f"c{len(self.requests)}_{i}", "type": "function",
+                  "function": {"name": name, "arguments": json.dumps(args)}} for i, (name, args) in enumerate(reply)]
+        return ModelReply(content=None, tool_calls=calls, finish_reason="tool_calls", prompt_tokens=10,
+                          completion_tokens=2, usage_estimated=False, provider_ms=0.0)
+
+    async def aclose(self) -> None:
+        pass
+
+
+# from tests/unit/test_workspaces.py and tests/processes/test_workspaces_cli.py
+def git(repo: Path, *args: str) -> str:
+    """``git ARGS`` in ``repo``, its output; the test's own reads write nothing (no optional locks)."""
+    done = subprocess.run(["git", *args], cwd=repo, capture_output=True, text=True, check=True,
+                          env={**os.environ, "GIT_OPTIONAL_LOCKS": "0"})
+    return done.stdout
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Tether's home for the test (``TETHER_HOME``): the CLI's workspaces are in ``home/workspaces``."""
+    home = tmp_path / "home"
+    monkeypatch.setenv("TETHER_HOME", str(home))
+    return home

@@ -227,6 +227,40 @@ class AcpCommand:
                 "tell_rejections": self.tell_rejections}
 
 
+# ---- a workspace of each run's own -------------------------------------------------------
+
+ISOLATIONS = ("none", "worktree", "copy")
+
+
+@dataclass(frozen=True, slots=True)
+class Isolation:
+    """Whether each run of the agent works in a workspace of its own (:mod:`tether.workspaces`).
+
+    ``kind``: ``"none"`` (the runs share the agent's folder), ``"worktree"`` (a git worktree
+    on the branch ``tether/RUN_ID``, from ``base``, a ref: the current HEAD by default), or
+    ``"copy"`` (a copy of a folder that is not a repository). ``setup``: shell commands run in
+    the new workspace before the agent starts. ``checks``: commands a merge runs first."""
+
+    kind: Literal["none", "worktree", "copy"] = "none"
+    base: str | None = None
+    setup: tuple[str, ...] = ()
+    checks: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.kind not in ISOLATIONS:
+            raise AgentError(f"isolation must be one of {', '.join(ISOLATIONS)}, got {self.kind!r}")
+        for what in ("setup", "checks"):
+            commands = getattr(self, what)
+            if isinstance(commands, str) or not all(isinstance(c, str) and c.strip() for c in commands):
+                raise AgentError(f"{what} must be a list of shell commands, such as [\"make deps\"]")
+            object.__setattr__(self, what, tuple(commands))
+        if self.base is not None and (not self.base.strip() or self.base.startswith("-")):
+            raise AgentError(f"base must name a commit, a branch or a tag, got {self.base!r}")
+
+    def spec(self) -> dict[str, Any]:
+        return {"kind": self.kind, "base": self.base, "setup": list(self.setup), "checks": list(self.checks)}
+
+
 # ---- the agent ----------------------------------------------------------------------
 
 @dataclass(frozen=True, eq=False)
@@ -266,6 +300,8 @@ class Agent:
     sandbox: Literal["workspace"] | None = None
     """``"workspace"``: the processes started for its runs (an ACP agent, MCP servers) may write
     only the workspace, their state folders and a private temp folder (tether.agents.sandbox)."""
+    isolation: Isolation = field(default_factory=Isolation)
+    """Whether each run works in a workspace of its own (a worktree, a copy) or in ``workspace``."""
 
     def __post_init__(self) -> None:
         if not self.name or not isinstance(self.name, str):
@@ -289,6 +325,13 @@ class Agent:
         if uses_files and workspace is None:
             raise AgentError(f"agent {self.name} uses {', '.join(uses_files)} but has no workspace: "
                              "give it the folder those tools may touch (workspace = \"./folder\")")
+        if self.isolation.kind != "none":
+            if workspace is None:
+                raise AgentError(f"agent {self.name} has isolation = {self.isolation.kind!r} but no workspace: "
+                                 "give it the folder each run gets its own copy of (workspace = \"./folder\")")
+            if self.acp is not None:
+                raise AgentError(f"agent {self.name} speaks ACP: its process does not run in a workspace of its "
+                                 "own yet (Tether's own agents do); remove isolation")
         stops = tuple(as_callable(s, "stop condition", roots) for s in self.stop_when)
         formatter = (None if self.error_formatter is None
                      else as_callable(self.error_formatter, "error formatter", roots))
@@ -333,6 +376,7 @@ class Agent:
             "import_roots": list(dict.fromkeys([*self.import_roots, *self._module_roots(), os.getcwd()])),
             **({"acp": self.acp.spec()} if self.acp is not None else {}),
             **({"sandbox": self.sandbox} if self.sandbox is not None else {}),
+            **({"isolation": self.isolation.spec()} if self.isolation.kind != "none" else {}),
         }
 
     def _module_roots(self) -> list[str]:
@@ -380,7 +424,11 @@ class Agent:
             servers.append(MCPServer(**kw, env=env))
         pricing = spec.get("pricing")
         acp = spec.get("acp")
+        isolation = spec.get("isolation")
         return cls(
+            isolation=Isolation() if not isolation else Isolation(
+                isolation["kind"], isolation.get("base"), tuple(isolation.get("setup") or ()),
+                tuple(isolation.get("checks") or ())),
             acp=None if acp is None else AcpCommand(tuple(acp["argv"]), dict(acp.get("env") or {}),
                                                     float(acp.get("cancel_grace_s", 5.0)),
                                                     bool(acp.get("tell_rejections", True))),

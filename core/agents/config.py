@@ -46,7 +46,7 @@ from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from tether.agents.agent import DEFAULT_INSTRUCTIONS, AcpCommand, Agent, AgentError, as_callable, as_tool
+from tether.agents.agent import DEFAULT_INSTRUCTIONS, AcpCommand, Agent, AgentError, Isolation, as_callable, as_tool
 from tether.agents import configfile
 from tether.agents.configfile import ConfigError
 from tether.run.state import Limits, Policies, Pricing
@@ -107,6 +107,12 @@ class AgentEntry(_Entry):
     # The processes started for its runs write only the workspace (tether.agents.sandbox).
     sandbox: Literal["workspace", "none"] = "none"
 
+    # A workspace of each run's own (tether.workspaces): a git worktree or a copy of ``workspace``.
+    isolation: Literal["none", "worktree", "copy"] = "none"
+    base: str | None = Field(default=None, min_length=1)
+    setup: list[str] = []
+    checks: list[str] = []
+
     _base_url = field_validator("base_url")(_http_url)
 
     @field_validator("decision_deadline")
@@ -121,8 +127,25 @@ class AgentEntry(_Entry):
                 raise ValueError(str(exc)) from None
         return value
 
+    @field_validator("setup", "checks")
+    @classmethod
+    def _commands(cls, value: list[str]) -> list[str]:
+        if not all(command.strip() for command in value):
+            raise ValueError("an empty command: write each as a shell command line, such as \"make deps\"")
+        return value
+
     @model_validator(mode="after")
     def _acp_or_model(self) -> "AgentEntry":
+        if self.isolation == "none" and (self.base is not None or self.setup or self.checks):
+            keys = [key for key in ("base", "setup", "checks") if getattr(self, key)]
+            raise ValueError(f"{', '.join(keys)} apply to a run's own workspace: add isolation = \"worktree\" "
+                             "(or \"copy\"), or remove them")
+        if self.isolation != "none" and self.workspace is None:
+            raise ValueError(f"isolation = \"{self.isolation}\" needs the folder each run works on: add "
+                             "workspace = \"./folder\"")
+        if self.isolation == "copy" and self.base is not None:
+            raise ValueError("base names a commit of a repository: a copy starts from the folder as it is; "
+                             "remove base, or use isolation = \"worktree\"")
         if self.acp is None:
             if self.model is None:
                 raise ValueError("model is missing: add it (or acp = [COMMAND, ...] for an ACP agent)")
@@ -132,6 +155,9 @@ class AgentEntry(_Entry):
                 raise ValueError("budget_mode = \"turns-only\" is for an ACP agent that reports no usage: Tether "
                                  "counts this agent's tokens itself; use soft or strict")
             return self
+        if self.isolation != "none":
+            raise ValueError("an ACP agent's process does not run in a workspace of its own yet (Tether's own "
+                             "agents do): remove isolation")
         if not self.acp or not all(self.acp):
             raise ValueError("acp must name the agent's command and its arguments, such as [\"opencode\", \"acp\"]")
         mine = [key for key in ("base_url", "api_key_env", "error_formatter") if getattr(self, key) is not None]
@@ -276,6 +302,14 @@ class Config:
             if not workspace.is_dir():
                 raise ConfigError(f"{self.path}: {where}.workspace: {workspace} is not a folder: "
                                   "create it or fix the path")
+        if entry.isolation == "worktree" and workspace is not None:
+            from tether.agents.workspace import find_repo
+
+            if find_repo(workspace) is None:
+                raise ConfigError(f"{self.path}: {where}.isolation: \"worktree\" needs a git repository, and "
+                                  f"{workspace} is not in one: use isolation = \"copy\", or make it a repository "
+                                  "(git init)")
+        isolation = Isolation(entry.isolation, entry.base, tuple(entry.setup), tuple(entry.checks))
         servers = [self.mcp_server(server, where=f"{where}.mcp") for server in entry.mcp]
         limits = Limits(max_turns=entry.max_turns, budget_usd=entry.budget_usd, budget_mode=entry.budget_mode,
                         max_tokens=entry.max_tokens)
@@ -313,7 +347,7 @@ class Config:
                 instructions=entry.instructions, tools=tools, mcp_servers=servers, limits=limits,
                 policies=policies, pricing=self.pricing(entry.model), stop_when=stops,
                 error_formatter=formatter, workspace=workspace, prompt=entry.prompt,
-                config=self.path, source="config", import_roots=roots, sandbox=sandbox,
+                config=self.path, source="config", import_roots=roots, sandbox=sandbox, isolation=isolation,
             )
         except AgentError as exc:
             raise ConfigError(f"{self.path}: {where}: {exc}") from None

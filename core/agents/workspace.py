@@ -102,3 +102,15 @@ class Workspace:
                     continue
         return sorted(entries)
 
+
+def find_repo(folder: Path | str) -> Path | None:
+    """The top folder of the git repository ``folder`` is in (where its ``.git`` is: a folder,
+    or a worktree's file), or None. Read from the disk alone, without starting git, so an agent
+    file that asks for a worktree of a folder that is in no repository is refused as it is
+    loaded (:mod:`tether.workspaces` makes the worktree)."""
+    here = Path(os.path.realpath(folder))
+    for candidate in (here, *here.parents):
+        if (candidate / ".git").exists():
+            return candidate
+    return None
+

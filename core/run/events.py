@@ -207,6 +207,45 @@ class WorkerNote(Event):
     text: str
 
 
+# ---- a run's own workspace (tether.workspaces) ---------------------------------------------
+
+@dataclass(slots=True, kw_only=True)
+class WorkspaceReady(Event):
+    """The run works in a workspace of its own: made now (``made``), or found where it was
+    made (a resume, a follow-up, an adoption). ``base``: the commit its changes are read
+    against; ``branch``: a worktree's."""
+
+    kind: ClassVar[str] = "workspace_ready"
+    workspace_kind: str
+    path: str
+    base: str
+    made: bool
+    branch: str | None = None
+    host: str = ""
+
+
+@dataclass(slots=True, kw_only=True)
+class WorkspaceSetup(Event):
+    """One setup command of the workspace, run before the agent started: its exit code
+    (None: it could not start) and its output (the end of it, when long)."""
+
+    kind: ClassVar[str] = "workspace_setup"
+    command: str
+    exit_code: int | None
+    output: str
+    ms: float
+
+
+@dataclass(slots=True, kw_only=True)
+class WorkspaceDiscarded(Event):
+    """The run's workspace was removed (``tether discard``), its branch with it; the transcript stays."""
+
+    kind: ClassVar[str] = "workspace_discarded"
+    path: str
+    branch: str | None = None
+    by: str = ""
+
+
 # ---- what agents that drive themselves (ACP) report beyond Tether's own loop -------------
 
 @dataclass(slots=True, kw_only=True)

@@ -1,7 +1,10 @@
 """Named points in the loop where a crash leaves the state most worth testing.
 
 The loop calls :func:`boundary` with a name before and after each model reply is
-saved, before and after each tool runs, and before and after each save. In the product
+saved, before and after each tool runs, and before and after each save; a run's own
+workspace (:mod:`tether.workspaces.lifecycle`) after each intent it saves and after each
+step on the disk (``workspace_creating``, ``workspace_made``, ``workspace_discarding``,
+``workspace_removed``). In the product
 it does nothing. The crash campaign (``tests/campaign``) installs a hook that exits the
 process hard at a chosen boundary, then resumes the run, to show that no boundary loses
 a committed turn or repeats a write.

@@ -159,11 +159,23 @@ class RunLoop:
     # ---- the loop --------------------------------------------------------
     async def fail(self, reason: str) -> RunState:
         """End the run ``failed`` before its loop could start (an MCP server that would not
-        start): traced like any stop, so the run says why."""
+        start, a workspace that could not be made): traced like any stop, so the run says why."""
+        return await self._before_start(Stop(Status.FAILED, reason, error=reason))
+
+    async def stop_before_start(self, cancelled: RunCancelled) -> RunState:
+        """End the run ``interrupted`` by a Stop that came before its loop started (in its workspace's setup)."""
+        return await self._before_start(self._cancelled(cancelled))
+
+    async def _before_start(self, stop: Stop) -> RunState:
         st = self.state
         self.emit(RunStarted(run_id=st.run_id, model=st.model, resumed=st.turns > 0, parent_run_id=st.parent_run_id,
                              pid=os.getpid(), agent=st.agent.name if st.agent else st.model))
-        return await self._finish(Stop(Status.FAILED, reason, error=reason))
+        return await self._finish(stop)
+
+    def _cancelled(self, cancelled: RunCancelled) -> Stop:
+        by = self.signal.by
+        reason = f"{cancelled.reason} (by {by})" if by else cancelled.reason
+        return Stop(Status.INTERRUPTED, reason, Cancelled(cancelled.reason, by))
 
     async def run(self) -> RunState:
         st = self.state
@@ -197,9 +209,7 @@ class RunLoop:
                 if stop:
                     return await self._finish(stop)
         except RunCancelled as cancelled:
-            by = self.signal.by
-            reason = f"{cancelled.reason} (by {by})" if by else cancelled.reason
-            return await self._finish(Stop(Status.INTERRUPTED, reason, Cancelled(cancelled.reason, by)))
+            return await self._finish(self._cancelled(cancelled))
         except ProviderError as exc:
             if exc.retryable:  # the endpoint is down, not the run: resumable once it is back
                 reason = f"{exc}; tether resume {st.run_id} goes on once the endpoint answers again"

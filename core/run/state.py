@@ -286,6 +286,65 @@ class AgentRef:
     spec: dict[str, Any] = field(default_factory=dict)
 
 
+WorkspaceKind = Literal["worktree", "copy"]
+WorkspaceStage = Literal["planned", "creating", "made", "ready", "discarding", "discarded"]
+
+
+@dataclass(slots=True)
+class RunWorkspace:
+    """The folder a run works in when its agent is isolated (:mod:`tether.workspaces`): a git
+    worktree on its own branch, or a copy. The run owns it as it owns its journal, so resume,
+    follow-ups, adoption and a worker find it here, whichever process made it.
+
+    ``stage`` is where its making or removal got to, written *before* each step that touches
+    the disk, so a crash at any point leaves a record the next operation finishes from:
+    ``planned`` (nothing made yet), ``creating`` (made, maybe in part), ``made`` (there, its
+    setup not passed yet), ``ready``, ``discarding``, ``discarded``. Every path is absolute:
+    a process with another ``TETHER_HOME`` still finds it, and one on another host refuses.
+    """
+
+    kind: WorkspaceKind
+    source: str
+    """The agent's folder the run was made from."""
+    base: str = "HEAD"
+    """The ref the worktree starts from, as the agent file or the caller named it."""
+    setup: list[str] = field(default_factory=list)
+    checks: list[str] = field(default_factory=list)
+    stage: WorkspaceStage = "planned"
+    path: str | None = None
+    """The workspace itself: the worktree's checkout, or the copy."""
+    meta: str | None = None
+    """Tether's side folder for it: the private index its changes are read with, and a copy's
+    base repository. Never inside the workspace, where the agent works."""
+    repo: str | None = None
+    """A worktree's source repository (its top folder)."""
+    subdir: str = ""
+    """Where the agent's folder is inside the workspace (a worktree of the repository the
+    folder is part of): the file tools' root is ``path/subdir``."""
+    branch: str | None = None
+    base_commit: str | None = None
+    host: str | None = None
+    made_at: float | None = None
+    setup_failed: str | None = None
+    """Why the last setup failed, in words (then it runs again on the next operation)."""
+    changes: dict[str, Any] | None = None
+    """What the run had changed when its last operation ended: ``files``, ``added``,
+    ``deleted`` (lines), ``at`` (the time). A listing shows it without running git."""
+
+    @property
+    def root(self) -> str | None:
+        """The folder the agent works in: the workspace, or its part that is the agent's folder."""
+        if self.path is None:
+            return None
+        return self.path if not self.subdir else f"{self.path.rstrip('/')}/{self.subdir}"
+
+    def listed(self) -> dict[str, Any]:
+        """What a listing of runs keeps of it (:class:`tether.store.summary.RunSummary`)."""
+        return {"kind": self.kind, "stage": self.stage, "path": self.path, "branch": self.branch,
+                "host": self.host, "source": self.source, "repo": self.repo, "made_at": self.made_at,
+                "changes": self.changes}
+
+
 @dataclass(slots=True)
 class Decision:
     """An operator's verdict on one call, bound to its exact arguments, used once."""
@@ -372,6 +431,8 @@ class RunState:
     policies: Policies = field(default_factory=Policies)
     base_url: str | None = None  # None: the embedded scripted provider
     workspace: str | None = None
+    run_workspace: RunWorkspace | None = None
+    """The run's own workspace (its agent is isolated), or None: it works in :attr:`workspace`."""
     control_seen: int = 0  # requests of the run's control channel it has handled (tether.store.control)
     # Write calls whose side effect may have started: call id -> idempotency key.
     intents: dict[str, str] = field(default_factory=dict)
@@ -434,7 +495,7 @@ class RunState:
                 value = {k: plain(v) for k, v in value.items()}
             elif name == "interruption":
                 value = None if value is None else value.to_dict()
-            elif isinstance(value, (Limits, Pricing, Policies, AgentRef)):
+            elif isinstance(value, (Limits, Pricing, Policies, AgentRef, RunWorkspace)):
                 value = plain(value)
             elif isinstance(value, Status):
                 value = value.value
@@ -456,6 +517,7 @@ class RunState:
         known = set(field_names(cls))
         kwargs = {k: v for k, v in data.items() if k in known}
         try:
+            _check_scalars(kwargs)
             kwargs["status"] = Status(kwargs.get("status", "running"))
             kwargs["limits"] = Limits(**kwargs.get("limits", {}))
             kwargs["pricing"] = Pricing(**kwargs.get("pricing", {}))
@@ -468,6 +530,8 @@ class RunState:
                 kwargs["failed_calls"] = _failed_by_wording(kwargs.get("messages", []))
             if kwargs.get("agent") is not None:
                 kwargs["agent"] = AgentRef(**kwargs["agent"])
+            if kwargs.get("run_workspace") is not None:
+                kwargs["run_workspace"] = RunWorkspace(**kwargs["run_workspace"])
             messages = kwargs.get("messages", [])
             if not isinstance(messages, list) or not all(isinstance(m, dict) for m in messages):
                 raise TypeError("the transcript must be a list of message objects")
@@ -476,6 +540,31 @@ class RunState:
             # A field of the wrong shape (a list where an object belongs, a number too big for
             # a float): a tampered or foreign journal, refused in words like any other.
             raise StateError(f"state does not match the schema: {exc}") from exc
+
+
+_COUNTS = ("turns", "prompt_tokens", "completion_tokens", "control_seen", "tool_runs")
+_TIMES = ("created_at", "updated_at")
+
+
+def _check_scalars(kwargs: dict[str, Any]) -> None:
+    """The id, counts and times a listing stores in columns (SQLite's 64-bit integers and
+    reals): of their types and in range, or a TypeError (a tampered or foreign journal)."""
+    run_id = kwargs.get("run_id")
+    if not isinstance(run_id, str) or not run_id:
+        raise TypeError(f"run_id must be text, not {type(run_id).__name__}")
+    for name in _COUNTS:
+        value = kwargs.get(name, 0)
+        if isinstance(value, bool) or not isinstance(value, int) or not -2**63 <= value < 2**63:
+            raise TypeError(f"{name} must be a whole number of at most 64 bits")
+    for name in _TIMES:
+        if name in kwargs:
+            value = kwargs[name]
+            if isinstance(value, bool) or not isinstance(value, (int, float)):
+                raise TypeError(f"{name} must be a time in seconds, not {type(value).__name__}")
+            try:
+                kwargs[name] = float(value)
+            except OverflowError:
+                raise TypeError(f"{name} is past the range of a time in seconds") from None
 
 
 def _failed_by_wording(messages: list[dict[str, Any]]) -> list[str]:

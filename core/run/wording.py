@@ -106,6 +106,20 @@ def describe(r: dict[str, Any], timings: bool = True) -> str:
         return f"wrote {r.get('path')} ({r.get('size')} bytes)"
     if kind == "warning":
         return f"WARNING {r.get('text')}" + (f"  {r.get('call_id')}" if r.get("call_id") else "")
+    if kind == "workspace_ready":
+        where = f"{r.get('workspace_kind')} {r.get('path')}"
+        if r.get("branch"):
+            where += f" on {r.get('branch')}"
+        return ("made " if r.get("made") else "found ") + where + f" from {str(r.get('base') or '')[:12]}"
+    if kind == "workspace_setup":
+        code = r.get("exit_code")
+        state = "could not start" if code is None else "ok" if code == 0 else f"exit {code}"
+        tail = f"  {r.get('ms', 0):.0f} ms" if timings else ""
+        last = str(r.get("output") or "").strip().splitlines()[-1:]
+        return f"{r.get('command')}: {state}{tail}" + (f"  {last[0]}" if last else "")
+    if kind == "workspace_discarded":
+        return f"removed {r.get('path')}" + (f" and its branch {r.get('branch')}" if r.get("branch") else "") \
+            + (f" (by {r.get('by')})" if r.get("by") else "")
     if kind == "run_stopped":
         return f"{r.get('status')}: {r.get('reason')}  turns={r.get('turns')} cost={money(r.get('cost_usd'))}"
     return json.dumps({k: v for k, v in r.items() if k not in ("kind", "run_id", "seq", "ts")}, default=str)

@@ -26,12 +26,12 @@ JournalKey = tuple[int, int, int]  # (size, mtime_ns, inode)
 SUMMARY_COLUMNS = (
     "run_id", "status", "model", "agent", "parent_run_id", "task", "turns", "cost_usd", "budget_usd", "max_turns",
     "created_at", "updated_at", "interruption", "error", "prompt_tokens", "completion_tokens", "child_cost_usd",
-    "per_turn_prompt_tokens", "estimated_turns", "assumed_price", "answer", "tool_runs", "source",
+    "per_turn_prompt_tokens", "estimated_turns", "assumed_price", "answer", "tool_runs", "source", "workspace",
     "journal_size", "journal_mtime_ns", "journal_ino",
 )
 """The stored fields of a summary, in :class:`RunSummary`'s order (the file index's columns;
 PostgreSQL keeps them as one JSON document)."""
-_JSON_COLUMNS = frozenset(("interruption", "per_turn_prompt_tokens", "estimated_turns"))
+_JSON_COLUMNS = frozenset(("interruption", "per_turn_prompt_tokens", "estimated_turns", "workspace"))
 
 
 @dataclass(slots=True)
@@ -68,6 +68,9 @@ class RunSummary:
     source: str = "tether"
     """Where the run's turns come from: ``tether``, ``acp``, or the framework of a program
     reporting through the run API (``openai-agents``, ``pydantic-ai``, ``claude-code``, ``program``)."""
+    workspace: dict[str, Any] | None = None
+    """The run's own workspace (:meth:`tether.run.state.RunWorkspace.listed`): where it is, how far it
+    was made, and what the run had changed in it when its last operation ended; None without one."""
     # The journal this row was read from: a row whose key differs from the journal's is stale.
     journal_size: int = -1
     journal_mtime_ns: int = -1
@@ -114,7 +117,9 @@ class RunSummary:
             prompt_tokens=state.prompt_tokens, completion_tokens=state.completion_tokens,
             child_cost_usd=state.child_cost_usd, per_turn_prompt_tokens=list(state.per_turn_prompt_tokens),
             estimated_turns=list(state.estimated_turns), assumed_price=state.pricing.assumed, answer=answer,
-            tool_runs=state.tool_runs, source=run_source(state), journal_size=key[0], journal_mtime_ns=key[1], journal_ino=key[2],
+            tool_runs=state.tool_runs, source=run_source(state),
+            workspace=None if state.run_workspace is None else state.run_workspace.listed(),
+            journal_size=key[0], journal_mtime_ns=key[1], journal_ino=key[2],
         )
 
     def row(self) -> tuple[Any, ...]:
@@ -134,6 +139,8 @@ class RunSummary:
             summary.interruption = loads(summary.interruption)  # type: ignore[arg-type]
         summary.per_turn_prompt_tokens = loads(summary.per_turn_prompt_tokens or "[]")  # type: ignore[arg-type]
         summary.estimated_turns = loads(summary.estimated_turns or "[]")  # type: ignore[arg-type]
+        if summary.workspace is not None:
+            summary.workspace = loads(summary.workspace)  # type: ignore[arg-type]
         summary.assumed_price = bool(summary.assumed_price)
         return summary
 

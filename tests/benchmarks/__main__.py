@@ -9,7 +9,7 @@ from collections.abc import Callable
 
 from tests.benchmarks import (bench_acp, bench_agents, bench_cold_start, bench_console, bench_decisions, bench_harness,
                                bench_otel_exit, bench_pgstore, bench_provider, bench_sandbox, bench_stop, bench_store,
-                               bench_stream, bench_tracked, bench_web, bench_workers)
+                               bench_stream, bench_tracked, bench_web, bench_workers, bench_workspaces)
 
 BENCHES: list[tuple[str, str, Callable[[], object]]] = [
     ("provider", "provider", bench_provider.main),
@@ -30,6 +30,7 @@ BENCHES: list[tuple[str, str, Callable[[], object]]] = [
     ("sandbox", "the OS sandbox's added start time for an agent", lambda: bench_sandbox.main([])),
     ("tracked", "the run API per reported event", lambda: bench_tracked.main([])),
     ("web", "tether serve: notifications, links, the approvals page, memory", lambda: bench_web.main([])),
+    ("workspaces", "a run's own workspace against git worktree add, 10,000 files", lambda: bench_workspaces.main([])),
 ]
 
 

@@ -201,3 +201,17 @@ def test_found_journal_lines_are_refused_in_words(tmp_path: Path, line: bytes) -
     loaded, followed = read_both(tmp_path / "runs", journal + line + b"\n", listing=True)
     assert isinstance(loaded, StateError) and isinstance(followed, StateError)
     assert "journal" in str(loaded) or "schema" in str(loaded)
+
+
+@pytest.mark.parametrize(("field", "value"), [("run_id", True), ("run_id", None), ("run_id", []), ("turns", 10**30),
+                                              ("created_at", 10**400), ("created_at", "yesterday")])
+def test_a_commit_whose_id_count_or_time_cannot_be_listed_is_refused_in_words(scratch: Path, field: str,
+                                                                               value: Any) -> None:
+    """Found by the property above: such a journal crashed ``tether runs`` (an id that is not
+    text, a count or a time past SQLite's 64 bits) instead of being left out with its reason."""
+    journal, _ = journal_of([([], 0, Status.RUNNING, None)])
+    lines = journal.splitlines(keepends=True)
+    record = json.loads(lines[0])
+    record["commit"][field] = value
+    loaded, followed = read_both(scratch / "runs", dumps(record) + b"\n" + b"".join(lines[1:]), listing=True)
+    assert isinstance(loaded, StateError) and field in str(loaded) and isinstance(followed, StateError)

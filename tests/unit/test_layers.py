@@ -40,6 +40,8 @@ def test_the_tree_keeps_every_contract(tree: Path) -> None:
     ("tether/tui/choices.py", "from tether.demo.agents import DEMO", "The console imports no demo"),
     ("tether/tui/components/crossing.py", "import tether.demo.provider.server", "The console imports no demo"),
     ("tether/acp/touches.py", "import tether.acp.events", "No cycles between the modules of a room"),
+    ("tether/run/crossing.py", "from tether.workspaces import lifecycle", "The run and the agents import no workspace"),
+    ("tether/agents/crossing.py", "import tether.workspaces.git", "The run and the agents import no workspace"),
 ])
 def test_a_crossed_layer_breaks_its_contract(tree: Path, module: str, crossing: str, contract: str) -> None:
     path = tree / module

@@ -7,7 +7,6 @@ trace, approvals) keeps the tool's own name, ``time.get_current_time``.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
@@ -16,7 +15,7 @@ import pytest
 from mcp_types import Tool as ListedTool
 from mcp_types import ToolAnnotations
 
-from tether import Agent, ModelReply
+from tether import Agent
 from tether.harness import Harness
 from tether.agents.mcp.catalog import catalog
 from tether.agents.mcp.link import _Link
@@ -25,6 +24,7 @@ from tether.run.state import NeedsApproval, Status
 from tether.agents.tools.base import OFFERED_NAME, Tool, ToolContext, offered_name
 from tether.agents.tools.builtin import DeleteFile
 from tether.demo.agents import DEMO
+from tests.support import Scripted
 
 OPENAI = re.compile(r"^[a-zA-Z0-9_-]{1,64}$")
 
@@ -111,31 +111,6 @@ class Note(Tool):
 
     async def run(self, args: dict[str, Any], ctx: ToolContext) -> str:
         return "written"
-
-
-class Scripted:
-    """A ChatModel that records what it is sent and answers from a list of replies."""
-
-    def __init__(self, *replies: list[tuple[str, dict]] | str) -> None:
-        self.replies = list(replies)
-        self.requests: list[tuple[list[str], list[dict]]] = []
-
-    def new_transcript(self) -> None:
-        return None
-
-    async def complete(self, model, messages, tools, **kw) -> ModelReply:
-        self.requests.append(([t["function"]["name"] for t in tools or ()], json.loads(json.dumps(messages))))
-        reply = self.replies.pop(0)
-        if isinstance(reply, str):
-            return ModelReply(content=reply, tool_calls=[], finish_reason="stop", prompt_tokens=10,
-                              completion_tokens=2, usage_estimated=False, provider_ms=0.0)
-        calls = [{"id": f"c{len(self.requests)}_{i}", "type": "function",
-                  "function": {"name": name, "arguments": json.dumps(args)}} for i, (name, args) in enumerate(reply)]
-        return ModelReply(content=None, tool_calls=calls, finish_reason="tool_calls", prompt_tokens=10,
-                          completion_tokens=2, usage_estimated=False, provider_ms=0.0)
-
-    async def aclose(self) -> None:
-        pass
 
 
 def call_names(messages: list[dict]) -> list[str]:

@@ -79,6 +79,8 @@ def _print_row(row: dict[str, Any]) -> None:
         return
     where = row["base_url"] or "the embedded scripted provider"
     print(clean(f"{row['name']}  {row['model']} at {where}  ({row['config']})"))
+    if row.get("isolation"):
+        print(clean(f"  {_isolation_words(row['isolation'])}"))
     for tool in row["tools"]:
         print(clean(f"  {tool['name']:<28} {tool['source']:<20} {_policy_words(tool)}"))
     for server in row["mcp"]:
@@ -96,6 +98,17 @@ def _sandbox_words(row: dict[str, Any]) -> str:
         return f"sandbox: {box['error']}"
     return f"sandbox: {box['backend']}, works here: it started in it" if row.get("acp") else \
         f"sandbox: {box['backend']} (its MCP servers write only its workspace)"
+
+
+def _isolation_words(isolation: dict[str, Any]) -> str:
+    """How each run of the agent gets its own workspace (docs/workspaces.md)."""
+    words = ("each run in a worktree of its own on tether/RUN_ID, from " + (isolation["base"] or "HEAD")
+             if isolation["kind"] == "worktree" else "each run in a copy of its folder")
+    if isolation["setup"]:
+        words += "; setup: " + "; ".join(isolation["setup"])
+    if isolation["checks"]:
+        words += "; checks: " + "; ".join(isolation["checks"])
+    return words
 
 
 def _policy_words(tool: dict[str, Any]) -> str:
@@ -132,7 +145,8 @@ async def _describe(agent: Any, kind: str, args: argparse.Namespace) -> dict[str
                 servers.append({"name": server.name, "error": str(exc).splitlines()[0]})
     return {"name": agent.name, "set": kind, "model": agent.model, "base_url": agent.base_url,
             "config": str(agent.config) if agent.config else None, "tools": tools, "mcp": servers,
-            "sandbox": _sandbox_of(agent)}
+            "sandbox": _sandbox_of(agent),
+            "isolation": None if agent.isolation.kind == "none" else agent.isolation.spec()}
 
 
 def _sandbox_of(agent: Any) -> dict[str, Any] | None:

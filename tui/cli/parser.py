@@ -295,6 +295,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     run.add_argument("--sandbox", action="store_true",
                      help="let the agent's process and the MCP servers it starts write only its workspace, its state "
                           "folders and a private temp folder (bubblewrap, else Landlock): sandbox = \"workspace\"")
+    run.add_argument("--isolate", choices=["worktree", "copy", "none"],
+                     help="the run works in a workspace of its own: a git worktree on the branch tether/RUN_ID, "
+                          "or a copy of the agent's folder (default: the agent file's isolation, else none)")
     run.add_argument("--json", action="store_true")
     _deadline_options(run)
     _wait_options(run)
@@ -372,6 +375,24 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                        help="show each run's last N trace lines first (default 20)")
     _place_options(watch)
 
+    diff = sub.add_parser("diff", help="what a run changed in its own workspace, against its base")
+    diff.add_argument("run_id")
+    diff.add_argument("paths", nargs="*", metavar="PATH", help="only these files (relative to the workspace's top)")
+    diff.add_argument("--stat", action="store_true", help="the files changed and their +/- line counts only")
+    diff.add_argument("--json", action="store_true")
+    _place_options(diff)
+
+    spaces = sub.add_parser("workspaces", help="every run's own workspace: its run, status, size, age, changes; "
+                                               "and the worktrees and folders no run owns")
+    spaces.add_argument("--json", action="store_true")
+    _place_options(spaces)
+
+    discard = sub.add_parser("discard", help="remove a run's own workspace and its branch; its transcript stays")
+    discard.add_argument("run_id")
+    discard.add_argument("--yes", action="store_true", help="do not ask first")
+    _as_option(discard)
+    _place_options(discard)
+
     export = sub.add_parser("export-otel", help="send a finished run's trace to an OpenTelemetry collector")
     export.add_argument("run_id")
     _otlp_option(export)
@@ -379,7 +400,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         help="include prompts, answers and tool results (off by default)")
     export.add_argument("--timeout", type=_non_negative, metavar="SECONDS")
     export.add_argument("--runs-dir", type=Path, help="where runs are saved (default $TETHER_HOME/runs)")
-    for p in (run, resume, *deciders, stop, runs, show, trace, watch, export):
+    for p in (run, resume, *deciders, stop, runs, show, trace, watch, export, diff, spaces, discard):
         _store_option(p)
     _approvals_parsers(sub)
 

@@ -74,8 +74,8 @@ async def run(args: argparse.Namespace) -> int:
         # line and exit 2, with no run made.
         session = await harness.start_acp(agent) if agent.acp is not None else None
         try:
-            state = await call(harness.store, harness.create, agent, args.prompt, run_id=args.run_id,
-                               limits=replace(agent.limits, **overrides), policies=replace(agent.policies, **policy))
+            state = await call(harness.store, _create, harness, agent, args, limits=replace(agent.limits, **overrides),
+                               policies=replace(agent.policies, **policy))
             sinks = [_StreamPrinter(state.run_id)] if args.stream and not args.json else []
             outcome = await harness.run(state.run_id, signal=await context.stop_signal(args), sinks=sinks,
                                         wait_for_decision=context.waiting(args), acp_session=session)
@@ -83,6 +83,18 @@ async def run(args: argparse.Namespace) -> int:
             if session is not None:
                 await session.close()
     return output.emit_outcome(args, outcome)
+
+
+def _create(harness: Any, agent: Any, args: argparse.Namespace, **kw: Any) -> Any:
+    """The run, made; ``--isolate`` that cannot apply to the agent is a usage error naming it."""
+    from tether.agents.agent import AgentError
+
+    try:
+        return harness.create(agent, args.prompt, run_id=args.run_id, isolation=args.isolate, **kw)
+    except AgentError as exc:
+        if args.isolate is None:
+            raise
+        raise UsageError(f"--isolate {args.isolate}: {exc}") from None
 
 
 class _StreamPrinter:

@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any
 
-from tether.run.state import StateError
+from tether.run.state import RunState, StateError
 from tether.store.protocol import call
 from tether.tui.cli import context, output
 from tether.tui.cli.parser import UsageError
@@ -47,6 +47,8 @@ async def runs(args: argparse.Namespace) -> int:
             line = f"{r.run_id:<40} {r.shown_status:<20} {r.model:<16} turns={r.turns:<4} cost=${r.cost_usd:.4f}"
             if r.source != "tether":  # an ACP agent's, or a program's on another framework
                 line += f"  [{r.source}]"
+            if r.workspace:  # what it changed in its own workspace, as of its last operation's end
+                line += f"  {_changed(r.workspace)}"
             if r.liveness is not None:
                 line += f"  {owner_words(r.run_id, r.liveness, r.owner)}"
             elif (r.interruption or {}).get("type") == "approval":
@@ -66,6 +68,17 @@ async def runs(args: argparse.Namespace) -> int:
     return 0
 
 
+def _changed(workspace: dict[str, Any]) -> str:
+    from tether.workspaces.changes import stat_words
+
+    if workspace.get("stage") == "discarded":
+        return "(workspace discarded)"
+    counts = workspace.get("changes")
+    if not counts:
+        return f"({workspace.get('kind')} not made yet)"
+    return stat_words(counts.get("files", 0), counts.get("added", 0), counts.get("deleted", 0))
+
+
 async def show(args: argparse.Namespace) -> int:
     from tether.observe.report import (SYSTEM_NOT_SENT, as_sent, owner_words, recorded_records, summary,
                                        text_summary, warnings_of)
@@ -82,6 +95,7 @@ async def show(args: argparse.Namespace) -> int:
     messages = as_sent(state)
     if args.json:
         print(json.dumps({**summary(state, tool_runs, ms), "liveness": liveness,
+                          "workspace": None if state.run_workspace is None else state.run_workspace.listed(),
                           "owner": None if owner is None else owner.to_dict(), "warnings": warnings,
                           "messages": messages}))
         return 0
@@ -95,6 +109,8 @@ async def show(args: argparse.Namespace) -> int:
     if liveness is not None:
         label = "owner" if liveness == "running" else "orphaned"
         print(clean(f"{label}: {owner_words(state.run_id, liveness, owner, long=True)}"))
+    if state.run_workspace is not None:
+        print(workspace_words(state, records))
     if state.of_acp_agent:  # in place of the system prompt the agent never received
         print(f"({SYSTEM_NOT_SENT})")
     placed = {w["call_id"] for w in warnings if any(m.get("tool_call_id") == w["call_id"] for m in messages)}
@@ -113,6 +129,28 @@ async def show(args: argparse.Namespace) -> int:
         if warning["call_id"] not in placed:
             print(clean(f"[warning] {warning['text']}"))
     return 0
+
+
+def workspace_words(state: RunState, records: list[dict[str, Any]]) -> str:
+    """Where the run works, how far its workspace got, and its setup commands' output (from the trace)."""
+    from tether.text import clean
+
+    ws = state.run_workspace
+    assert ws is not None
+    where = f"{ws.kind} {ws.path or '(not made yet)'}" + (f" on {ws.branch}" if ws.branch else "")
+    if ws.base_commit:
+        where += f" from {ws.base_commit[:12]}"
+    out = [f"workspace: {where}" + (f", host {ws.host}" if ws.host else "") + f" ({ws.stage})"]
+    if ws.changes:
+        out.append(f"changes: {_changed(ws.listed())} (tether diff {state.run_id})")
+    for record in records:
+        if record.get("kind") != "workspace_setup":
+            continue
+        code = record.get("exit_code")
+        said = "could not start" if code is None else f"exit {code}"
+        out.append(f"setup: {record.get('command')}  ({said}, {record.get('ms', 0):.0f} ms)")
+        out += [f"  | {line}" for line in str(record.get("output") or "").rstrip("\n").splitlines()]
+    return clean("\n".join(out))
 
 
 async def trace(args: argparse.Namespace) -> int:

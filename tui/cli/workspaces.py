@@ -1,0 +1,179 @@
+"""``tether diff``, ``tether workspaces`` and ``tether discard``: what a run changed in its own
+workspace, every workspace with what git knows that the store does not, and a workspace
+removed (docs/workspaces.md). None of them loads a harness or an agent file."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+
+from tether.run.state import RunState, RunWorkspace, StateError
+from tether.store.protocol import call
+from tether.tui.cli import context
+from tether.tui.cli.parser import UsageError
+
+
+def _made(state: RunState) -> RunWorkspace:
+    """The run's workspace, made and here, or a StateError in words."""
+    from tether.workspaces.lifecycle import LIVE_STAGES, usable
+
+    ws = state.run_workspace
+    if ws is None:
+        raise StateError(f"run {state.run_id} has no workspace of its own: its agent works in its folder "
+                         f"{state.workspace or '(none)'} (isolation = \"none\"), so Tether cannot tell its changes")
+    usable(state)
+    if ws.stage not in LIVE_STAGES:
+        raise StateError(f"run {state.run_id}: its workspace is not made yet (it is made when the run first starts)")
+    return ws
+
+
+async def diff(args: argparse.Namespace) -> int:
+    """``tether diff RUN [--stat] [PATH...] [--json]``: against the workspace's base."""
+    from tether.text import clean
+    from tether.workspaces.changes import changes, diff as unified
+    from tether.workspaces.git import GitError
+
+    store = context.store_of(args)
+    state = await call(store, store.load, args.run_id)
+    ws = _made(state)
+    paths = tuple(args.paths)
+    try:
+        found = await changes(ws)
+        text = None if args.stat else await unified(ws, paths)
+    except GitError as exc:
+        raise StateError(f"run {state.run_id}: {exc}") from None
+    files = [f for f in found.files if not paths or f.path in paths]
+    if args.json:
+        print(json.dumps({"run_id": state.run_id, "workspace": ws.listed(), "base": ws.base_commit,
+                          "tree": found.tree, "files": [f.to_dict() for f in files],
+                          "added": sum(f.added or 0 for f in files), "deleted": sum(f.deleted or 0 for f in files),
+                          **({} if text is None else {"diff": text})}))
+        return 0
+    if text is not None:
+        # What the agent wrote is untrusted on a terminal; into a pipe it goes as it is (git apply takes it).
+        sys.stdout.write(clean(text) if os.isatty(1) else text)
+        if not text:
+            print(f"run {state.run_id}: no changes" + (f" to {', '.join(paths)}" if paths else ""), file=sys.stderr)
+        return 0
+    from tether.workspaces.changes import stat_words
+
+    width = max((len(_counts(f.added, f.deleted)) for f in files), default=0)
+    for f in files:
+        print(clean(f"{f.status:<8} {_counts(f.added, f.deleted):>{width}}  {f.path}", keep_newlines=False))
+    print(stat_words(len(files), sum(f.added or 0 for f in files), sum(f.deleted or 0 for f in files)))
+    return 0
+
+
+def _counts(added: int | None, deleted: int | None) -> str:
+    return "binary" if added is None else f"+{added} \u2212{deleted}"
+
+
+async def workspaces(args: argparse.Namespace) -> int:
+    """``tether workspaces [--json]``: every run's workspace, and what no run owns."""
+    from tether.harness import tether_home
+    from tether.text import clean
+    from tether.workspaces.survey import survey
+
+    store = context.store_of(args)
+    summaries = await call(store, store.summaries)
+    found = await survey(summaries, tether_home() / "workspaces")
+    if args.json:
+        print(json.dumps({"workspaces": [r.to_dict() for r in found.rows],
+                          "strays": [s.to_dict() for s in found.strays]}))
+        return 0
+    from tether.workspaces.changes import stat_words
+
+    lines = []
+    for row in found.rows:
+        changed = "" if not row.changes else stat_words(row.changes.get("files", 0), row.changes.get("added", 0),
+                                                        row.changes.get("deleted", 0))
+        line = (f"{row.run_id:<40} {row.status:<12} {row.kind:<8} {row.stage:<10} {_bytes(row.size):>8} "
+                f"{_age(row.age_s):>5}  {changed}")
+        lines.append(clean(line.rstrip(), keep_newlines=False))
+        if row.path and row.stage != "discarded":
+            lines.append(clean(f"    {row.path}" + (f" (branch {row.branch})" if row.branch else ""),
+                               keep_newlines=False))
+        if row.problem:
+            lines.append(clean(f"    ! {row.problem}", keep_newlines=False))
+    if not found.rows:
+        lines.append(f"no run in {store.where} has a workspace of its own")
+    for stray in found.strays:
+        lines.append(clean(f"not a run's: {stray.words}", keep_newlines=False))
+    sys.stdout.write("\n".join(lines) + "\n")
+    return 0
+
+
+def _bytes(size: int | None) -> str:
+    if size is None:
+        return "-"
+    if size < 1024:
+        return f"{size} B"
+    for unit in ("KB", "MB", "GB"):
+        size /= 1024  # type: ignore[assignment]
+        if size < 1024 or unit == "GB":
+            break
+    return f"{size:.1f} {unit}"
+
+
+def _age(seconds: float | None) -> str:
+    if seconds is None:
+        return "-"
+    for unit, length in (("d", 86400), ("h", 3600), ("m", 60)):
+        if seconds >= length:
+            return f"{seconds // length:.0f}{unit}"
+    return f"{seconds:.0f}s"
+
+
+async def discard(args: argparse.Namespace) -> int:
+    """``tether discard RUN [--yes]``: its workspace and branch removed, its transcript kept."""
+    from tether.run.hold import open_run, release
+    from tether.text import clean
+    from tether.workspaces.lifecycle import discard as remove
+
+    await context.may_operate(args, "discard")
+    store = context.store_of(args)
+    state = await call(store, store.load, args.run_id)
+    ws = state.run_workspace
+    if ws is None:
+        raise StateError(f"run {args.run_id} has no workspace of its own: nothing to discard")
+    holder = await call(store, store.owner, args.run_id)
+    if holder is not None and holder.alive:
+        raise StateError(f"run {args.run_id} is running ({holder.where}): stop it first (tether stop {args.run_id}), "
+                         "then discard its workspace; nothing was removed")
+    if ws.stage not in ("planned", "discarded") and not args.yes and not _agreed(state, ws):  # else nothing to remove
+        print("nothing was removed", file=sys.stderr)
+        return 1
+    try:
+        state, handle = await open_run(store, args.run_id)
+    except StateError as exc:  # taken by another process since
+        raise StateError(f"{exc}; nothing was removed") from None
+    trace = handle.trace()
+    try:
+        words = await remove(state, save=lambda: handle.asave(state), trace=trace.write, by=context.who(args))
+    finally:
+        trace.close()
+        await release(handle)
+    print(clean(words))
+    return 0
+
+
+def _agreed(state: RunState, ws: RunWorkspace) -> bool:
+    """Ask on the terminal (or read the answer from stdin): y removes it."""
+    from tether.text import clean
+    from tether.workspaces.changes import stat_words
+
+    changed = ws.changes or {}
+    what = f"{ws.path}" + (f" and the branch {ws.branch}" if ws.branch else "")
+    made = stat_words(changed.get("files", 0), changed.get("added", 0), changed.get("deleted", 0)) if changed else ""
+    sys.stderr.write(clean(f"Remove {what} of run {state.run_id}" + (f" ({made}, as of its last step)" if made else "")
+                           + "? Its transcript stays. [y/N] ", keep_newlines=False))
+    sys.stderr.flush()
+    answer = sys.stdin.readline()
+    if not answer:
+        raise UsageError("tether discard asks first: answer y, or give --yes; nothing was removed")
+    return answer.strip().lower() in ("y", "yes")
+
+
+COMMANDS = {"diff": diff, "workspaces": workspaces, "discard": discard}
