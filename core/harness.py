@@ -48,7 +48,7 @@ from tether.agents.sample import ensure_sample
 from tether.agents.sets import AgentSet, known_agents, set_of
 from tether.agents.workspace import Workspace
 from tether.agents.sandbox import SandboxUnavailable, for_agent
-from tether.workspaces import lifecycle
+from tether.workspaces import lifecycle, merging
 
 ADHOC_AGENT = "default"
 """The name of the agent made from ``--base-url``/``--model`` alone: the file tools, no more."""
@@ -355,7 +355,12 @@ class Harness:
 
         request = request if decided_at is None else replace(request, ts=decided_at)
 
-        if paused_program(await call(self.store, self.store.load, run_id)):
+        state = await call(self.store, self.store.load, run_id)
+        if merging.waits_on_merge(state) or merging.merging(state):
+            started = time.perf_counter()
+            final, _ = await merging.decide(self.store, run_id, request)
+            return Outcome(final, [], (time.perf_counter() - started) * 1000)
+        if paused_program(state):
             started = time.perf_counter()
             final = await decide_paused(self, run_id, request, sinks)
             return Outcome(final, [], (time.perf_counter() - started) * 1000)
@@ -462,6 +467,9 @@ class Harness:
                 raise StateError(f"run {run_id} has already ended ({state.status.value}); it cannot be resumed, but "
                                  f"a follow-up goes on from it: tether resume {run_id} --message TEXT")
             lifecycle.usable(state)
+            if not deciding and (merging.waits_on_merge(state) or merging.merging(state)):
+                raise StateError(f"run {run_id} waits for a decision on the merge of its work: tether approve "
+                                 f"{run_id} merges it, tether reject {run_id} declines it; then it can go on")
             agent = self.agent_of(state)
             if agent.acp is not None:
                 from tether.acp.drive import drive_acp

@@ -246,6 +246,28 @@ class WorkspaceDiscarded(Event):
     by: str = ""
 
 
+@dataclass(slots=True, kw_only=True)
+class WorkspaceChecked(Event):
+    """One of the agent file's ``checks`` ran in the run's workspace before its merge was asked."""
+
+    kind: ClassVar[str] = "workspace_checked"
+    command: str
+    exit_code: int | None
+    output: str
+    ms: float
+
+
+@dataclass(slots=True, kw_only=True)
+class WorkspaceMerged(Event):
+    """The run's work was merged into a branch (``tether merge``), after its decision."""
+
+    kind: ClassVar[str] = "workspace_merged"
+    into: str
+    commit: str
+    squash: bool = False
+    words: str = ""
+
+
 # ---- what agents that drive themselves (ACP) report beyond Tether's own loop -------------
 
 @dataclass(slots=True, kw_only=True)

@@ -330,6 +330,12 @@ class RunWorkspace:
     changes: dict[str, Any] | None = None
     """What the run had changed when its last operation ended: ``files``, ``added``,
     ``deleted`` (lines), ``at`` (the time). A listing shows it without running git."""
+    merge: dict[str, Any] | None = None
+    """Its last merge (:mod:`tether.workspaces.merging`): ``call_id``, ``into``, ``squash``,
+    ``tree`` (the diff's hash the decision is bound to), ``stage`` (``asked``, ``merging``,
+    ``merged``, ``not merged``), the run's ``status`` and ``interruption`` before it asked, and,
+    from ``merging`` on, the commits the merge writes (``target``, ``head``, ``work``,
+    ``commit``), recorded before any ref moves."""
 
     @property
     def root(self) -> str | None:

@@ -117,6 +117,13 @@ def describe(r: dict[str, Any], timings: bool = True) -> str:
         tail = f"  {r.get('ms', 0):.0f} ms" if timings else ""
         last = str(r.get("output") or "").strip().splitlines()[-1:]
         return f"{r.get('command')}: {state}{tail}" + (f"  {last[0]}" if last else "")
+    if kind == "workspace_checked":
+        code = r.get("exit_code")
+        state = "could not start" if code is None else "passed" if code == 0 else f"failed (exit {code})"
+        last = str(r.get("output") or "").strip().splitlines()[-1:]
+        return f"check {r.get('command')}: {state}" + (f"  {last[0]}" if last else "")
+    if kind == "workspace_merged":
+        return str(r.get("words") or f"merged into {r.get('into')} as {str(r.get('commit'))[:12]}")
     if kind == "workspace_discarded":
         return f"removed {r.get('path')}" + (f" and its branch {r.get('branch')}" if r.get("branch") else "") \
             + (f" (by {r.get('by')})" if r.get("by") else "")

@@ -26,7 +26,7 @@ _MODULES = {
     "run": "run", "resume": "run",
     "stop": "control", "approve": "control", "reject": "control",
     "runs": "runs", "show": "runs", "trace": "runs", "watch": "runs", "export-otel": "runs",
-    "diff": "workspaces", "workspaces": "workspaces", "discard": "workspaces",
+    "diff": "workspaces", "workspaces": "workspaces", "discard": "workspaces", "merge": "workspaces",
     "rules": "approvals", "decisions": "approvals",
     "agents": "agents",
     "provider": "lab", "lab": "lab", "eval": "lab",

@@ -87,6 +87,15 @@ def _non_negative(text: str) -> float:
     return value
 
 
+def _age_option(text: str) -> float:
+    from tether.approvals.rules import RuleError, parse_duration
+
+    try:
+        return parse_duration(text)
+    except RuleError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
 def _positive_seconds(text: str) -> float:
     value = _number(text)
     if value <= 0:
@@ -384,7 +393,14 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     spaces = sub.add_parser("workspaces", help="every run's own workspace: its run, status, size, age, changes; "
                                                "and the worktrees and folders no run owns")
+    spaces.add_argument("action", nargs="?", choices=["prune"],
+                        help="prune: discard the workspaces of runs that match --merged and/or --older-than")
     spaces.add_argument("--json", action="store_true")
+    spaces.add_argument("--merged", action="store_true", help="prune: the runs whose work was merged (tether merge)")
+    spaces.add_argument("--older-than", type=_age_option, metavar="AGE",
+                        help="prune: workspaces made longer ago than AGE (30m, 12h, 7d)")
+    spaces.add_argument("--yes", action="store_true", help="prune: do not ask first")
+    _as_option(spaces)
     _place_options(spaces)
 
     discard = sub.add_parser("discard", help="remove a run's own workspace and its branch; its transcript stays")
@@ -393,6 +409,15 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _as_option(discard)
     _place_options(discard)
 
+    merge = sub.add_parser("merge", help="merge a run's work into a branch: a decision (the call merge) for the "
+                                         "rules and people; merged when approved")
+    merge.add_argument("run_id")
+    merge.add_argument("--into", metavar="BRANCH", help="the branch to merge into (default: the one checked out in "
+                                                        "the run's repository)")
+    merge.add_argument("--squash", action="store_true", help="one commit of the work on BRANCH, not a merge commit")
+    _as_option(merge)
+    _place_options(merge)
+
     export = sub.add_parser("export-otel", help="send a finished run's trace to an OpenTelemetry collector")
     export.add_argument("run_id")
     _otlp_option(export)
@@ -400,7 +425,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         help="include prompts, answers and tool results (off by default)")
     export.add_argument("--timeout", type=_non_negative, metavar="SECONDS")
     export.add_argument("--runs-dir", type=Path, help="where runs are saved (default $TETHER_HOME/runs)")
-    for p in (run, resume, *deciders, stop, runs, show, trace, watch, export, diff, spaces, discard):
+    for p in (run, resume, *deciders, stop, runs, show, trace, watch, export, diff, spaces, discard, merge):
         _store_option(p)
     _approvals_parsers(sub)
 

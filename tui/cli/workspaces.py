@@ -1,6 +1,7 @@
-"""``tether diff``, ``tether workspaces`` and ``tether discard``: what a run changed in its own
-workspace, every workspace with what git knows that the store does not, and a workspace
-removed (docs/workspaces.md). None of them loads a harness or an agent file."""
+"""``tether diff``, ``tether workspaces [prune]``, ``tether discard`` and ``tether merge``: what a
+run changed in its own workspace, every workspace with what git knows that the store does not,
+workspaces removed, and a run's work merged as a decision (docs/workspaces.md). None of them
+loads a harness or an agent file."""
 
 from __future__ import annotations
 
@@ -72,6 +73,8 @@ def _counts(added: int | None, deleted: int | None) -> str:
 
 async def workspaces(args: argparse.Namespace) -> int:
     """``tether workspaces [--json]``: every run's workspace, and what no run owns."""
+    if getattr(args, "action", None) == "prune":
+        return await prune(args)
     from tether.harness import tether_home
     from tether.text import clean
     from tether.workspaces.survey import survey
@@ -176,4 +179,97 @@ def _agreed(state: RunState, ws: RunWorkspace) -> bool:
     return answer.strip().lower() in ("y", "yes")
 
 
-COMMANDS = {"diff": diff, "workspaces": workspaces, "discard": discard}
+async def merge(args: argparse.Namespace) -> int:
+    """``tether merge RUN [--into BRANCH] [--squash]``: the run's work put to the rules and to
+    people as the call ``merge``; merged when approved (by a rule at once, or later by ``tether
+    approve``). A merge cut short by a crash is finished."""
+    from tether.run.hold import open_run, release
+    from tether.text import clean
+    from tether.workspaces import merging
+
+    await context.may_operate(args, "merge")
+    store = context.store_of(args)
+    state = await call(store, store.load, args.run_id)
+    holder = await call(store, store.owner, args.run_id)
+    if holder is not None and holder.alive:
+        raise StateError(f"run {args.run_id} is running ({holder.where}): its merge is asked once it stops; "
+                         "nothing was asked")
+    if not merging.merging(state):
+        ws = _made(state)
+        if ws.kind != "worktree":
+            raise StateError(f"run {args.run_id} works in a copy of {ws.source}, which is no repository to merge "
+                             f"into: take its work with tether diff {args.run_id} | patch -p1 (in {ws.source})")
+    try:
+        state, handle = await open_run(store, args.run_id)
+    except StateError as exc:
+        raise StateError(f"{exc}; nothing was asked") from None
+    trace = handle.trace()
+    save = lambda: handle.asave(state)  # noqa: E731
+    try:
+        if merging.merging(state):
+            words = await merging.finish(state, save=save, emit=trace.write)
+        else:
+            assert state.run_workspace is not None
+            into = args.into or await merging.default_target(state.run_workspace)
+            words = await merging.ask(state, into, squash=args.squash, save=save, emit=trace.write,
+                                      read_rules=lambda: call(store, store.rules), by=context.who(args))
+    finally:
+        trace.close()
+        await release(handle)
+    print(clean(words))
+    return 3 if merging.waits_on_merge(state) else 0
+
+
+async def prune(args: argparse.Namespace) -> int:
+    """``tether workspaces prune [--merged] [--older-than AGE] [--yes]``: discard the workspaces
+    of the runs that are not running and match (merged; not touched for AGE)."""
+    from tether.harness import tether_home
+    from tether.text import clean
+    from tether.workspaces.survey import survey
+
+    if not args.merged and args.older_than is None:
+        raise UsageError("tether workspaces prune needs --merged, --older-than AGE or both: it removes nothing "
+                         "without being told which")
+    await context.may_operate(args, "workspaces prune")
+    store = context.store_of(args)
+    summaries = await call(store, store.summaries)
+    found = await survey(summaries, tether_home() / "workspaces")
+    chosen = []
+    for row in found.rows:
+        if row.stage in ("discarded", "planned") or row.status == "running":
+            continue
+        if args.older_than is not None and (row.age_s is None or row.age_s < args.older_than):
+            continue
+        if args.merged:
+            state = await call(store, store.load, row.run_id)
+            merged = (state.run_workspace.merge or {}).get("stage") == "merged" if state.run_workspace else False
+            if not merged:
+                continue
+        chosen.append(row)
+    if not chosen:
+        print("no workspace matches: nothing was removed")
+        return 0
+    for row in chosen:
+        print(clean(f"{row.run_id}  {row.path}" + (f" (branch {row.branch})" if row.branch else ""),
+                    keep_newlines=False))
+    if not args.yes:
+        sys.stderr.write(f"Remove these {len(chosen)} workspaces? Their runs' transcripts stay. [y/N] ")
+        sys.stderr.flush()
+        answer = sys.stdin.readline()
+        if not answer:
+            raise UsageError("tether workspaces prune asks first: answer y, or give --yes; nothing was removed")
+        if answer.strip().lower() not in ("y", "yes"):
+            print("nothing was removed", file=sys.stderr)
+            return 1
+    failed = 0
+    for row in chosen:
+        one = argparse.Namespace(**{**vars(args), "run_id": row.run_id, "yes": True})
+        try:
+            await discard(one)
+        except StateError as exc:  # one run's refusal does not stop the others
+            failed += 1
+            print(clean(f"{row.run_id}: {exc}"), file=sys.stderr)
+    return 1 if failed else 0
+
+
+COMMANDS = {"diff": diff, "workspaces": workspaces, "discard": discard, "merge": merge}
