@@ -52,7 +52,6 @@ class ChangesPane(Vertical):
         super().__init__(**kwargs)  # type: ignore[arg-type]
         self._files: tuple[FileChange, ...] = ()
         self.run_id: str | None = None
-        self.diff_path: str | None = None
         self._listing = False  # the list shows a reading (not words)
 
     def compose(self) -> ComposeResult:
@@ -74,7 +73,6 @@ class ChangesPane(Vertical):
         """No changes to list: why, in words (no workspace, not made yet, not on this host...)."""
         self.run_id = run_id
         self._files = ()
-        self.diff_path = None
         self._listing = False
         self.query_one("#changes-files", OptionList).clear_options()
         self.query_one("#changes-diff", Static).update(Text(words, style="dim"))
@@ -96,11 +94,9 @@ class ChangesPane(Vertical):
             self._files = changes.files
             files.highlighted = paths.index(keep) if keep in paths else (0 if paths else None)
         if not paths:
-            self.diff_path = None
             self.query_one("#changes-diff", Static).update(Text("no changes yet", style="dim"))
 
     def show_diff(self, path: str, diff: str, run_id: str) -> None:
-        self.diff_path = path
         shown = diff_text(diff, more=f"tether diff {run_id} {path} has the whole diff") if diff.strip() \
             else Text(f"{clean(path)}: no difference left", style="dim")
         self.query_one("#changes-diff", Static).update(shown)
