@@ -16,6 +16,7 @@ store's control channel, and when it runs a run itself it is one more owner. Its
   applies to the selected run (the keys greyed out, the command palette). The rest of the
   app is mixed in, one concern a module: :mod:`tether.tui.following` (the store followed,
   events in), :mod:`tether.tui.views` (the widgets brought up to date, the selection),
+  :mod:`tether.tui.changes` (the selected run's changes, live),
   :mod:`tether.tui.run_actions` (start, stop, resume, follow up, quit) and
   :mod:`tether.tui.decisions` (approve, reject, edit, rules, the record of decisions);
 * the screen (:mod:`tether.tui.screen`) and the widgets (:mod:`tether.tui.components`).
@@ -52,6 +53,7 @@ from tether.harness import Harness
 from tether.run.cancel import CancelSignal
 from tether.run.state import RunState
 from tether.store.control import operator_name
+from tether.tui.changes import ChangesFollowing
 from tether.tui.components.approvals import Pending
 from tether.tui.components.dialogs import HelpScreen, NewRunRequest
 from tether.tui.components.runs_list import RunsList
@@ -72,7 +74,7 @@ YOUNG_GC_THRESHOLD = 10_000  # allocations between young collections while the c
 OWNER_CHECK_S = 1.0  # how often the locks of runs other processes hold are asked whether they live
 
 
-class TetherApp(DecisionActions, RunActions, ConsoleViews, StoreFollowing, App[int]):
+class TetherApp(DecisionActions, RunActions, ChangesFollowing, ConsoleViews, StoreFollowing, App[int]):
     """The console. Its parts are mixed in before ``App`` so that their handlers and actions
     are the app's own, and Textual's CSS and bindings see one app class, as before."""
 
@@ -234,6 +236,7 @@ class TetherApp(DecisionActions, RunActions, ConsoleViews, StoreFollowing, App[i
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+        await self.stop_changes()
         await self.client.aclose()
         if self._owns_store:
             close = getattr(self.harness.store, "close", None)

@@ -28,7 +28,7 @@ from typing import Any, Literal
 from tether.run.cancel import CancelSignal
 from tether.run.events import Event
 from tether.store.summary import RunSummary
-from tether.run.state import (Cancelled, Limits, NeedsApproval, RunState, Status, interruption_from_dict)
+from tether.run.state import (Cancelled, Limits, NeedsApproval, RunState, RunWorkspace, Status, interruption_from_dict)
 from tether.store.owner import Owner
 from tether.run.tracked import program_of
 from tether.tui.agent_notes import NOTE_KINDS, TRACKED_KINDS, AgentNotes, Ask
@@ -59,7 +59,30 @@ def stub_state(summary: RunSummary) -> RunState:
                     estimated_turns=list(summary.estimated_turns), status=status, interruption=interruption,
                     error=summary.error, parent_run_id=summary.parent_run_id,
                     limits=Limits(max_turns=summary.max_turns, budget_usd=summary.budget_usd),
-                    tool_runs=summary.tool_runs, created_at=summary.created_at, updated_at=summary.updated_at)
+                    tool_runs=summary.tool_runs, created_at=summary.created_at, updated_at=summary.updated_at,
+                    run_workspace=_listed_workspace(summary.workspace))
+
+
+def _listed_workspace(listed: dict[str, Any] | None) -> RunWorkspace | None:
+    """The part of a run's workspace its summary keeps (where it is, its change counts): enough
+    for its row; the Changes pane waits for the run in full (its base commit, its side folder)."""
+    if not listed:
+        return None
+    try:
+        return RunWorkspace(**{k: v for k, v in listed.items() if k in RunWorkspace.__dataclass_fields__})
+    except TypeError:
+        return None
+
+
+def changed_words(state: RunState) -> str:
+    """``+12 −3 in 4 files`` for a run with a workspace of its own whose changes were read
+    ("" for one without, or not read yet)."""
+    from tether.workspaces.changes import stat_words
+
+    ws = state.run_workspace
+    if ws is None or not ws.changes or ws.stage == "discarded":
+        return ""
+    return stat_words(ws.changes.get("files", 0), ws.changes.get("added", 0), ws.changes.get("deleted", 0))
 
 
 def agent_label(state: RunState) -> str:
@@ -371,7 +394,7 @@ class ConsoleModel:
         st = self.states[rid]
         unknown = is_acp(st) and 0 < st.turns <= len(st.estimated_turns) and not st.cost_usd
         return RunRow(rid, self.badge_key(rid), agent_label(st), st.turns, st.limits.max_turns,
-                      None if unknown else st.cost_usd, self.depth(rid), self.runner(rid))
+                      None if unknown else st.cost_usd, self.depth(rid), self.runner(rid), changed_words(st))
 
     def pending_approvals(self) -> list[Pending]:
         out = []

@@ -24,10 +24,13 @@ class RunRow:
     cost: float | None  # None: not known (an ACP agent that reported no usage)
     depth: int = 0
     owner: str = ""  # who runs it, when another process or a worker does
+    changed: str = ""  # ``+12 −3 in 4 files``: what it changed in its own workspace
 
     def cells(self) -> dict[str, Text]:
         cap = "" if self.max_turns is None else f"/{self.max_turns}"
         name = self.name()
+        if self.changed:
+            name.append(f" {self.changed}", style="cyan")
         if self.owner:
             name.append(f" ⇢ {one_line(self.owner, 40)}", style="dim")
         return {

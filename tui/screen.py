@@ -1,7 +1,7 @@
 """The console's main screen, and the two messages the app posts to itself.
 
 :class:`ConsoleScreen` lays out the panes (the runs list and the approvals on the left; the
-selected run's header, cost, transcript and trace on the right; the key bar) and holds the
+selected run's header, cost, transcript and trace (or its changes) on the right; the key bar) and holds the
 keys that act on the selected run. :class:`Flush` is how the event pump asks for the views
 to catch up (messages up); :class:`Shown` says that a change the operator asked for reached
 the screen, for the tests and the benchmarks that time it.
@@ -20,6 +20,7 @@ from textual.screen import Screen
 from textual.widgets import Static
 
 from tether.tui.components.approvals import ApprovalsPane
+from tether.tui.components.changes_view import ChangesPane
 from tether.tui.components.cost_meter import CostMeter
 from tether.tui.components.header import ConsoleHeader
 from tether.tui.components.key_bar import KeyBar
@@ -65,6 +66,8 @@ class ConsoleScreen(Screen[None]):
                 tooltip="The standing rules: list, add, remove"),
         Binding("D", "app.decisions", "Decisions", key_display="D", id="tether.decisions",
                 tooltip="Every decision on the store: who approved what, when"),
+        Binding("c", "app.changes", "Changes", show=False, id="tether.changes",
+                tooltip="What the selected run changed in its own workspace, live (c again: its trace)"),
     ]
 
     paint_when_settled = False
@@ -94,6 +97,7 @@ class ConsoleScreen(Screen[None]):
                     yield TranscriptView(classes="transcript")
                 with Vertical(id="traces"):
                     yield TraceView(classes="trace")
+                yield ChangesPane(id="changes")
         yield KeyBar(id="keys")
 
     def on_mount(self) -> None:

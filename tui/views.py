@@ -246,6 +246,7 @@ class ConsoleViews(MessagePump):
             transcript.show(None)
             trace.show(None, ())
             cost.show(None)
+            self.follow_changes()  # type: ignore[attr-defined]
             return
         st = self.states[rid]
         buffer = self.pump.buffer(rid)  # first: a run's history may hold its agent's notes
@@ -255,6 +256,7 @@ class ConsoleViews(MessagePump):
         transcript.show(st, self._transcript_footer(rid), notes.notes if notes is not None else [] if is_acp(st) else None)
         trace.show(rid, buffer)
         cost.show(st, speed=self.model.speed.get(rid))
+        self.follow_changes()  # type: ignore[attr-defined]  # another run, or its workspace made: follow it
 
     @staticmethod
     def _update_static(widget: Static, text: Text) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import socket
 import time
 from dataclasses import dataclass
 from typing import Any
@@ -35,6 +36,9 @@ PING_S = 15.0  # a comment on an idle event stream, so proxies and phones keep i
 TRANSCRIPT_TAIL = 30
 FIRST_CARDS = 50  # a phone draws these first; the rest are one tap away (?all=1)
 MAX_TEXT = 2000  # characters of a message shown; the rest is in tether show
+MAX_FILES = 200  # a run's changed files listed on its page; the rest are in tether diff --stat
+MAX_DIFF_LINES = 400  # lines of a file's diff shown; the rest are in tether diff RUN PATH
+MAX_LINE = 500
 
 
 # ---- reading ---------------------------------------------------------------------------
@@ -89,6 +93,84 @@ class RunView:
     messages: list[dict[str, str]]
     reason: str
     warnings: list[str]
+    changes: RunChanges | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChangedFile:
+    """A file a run changed, as its page shows it: its +/- counts and its diff (bounded)."""
+
+    path: str
+    status: str
+    added: int | None
+    deleted: int | None
+    diff: list[tuple[str, str]]
+    """Each line of its diff with its kind (``add``, ``del``, ``hunk``, ``head``, ``""``), for the colours."""
+    more: int
+    """Lines of its diff left out (``tether diff RUN PATH`` has them)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RunChanges:
+    """What a run with a workspace of its own changed: its files, or why they cannot be read."""
+
+    words: str
+    files: list[ChangedFile]
+    problem: str = ""
+
+
+async def _changes_of(state: RunState) -> RunChanges | None:
+    """The run's changes, read now (git, as asyncio subprocesses), or None: it has no workspace."""
+    from tether.workspaces.changes import changes, diff
+    from tether.workspaces.git import GitError
+
+    ws = state.run_workspace
+    if ws is None:
+        return None
+    if ws.stage == "discarded":
+        return RunChanges("", [], "its workspace was discarded (tether discard): its changes are gone")
+    if ws.path is None or ws.base_commit is None or ws.stage in ("planned", "creating"):
+        return RunChanges("", [], f"its {ws.kind} is not made yet: it is made when the run starts")
+    if ws.host and ws.host != socket.gethostname():
+        return RunChanges("", [], f"its workspace is on the host {ws.host}: tether diff {state.run_id} there shows it")
+    try:
+        found = await changes(ws)
+        whole = await diff(ws) if found.files else ""
+    except (GitError, OSError) as exc:
+        return RunChanges("", [], f"its changes could not be read: {exc}")
+    chunks = _by_file(whole)
+    files = []
+    for f in found.files[:MAX_FILES]:
+        lines = chunks.get(f.path, [])
+        files.append(ChangedFile(f.path, f.status, f.added, f.deleted,
+                                 [(_kind(line), line[:MAX_LINE]) for line in lines[:MAX_DIFF_LINES]],
+                                 max(0, len(lines) - MAX_DIFF_LINES)))
+    return RunChanges(found.words(), files,
+                      f"{len(found.files) - MAX_FILES} more files: tether diff {state.run_id} --stat lists them"
+                      if len(found.files) > MAX_FILES else "")
+
+
+def _by_file(whole: str) -> dict[str, list[str]]:
+    """A unified diff of many files, cut at each ``diff --git a/P b/P``, by path."""
+    out: dict[str, list[str]] = {}
+    current: list[str] = []
+    for line in whole.splitlines():
+        if line.startswith("diff --git a/"):
+            rest = line[len("diff --git a/"):]
+            half = (len(rest) - len(" b/")) // 2  # "P b/P": both halves the same path
+            current = out.setdefault(rest[:half], [])
+        current.append(line)
+    return out
+
+
+def _kind(line: str) -> str:
+    if line.startswith(("+++", "---", "diff --git", "index ", "new file", "deleted file")):
+        return "head"
+    if line.startswith("+"):
+        return "add"
+    if line.startswith("-"):
+        return "del"
+    return "hunk" if line.startswith("@@") else ""
 
 
 async def _run_view(request: web.Request, run_id: str) -> RunView:
@@ -111,7 +193,7 @@ async def _run_view(request: web.Request, run_id: str) -> RunView:
     card = card_of(summary) if isinstance(state.interruption, NeedsApproval) else None
     return RunView(run_id, summary.shown_status, summary.agent or summary.model, summary.source, summary.task,
                    summary.cost_usd, summary.turns, live or waits_held, card, _tail(state), _reason(state),
-                   [w["text"] for w in warnings])
+                   [w["text"] for w in warnings], await _changes_of(state))
 
 
 def _tail(state: RunState) -> list[dict[str, str]]:

@@ -7,8 +7,8 @@ import argparse
 import time
 from collections.abc import Callable
 
-from tests.benchmarks import (bench_acp, bench_agents, bench_cold_start, bench_console, bench_decisions, bench_harness,
-                               bench_otel_exit, bench_pgstore, bench_provider, bench_sandbox, bench_stop, bench_store,
+from tests.benchmarks import (bench_acp, bench_agents, bench_changes, bench_cold_start, bench_console, bench_decisions,
+                               bench_harness, bench_otel_exit, bench_pgstore, bench_provider, bench_sandbox, bench_stop, bench_store,
                                bench_stream, bench_tracked, bench_web, bench_workers, bench_workspaces)
 
 BENCHES: list[tuple[str, str, Callable[[], object]]] = [

@@ -22,8 +22,8 @@ DIFF_LINES = 400  # a longer diff shows its first lines and says how many more
 DIFF_LINE_CHARS = 500
 
 
-def diff_text(diff: str) -> Text:
-    """A unified diff, coloured (+ green, - red, @@ dim), bounded."""
+def diff_text(diff: str, more: str = "tether trace RUN_ID has the whole diff") -> Text:
+    """A unified diff, coloured (+ green, - red, @@ dim), bounded; ``more`` says where the rest is."""
     lines = diff.splitlines()
     out = Text()
     for i, line in enumerate(lines[:DIFF_LINES]):
@@ -42,7 +42,7 @@ def diff_text(diff: str) -> Text:
             style = ""
         out.append(line if len(line) <= DIFF_LINE_CHARS else line[:DIFF_LINE_CHARS] + "…", style=style)
     if len(lines) > DIFF_LINES:
-        out.append(f"\n… {len(lines) - DIFF_LINES} more lines (tether trace RUN_ID has the whole diff)", style="dim")
+        out.append(f"\n… {len(lines) - DIFF_LINES} more lines ({more})", style="dim")
     return out
 
 

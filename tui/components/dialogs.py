@@ -359,6 +359,8 @@ HELP_KEYS = (
           "and mode, tool-error policy, dedupe."),
     ("R", "Resume a run stopped by its turn cap, its budget or Stop, with raised limits; adopt an "
           "orphaned run."),
+    ("c", "The selected run's changes in its own workspace, in place of its trace: the files added, changed and "
+          "deleted with their +/- lines, and the highlighted file's diff, as the run writes them. c again: the trace."),
     ("t", "On the transcript: unfold (or fold) an ACP agent's thoughts."),
     ("↑ ↓", "Select a run (the mouse works too)."),
     ("Tab", "Move between panes: runs, approvals, transcript, trace."),

@@ -1,0 +1,51 @@
+"""A run's page shows what it changed in its own workspace and each file's diff, read when the
+page is asked for, server-rendered and escaped: no JavaScript needed (issue 38, item 3)."""
+
+from __future__ import annotations
+
+import html
+import re
+import subprocess
+from pathlib import Path
+
+from tether.harness import Harness
+from tests.support import Scripted, home  # noqa: F401 (home: a fixture)
+from tests.unit.test_workspaces import coder, repo  # noqa: F401 (repo: a fixture)
+from tests.web.conftest import Served, logged_in, web  # noqa: F401 (web: a fixture)
+
+
+async def test_the_run_page_lists_the_changed_files_with_their_diffs_escaped(
+        web: Served, home: Path, repo: Path) -> None:
+    async with Harness(store=web.store, workspace=home / "demo", client=Scripted("nothing to do"),
+                       workspaces_dir=home / "workspaces") as h:
+        out = await h.start(coder(repo), "look")
+    ws = out.state.run_workspace
+    assert ws is not None and ws.path is not None
+    tree = Path(ws.path)
+    client = await logged_in(web, "ana")
+    try:
+        page = await (await client.get(f"/runs/{out.state.run_id}")).text()
+        assert 'data-testid="changes-none">no changes yet' in page
+        # Written by a shell command, after the run ended: the page reads the workspace as it is now.
+        subprocess.run(["sh", "-c", "printf 'one\\n<script>alert(1)</script>\\n' > notes.txt && rm old.txt"],
+                       cwd=tree, check=True)
+        page = await (await client.get(f"/runs/{out.state.run_id}")).text()
+    finally:
+        await client.close()
+    assert 'data-testid="changes-stat">+1 \u22122 in 2 files<' in page
+    files = re.findall(r'<span class="mark">(\w)</span>\s*<span class="path">([^<]+)</span>', page)
+    assert files == [("M", "notes.txt"), ("D", "old.txt")]
+    assert '<span class="d-add">+&lt;script&gt;alert(1)&lt;/script&gt;</span>' in page
+    assert "<script>alert(1)" not in page
+    assert '<span class="d-del">-two</span>' in page and '<span class="d-del">-old</span>' in page
+    assert html.unescape(page).count("diff --git a/notes.txt b/notes.txt") == 1
+
+
+async def test_a_run_without_a_workspace_has_no_changes_section(web: Served) -> None:
+    run_id = await web.waiting_run()
+    client = await logged_in(web, "ana")
+    try:
+        page = await (await client.get(f"/runs/{run_id}")).text()
+    finally:
+        await client.close()
+    assert 'id="changes"' not in page and 'data-testid="transcript"' in page
