@@ -266,7 +266,7 @@ class TrackedRun:
         if deadline_at is not None and (due is None or deadline_at < due):
             due, on_deadline, deadline_s = deadline_at, "reject", None  # the program's own limit: it rejects
         waiting = NeedsApproval(call_id, tool, raw, why, asked_at, ask.approvals if ask is not None else 1, (),
-                                due, on_deadline, False, None, ask.id if ask is not None else None, reported)
+                                due, on_deadline, False, None, ask.id if ask is not None else None, schema=reported)
         while True:
             decision = await self._wait(waiting)
             if decision is None:
