@@ -31,6 +31,7 @@ BENCHES: list[tuple[str, str, Callable[[], object]]] = [
     ("tracked", "the run API per reported event", lambda: bench_tracked.main([])),
     ("web", "tether serve: notifications, links, the approvals page, memory", lambda: bench_web.main([])),
     ("workspaces", "a run's own workspace against git worktree add, 10,000 files", lambda: bench_workspaces.main([])),
+    ("changes", "a write in a run's workspace to the console's Changes pane", lambda: bench_changes.main([])),
 ]
 
 
