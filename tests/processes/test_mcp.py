@@ -26,7 +26,7 @@ import pytest
 
 from tether.run.cancel import CancelSignal, RunCancelled
 from tether.agents.mcp.catalog import catalog, mcp_tools
-from tether.agents.mcp.link import _Link, stderr_tail
+from tether.agents.mcp.link import _closed, _Link, stderr_tail
 from tether.agents.mcp.server import MCPServer, MCPStartError
 from tether.agents.mcp.tool import MCPTool, policy, result_text, usable_schema
 from tether.agents.tools.base import ToolContext
@@ -196,6 +196,10 @@ async def test_crash_mid_call_then_restart(tmp_path: Path, token: str):
         # a server that dies while idle is restarted by the next call, which then works
         os.kill((set(second) - set(first)).pop(), signal.SIGKILL)
         await until(lambda: len(processes_with(token)) == 0, what="the killed server and its launcher to end")
+        # Idle: its client has seen the connection close (on a loaded host that comes a moment after
+        # the process is gone; a call sent before it would be one the server died during).
+        link = tools["echo"]._link
+        await until(lambda: link.client is None or _closed(link.client), what="the client to see the server gone")
         assert await tools["echo"].run({"text": "third"}, ctx()) == "echo: third"
         assert len(pid_files(tmp_path, "echo")) == 3
     await assert_no_processes(token)
