@@ -282,7 +282,7 @@ class Harness:
         from tether.acp import AcpError
         from tether.acp.run import session_for
 
-        session = session_for(agent)
+        session = await asyncio.to_thread(session_for, agent)  # off the loop: its sandbox's folders are made
         try:
             await session.start()
         except AcpError as exc:
@@ -492,8 +492,9 @@ class Harness:
                     try:
                         listed = await stack.enter_async_context(
                             mcp_tools(agent.mcp_servers, reserved=tools.keys(), stderr_dir=handle.scratch_dir,
-                                      sandbox=None if agent.sandbox is None else for_agent(
-                                          Path(agent.workspace or os.getcwd()), *(s.env for s in agent.mcp_servers))))
+                                      sandbox=None if agent.sandbox is None else await asyncio.to_thread(
+                                          for_agent, Path(agent.workspace or os.getcwd()),
+                                          *(s.env for s in agent.mcp_servers))))
                         tools.update({t.name: t for t in listed})
                     except (MCPStartError, SandboxUnavailable) as exc:
                         failure = str(exc)

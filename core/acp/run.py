@@ -150,7 +150,7 @@ class AcpRun:
         session = self._session
         if session is None:
             try:
-                session = self._session = session_for(self.agent)
+                session = self._session = await asyncio.to_thread(session_for, self.agent)  # the sandbox's folders
             except AgentError as exc:
                 return await self._finish(Status.FAILED, f"agent {self.agent.name}: {exc}", error=str(exc))
         session.on_event = self._on_event

@@ -52,6 +52,7 @@ STATE_VARIABLES = ("HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME",
                    "XDG_RUNTIME_DIR")
 """The variables of an agent's ``env`` that name its own state folders (writable in the sandbox)."""
 
+
 class SandboxUnavailable(Exception):
     """No sandbox works on this machine; the message says why and what to install."""
 

@@ -145,7 +145,7 @@ async def _describe(agent: Any, kind: str, args: argparse.Namespace) -> dict[str
                 servers.append({"name": server.name, "error": str(exc).splitlines()[0]})
     return {"name": agent.name, "set": kind, "model": agent.model, "base_url": agent.base_url,
             "config": str(agent.config) if agent.config else None, "tools": tools, "mcp": servers,
-            "sandbox": _sandbox_of(agent),
+            "sandbox": await asyncio.to_thread(_sandbox_of, agent),  # may try bwrap once: off the loop
             "isolation": None if agent.isolation.kind == "none" else agent.isolation.spec()}
 
 
@@ -174,7 +174,7 @@ async def _describe_acp(agent: Any, kind: str, args: argparse.Namespace) -> dict
                            "config": str(agent.config) if agent.config else None, "tools": [], "mcp": [],
                            "acp": {"command": list(agent.acp.argv)}}
     where = f"{agent.config}: agents.{agent.name}.acp" if agent.config else f"agent {agent.name}: acp"
-    box = row["sandbox"] = _sandbox_of(agent)
+    box = row["sandbox"] = await asyncio.to_thread(_sandbox_of, agent)  # may try bwrap once: off the loop
     if box is not None and box.get("error"):
         row["acp"]["error"] = f"{where}: its sandbox: {box['error']}"
         return row
