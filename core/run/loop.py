@@ -574,7 +574,7 @@ class RunLoop:
         preview = before.preview if before is not None and before.preview is not None else \
             await self._preview(tool, raw_args)
         interruption = NeedsApproval(call_id, tool.name, raw_args, why, asked_at, needed, approvers, deadline_at,
-                                     on_deadline, escalated, preview, rule_id, accounts)
+                                     on_deadline, escalated, preview, rule_id, accounts=accounts)
         self._asked[call_id] = interruption
         self.emit(ApprovalRequired(run_id=st.run_id, call_id=call_id, tool=tool.name, args=raw_args, why=why,
                                    needed=needed if needed > 1 else None, approvers=list(approvers) or None,

@@ -11,7 +11,7 @@ import hashlib
 import json
 import time
 import uuid
-from dataclasses import dataclass, field
+from dataclasses import KW_ONLY, dataclass, field
 from enum import StrEnum
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal
@@ -117,6 +117,7 @@ class NeedsApproval:
     """What the call would change (:class:`tether.approvals.Preview` as a dict), or None."""
     rule: str | None = None
     """The ``ask`` rule that holds the call for people, when one does."""
+    _: KW_ONLY  # the later fields by name only: one added before another cannot take its place
     accounts: tuple[str, ...] = ()
     """The account that authenticated each of :attr:`approvers` (:mod:`tether.run.people`)."""
     schema: dict[str, Any] | None = None
@@ -247,10 +248,10 @@ def interruption_from_dict(data: Mapping[str, Any] | None) -> Interruption | Non
                                      str(data.get("why") or ""), data.get("askedAt"), int(data.get("needed") or 1),
                                      tuple(data.get("approvers") or ()), data.get("deadlineAt"),
                                      str(data.get("onDeadline") or "reject"), bool(data.get("escalated")),
-                                     data.get("preview"), data.get("rule"), tuple(data.get("accounts") or ()),
-                                     data["schema"] if isinstance(data.get("schema"), dict) else None,
-                                     tuple({k: str(o.get(k) or "") for k in ("id", "name", "kind")}
-                                           for o in _listed(data.get("options")) if isinstance(o, dict)))
+                                     data.get("preview"), data.get("rule"), accounts=tuple(data.get("accounts") or ()),
+                                     schema=data["schema"] if isinstance(data.get("schema"), dict) else None,
+                                     options=tuple({k: str(o.get(k) or "") for k in ("id", "name", "kind")}
+                                                   for o in _listed(data.get("options")) if isinstance(o, dict)))
             case "max_turns":
                 return MaxTurns()
             case "max_budget":
