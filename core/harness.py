@@ -48,7 +48,7 @@ from tether.agents.sample import ensure_sample
 from tether.agents.sets import AgentSet, known_agents, set_of
 from tether.agents.workspace import Workspace
 from tether.agents.sandbox import SandboxUnavailable, for_agent
-from tether.workspaces import lifecycle, merging
+from tether.workspaces import checkpoints, lifecycle, merging
 
 ADHOC_AGENT = "default"
 """The name of the agent made from ``--base-url``/``--model`` alone: the file tools, no more."""
@@ -599,6 +599,7 @@ class Harness:
             error_formatter=agent.error_formatter,  # type: ignore[arg-type]
             spawn=None if child else self._spawner(agent, client, tools, list(sinks), root),
             rules=self._rules if callable(getattr(self.store, "rules", None)) else None,
+            after_change=None if child else checkpoints.after_change_hook(),
         )
 
     async def _rules(self) -> list[Any]:

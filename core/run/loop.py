@@ -101,6 +101,9 @@ class LoopEnv:
     spawn: Callable[[RunState, str, str, CancelSignal], Awaitable[RunState]] | None = None
     # The store's standing rules, read before each call (None: no rules, people decide).
     rules: Callable[[], Awaitable[Sequence[Rule]]] | None = None
+    # After a call of a tool that is not read-only: a checkpoint of the run's workspace (an
+    # event for the trace, or None: nothing changed). tether.workspaces.checkpoints.
+    after_change: Callable[[RunState, str, str], Awaitable[Event | None]] | None = None
 
 
 class RunLoop:
@@ -476,14 +479,24 @@ class RunLoop:
             raise
         except Exception as exc:  # a tool that throws does not crash the loop
             self._add_child_cost(ctx)
-            return await self._tool_failed(call_id, tool, exc, started, approval_note)
+            stop = await self._tool_failed(call_id, tool, exc, started, approval_note)
+            await self._after_change(call_id, tool)  # a failed command may have written, too
+            return stop
         finally:
             faultpoints.boundary("after_tool")
         self._add_child_cost(ctx)
         if self._dedupes(tool):
             self._result_cache()[dedupe_key] = text
         await self._record(call_id, tool.name, _noted(approval_note, text), ok=True, started=started)
+        await self._after_change(call_id, tool)
         return None
+
+    async def _after_change(self, call_id: str, tool: Tool) -> None:
+        if tool.read_only or self.env.after_change is None:
+            return
+        event = await self.env.after_change(self.state, call_id, tool.name)
+        if event is not None:
+            self.emit(event)
 
     async def _tool_failed(self, call_id: str, tool: Tool, exc: Exception, started: float,
                            approval_note: str | None = None) -> Stop | None:

@@ -391,6 +391,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     diff.add_argument("--json", action="store_true")
     _place_options(diff)
 
+    marks = sub.add_parser("checkpoints", help="a run's checkpoints: one after each step that changed its workspace")
+    marks.add_argument("run_id")
+    marks.add_argument("--json", action="store_true")
+    _place_options(marks)
+
     spaces = sub.add_parser("workspaces", help="every run's own workspace: its run, status, size, age, changes; "
                                                "and the worktrees and folders no run owns")
     spaces.add_argument("action", nargs="?", choices=["prune"],
@@ -425,7 +430,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         help="include prompts, answers and tool results (off by default)")
     export.add_argument("--timeout", type=_non_negative, metavar="SECONDS")
     export.add_argument("--runs-dir", type=Path, help="where runs are saved (default $TETHER_HOME/runs)")
-    for p in (run, resume, *deciders, stop, runs, show, trace, watch, export, diff, spaces, discard, merge):
+    for p in (run, resume, *deciders, stop, runs, show, trace, watch, export, diff, marks, spaces, discard, merge):
         _store_option(p)
     _approvals_parsers(sub)
 

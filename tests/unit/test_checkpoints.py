@@ -1,0 +1,107 @@
+"""A checkpoint after every step that changed a run's workspace (docs/checkpoints.md): a commit
+on the private ref ``refs/tether/RUN/N`` made with an index of Tether's own, in a worktree and
+in a copy; the user's checkout never touched; ``tether checkpoints`` lists them."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from tether.store.files.store import RunStore
+from tether.workspaces.checkpoints import Checkpointer, listing, ref_of
+from tests.support import Scripted, cli_here, git, home  # noqa: F401 (home: a fixture)
+from tests.unit.test_workspaces import coder, harness, repo, users, where  # noqa: F401 (repo: a fixture)
+
+
+def script() -> Scripted:
+    return Scripted([("write_file", {"path": "notes.txt", "content": "one\n2\n"})],
+                    [("read_file", {"path": "notes.txt"})],  # read-only: no checkpoint
+                    [("write_file", {"path": "notes.txt", "content": "one\n2\n"})],  # the same: nothing changed
+                    [("delete_file", {"path": "old.txt"}), ("write_file", {"path": "new.txt", "content": "n\n"})],
+                    "done")
+
+
+async def test_each_step_that_changed_the_worktree_is_a_checkpoint_on_a_private_ref(home: Path, repo: Path) -> None:
+    before = users(repo)
+    async with harness(home, script()) as h:
+        out = await h.start(coder(repo), "edit")
+    st = out.state
+    ws = st.run_workspace
+    assert ws is not None
+    found = await listing(ws, st.run_id)
+    assert [(c.step, c.tool) for c in found] == [(1, "write_file"), (2, "delete_file"), (3, "write_file")]
+    assert [f["path"] for f in found[0].files] == ["notes.txt"]
+    assert found[1].files == [{"path": "old.txt", "status": "deleted", "added": 0, "deleted": 1, "binary": False}]
+    assert found[2].files[0]["path"] == "new.txt" and found[2].files[0]["status"] == "added"
+    # Each one's transcript length: after its call's result.
+    assert st.messages[found[0].messages - 1]["role"] == "tool"
+    # The commits are in the user's repository, on refs that are no branch; their tree is the workspace's.
+    assert git(repo, "rev-parse", ref_of(st.run_id, 3)).strip() == found[2].commit
+    assert git(repo, "show", f"{found[0].commit}:notes.txt") == "one\n2\n"
+    assert f"refs/tether/{st.run_id}" not in git(repo, "branch", "-a")
+    assert users(repo) == before
+    records = list(RunStore(home / "runs").read_trace(st.run_id))
+    taken = [(r["step"], r["tool"], r["files"]) for r in records if r["kind"] == "checkpoint"]
+    assert taken == [(1, "write_file", 1), (2, "delete_file", 1), (3, "write_file", 1)]
+
+
+async def test_a_copy_is_checkpointed_in_tethers_own_repository(home: Path, tmp_path: Path) -> None:
+    folder = tmp_path / "plain"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("one\n")
+    (folder / "old.txt").write_text("old\n")
+    async with harness(home, script()) as h:
+        out = await h.start(coder(folder, "copy"), "edit")
+    ws = out.state.run_workspace
+    assert ws is not None and ws.kind == "copy"
+    found = await listing(ws, out.state.run_id)
+    assert [c.step for c in found] == [1, 2, 3]
+    assert not (Path(str(ws.path)) / ".git").exists()  # the agent sees the folder as it was
+    assert (folder / "notes.txt").read_text() == "one\n"
+
+
+async def test_a_shell_made_change_is_caught_and_a_step_that_changed_nothing_makes_none(home: Path, repo: Path) -> None:
+    async with harness(home, Scripted("nothing to do")) as h:
+        out = await h.start(coder(repo), "look")
+    st = out.state
+    ws = st.run_workspace
+    assert ws is not None
+    taker = Checkpointer(ws, st.run_id)
+    assert await taker.take(st) is None  # nothing changed since the base
+    tree = Path(str(ws.path))
+    (tree / "made.txt").write_text("by a shell\n")
+    (tree / "build.log").write_text("ignored\n")
+    subprocess.run(["sh", "-c", "rm sub/inner.txt"], cwd=tree, check=True)
+    event = await taker.take(st, label="by hand")
+    assert event is not None and event.step == 1 and event.files == 2
+    assert await taker.take(st) is None
+    assert (await Checkpointer(ws, st.run_id).take(st, always=True)).step == 2  # type: ignore[union-attr]
+    names = git(repo, "ls-tree", "-r", "--name-only", ref_of(st.run_id, 1)).split()
+    assert "made.txt" in names and "build.log" not in names and "sub/inner.txt" not in names
+    # The worktree's own index is the agent's, untouched.
+    assert "?? made.txt" in git(tree, "status", "--porcelain")
+
+
+async def test_tether_checkpoints_lists_them(home: Path, repo: Path) -> None:
+    async with harness(home, script()) as h:
+        out = await h.start(coder(repo), "edit")
+    run_id = out.state.run_id
+    done = cli_here("checkpoints", run_id, *where(home))
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].split()[0] == "1" and "write_file" in lines[0]
+    assert any("deleted" in line and "old.txt" in line for line in lines)
+    data = json.loads(cli_here("checkpoints", run_id, "--json", *where(home)).stdout)
+    assert [c["step"] for c in data["checkpoints"]] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("kind", ["none"])
+async def test_a_run_with_no_workspace_of_its_own_has_no_checkpoints_in_words(home: Path, tmp_path: Path,
+                                                                             kind: str) -> None:
+    async with harness(home, Scripted("done")) as h:
+        out = await h.start(coder(tmp_path, kind), "look")
+    done = cli_here("checkpoints", out.state.run_id, *where(home))
+    assert done.returncode == 2 and "no workspace of its own" in done.stderr
