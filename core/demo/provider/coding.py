@@ -44,6 +44,9 @@ from starlette.routing import Route
 
 from tether.models.processes import free_port
 from tether.demo.provider.server import child_server
+from tether.demo.provider.wires import (USAGE, Text, Write, anthropic_messages, anthropic_stream, gemini_json,
+                                        gemini_messages, gemini_stream, patch_of, responses_messages,
+                                        responses_stream)
 
 __all__ = ["DONE_ANSWER", "HOLD_WORDS", "PLAIN_ANSWER", "TITLE_ANSWER", "USAGE", "WRITE_TOOLS", "ScriptedEndpoint",
            "Task", "endpoint_process", "read_tasks"]
@@ -54,12 +57,14 @@ DONE_ANSWER = "The file is written."
 PLAIN_ANSWER = "Nothing to do."
 TITLE_ANSWER = "A scripted session"
 HOLD_WORDS = ["Thinking ", "about ", "it "]
-USAGE = {"prompt_tokens": 120, "completion_tokens": 12, "total_tokens": 132}
 
 _WRITE = re.compile(r"WRITE (\S+) CONTENT (.+?)(?:\n|$|<)", re.S)
 _DECLINED = re.compile(r"declined this call: (.*?)\. Nothing was done\.", re.S)
 # The write tool of each agent, by name, and how it spells its arguments.
-WRITE_TOOLS: dict[str, tuple[str, str]] = {"write": ("filePath", "content"), "write_file": ("file_path", "content")}
+# (Claude: ``Write``; Codex: ``apply_patch``, a freeform tool whose call is a patch: ``path`` is read from it.)
+WRITE_TOOLS: dict[str, tuple[str, str]] = {"write": ("filePath", "content"), "write_file": ("file_path", "content"),
+                                           "Write": ("file_path", "content"), "apply_patch": ("path", "input")}
+PATCH_TOOLS = frozenset({"apply_patch"})
 
 
 @dataclass(frozen=True)
@@ -132,18 +137,60 @@ class ScriptedEndpoint:
 
     def app(self) -> Starlette:
         return Starlette(routes=[Route("/v1/chat/completions", self._completions, methods=["POST"]),
-                                 Route("/v1/models", self._models, methods=["GET"])])
+                                 Route("/v1/models", self._models, methods=["GET"]),
+                                 Route("/", self._root, methods=["GET", "HEAD"]),
+                                 Route("/v1/messages", self._messages, methods=["POST"]),
+                                 Route("/v1/responses", self._responses, methods=["POST"]),
+                                 Route("/v1beta/models/{call:path}", self._gemini, methods=["POST"])])
+
+    async def _root(self, request: Request) -> Response:
+        return Response(status_code=200)  # Claude Code's reachability check (HEAD /)
+
+    async def _body(self, request: Request) -> dict[str, Any] | None:
+        try:
+            body = await request.json()
+        except ClientDisconnect:  # the agent went away mid-request (a Stop): nothing to answer
+            logger.info("a client went away before its request was read")
+            return None
+        self.requests.append(body)
+        return body
+
+    async def _messages(self, request: Request) -> Response:
+        """Anthropic's Messages API (Claude's ACP adapter), streamed."""
+        if (body := await self._body(request)) is None:
+            return Response(status_code=499)
+        messages, tools = anthropic_messages(body)
+        return StreamingResponse(anthropic_stream(self._script(messages, tools), str(body.get("model", ""))),
+                                 media_type="text/event-stream")
+
+    async def _responses(self, request: Request) -> Response:
+        """The OpenAI Responses API (Codex), streamed; ``apply_patch`` as a custom tool call."""
+        if (body := await self._body(request)) is None:
+            return Response(status_code=499)
+        messages, tools = responses_messages(body)
+        custom = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict) and t.get("type") == "custom"}
+        return StreamingResponse(responses_stream(self._script(messages, tools), str(body.get("model", "")), custom),
+                                 media_type="text/event-stream")
+
+    async def _gemini(self, request: Request) -> Response:
+        """Google's ``MODEL:streamGenerateContent`` (SSE) and ``MODEL:generateContent`` (one JSON
+        answer, that fits the schema the request asks for), and ``countTokens``."""
+        model, _, method = request.path_params["call"].rpartition(":")
+        if method == "countTokens":
+            return JSONResponse({"totalTokens": USAGE["prompt_tokens"]})
+        if (body := await self._body(request)) is None:
+            return Response(status_code=499)
+        if method == "generateContent":
+            return JSONResponse(gemini_json(body, model))
+        messages, tools = gemini_messages(body)
+        return StreamingResponse(gemini_stream(self._script(messages, tools), model), media_type="text/event-stream")
 
     async def _models(self, request: Request) -> JSONResponse:
         return JSONResponse({"object": "list", "data": [{"id": "scripted", "object": "model", "owned_by": "tether"}]})
 
     async def _completions(self, request: Request) -> Response:
-        try:
-            body = await request.json()
-        except ClientDisconnect:  # the agent went away mid-request (a Stop): nothing to answer
-            logger.info("a client went away before its request was read")
+        if (body := await self._body(request)) is None:
             return Response(status_code=499)
-        self.requests.append(body)
         return StreamingResponse(self._events(body), media_type="text/event-stream")
 
     def _path(self, path: str) -> str:
@@ -163,47 +210,63 @@ class ScriptedEndpoint:
         return next((task for task in self.tasks if task.asks.lower() in words), None)
 
     async def _events(self, body: dict[str, Any]) -> AsyncIterator[str]:
+        """The chat-completions stream of the script's steps."""
         tools = {t.get("function", {}).get("name") for t in body.get("tools") or []}
-        messages = body.get("messages") or []
+        yield _chunk({"role": "assistant", "content": ""})
+        finish = "stop"
+        async for step in self._script(body.get("messages") or [], tools):
+            if isinstance(step, Text):
+                yield _chunk({"content": step.text})
+                continue
+            call = {"index": 0, "id": "call_write_0", "type": "function",
+                    "function": {"name": step.name, "arguments": json.dumps(step.args)}}
+            yield _chunk({"tool_calls": [call]})
+            finish = "tool_calls"
+        for piece in _end(finish):
+            yield piece
+
+    def _write(self, tools: set[Any], path: str, content: str) -> Write | None:
+        """The call of the agent's write tool that writes ``content`` to ``path``."""
+        name = next((n for n in WRITE_TOOLS if n in tools), None)
+        if name is None:
+            return None
+        if name in PATCH_TOOLS:
+            return Write(name, {"input": patch_of(self._path(path), content)})
+        path_key, content_key = WRITE_TOOLS[name]
+        return Write(name, {path_key: self._path(path), content_key: content})
+
+    async def _script(self, messages: list[dict[str, Any]], tools: set[Any]) -> AsyncIterator[Text | Write]:
+        """What the model does, in any wire: text pieces, or one call of the write tool."""
         last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
         last_user = _text(messages[last].get("content")) if last >= 0 else ""
         prompt = _prompt(messages[last].get("content")) if last >= 0 else ""
         # A tool result since the last user message: this turn's write is done.
         answered = any(m.get("role") == "tool" for m in messages[last + 1:])
         task = self._task(prompt)
-        yield _chunk({"role": "assistant", "content": ""})
-        if not tools:
-            yield _chunk({"content": TITLE_ANSWER})
-        elif (declined := _DECLINED.search(prompt)) and not answered:
+        if not any(tools):
+            yield Text(TITLE_ANSWER)
+        elif (declined := _DECLINED.search(last_user)) and not answered:
             for piece in _words(self._answer_rejection(declined.group(1), messages[:last])):
-                yield _chunk({"content": piece})
+                yield Text(piece)
                 await asyncio.sleep(0.02)
         elif "HOLD" in last_user and not answered:
             async for piece in self._hold(HOLD_WORDS, 0.01):
-                yield piece
+                yield Text(piece)
         elif task is not None and task.path is None and not answered:
             async for piece in self._hold(_words(task.answer), task.word_s):
-                yield piece
+                yield Text(piece)
         elif not answered and ((found := _WRITE.search(last_user)) or (task is not None and task.path)):
             path, content = (found.group(1), found.group(2).strip()) if found else (task.path, task.content)  # type: ignore[union-attr]
-            name = next((n for n in WRITE_TOOLS if n in tools), None)
-            if name is not None:
-                path_key, content_key = WRITE_TOOLS[name]
-                args = json.dumps({path_key: self._path(str(path)), content_key: content})
-                call = {"index": 0, "id": "call_write_0", "type": "function",
-                        "function": {"name": name, "arguments": args}}
-                yield _chunk({"tool_calls": [call]})
-                for piece in _end("tool_calls"):
-                    yield piece
-                return
-            yield _chunk({"content": f"No write tool among {sorted(t for t in tools if t)}."})
+            write = self._write(tools, str(path), content)
+            if write is not None:
+                yield write
+            else:
+                yield Text(f"No write tool among {sorted(t for t in tools if t)}.")
         elif task is not None and task.path and answered:
             for piece in _words(task.done):
-                yield _chunk({"content": piece})
+                yield Text(piece)
         else:
-            yield _chunk({"content": DONE_ANSWER if answered else PLAIN_ANSWER})
-        for piece in _end():
-            yield piece
+            yield Text(DONE_ANSWER if answered else PLAIN_ANSWER)
 
     def _answer_rejection(self, words: str, before: list[dict[str, Any]]) -> str:
         """The model's answer to the operator's words: it takes them, and leaves the file alone."""
@@ -212,7 +275,7 @@ class ScriptedEndpoint:
             for call in message.get("tool_calls") or []:
                 function = call.get("function") or {}
                 if function.get("name") in WRITE_TOOLS and path is None:
-                    with contextlib.suppress(ValueError, TypeError, AttributeError):
+                    with contextlib.suppress(ValueError, TypeError, AttributeError, KeyError):
                         path = json.loads(function.get("arguments") or "{}").get(WRITE_TOOLS[function["name"]][0])
         what = self._shown(path) if path else "the file"
         said = words.strip()
@@ -223,7 +286,7 @@ class ScriptedEndpoint:
         """Stream ``words``, then hold the stream open until the client goes away (or the server stops)."""
         try:
             for word in words:
-                yield _chunk({"content": word})
+                yield word
                 await asyncio.sleep(word_s)
             self.holding.set()
             await asyncio.Event().wait()
