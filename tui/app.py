@@ -69,12 +69,13 @@ from tether.tui.screen import ConsoleScreen
 from tether.tui.store_client import StoreClient
 from tether.tui.text import one_line
 from tether.tui.views import ConsoleViews
+from tether.tui.workspace_actions import WorkspaceActions
 
 YOUNG_GC_THRESHOLD = 10_000  # allocations between young collections while the console is up (Python: 700)
 OWNER_CHECK_S = 1.0  # how often the locks of runs other processes hold are asked whether they live
 
 
-class TetherApp(DecisionActions, RunActions, ChangesFollowing, ConsoleViews, StoreFollowing, App[int]):
+class TetherApp(DecisionActions, RunActions, WorkspaceActions, ChangesFollowing, ConsoleViews, StoreFollowing, App[int]):
     """The console. Its parts are mixed in before ``App`` so that their handlers and actions
     are the app's own, and Textual's CSS and bindings see one app class, as before."""
 
@@ -282,6 +283,7 @@ class TetherApp(DecisionActions, RunActions, ChangesFollowing, ConsoleViews, Sto
             "stop": self.model.can_stop, "approve": self.model.can_decide, "reject": self.model.can_decide,
             "edit": self.model.can_decide,
             "resume": self.model.can_resume, "follow_up": self.model.can_follow_up,
+            "merge": self.can_merge, "discard": self.can_discard,
         }
         check = checks.get(action)
         if check is None:
@@ -306,6 +308,12 @@ class TetherApp(DecisionActions, RunActions, ChangesFollowing, ConsoleViews, Sto
             yield SystemCommand("Approve with edited arguments", f"Edit the arguments of {name}'s pending call, "
                                 "then approve it (e)", self.action_edit)
             yield SystemCommand("Reject call", f"Reject the pending call of {name}, in words", self.action_reject)
+        if rid and self.can_merge(rid):
+            yield SystemCommand("Merge run", f"Merge {name}'s work into a branch: checked, then a decision (M)",
+                                self.action_merge)
+        if rid and self.can_discard(rid):
+            yield SystemCommand("Discard workspace", f"Remove {name}'s workspace and branch; its transcript stays (X)",
+                                self.action_discard)
         if rid and self.can_resume(rid):
             yield SystemCommand("Resume run", f"Resume {name} with raised limits", self.action_resume)
         for p in self.pending_approvals():

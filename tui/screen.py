@@ -68,6 +68,10 @@ class ConsoleScreen(Screen[None]):
                 tooltip="Every decision on the store: who approved what, when"),
         Binding("c", "app.changes", "Changes", show=False, id="tether.changes",
                 tooltip="What the selected run changed in its own workspace, live (c again: its trace)"),
+        Binding("M", "app.merge", "Merge", key_display="M", show=False, id="tether.merge",
+                tooltip="Merge the selected run's work into a branch: checked, then a decision"),
+        Binding("X", "app.discard", "Discard", key_display="X", show=False, id="tether.discard",
+                tooltip="Remove the selected run's workspace and branch (asks first); its transcript stays"),
     ]
 
     paint_when_settled = False

@@ -30,6 +30,7 @@ from tether.tui.components.dialogs import (
 from tether.tui.components.rule_editor import RuleEditor
 from tether.tui.components.rules_screen import ConfirmDialog, RulesScreen
 from tether.tui.components.transcript import TranscriptView
+from tether.tui.components.workspace_dialogs import MergeDialog, OutcomeDialog
 from tether.tui.screen import ConsoleScreen
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "console.md"
@@ -40,7 +41,7 @@ TABLES: dict[str, tuple[type, ...]] = {
     "In the arguments editor and the rule editor": (ArgsEditor, RuleEditor),
     "On the rules screen": (RulesScreen, ConfirmDialog),
     "On the decisions screen": (DecisionsScreen,),
-    "In the other dialogs": (NewRunDialog, ResumeDialog, FollowUpDialog, HelpScreen),
+    "In the other dialogs": (NewRunDialog, ResumeDialog, FollowUpDialog, HelpScreen, MergeDialog, OutcomeDialog),
 }
 """Each key table of docs/console.md (by the start of its heading), and whose keys it lists."""
 

@@ -131,9 +131,8 @@ def _age(seconds: float | None) -> str:
 
 async def discard(args: argparse.Namespace) -> int:
     """``tether discard RUN [--yes]``: its workspace and branch removed, its transcript kept."""
-    from tether.run.hold import open_run, release
     from tether.text import clean
-    from tether.workspaces.lifecycle import discard as remove
+    from tether.workspaces.operate import discard_run
 
     await context.may_operate(args, "discard")
     store = context.store_of(args)
@@ -145,33 +144,20 @@ async def discard(args: argparse.Namespace) -> int:
     if holder is not None and holder.alive:
         raise StateError(f"run {args.run_id} is running ({holder.where}): stop it first (tether stop {args.run_id}), "
                          "then discard its workspace; nothing was removed")
-    if ws.stage not in ("planned", "discarded") and not args.yes and not _agreed(state, ws):  # else nothing to remove
+    if ws.stage not in ("planned", "discarded") and not args.yes and not _agreed(state):  # else nothing to remove
         print("nothing was removed", file=sys.stderr)
         return 1
-    try:
-        state, handle = await open_run(store, args.run_id)
-    except StateError as exc:  # taken by another process since
-        raise StateError(f"{exc}; nothing was removed") from None
-    trace = handle.trace()
-    try:
-        words = await remove(state, save=lambda: handle.asave(state), trace=trace.write, by=context.who(args))
-    finally:
-        trace.close()
-        await release(handle)
+    _, words = await discard_run(store, args.run_id, by=context.who(args))
     print(clean(words))
     return 0
 
 
-def _agreed(state: RunState, ws: RunWorkspace) -> bool:
+def _agreed(state: RunState) -> bool:
     """Ask on the terminal (or read the answer from stdin): y removes it."""
     from tether.text import clean
-    from tether.workspaces.changes import stat_words
+    from tether.workspaces.operate import discard_question
 
-    changed = ws.changes or {}
-    what = f"{ws.path}" + (f" and the branch {ws.branch}" if ws.branch else "")
-    made = stat_words(changed.get("files", 0), changed.get("added", 0), changed.get("deleted", 0)) if changed else ""
-    sys.stderr.write(clean(f"Remove {what} of run {state.run_id}" + (f" ({made}, as of its last step)" if made else "")
-                           + "? Its transcript stays. [y/N] ", keep_newlines=False))
+    sys.stderr.write(clean(discard_question(state) + " [y/N] ", keep_newlines=False))
     sys.stderr.flush()
     answer = sys.stdin.readline()
     if not answer:
@@ -183,39 +169,13 @@ async def merge(args: argparse.Namespace) -> int:
     """``tether merge RUN [--into BRANCH] [--squash]``: the run's work put to the rules and to
     people as the call ``merge``; merged when approved (by a rule at once, or later by ``tether
     approve``). A merge cut short by a crash is finished."""
-    from tether.run.hold import open_run, release
     from tether.text import clean
     from tether.workspaces import merging
+    from tether.workspaces.operate import merge_run
 
     await context.may_operate(args, "merge")
     store = context.store_of(args)
-    state = await call(store, store.load, args.run_id)
-    holder = await call(store, store.owner, args.run_id)
-    if holder is not None and holder.alive:
-        raise StateError(f"run {args.run_id} is running ({holder.where}): its merge is asked once it stops; "
-                         "nothing was asked")
-    if not merging.merging(state):
-        ws = _made(state)
-        if ws.kind != "worktree":
-            raise StateError(f"run {args.run_id} works in a copy of {ws.source}, which is no repository to merge "
-                             f"into: take its work with tether diff {args.run_id} | patch -p1 (in {ws.source})")
-    try:
-        state, handle = await open_run(store, args.run_id)
-    except StateError as exc:
-        raise StateError(f"{exc}; nothing was asked") from None
-    trace = handle.trace()
-    save = lambda: handle.asave(state)  # noqa: E731
-    try:
-        if merging.merging(state):
-            words = await merging.finish(state, save=save, emit=trace.write)
-        else:
-            assert state.run_workspace is not None
-            into = args.into or await merging.default_target(state.run_workspace)
-            words = await merging.ask(state, into, squash=args.squash, save=save, emit=trace.write,
-                                      read_rules=lambda: call(store, store.rules), by=context.who(args))
-    finally:
-        trace.close()
-        await release(handle)
+    state, words = await merge_run(store, args.run_id, into=args.into, squash=args.squash, by=context.who(args))
     print(clean(words))
     return 3 if merging.waits_on_merge(state) else 0
 

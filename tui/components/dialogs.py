@@ -361,6 +361,9 @@ HELP_KEYS = (
           "orphaned run."),
     ("c", "The selected run's changes in its own workspace, in place of its trace: the files added, changed and "
           "deleted with their +/- lines, and the highlighted file's diff, as the run writes them. c again: the trace."),
+    ("M", "Merge the selected run's work into a branch: checked (conflicts, a target with changes it would write "
+          "over, the agent file's checks), then a decision in the approvals like any call; merged when approved."),
+    ("X", "Discard the selected run's workspace and its branch (asks first); its transcript stays."),
     ("t", "On the transcript: unfold (or fold) an ACP agent's thoughts."),
     ("↑ ↓", "Select a run (the mouse works too)."),
     ("Tab", "Move between panes: runs, approvals, transcript, trace."),
