@@ -450,6 +450,7 @@ class RunState:
     created_at: float = field(default_factory=time.time)
     updated_at: float = field(default_factory=time.time)
     agent: AgentRef | None = None  # None: a run made before agents, rebuilt as the demo or ad hoc
+    rewinds: list[dict[str, Any]] = field(default_factory=list)  # tether.workspaces.rewinding
     version: int = SCHEMA_VERSION
 
     # ---- derived views -------------------------------------------------

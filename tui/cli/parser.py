@@ -370,6 +370,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     show = sub.add_parser("show", help="show a run and its transcript")
     show.add_argument("run_id")
     show.add_argument("--json", action="store_true")
+    show.add_argument("--all", action="store_true", help="with the messages a rewind cut out of the transcript")
     _place_options(show)
 
     trace = sub.add_parser("trace", help="print a run's JSONL trace")
@@ -395,6 +396,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     marks.add_argument("run_id")
     marks.add_argument("--json", action="store_true")
     _place_options(marks)
+    rewind = sub.add_parser("rewind", help="restore a run's workspace and transcript to checkpoint N, or undo that")
+    rewind.add_argument("run_id")
+    back = rewind.add_mutually_exclusive_group(required=True)
+    back.add_argument("--to", type=_count, metavar="N", help="the checkpoint (tether checkpoints RUN; 0: the start)")
+    back.add_argument("--undo", action="store_true", help="take the last rewind back")
+    _as_option(rewind)
+    _place_options(rewind)
 
     spaces = sub.add_parser("workspaces", help="every run's own workspace: its run, status, size, age, changes; "
                                                "and the worktrees and folders no run owns")
@@ -430,7 +438,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         help="include prompts, answers and tool results (off by default)")
     export.add_argument("--timeout", type=_non_negative, metavar="SECONDS")
     export.add_argument("--runs-dir", type=Path, help="where runs are saved (default $TETHER_HOME/runs)")
-    for p in (run, resume, *deciders, stop, runs, show, trace, watch, export, diff, marks, spaces, discard, merge):
+    for p in (run, resume, *deciders, stop, runs, show, trace, watch, export, diff, marks, rewind, spaces, discard, merge):
         _store_option(p)
     _approvals_parsers(sub)
 

@@ -111,6 +111,11 @@ async def show(args: argparse.Namespace) -> int:
         print(clean(f"{label}: {owner_words(state.run_id, liveness, owner, long=True)}"))
     if state.run_workspace is not None:
         print(workspace_words(state, records))
+    if state.rewinds:
+        from tether.tui.cli.takeback import rewind_lines
+
+        for line in rewind_lines(state, records, everything=getattr(args, "all", False)):
+            print(clean(line))
     if state.of_acp_agent:  # in place of the system prompt the agent never received
         print(f"({SYSTEM_NOT_SENT})")
     placed = {w["call_id"] for w in warnings if any(m.get("tool_call_id") == w["call_id"] for m in messages)}

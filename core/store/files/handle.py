@@ -236,6 +236,11 @@ class RunHandle:
         if written != len(data):
             raise OSError(errno.ENOSPC, f"short write ({written} of {len(data)} bytes)")
 
+    def rewrite(self, state: RunState, start: int) -> None:
+        """Save ``state``, whose transcript was changed from message ``start`` on (a rewind):
+        the journal is rewritten as it (:meth:`compact`), atomically."""
+        self.compact(state)
+
     def compact(self, state: RunState) -> None:
         """Rewrite the journal as the state alone (one commit), atomically. The new file is
         locked before it replaces the old one, so the run is never unheld in between."""

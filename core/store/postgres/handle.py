@@ -254,7 +254,7 @@ class PgHandle:
         return (state.status.value, state.updated_at, len(state.messages), dumps(state.header()),
                 summary_json(state), new, lines, done, decisions, decided)
 
-    def _commit(self, snap: tuple[Any, ...]) -> None:
+    def _commit(self, snap: tuple[Any, ...], cut: int | None = None) -> None:
         """The save's statements in one pipeline: one round trip to the server. The first
         divides by zero unless this handle's token is still the run's, so a fenced owner's
         transaction aborts before it writes anything. The run's decisions go with it when
@@ -265,7 +265,7 @@ class PgHandle:
             while True:
                 try:
                     self._commit_locked(status, updated_at, count, header, summary, new, lines, done,
-                                        decisions, again=self._lost)
+                                        decisions, again=self._lost and cut is None, cut=cut)
                     break
                 except _Lost as exc:
                     # The database went away. Its transaction either committed or not: the
@@ -288,9 +288,12 @@ class PgHandle:
 
     def _commit_locked(self, status: str, updated_at: float, count: int, header: str, summary: str,
                        new: list[tuple[str, int, str]], lines: list[tuple[int, str]], done: dict[str, str],
-                       decisions: str, *, again: bool = False) -> None:
+                       decisions: str, *, again: bool = False, cut: int | None = None) -> None:
         try:
-            with self._conn() as conn:
+            with self._conn() as conn, (conn.transaction() if cut is not None else contextlib.nullcontext()):
+                if cut is not None:  # a rewind: the messages from ``cut`` on go, in this transaction
+                    conn.execute(self._q("DELETE FROM {s}.messages WHERE run_id = %s AND idx >= %s"),
+                                 (self.run_id, cut))
                 conn.execute(self._q(SAVE_AGAIN if again else SAVE), {
                     "run": self.run_id, "token": self._token, "status": status, "updated_at": updated_at,
                     "count": count, "header": header, "summary": summary,
@@ -308,6 +311,12 @@ class PgHandle:
         with self._buffers:
             self._trace_lines[:0] = lines
             self._done = {**done, **self._done}
+
+    def rewrite(self, state: RunState, start: int) -> None:
+        """Save ``state``, whose transcript was changed from message ``start`` on (a rewind):
+        the stored messages from there are deleted in the save's own transaction."""
+        self._messages = min(self._messages, start)
+        self._commit(self._snapshot(state), cut=start)
 
     def save(self, state: RunState) -> None:
         """One transaction: the new messages, the header and summary, the ledger results and

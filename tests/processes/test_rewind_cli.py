@@ -1,0 +1,145 @@
+"""``tether rewind RUN --to N`` and ``--undo`` on both stores, with real git worktrees: a
+shell-made change rewound and brought back, the transcript cut and put back, a resume that
+goes on from the checkpoint, a live run refused, and a crash at each point of a rewind
+finished by the next command (docs/checkpoints.md)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tether.agents.agent import Agent, Isolation
+from tether.harness import Harness
+from tether.run.state import Policies, Status
+from tether.store.files.store import RunStore
+from tests.campaign.shim import CRASH_EXIT_CODE
+from tests.support import Scripted, cli_here, cli_here_async, crashing, git, home  # noqa: F401 (home: a fixture)
+
+RUN = "r"
+TOOLS = ["tether:read_file", "tether:write_file", "tether:delete_file"]
+
+
+@pytest.fixture
+def repo(tmp_path: Path) -> Path:
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    (repo / "notes.txt").write_text("v0\n")
+    (repo / ".gitignore").write_text("*.log\n")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "first")
+    return repo
+
+
+@pytest.fixture(params=["files", "postgres"])
+def place(request: pytest.FixtureRequest, home: Path) -> tuple[Any, list[str]]:
+    """The store, and the CLI's option naming it."""
+    if request.param == "files":
+        return RunStore(home / "runs"), ["--runs-dir", str(home / "runs")]
+    pg = request.getfixturevalue("pg")
+    return pg, ["--store", request.getfixturevalue("pg_url")]
+
+
+def coder(repo: Path) -> Agent:
+    return Agent(name="coder", model="m", tools=TOOLS, workspace=repo, isolation=Isolation("worktree"),
+                 policies=Policies(auto_approve=["write_file", "delete_file"]))
+
+
+def script(*more: Any) -> Scripted:
+    return Scripted([("write_file", {"path": "notes.txt", "content": "v1\n"})],
+                    [("write_file", {"path": "new.txt", "content": "new\n"})], "done", *more)
+
+
+def tree(home: Path) -> Path:
+    return (home / "workspaces" / RUN).resolve()
+
+
+def files(folder: Path) -> dict[str, str]:
+    return {p.name: p.read_text() for p in sorted(folder.iterdir()) if p.is_file() and p.name != ".git"}
+
+
+async def test_a_shell_made_change_is_rewound_and_brought_back_by_undo_and_a_resume_goes_on_from_n(
+        home: Path, repo: Path, place: tuple[Any, list[str]]) -> None:
+    store, where = place
+    model = script("again")
+    async with Harness(store=store, client=model, workspaces_dir=home / "workspaces") as h:
+        out = await h.start(coder(repo), "edit", run_id=RUN)
+        assert out.state.status is Status.COMPLETED, out.state.error
+        full = out.state.messages
+        cps = json.loads((await cli_here_async("checkpoints", RUN, "--json", *where)).stdout)["checkpoints"]
+        assert [c["step"] for c in cps] == [1, 2]
+        # What a shell command does behind the tools' back: Tether takes it back all the same.
+        subprocess.run(["sh", "-c", "echo by a shell > made.txt; rm notes.txt; echo kept > build.log"],
+                       cwd=tree(home), check=True)
+        before = files(tree(home))
+        users = git(repo, "status", "--porcelain"), git(repo, "rev-parse", "HEAD")
+
+        done = await cli_here_async("rewind", RUN, "--to", "1", *where)
+        assert done.returncode == 0, done.stderr
+        assert f"run {RUN} rewound to checkpoint 1" in done.stdout and f"tether rewind {RUN} --undo" in done.stdout
+        assert files(tree(home)) == {".gitignore": "*.log\n", "build.log": "kept\n", "notes.txt": "v1\n"}
+        state = store.load(RUN)
+        assert state.messages == full[:cps[0]["messages"]] and state.status is Status.INTERRUPTED
+        shown = (await cli_here_async("show", RUN, *where)).stdout
+        assert "rewind 1: back to checkpoint 1" in shown and "(rewound)" not in shown
+        everything = (await cli_here_async("show", RUN, "--all", *where)).stdout
+        assert "(rewound) [assistant] write_file(" in everything and "(rewound) [assistant] done" in everything
+
+        undone = await cli_here_async("rewind", RUN, "--undo", *where)
+        assert undone.returncode == 0, undone.stderr
+        assert "rewind 1 undone" in undone.stdout
+        assert files(tree(home)) == before
+        state = store.load(RUN)
+        assert state.messages == full and state.status is Status.COMPLETED
+        assert (git(repo, "status", "--porcelain"), git(repo, "rev-parse", "HEAD")) == users
+
+        # Rewound again, then resumed: the model is sent the transcript exactly as it was at checkpoint 1.
+        assert (await cli_here_async("rewind", RUN, "--to", "1", *where)).returncode == 0
+        sent_before = len(model.requests)
+        again = await h.run(RUN)
+        assert again.state.status is Status.COMPLETED, again.state.error
+        assert model.requests[sent_before][1][:cps[0]["messages"]] == json.loads(json.dumps(full[:cps[0]["messages"]]))
+        assert len(model.requests[sent_before][1]) == cps[0]["messages"]
+    assert [r["id"] for r in store.load(RUN).rewinds] == [1, 2, 3]
+
+
+async def test_a_live_run_is_refused_in_words_and_bad_steps_too(home: Path, repo: Path) -> None:
+    store = RunStore(home / "runs")
+    async with Harness(store=store, client=script(), workspaces_dir=home / "workspaces") as h:
+        await h.start(coder(repo), "edit", run_id=RUN)
+    where = ["--runs-dir", str(home / "runs")]
+    _, handle = store.open(RUN)  # this process runs it now
+    try:
+        live = cli_here("rewind", RUN, "--to", "1", *where)
+    finally:
+        handle.release()
+    assert live.returncode == 2 and f"run {RUN} is running (" in live.stderr
+    assert f"stop it first (tether stop {RUN}), then rewind it; nothing was changed" in live.stderr
+    missing = cli_here("rewind", RUN, "--to", "9", *where)
+    assert missing.returncode == 2 and f"run {RUN} has no checkpoint 9: tether checkpoints {RUN} lists them" in missing.stderr
+    nothing = cli_here("rewind", RUN, "--undo", *where)
+    assert nothing.returncode == 2 and "was never rewound" in nothing.stderr
+    assert files(tree(home))["notes.txt"] == "v1\n" and "new.txt" in files(tree(home))
+
+
+@pytest.mark.parametrize("at", ["rewind_recorded:1", "rewind_restored:1"])
+async def test_a_crash_mid_rewind_is_finished_by_the_next_command(home: Path, repo: Path, at: str) -> None:
+    store = RunStore(home / "runs")
+    async with Harness(store=store, client=script(), workspaces_dir=home / "workspaces") as h:
+        out = await h.start(coder(repo), "edit", run_id=RUN)
+    where = ["--runs-dir", str(home / "runs")]
+    crashed = crashing(at, "rewind", RUN, "--to", "0", *where)
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
+    assert "cut short" in cli_here("show", RUN, *where).stdout
+    done = cli_here("rewind", RUN, "--undo", *where)
+    assert done.returncode == 0, done.stderr
+    assert "a rewind cut short was finished" in done.stdout and "rewind 1 undone" in done.stdout
+    assert files(tree(home))["notes.txt"] == "v1\n" and files(tree(home))["new.txt"] == "new\n"
+    assert store.load(RUN).messages == out.state.messages
+    back = cli_here("rewind", RUN, "--to", "0", *where)
+    assert back.returncode == 0, back.stderr
+    assert files(tree(home)) == {".gitignore": "*.log\n", "notes.txt": "v0\n"}
+    assert [m["role"] for m in store.load(RUN).messages] == ["system", "user"]
