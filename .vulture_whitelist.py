@@ -65,5 +65,7 @@ describes  # RuleAdded: a trace record's field (tether watch, the console)
 
 # ---- tether serve: read by the pages' templates (core/web/templates), by name ----------
 stoppable  # RunView: whether the run page offers Stop
+mergeable  # RunView: whether the run page offers Merge
+discardable  # RunView: whether the run page offers Discard
 args_shown  # Card: the arguments as the page shows them
 source_shown

@@ -19,6 +19,7 @@ from tether.tui.components.rules_screen import ConfirmDialog
 from tether.tui.components.workspace_dialogs import MergeDialog, MergeRequest, OutcomeDialog
 from tether.tui.model import ConsoleModel
 from tether.tui.text import one_line
+from tether.workspaces.operate import discardable, mergeable
 
 
 class WorkspaceActions(MessagePump):
@@ -32,14 +33,11 @@ class WorkspaceActions(MessagePump):
     def can_merge(self, rid: str) -> bool:
         """A worktree's run, made, that nothing runs now and that waits for no decision."""
         st = self.model.states.get(rid)
-        ws = st.run_workspace if st is not None else None
-        return (ws is not None and ws.kind == "worktree" and ws.stage in ("made", "ready")
-                and not self.model.is_live(rid) and not self.model.is_queued(rid))
+        return st is not None and mergeable(st) and not self.model.is_live(rid) and not self.model.is_queued(rid)
 
     def can_discard(self, rid: str) -> bool:
         st = self.model.states.get(rid)
-        ws = st.run_workspace if st is not None else None
-        return ws is not None and ws.stage != "discarded" and not self.model.is_live(rid)
+        return st is not None and discardable(st) and not self.model.is_live(rid)
 
     def action_merge(self) -> None:
         rid = self.model.selected

@@ -28,6 +28,7 @@ from tether.web.decide import Answer, Decider
 from tether.web.live import Hub
 from tether.web.pending import Card, card_of, pending_cards
 from tether.web.render import fragment, html, words_page
+from tether.workspaces.operate import discardable, mergeable
 
 DECIDER = web.AppKey("decider", Decider)
 HUB = web.AppKey("hub", Hub)
@@ -94,6 +95,8 @@ class RunView:
     reason: str
     warnings: list[str]
     changes: RunChanges | None = None
+    mergeable: bool = False
+    discardable: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -193,7 +196,8 @@ async def _run_view(request: web.Request, run_id: str) -> RunView:
     card = card_of(summary) if isinstance(state.interruption, NeedsApproval) else None
     return RunView(run_id, summary.shown_status, summary.agent or summary.model, summary.source, summary.task,
                    summary.cost_usd, summary.turns, live or waits_held, card, _tail(state), _reason(state),
-                   [w["text"] for w in warnings], await _changes_of(state))
+                   [w["text"] for w in warnings], await _changes_of(state),
+                   mergeable(state) and not held, discardable(state) and not held)
 
 
 def _tail(state: RunState) -> list[dict[str, str]]:

@@ -20,6 +20,18 @@ from tether.workspaces import merging
 from tether.workspaces.lifecycle import LIVE_STAGES, discard, usable
 
 
+def mergeable(state: RunState) -> bool:
+    """Whether the run's workspace can be offered a merge (a worktree, made); not whether it runs."""
+    ws = state.run_workspace
+    return ws is not None and ws.kind == "worktree" and ws.stage in LIVE_STAGES
+
+
+def discardable(state: RunState) -> bool:
+    """Whether the run has a workspace left to discard; not whether it runs."""
+    ws = state.run_workspace
+    return ws is not None and ws.stage != "discarded"
+
+
 async def _not_running(store: Any, run_id: str, then: str) -> RunState:
     state = await call(store, store.load, run_id)
     holder = await call(store, store.owner, run_id)
