@@ -467,6 +467,9 @@ class Harness:
                 raise StateError(f"run {run_id} has already ended ({state.status.value}); it cannot be resumed, but "
                                  f"a follow-up goes on from it: tether resume {run_id} --message TEXT")
             lifecycle.usable(state)
+            if state.rewinds and state.rewinds[-1].get("stage") == "recorded":  # tether.workspaces.rewinding
+                raise StateError(f"run {run_id}: a rewind of it was cut short; tether rewind {run_id} --undo "
+                                 "finishes it (then takes it back), tether rewind --to N finishes it and rewinds again")
             if not deciding and (merging.waits_on_merge(state) or merging.merging(state)):
                 raise StateError(f"run {run_id} waits for a decision on the merge of its work: tether approve "
                                  f"{run_id} merges it, tether reject {run_id} declines it; then it can go on")

@@ -451,6 +451,7 @@ class RunState:
     updated_at: float = field(default_factory=time.time)
     agent: AgentRef | None = None  # None: a run made before agents, rebuilt as the demo or ad hoc
     rewinds: list[dict[str, Any]] = field(default_factory=list)  # tether.workspaces.rewinding
+    forked_from: dict[str, Any] | None = None  # {"run_id", "step", "commit", "messages"}: tether fork
     version: int = SCHEMA_VERSION
 
     # ---- derived views -------------------------------------------------

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -134,6 +135,8 @@ async def test_a_crash_mid_rewind_is_finished_by_the_next_command(home: Path, re
     crashed = crashing(at, "rewind", RUN, "--to", "0", *where)
     assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
     assert "cut short" in cli_here("show", RUN, *where).stdout
+    refused = cli_here("resume", RUN, "--message", "more", *where)
+    assert refused.returncode == 2 and f"a rewind of it was cut short; tether rewind {RUN} --undo" in refused.stderr
     done = cli_here("rewind", RUN, "--undo", *where)
     assert done.returncode == 0, done.stderr
     assert "a rewind cut short was finished" in done.stdout and "rewind 1 undone" in done.stdout
@@ -143,3 +146,40 @@ async def test_a_crash_mid_rewind_is_finished_by_the_next_command(home: Path, re
     assert back.returncode == 0, back.stderr
     assert files(tree(home)) == {".gitignore": "*.log\n", "notes.txt": "v0\n"}
     assert [m["role"] for m in store.load(RUN).messages] == ["system", "user"]
+
+
+@pytest.mark.parametrize("kind", ["worktree", "copy"])
+async def test_a_fork_starts_at_checkpoint_n_with_the_exact_transcript_prefix_and_resumes_with_a_message(
+        home: Path, repo: Path, tmp_path: Path, kind: str) -> None:
+    store = RunStore(home / "runs")
+    where = ["--runs-dir", str(home / "runs")]
+    model = script([("write_file", {"path": "fork.txt", "content": "mine\n"})], "forked and done")
+    agent = coder(repo)
+    if kind == "copy":
+        plain = tmp_path / "plain"
+        plain.mkdir()
+        (plain / "notes.txt").write_text("v0\n")
+        agent = replace(agent, workspace=plain, isolation=Isolation("copy"))
+    async with Harness(store=store, client=model, workspaces_dir=home / "workspaces") as h:
+        out = await h.start(agent, "edit", run_id=RUN)
+        cps = json.loads((await cli_here_async("checkpoints", RUN, "--json", *where)).stdout)["checkpoints"]
+        made = await cli_here_async("fork", RUN, "--at", "1", "--run-id", "f", *where)
+        assert made.returncode == 0, made.stderr
+        assert "run f forked from r at checkpoint 1" in made.stdout and "tether resume f" in made.stdout
+        fork = store.load("f")
+        assert fork.messages == out.state.messages[:cps[0]["messages"]]
+        assert fork.forked_from is not None and fork.forked_from["run_id"] == RUN and fork.forked_from["step"] == 1
+        assert "forked from r at checkpoint 1" in (await cli_here_async("show", "f", *where)).stdout
+        sent = len(model.requests)
+        went = await h.run("f", message="go on in the fork")
+        assert went.state.status is Status.COMPLETED, went.state.error
+        asked = model.requests[sent][1]
+        assert asked[:-1] == json.loads(json.dumps(out.state.messages[:cps[0]["messages"]]))
+        assert asked[-1] == {"role": "user", "content": "go on in the fork"}
+    forked_tree = (home / "workspaces" / "f").resolve()
+    assert files(forked_tree)["notes.txt"] == "v1\n" and "new.txt" not in files(forked_tree)
+    assert files(forked_tree)["fork.txt"] == "mine\n"
+    assert "fork.txt" not in files(tree(home)) and files(tree(home))["new.txt"] == "new\n"  # the origin's, untouched
+    assert [c["step"] for c in json.loads(cli_here("checkpoints", "f", "--json", *where).stdout)["checkpoints"]] == [1]
+    missing = cli_here("fork", RUN, "--at", "7", *where)
+    assert missing.returncode == 2 and "has no checkpoint 7" in missing.stderr

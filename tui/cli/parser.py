@@ -403,6 +403,13 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     back.add_argument("--undo", action="store_true", help="take the last rewind back")
     _as_option(rewind)
     _place_options(rewind)
+    fork = sub.add_parser("fork", help="a new run whose workspace starts at a run's checkpoint N, and whose "
+                                       "transcript is the first part of its, up to N")
+    fork.add_argument("run_id")
+    fork.add_argument("--at", type=_count, required=True, metavar="N", help="the checkpoint (0: the start)")
+    fork.add_argument("--run-id", dest="new_id", metavar="ID", help="the new run's id (default: made up)")
+    fork.add_argument("--json", action="store_true")
+    _place_options(fork)
 
     spaces = sub.add_parser("workspaces", help="every run's own workspace: its run, status, size, age, changes; "
                                                "and the worktrees and folders no run owns")
@@ -438,7 +445,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         help="include prompts, answers and tool results (off by default)")
     export.add_argument("--timeout", type=_non_negative, metavar="SECONDS")
     export.add_argument("--runs-dir", type=Path, help="where runs are saved (default $TETHER_HOME/runs)")
-    for p in (run, resume, *deciders, stop, runs, show, trace, watch, export, diff, marks, rewind, spaces, discard, merge):
+    for p in (run, resume, *deciders, stop, runs, show, trace, watch, export, diff, marks, rewind, fork, spaces, discard, merge):
         _store_option(p)
     _approvals_parsers(sub)
 

@@ -111,7 +111,7 @@ async def show(args: argparse.Namespace) -> int:
         print(clean(f"{label}: {owner_words(state.run_id, liveness, owner, long=True)}"))
     if state.run_workspace is not None:
         print(workspace_words(state, records))
-    if state.rewinds:
+    if state.rewinds or state.forked_from:
         from tether.tui.cli.takeback import rewind_lines
 
         for line in rewind_lines(state, records, everything=getattr(args, "all", False)):

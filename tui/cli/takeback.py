@@ -100,8 +100,12 @@ async def rewind(args: argparse.Namespace) -> int:
 
 
 def rewind_lines(state: object, records: list[dict], *, everything: bool) -> list[str]:
-    """What ``tether show`` says of a run's rewinds; with ``everything``, the messages each cut."""
+    """What ``tether show`` says of a run's fork and rewinds; with ``everything``, the messages each cut."""
     out: list[str] = []
+    origin = getattr(state, "forked_from", None)
+    if origin:
+        out.append(f"forked from {origin.get('run_id')} at checkpoint {origin.get('step')} "
+                   f"(its first {origin.get('messages')} messages)")
     cut = {r.get("rewind"): r.get("cut") or [] for r in records if r.get("kind") == "rewound"}
     for r in getattr(state, "rewinds", None) or ():
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.get("at") or 0))
@@ -120,4 +124,31 @@ def rewind_lines(state: object, records: list[dict], *, everything: bool) -> lis
     return out
 
 
-COMMANDS = {"checkpoints": checkpoints, "rewind": rewind}
+async def fork(args: argparse.Namespace) -> int:
+    """``tether fork RUN --at N [--run-id ID]``: a new run from checkpoint N."""
+    from tether.harness import tether_home
+    from tether.run.state import new_run_id
+    from tether.text import clean
+    from tether.workspaces.forking import fork as forked
+    from tether.workspaces.git import GitError
+
+    await context.may_operate(args, "fork")
+    store = context.store_of(args)
+    origin = await call(store, store.load, args.run_id)
+    prefix = (origin.agent.name if origin.agent else origin.model).replace("/", "_")[:24]
+    new_id = args.new_id or new_run_id(prefix)
+    try:
+        state = await forked(origin, args.at, new_id, tether_home() / "workspaces")
+    except GitError as exc:
+        raise StateError(f"run {args.run_id}: {exc}") from None
+    await call(store, store.create, state)
+    if args.json:
+        print(json.dumps({"run_id": new_id, "forked_from": state.forked_from, "messages": len(state.messages)}))
+        return 0
+    print(clean(f"run {new_id} forked from {args.run_id} at checkpoint {args.at}: its workspace starts there (made "
+                f"when it first runs), its transcript is the first {len(state.messages)} messages of "
+                f"{args.run_id}'s; tether resume {new_id} [--message TEXT] goes on"))
+    return 0
+
+
+COMMANDS = {"checkpoints": checkpoints, "rewind": rewind, "fork": fork}

@@ -1,0 +1,78 @@
+"""Fork a run from one of its checkpoints (docs/checkpoints.md#fork-a-run-from-a-checkpoint).
+
+The new run has the first messages of the old one's transcript (as long as it was at
+checkpoint N: exact, so a resume sends the model that prefix), and a workspace of its own
+that starts at checkpoint N. It records ``forked_from`` (the run, the step, the commit). It
+is made ``interrupted``, so ``tether resume NEW [--message TEXT]`` goes on from there.
+
+Its workspace is made when it first runs, as any run's (:mod:`tether.workspaces.lifecycle`):
+
+* **worktree**: from the checkpoint's commit, which is in the same repository (its ``base``
+  is that commit, so ``tether diff NEW`` shows what the fork did after N);
+* **copy**: the checkpoint is in the old run's own repository, so its files are written out
+  now into a folder of Tether's (``WORKSPACES/.tether/forks/NEW``), which the new run's copy
+  is made from.
+
+The old run is only read: it may be live.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import os
+from dataclasses import replace
+from pathlib import Path
+
+from tether.run.state import Cancelled, RunState, RunWorkspace, StateError, Status
+from tether.workspaces.checkpoints import find
+from tether.workspaces.git import git
+from tether.workspaces.lifecycle import META_DIR
+from tether.workspaces.make import COPY_GIT
+from tether.workspaces.rewinding import _first_reply, _workspace
+
+FORKS_DIR = "forks"
+
+
+async def fork(origin: RunState, step: int, run_id: str, workspaces_dir: Path) -> RunState:
+    """The new run (not saved: the caller creates it on the store), forked from ``origin`` at
+    checkpoint ``step``. StateError in words when there is no such checkpoint."""
+    ws = _workspace(origin)
+    cp = await find(ws, origin.run_id, step)
+    if origin.of_acp_agent:
+        raise StateError(f"run {origin.run_id} is an ACP agent's: its session cannot be forked yet (Tether's own "
+                         "runs can)")
+    cut = _first_reply(origin) if step == 0 else min(cp.messages, len(origin.messages))
+    messages = copy.deepcopy(origin.messages[:cut])
+    calls = {c.get("id") for m in messages for c in m.get("tool_calls") or ()}
+    new_ws = RunWorkspace(kind=ws.kind, source=ws.source, base=cp.commit if ws.kind == "worktree" else "",
+                          setup=list(ws.setup), checks=list(ws.checks))
+    if ws.kind == "copy":
+        new_ws.source = await _files_of(ws, cp.commit, Path(os.path.realpath(workspaces_dir)) / META_DIR / FORKS_DIR
+                                        / run_id)
+    reason = f"forked from {origin.run_id} at checkpoint {step}: tether resume {run_id} goes on from there"
+    return RunState(
+        run_id=run_id, model=origin.model, messages=messages, status=Status.INTERRUPTED,
+        interruption=Cancelled(reason), limits=replace(origin.limits),
+        policies=replace(origin.policies, auto_approve=list(origin.policies.auto_approve)),
+        pricing=replace(origin.pricing), base_url=origin.base_url, workspace=origin.workspace,
+        run_workspace=new_ws, agent=origin.agent,
+        approvals={k: v for k, v in origin.approvals.items() if k in calls},
+        failed_calls=[c for c in origin.failed_calls if c in calls],
+        forked_from={"run_id": origin.run_id, "step": step, "commit": cp.commit, "messages": cut})
+
+
+async def _files_of(ws: RunWorkspace, commit: str, folder: Path) -> str:
+    """Checkpoint ``commit`` of a copy, its files written out into ``folder`` (made here)."""
+    assert ws.meta is not None
+    if folder.exists():
+        raise StateError(f"{folder} is there already: the fork's id is taken")
+    await asyncio.to_thread(folder.mkdir, parents=True)
+    index = str(folder.parent / f".{folder.name}.index")
+    where = {"cwd": str(folder), "git_dir": str(Path(ws.meta) / COPY_GIT), "work_tree": str(folder)}
+    try:
+        await git("read-tree", commit, index=index, **where)
+        await git("checkout-index", "-a", "-f", index=index, **where)
+    finally:
+        Path(index).unlink(missing_ok=True)
+    return str(folder)
