@@ -7,7 +7,7 @@ import argparse
 import time
 from collections.abc import Callable
 
-from tests.benchmarks import (bench_acp, bench_agents, bench_changes, bench_cold_start, bench_console, bench_decisions,
+from tests.benchmarks import (bench_acp, bench_agents, bench_changes, bench_checkpoints, bench_cold_start, bench_console, bench_decisions,
                                bench_harness, bench_otel_exit, bench_pgstore, bench_provider, bench_sandbox, bench_stop, bench_store,
                                bench_stream, bench_tracked, bench_web, bench_workers, bench_workspaces)
 
@@ -32,6 +32,8 @@ BENCHES: list[tuple[str, str, Callable[[], object]]] = [
     ("web", "tether serve: notifications, links, the approvals page, memory", lambda: bench_web.main([])),
     ("workspaces", "a run's own workspace against git worktree add, 10,000 files", lambda: bench_workspaces.main([])),
     ("changes", "a write in a run's workspace to the console's Changes pane", lambda: bench_changes.main([])),
+    ("checkpoints", "checkpoints against git commit, step 1,000 against 10, rewind, undo, fork",
+     lambda: bench_checkpoints.main([])),
 ]
 
 

@@ -183,3 +183,23 @@ async def test_a_fork_starts_at_checkpoint_n_with_the_exact_transcript_prefix_an
     assert [c["step"] for c in json.loads(cli_here("checkpoints", "f", "--json", *where).stdout)["checkpoints"]] == [1]
     missing = cli_here("fork", RUN, "--at", "7", *where)
     assert missing.returncode == 2 and "has no checkpoint 7" in missing.stderr
+
+
+async def test_diff_of_two_runs_shows_what_each_changed_and_where_they_differ(home: Path, repo: Path) -> None:
+    store = RunStore(home / "runs")
+    where = ["--runs-dir", str(home / "runs")]
+    model = script([("write_file", {"path": "fork.txt", "content": "mine\n"})], "forked and done")
+    async with Harness(store=store, client=model, workspaces_dir=home / "workspaces") as h:
+        await h.start(coder(repo), "edit", run_id=RUN)
+        assert (await cli_here_async("fork", RUN, "--at", "1", "--run-id", "f", *where)).returncode == 0
+        await h.run("f", message="go on")
+    stat = cli_here("diff", RUN, "f", "--stat", *where)
+    assert stat.returncode == 0, stat.stderr
+    lines = stat.stdout.splitlines()
+    assert lines[0] == f"{RUN}: +2 \u22121 in 2 files against its base"
+    assert lines[1] == "f: +1 \u22120 in 1 file against its base"  # its base: checkpoint 1
+    assert lines[2] == f"where they differ ({RUN} -> f):"
+    assert {(line.split()[0], line.split()[-1]) for line in lines[3:]} == {("added", "fork.txt"), ("deleted", "new.txt")}
+    whole = cli_here("diff", RUN, "f", *where)
+    assert "+++ b/fork.txt" in whole.stdout and "--- a/new.txt" in whole.stdout
+    assert json.loads(cli_here("diff", RUN, "f", "--json", *where).stdout)["runs"] == [RUN, "f"]

@@ -387,7 +387,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
     diff = sub.add_parser("diff", help="what a run changed in its own workspace, against its base")
     diff.add_argument("run_id")
-    diff.add_argument("paths", nargs="*", metavar="PATH", help="only these files (relative to the workspace's top)")
+    diff.add_argument("paths", nargs="*", metavar="PATH", help="only these files (relative to the workspace's top); "
+                                                                "or another run's id: where the two runs' work differs")
     diff.add_argument("--stat", action="store_true", help="the files changed and their +/- line counts only")
     diff.add_argument("--json", action="store_true")
     _place_options(diff)

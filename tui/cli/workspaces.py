@@ -39,6 +39,8 @@ async def diff(args: argparse.Namespace) -> int:
     store = context.store_of(args)
     state = await call(store, store.load, args.run_id)
     ws = _made(state)
+    if len(args.paths) == 1 and await call(store, store.exists, args.paths[0]):  # tether diff RUN RUN2
+        return await _compare(args, state, await call(store, store.load, args.paths[0]))
     paths = tuple(args.paths)
     try:
         found = await changes(ws)
@@ -64,6 +66,37 @@ async def diff(args: argparse.Namespace) -> int:
     for f in files:
         print(clean(f"{f.status:<8} {_counts(f.added, f.deleted):>{width}}  {f.path}", keep_newlines=False))
     print(stat_words(len(files), sum(f.added or 0 for f in files), sum(f.deleted or 0 for f in files)))
+    return 0
+
+
+async def _compare(args: argparse.Namespace, state: RunState, other: RunState) -> int:
+    """``tether diff RUN RUN2``: what each changed from its base, and where they differ."""
+    from tether.text import clean
+    from tether.workspaces.changes import stat_words
+    from tether.workspaces.compare import compare
+    from tether.workspaces.git import GitError
+
+    names = (state.run_id, other.run_id)
+    try:
+        found = await compare(_made(state), _made(other), names=names, text=not args.stat)
+    except GitError as exc:
+        raise StateError(f"runs {names[0]} and {names[1]}: {exc}") from None
+    if args.json:
+        print(json.dumps({"runs": list(names), "changes": [found.first.counts(), found.second.counts()],
+                          "trees": [found.first.tree, found.second.tree],
+                          "differ": [f.to_dict() for f in found.differ],
+                          **({} if found.diff is None else {"diff": found.diff})}))
+        return 0
+    if found.diff is not None:
+        sys.stdout.write(clean(found.diff) if os.isatty(1) else found.diff)
+        print(f"runs {names[0]} and {names[1]}: " + ("the same files" if not found.differ else
+              f"{len(found.differ)} files differ"), file=sys.stderr)
+        return 0
+    for name, changed in zip(names, (found.first, found.second)):
+        print(clean(f"{name}: {changed.words()} against its base", keep_newlines=False))
+    print(f"where they differ ({names[0]} -> {names[1]}):" if found.differ else "where they differ: nowhere")
+    for f in found.differ:
+        print(clean(f"  {f.status:<8} {_counts(f.added, f.deleted):>10}  {f.path}", keep_newlines=False))
     return 0
 
 
