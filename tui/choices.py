@@ -48,7 +48,8 @@ def agent_choices(config: Config | None, agent_sets: Sequence[AgentSet] = (), *,
             "agent", name, f"{agent.model} at {_where(agent.base_url)}",
             detail=f"{name} ({config.path.name}): {agent.model} at {_where(agent.base_url)} "  # type: ignore[union-attr]
                    f"· tools: {tools}{task}",
-            model=agent.model, prompt=agent.prompt, limits=agent.limits, policies=agent.policies))
+            model=agent.model, prompt=agent.prompt, limits=agent.limits, policies=agent.policies,
+            isolation=agent.isolation.kind))
     if base_url:
         where = workspace if workspace is not None else Path.cwd()
         choices.append(AgentChoice(

@@ -75,7 +75,7 @@ class RunActions(MessagePump):
         if run_id is None and agent.name == ADHOC_AGENT and agent.source == "library":
             run_id = new_run_id(agent.model.replace("/", "_")[:24])  # listed by its model, as before
         state = self.harness.create(agent, request.prompt, run_id=run_id, limits=request.limits,
-                                    policies=request.policies)
+                                    policies=request.policies, isolation=request.isolation)
         self.model.put_state(state)
         self.model.ours.add(state.run_id)
         self.pump.structure_dirty = True
@@ -94,11 +94,12 @@ class RunActions(MessagePump):
             if agent.name == ADHOC_AGENT and agent.source == "library":
                 run_id = new_run_id(agent.model.replace("/", "_")[:24])
             state = await asyncio.to_thread(self.harness.create, agent, request.prompt, run_id=run_id,
-                                            limits=request.limits, policies=request.policies)
+                                            limits=request.limits, policies=request.policies,
+                                            isolation=request.isolation)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            self.notify(f"could not start the run: {one_line(exc)}", severity="error", markup=False)
+            self.notify(f"could not start the run: {one_line(exc, 400)}", severity="error", markup=False)
             return
         self.model.put_state(state)
         self.model.ours.add(state.run_id)
@@ -256,7 +257,7 @@ class RunActions(MessagePump):
             try:
                 rid = self.create_run(request)
             except Exception as exc:
-                self.notify(f"could not start the run: {one_line(exc)}", severity="error", markup=False)
+                self.notify(f"could not start the run: {one_line(exc, 400)}", severity="error", markup=False)
                 return
             self.show_events()
             self.select(rid)

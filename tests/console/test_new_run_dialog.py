@@ -11,12 +11,12 @@ from typing import Any
 
 import pytest
 from textual.pilot import Pilot
-from textual.widgets import Select, Static
+from textual.widgets import Input, Select, Static
 
 from tether.run.state import Status
 from tether.tui.app import TetherApp
 from tether.tui.components.dialogs import NewRunDialog
-from tests.support import SIZE, finish, make_app, settle, wait_for
+from tests.support import SIZE, finish, home, make_app, settle, wait_for  # noqa: F401 (home: a fixture)
 
 
 async def open_new_run(pilot: Pilot[Any], app: TetherApp) -> NewRunDialog:
@@ -83,4 +83,58 @@ async def test_space_opens_the_agent_list_and_enter_there_picks_without_starting
         st = app.states[rid]
         assert st.model == "recover" and st.task == "What does timeout.log say?"
         assert st.status is Status.COMPLETED
+        await finish(pilot, app)
+
+
+async def test_the_isolation_chosen_in_the_dialog_is_the_runs_own_workspace(tmp_path: Path, home: Path) -> None:
+    """Isolation (none, worktree, copy) is passed to the run as ``tether run --isolate`` does:
+    a worktree of the folder's repository on its own branch, a copy, and a worktree of a folder
+    that is no repository refused in words (issue 38, item 1)."""
+    import subprocess
+
+    from tether.tui.components.dialogs import ISOLATIONS
+    from tests.support import notices
+
+    folder = tmp_path / "workspace"
+    folder.mkdir()
+    (folder / "notes.txt").write_text("one\n")
+    app = make_app(tmp_path)
+    said = notices(app)
+    async with app.run_test(size=SIZE) as pilot:
+        dialog = await open_new_run(pilot, app)
+        isolation = dialog.query_one("#isolation", Select)
+        assert isolation.value == "none" and [value for _, value in ISOLATIONS] == ["none", "worktree", "copy"]
+        isolation.value = "worktree"  # the folder is no repository yet
+        dialog.query_one("#max-turns", Input).value = "5"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: any("could not start the run" in s for s in said), "the refusal")
+        assert any("a worktree needs a git repository" in s and "use copy" in s for s in said), said
+        assert not app.states
+
+        dialog = await open_new_run(pilot, app)
+        dialog.query_one("#isolation", Select).value = "copy"
+        dialog.query_one("#max-turns", Input).value = "5"
+        await pilot.press("enter")
+        rid = await started(pilot, app)
+        ws = app.states[rid].run_workspace
+        assert ws is not None and ws.kind == "copy" and ws.path == str(home / "workspaces" / rid)
+        assert (home / "workspaces" / rid / "notes.txt").read_text() == "one\n"
+
+        for args in (["init", "-q", "-b", "main"], ["add", "-A"],
+                     ["-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "first"]):
+            subprocess.run(["git", *args], cwd=folder, check=True)
+        dialog = await open_new_run(pilot, app)
+        dialog.query_one("#isolation", Select).value = "worktree"
+        dialog.query_one("#max-turns", Input).value = "5"
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: len(app.states) == 2, "the second run")
+        await settle(pilot, app, "the second run to finish")
+        [second] = [r for r in app.states if r != rid]
+        ws = app.states[second].run_workspace
+        assert ws is not None and ws.kind == "worktree" and ws.branch == f"tether/{second}"
+        assert app.states[second].status is Status.COMPLETED
+
+        dialog = await open_new_run(pilot, app)  # none: in the folder itself, as before
+        assert dialog.query_one("#isolation", Select).value == "none"
+        await pilot.press("escape")
         await finish(pilot, app)

@@ -43,6 +43,8 @@ class NewRunRequest:
     limits: Limits | None = None
     policies: Policies | None = None
     agent: str | None = None
+    isolation: str | None = None
+    """``none``, ``worktree`` or ``copy`` (``run --isolate``); None: the agent's own."""
 
 
 ChoiceKind = Literal["agent", "demo", "model"]
@@ -64,6 +66,8 @@ class AgentChoice:
     limits: Limits = field(default_factory=Limits)
     policies: Policies = field(default_factory=Policies)
     problem: str | None = None
+    isolation: str = "none"
+    """The agent's own (its ``isolation``): where each of its runs works."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -74,6 +78,11 @@ class AgentChoice:
         out = Text("" if self.kind == "model" else f"{clean(self.name)}  ", style="bold")
         out.append(clean(self.summary), style="dim" if self.problem is None else "red")
         return out
+
+
+ISOLATIONS = [("none: in the agent's own folder", "none"), ("worktree: a git worktree of its own", "worktree"),
+              ("copy: a copy of the agent's folder", "copy")]
+"""Where a run works (``run --isolate``; docs/workspaces.md), as the New run dialog offers it."""
 
 
 def _parse_int(text: str, what: str) -> int | None:
@@ -111,6 +120,7 @@ def _fields(choice: AgentChoice) -> dict[str, str]:
         "#budget-mode": limits.budget_mode,
         "#tool-errors": policies.tool_errors,
         "#dedupe": policies.dedupe,
+        "#isolation": choice.isolation,
     }
 
 
@@ -180,6 +190,8 @@ class NewRunDialog(FormDialog):
                 yield Label("Dedupe")
                 yield FormSelect([("read-only tools", "read-only"), ("all tools", "all"), ("off", "off")],
                                  value=filled["#dedupe"], allow_blank=False, id="dedupe")
+                yield Label("Isolation")
+                yield FormSelect(ISOLATIONS, value=filled["#isolation"], allow_blank=False, id="isolation")
             yield Static(self._detail(first), id="agent-detail")
             yield from self.form_footer("Start", "Enter in a field starts the run · Space opens a list · "
                                                  "Esc cancels")
@@ -236,16 +248,18 @@ class NewRunDialog(FormDialog):
                            tool_errors=self.query_one("#tool-errors", Select).value,  # type: ignore[arg-type]
                            dedupe=self.query_one("#dedupe", Select).value)  # type: ignore[arg-type]
         prompt = self.query_one("#prompt", Input).value.strip() or None
+        chosen = str(self.query_one("#isolation", Select).value)
+        isolation = None if chosen == choice.isolation else chosen
         if choice.kind == "model":
             model = self.query_one("#model", Input).value.strip()
             if not model or not prompt:
                 raise ValueError("give a model name and a task")
-            return NewRunRequest(model, prompt, limits, policies)
+            return NewRunRequest(model, prompt, limits, policies, isolation=isolation)
         if prompt is None and not choice.prompt:
             raise ValueError(f"{choice.name} has no task of its own: type one in Task")
         if choice.kind == "agent":
-            return NewRunRequest(choice.model, prompt, limits, policies, agent=choice.name)
-        return NewRunRequest(choice.name, prompt, limits, policies)
+            return NewRunRequest(choice.model, prompt, limits, policies, agent=choice.name, isolation=isolation)
+        return NewRunRequest(choice.name, prompt, limits, policies, isolation=isolation)
 
 
 # ---- resume with raised limits ---------------------------------------------------
@@ -356,7 +370,7 @@ HELP_KEYS = (
     ("D", "Every decision on the store, newest first: who (a person or a rule), when, how long it waited; "
           "Enter goes to its run."),
     ("n", "New run: an agent (the agent file's, or a demo scenario), its task, turn cap, budget "
-          "and mode, tool-error policy, dedupe."),
+          "and mode, tool-error policy, dedupe, isolation (none, worktree, copy)."),
     ("R", "Resume a run stopped by its turn cap, its budget or Stop, with raised limits; adopt an "
           "orphaned run."),
     ("c", "The selected run's changes in its own workspace, in place of its trace: the files added, changed and "
