@@ -267,7 +267,7 @@ class Harness:
         """Make a run of ``agent`` and run it until it stops, one of five ways. An ACP agent
         is started first: one that is not there, or not an ACP agent, is an AgentError in
         words, and no run is made."""
-        session = await self.start_acp(agent) if agent.acp is not None else None
+        session = await self.start_acp(agent, isolation) if agent.acp is not None else None
         try:
             state = await call(self.store, self.create, agent, prompt, run_id=run_id, isolation=isolation)
             return await self.run(state.run_id, signal=signal, sinks=sinks, acp_session=session)
@@ -275,18 +275,26 @@ class Harness:
             if session is not None:
                 await session.close()
 
-    async def start_acp(self, agent: Agent) -> Any:
+    async def start_acp(self, agent: Agent, isolation: str | None = None) -> Any:
         """An ACP agent's process, started and past ``initialize``, for the run about to be
         made (:meth:`run` with ``acp_session``): a command that is missing or does not speak ACP
-        is an AgentError naming the agent, before any run exists. The caller closes it."""
+        is an AgentError naming the agent, before any run exists. The caller closes it. A run
+        with a workspace of its own (``isolation``, else the agent's) starts its agent there,
+        once it is made: only the command is looked for now, and None is returned."""
         from tether.acp import AcpError
         from tether.acp.run import session_for
 
-        session = await asyncio.to_thread(session_for, agent)  # off the loop: its sandbox's folders are made
+        where = f"{agent.config}: agents.{agent.name}.acp" if agent.config else f"agent {agent.name}"
         try:
+            if (agent.isolation.kind if isolation is None else isolation) != "none":
+                from tether.acp.process import agent_environment, resolve_command
+
+                assert agent.acp is not None
+                resolve_command(agent.acp.argv, agent_environment(agent.acp.resolved_env()[0]))
+                return None
+            session = await asyncio.to_thread(session_for, agent)  # off the loop: its sandbox's folders are made
             await session.start()
         except AcpError as exc:
-            where = f"{agent.config}: agents.{agent.name}.acp" if agent.config else f"agent {agent.name}"
             raise AgentError(f"{where}: {exc}; fix the command, or check it runs the agent's ACP mode") from None
         return session
 
@@ -481,7 +489,8 @@ class Harness:
                 final, tool_runs = await drive_acp(
                     state, agent, handle, trace, signal, controls, [*self.sinks, *sinks], prepare,
                     wait_for_decision, deciding, follow_up, acp_session, store=self.store,
-                    rules=self._rules_access(), hold=lambda emit: self._hold(state, emit, signal))
+                    rules=self._rules_access(), hold=lambda emit: self._hold(state, emit, signal),
+                    workspaces_dir=self.workspaces_dir)
                 return Outcome(final, tool_runs, (time.perf_counter() - started) * 1000)
             client = self._client_for(agent, state)
             trace = handle.trace(self.secrets(agent))

@@ -10,7 +10,8 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether.acp.run import AcpRun, Rules
@@ -21,6 +22,7 @@ from tether.run.state import (
 )
 from tether.run.wording import acp_follow_up
 from tether.store.protocol import Handle, Store, TraceSink, call
+from tether.workspaces import lifecycle
 
 if TYPE_CHECKING:
     from tether.agents.agent import Agent
@@ -34,12 +36,14 @@ async def drive_acp(state: RunState, agent: Agent, handle: Handle, trace: TraceS
                     controls: Controls, sinks: Sequence[EventSink], prepare: Callable[[RunState], list[Any]],
                     wait_for_decision: float | None, deciding: bool, follow_up: bool, session: Any, *,
                     store: Store, rules: Rules | None, hold: Callable[[Callable[[Any], None]], None],
-                    ) -> tuple[RunState, list[dict[str, Any]]]:
+                    workspaces_dir: Path) -> tuple[RunState, list[dict[str, Any]]]:
     """A run of an ACP agent, held by the harness: its process drives the turns (:class:`AcpRun`).
     The agent waits on its permission requests anyway, so this process always holds the run
     while it waits for a decision (``wait_for_decision``'s deadline still applies). ``sinks``
     are all the operation's; ``hold`` registers the run's emitter with the harness, once it
-    is driven here. Returns the run as it stopped, and the tool calls it ran."""
+    is driven here. A run with a workspace of its own (``isolation``) has it made under
+    ``workspaces_dir`` and set up before the agent starts, and found again by a follow-up; the
+    agent works there. Returns the run as it stopped, and the tool calls it ran."""
     run_id = state.run_id
     if deciding:
         raise StateError(f"run {run_id}'s agent {agent.name} speaks ACP, and its process is gone: a permission "
@@ -83,12 +87,26 @@ async def drive_acp(state: RunState, agent: Agent, handle: Handle, trace: TraceS
     for event in prepare(state):  # raised limits, a follow-up's words
         emit(event)
     await save()
+    ready: Callable[[], Awaitable[str | None]] | None = None
+    if state.run_workspace is not None:
+        root = lifecycle.locate(state, workspaces_dir)
+
+        async def make_ready() -> str | None:  # made and set up before the agent starts, found again after
+            await lifecycle.prepare(state, emit=emit, save=save, signal=signal)
+            return root
+
+        ready = make_ready
+        if session is not None and session.workspace != Path(str(root)).resolve():
+            session = None  # started in the agent's folder (the caller closes it): the run's own is elsewhere
     run = AcpRun(state, agent, emit=emit, save=save, signal=signal, decide=decide, earlier=earlier,
-                 session=session, expect=controls.expect, rules=rules)
+                 session=session, expect=controls.expect, rules=rules, ready=ready)
     controls.vet = run.vet
     final = await run.run()
+    if state.run_workspace is not None:
+        await lifecycle.note_changes(state, save)  # for tether runs' +/- counts
     await controls.close()
     return final, run.tool_runs
+
 
 async def _orphaned(state: RunState, handle: Handle, trace: TraceSink, sinks: Sequence[EventSink]) -> None:
     reason = ("the process that drove this ACP agent ended mid-turn, and the agent with it; "

@@ -47,7 +47,7 @@ from tether.approvals import Call, Rule, RuleError, Verdict, check
 from tether.approvals.holding import deadline_of, overdue, verdict_of
 from tether.approvals.preview import preview_of_acp
 from tether.run import people
-from tether.run.cancel import CancelSignal
+from tether.run.cancel import CancelSignal, RunCancelled
 from tether.run.events import (
     AgentSession, ApprovalDecision, ApprovalRequired, Event, FileWrite, Plan, RuleAdded,
     RunStarted, RunStopped, RunWarning, TextDelta, Thought, ToolProgress, ToolResult, ToolStart, Turn,
@@ -57,6 +57,7 @@ from tether.run.wording import overshoot
 from tether.run.state import (
     Cancelled, Decision, MaxBudget, MaxTurns, NeedsApproval, RunState, StateError, Status,
 )
+from tether.workspaces.lifecycle import WorkspaceError
 
 log = logging.getLogger(__name__)
 
@@ -104,7 +105,8 @@ class AcpRun:
     def __init__(self, state: RunState, agent: Agent, *, emit: Callable[[Event], None],
                  save: Callable[[], Awaitable[None]], signal: CancelSignal, decide: Decide,
                  earlier: dict[str, Any] | None = None, session: AcpSession | None = None,
-                 expect: Callable[[NeedsApproval], None] | None = None, rules: Rules | None = None) -> None:
+                 expect: Callable[[NeedsApproval], None] | None = None, rules: Rules | None = None,
+                 ready: Callable[[], Awaitable[str | None]] | None = None) -> None:
         if agent.acp is None:
             raise ValueError(f"agent {agent.name} does not speak ACP")
         self.state = state
@@ -116,6 +118,7 @@ class AcpRun:
         self.decide = decide
         self.expect = expect  # readies the decision's wait before the approval is announced
         self.rules = rules
+        self.ready = ready  # makes and sets up the run's own workspace: the folder the agent works in, or None
         self.tool_runs: list[dict[str, Any]] = []
         self._permissions: asyncio.Queue[PermissionRequest] = asyncio.Queue()
         self._calls: dict[str, _Call] = {}
@@ -150,9 +153,16 @@ class AcpRun:
         session = self._session
         if session is None:
             try:
-                session = self._session = await asyncio.to_thread(session_for, self.agent)  # the sandbox's folders
+                root = await self.ready() if self.ready is not None else None  # before the agent starts
+                session = self._session = await asyncio.to_thread(session_for, self.agent, root)  # sandbox's folders
             except AgentError as exc:
                 return await self._finish(Status.FAILED, f"agent {self.agent.name}: {exc}", error=str(exc))
+            except WorkspaceError as exc:
+                return await self._finish(Status.FAILED, str(exc), error=str(exc))
+            except RunCancelled as exc:  # a Stop during the workspace's setup: it runs again on resume
+                by = self.signal.by
+                return await self._finish(Status.INTERRUPTED, f"{exc.reason} (by {by})" if by else exc.reason,
+                                          Cancelled(exc.reason, by))
         session.on_event = self._on_event
         try:
             try:
@@ -686,13 +696,15 @@ class AcpRun:
         return st
 
 
-def session_for(agent: Agent) -> AcpSession:
+def session_for(agent: Agent, root: str | Path | None = None) -> AcpSession:
     """The session of an ACP agent's run, not started: its command, its environment (the
     agent file's, ``${VAR}`` filled in; an AgentError names a variable that is not set), its
-    workspace (the agent's, else the current folder) and its Stop's grace."""
+    workspace (``root``, the run's own; else the agent's, else the current folder: the
+    process's cwd, the session's cwd, the root its fs requests are kept in and the folder its
+    sandbox may write) and its Stop's grace."""
     assert agent.acp is not None
     env, _secrets = agent.acp.resolved_env()
-    workspace = Path(agent.workspace or os.getcwd())
+    workspace = Path(root if root is not None else agent.workspace or os.getcwd())
     box = None
     if agent.sandbox == "workspace":
         try:

@@ -329,9 +329,6 @@ class Agent:
             if workspace is None:
                 raise AgentError(f"agent {self.name} has isolation = {self.isolation.kind!r} but no workspace: "
                                  "give it the folder each run gets its own copy of (workspace = \"./folder\")")
-            if self.acp is not None:
-                raise AgentError(f"agent {self.name} speaks ACP: its process does not run in a workspace of its "
-                                 "own yet (Tether's own agents do); remove isolation")
         stops = tuple(as_callable(s, "stop condition", roots) for s in self.stop_when)
         formatter = (None if self.error_formatter is None
                      else as_callable(self.error_formatter, "error formatter", roots))

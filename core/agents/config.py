@@ -155,9 +155,6 @@ class AgentEntry(_Entry):
                 raise ValueError("budget_mode = \"turns-only\" is for an ACP agent that reports no usage: Tether "
                                  "counts this agent's tokens itself; use soft or strict")
             return self
-        if self.isolation != "none":
-            raise ValueError("an ACP agent's process does not run in a workspace of its own yet (Tether's own "
-                             "agents do): remove isolation")
         if not self.acp or not all(self.acp):
             raise ValueError("acp must name the agent's command and its arguments, such as [\"opencode\", \"acp\"]")
         mine = [key for key in ("base_url", "api_key_env", "error_formatter") if getattr(self, key) is not None]

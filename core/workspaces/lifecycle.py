@@ -57,9 +57,6 @@ def plan_for(agent: Agent, isolation: str | None = None) -> RunWorkspace | None:
     chosen = agent.isolation if isolation is None else replace(agent.isolation, kind=isolation)  # checked again
     if chosen.kind == "none":
         return None
-    if agent.acp is not None:
-        raise AgentError(f"agent {agent.name} speaks ACP: its process does not run in a workspace of its own yet "
-                         "(Tether's own agents do)")
     if agent.workspace is None:
         raise AgentError(f"agent {agent.name} has no folder to give each run its own {chosen.kind} of: give it a "
                          "workspace")

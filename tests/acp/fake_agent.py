@@ -17,7 +17,8 @@ Modes (the prompt's text may add ``SLOW``: stream until cancelled):
   reports the client's error text as its message;
 - ``escape``: writes, with its own file I/O (not through the client), every absolute path the
   prompt names after ``ESCAPE``, then ``inside.txt`` in its workspace and ``scratch.txt`` in its
-  ``TMPDIR``; its message says, a line a file, ``wrote PATH`` or ``refused PATH: WHY``;
+  ``TMPDIR``; its message says, a line a file, ``wrote PATH`` or ``refused PATH: WHY``, then
+  ``cwd PATH``: its process's current folder;
 - ``write-itself``: as OpenCode does its own file I/O: a ``write`` call started pending with no
   input, its input (and its file's path as its title) in a later update, a write of
   ``ESCAPE_PATH`` (outside the workspace) through the client, which is refused, then the file
@@ -205,6 +206,7 @@ class FakeAgent:
                 said.append(f"wrote {path}")
             except OSError as exc:
                 said.append(f"refused {path}: {exc.strerror}")
+        said.append(f"cwd {os.getcwd()}")
         await self._say(sid, acp.update_agent_message_text("\n".join(said)))
         return schema.PromptResponse(stop_reason="end_turn")
 

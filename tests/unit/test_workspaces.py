@@ -267,14 +267,6 @@ def test_run_isolate_worktree_of_a_folder_in_no_repository_is_a_usage_error(home
     assert not (home / "runs").exists() or cli_here("runs", *where(home)).stdout.startswith("no runs")
 
 
-def test_an_acp_agent_cannot_be_isolated_yet() -> None:
-    from tether.agents.agent import AcpCommand
-
-    with pytest.raises(AgentError, match="speaks ACP: its process does not run in a workspace of its own yet"):
-        Agent(name="oc", model="acp:oc", acp=AcpCommand(("opencode", "acp")), workspace=".",
-              isolation=Isolation("worktree"))
-
-
 async def wait_for_file(path: Path) -> None:
     """Until ``path`` exists (a setup command's sign that it has started), or fail after a generous cap."""
     async def seen() -> None:

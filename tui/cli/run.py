@@ -72,7 +72,7 @@ async def run(args: argparse.Namespace) -> int:
                   if v is not None}
         # An ACP agent is started first: a missing command or one that does not speak ACP is one
         # line and exit 2, with no run made.
-        session = await harness.start_acp(agent) if agent.acp is not None else None
+        session = await harness.start_acp(agent, args.isolate) if agent.acp is not None else None
         try:
             state = await call(harness.store, _create, harness, agent, args, limits=replace(agent.limits, **overrides),
                                policies=replace(agent.policies, **policy))
