@@ -68,6 +68,7 @@ from tether.tui.run_actions import RunActions
 from tether.tui.screen import ConsoleScreen
 from tether.tui.store_client import StoreClient
 from tether.tui.text import one_line
+from tether.tui.timeline import TIMELINE_ACTIONS, CheckpointTimeline
 from tether.tui.views import ConsoleViews
 from tether.tui.workspace_actions import WorkspaceActions
 
@@ -75,7 +76,7 @@ YOUNG_GC_THRESHOLD = 10_000  # allocations between young collections while the c
 OWNER_CHECK_S = 1.0  # how often the locks of runs other processes hold are asked whether they live
 
 
-class TetherApp(DecisionActions, RunActions, WorkspaceActions, ChangesFollowing, ConsoleViews, StoreFollowing, App[int]):
+class TetherApp(DecisionActions, RunActions, WorkspaceActions, CheckpointTimeline, ChangesFollowing, ConsoleViews, StoreFollowing, App[int]):
     """The console. Its parts are mixed in before ``App`` so that their handlers and actions
     are the app's own, and Textual's CSS and bindings see one app class, as before."""
 
@@ -279,6 +280,8 @@ class TetherApp(DecisionActions, RunActions, WorkspaceActions, ChangesFollowing,
 
     # ---- what applies to a run ---------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in TIMELINE_ACTIONS:
+            return self.timeline_check(action)
         checks: dict[str, Callable[[str], bool]] = {
             "stop": self.model.can_stop, "approve": self.model.can_decide, "reject": self.model.can_decide,
             "edit": self.model.can_decide,

@@ -83,6 +83,7 @@ class ChangesFollowing(MessagePump):
             return
         self._stop_changes()
         self._changes_key = key
+        self.timeline_at = None  # another run, or its workspace anew: the live view (tether.tui.timeline)
         words = "No run selected." if rid is None else why_not(ws)
         if words is not None or rid is None or ws is None:
             self.changes_pane.show_words(rid, words or "")
@@ -137,6 +138,12 @@ class ChangesFollowing(MessagePump):
 
     @on(ChangesPane.FileHighlighted)
     def _file_highlighted(self, event: ChangesPane.FileHighlighted) -> None:
+        if getattr(self, "timeline_at", None) is not None:  # a checkpoint is shown: its step's diff
+            if self._diff_task is not None:
+                self._diff_task.cancel()
+            self._diff_task = asyncio.create_task(self.show_step_diff(event.path),  # type: ignore[attr-defined]
+                                                  name=f"tether console: checkpoint diff of {event.path}")
+            return
         rid = self.changes_pane.run_id
         st = self.model.states.get(rid) if rid is not None else None
         if st is None or st.run_workspace is None or self._changes_task is None:

@@ -72,6 +72,12 @@ class ConsoleScreen(Screen[None]):
                 tooltip="Merge the selected run's work into a branch: checked, then a decision"),
         Binding("X", "app.discard", "Discard", key_display="X", show=False, id="tether.discard",
                 tooltip="Remove the selected run's workspace and branch (asks first); its transcript stays"),
+        Binding("left", "app.checkpoint_earlier", "Earlier", show=False, priority=True, id="tether.checkpoint_earlier",
+                tooltip="In the Changes pane: the checkpoint before (from the live view: the last)"),
+        Binding("right", "app.checkpoint_later", "Later", show=False, priority=True, id="tether.checkpoint_later",
+                tooltip="In the Changes pane: the checkpoint after (past the last: the live view)"),
+        Binding("B", "app.rewind_here", "Rewind", key_display="B", show=False, id="tether.rewind",
+                tooltip="Rewind the run to the checkpoint shown (asks first; tether rewind --undo takes it back)"),
     ]
 
     paint_when_settled = False

@@ -83,6 +83,8 @@ class Checkpoint:
     files: list[dict[str, Any]] = field(default_factory=list)
     """What the step changed against the checkpoint before: ``path``, ``added``, ``deleted``
     (None for a binary file), ``status``."""
+    parent: str = ""
+    """The commit before it (the checkpoint before, or the base)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {"step": self.step, "commit": self.commit, "tree": self.tree, "at": self.at,
@@ -208,11 +210,21 @@ async def listing(ws: RunWorkspace, run_id: str, *, files: bool = True) -> list[
                                  meta.get("call_id"), meta.get("tool"), meta.get("label"), int(meta.get("turn") or 0)),
                       parent.split(" ")[0]))
     found.sort(key=lambda pair: pair[0].step)
+    for cp, parent in found:
+        cp.parent = parent
     if files:
         counted = await asyncio.gather(*(_numstat(ws, parent, cp.commit) for cp, parent in found))
         for (cp, _), stat in zip(found, counted):
             cp.files = stat
     return [cp for cp, _ in found]
+
+
+async def step_diff(ws: RunWorkspace, cp: Checkpoint, path: str) -> str:
+    """The unified diff of ``path`` made by the step checkpoint ``cp`` closed."""
+    if not cp.parent:
+        return ""
+    return await git("diff-tree", "-p", "--no-renames", "--no-ext-diff", "--no-color", cp.parent, cp.commit, "--",
+                     f":(top,literal){path}", **place(ws))
 
 
 async def _numstat(ws: RunWorkspace, parent: str, commit: str) -> list[dict[str, Any]]:

@@ -163,3 +163,44 @@ async def finish(state: RunState, rewrite: Rewrite, records: Records) -> str | N
         restore = list((earlier or {}).get("cut") or ())
     words = await _restore(state, rewrite, record, restore)
     return f"a rewind cut short was finished: {words}"
+
+
+async def rewind_run(store: Any, run_id: str, *, to: int | None, by: str) -> tuple[RunState, list[str]]:
+    """``tether rewind`` on a store: the run opened (a run a process holds is refused in words,
+    nothing changed), a rewind cut short finished first, then rewound to ``to`` (None: the
+    last rewind undone). The run as left, and the words of what was done."""
+    import asyncio
+
+    from tether.run.hold import open_run, release
+    from tether.store.protocol import call
+
+    holder = await call(store, store.owner, run_id)
+    if holder is not None and holder.alive:
+        raise StateError(f"run {run_id} is running ({holder.where}): stop it first (tether stop {run_id}), "
+                         "then rewind it; nothing was changed")
+    read = await call(store, lambda: list(store.read_trace(run_id)))
+    try:
+        state, handle = await open_run(store, run_id)
+    except StateError as exc:  # taken by another process since
+        raise StateError(f"{exc}; stop it first (tether stop {run_id}); nothing was changed") from None
+    trace = handle.trace()
+    said: list[str] = []
+
+    async def save() -> None:
+        await handle.asave(state)
+
+    async def rewrite(start: int) -> None:
+        await asyncio.to_thread(handle.rewrite, state, start)  # type: ignore[attr-defined]
+
+    try:
+        finished = await finish(state, rewrite, lambda: read)
+        if finished is not None:
+            said.append(finished)
+        if to is None:
+            said.append(await undo(state, trace.write, save, rewrite, lambda: read, by=by))
+        else:
+            said.append(await rewind(state, trace.write, save, rewrite, to=to, by=by))
+    finally:
+        trace.close()
+        await release(handle)
+    return state, said

@@ -49,7 +49,7 @@ WIDGET_KEYS = {"enter", "tab", "up", "down", "ctrl+p"}
 """Keys Textual's own widgets handle (Enter in a field or on a row, Tab between widgets, the
 arrows in a list, the command palette): documented, declared by no binding of ours."""
 
-NAMES = {"Esc": "escape", "Enter": "enter", "Tab": "tab", "↑": "up", "↓": "down", "/": "slash", "Delete": "delete",
+NAMES = {"Esc": "escape", "Enter": "enter", "Tab": "tab", "↑": "up", "↓": "down", "←": "left", "→": "right", "/": "slash", "Delete": "delete",
          "F1": "f1", "F5": "f5"}
 
 

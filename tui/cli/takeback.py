@@ -5,7 +5,6 @@ from one (docs/checkpoints.md). None of them loads a harness or an agent file.""
 from __future__ import annotations
 
 import argparse
-import asyncio
 import json
 import time
 
@@ -44,58 +43,20 @@ async def checkpoints(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _held(args: argparse.Namespace, verb: str) -> tuple[object, object]:
-    """The run, opened by this command: a run a process is running is refused in words."""
-    from tether.run.hold import open_run
-
-    store = context.store_of(args)
-    holder = await call(store, store.owner, args.run_id)
-    if holder is not None and holder.alive:
-        raise StateError(f"run {args.run_id} is running ({holder.where}): stop it first (tether stop {args.run_id}), "
-                         f"then {verb} it; nothing was changed")
-    try:
-        return await open_run(store, args.run_id)
-    except StateError as exc:  # taken by another process since
-        raise StateError(f"{exc}; stop it first (tether stop {args.run_id}); nothing was changed") from None
-
-
 async def rewind(args: argparse.Namespace) -> int:
     """``tether rewind RUN --to N`` / ``--undo``: workspace and transcript back, undoably."""
-    from tether.run.hold import release
     from tether.text import clean
-    from tether.workspaces import rewinding
     from tether.workspaces.git import GitError
+    from tether.workspaces.rewinding import rewind_run
 
     await context.may_operate(args, "rewind")
-    store = context.store_of(args)
-    state, handle = await _held(args, "rewind")
-    trace = handle.trace()  # type: ignore[attr-defined]
-
-    read = await call(store, lambda: list(store.read_trace(args.run_id)))
-
-    def records() -> list[dict]:
-        return read
-
-    async def save() -> None:
-        await handle.asave(state)  # type: ignore[attr-defined]
-
-    async def rewrite(start: int) -> None:
-        await asyncio.to_thread(handle.rewrite, state, start)  # type: ignore[attr-defined]
-
     try:
-        finished = await rewinding.finish(state, rewrite, records)  # type: ignore[arg-type]
-        if finished is not None:
-            print(clean(finished))
-        if args.undo:
-            words = await rewinding.undo(state, trace.write, save, rewrite, records, by=context.who(args))  # type: ignore[arg-type]
-        else:
-            words = await rewinding.rewind(state, trace.write, save, rewrite, to=args.to, by=context.who(args))  # type: ignore[arg-type]
+        _, said = await rewind_run(context.store_of(args), args.run_id, to=None if args.undo else args.to,
+                                   by=context.who(args))
     except GitError as exc:
         raise StateError(f"run {args.run_id}: {exc}") from None
-    finally:
-        trace.close()
-        await release(handle)  # type: ignore[arg-type]
-    print(clean(words))
+    for words in said:
+        print(clean(words))
     return 0
 
 

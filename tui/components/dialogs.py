@@ -378,6 +378,10 @@ HELP_KEYS = (
     ("M", "Merge the selected run's work into a branch: checked (conflicts, a target with changes it would write "
           "over, the agent file's checks), then a decision in the approvals like any call; merged when approved."),
     ("X", "Discard the selected run's workspace and its branch (asks first); its transcript stays."),
+    ("← →", "In the Changes pane: move between the run's checkpoints (← from the live view: the last one), each "
+            "step's files and diff; → past the last: live again."),
+    ("B", "On a checkpoint shown: rewind the run to it, workspace and transcript (asks first; tether rewind RUN "
+          "--undo brings it back)."),
     ("t", "On the transcript: unfold (or fold) an ACP agent's thoughts."),
     ("↑ ↓", "Select a run (the mouse works too)."),
     ("Tab", "Move between panes: runs, approvals, transcript, trace."),

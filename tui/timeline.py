@@ -1,0 +1,151 @@
+"""The Changes pane's timeline: ``←`` and ``→`` move between the selected run's checkpoints,
+showing at each what that step changed (its files, and the highlighted file's diff), and ``B``
+rewinds the run to the one shown, after a confirmation (docs/checkpoints.md).
+
+``←`` from the live view goes to the last checkpoint, ``→`` past the last one comes back to
+the live view. The checkpoints are read with git (:func:`tether.workspaces.checkpoints.listing`)
+when the timeline is first entered for a run. The rewind is ``tether rewind``'s own operation
+(:func:`tether.workspaces.rewinding.rewind_run`): a run a process holds is refused in words,
+and its result is said in a dialog. A part of :class:`~tether.tui.app.TetherApp` (mixed in).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from textual.message_pump import MessagePump
+
+from tether.run.state import StateError
+from tether.tui.changes import why_not
+from tether.tui.components.rules_screen import ConfirmDialog
+from tether.tui.text import one_line
+from tether.workspaces.changes import Changes, FileChange
+from tether.workspaces.checkpoints import Checkpoint
+
+TIMELINE_ACTIONS = frozenset({"checkpoint_earlier", "checkpoint_later", "rewind_here"})
+
+
+class CheckpointTimeline(MessagePump):
+    """Mixed into :class:`~tether.tui.app.TetherApp`, never made alone."""
+
+    model: Any
+    operator: str
+    timeline_at: int | None = None
+    """The index of the checkpoint shown (None: the live view)."""
+    _timeline: list[Checkpoint] | None = None
+    _timeline_run: str | None = None
+
+    def _timeline_workspace(self) -> Any:
+        rid = self.model.selected
+        st = self.model.states.get(rid) if rid is not None else None
+        ws = st.run_workspace if st is not None else None
+        if not self.changes_shown or ws is None or why_not(ws) is not None:  # type: ignore[attr-defined]
+            return None
+        return ws
+
+    def timeline_check(self, action: str) -> bool | None:
+        """The arrows only while the Changes pane shows a run with checkpoints to move in (else
+        they are the focused widget's); ``B`` only on a checkpoint of a run nothing runs."""
+        if action == "rewind_here":
+            rid = self.model.selected
+            return True if (self.timeline_at is not None and rid == self._timeline_run
+                            and not self.model.is_live(rid)) else None
+        return self._timeline_workspace() is not None
+
+    def action_checkpoint_earlier(self) -> None:
+        self.run_worker(self._move(-1), name="checkpoint timeline", group="timeline", exclusive=True,
+                        exit_on_error=False)
+
+    def action_checkpoint_later(self) -> None:
+        self.run_worker(self._move(1), name="checkpoint timeline", group="timeline", exclusive=True,
+                        exit_on_error=False)
+
+    async def _move(self, by: int) -> None:
+        from tether.workspaces.checkpoints import listing
+        from tether.workspaces.git import GitError
+
+        ws = self._timeline_workspace()
+        rid = self.model.selected
+        if ws is None or rid is None:
+            return
+        pane = self.changes_pane  # type: ignore[attr-defined]
+        if self._timeline is None or self._timeline_run != rid or self.timeline_at is None:
+            try:
+                self._timeline = await listing(ws, rid)
+            except (GitError, OSError) as exc:
+                self.notify(f"The checkpoints could not be read: {one_line(exc, 200)}", severity="error", markup=False)
+                return
+            self._timeline_run = rid
+        count = len(self._timeline)
+        if not count:
+            self.notify("No checkpoints yet: one is taken after each step that changes the workspace.", markup=False)
+            return
+        at = self.timeline_at
+        if by < 0:
+            at = count - 1 if at is None else max(0, at - 1)
+        elif at is None:
+            return
+        else:
+            at = at + 1 if at + 1 < count else None
+        if at is None:
+            self.timeline_at = None
+            self._changes_key = None  # type: ignore[attr-defined]
+            self.follow_changes()  # type: ignore[attr-defined]
+            return
+        for task in (self._changes_task, self._diff_task):  # type: ignore[attr-defined]
+            if task is not None:
+                task.cancel()  # the live view stops following; its key stays, so a refresh does not restart it
+        self.timeline_at = at
+        cp = self._timeline[at]
+        files = tuple(FileChange(f["path"], f["status"], f["added"], f["deleted"]) for f in cp.files)
+        pane.show_changes(rid, Changes(files, cp.tree))
+        what = cp.label or (f"{cp.tool} ({cp.call_id})" if cp.tool else "")
+        pane.border_subtitle = f"checkpoint {cp.step} of {count} · {one_line(what, 40)} · ←/→ · B rewinds here"
+        if pane.current is not None:
+            await self.show_step_diff(pane.current)
+        else:
+            pane.show_words(rid, f"checkpoint {cp.step}: no files changed in this step")
+
+    async def show_step_diff(self, path: str) -> None:
+        """The diff of ``path`` made by the step of the checkpoint shown."""
+        from tether.workspaces.checkpoints import step_diff
+
+        ws = self._timeline_workspace()
+        if ws is None or self.timeline_at is None or self._timeline is None:
+            return
+        rid = self._timeline_run
+        text = await step_diff(ws, self._timeline[self.timeline_at], path)
+        if self.changes_pane.run_id == rid and self.timeline_at is not None:  # type: ignore[attr-defined]
+            self.changes_pane.show_diff(path, text, rid)  # type: ignore[attr-defined]
+
+    def action_rewind_here(self) -> None:
+        rid = self.model.selected
+        if self.timeline_check("rewind_here") is None or self._timeline is None or self.timeline_at is None:
+            return
+        step = self._timeline[self.timeline_at].step
+
+        def done(yes: bool | None) -> None:
+            if yes:
+                self.run_worker(self._rewind(rid, step), name=f"rewind {rid}", group="workspace", exit_on_error=False)
+
+        self.push_screen(ConfirmDialog(  # type: ignore[attr-defined]
+            f"Rewind {rid} to checkpoint {step}?",
+            "Its workspace and its transcript go back to that step. The present is kept as a checkpoint first: "
+            f"tether rewind {rid} --undo brings it all back.", yes="Rewind"), done)
+
+    async def _rewind(self, rid: str, step: int) -> None:
+        from tether.workspaces.git import GitError
+        from tether.workspaces.rewinding import rewind_run
+
+        try:
+            state, said = await rewind_run(self.harness.store, rid, to=step, by=self.operator)  # type: ignore[attr-defined]
+        except asyncio.CancelledError:
+            raise
+        except (StateError, GitError, OSError) as exc:
+            self._outcome("Not rewound", str(exc), ok=False)  # type: ignore[attr-defined]
+            return
+        self.timeline_at, self._timeline = None, None
+        self._changes_key = None  # type: ignore[attr-defined]
+        self._took(state)  # type: ignore[attr-defined]
+        self._outcome("Rewound", "\n".join(said))  # type: ignore[attr-defined]
