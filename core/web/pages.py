@@ -40,6 +40,7 @@ MAX_TEXT = 2000  # characters of a message shown; the rest is in tether show
 MAX_FILES = 200  # a run's changed files listed on its page; the rest are in tether diff --stat
 MAX_DIFF_LINES = 400  # lines of a file's diff shown; the rest are in tether diff RUN PATH
 MAX_LINE = 500
+MAX_CHECKPOINTS = 100  # a run's last checkpoints listed on its page; tether checkpoints RUN has them all
 
 
 # ---- reading ---------------------------------------------------------------------------
@@ -97,6 +98,8 @@ class RunView:
     changes: RunChanges | None = None
     mergeable: bool = False
     discardable: bool = False
+    checkpoints: tuple[dict[str, Any], ...] = ()
+    """Its checkpoints, newest first (docs/checkpoints.md): ``step``, ``when``, ``what``, ``files``."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -197,7 +200,24 @@ async def _run_view(request: web.Request, run_id: str) -> RunView:
     return RunView(run_id, summary.shown_status, summary.agent or summary.model, summary.source, summary.task,
                    summary.cost_usd, summary.turns, live or waits_held, card, _tail(state), _reason(state),
                    [w["text"] for w in warnings], await _changes_of(state),
-                   mergeable(state) and not held, discardable(state) and not held)
+                   mergeable(state) and not held, discardable(state) and not held, await _checkpoints_of(state))
+
+
+async def _checkpoints_of(state: RunState) -> tuple[dict[str, Any], ...]:
+    """The run's last checkpoints, newest first, read now (none when it has no workspace ready)."""
+    from tether.workspaces.checkpoints import listing
+    from tether.workspaces.git import GitError
+
+    ws = state.run_workspace
+    if ws is None or ws.stage != "ready" or ws.base_commit is None or (ws.host and ws.host != socket.gethostname()):
+        return ()
+    try:
+        found = await listing(ws, state.run_id)
+    except (GitError, OSError):
+        return ()
+    return tuple({"step": cp.step, "when": time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(cp.at)),
+                  "what": cp.label or (f"{cp.tool} ({cp.call_id})" if cp.tool else ""), "files": cp.files}
+                 for cp in reversed(found[-MAX_CHECKPOINTS:]))
 
 
 def _tail(state: RunState) -> list[dict[str, str]]:

@@ -49,3 +49,20 @@ async def test_a_run_without_a_workspace_has_no_changes_section(web: Served) -> 
     finally:
         await client.close()
     assert 'id="changes"' not in page and 'data-testid="transcript"' in page
+
+
+async def test_the_run_page_lists_its_checkpoints_newest_first(web: Served, home: Path, repo: Path) -> None:
+    model = Scripted([("write_file", {"path": "notes.txt", "content": "one\n2\n"})],
+                     [("delete_file", {"path": "old.txt"})], "done")
+    async with Harness(store=web.store, workspace=home / "demo", client=model,
+                       workspaces_dir=home / "workspaces") as h:
+        out = await h.start(coder(repo), "edit")
+    client = await logged_in(web, "ana")
+    try:
+        page = await (await client.get(f"/runs/{out.state.run_id}")).text()
+    finally:
+        await client.close()
+    steps = re.findall(r'<li class="checkpoint" data-testid="checkpoint" value="(\d+)"><span class="step">\d+</span> '
+                       r'<span class="when">[^<]+</span> <span class="what">([^<]+)</span>', page)
+    assert [(int(n), what.split(" ")[0]) for n, what in steps] == [(2, "delete_file"), (1, "write_file")]
+    assert '<span class="mark">D</span> old.txt <span class="add">+0</span> <span class="del">\u22121</span>' in page
