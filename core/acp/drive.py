@@ -22,7 +22,7 @@ from tether.run.state import (
 )
 from tether.run.wording import acp_follow_up
 from tether.store.protocol import Handle, Store, TraceSink, call
-from tether.workspaces import lifecycle
+from tether.workspaces import checkpoints, lifecycle
 
 if TYPE_CHECKING:
     from tether.agents.agent import Agent
@@ -99,7 +99,8 @@ async def drive_acp(state: RunState, agent: Agent, handle: Handle, trace: TraceS
         if session is not None and session.workspace != Path(str(root)).resolve():
             session = None  # started in the agent's folder (the caller closes it): the run's own is elsewhere
     run = AcpRun(state, agent, emit=emit, save=save, signal=signal, decide=decide, earlier=earlier,
-                 session=session, expect=controls.expect, rules=rules, ready=ready)
+                 session=session, expect=controls.expect, rules=rules, ready=ready,
+                 after_change=None if state.run_workspace is None else checkpoints.after_change_hook())
     controls.vet = run.vet
     final = await run.run()
     if state.run_workspace is not None:

@@ -106,7 +106,8 @@ class AcpRun:
                  save: Callable[[], Awaitable[None]], signal: CancelSignal, decide: Decide,
                  earlier: dict[str, Any] | None = None, session: AcpSession | None = None,
                  expect: Callable[[NeedsApproval], None] | None = None, rules: Rules | None = None,
-                 ready: Callable[[], Awaitable[str | None]] | None = None) -> None:
+                 ready: Callable[[], Awaitable[str | None]] | None = None,
+                 after_change: Callable[[RunState, str, str], Awaitable[Event | None]] | None = None) -> None:
         if agent.acp is None:
             raise ValueError(f"agent {agent.name} does not speak ACP")
         self.state = state
@@ -119,6 +120,7 @@ class AcpRun:
         self.expect = expect  # readies the decision's wait before the approval is announced
         self.rules = rules
         self.ready = ready  # makes and sets up the run's own workspace: the folder the agent works in, or None
+        self.after_change = after_change  # a checkpoint of its workspace (tether.workspaces.checkpoints), or None
         self.tool_runs: list[dict[str, Any]] = []
         self._permissions: asyncio.Queue[PermissionRequest] = asyncio.Queue()
         self._calls: dict[str, _Call] = {}
@@ -276,6 +278,7 @@ class AcpRun:
         killed = ended.killed
         if cancelling is not None:
             killed = killed or await cancelling
+        self._checkpoint("", "turn")  # what the turn wrote that no call reported
         await self._looked_at()
         for call in self._calls.values():  # a call the turn left pending without input: in the transcript now
             self._announce(call)
@@ -590,6 +593,23 @@ class AcpRun:
                                  error=None if ok else text[:PREVIEW_CHARS], preview=text[:PREVIEW_CHARS]))
             if self._refused and (ok or self._sandbox() is not None):  # did the agent write a refused file itself?
                 self._look(call.call_id)  # (tether.acp.escapes); in a sandbox, a failed call may be its refusal
+            self._checkpoint(call.call_id, call.name)
+
+    def _checkpoint(self, call_id: str, tool: str) -> None:
+        """A checkpoint of the run's workspace after a call the agent reported finished (or, with
+        no ``call_id``, after its turn), off this handler: awaited with the turn's looks."""
+        if self.after_change is None or self._replaying:
+            return
+        hook = self.after_change
+
+        async def take() -> None:
+            event = await hook(self.state, call_id, tool)
+            if event is not None:
+                self.emit(event)
+
+        task = asyncio.ensure_future(take())
+        self._looking.add(task)
+        task.add_done_callback(self._looking.discard)
 
     def _look(self, call_id: str) -> None:
         """Look at the disk for the writes refused so far, off the loop: each one the agent

@@ -170,8 +170,10 @@ def after_change_hook() -> AfterChange:
     that is not read-only, a checkpoint of the run's own workspace, when it has one that is
     ready. A checkpoint that fails is a warning in the trace, never the run's end."""
     takers: dict[str, Checkpointer] = {}
+    one_at_a_time = asyncio.Lock()  # an ACP agent's calls may end together: their checkpoints in turn
 
     async def after_change(state: RunState, call_id: str, tool: str) -> Event | None:
+        """``call_id`` empty: the end of a turn (``tool`` names it), not a call."""
         ws = state.run_workspace
         if ws is None or ws.stage != "ready" or ws.base_commit is None:
             return None
@@ -179,11 +181,14 @@ def after_change_hook() -> AfterChange:
         if taker is None or taker.ws is not ws:
             taker = takers[state.run_id] = Checkpointer(ws, state.run_id)
         try:
-            return await taker.take(state, call_id=call_id, tool=tool)
+            async with one_at_a_time:
+                if not call_id:
+                    return await taker.take(state, label=f"the end of turn {state.turns + 1}")
+                return await taker.take(state, call_id=call_id, tool=tool)
         except (GitError, OSError) as exc:
             log.warning("checkpoint of run %s failed: %s", state.run_id, exc)
-            return RunWarning(run_id=state.run_id, text=f"no checkpoint after {tool} ({call_id}): {exc}",
-                              call_id=call_id)
+            return RunWarning(run_id=state.run_id, text=f"no checkpoint after {tool} ({call_id or 'its turn'}): "
+                              f"{exc}", call_id=call_id or None)
 
     return after_change
 

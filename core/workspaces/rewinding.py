@@ -146,8 +146,10 @@ async def _restore(state: RunState, rewrite: Rewrite, record: dict[str, Any], re
         return (f"run {state.run_id}: rewind {record['undoes']} undone (rewind {record['id']}): the workspace is as "
                 f"checkpoint {record['to']} kept it, the transcript has {len(state.messages)} messages again; "
                 f"tether rewind {state.run_id} --undo takes this back too")
+    cut = (f"its transcript cut from {cut_at + int(record['cut'])} to {cut_at} messages" if record["cut"] else
+           "its transcript as it was" + (" (an ACP agent's session cannot be cut)" if state.of_acp_agent else ""))
     return (f"run {state.run_id} rewound to checkpoint {record['to']} (rewind {record['id']}): its workspace is "
-            f"restored, its transcript cut from {cut_at + int(record['cut'])} to {cut_at} messages "
+            f"restored, {cut} "
             f"(the present was kept as checkpoint {record['before']}); tether rewind {state.run_id} --undo takes it back")
 
 

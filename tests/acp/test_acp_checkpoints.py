@@ -1,0 +1,43 @@
+"""Checkpoints of an ACP agent's run in a workspace of its own (issue 39): after each tool
+call the agent reports finished and after its turn; a rewind takes the files back, the
+transcript stays (the agent's session cannot be cut). Against the fake agent."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from pathlib import Path
+
+from tether.run.state import Status
+from tether.workspaces.checkpoints import listing
+from tether.workspaces.rewinding import rewind_run
+from tests.acp.driving import waiting
+from tests.acp.fake_agent import WRITE_NAME, WRITE_TEXT
+from tests.acp.test_acp_isolated import harness, isolated, repo, trace  # noqa: F401 (repo: a fixture)
+
+
+async def test_an_acp_runs_write_is_checkpointed_and_rewound_its_transcript_kept(tmp_path: Path, repo: Path) -> None:
+    async with harness(tmp_path) as h:
+        state = h.create(isolated(repo), "write the file")
+        running = asyncio.create_task(h.run(state.run_id, wait_for_decision=0))
+        await waiting(h, state.run_id)
+        assert (await h.decide(state.run_id, "approve")).ok
+        final = (await running).state
+        assert final.status is Status.COMPLETED, final.error
+        ws = final.run_workspace
+        found = await listing(ws, state.run_id)  # type: ignore[arg-type]
+        assert found, "a checkpoint after the agent's write"
+        assert found[0].files[0]["path"] == WRITE_NAME and found[0].files[0]["status"] == "added"
+        assert found[0].tool is not None or found[0].label == "the end of turn 1"
+        taken = [r for r in trace(tmp_path, state.run_id) if r["kind"] == "checkpoint"]
+        assert [r["step"] for r in taken] == [c.step for c in found]
+        kept = list(final.messages)
+        rewound, said = await rewind_run(h.store, state.run_id, to=0, by="test")
+    tree = Path(str(ws.path))  # type: ignore[union-attr]
+    assert not (tree / WRITE_NAME).exists()
+    assert rewound.messages == kept, "an ACP agent's transcript is not cut"
+    assert f"run {state.run_id} rewound to checkpoint 0" in said[-1]
+    async with harness(tmp_path) as h:
+        back, _ = await rewind_run(h.store, state.run_id, to=None, by="test")
+    assert (tree / WRITE_NAME).read_text() == WRITE_TEXT and back.status is Status.COMPLETED
+    assert json.loads(json.dumps(back.messages)) == json.loads(json.dumps(kept))
