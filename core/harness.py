@@ -378,8 +378,8 @@ class Harness:
     async def track(self, name: str, task: str = "", *, source: str = "program", model: str = "",
                     run_id: str | None = None, limits: Limits | None = None, pricing: Pricing | None = None,
                     policies: Policies | None = None, attach: bool = False, keep_open: bool = False,
-                    cancel: asyncio.Task[Any] | None = None,
-                    sinks: Sequence[EventSink] = ()) -> AsyncIterator[TrackedRun]:
+                    cancel: asyncio.Task[Any] | None = None, sinks: Sequence[EventSink] = (),
+                    workspace: Path | str | None = None, isolation: str | None = None) -> AsyncIterator[TrackedRun]:
         """A run of a loop that is not Tether's, which the program reports into
         (:mod:`tether.run.tracked`): ``async with harness.track("triage", task) as run``.
 
@@ -389,14 +389,18 @@ class Harness:
         one that opened it); ``keep_open`` leaves the run running when the block ends without
         an answer, for the next reporter. A Stop or a limit that ends the run inside the block
         ends it in a known way and is not raised out of it; any other exception fails the run
-        and is raised."""
+        and is raised. ``run.workspace`` is ``workspace``, or with ``isolation`` (``worktree``,
+        ``copy``) a workspace of the run's own made from it (:mod:`tether.workspaces.tracked`)."""
         from tether.run.track import track
+        from tether.workspaces import tracked
 
+        planned = tracked.plan(workspace, isolation)  # before any run is made: ValueError in words
         server = await self._control_server()
         async with track(self, server, self._hold, self._let_go, name, task, source=source, model=model,
                          run_id=run_id, limits=limits, pricing=pricing, policies=policies, attach=attach,
                          keep_open=keep_open, cancel=cancel, sinks=sinks) as run:
-            yield run
+            async with tracked.given(run, planned, workspace, self.workspaces_dir):
+                yield run
 
     def _let_go(self, run_id: str) -> None:
         self._emitters.pop(run_id, None)

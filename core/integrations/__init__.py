@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from tether.run.events import EventSink
@@ -28,6 +29,11 @@ class Supervision:
     pricing: Pricing | None = None
     policies: Policies | None = None
     sinks: Sequence[EventSink] = ()
+    workspace: str | Path | None = None
+    """The folder the agent works on; with ``isolation`` (``"worktree"``, ``"copy"``) the run
+    gets a workspace of its own made from it. The adapter hands it to the agent's tools (as
+    ``deps`` / ``context`` when the program gives none; docs/integrations.md)."""
+    isolation: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

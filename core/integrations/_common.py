@@ -59,7 +59,8 @@ async def tracked(harness: Tracker, sv: Supervision, name: str, task: str, *, so
                   attach: bool = False) -> AsyncIterator[tuple[TrackedRun, Ending]]:
     """The run on the store (:meth:`tether.Harness.track`) and what will say how it ended."""
     async with harness.track(sv.name or name, task, source=source, model=model, run_id=sv.run_id, limits=sv.limits,
-                             pricing=sv.pricing, policies=sv.policies, attach=attach, sinks=sv.sinks) as run:
+                             pricing=sv.pricing, policies=sv.policies, attach=attach, sinks=sv.sinks,
+                             **({} if attach else {"workspace": sv.workspace, "isolation": sv.isolation})) as run:
         yield run, Ending()
 
 
@@ -101,3 +102,17 @@ def _ended_in(group: BaseExceptionGroup) -> RunEnded | None:
             if found is not None:
                 return found
     return None
+
+
+def with_workspace(given: Any, run: TrackedRun) -> Any:
+    """What the agent's tools get as their ``deps`` / ``context``: the program's own, with its
+    ``workspace`` attribute set to the run's workspace when it has one left as None; the
+    run's workspace (a Path) when the program gives none; else as it is."""
+    if run.workspace is None:
+        return given
+    if given is None:
+        return run.workspace
+    if getattr(given, "workspace", False) is None:
+        with contextlib.suppress(AttributeError, TypeError):  # a frozen object keeps its own
+            setattr(given, "workspace", run.workspace)
+    return given

@@ -41,7 +41,7 @@ from agents import Agent, ModelSettings, RunConfig, RunHooks, Runner, RunState
 
 from tether.agents.agent import resolve_ref
 from tether.integrations import Supervised, Supervision
-from tether.integrations._common import Tracker, answer_text, shown, stopped, tracked
+from tether.integrations._common import Tracker, answer_text, shown, stopped, tracked, with_workspace
 from tether.store.protocol import call
 from tether.run.state import StateError
 from tether.run.tracked import Approval
@@ -74,7 +74,7 @@ async def run(harness: Tracker, agent: Agent[Any] | str, input: str | list[Any],
     async with tracked(harness, sv, built.name, task, source=SOURCE, model=_model_name(built, run_config)) as (run,
                                                                                                             ending):
         driver.run = run
-        await ending.until(driver.drive(input, context))
+        await ending.until(driver.drive(input, with_workspace(context, run)))
     return ending.supervised(run, driver.output, driver.result)
 
 

@@ -48,7 +48,7 @@ from pydantic_ai.tools import DeferredToolRequests, DeferredToolResults, ToolApp
 
 from tether.agents.agent import resolve_ref
 from tether.integrations import Supervised, Supervision
-from tether.integrations._common import Tracker, answer_text, stopped, tracked
+from tether.integrations._common import Tracker, answer_text, stopped, tracked, with_workspace
 
 if TYPE_CHECKING:
     from pydantic_ai.messages import ModelResponse
@@ -77,6 +77,8 @@ async def run(harness: Tracker, agent: Agent[Any, Any] | str, prompt: str, *, su
     token: CancellationToken = options.pop("cancellation_token", None) or CancellationToken()
     async with tracked(harness, sv, name, prompt, source=SOURCE, model=_model_name(built, options)) as (run, ending):
         reporter = _Reporter(run, event_stream_handler)
+        if run.workspace is not None:  # for the agent's tools (ctx.deps)
+            options["deps"] = with_workspace(options.get("deps"), run)
         capabilities = [*capabilities, HandleDeferredToolCalls(handler=reporter.decide),
                         Hooks(after_model_request=reporter.model_called, before_tool_execute=reporter.tool_starts,
                               prepare_tools=reporter.tools_offered)]

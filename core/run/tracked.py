@@ -39,6 +39,7 @@ import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.approvals import Call, run_source
@@ -132,6 +133,8 @@ class TrackedRun:
         self._watch: asyncio.Task[None] | None = None
         self._saving = asyncio.Lock()  # a relayed report saves from the control channel's task
         self._past = 0  # reports of what already happened being applied (nested): no Stop raised
+        self.workspace: Path | None = None
+        """The folder the program's run works in (``Harness.track(workspace=, isolation=)``)."""
         controls.report = self._reported
         # An edit is checked against the schema the program reported with the call, if any.
         controls.vet = lambda request: vet_decision(None, self.state, request)

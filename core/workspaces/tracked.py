@@ -1,0 +1,80 @@
+"""The workspace of a program's run (:meth:`tether.Harness.track` with ``workspace=`` and
+``isolation=``): made as an agent run's is, given to the program as ``run.workspace``.
+
+``isolation="worktree"`` or ``"copy"`` gives the run a workspace of its own, made from
+``workspace`` under the harness's workspaces folder (and its ``setup`` run) before the block
+runs; a reporter that attaches to the run later (a hook process) finds the same one. With no
+isolation, ``run.workspace`` is ``workspace`` itself. What the run changed is noted when the
+block ends, for ``tether runs``; ``tether diff`` and the Changes pane read it as for any run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from tether.agents.agent import ISOLATIONS
+from tether.agents.workspace import find_repo
+from tether.run.state import RunWorkspace
+from tether.workspaces import lifecycle
+
+if TYPE_CHECKING:
+    from tether.run.tracked import TrackedRun
+
+
+def plan(workspace: Path | str | None, isolation: str | None, *, base: str | None = None,
+         setup: Sequence[str] = ()) -> RunWorkspace | None:
+    """The workspace a program's run about to be made gets, or None; ValueError in words
+    before any run is made when it cannot have one."""
+    kind = isolation or "none"
+    if kind not in ISOLATIONS:
+        raise ValueError(f"isolation is one of {', '.join(ISOLATIONS)}; not {isolation!r}")
+    if (base is not None or setup) and kind == "none":
+        raise ValueError("base and setup apply to a run's own workspace: add isolation=\"worktree\" (or \"copy\")")
+    if kind == "none":
+        return None
+    if workspace is None:
+        raise ValueError(f"isolation={kind!r} needs the folder the run gets its own {kind} of: workspace=")
+    folder = Path(workspace).expanduser()
+    if not folder.is_dir():
+        raise ValueError(f"workspace={str(workspace)!r} is not a folder")
+    if kind == "worktree" and find_repo(folder) is None:
+        raise ValueError(f"a worktree needs a git repository, and {folder} is not in one: use isolation=\"copy\", "
+                         "or make it a repository (git init)")
+    return RunWorkspace(kind=kind, source=str(folder.resolve()), base=(base or "HEAD") if kind == "worktree" else "",
+                        setup=list(setup))
+
+
+@contextlib.asynccontextmanager
+async def given(run: TrackedRun, planned: RunWorkspace | None, workspace: Path | str | None,
+                workspaces_dir: Path) -> AsyncIterator[None]:
+    """Make (or find again) the run's workspace and set ``run.workspace``; what the run
+    changed there is kept in its state as the block ends (for ``tether runs``). A run made now
+    takes ``planned``; an attached one keeps the workspace it had. A workspace that cannot be
+    made or set up raises :class:`lifecycle.WorkspaceError` (the run fails in its words); a
+    Stop during the setup, :class:`tether.run.cancel.RunCancelled`."""
+    state = run.state
+    if state.run_workspace is None and planned is not None:
+        state.run_workspace = planned
+        state.workspace = planned.source
+    if state.run_workspace is None:
+        if workspace is not None:
+            state.workspace = str(Path(workspace).expanduser())
+        run.workspace = Path(state.workspace) if state.workspace else None
+        yield
+        return
+    root = lifecycle.locate(state, workspaces_dir)
+    lifecycle.usable(state)
+    await lifecycle.prepare(state, emit=run._emit, save=run._save, signal=run.signal)
+    run.workspace = Path(str(root))
+    try:
+        yield
+    except asyncio.CancelledError:
+        raise
+    except BaseException:
+        await lifecycle.note_changes(state, run._save)
+        raise
+    await lifecycle.note_changes(state, run._save)
