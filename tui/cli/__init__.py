@@ -27,7 +27,7 @@ _MODULES = {
     "stop": "control", "approve": "control", "reject": "control",
     "runs": "runs", "show": "runs", "trace": "runs", "watch": "runs", "export-otel": "runs",
     "diff": "workspaces", "workspaces": "workspaces", "discard": "workspaces", "merge": "workspaces",
-    "checkpoints": "takeback", "rewind": "takeback", "fork": "takeback",
+    "checkpoints": "takeback", "rewind": "takeback", "fork": "takeback", "replay": "takeback",
     "rules": "approvals", "decisions": "approvals",
     "agents": "agents",
     "provider": "lab", "lab": "lab", "eval": "lab",

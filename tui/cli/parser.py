@@ -411,6 +411,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     fork.add_argument("--run-id", dest="new_id", metavar="ID", help="the new run's id (default: made up)")
     fork.add_argument("--json", action="store_true")
     _place_options(fork)
+    replay = sub.add_parser("replay", help="run a run's recorded tool calls again with today's tools, no model "
+                                           "asked; report the first result that differs (exit 1)")
+    replay.add_argument("run_id")
+    replay.add_argument("--to", type=_count, metavar="N", help="only the calls up to checkpoint N")
+    replay.add_argument("--json", action="store_true")
+    _place_options(replay)
 
     spaces = sub.add_parser("workspaces", help="every run's own workspace: its run, status, size, age, changes; "
                                                "and the worktrees and folders no run owns")
@@ -446,7 +452,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                         help="include prompts, answers and tool results (off by default)")
     export.add_argument("--timeout", type=_non_negative, metavar="SECONDS")
     export.add_argument("--runs-dir", type=Path, help="where runs are saved (default $TETHER_HOME/runs)")
-    for p in (run, resume, *deciders, stop, runs, show, trace, watch, export, diff, marks, rewind, fork, spaces, discard, merge):
+    for p in (run, resume, *deciders, stop, runs, show, trace, watch, export, diff, marks, rewind, fork, replay, spaces, discard, merge):
         _store_option(p)
     _approvals_parsers(sub)
 

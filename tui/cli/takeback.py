@@ -112,4 +112,44 @@ async def fork(args: argparse.Namespace) -> int:
     return 0
 
 
-COMMANDS = {"checkpoints": checkpoints, "rewind": rewind, "fork": fork}
+async def replay(args: argparse.Namespace) -> int:
+    """``tether replay RUN [--to N] [--json]``: today's tools on the recorded calls; exit 1 when one differs."""
+    from tether.text import clean
+    from tether.workspaces.git import GitError
+    from tether.workspaces.replaying import replay as replayed
+
+    store = context.store_of(args)
+    state = await call(store, store.load, args.run_id)
+    if state.of_acp_agent:
+        raise StateError(f"run {state.run_id} is an ACP agent's: its tools are the agent's own, so Tether cannot "
+                         "run them again (Tether's own runs can be replayed)")
+    harness = context.harness_for(args)
+    try:
+        agent = harness.agent_of(state)
+    finally:
+        await harness.aclose()
+    try:
+        done = await replayed(state, {t.name: t for t in agent.tool_list}, to=args.to)
+    except GitError as exc:
+        raise StateError(f"run {state.run_id}: {exc}") from None
+    first = done.first_difference
+    if args.json:
+        print(json.dumps({"run_id": state.run_id, "started_from": done.started_from,
+                          "calls": [c.to_dict() for c in done.calls],
+                          "first_difference": None if first is None else first.step}))
+        return 1 if first is not None else 0
+    print(clean(f"run {state.run_id}: {len(done.calls)} recorded tool calls run again with today's tools, from "
+                f"{done.started_from}; no model was asked"))
+    for c in done.calls:
+        print(clean(f"{c.step:>4}  {c.tool} ({c.call_id})  {c.outcome}" + (f": {c.why}" if c.why else ""),
+                    keep_newlines=False))
+    if first is None:
+        print("every result is as recorded")
+        return 0
+    print(clean(f"the first difference: step {first.step}, {first.tool} ({first.call_id})", keep_newlines=False))
+    print(clean(f"  recorded: {first.recorded[:500]}"))
+    print(clean(f"  now:      {first.now[:500]}"))
+    return 1
+
+
+COMMANDS = {"checkpoints": checkpoints, "rewind": rewind, "fork": fork, "replay": replay}
