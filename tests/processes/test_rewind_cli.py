@@ -203,3 +203,29 @@ async def test_diff_of_two_runs_shows_what_each_changed_and_where_they_differ(ho
     whole = cli_here("diff", RUN, "f", *where)
     assert "+++ b/fork.txt" in whole.stdout and "--- a/new.txt" in whole.stdout
     assert json.loads(cli_here("diff", RUN, "f", "--json", *where).stdout)["runs"] == [RUN, "f"]
+
+
+async def test_a_fork_may_go_on_with_another_agent_and_a_message(home: Path, repo: Path, tmp_path: Path) -> None:
+    config = tmp_path / "tether.toml"
+    config.write_text(f'[agents.other]\nmodel = "m2"\nbase_url = "http://127.0.0.1:9/v1"\nworkspace = "{repo}"\n'
+                      'tools = ["tether:read_file", "tether:write_file", "tether:delete_file"]\n'
+                      'isolation = "worktree"\nauto_approve = ["write_file"]\n')
+    store = RunStore(home / "runs")
+    where = ["--runs-dir", str(home / "runs")]
+    model = script("the other agent's answer")
+    async with Harness(store=store, client=model, workspaces_dir=home / "workspaces") as h:
+        out = await h.start(coder(repo), "edit", run_id=RUN)
+        made = await cli_here_async("fork", RUN, "--at", "2", "--run-id", "f", "--agent", "other", "--message",
+                                    "now you", "--config", str(config), *where)
+        assert made.returncode == 0, made.stderr
+        assert "with agent other (m2)" in made.stdout and "and your message" in made.stdout
+        fork = store.load("f")
+        assert fork.model == "m2" and fork.agent is not None and fork.agent.name == "other"
+        assert fork.status is Status.INTERRUPTED and fork.messages[-1] == {"role": "user", "content": "now you"}
+        sent = len(model.requests)
+        went = await h.run("f")
+        assert went.state.status is Status.COMPLETED, went.state.error
+        assert model.requests[sent][1][-1] == {"role": "user", "content": "now you"}
+        assert model.requests[sent][1][:-1] == json.loads(json.dumps(out.state.messages[:fork.forked_from["messages"]]))  # type: ignore[index]
+    unknown = cli_here("fork", RUN, "--at", "1", "--agent", "nobody", "--config", str(config), *where)
+    assert unknown.returncode == 2 and "nobody" in unknown.stderr

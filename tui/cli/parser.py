@@ -409,6 +409,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     fork.add_argument("run_id")
     fork.add_argument("--at", type=_count, required=True, metavar="N", help="the checkpoint (0: the start)")
     fork.add_argument("--run-id", dest="new_id", metavar="ID", help="the new run's id (default: made up)")
+    fork.add_argument("--agent", metavar="NAME", help="go on with this agent of the agent file (another model)")
+    fork.add_argument("--message", metavar="TEXT", help="the fork's next words to its agent, after the prefix")
     fork.add_argument("--json", action="store_true")
     _place_options(fork)
     replay = sub.add_parser("replay", help="run a run's recorded tool calls again with today's tools, no model "

@@ -98,17 +98,42 @@ async def fork(args: argparse.Namespace) -> int:
     origin = await call(store, store.load, args.run_id)
     prefix = (origin.agent.name if origin.agent else origin.model).replace("/", "_")[:24]
     new_id = args.new_id or new_run_id(prefix)
+    agent = None
+    if args.agent:
+        config = context.config(args)
+        if config is None:
+            raise StateError(f"--agent {args.agent}: there is no agent file to find it in (--config FILE)")
+        agent = config.agent(args.agent)
+        if agent.acp is not None:
+            raise StateError(f"--agent {args.agent} speaks ACP: a fork of a Tether run goes on with a Tether agent")
     try:
         state = await forked(origin, args.at, new_id, tether_home() / "workspaces")
     except GitError as exc:
         raise StateError(f"run {args.run_id}: {exc}") from None
+    if agent is not None:  # another agent, or model, goes on from the same prefix
+        from dataclasses import replace
+
+        from tether.run.state import Pricing
+
+        state.agent, state.model = agent.ref(), agent.model
+        state.base_url = agent.base_url or state.base_url
+        state.pricing = replace(agent.pricing) if agent.pricing else Pricing(assumed=True)
+    if args.message:
+        from tether.run.controls import add_follow_up
+
+        status, interruption = state.status, state.interruption
+        add_follow_up(state, args.message)
+        state.status, state.interruption = status, interruption  # it waits, interrupted, for its resume
     await call(store, store.create, state)
     if args.json:
         print(json.dumps({"run_id": new_id, "forked_from": state.forked_from, "messages": len(state.messages)}))
         return 0
-    print(clean(f"run {new_id} forked from {args.run_id} at checkpoint {args.at}: its workspace starts there (made "
-                f"when it first runs), its transcript is the first {len(state.messages)} messages of "
-                f"{args.run_id}'s; tether resume {new_id} [--message TEXT] goes on"))
+    taken = state.forked_from["messages"] if state.forked_from else len(state.messages)
+    print(clean(f"run {new_id} forked from {args.run_id} at checkpoint {args.at}"
+                + (f", with agent {agent.name} ({agent.model})" if agent is not None else "")
+                + f": its workspace starts there (made when it first runs), its transcript is the first {taken} "
+                f"messages of {args.run_id}'s" + (" and your message" if args.message else "")
+                + f"; tether resume {new_id} goes on"))
     return 0
 
 
