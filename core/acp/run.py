@@ -781,7 +781,13 @@ def _args(raw_input: Any) -> str:
 
 
 def _last_user_text(state: RunState) -> str:
-    for message in reversed(state.messages):
+    """The prompt: the last user message, after the note a rewind put before it, if any."""
+    for i in range(len(state.messages) - 1, -1, -1):
+        message = state.messages[i]
         if message.get("role") == "user":
-            return str(message.get("content") or "")
+            text = str(message.get("content") or "")
+            before = state.messages[i - 1] if i > 0 else {}
+            if before.get("tether") == "rewind" and message.get("tether") != "rewind":
+                text = f"{before.get('content')}\n\n{text}"
+            return text
     raise StateError(f"run {state.run_id} has no prompt")

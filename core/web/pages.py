@@ -98,6 +98,8 @@ class RunView:
     changes: RunChanges | None = None
     mergeable: bool = False
     discardable: bool = False
+    forked_from: str = ""
+    """``RUN at checkpoint N`` for a fork (tether fork), else empty."""
     checkpoints: tuple[dict[str, Any], ...] = ()
     """Its checkpoints, newest first (docs/checkpoints.md): ``step``, ``when``, ``what``, ``files``."""
 
@@ -200,7 +202,9 @@ async def _run_view(request: web.Request, run_id: str) -> RunView:
     return RunView(run_id, summary.shown_status, summary.agent or summary.model, summary.source, summary.task,
                    summary.cost_usd, summary.turns, live or waits_held, card, _tail(state), _reason(state),
                    [w["text"] for w in warnings], await _changes_of(state),
-                   mergeable(state) and not held, discardable(state) and not held, await _checkpoints_of(state))
+                   mergeable(state) and not held, discardable(state) and not held,
+                   f"{state.forked_from['run_id']} at checkpoint {state.forked_from['step']}" if state.forked_from
+                   else "", await _checkpoints_of(state))
 
 
 async def _checkpoints_of(state: RunState) -> tuple[dict[str, Any], ...]:

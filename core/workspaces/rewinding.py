@@ -134,6 +134,10 @@ async def _restore(state: RunState, rewrite: Rewrite, record: dict[str, Any], re
     faultpoints.boundary("rewind_restored")
     cut_at = int(record["cut_at"])
     state.messages[cut_at:] = restore
+    if state.of_acp_agent and record["kind"] == "rewind":  # its session cannot be cut: it is told, with the next prompt
+        state.messages.append({"role": "user", "tether": "rewind", "content": (
+            f"(Tether restored the files of your workspace to checkpoint {record['to']}: every change made after "
+            "it, by you or a command, is undone there. Read the files again before you rely on them.)")})
     if record["kind"] == "undo" and record.get("status_after"):
         state.status = Status(record["status_after"])
         state.interruption = interruption_from_dict(record.get("interruption_after"))

@@ -8,6 +8,7 @@ import asyncio
 import json
 from pathlib import Path
 
+from tether.acp.run import _last_user_text
 from tether.run.state import Status
 from tether.workspaces.checkpoints import listing
 from tether.workspaces.rewinding import rewind_run
@@ -35,7 +36,12 @@ async def test_an_acp_runs_write_is_checkpointed_and_rewound_its_transcript_kept
         rewound, said = await rewind_run(h.store, state.run_id, to=0, by="test")
     tree = Path(str(ws.path))  # type: ignore[union-attr]
     assert not (tree / WRITE_NAME).exists()
-    assert rewound.messages == kept, "an ACP agent's transcript is not cut"
+    assert rewound.messages[:-1] == kept, "an ACP agent's transcript is not cut"
+    note = rewound.messages[-1]
+    assert note["role"] == "user" and note["tether"] == "rewind" and "checkpoint 0" in note["content"]
+    rewound.messages.append({"role": "user", "content": "go on"})  # a follow-up: the note goes with it
+    assert _last_user_text(rewound) == f"{note['content']}\n\ngo on"
+    rewound.messages.pop()
     assert f"run {state.run_id} rewound to checkpoint 0" in said[-1]
     async with harness(tmp_path) as h:
         back, _ = await rewind_run(h.store, state.run_id, to=None, by="test")

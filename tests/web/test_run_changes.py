@@ -66,3 +66,20 @@ async def test_the_run_page_lists_its_checkpoints_newest_first(web: Served, home
                        r'<span class="when">[^<]+</span> <span class="what">([^<]+)</span>', page)
     assert [(int(n), what.split(" ")[0]) for n, what in steps] == [(2, "delete_file"), (1, "write_file")]
     assert '<span class="mark">D</span> old.txt <span class="add">+0</span> <span class="del">\u22121</span>' in page
+
+
+async def test_a_forks_page_says_what_it_was_forked_from(web: Served, home: Path, repo: Path) -> None:
+    from tether.workspaces.forking import fork
+
+    model = Scripted([("write_file", {"path": "notes.txt", "content": "one\n2\n"})], "done")
+    async with Harness(store=web.store, workspace=home / "demo", client=model,
+                       workspaces_dir=home / "workspaces") as h:
+        out = await h.start(coder(repo), "edit")
+    web.store.create(await fork(web.store.load(out.state.run_id), 1, "the-fork", home / "workspaces"))
+    client = await logged_in(web, "ana")
+    try:
+        page = await (await client.get("/runs/the-fork")).text()
+    finally:
+        await client.close()
+    assert (f'<dd data-testid="forked-from"><a href="/runs/{out.state.run_id}">{out.state.run_id} at checkpoint 1</a>'
+            in page)
