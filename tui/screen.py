@@ -78,6 +78,8 @@ class ConsoleScreen(Screen[None]):
                 tooltip="In the Changes pane: the checkpoint after (past the last: the live view)"),
         Binding("B", "app.rewind_here", "Rewind", key_display="B", show=False, id="tether.rewind",
                 tooltip="Rewind the run to the checkpoint shown (asks first; tether rewind --undo takes it back)"),
+        Binding("F", "app.fork_here", "Fork", key_display="F", show=False, id="tether.fork",
+                tooltip="A new run from the checkpoint shown: its workspace and transcript up to there"),
     ]
 
     paint_when_settled = False

@@ -23,7 +23,7 @@ from tether.tui.text import one_line
 from tether.workspaces.changes import Changes, FileChange
 from tether.workspaces.checkpoints import Checkpoint
 
-TIMELINE_ACTIONS = frozenset({"checkpoint_earlier", "checkpoint_later", "rewind_here"})
+TIMELINE_ACTIONS = frozenset({"checkpoint_earlier", "checkpoint_later", "rewind_here", "fork_here"})
 
 
 class CheckpointTimeline(MessagePump):
@@ -47,10 +47,10 @@ class CheckpointTimeline(MessagePump):
     def timeline_check(self, action: str) -> bool | None:
         """The arrows only while the Changes pane shows a run with checkpoints to move in (else
         they are the focused widget's); ``B`` only on a checkpoint of a run nothing runs."""
-        if action == "rewind_here":
+        if action in ("rewind_here", "fork_here"):
             rid = self.model.selected
-            return True if (self.timeline_at is not None and rid == self._timeline_run
-                            and not self.model.is_live(rid)) else None
+            shown = self.timeline_at is not None and rid == self._timeline_run
+            return True if shown and (action == "fork_here" or not self.model.is_live(rid)) else None
         return self._timeline_workspace() is not None
 
     def action_checkpoint_earlier(self) -> None:
@@ -149,3 +149,34 @@ class CheckpointTimeline(MessagePump):
         self._changes_key = None  # type: ignore[attr-defined]
         self._took(state)  # type: ignore[attr-defined]
         self._outcome("Rewound", "\n".join(said))  # type: ignore[attr-defined]
+
+    def action_fork_here(self) -> None:
+        """A new run from the checkpoint shown (``tether fork RUN --at N``); the original is only read."""
+        rid = self.model.selected
+        if self.timeline_check("fork_here") is None or self._timeline is None or self.timeline_at is None:
+            return
+        self.run_worker(self._fork(rid, self._timeline[self.timeline_at].step), name=f"fork {rid}",
+                        group="workspace", exit_on_error=False)
+
+    async def _fork(self, rid: str, step: int) -> None:
+        from tether.run.state import new_run_id
+        from tether.store.protocol import call
+        from tether.workspaces.forking import fork
+        from tether.workspaces.git import GitError
+
+        store = self.harness.store  # type: ignore[attr-defined]
+        try:
+            origin = await call(store, store.load, rid)
+            prefix = (origin.agent.name if origin.agent else origin.model).replace("/", "_")[:24]
+            state = await fork(origin, step, new_run_id(prefix), self.harness.workspaces_dir)  # type: ignore[attr-defined]
+            await call(store, store.create, state)
+        except asyncio.CancelledError:
+            raise
+        except (StateError, GitError, OSError) as exc:
+            self._outcome("Not forked", str(exc), ok=False)  # type: ignore[attr-defined]
+            return
+        self.model.put_state(state)
+        self.pump.mark(state.run_id, structure=True)  # type: ignore[attr-defined]
+        self._outcome("Forked", f"run {state.run_id} forked from {rid} at checkpoint {step}: its workspace "  # type: ignore[attr-defined]
+                      f"starts there, its transcript is the first {len(state.messages)} messages of {rid}'s. "
+                      "Select it and follow up (m) or resume it (R) to go on.")

@@ -43,6 +43,15 @@ async def test_arrows_move_between_checkpoints_and_b_rewinds_to_the_one_shown(
         await wait_for(pilot, lambda: app.timeline_at == 0, "checkpoint 1")
         assert list(listed(pane)) == ["notes.txt"]
         await wait_for(pilot, lambda: "-two" in diff_shown(pane) and "+2" in diff_shown(pane), "checkpoint 1's diff")
+        await pilot.press("F")  # a fork at checkpoint 1 first: the run itself is only read
+        await wait_for(pilot, lambda: isinstance(app.screen, OutcomeDialog), "the fork's outcome")
+        title, words = outcome(app)
+        assert title == "Forked" and f"forked from {rid} at checkpoint 1" in words
+        forked = words.split(" ")[1]
+        assert app.states[forked].forked_from == {**app.states[forked].forked_from, "run_id": rid, "step": 1}
+        await pilot.press("escape")
+        await wait_for(pilot, lambda: not isinstance(app.screen, OutcomeDialog), "the outcome to close")
+        assert (tree / "new.txt").exists() and app.timeline_at == 0
         await pilot.press("B")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), "the confirmation")
         assert str(app.screen.query_one(".dialog-title").render()) == f"Rewind {rid} to checkpoint 1?"

@@ -382,6 +382,7 @@ HELP_KEYS = (
             "step's files and diff; → past the last: live again."),
     ("B", "On a checkpoint shown: rewind the run to it, workspace and transcript (asks first; tether rewind RUN "
           "--undo brings it back)."),
+    ("F", "On a checkpoint shown: fork the run there, a new run with its workspace and transcript up to it."),
     ("t", "On the transcript: unfold (or fold) an ACP agent's thoughts."),
     ("↑ ↓", "Select a run (the mouse works too)."),
     ("Tab", "Move between panes: runs, approvals, transcript, trace."),
