@@ -310,6 +310,9 @@ async def _open(harness: Harness, store: Store, policy: Policy, payload: dict[st
         if run.state.agent is not None:
             run.state.agent = replace(run.state.agent, spec={k: v for k, v in spec.items() if v})
         _keep(run, "SessionStart")
+        from tether.workspaces import tracked  # its cwd, for tether diff: the files as they are now
+
+        await tracked.record_folder(run, payload.get("cwd"), harness.workspaces_dir)
         return run.run_id
 
 
@@ -464,12 +467,20 @@ async def _pre_tool(run: TrackedRun, payload: dict[str, Any], policy: Policy, un
 
 
 async def _reported(run: TrackedRun, payload: dict[str, Any], policy: Policy, until: float) -> dict[str, Any] | None:
-    """``PostToolUse`` and ``Stop``: all they report has happened (:func:`_what_happened`)."""
+    """``PostToolUse`` and ``Stop``: all they report has happened (:func:`_what_happened`);
+    at a ``Stop`` (a turn's end), what the session has changed, for ``tether runs``."""
+    if payload.get("hook_event_name") == "Stop":
+        from tether.workspaces import tracked
+
+        await tracked.note(run)
     return None
 
 
 async def _session_end(run: TrackedRun, payload: dict[str, Any], policy: Policy,
                        until: float) -> dict[str, Any] | None:
+    from tether.workspaces import tracked
+
+    await tracked.note(run)
     await run.answer("")
     return None
 

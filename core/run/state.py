@@ -287,7 +287,7 @@ class AgentRef:
     spec: dict[str, Any] = field(default_factory=dict)
 
 
-WorkspaceKind = Literal["worktree", "copy"]
+WorkspaceKind = Literal["worktree", "copy", "none"]  # none: a session's own folder, recorded (Claude Code)
 WorkspaceStage = Literal["planned", "creating", "made", "ready", "discarding", "discarded"]
 
 

@@ -101,6 +101,13 @@ class _Staged:
         await asyncio.to_thread(finish)
 
 
+async def snapshot(ws: RunWorkspace) -> str:
+    """The git tree of the workspace as it is now (every file staged into the private index):
+    the base a session's own folder is read against (kind ``none``)."""
+    async with _Staged(ws) as index:
+        return (await git("write-tree", index=index, **place(ws))).strip()
+
+
 async def changes(ws: RunWorkspace) -> Changes:
     """What the run changed in ``ws`` so far (:class:`Changes`). :class:`GitError` in words."""
     assert ws.base_commit is not None

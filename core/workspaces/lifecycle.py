@@ -220,6 +220,9 @@ async def discard(state: RunState, *, save: Save, trace: Emit, by: str = "") -> 
         raise StateError(f"run {state.run_id} has no workspace of its own: its agent works in its folder")
     if ws.stage == "discarded":
         return f"run {state.run_id}: its workspace was discarded already"
+    if ws.kind == "none":
+        raise StateError(f"run {state.run_id} worked in its session's own folder {ws.root}: Tether made nothing "
+                         "there, so it removes nothing")
     host = this_host()
     if ws.host is not None and ws.host != host:
         raise StateError(f"run {state.run_id} works in {ws.path} on the host {ws.host}: discard it there "

@@ -29,7 +29,7 @@ def mergeable(state: RunState) -> bool:
 def discardable(state: RunState) -> bool:
     """Whether the run has a workspace left to discard; not whether it runs."""
     ws = state.run_workspace
-    return ws is not None and ws.stage != "discarded"
+    return ws is not None and ws.stage != "discarded" and ws.kind != "none"
 
 
 async def _not_running(store: Any, run_id: str, then: str) -> RunState:
@@ -55,6 +55,9 @@ async def merge_run(store: Any, run_id: str, *, into: str | None = None, squash:
         if ws.stage not in LIVE_STAGES:
             raise StateError(f"run {run_id}: its workspace is not made yet (it is made when the run first starts): "
                              "there is nothing to merge")
+        if ws.kind == "none":
+            raise StateError(f"run {run_id} worked in its session's own folder {ws.root}: its changes are there "
+                             f"already, nothing to merge (tether diff {run_id} shows them)")
         if ws.kind != "worktree":
             raise StateError(f"run {run_id} works in a copy of {ws.source}, which is no repository to merge into: "
                              f"take its work with tether diff {run_id} | patch -p1 (in {ws.source})")

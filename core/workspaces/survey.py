@@ -82,7 +82,7 @@ async def survey(summaries: list[RunSummary], workspaces_dir: Path) -> Survey:
     repos: set[str] = set()
     for run in summaries:
         ws = run.workspace
-        if not ws:
+        if not ws or ws.get("kind") == "none":  # a session's own folder: not Tether's to list or prune
             continue
         path, here = ws.get("path"), ws.get("host") in (None, host)
         stage = str(ws.get("stage"))

@@ -12,17 +12,25 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import os
+import time
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 from tether.agents.agent import ISOLATIONS
 from tether.agents.workspace import find_repo
+from tether.run.events import WorkspaceReady
 from tether.run.state import RunWorkspace
 from tether.workspaces import lifecycle
+from tether.workspaces.changes import snapshot
+from tether.workspaces.git import GitError
 
 if TYPE_CHECKING:
     from tether.run.tracked import TrackedRun
+
+log = logging.getLogger(__name__)
 
 
 def plan(workspace: Path | str | None, isolation: str | None, *, base: str | None = None,
@@ -67,6 +75,10 @@ async def given(run: TrackedRun, planned: RunWorkspace | None, workspace: Path |
         yield
         return
     root = lifecycle.locate(state, workspaces_dir)
+    if state.run_workspace.kind == "none":  # a session's own folder, recorded: nothing to make or check
+        run.workspace = Path(str(root))
+        yield
+        return
     lifecycle.usable(state)
     await lifecycle.prepare(state, emit=run._emit, save=run._save, signal=run.signal)
     run.workspace = Path(str(root))
@@ -78,3 +90,39 @@ async def given(run: TrackedRun, planned: RunWorkspace | None, workspace: Path |
         await lifecycle.note_changes(state, run._save)
         raise
     await lifecycle.note_changes(state, run._save)
+
+
+async def record_folder(run: TrackedRun, folder: str | Path | None, workspaces_dir: Path) -> None:
+    """Record the folder a session works in (Claude Code's ``cwd``) as the run's workspace of
+    kind ``none``: nothing is made or removed, but ``tether diff``, ``tether runs`` and the
+    Changes pane read what the session changed in the git repository the folder is in,
+    against the files as they were now (staged into Tether's private index, not the user's).
+    A folder in no repository is recorded nowhere (there is nothing to diff against)."""
+    state = run.state
+    if folder is None or state.run_workspace is not None or not Path(folder).is_dir():
+        return
+    top = find_repo(folder)
+    if top is None:
+        return
+    inside = os.path.relpath(os.path.realpath(folder), top)
+    meta = Path(os.path.realpath(workspaces_dir)) / lifecycle.META_DIR / state.run_id
+    ws = RunWorkspace(kind="none", source=str(folder), base="", stage="ready", path=str(top), meta=str(meta),
+                      repo=str(top), subdir="" if inside == "." else Path(inside).as_posix(),
+                      host=lifecycle.this_host(), made_at=time.time())
+    try:
+        ws.base_commit = await snapshot(ws)
+    except (GitError, OSError) as exc:
+        log.warning("run %s: the files of %s could not be read: %s", state.run_id, folder, exc)
+        return
+    ws.changes = {"files": 0, "added": 0, "deleted": 0, "at": ws.made_at}
+    state.run_workspace = ws
+    state.workspace = str(folder)
+    run.workspace = Path(str(ws.root))
+    run._emit(WorkspaceReady(run_id=state.run_id, workspace_kind="none", path=str(top), base=ws.base_commit,
+                             made=False, branch=None, host=ws.host or ""))
+    await run._save()
+
+
+async def note(run: TrackedRun) -> None:
+    """What the run changed so far, kept in its state (for ``tether runs``)."""
+    await lifecycle.note_changes(run.state, run._save)
