@@ -349,7 +349,9 @@ class RunWorkspace:
         """What a listing of runs keeps of it (:class:`tether.store.summary.RunSummary`)."""
         return {"kind": self.kind, "stage": self.stage, "path": self.path, "branch": self.branch,
                 "host": self.host, "source": self.source, "repo": self.repo, "made_at": self.made_at,
-                "changes": self.changes}
+                "changes": self.changes,
+                "merge": None if self.merge is None else {"stage": self.merge.get("stage"),
+                                                          "into": self.merge.get("into")}}
 
 
 @dataclass(slots=True)

@@ -111,6 +111,9 @@ async def ask(state: RunState, into: str, *, squash: bool, read_rules: ReadRules
     if not check.ok:
         raise MergeRefused(f"run {state.run_id} cannot be merged into {into}: {check.words()}; nothing was "
                            "changed")
+    if check.tree == (await git("rev-parse", f"{check.target}^{{tree}}", cwd=ws.repo or ws.path)).strip():
+        raise MergeRefused(f"run {state.run_id}: its work is in {into} already (merged, or made there too): there "
+                           "is nothing new to merge; nothing was asked")
     checks, passed = await _run_checks(state, ws, emit)
     call_id = f"merge_{uuid.uuid4().hex[:12]}"
     args = {"into": into, "squash": squash, "diff": found.tree, "checks": checks}

@@ -160,6 +160,9 @@ def _problem(run_id: str, ws: dict[str, Any], here: bool, size: int | None) -> s
         return f"its making was cut short: tether resume {run_id} makes it again"
     if stage == "discarding":
         return f"its discard was cut short: tether discard {run_id} finishes it"
+    merge = ws.get("merge") or {}
+    if merge.get("stage") == "merging":
+        return f"its merge into {merge.get('into')} was cut short: tether merge {run_id} finishes it"
     if stage in LIVE_STAGES and size is None:
         return f"its folder is gone: tether discard {run_id} forgets it"
     return None

@@ -1,4 +1,5 @@
-"""``python -m tests.campaign`` (``make campaign``): crashes, faults, hostile input; three tables.
+"""``python -m tests.campaign`` (``make campaign``): crashes (of runs, of workers, of a run's own
+workspace: its making, merge and discard), faults, hostile input; a table each.
 
 Exits 1 if any crash point, fault case or hostile case fails, after printing them all.
 """
@@ -20,7 +21,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="crash only these scenarios (repeatable; default all four)")
     parser.add_argument("--quick", action="store_true", help="single crashes only: no second crash, no SIGKILL")
     parser.add_argument("--workers", type=int, help="crash cells run in parallel (default: CPUs, at least 2)")
-    parser.add_argument("--skip", action="append", default=[], choices=["crash", "faults", "hostile", "workers"])
+    parser.add_argument("--skip", action="append", default=[], choices=["crash", "faults", "hostile", "workers",
+                                                                          "workspaces"])
     args = parser.parse_args(argv)
     tables: list[str] = []
     broken = False
@@ -38,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
             broken |= bool(failed)
             tables.append(f"## Crash campaign ({time.monotonic() - started:.0f} s)\n\n{crash.table(results)}"
                           + (f"\n\nFailed crash points:\n{failed}" if failed else ""))
+        if "workspaces" not in args.skip:
+            broken |= _workspaces(root / "workspaces", args.workers, tables)
         if "workers" not in args.skip:
             broken |= _workers(root / "workers", tables)
         if "faults" not in args.skip:
@@ -55,6 +59,20 @@ def main(argv: list[str] | None = None) -> int:
                 + ("\n\nFailing hostile cases:\n" + "\n".join(f"- {c}" for c in failed_cases) if failed_cases else ""))
     print("\n\n".join(tables))
     return 1 if broken else 0
+
+
+def _workspaces(root: Path, workers: int | None, tables: list[str]) -> bool:
+    """A crash at every boundary of a workspace's making, merge and discard (once, and again
+    in the command that finishes it: tests/campaign/workspaces.py); True when a point failed."""
+    from tests.campaign import workspaces
+
+    started = time.monotonic()
+    root.mkdir(parents=True, exist_ok=True)
+    cells = workspaces.sweep(root, workers=workers or 2)
+    failed = workspaces.failures(cells)
+    tables.append(f"## Crash campaign of a run's workspace ({time.monotonic() - started:.0f} s)\n\n"
+                  + workspaces.table(cells) + (f"\n\nFailed points:\n{failed}" if failed else ""))
+    return bool(failed)
 
 
 def _workers(root: Path, tables: list[str]) -> bool:

@@ -142,6 +142,8 @@ def test_a_crash_mid_merge_is_finished_by_the_next_merge(home: Path, repo: Path,
     assert cli_here("rules", "add", "--allow", "merge", "--reason", "merges go", *where(home)).returncode == 0
     crashed = crashing(at, "merge", RUN, *where(home))
     assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
+    row, = json.loads(cli_here("workspaces", "--json", *where(home)).stdout)["workspaces"]
+    assert row["problem"] == f"its merge into main was cut short: tether merge {RUN} finishes it"
     refused = cli_here("resume", RUN, "--message", "more", *where(home))
     assert refused.returncode == 2 and "merge" in refused.stderr
     finished = cli_here("merge", RUN, *where(home))
@@ -151,6 +153,10 @@ def test_a_crash_mid_merge_is_finished_by_the_next_merge(home: Path, repo: Path,
     assert git(repo, "rev-list", "--count", "--merges", "main") == "1\n"  # one merge, not two
     shown = json.loads(cli_here("show", RUN, "--json", *where(home)).stdout)
     assert shown["status"] == "completed"
+    again = cli_here("merge", RUN, *where(home))  # merged already: nothing new, nothing merged twice
+    assert again.returncode == 2 and "its work is in main already" in again.stderr
+    assert "nothing new to merge; nothing was asked" in again.stderr
+    assert git(repo, "rev-list", "--count", "--merges", "main") == "1\n"
 
 
 def test_workspaces_prune_merged_removes_only_the_merged_ones(home: Path, repo: Path) -> None:

@@ -1,0 +1,18 @@
+"""The workspace crash campaign (tests/campaign/workspaces.py), reduced to fit ``make test``:
+a merge approved by a person, killed at each of its boundaries, and again in the ``tether
+merge`` that finishes it; ``make campaign`` runs every point of making, merging and
+discarding. tests/processes/test_merge_cli.py and test_workspaces_cli.py hold single crashes."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from tests.campaign.workspaces import DOUBLE, failures, sweep, table
+
+
+def test_a_merge_killed_twice_at_each_boundary_is_finished_once_by_the_next_merge(tmp_path: Path) -> None:
+    cells = sweep(tmp_path, ["merge (person)"], modes=(DOUBLE,))
+    assert [c.point for c in cells] == ["merge_recorded:1", "merge_branch_moved:1", "merge_target_moved:1"]
+    assert not failures(cells), f"\n{table(cells)}\n{failures(cells)}"
+    assert all(c.after.startswith("its merge into main was cut short: tether merge w finishes it") for c in cells), \
+        table(cells)
