@@ -43,6 +43,7 @@ from tether.run.controls import (
     take_decision, vet_decision,
 )
 from tether.run.hold import heartbeat, open_run, release
+from tether.run.prices import price_for
 from tether.run.tracked import TrackedRun
 from tether.agents.sample import ensure_sample
 from tether.agents.sets import AgentSet, known_agents, set_of
@@ -237,7 +238,7 @@ class Harness:
             messages=[{"role": "system", "content": agent.instructions}, {"role": "user", "content": task}],
             limits=replace(limits or agent.limits),
             policies=replace(policies or agent.policies, auto_approve=list((policies or agent.policies).auto_approve)),
-            pricing=pricing or agent.pricing or Pricing(assumed=True),
+            pricing=pricing or agent.pricing or price_for(agent.model, base_url=endpoint),
             base_url=without_credentials(endpoint) if endpoint else None,
             workspace=str(agent.workspace) if agent.workspace is not None else None,
             run_workspace=lifecycle.plan_for(agent, isolation),
@@ -396,6 +397,7 @@ class Harness:
 
         planned = tracked.plan(workspace, isolation)  # before any run is made: ValueError in words
         server = await self._control_server()
+        pricing = pricing or await asyncio.to_thread(price_for, model or name, self.config)  # genai-prices' import
         async with track(self, server, self._hold, self._let_go, name, task, source=source, model=model,
                          run_id=run_id, limits=limits, pricing=pricing, policies=policies, attach=attach,
                          keep_open=keep_open, cancel=cancel, sinks=sinks) as run:

@@ -659,7 +659,7 @@ class AcpRun:
             self._turn_final = (usage.input_tokens or 0, usage.output_tokens or 0)
         if usage.cost_amount is not None:  # the session's running total: what it grew by is this run's
             self._reported_cost = True
-            st.pricing.assumed = False
+            st.pricing.assumed, st.pricing.source = False, "agent"  # the agent's own report
             st.cost_usd += max(0.0, usage.cost_amount - self._session_cost)
             self._session_cost = usage.cost_amount
         elif not self._reported_cost and usage.source == "meta":

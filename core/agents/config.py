@@ -27,7 +27,7 @@ command = "python"
 args = ["-m", "mcp_server_time"]
 trust_annotations = true
 
-[pricing."qwen2.5-7b-instruct"]
+[prices."qwen2.5-7b-instruct"]   # else genai-prices' price, else "price unknown"
 input_per_million = 0.20
 output_per_million = 0.60
 ```
@@ -179,11 +179,14 @@ class MCPEntry(_Entry):
 class PriceEntry(_Entry):
     input_per_million: float = Field(ge=0)
     output_per_million: float = Field(ge=0)
+    cache_read_per_million: float | None = Field(default=None, ge=0)
+    cache_write_per_million: float | None = Field(default=None, ge=0)
 
 
 class ConfigFile(_Entry):
     agents: dict[str, AgentEntry] = {}
     mcp: dict[str, MCPEntry] = {}
+    prices: dict[str, PriceEntry] = {}  # [prices."MODEL"]; [pricing."MODEL"] is its older name
     pricing: dict[str, PriceEntry] = {}
     # [notify.NAME] tables: checked by tether.notify.channels, where notifications are sent from.
     notify: dict[str, dict[str, Any]] = {}
@@ -201,7 +204,8 @@ def _loc(loc: tuple[Any, ...]) -> str:
 
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     """The section model a key sits in, to suggest what was meant."""
-    sections: dict[str, type[BaseModel]] = {"agents": AgentEntry, "mcp": MCPEntry, "pricing": PriceEntry}
+    sections: dict[str, type[BaseModel]] = {"agents": AgentEntry, "mcp": MCPEntry, "pricing": PriceEntry,
+                                         "prices": PriceEntry}
     if len(loc) == 1:
         return ConfigFile
     if len(loc) >= 3 and loc[0] in sections:
@@ -244,8 +248,11 @@ class Config:
         return list(self.data.agents)
 
     def pricing(self, model: str) -> Pricing | None:
-        entry = self.data.pricing.get(model)
-        return None if entry is None else Pricing(entry.input_per_million, entry.output_per_million)
+        """The file's price for ``model`` (``[prices]``, else the older ``[pricing]``), or None."""
+        from tether.run.prices import configured
+
+        entry = self.data.prices.get(model) or self.data.pricing.get(model)
+        return None if entry is None else configured(entry)
 
     def agent(self, name: str) -> Agent:
         """The agent ``name``, or a :class:`ConfigError` that says what is wrong with it."""

@@ -217,11 +217,16 @@ def recorded_all(store: Store, run_ids: list[str]) -> dict[str, tuple[list[dict[
     return out
 
 
+def _cost(state: RunState) -> str:
+    """The run's cost, or "unknown" for a run whose model has no price and paid nothing priced."""
+    return "unknown" if state.pricing.unknown and not state.cost_usd else f"${state.cost_usd:.4f}"
+
+
 def text_summary(state: RunState, tool_runs: int, ms: float) -> str:
     """The chapter's one-line summary, the answer, and the per-turn prompt tokens."""
     cap = state.limits.max_turns if state.limits.max_turns is not None else "none"
     line = (f"{state.model}, cap {cap}  turns={state.turns}  tools={tool_runs}  in={state.prompt_tokens}  "
-            f"out={state.completion_tokens}  cost=${state.cost_usd:.4f}  ms={ms:.0f}  status={state.status.value}")
+            f"out={state.completion_tokens}  cost={_cost(state)}  ms={ms:.0f}  status={state.status.value}")
     if state.child_cost_usd:
         line += f"  (children ${state.child_cost_usd:.4f})"
     out = [line]
@@ -256,6 +261,11 @@ def text_summary(state: RunState, tool_runs: int, ms: float) -> str:
     if state.pricing.assumed:
         out.append(f"assumed price: ${state.pricing.input_per_million:g} / ${state.pricing.output_per_million:g} "
                    f"per million input / output tokens (no price configured for {state.model})")
+    elif state.pricing.unknown:
+        out.append(f"price unknown for {state.model}: {state.prompt_tokens} / {state.completion_tokens} tokens "
+                   f"counted, not priced (neither the agent file nor genai-prices knows it; tether prices "
+                   f"{state.model})" + (f"; its ${state.limits.budget_usd:g} budget cannot hold"
+                                        if state.limits.budget_usd is not None else ""))
     if state.estimated_turns:
         turns = ", ".join(map(str, state.estimated_turns))
         out.append(f"usage not reported by the endpoint for turn{'s' if len(state.estimated_turns) > 1 else ''} "

@@ -60,10 +60,31 @@ class Pricing:
     input_per_million: float = 2.00
     output_per_million: float = 12.00
     assumed: bool = False
-    """True when no price was configured for the model and these are the defaults."""
+    """True when no price was configured for the model and these are the defaults (runs before prices)."""
+    source: str = ""
+    """Where the price comes from: ``config``, ``genai-prices``, ``unknown`` (tether.run.prices)."""
+    ref: str = ""
+    """genai-prices' model and provider (``provider:model``): each call is priced by it when it is made."""
+    cache_read_per_million: float | None = None
+    cache_write_per_million: float | None = None
 
-    def cost(self, prompt_tokens: int, completion_tokens: int) -> float:
-        return (prompt_tokens * self.input_per_million + completion_tokens * self.output_per_million) / 1e6
+    @property
+    def unknown(self) -> bool:
+        """No price for the model: tokens are counted, dollars are not (never a made-up 0)."""
+        return self.source == "unknown"
+
+    def cost(self, prompt_tokens: int, completion_tokens: int, cache_read: int = 0, cache_write: int = 0) -> float:
+        if self.ref:
+            from tether.run.price_calls import priced_call
+
+            got = priced_call(self.ref, prompt_tokens, completion_tokens, cache_read, cache_write)
+            if got is not None:
+                return got
+        cached = cache_read * (self.cache_read_per_million if self.cache_read_per_million is not None
+                               else self.input_per_million)
+        cached += cache_write * (self.cache_write_per_million if self.cache_write_per_million is not None
+                                 else self.input_per_million)
+        return (prompt_tokens * self.input_per_million + completion_tokens * self.output_per_million + cached) / 1e6
 
 
 @dataclass(slots=True)

@@ -51,6 +51,7 @@ from tether.run.events import (
 )
 from tether.run.controls import vet_decision
 from tether.run.decisions import DEADLINE, approve, close_on_stop, reject, reported_validator
+from tether.run.prices import price_for
 from tether.run.state import (
     AgentRef, Cancelled, Decision, Interruption, Limits, MaxBudget, MaxTurns, NeedsApproval, Policies, Pricing,
     RunState, Status, args_hash, new_run_id,
@@ -209,6 +210,8 @@ class TrackedRun:
         st = self.state
         if model and model != st.model:
             st.model = model
+            if st.pricing.source in ("genai-prices", "unknown"):  # not the program's or the file's own price
+                st.pricing = price_for(model)
         cost = cost_usd if cost_usd is not None else st.pricing.cost(prompt_tokens, completion_tokens)
         st.turns += 1
         st.prompt_tokens += prompt_tokens
@@ -518,7 +521,7 @@ def new_state(name: str, task: str, *, source: str, model: str, run_id: str | No
     messages = [{"role": "user", "content": task}] if task else []
     return RunState(run_id=run_id or new_run_id(name.replace("/", "_")[:24]), model=model or name,
                     messages=messages, limits=replace(limits) if limits else Limits(max_turns=None),
-                    pricing=pricing or Pricing(assumed=True), policies=policies or Policies(),
+                    pricing=pricing or price_for(model or name), policies=policies or Policies(),
                     agent=AgentRef(name=name, source="library", fingerprint=f"program:{source}",
                                    spec={"program": source, "pid": os.getpid()}))
 

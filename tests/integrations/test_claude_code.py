@@ -417,7 +417,7 @@ def transcript(path: Path, *calls: tuple[str, int, int, str]) -> str:
     lines = [{"type": "user", "message": {"role": "user", "content": "hello"}}]
     for message_id, prompt, completion, text in calls:
         lines.append({"type": "assistant", "message": {
-            "id": message_id, "model": "claude-x", "role": "assistant", "content": [{"type": "text", "text": text}],
+            "id": message_id, "model": "claude-sonnet-4-5", "role": "assistant", "content": [{"type": "text", "text": text}],
             "usage": {"input_tokens": prompt, "output_tokens": completion, "cache_read_input_tokens": 0}}})
     path.write_text("\n".join(json.dumps(line) for line in lines) + "\n")
     return str(path)
@@ -443,7 +443,7 @@ def test_usage_from_the_transcript_ends_the_run_at_its_budget_and_stops_the_sess
     state = RunStore(runs).load("claude-s-1")
     assert state.agent.spec["program"] == "claude-code" and state.agent.spec["session_id"] == "s-1"
     assert state.agent.spec["host"]
-    assert state.turns == 1 and state.prompt_tokens == 1000 and state.model == "claude-x"
+    assert state.turns == 1 and state.prompt_tokens == 1000 and state.model == "claude-sonnet-4-5"
     assert [m["role"] for m in state.messages] == ["user", "assistant", "assistant", "tool"]
     assert state.messages[1]["content"] == "Let me look." and state.messages[3]["content"] == "a.txt"
     transcript(path, ("m1", 1000, 10, "Let me look."), ("m2", 5_000_000, 10, "Now delete."))

@@ -278,6 +278,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                              "does not is said so, and ended")
     _config_option(agents)
 
+    prices = sub.add_parser("prices", help="what Tether charges for a model, and where the price comes from")
+    prices.add_argument("model", nargs="?", help="a model (default: each agent's in the agent file)")
+    prices.add_argument("--base-url", help="the model's endpoint, for genai-prices to tell its provider")
+    prices.add_argument("--json", action="store_true")
+    _config_option(prices)
+
     run = sub.add_parser("run", help="start a run and wait for it to stop")
     run.add_argument("scenario", nargs="?", help="a demo scenario (tether agents lists them)")
     run.add_argument("--agent", metavar="NAME", help="an agent from the agent file")
