@@ -120,6 +120,27 @@ async def _armed_approval(pilot: Pilot[Any]) -> None:
     await until(pilot, lambda: isinstance(app.screen, ApproveDialog) and app.screen.armed, "the approve dialog")
 
 
+async def _changes_shown(pilot: Pilot[Any]) -> None:
+    """The plan's copy changed as an agent's tools would (a line changed, a file added, one
+    deleted), then the Changes pane (``c``) with the first file's diff."""
+    app = _app(pilot)
+    ws = app.states["plan-copy"].run_workspace
+    assert ws is not None and ws.path is not None
+    tree = Path(ws.path)
+    (tree / "errors.log").write_text((tree / "errors.log").read_text().replace("timed out", "TIMED OUT (retry 3)"))
+    (tree / "summary.md").write_text("# Errors\n\n- worker 7 timed out\n- retried 3 times\n")
+    (tree / "access.log").unlink()
+    await pilot.press("c")
+    pane = app.changes_pane
+    await until(pilot, lambda: {f.path for f in pane.files} == {"access.log", "errors.log", "summary.md"},
+                "the three files in the Changes pane")
+    await until(pilot, lambda: "access.log" in str(pane.query_one("#changes-diff").render()), "the first file's diff")
+    pane.query_one("#changes-files").focus()
+    await pilot.press("down")  # errors.log: a line changed
+    await until(pilot, lambda: "TIMED OUT (retry 3)" in str(pane.query_one("#changes-diff").render()),
+                "errors.log's diff")
+
+
 PLAN = ("plan-1", NewRunRequest("plan"))
 DESTRUCTIVE = ("destructive-1", NewRunRequest("destructive"))
 RUNAWAY = ("runaway-1", NewRunRequest("runaway", limits=Limits(max_turns=100, budget_usd=0.05)))
@@ -134,6 +155,7 @@ research_child_selected = Scene((RESEARCH,), press=("down",))
 new_run_dialog = Scene(press=("n",))
 help_screen = Scene((PLAN,), press=("f1",))
 small_terminal = Scene((DESTRUCTIVE,), size=(80, 24))
+changes_pane = Scene((("plan-copy", NewRunRequest("plan", isolation="copy")),), then=_changes_shown, size=(150, 60))
 
 
 # ---- the README's pictures ----------------------------------------------------------------

@@ -18,6 +18,7 @@ import pytest
 from tether.agents.config import load_config
 
 from tests import scenes
+from tests.support import home  # noqa: F401 (home: a fixture, the workspaces under it)
 
 # Snapshots compare what a screen painted: alone, after the parallel run (make test), where
 # a loaded machine cannot catch a frame half-painted.
@@ -71,6 +72,12 @@ def test_help_screen(snap: Any) -> None:
 
 def test_small_terminal(snap: Any) -> None:
     assert snap(scenes.small_terminal)
+
+
+def test_changes_pane(snap: Any, home: Path) -> None:
+    """A run's Changes pane (``c``): a copy of the demo's folder with a line changed, a file
+    added and one deleted, the +/- counts, and the highlighted file's coloured diff."""
+    assert snap(scenes.changes_pane)
 
 
 def test_new_run_dialog_with_an_agent_file(snap: Any, tmp_path: Path) -> None:
