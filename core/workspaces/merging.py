@@ -270,6 +270,10 @@ async def decide(store: Any, run_id: str, request: Any) -> tuple[RunState, str]:
     run's merge, from any route (``tether approve``, the console, the web page, a worker), made
     here: recorded as any decision is (its deadline checked first), then :func:`settle`. The
     run as it then is, and words that say what became of the merge."""
+    if request.kind == "approve" and request.args is not None:
+        raise MergeRefused(f"run {run_id}: a merge's arguments cannot be edited (its target and diff are what was "
+                           f"checked): reject it, then tether merge {run_id} --into BRANCH [--squash] asks again; "
+                           "nothing was decided")
     state, handle = await open_run(store, run_id)
     trace = handle.trace(())
     refused: StateError | None = None

@@ -116,3 +116,29 @@ async def test_x_asks_first_then_discards_the_workspace_and_keeps_the_transcript
         await pilot.press("escape")
         assert app.check_action("discard", ()) is None and app.check_action("merge", ()) is None  # greyed out now
 
+
+
+async def test_the_agent_files_checks_run_first_and_their_failure_is_in_the_outcome(
+        home: Path, repo: Path, tmp_path: Path) -> None:
+    from tether.harness import Harness
+    from tests.support import Scripted
+    from tests.unit.test_workspaces import coder
+
+    async with Harness(tmp_path / "runs", home / "demo", client=Scripted("nothing to do"),
+                       workspaces_dir=home / "workspaces") as h:
+        out = await h.start(coder(repo, "worktree", checks=["echo 2 tests failed; exit 1"]), "look")
+    rid, tree = out.state.run_id, Path(out.state.run_workspace.path)  # type: ignore[union-attr, arg-type]
+    shell("printf 'made\\n' > made.txt", tree)
+    app = make_app(tmp_path)
+    async with app.run_test(size=SIZE) as pilot:
+        app.select(rid)
+        await pilot.press("M")
+        await wait_for(pilot, lambda: isinstance(app.screen, MergeDialog), "the merge dialog")
+        shown = "\n".join(str(w.render()) for w in app.screen.query(Static))
+        assert "echo 2 tests failed; exit 1 (run before it asks)" in shown
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: isinstance(app.screen, OutcomeDialog), "the merge's outcome")
+        title, words = outcome(app)
+    assert title == "Asked: waiting for a decision"  # a failed check does not refuse: people decide
+    assert "checks: 'echo 2 tests failed; exit 1' failed (exit 1): 2 tests failed" in words
+    assert not (repo / "made.txt").exists()

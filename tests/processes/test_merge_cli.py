@@ -185,3 +185,17 @@ def test_merge_refuses_a_copy_in_words(home: Path, tmp_path: Path) -> None:
     assert ran.returncode == 0, ran.stderr
     refused = cli_here("merge", RUN, *where(home))
     assert refused.returncode == 2 and "which is no repository to merge into" in refused.stderr
+
+
+def test_an_edited_approval_of_a_merge_is_refused_in_words_and_merges_nothing(home: Path, repo: Path) -> None:
+    """Its target and diff are what was checked: an approval with other arguments (into, squash)
+    would merge what nobody checked, or be silently ignored."""
+    done_run(repo, home)
+    assert cli_here("merge", RUN, *where(home)).returncode == 3
+    edited = cli_here("approve", RUN, "--args", '{"into": "release", "squash": true, "diff": "x", "checks": "none"}',
+                      *where(home))
+    assert edited.returncode == 2, edited.stdout + edited.stderr
+    assert "a merge's arguments cannot be edited" in edited.stderr and "nothing was decided" in edited.stderr
+    assert (repo / "access.log").exists() and git(repo, "rev-list", "--count", "main") == "1\n"
+    assert cli_here("approve", RUN, *where(home)).returncode == 0
+    assert merged_into_main(repo)
