@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from tether.run.events import Event
     from tether.run.ledger import LedgerEntry
     from tether.run.state import RunState
+    from tether.store.costs import CostQuery, CostRow
     from tether.store.control import ControlListener, ControlReply, ControlRequest
     from tether.store.owner import Owner
     from tether.store.summary import Liveness, RunSummary
@@ -199,6 +200,10 @@ class Store(Protocol):
     def decisions(self, query: DecisionQuery) -> list[DecisionRecord]:
         """The decisions ``query`` selects, newest first, from the index (every save of a run
         records its decisions there: :func:`tether.approvals.records_of`)."""
+
+    def costs(self, query: CostQuery) -> list[CostRow]:
+        """The runs' own spend, tokens, runs nobody priced and dearest run, grouped by agent,
+        model, source or day (:mod:`tether.store.costs`): one aggregate query, no run loaded."""
 
 
 async def call(store: Store | Handle, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

@@ -27,7 +27,7 @@ SUMMARY_COLUMNS = (
     "run_id", "status", "model", "agent", "parent_run_id", "task", "turns", "cost_usd", "budget_usd", "max_turns",
     "created_at", "updated_at", "interruption", "error", "prompt_tokens", "completion_tokens", "child_cost_usd",
     "per_turn_prompt_tokens", "estimated_turns", "assumed_price", "answer", "tool_runs", "source", "workspace",
-    "journal_size", "journal_mtime_ns", "journal_ino",
+    "price", "journal_size", "journal_mtime_ns", "journal_ino",
 )
 """The stored fields of a summary, in :class:`RunSummary`'s order (the file index's columns;
 PostgreSQL keeps them as one JSON document)."""
@@ -71,6 +71,9 @@ class RunSummary:
     workspace: dict[str, Any] | None = None
     """The run's own workspace (:meth:`tether.run.state.RunWorkspace.listed`): where it is, how far it
     was made, and what the run had changed in it when its last operation ended; None without one."""
+    price: str = ""
+    """Where the run's price comes from (:attr:`tether.run.state.Pricing.source`): ``unknown`` when nobody
+    prices its model, so its tokens are counted and its dollars are not (``tether costs`` says so)."""
     # The journal this row was read from: a row whose key differs from the journal's is stale.
     journal_size: int = -1
     journal_mtime_ns: int = -1
@@ -119,6 +122,7 @@ class RunSummary:
             estimated_turns=list(state.estimated_turns), assumed_price=state.pricing.assumed, answer=answer,
             tool_runs=state.tool_runs, source=run_source(state),
             workspace=None if state.run_workspace is None else state.run_workspace.listed(),
+            price=state.pricing.source,
             journal_size=key[0], journal_mtime_ns=key[1], journal_ino=key[2],
         )
 

@@ -7,7 +7,7 @@ import argparse
 import time
 from collections.abc import Callable
 
-from tests.benchmarks import (bench_acp, bench_agents, bench_changes, bench_checkpoints, bench_cold_start, bench_console, bench_decisions,
+from tests.benchmarks import (bench_acp, bench_agents, bench_changes, bench_checkpoints, bench_cold_start, bench_console, bench_costs, bench_decisions,
                                bench_harness, bench_otel_exit, bench_pgstore, bench_provider, bench_sandbox, bench_stop, bench_store,
                                bench_stream, bench_tracked, bench_web, bench_workers, bench_workspaces)
 
@@ -19,6 +19,7 @@ BENCHES: list[tuple[str, str, Callable[[], object]]] = [
     ("store", "store", lambda: bench_store.main([])),
     ("pgstore", "store on PostgreSQL", bench_pgstore.main),
     ("decisions", "the record of decisions", lambda: bench_decisions.main([])),
+    ("costs", "tether costs over 100,000 runs on each store", lambda: bench_costs.main([])),
     ("stop", "stop across processes", bench_stop.main_remote),
     ("cold-start", "each command's cold start: its imports as a new process", lambda: bench_cold_start.main([])),
     ("otel-exit", "a CLI command's exit with an OTLP collector down", lambda: bench_otel_exit.main([])),

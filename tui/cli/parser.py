@@ -284,6 +284,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     prices.add_argument("--json", action="store_true")
     _config_option(prices)
 
+    costs = sub.add_parser("costs", help="what the runs cost, grouped by agent, model, source or day")
+    costs.add_argument("--by", choices=["agent", "model", "source", "day"], default="agent")
+    costs.add_argument("--since", metavar="DATE|DURATION", help="runs made from this date (2026-12-01) or this long "
+                                                               "ago (7d); default: all")
+    costs.add_argument("--until", metavar="DATE|DURATION", help="runs made before this date, or this long ago")
+    shape = costs.add_mutually_exclusive_group()
+    shape.add_argument("--json", action="store_true")
+    shape.add_argument("--csv", action="store_true")
+    _store_option(costs)
+    _place_options(costs)
+
     run = sub.add_parser("run", help="start a run and wait for it to stop")
     run.add_argument("scenario", nargs="?", help="a demo scenario (tether agents lists them)")
     run.add_argument("--agent", metavar="NAME", help="an agent from the agent file")

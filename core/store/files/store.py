@@ -38,6 +38,7 @@ from tether.store.owner import Owner, kept_owner
 from tether.store.summary import JournalKey, Liveness, RunSummary
 
 if TYPE_CHECKING:
+    from tether.store.costs import CostQuery, CostRow
     from collections.abc import Iterator
 
     from tether.approvals import DecisionQuery, DecisionRecord, Rule
@@ -294,6 +295,18 @@ class RunStore:
                 records.extend(r for r in decision_records(self.load(run_id)) if query.admits(r))
         records.sort(key=lambda r: (r.ts, r.run_id, r.call_id), reverse=True)
         return records[:query.limit] if query.limit is not None else records
+
+    def costs(self, query: CostQuery) -> list[CostRow]:
+        """Spend grouped (:mod:`tether.store.costs`) from the index, brought up to date first as
+        :meth:`summaries` does; an index that cannot be used makes this read the summaries."""
+        from tether.store.costs import aggregate
+
+        self._refreshed(None, rows_wanted=False)
+        try:
+            return self.index.costs(query)
+        except IndexUnavailable as exc:
+            log.warning("%s; reading the journals instead", exc)
+        return aggregate(self.summaries(), query)
 
     # ---- the control channel and the trace, by run id ------------------------------------
     def control_append(self, run_id: str, request: ControlRequest) -> None:

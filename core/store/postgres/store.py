@@ -91,6 +91,7 @@ from tether.store.protocol import call
 from tether.store.summary import Liveness, RunSummary
 
 if TYPE_CHECKING:
+    from tether.store.costs import CostQuery, CostRow
     from tether.approvals import DecisionQuery, DecisionRecord, Rule
     from tether.run.events import Event
     from tether.store.control import ControlReply, ControlRequest
@@ -346,6 +347,23 @@ class PgStore(Database):
                 raise StoreUnavailable(f"{self.where}: the decisions table is an earlier Tether's, and this role "
                                        "cannot add its new columns: connect once with the operator's role, which "
                                        "adds them") from None
+
+    def costs(self, query: CostQuery) -> list[CostRow]:
+        """Spend grouped (:mod:`tether.store.costs`) in one aggregate query over the runs table:
+        the summaries' fields read in the database, never a run loaded here."""
+        from tether.store.costs import ordered, row_of, where
+
+        key = ("to_char(to_timestamp(created_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD')" if query.by == "day"
+               else f"coalesce(summary->>'{query.by}', '(none)')")
+        filtered, params = where(query)
+        text = (f"WITH r AS (SELECT {key} AS k, run_id, (summary->>'cost_usd')::float8 - "
+                "coalesce((summary->>'child_cost_usd')::float8, 0) AS own, (summary->>'prompt_tokens')::bigint AS pin, "
+                "(summary->>'completion_tokens')::bigint AS pout, summary->>'price' = 'unknown' AS unknown "
+                f"FROM {{s}}.runs{filtered}) "
+                "SELECT k, count(*), sum(own), sum(pin), sum(pout), count(*) FILTER (WHERE unknown), "
+                "(array_agg(run_id ORDER BY own DESC))[1], max(own) FROM r GROUP BY k")
+        with self._conn() as conn:
+            return ordered((row_of(r) for r in conn.execute(self.q(text), params).fetchall()), query.by)
 
     # ---- owning a run -----------------------------------------------------------------
     def open(self, run_id: str, *, control: str | None = None) -> tuple[RunState, PgHandle]:
