@@ -58,6 +58,7 @@ _acp_or_model  # a pydantic model_validator, called by pydantic
 _.set_session_mode  # acp's Agent protocol, called by name (core/acp/server.py)
 _.set_config_option
 _duration  # a pydantic field_validator (core/agents/config.py), called by pydantic
+_one_scope  # a pydantic model_validator of [budgets.NAME] (core/agents/config.py)
 _ttl  # pydantic field_validators of a [notify.NAME] table (core/notify/channels.py)
 _priority
 NOTIFY_TABLES  # the notifications' tables, which the PostgreSQL tests empty (tests/notify)

@@ -44,6 +44,7 @@ from tether.run.controls import (
 )
 from tether.run.hold import heartbeat, open_run, release
 from tether.run.prices import price_for
+from tether.approvals import budgets
 from tether.run.tracked import TrackedRun
 from tether.agents.sample import ensure_sample
 from tether.agents.sets import AgentSet, known_agents, set_of
@@ -106,6 +107,7 @@ class Harness:
     ) -> None:
         self.store: Store = store if store is not None else RunStore(runs_dir or tether_home() / "runs")
         self.config = config
+        self.fleet = budgets.from_config(config.data.budgets) if config is not None else None
         self.base_url = base_url
         self.counter = TokenCounter()
         self.sinks = list(sinks)
@@ -244,6 +246,8 @@ class Harness:
             run_workspace=lifecycle.plan_for(agent, isolation),
             agent=agent.ref(),
         )
+        if self.fleet is not None:
+            self.fleet.refuse_new(self.store, state)  # a spent fleet budget: refused in words, nothing made
         create_new(self.store.create, state, made_up=None if run_id else prefix)
         return state
 
@@ -618,7 +622,11 @@ class Harness:
             spawn=None if child else self._spawner(agent, client, tools, list(sinks), root),
             rules=self._rules if callable(getattr(self.store, "rules", None)) else None,
             after_change=None if child else checkpoints.after_change_hook(),
+            fleet_budget=None if self.fleet is None else self._fleet_check,
         )
+
+    async def _fleet_check(self, state: RunState) -> str | None:
+        return await asyncio.to_thread(self.fleet.before_call, self.store, state)  # type: ignore[union-attr]
 
     async def _rules(self) -> list[Any]:
         """The store's standing rules (:mod:`tether.approvals`), read before each call."""

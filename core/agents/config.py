@@ -183,11 +183,32 @@ class PriceEntry(_Entry):
     cache_write_per_million: float | None = Field(default=None, ge=0)
 
 
+class BudgetEntry(_Entry):
+    """``[budgets.NAME]``: a fleet budget (tether.approvals.budgets)."""
+
+    agent: str | None = None
+    model: str | None = None
+    source: str | None = None
+    per: Literal["day", "week", "month"] = "day"
+    usd: float = Field(gt=0)
+    on_exceed: Literal["stop", "refuse"] = "stop"
+    warn_at: float = Field(default=0.8, gt=0, lt=1)
+
+    @model_validator(mode="after")
+    def _one_scope(self) -> "BudgetEntry":
+        given = [key for key in ("agent", "model", "source") if getattr(self, key) is not None]
+        if len(given) > 1:
+            raise ValueError(f"a budget covers one agent, one model or one source, not {' and '.join(given)}: "
+                             "keep one (or none, for every run)")
+        return self
+
+
 class ConfigFile(_Entry):
     agents: dict[str, AgentEntry] = {}
     mcp: dict[str, MCPEntry] = {}
     prices: dict[str, PriceEntry] = {}  # [prices."MODEL"]; [pricing."MODEL"] is its older name
     pricing: dict[str, PriceEntry] = {}
+    budgets: dict[str, BudgetEntry] = {}  # fleet budgets across runs
     # [notify.NAME] tables: checked by tether.notify.channels, where notifications are sent from.
     notify: dict[str, dict[str, Any]] = {}
 
@@ -205,7 +226,7 @@ def _loc(loc: tuple[Any, ...]) -> str:
 def _model_at(loc: tuple[Any, ...]) -> type[BaseModel] | None:
     """The section model a key sits in, to suggest what was meant."""
     sections: dict[str, type[BaseModel]] = {"agents": AgentEntry, "mcp": MCPEntry, "pricing": PriceEntry,
-                                         "prices": PriceEntry}
+                                         "prices": PriceEntry, "budgets": BudgetEntry}
     if len(loc) == 1:
         return ConfigFile
     if len(loc) >= 3 and loc[0] in sections:

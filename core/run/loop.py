@@ -104,6 +104,9 @@ class LoopEnv:
     # After a call of a tool that is not read-only: a checkpoint of the run's workspace (an
     # event for the trace, or None: nothing changed). tether.workspaces.checkpoints.
     after_change: Callable[[RunState, str, str], Awaitable[Event | None]] | None = None
+    # The fleet budgets over the run (tether.approvals.budgets), before each model call: the words
+    # of one that is reached (the run stops, a budget exit), else None.
+    fleet_budget: Callable[[RunState], Awaitable[str | None]] | None = None
 
 
 class RunLoop:
@@ -206,6 +209,8 @@ class RunLoop:
                 if _answered(st):  # the answer was saved before a crash: do not pay for it again
                     return await self._finish(Stop(Status.COMPLETED, "the model answered"))
                 stop = self._check_limits()
+                if stop is None and self.env.fleet_budget is not None and (words := await self.env.fleet_budget(st)):
+                    stop = Stop(Status.BUDGET_EXCEEDED, words, MaxBudget())
                 if stop:
                     return await self._finish(stop)
                 stop = await self._ask_model()

@@ -40,6 +40,9 @@ async def track(host: Host, server: Any, hold: Callable[[RunState, Callable[[Any
     else:
         fresh = new_state(name, task, source=source, model=model, run_id=run_id, limits=limits, pricing=pricing,
                           policies=policies)
+        fleet = getattr(host, "fleet", None)
+        if fleet is not None:  # a spent fleet budget over the new run: refused in words, nothing made
+            await asyncio.to_thread(fleet.refuse_new, host.store, fresh)
         await call(host.store, create_new, host.store.create, fresh,
                    made_up=None if run_id else name.replace("/", "_")[:24])
         run_id = fresh.run_id

@@ -29,7 +29,7 @@ _MODULES = {
     "diff": "workspaces", "workspaces": "workspaces", "discard": "workspaces", "merge": "workspaces",
     "checkpoints": "takeback", "rewind": "takeback", "fork": "takeback", "replay": "takeback",
     "rules": "approvals", "decisions": "approvals",
-    "agents": "agents", "prices": "costs", "costs": "costs",
+    "agents": "agents", "prices": "costs", "costs": "costs", "budgets": "costs",
     "provider": "lab", "lab": "lab", "eval": "lab",
     "serve": "services", "notify": "services", "acp": "services", "hook": "services", "worker": "services",
     "submit": "services",

@@ -99,4 +99,29 @@ def clean(text: str) -> str:
     return cleaned(text)
 
 
-COMMANDS = {"prices": prices, "costs": costs}
+async def budgets(args: argparse.Namespace) -> int:
+    """``tether budgets [--json]``: each ``[budgets.NAME]`` with its spend this period."""
+    from tether.approvals.budgets import from_config, spent
+
+    config = context.config(args)
+    fleet = from_config(config.data.budgets) if config is not None else None
+    if fleet is None:
+        print("no fleet budgets: add [budgets.NAME] to the agent file (docs/costs.md)")
+        return 0
+    store = context.store_of(args)
+    rows = []
+    for b in fleet.budgets:
+        total = await asyncio.to_thread(spent, store, b)
+        state = "reached" if total >= b.usd else "warning" if total >= b.warn_at * b.usd else "ok"
+        rows.append({"name": b.name, "scope": b.scope_words(), "per": b.per, "usd": b.usd, "spent_usd": round(total, 8),
+                     "share": round(total / b.usd, 4), "on_exceed": b.on_exceed, "warn_at": b.warn_at, "state": state})
+    if args.json:
+        print(json.dumps(rows))
+        return 0
+    for r in rows:
+        print(f"{clean(r['name'])}: ${r['spent_usd']:.2f} of ${r['usd']:.2f} this {r['per']} ({r['share']:.0%}), "
+              f"{clean(r['scope'])}; {r['state']}; on exceed: {r['on_exceed']}")
+    return 0
+
+
+COMMANDS = {"prices": prices, "costs": costs, "budgets": budgets}

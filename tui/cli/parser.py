@@ -295,6 +295,11 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     _store_option(costs)
     _place_options(costs)
 
+    fleet = sub.add_parser("budgets", help="the agent file's fleet budgets: each one's spend this period")
+    fleet.add_argument("--json", action="store_true")
+    _store_option(fleet)
+    _place_options(fleet)
+
     run = sub.add_parser("run", help="start a run and wait for it to stop")
     run.add_argument("scenario", nargs="?", help="a demo scenario (tether agents lists them)")
     run.add_argument("--agent", metavar="NAME", help="an agent from the agent file")

@@ -72,7 +72,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 import psycopg
@@ -364,6 +364,27 @@ class PgStore(Database):
                 "(array_agg(run_id ORDER BY own DESC))[1], max(own) FROM r GROUP BY k")
         with self._conn() as conn:
             return ordered((row_of(r) for r in conn.execute(self.q(text), params).fetchall()), query.by)
+
+    def budget_charge(self, key: str, usd: float, seed: Callable[[], float]) -> float:
+        """Add ``usd`` to fleet budget ``key``'s spend this period and return the new total: one
+        transaction holding the key's advisory lock, so two processes charging at once are
+        counted one after the other. A new period's spend starts at ``seed()``."""
+        with self._conn() as conn:
+            if not getattr(self, "_budgets_made", False):
+                with conn.transaction():
+                    conn.execute("SELECT pg_advisory_xact_lock(hashtext('tether budgets'))")
+                    conn.execute(self.q("CREATE TABLE IF NOT EXISTS {s}.budgets "
+                                        "(key text PRIMARY KEY, spent double precision NOT NULL)"))
+                self._budgets_made = True
+            with conn.transaction():
+                conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))", (f"tether budget {key}",))
+                row = conn.execute(self.q("SELECT spent FROM {s}.budgets WHERE key = %s"), (key,)).fetchone()
+                if row is None:
+                    spent = seed() + usd
+                    conn.execute(self.q("INSERT INTO {s}.budgets (key, spent) VALUES (%s, %s)"), (key, spent))
+                    return spent
+                return float(conn.execute(self.q("UPDATE {s}.budgets SET spent = spent + %s WHERE key = %s "
+                                                 "RETURNING spent"), (usd, key)).fetchone()[0])
 
     # ---- owning a run -----------------------------------------------------------------
     def open(self, run_id: str, *, control: str | None = None) -> tuple[RunState, PgHandle]:

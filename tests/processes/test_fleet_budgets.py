@@ -1,0 +1,100 @@
+"""Fleet budgets (issue 41, item 4), on both stores: a budget across runs stops a running run
+before its next model call as a budget exit, refuses a new run in words (Tether's own and one a
+program reports through Harness.track), holds when two runs race over its last dollars (spend
+beyond it at most one model call per live run), and ``tether budgets`` lists each one's spend."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from tether.agents.config import load_config
+from tether.approvals.budgets import BudgetRefused
+from tether.demo.agents import DEMO
+from tether.harness import Harness
+from tether.run.state import Limits, MaxBudget, Pricing, Status
+from tether.store.files.store import RunStore
+from tether.store.protocol import Store
+from tests.support import TABLES, cli_here
+
+
+@pytest.fixture(params=["file", "postgresql"])
+def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+    if request.param == "file":
+        yield RunStore(tmp_path / "runs")
+        return
+    from tether.store.postgres.store import PgStore
+
+    pg = PgStore(request.getfixturevalue("pg_url"))
+    with pg._conn() as conn:
+        conn.execute(pg.q("TRUNCATE " + ", ".join(f"{{s}}.{t}" for t in TABLES)))
+        conn.execute(pg.q("DROP TABLE IF EXISTS {s}.budgets"))
+    try:
+        yield pg
+    finally:
+        pg.close()
+
+
+def spec(store: Store) -> str:
+    return str(store.root) if isinstance(store, RunStore) else store.url  # type: ignore[attr-defined]
+
+
+def budget_file(tmp_path: Path, usd: float, on_exceed: str = "stop") -> Path:
+    path = tmp_path / "tether.toml"
+    path.write_text(f'[budgets.runaway-daily]\nagent = "runaway"\nper = "day"\nusd = {usd}\n'
+                    f'on_exceed = "{on_exceed}"\nwarn_at = 0.5\n')
+    return path
+
+
+def harness(store: Store, tmp_path: Path, config: Path) -> Harness:
+    return Harness(store=store, workspace=tmp_path / "ws", config=load_config(config), agent_sets=(DEMO,))
+
+
+def last_turn_bound(state) -> float:
+    """What the run's last model call could have cost: its prompt and every token it may write."""
+    return Pricing().cost(state.per_turn_prompt_tokens[-1], state.limits.max_tokens)
+
+
+async def test_a_spent_budget_stops_the_run_before_its_next_call_then_refuses_new_runs(store: Store, tmp_path: Path):
+    config = budget_file(tmp_path, 0.02)
+    async with harness(store, tmp_path, config) as h:
+        out = await h.run(h.new_run("runaway", limits=Limits(max_turns=None)).run_id)
+        state = out.state
+        assert state.status is Status.BUDGET_EXCEEDED and state.interruption == MaxBudget()
+        (stopped,) = [r for r in store.read_trace(state.run_id) if r["kind"] == "run_stopped"]
+        assert stopped["reason"].startswith("budget runaway-daily ($0.02/day, agent runaway) reached: $0.0")
+        assert stopped["reason"].endswith("the run stopped before its next model call")
+        assert state.cost_usd >= 0.02 and state.cost_usd - 0.02 <= last_turn_bound(state)
+        with pytest.raises(BudgetRefused, match=r"budget runaway-daily \(\$0\.02/day, agent runaway\) reached: "
+                                                r"\$0\.0\d spent this day: no new run of agent runaway"):
+            h.new_run("runaway")
+        with pytest.raises(BudgetRefused, match="no new run of agent runaway"):
+            async with h.track("runaway", "a program's run", model="gpt-4o-mini"):
+                raise AssertionError("a refused run's block never runs")
+        other = await h.run(h.new_run("plan").run_id)  # another agent is not in the budget's scope
+        assert other.state.status is Status.COMPLETED
+    assert len(store.summaries()) == 2  # nothing was made for the refused runs
+    listed = json.loads(cli_here("budgets", "--json", "--config", str(config), "--store", spec(store)).stdout)
+    assert [(r["name"], r["state"], r["usd"]) for r in listed] == [("runaway-daily", "reached", 0.02)]
+    assert listed[0]["spent_usd"] >= 0.02
+    said = cli_here("budgets", "--config", str(config), "--store", spec(store)).stdout
+    assert said.startswith("runaway-daily: $0.0") and "of $0.02 this day" in said and "reached" in said
+    refused = cli_here("run", "runaway", "--config", str(config), "--store", spec(store))
+    assert refused.returncode == 2 and "no new run of agent runaway" in refused.stderr
+
+
+async def test_two_runs_racing_over_the_last_dollars_both_stop_within_one_call_each(store: Store, tmp_path: Path):
+    config = budget_file(tmp_path, 0.05)
+    # Two harnesses: two processes' worth of runs, each with its own record of what it charged.
+    async with harness(store, tmp_path, config) as one, harness(store, tmp_path, config) as two:
+        a, b = one.new_run("runaway", limits=Limits(max_turns=None)), two.new_run("runaway", limits=Limits(max_turns=None))
+        done = await asyncio.gather(one.run(a.run_id), two.run(b.run_id))
+    states = [d.state for d in done]
+    assert all(s.status is Status.BUDGET_EXCEEDED for s in states)
+    spent = sum(s.cost_usd for s in states)
+    assert spent >= 0.05 and spent - 0.05 <= sum(last_turn_bound(s) for s in states)
+    assert all(s.turns >= 1 for s in states)
