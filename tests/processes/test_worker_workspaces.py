@@ -83,3 +83,33 @@ def test_a_worker_that_goes_on_with_a_run_keeps_its_worktree(pg_url: str, store:
                  if line.startswith("worktree ")]
     assert worktrees == [f"worktree {repo.resolve()}", f"worktree {tree}"], "no second worktree"
     assert ws.changes is not None and ws.changes["files"] == 1
+
+
+def test_a_worker_runs_a_queued_acp_agent_in_its_own_worktree(pg_url: str, store: PgStore, tmp_path: Path) -> None:
+    """An ACP agent with ``isolation`` from the queue: the worker makes the worktree and starts
+    the agent there (the fake agent writes in its session's folder and reports its process's)."""
+    import json
+    import os
+
+    from tests.acp.conftest import fake_agent
+
+    repo = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(repo)], check=True)
+    (repo / "notes.txt").write_text("notes\n")
+    git(repo, "add", "-A")
+    git(repo, "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "first")
+    env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
+    config = tmp_path / "tether.toml"
+    config.write_text(f'[agents.fake]\nacp = {json.dumps(fake_agent("escape"))}\nworkspace = "{repo}"\n'
+                      f'isolation = "worktree"\nenv = {{ {", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items())} }}\n')
+    with Fleet(pg_url, tmp_path / "fleet", env={"TETHER_CONFIG": str(config)}) as fleet:
+        fleet.start()
+        run_id = fleet.submit("fake", "--prompt", "ESCAPE")
+        wait_for(lambda: _workflow_status(store, run_id) == "SUCCESS", "the worker to finish the run", 90)
+    state = store.load(run_id)
+    assert state.status is Status.COMPLETED, state.error
+    tree = (tmp_path / "fleet" / "home" / "workspaces").resolve() / run_id
+    assert state.run_workspace is not None and state.run_workspace.path == str(tree)
+    said = "\n".join(str(m.get("content")) for m in state.messages if m.get("role") == "assistant")
+    assert f"cwd {tree}" in said and (tree / "inside.txt").exists(), said
+    assert not (repo / "inside.txt").exists() and git(repo, "status", "--porcelain") == ""
