@@ -304,6 +304,8 @@ class TetherApp(DecisionActions, RunActions, WorkspaceActions, CheckpointTimelin
         yield SystemCommand("Rules", "The standing rules that decide calls: list, add, remove (L)", self.action_rules)
         yield SystemCommand("Decisions", "Every decision on the store: who approved what, when (D)",
                             self.action_decisions)
+        yield SystemCommand("Costs", "What the runs cost: per day, by agent and model; the fleet budgets ($)",
+                            self.action_costs)
         if rid and self.can_stop(rid):
             yield SystemCommand("Stop run", f"Stop {name}: fire its cancellation signal", self.action_stop)
         if rid and self.can_decide(rid):
@@ -327,3 +329,19 @@ class TetherApp(DecisionActions, RunActions, WorkspaceActions, CheckpointTimelin
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
+
+    def action_costs(self) -> None:
+        """``$``: what the fleet cost (tether.tui.components.costs_screen)."""
+        from tether.tui.components.costs_screen import CostsScreen, load_figures
+
+        if not isinstance(self.screen, CostsScreen):
+            harness = self.harness
+            self.push_screen(CostsScreen(lambda: asyncio.to_thread(load_figures, harness.store, harness.fleet)))
+
+    def on_costs_screen_chosen(self, message: Any) -> None:
+        from tether.tui.components.costs_screen import CostsScreen
+
+        if message.run_id in self.states:
+            if isinstance(self.screen, CostsScreen):
+                self.screen.dismiss(None)
+            self.select(message.run_id)

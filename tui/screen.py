@@ -66,6 +66,8 @@ class ConsoleScreen(Screen[None]):
                 tooltip="The standing rules: list, add, remove"),
         Binding("D", "app.decisions", "Decisions", key_display="D", id="tether.decisions",
                 tooltip="Every decision on the store: who approved what, when"),
+        Binding("dollar_sign", "app.costs", "Costs", key_display="$", show=False, id="tether.costs",
+                tooltip="What the runs cost: per day, by agent and model; the fleet budgets"),
         Binding("c", "app.changes", "Changes", show=False, id="tether.changes",
                 tooltip="What the selected run changed in its own workspace, live (c again: its trace)"),
         Binding("M", "app.merge", "Merge", key_display="M", show=False, id="tether.merge",

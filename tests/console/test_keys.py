@@ -23,6 +23,7 @@ from textual.screen import Screen
 import tether.tui
 from tether.tui.app import TetherApp
 from tether.tui.components.args_editor import ArgsEditor
+from tether.tui.components.costs_screen import CostsScreen
 from tether.tui.components.decisions_screen import DecisionsScreen
 from tether.tui.components.dialogs import (
     HELP_KEYS, ApproveDialog, FollowUpDialog, HelpScreen, NewRunDialog, RejectDialog, ResumeDialog,
@@ -41,6 +42,7 @@ TABLES: dict[str, tuple[type, ...]] = {
     "In the arguments editor and the rule editor": (ArgsEditor, RuleEditor),
     "On the rules screen": (RulesScreen, ConfirmDialog),
     "On the decisions screen": (DecisionsScreen,),
+    "On the costs screen": (CostsScreen,),
     "In the other dialogs": (NewRunDialog, ResumeDialog, FollowUpDialog, HelpScreen, MergeDialog, OutcomeDialog),
 }
 """Each key table of docs/console.md (by the start of its heading), and whose keys it lists."""
@@ -50,7 +52,7 @@ WIDGET_KEYS = {"enter", "tab", "up", "down", "ctrl+p"}
 arrows in a list, the command palette): documented, declared by no binding of ours."""
 
 NAMES = {"Esc": "escape", "Enter": "enter", "Tab": "tab", "↑": "up", "↓": "down", "←": "left", "→": "right", "/": "slash", "Delete": "delete",
-         "F1": "f1", "F5": "f5"}
+         "F1": "f1", "F5": "f5", "$": "dollar_sign"}
 
 
 def key_name(written: str) -> str:

@@ -369,6 +369,8 @@ HELP_KEYS = (
     ("L", "The standing rules: list, add (a), remove (d). Each decides at once the calls it fits."),
     ("D", "Every decision on the store, newest first: who (a person or a rule), when, how long it waited; "
           "Enter goes to its run."),
+    ("$", "What the runs cost: spend per day over 30 days, by agent and by model as bars, the fleet budgets; "
+          "Enter goes to a row's dearest run."),
     ("n", "New run: an agent (the agent file's, or a demo scenario), its task, turn cap, budget "
           "and mode, tool-error policy, dedupe, isolation (none, worktree, copy)."),
     ("R", "Resume a run stopped by its turn cap, its budget or Stop, with raised limits; adopt an "

@@ -1,0 +1,186 @@
+"""What the fleet cost, as a screen (``$``; issue 41's pictures): spend per day over the last
+30 days as Textual's ``Sparkline``, spend by agent and by model as horizontal bars, and the fleet
+budgets' state. Enter on an agent's or a model's row goes to its dearest run.
+
+The screen asks its ``load`` for the figures (``Store.costs``: one aggregate query per group,
+off the event loop for a store that blocks) when it mounts and on F5. Textual's own widgets
+draw it: a ``Sparkline`` and bars of block characters in a ``DataTable``; no plotting package
+is added to the console's dependencies for four bars and a line (docs/costs.md).
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import time
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rich.text import Text
+from textual import on
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Vertical, VerticalScroll
+from textual.message import Message
+from textual.screen import Screen
+from textual.widgets import DataTable, Label, Sparkline, Static
+
+from tether.store.costs import CostQuery, CostRow
+from tether.tui.components.key_bar import KeyBar
+from tether.tui.text import one_line
+
+DAYS = 30
+BAR = 24
+
+
+@dataclass
+class CostFigures:
+    """What the screen draws: the last :data:`DAYS` days, and the spend by agent and by model."""
+
+    days: list[tuple[str, float]]
+    agents: list[CostRow]
+    models: list[CostRow]
+    budgets: list[dict[str, Any]] = field(default_factory=list)
+    unknown_runs: int = 0
+
+
+def load_figures(store: Any, fleet: Any = None, now: float | None = None) -> CostFigures:
+    """The figures from ``store`` (blocking: call it in a thread for a store that blocks)."""
+    now = time.time() if now is None else now
+    today = _dt.datetime.fromtimestamp(now, _dt.timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
+    since = (today - _dt.timedelta(days=DAYS - 1)).timestamp()
+    per_day = {r.group: r.cost_usd for r in store.costs(CostQuery("day", since=since))}
+    days = [((today - _dt.timedelta(days=DAYS - 1 - i)).strftime("%Y-%m-%d"), 0.0) for i in range(DAYS)]
+    days = [(day, per_day.get(day, 0.0)) for day, _ in days]
+    agents = store.costs(CostQuery("agent", since=since))
+    models = store.costs(CostQuery("model", since=since))
+    budgets = []
+    if fleet is not None:
+        from tether.approvals.budgets import spent
+
+        for b in fleet.budgets:
+            total = spent(store, b)
+            budgets.append({"name": b.name, "scope": b.scope_words(), "per": b.per, "usd": b.usd, "spent": total,
+                            "state": "reached" if total >= b.usd else "warning" if total >= b.warn_at * b.usd
+                            else "ok"})
+    return CostFigures(days, agents, models, budgets, sum(r.unknown_runs for r in agents))
+
+
+def bar(value: float, top: float, width: int = BAR) -> Text:
+    """A horizontal bar of ``value`` against the largest, ``top``, in eighths of a cell."""
+    eighths = round(width * 8 * value / top) if top > 0 else 0
+    full, part = divmod(eighths, 8)
+    return Text("█" * full + (" ▏▎▍▌▋▊▉"[part] if part else ""), style="cyan")
+
+
+def _usd(value: float) -> str:
+    return f"${value:,.4f}" if value < 100 else f"${value:,.2f}"
+
+
+class CostsScreen(Screen[None]):
+    """Spend per day, by agent, by model; the fleet budgets."""
+
+    DEFAULT_CSS = """
+    CostsScreen #costs-days { height: 4; margin: 0 0 0 0; }
+    CostsScreen #costs-groups { height: auto; }
+    CostsScreen DataTable { height: auto; max-height: 14; margin-bottom: 1; }
+    CostsScreen #costs-budgets { height: auto; }
+    """
+
+    BINDINGS = [
+        Binding("escape,dollar_sign", "close", "Back", id="costs.close"),
+        Binding("f5", "reload", "Reload", id="costs.reload"),
+    ]
+
+    class Chosen(Message):
+        """Enter on a row: go to the group's dearest run."""
+
+        def __init__(self, run_id: str) -> None:
+            super().__init__()
+            self.run_id = run_id
+
+    def __init__(self, load: Callable[[], Awaitable[CostFigures]]) -> None:
+        super().__init__(id="costs-screen")
+        self._load = load
+        self.figures: CostFigures | None = None
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="costs-body"):
+            yield Label(Text(f"Costs (last {DAYS} days, UTC)", style="bold"), classes="screen-title")
+            yield Static("reading the store…", id="costs-days-title")
+            yield Sparkline([0.0] * DAYS, id="costs-days")
+            yield Static("", id="costs-days-axis")
+            with Vertical(id="costs-groups"):
+                yield Label(Text("By agent", style="bold"))
+                yield self._table("costs-agents", "agent")
+                yield Label(Text("By model", style="bold"))
+                yield self._table("costs-models", "model")
+            yield Static("", id="costs-budgets")
+        yield KeyBar(id="costs-keys")
+
+    @staticmethod
+    def _table(table_id: str, first: str) -> DataTable[Text]:
+        table: DataTable[Text] = DataTable(id=table_id, cursor_type="row", zebra_stripes=True)
+        table.add_columns(first, "spend", "", "runs", "dearest run")
+        return table
+
+    def on_mount(self) -> None:
+        self.query_one("#costs-agents", DataTable).focus()
+        self.action_reload()
+
+    def action_reload(self) -> None:
+        self.run_worker(self._reload(), name="costs", group="costs", exclusive=True, exit_on_error=False)
+
+    async def _reload(self) -> None:
+        try:
+            figures = await self._load()
+        except Exception as exc:
+            self.query_one("#costs-days-title", Static).update(Text(f"the costs could not be read: "
+                                                                   f"{one_line(exc, 300)}", style="red"))
+            return
+        self.show(figures)
+
+    def action_close(self) -> None:
+        self.dismiss(None)
+
+    def show(self, figures: CostFigures) -> None:
+        self.figures = figures
+        values = [usd for _, usd in figures.days]
+        total = sum(values)
+        top_day = max(figures.days, key=lambda d: d[1]) if any(values) else None
+        title = Text(f"Spend per day: {_usd(total)} in {DAYS} days", style="bold")
+        if top_day is not None:
+            title.append(f"   dearest day {top_day[0]}: {_usd(top_day[1])}", style="dim")
+        if figures.unknown_runs:
+            title.append(f"   {figures.unknown_runs} run{'s' if figures.unknown_runs != 1 else ''} with no price "
+                         "(tokens counted, not dollars)", style="yellow")
+        self.query_one("#costs-days-title", Static).update(title)
+        self.query_one("#costs-days", Sparkline).data = values
+        self.query_one("#costs-days-axis", Static).update(Text(f"{figures.days[0][0]}  …  {figures.days[-1][0]}",
+                                                               style="dim"))
+        self._fill("#costs-agents", figures.agents)
+        self._fill("#costs-models", figures.models)
+        lines = Text()
+        for b in figures.budgets:
+            style = {"reached": "bold red", "warning": "yellow"}.get(b["state"], "green")
+            lines.append(f"budget {b['name']}: ", style="bold")
+            lines.append(f"{_usd(b['spent'])} of {_usd(b['usd'])} this {b['per']} ({b['scope']}) ")
+            lines.append(b["state"], style=style)
+            lines.append("\n")
+        self.query_one("#costs-budgets", Static).update(lines or Text("no fleet budgets ([budgets.NAME] in the "
+                                                                      "agent file)", style="dim"))
+
+    def _fill(self, selector: str, rows: Sequence[CostRow]) -> None:
+        table = self.query_one(selector, DataTable)
+        table.clear()
+        top = max((r.cost_usd for r in rows), default=0.0)
+        for r in rows:
+            spend = "unknown" if r.unknown_runs == r.runs else ("≥" if r.unknown_runs else "") + _usd(r.cost_usd)
+            table.add_row(Text(one_line(r.group, 30)), Text(spend, justify="right"), bar(r.cost_usd, top),
+                          Text(str(r.runs), justify="right"), Text(one_line(r.dearest_run or "", 36), style="dim"),
+                          key=r.dearest_run or r.group)
+
+    @on(DataTable.RowSelected)
+    def _chosen(self, event: DataTable.RowSelected) -> None:
+        if event.row_key.value:
+            self.post_message(self.Chosen(str(event.row_key.value)))
