@@ -23,7 +23,7 @@ from typing import Any
 from aiohttp import web
 
 from tether.store.protocol import call
-from tether.web import auth, links, pages, workspace_actions
+from tether.web import auth, costs, links, pages, workspace_actions
 from tether.web.decide import Decider
 from tether.web.live import Hub
 from tether.web.sessions import Session, Sessions, Throttle
@@ -51,6 +51,7 @@ def make_app(settings: ServeSettings, harness: Any, *, console: bool = True, not
     app.add_routes(pages.routes())
     app.add_routes(workspace_actions.routes())
     app.add_routes(links.routes())
+    app.add_routes(costs.routes())
     app.router.add_static("/static/", str(resources.files("tether.web") / "static"), append_version=False)
     if console:
         _mount_console(app, settings)
