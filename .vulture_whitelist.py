@@ -63,6 +63,8 @@ _ttl  # pydantic field_validators of a [notify.NAME] table (core/notify/channels
 _priority
 NOTIFY_TABLES  # the notifications' tables, which the PostgreSQL tests empty (tests/notify)
 describes  # RuleAdded: a trace record's field (tether watch, the console)
+period  # FleetBudgetLevel: a trace record's fields, read by the notifications (core/notify/notices.py)
+spent_usd
 
 # ---- tether serve: read by the pages' templates (core/web/templates), by name ----------
 stoppable  # RunView: whether the run page offers Stop

@@ -626,7 +626,13 @@ class Harness:
         )
 
     async def _fleet_check(self, state: RunState) -> str | None:
-        return await asyncio.to_thread(self.fleet.before_call, self.store, state)  # type: ignore[union-attr]
+        """The fleet budgets before a model call (tether.approvals.budgets): their levels reached
+        go into the run's trace (the notifications send them), a reached one stops the run."""
+        words, levels = await asyncio.to_thread(self.fleet.before_call, self.store, state)  # type: ignore[union-attr]
+        emit = self._emitters.get(state.run_id)
+        for event in levels if emit is not None else ():
+            emit(event)
+        return words
 
     async def _rules(self) -> list[Any]:
         """The store's standing rules (:mod:`tether.approvals`), read before each call."""

@@ -26,6 +26,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tether.run.events import FleetBudgetLevel
 from tether.run.state import RunState
 from tether.store.costs import CostQuery, GroupBy
 
@@ -105,6 +106,7 @@ class FleetBudgets:
 
     budgets: tuple[FleetBudget, ...]
     charged: dict[str, float] = field(default_factory=dict)
+    said: set[tuple[str, int]] = field(default_factory=set)
 
     def of(self, state: RunState) -> list[FleetBudget]:
         from tether.approvals.audit import run_source
@@ -120,18 +122,28 @@ class FleetBudgets:
                 raise BudgetRefused(f"{budget.words(total)}: no new run of {budget.scope_words()} until the next "
                                     f"{budget.per} (UTC); raise usd in [budgets.{budget.name}] to go on now")
 
-    def before_call(self, store: Any, state: RunState) -> str | None:
+    def before_call(self, store: Any, state: RunState) -> tuple[str | None, list[FleetBudgetLevel]]:
         """Charge what ``state`` spent since its last check to each budget over it; the words of
-        the first one that is reached (the run stops there), else None."""
+        the first one that is reached (the run stops there), else None; and the levels
+        (``warn_at``, 100 %) a budget reached that this process has not yet said this period."""
         own = state.cost_usd - state.child_cost_usd
         delta = max(0.0, own - self.charged.get(state.run_id, own if state.turns else 0.0))
         self.charged[state.run_id] = own
-        reached = None
+        reached, levels = None, []
         for budget in self.of(state):
             total = spent(store, budget, delta)
             if reached is None and total >= budget.usd:
                 reached = f"{budget.words(total)}; the run stopped before its next model call"
-        return reached
+            for level in (round(budget.warn_at * 100), 100):
+                key = (budget.key(), level)
+                if total >= budget.usd * level / 100 and key not in self.said:
+                    self.said.add(key)
+                    words = (f"fleet budget {budget.name} ({budget.scope_words()}): ${total:.2f} of "
+                             f"${budget.usd:.2f} spent this {budget.per} ({level} %)")
+                    levels.append(FleetBudgetLevel(run_id=state.run_id, budget=budget.name, period=budget.key(),
+                                                   level=level, spent_usd=round(total, 8), usd=budget.usd,
+                                                   words=words))
+        return reached, levels
 
 
 def from_config(entries: dict[str, Any]) -> FleetBudgets | None:

@@ -147,6 +147,13 @@ class Detector:
                                  "no decision in time: escalated", ts, escalated=True)
         if kind == "turn":
             return self._budget(run_id, record, ts)
+        if kind == "fleet_budget":  # keyed by the budget's period: once for all its runs and processes
+            run = self.run(run_id)
+            level = int(record.get("level") or 0)
+            return Notice("budget", f"fleet:{record.get('period')}:{level}", run_id, ts,
+                          f"Fleet budget {level} %: {record.get('budget')}", str(record.get("words") or ""),
+                          agent=run.agent, task=run.task, level=level, cost_usd=record.get("spent_usd"),
+                          budget_usd=record.get("usd"))
         if kind == "run_stopped":
             self.running.discard(run_id)
             if record.get("status") != "interrupted":

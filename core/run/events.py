@@ -198,6 +198,20 @@ class TelemetryDropped(Event):
 
 
 @dataclass(slots=True, kw_only=True)
+class FleetBudgetLevel(Event):
+    """A fleet budget (tether.approvals.budgets) over this run reached ``level`` % of its limit
+    this period (its ``warn_at`` and 100): the notifications send it once per budget and period."""
+
+    kind: ClassVar[str] = "fleet_budget"
+    budget: str
+    period: str
+    level: int
+    spent_usd: float
+    usd: float
+    words: str
+
+
+@dataclass(slots=True, kw_only=True)
 class WorkerNote(Event):
     """A queue worker's word about a run it did not drive (it cannot build the run's agent,
     so the run waits for a worker that can): a console shows why a run waits."""

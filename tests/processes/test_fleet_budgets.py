@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -98,3 +99,20 @@ async def test_two_runs_racing_over_the_last_dollars_both_stop_within_one_call_e
     spent = sum(s.cost_usd for s in states)
     assert spent >= 0.05 and spent - 0.05 <= sum(last_turn_bound(s) for s in states)
     assert all(s.turns >= 1 for s in states)
+
+
+async def test_a_budget_is_told_at_warn_at_and_at_100_percent_once_a_period(store: Store, tmp_path: Path):
+    from tether.notify.notices import Detector
+
+    config = budget_file(tmp_path, 0.02)  # warn_at = 0.5
+    async with harness(store, tmp_path, config) as one, harness(store, tmp_path, config) as two:
+        first = await one.run(one.new_run("runaway", limits=Limits(max_turns=None)).run_id)
+        again = await two.run(two.new_run("plan").run_id)  # out of scope: says nothing of the budget
+    assert first.state.status is Status.BUDGET_EXCEEDED and again.state.status is Status.COMPLETED
+    detector = Detector(store)
+    notices = [n for rid in (first.state.run_id, again.state.run_id)
+               for n in detector.records(rid, list(store.read_trace(rid))) if n.event == "budget"]
+    period = "runaway-daily@" + time.strftime("%Y-%m-%d", time.gmtime())
+    assert [(n.level, n.key) for n in notices] == [(50, f"fleet:{period}:50"), (100, f"fleet:{period}:100")]
+    assert notices[1].words.startswith("fleet budget runaway-daily (agent runaway): $0.0")
+    assert notices[1].words.endswith("of $0.02 spent this day (100 %)") and notices[1].budget_usd == 0.02
