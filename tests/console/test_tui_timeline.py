@@ -18,6 +18,12 @@ from tests.support import SIZE, Scripted, home, make_app, wait_for  # noqa: F401
 from tests.unit.test_workspaces import coder, repo  # noqa: F401 (repo: a fixture)
 
 
+def shown(app: object) -> bool:
+    """An outcome dialog on the screen, composed (its words there to read)."""
+    screen = app.screen  # type: ignore[attr-defined]
+    return isinstance(screen, OutcomeDialog) and bool(screen.query("#outcome-words"))
+
+
 async def test_arrows_move_between_checkpoints_and_b_rewinds_to_the_one_shown(
         home: Path, repo: Path, tmp_path: Path) -> None:
     model = Scripted([("write_file", {"path": "notes.txt", "content": "one\n2\n"})],
@@ -44,7 +50,7 @@ async def test_arrows_move_between_checkpoints_and_b_rewinds_to_the_one_shown(
         assert list(listed(pane)) == ["notes.txt"]
         await wait_for(pilot, lambda: "-two" in diff_shown(pane) and "+2" in diff_shown(pane), "checkpoint 1's diff")
         await pilot.press("F")  # a fork at checkpoint 1 first: the run itself is only read
-        await wait_for(pilot, lambda: isinstance(app.screen, OutcomeDialog), "the fork's outcome")
+        await wait_for(pilot, lambda: shown(app), "the fork's outcome")
         title, words = outcome(app)
         assert title == "Forked" and f"forked from {rid} at checkpoint 1" in words
         forked = words.split(" ")[1]
@@ -56,7 +62,7 @@ async def test_arrows_move_between_checkpoints_and_b_rewinds_to_the_one_shown(
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), "the confirmation")
         assert str(app.screen.query_one(".dialog-title").render()) == f"Rewind {rid} to checkpoint 1?"
         await pilot.click(f"#{app.screen.query_one('#yes', Button).id}")
-        await wait_for(pilot, lambda: isinstance(app.screen, OutcomeDialog), "the rewind's outcome")
+        await wait_for(pilot, lambda: shown(app), "the rewind's outcome")
         title, words = outcome(app)
         assert title == "Rewound" and f"run {rid} rewound to checkpoint 1" in words
         assert (tree / "notes.txt").read_text() == "one\n2\n" and not (tree / "new.txt").exists()
