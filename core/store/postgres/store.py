@@ -353,15 +353,17 @@ class PgStore(Database):
         the summaries' fields read in the database, never a run loaded here."""
         from tether.store.costs import ordered, row_of, where
 
-        key = ("to_char(to_timestamp(created_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD')" if query.by == "day"
-               else f"coalesce(summary->>'{query.by}', '(none)')")
-        filtered, params = where(query)
-        text = (f"WITH r AS (SELECT {key} AS k, run_id, (summary->>'cost_usd')::float8 - "
-                "coalesce((summary->>'child_cost_usd')::float8, 0) AS own, (summary->>'prompt_tokens')::bigint AS pin, "
-                "(summary->>'completion_tokens')::bigint AS pout, summary->>'price' = 'unknown' AS unknown "
-                f"FROM {{s}}.runs{filtered}) "
+        # Each summary is parsed once (json_to_record), not once per field as ->> on json would.
+        key = ("to_char(to_timestamp(r.created_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD')" if query.by == "day"
+               else f"coalesce(x.{query.by}, '(none)')")
+        filtered, params = where(query, created="r.created_at")
+        text = (f"WITH c AS (SELECT {key} AS k, r.run_id, x.cost_usd - coalesce(x.child_cost_usd, 0) AS own, "
+                "x.prompt_tokens AS pin, x.completion_tokens AS pout, x.price = 'unknown' AS unknown "
+                "FROM {s}.runs r, json_to_record(r.summary) AS x(agent text, model text, source text, "
+                "cost_usd float8, child_cost_usd float8, prompt_tokens bigint, completion_tokens bigint, price text)"
+                f"{filtered}) "
                 "SELECT k, count(*), sum(own), sum(pin), sum(pout), count(*) FILTER (WHERE unknown), "
-                "(array_agg(run_id ORDER BY own DESC))[1], max(own) FROM r GROUP BY k")
+                "(array_agg(run_id ORDER BY own DESC))[1], max(own) FROM c GROUP BY k")
         with self._conn() as conn:
             return ordered((row_of(r) for r in conn.execute(self.q(text), params).fetchall()), query.by)
 
