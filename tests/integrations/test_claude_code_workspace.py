@@ -67,6 +67,8 @@ async def test_the_sessions_changes_in_its_repository_show_in_tether_diff(where:
         assert "wip.txt" not in stat, "what was uncommitted before the session is not its change"
         code, shown = await tether_cli(env, "diff", RUN_ID, "notes.txt")
         assert code == 0 and "+two" in shown, shown
+        code, shown = await tether_cli(env, "show", RUN_ID)
+        assert f"workspace: its session's own folder {repo.resolve()}" in shown, shown
         code, listed = await tether_cli(env, "runs")
         line = next(x for x in listed.splitlines() if x.startswith(RUN_ID))
         assert "+2 \u22121 in 3 files" in line, listed

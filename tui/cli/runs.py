@@ -143,7 +143,9 @@ def workspace_words(state: RunState, records: list[dict[str, Any]]) -> str:
     ws = state.run_workspace
     assert ws is not None
     where = f"{ws.kind} {ws.path or '(not made yet)'}" + (f" on {ws.branch}" if ws.branch else "")
-    if ws.base_commit:
+    if ws.kind == "none":  # a session's own folder, recorded (Claude Code's hooks)
+        where = f"its session's own folder {ws.root}, its changes read against the files at its start"
+    elif ws.base_commit:
         where += f" from {ws.base_commit[:12]}"
     out = [f"workspace: {where}" + (f", host {ws.host}" if ws.host else "") + f" ({ws.stage})"]
     if ws.changes:
