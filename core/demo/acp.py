@@ -17,13 +17,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
 from tether.demo.provider.coding import Task
 
-__all__ = ["AGENTS_DIR", "MODEL", "TASKS", "AgentLaunch", "launch_opencode", "launch_qwen", "missing",
-           "seed_workspace", "write_agent_file"]
+__all__ = ["AGENTS_DIR", "MERGE_TASKS", "MODEL", "TASKS", "AgentLaunch", "launch_opencode", "launch_qwen",
+           "missing", "seed_repository", "seed_workspace", "write_agent_file"]
 
 CHECKOUT = Path(__file__).resolve().parents[2]
 AGENTS_DIR = CHECKOUT / ".agents"
@@ -153,6 +154,16 @@ TASKS: tuple[Task, ...] = (
 )
 """The demo's tasks, by the prompt that asks for each (what the tour types)."""
 
+POLITE_PROMPT = "Make greet() polite"
+GREET_POLITE = "def greet(name):\n    return 'Good day, ' + name + '.'\n"
+MERGE_TASKS: tuple[Task, ...] = (
+    TASKS[0],
+    Task(POLITE_PROMPT, path="greet.py", content=GREET_POLITE, done="Done: greet() says good day now."),
+)
+"""``tether demo --merge``'s tasks: two changes of the same lines of greet.py. Their paths are
+relative, and the endpoint has no workspace of its own: each agent writes in the folder it says
+it works in, its run's own worktree."""
+
 
 def seed_workspace(workspace: Path) -> Path:
     """The small project the demo's agents work in."""
@@ -163,11 +174,23 @@ def seed_workspace(workspace: Path) -> Path:
     return workspace
 
 
-def write_agent_file(path: Path, *, base_url: str, home: Path, workspace: Path) -> Path:
+def seed_repository(repo: Path) -> Path:
+    """:func:`seed_workspace` as a git repository on ``main``, its files committed: what
+    ``isolation = "worktree"`` makes each run a worktree of."""
+    seed_workspace(repo)
+    env = {**os.environ, "GIT_AUTHOR_NAME": "demo", "GIT_AUTHOR_EMAIL": "demo@example.invalid",
+           "GIT_COMMITTER_NAME": "demo", "GIT_COMMITTER_EMAIL": "demo@example.invalid"}
+    for args in (["init", "-q", "-b", "main"], ["add", "-A"], ["commit", "-qm", "greet: a first version"]):
+        subprocess.run(["git", *args], cwd=repo, env=env, check=True, capture_output=True)
+    return repo
+
+
+def write_agent_file(path: Path, *, base_url: str, home: Path, workspace: Path, isolation: str = "none") -> Path:
     """An agent file (``tether.toml``) declaring OpenCode (``opencode``) and Qwen Code (``qwen``)
     at the scripted endpoint, both in ``workspace``, their configs under ``home``: what an
     operator would write. Priced at $1 / $2 per million tokens, as OpenCode's own config prices
-    its model (Qwen Code reports tokens only)."""
+    its model (Qwen Code reports tokens only). ``isolation = "worktree"``: each run works in a
+    worktree of its own of ``workspace`` (a repository)."""
     lines: list[str] = []
     for launch in (launch_opencode(home / "opencode", base_url), launch_qwen(home / "qwen", base_url)):
         lines += [f"[agents.{launch.name}]",
@@ -176,6 +199,7 @@ def write_agent_file(path: Path, *, base_url: str, home: Path, workspace: Path) 
                   f"workspace = {json.dumps(str(workspace))}",
                   "max_turns = 10",
                   "cancel_grace_s = 5",
+                  *([f"isolation = {json.dumps(isolation)}"] if isolation != "none" else []),
                   "env = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in launch.env.items()) + " }",
                   ""]
     lines += [f"[pricing.{MODEL}]", "input_per_million = 1.0", "output_per_million = 2.0", ""]

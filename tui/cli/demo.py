@@ -399,6 +399,10 @@ def run_demo(args: Any) -> int:
     operator's. With ``--acp``, :class:`AcpTour` (see :func:`run_acp_demo`)."""
     if getattr(args, "acp", False):
         return run_acp_demo(args)
+    if getattr(args, "merge", False):
+        from tether.tui.cli.demo_merge import run_merge_demo
+
+        return run_merge_demo(args)
     from tether.demo.agents import DEMO
     from tether.demo.provider.server import provider_process
     from tether.tui.app import TetherApp

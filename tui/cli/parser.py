@@ -266,6 +266,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     demo.add_argument("--acp", action="store_true",
                       help="the tour of two real coding agents, OpenCode and Qwen Code, under the console "
                            "(`make agents` installs them)")
+    demo.add_argument("--merge", action="store_true",
+                      help="the tour of contained runs: OpenCode and Qwen Code edit one file, each in its own "
+                           "worktree; one is merged by a decision, the other conflicts and is discarded")
     demo.add_argument("--runs-dir", type=Path,
                       help="keep the tour's runs here (default: a temporary folder, removed afterwards)")
 

@@ -12,14 +12,16 @@ operator's prompt, so the prompt is that message's last text part):
 - a rejection's words (``... declined this call: WORDS. Nothing was done.``, the prompt Tether
   sends after a rejected call): answer them, naming the file the rejected call would have
   written;
-- ``WRITE <path> CONTENT <text>``: call the agent's write tool once, then answer ``DONE_ANSWER``;
+- ``WRITE <path> CONTENT <text>``: call the agent's write tool once, then answer ``DONE_ANSWER``
+  (Qwen Code overwrites only a file it has read: for it, ``read_file`` first);
 - ``HOLD``: stream a few words, then hold the stream until the client goes away;
 - the words of one of the endpoint's :class:`Task` s: what that task says;
 - anything else: answer ``PLAIN_ANSWER``.
 A request without tools (a title or summary call) is answered with ``TITLE_ANSWER``.
 
 ``tether provider --coding`` serves it (``--tasks FILE``: a JSON list of tasks instead of
-``tether demo --acp``'s; ``--workspace DIR``: where their relative paths are), until signalled.
+``tether demo --acp``'s; ``--workspace DIR``: where their relative paths are; without it, in the
+folder each agent says it works in, its run's own worktree, say), until signalled.
 """
 
 from __future__ import annotations
@@ -59,12 +61,14 @@ TITLE_ANSWER = "A scripted session"
 HOLD_WORDS = ["Thinking ", "about ", "it "]
 
 _WRITE = re.compile(r"WRITE (\S+) CONTENT (.+?)(?:\n|$|<)", re.S)
+_CWD = re.compile(r"(?:Working directory|working in the directory): (/\S+)")
 _DECLINED = re.compile(r"declined this call: (.*?)\. Nothing was done\.", re.S)
 # The write tool of each agent, by name, and how it spells its arguments.
 # (Claude: ``Write``; Codex: ``apply_patch``, a freeform tool whose call is a patch: ``path`` is read from it.)
 WRITE_TOOLS: dict[str, tuple[str, str]] = {"write": ("filePath", "content"), "write_file": ("file_path", "content"),
                                            "Write": ("file_path", "content"), "apply_patch": ("path", "input")}
 PATCH_TOOLS = frozenset({"apply_patch"})
+READ_TOOL = "read_file"  # Qwen Code's, which it wants called on a file before it overwrites it
 
 
 @dataclass(frozen=True)
@@ -100,6 +104,15 @@ def _prompt(content: Any) -> str:
         texts = [str(part.get("text", "")) for part in content if isinstance(part, dict) and part.get("text")]
         return texts[-1] if texts else ""
     return _text(content)
+
+
+def _cwd(messages: list[dict[str, Any]]) -> str | None:
+    """The folder the agent says it works in (OpenCode's system prompt: "Working directory: …";
+    Qwen Code's context: "I'm currently working in the directory: …"), or None."""
+    for message in messages:
+        if found := _CWD.search(_text(message.get("content"))):
+            return found.group(1)
+    return None
 
 
 def _chunk(delta: dict[str, Any], finish: str | None = None, usage: dict[str, int] | None = None) -> str:
@@ -193,10 +206,14 @@ class ScriptedEndpoint:
             return Response(status_code=499)
         return StreamingResponse(self._events(body), media_type="text/event-stream")
 
-    def _path(self, path: str) -> str:
-        if self.workspace is None or Path(path).is_absolute():
+    def _path(self, path: str, cwd: str | None = None) -> str:
+        """``path`` as the agent's write tool wants it (absolute): a relative one is in the
+        endpoint's workspace or, without one, in the folder the agent says it works in (each
+        run's own worktree, say)."""
+        root = self.workspace if self.workspace is not None else cwd
+        if root is None or Path(path).is_absolute():
             return path
-        return str(self.workspace / path)
+        return str(Path(root) / path)
 
     def _shown(self, path: str) -> str:
         """``path`` as the model names it to the operator: relative to the workspace."""
@@ -218,30 +235,33 @@ class ScriptedEndpoint:
             if isinstance(step, Text):
                 yield _chunk({"content": step.text})
                 continue
-            call = {"index": 0, "id": "call_write_0", "type": "function",
+            call = {"index": 0, "id": "call_read_0" if step.name == READ_TOOL else "call_write_0", "type": "function",
                     "function": {"name": step.name, "arguments": json.dumps(step.args)}}
             yield _chunk({"tool_calls": [call]})
             finish = "tool_calls"
         for piece in _end(finish):
             yield piece
 
-    def _write(self, tools: set[Any], path: str, content: str) -> Write | None:
+    def _write(self, tools: set[Any], path: str, content: str, cwd: str | None = None) -> Write | None:
         """The call of the agent's write tool that writes ``content`` to ``path``."""
         name = next((n for n in WRITE_TOOLS if n in tools), None)
         if name is None:
             return None
         if name in PATCH_TOOLS:
-            return Write(name, {"input": patch_of(self._path(path), content)})
+            return Write(name, {"input": patch_of(self._path(path, cwd), content)})
         path_key, content_key = WRITE_TOOLS[name]
-        return Write(name, {path_key: self._path(path), content_key: content})
+        return Write(name, {path_key: self._path(path, cwd), content_key: content})
 
     async def _script(self, messages: list[dict[str, Any]], tools: set[Any]) -> AsyncIterator[Text | Write]:
         """What the model does, in any wire: text pieces, or one call of the write tool."""
         last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
         last_user = _text(messages[last].get("content")) if last >= 0 else ""
         prompt = _prompt(messages[last].get("content")) if last >= 0 else ""
-        # A tool result since the last user message: this turn's write is done.
-        answered = any(m.get("role") == "tool" for m in messages[last + 1:])
+        # A tool result since the last user message: this turn's write is done (unless all it
+        # called was a read, Qwen Code's before it overwrites a file).
+        calls = [(c.get("function") or {}).get("name") for m in messages[last + 1:] for c in m.get("tool_calls") or []]
+        read = READ_TOOL in calls
+        answered = any(m.get("role") == "tool" for m in messages[last + 1:]) and not (calls and set(calls) == {READ_TOOL})
         task = self._task(prompt)
         if not any(tools):
             yield Text(TITLE_ANSWER)
@@ -257,8 +277,11 @@ class ScriptedEndpoint:
                 yield Text(piece)
         elif not answered and ((found := _WRITE.search(last_user)) or (task is not None and task.path)):
             path, content = (found.group(1), found.group(2).strip()) if found else (task.path, task.content)  # type: ignore[union-attr]
-            write = self._write(tools, str(path), content)
-            if write is not None:
+            write = self._write(tools, str(path), content, _cwd(messages))
+            if write is not None and write.name == "write_file" and READ_TOOL in tools and not read \
+                    and Path(target := write.args["file_path"]).exists():
+                yield Write(READ_TOOL, {"file_path": target})  # Qwen Code overwrites only a file it has read
+            elif write is not None:
                 yield write
             else:
                 yield Text(f"No write tool among {sorted(t for t in tools if t)}.")
