@@ -73,6 +73,8 @@ class OtelSink:
         self.dropped: Counter[str] = Counter()
         """Spans lost so far, by why: ``queue_full``, ``export_failed``, ``unsent_at_shutdown``."""
         self.endpoint: str | None = None
+        self.metrics: Any = None
+        """The runs' tokens and cost as metrics (tether.observe.otel.metrics), when attached."""
         self.shutdown_timeout = shutdown_timeout
         """What :meth:`shutdown` waits at most when not told otherwise."""
         self._lock = threading.RLock()
@@ -111,6 +113,8 @@ class OtelSink:
         self._builder.state_of = value
 
     def __call__(self, event: Event) -> None:
+        if self.metrics is not None and not self._closed:
+            self.metrics(event)
         if event.kind in _SPAN_KINDS and not self._closed:
             try:
                 with self._lock:
@@ -156,6 +160,11 @@ class OtelSink:
             if self._closed:
                 return True
             self._closed = True
+        if self.metrics is not None:  # within the same wait: what it takes, the spans do not get
+            began = time.monotonic()
+            _in_thread(lambda: self.metrics.shutdown(timeout / 4), timeout / 4, "tether-otel-metrics")
+            timeout = max(0.0, timeout - (time.monotonic() - began))
+        with self._lock:
             self._builder.close_all("the process stopped exporting before the run stopped", time.time_ns())
         if not self._owns_provider:
             done = _in_thread(lambda: self.tracer_provider.force_flush(int(timeout * 1000)), timeout,
@@ -201,4 +210,8 @@ def otel_sink_from_env(otlp_url: str | None = None, *, on_dropped: Callable[[str
                     on_dropped=on_dropped, state_of=state_of, secrets=keys,
                     shutdown_timeout=SHUTDOWN_TIMEOUT if timeout is None else timeout)
     sink.endpoint = endpoint
+    from tether.observe.otel.metrics import CostMetrics, metrics_endpoint, metrics_wanted
+
+    if metrics_wanted():
+        sink.metrics = CostMetrics(endpoint=metrics_endpoint(endpoint), state_of=state_of, timeout=export_timeout)
     return sink
