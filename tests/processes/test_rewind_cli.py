@@ -86,6 +86,8 @@ async def test_a_shell_made_change_is_rewound_and_brought_back_by_undo_and_a_res
         assert state.messages == full[:cps[0]["messages"]] and state.status is Status.INTERRUPTED
         shown = (await cli_here_async("show", RUN, *where)).stdout
         assert "rewind 1: back to checkpoint 1" in shown and "(rewound)" not in shown
+        shown_json = json.loads((await cli_here_async("show", RUN, "--json", *where)).stdout)
+        assert [(r["id"], r["kind"], r["to"], r["stage"]) for r in shown_json["rewinds"]] == [(1, "rewind", 1, "restored")]
         everything = (await cli_here_async("show", RUN, "--all", *where)).stdout
         assert "(rewound) [assistant] write_file(" in everything and "(rewound) [assistant] done" in everything
 
@@ -169,6 +171,7 @@ async def test_a_fork_starts_at_checkpoint_n_with_the_exact_transcript_prefix_an
         fork = store.load("f")
         assert fork.messages == out.state.messages[:cps[0]["messages"]]
         assert fork.forked_from is not None and fork.forked_from["run_id"] == RUN and fork.forked_from["step"] == 1
+        assert json.loads((await cli_here_async("show", "f", "--json", *where)).stdout)["forked_from"]["run_id"] == RUN
         assert "forked from r at checkpoint 1" in (await cli_here_async("show", "f", *where)).stdout
         sent = len(model.requests)
         went = await h.run("f", message="go on in the fork")

@@ -97,7 +97,7 @@ async def show(args: argparse.Namespace) -> int:
         print(json.dumps({**summary(state, tool_runs, ms), "liveness": liveness,
                           "workspace": None if state.run_workspace is None else state.run_workspace.listed(),
                           "owner": None if owner is None else owner.to_dict(), "warnings": warnings,
-                          "messages": messages}))
+                          "messages": messages, "rewinds": state.rewinds, "forked_from": state.forked_from}))
         return 0
     print(text_summary(state, len(tool_runs), ms))
     if state.of_acp_agent:  # where the agent could write, as its last session said
