@@ -228,6 +228,14 @@ class TrackedRun:
             reason = f"the budget of ${limits.budget_usd:.4f} is spent (${st.cost_usd:.4f})"
             await self._end(Status.BUDGET_EXCEEDED, reason, MaxBudget())
             raise LimitReached(Status.BUDGET_EXCEEDED, reason, MaxBudget())
+        fleet = getattr(self.harness, "fleet", None)
+        if fleet is not None:  # the fleet budgets over the run: charged now, checked before its next call
+            reason, levels = await asyncio.to_thread(fleet.before_call, self.harness.store, st)
+            for event in levels:
+                self._emit(event)
+            if reason is not None:
+                await self._end(Status.BUDGET_EXCEEDED, reason, MaxBudget())
+                raise LimitReached(Status.BUDGET_EXCEEDED, reason, MaxBudget())
         if limits.max_turns is not None and st.turns >= limits.max_turns:
             reason = f"the turn cap of {limits.max_turns} is reached"
             await self._end(Status.MAX_TURNS_EXCEEDED, reason, MaxTurns())

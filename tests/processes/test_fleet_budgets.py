@@ -116,3 +116,25 @@ async def test_a_budget_is_told_at_warn_at_and_at_100_percent_once_a_period(stor
     assert [(n.level, n.key) for n in notices] == [(50, f"fleet:{period}:50"), (100, f"fleet:{period}:100")]
     assert notices[1].words.startswith("fleet budget runaway-daily (agent runaway): $0.0")
     assert notices[1].words.endswith("of $0.02 spent this day (100 %)") and notices[1].budget_usd == 0.02
+
+
+async def test_a_programs_run_through_harness_track_stops_at_the_report_that_spends_the_budget(
+        store: Store, tmp_path: Path):
+    from tether.run.tracked import LimitReached
+
+    path = tmp_path / "tether.toml"
+    path.write_text('[budgets.bots]\nsource = "pydantic-ai"\nusd = 0.01\n')
+    async with Harness(store=store, workspace=tmp_path / "ws", config=load_config(path), agent_sets=(DEMO,)) as h:
+        async with h.track("bot", "triage", source="pydantic-ai", model="gpt-4o-mini") as run:
+            await run.usage(1000, 100)  # $0.00021: under the budget
+            with pytest.raises(LimitReached) as raised:
+                await run.usage(100_000, 10_000)  # $0.021 more: the fleet's budget is spent
+            assert raised.value.status is Status.BUDGET_EXCEEDED
+        state = store.load(run.run_id)
+        assert state.status is Status.BUDGET_EXCEEDED and state.interruption == MaxBudget()
+        with pytest.raises(BudgetRefused, match=r"budget bots \(\$0\.01/day, source pydantic-ai\) reached"):
+            async with h.track("bot2", "more", source="pydantic-ai", model="gpt-4o-mini"):
+                raise AssertionError("a refused run's block never runs")
+        async with h.track("other", "not in scope", source="openai-agents", model="gpt-4o-mini") as other:
+            await other.usage(10, 1)
+            await other.answer("fine")
