@@ -39,6 +39,11 @@ class RunStarted(Event):
     parent_run_id: str | None = None
     pid: int = 0
     agent: str = ""  # the agent's name (a demo scenario's is the scenario)
+    price: str | None = None
+    """``unknown`` when nobody prices the run's model (tether.run.prices): said once, here; else left out."""
+
+    def record(self) -> dict[str, Any]:
+        return _without_nones(Event.record(self), ("price",))
 
 
 @dataclass(slots=True, kw_only=True)

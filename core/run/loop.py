@@ -192,6 +192,7 @@ class RunLoop:
             self._asked[st.interruption.call_id] = st.interruption
         st.status, st.interruption, st.error = Status.RUNNING, None, None
         self.emit(RunStarted(run_id=st.run_id, model=st.model, resumed=resumed,
+                             price="unknown" if st.pricing.unknown else None,
                              parent_run_id=st.parent_run_id, pid=os.getpid(),
                              agent=st.agent.name if st.agent else st.model))
         try:

@@ -537,6 +537,7 @@ def new_state(name: str, task: str, *, source: str, model: str, run_id: str | No
 def started(run: TrackedRun, resumed: bool) -> None:
     st = run.state
     run._emit(RunStarted(run_id=st.run_id, model=st.model, resumed=resumed, pid=os.getpid(),
+                         price="unknown" if st.pricing.unknown else None,
                          agent=st.agent.name if st.agent else st.model))
 
 

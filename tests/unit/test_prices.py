@@ -78,6 +78,12 @@ async def test_a_model_nobody_prices_is_unknown_its_tokens_counted_and_said_once
     assert (state.prompt_tokens, state.completion_tokens) == (2500, 170)
     words = text_summary(state, 0, 0)
     assert words.count("price unknown for my-own-finetune") == 1 and "$0" not in words
+    started = [r for r in harness.store.read_trace(run.run_id) if r["kind"] == "run_started"]
+    assert [r.get("price") for r in started] == ["unknown"]  # the trace says it once, where the run starts
+    async with harness.track("known", "sum it up", model="gpt-4o-mini") as priced:
+        await priced.usage(10, 1)
+        await priced.answer("done")
+    assert all("price" not in r for r in harness.store.read_trace(priced.run_id))
 
 
 def test_tether_prices_says_what_applies_and_from_where(tmp_path):
