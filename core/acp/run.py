@@ -34,6 +34,7 @@ from typing import Any
 
 from tether.acp.client import AcpSession
 from tether.acp.errors import AcpError, AgentDied, AgentStartError
+from tether.acp.sessions import follow_up_session, rejected_turn_cancelled
 from tether.acp.escapes import RefusedWrite, sandboxed_words, warning_words, wrote_itself
 from tether.acp.events import (
     AcpEvent, BadFrame, FileRefused, FileWritten, PermissionAsked, PlanUpdated, TextChunk, ThoughtChunk,
@@ -173,15 +174,16 @@ class AcpRun:
                     assert self._earlier is not None
                     self._replaying = True
                     try:
-                        session_id = await session.load_session(str(self._earlier["session_id"]))
+                        session_id = await follow_up_session(session, str(self._earlier["session_id"]), self.emit,
+                                                             st.run_id)
                     finally:
                         self._replaying = False
                 else:
                     session_id = await session.new_session()
-            except AgentStartError as exc:
-                return await self._finish(Status.FAILED, str(exc), error=str(exc))
             except AgentDied as exc:
                 return await self._finish(Status.INTERRUPTED, str(exc), Cancelled(str(exc)))
+            except AcpError as exc:  # not started, or a session the agent refused (its mode, say)
+                return await self._finish(Status.FAILED, str(exc), error=str(exc))
             self.emit(AgentSession(run_id=st.run_id, agent_name=info.name, agent_version=info.version,
                                    session_id=session_id, pid=session.pid or 0, load_session=info.load_session,
                                    sandbox=session.sandbox.describe() if session.sandbox is not None else None))
@@ -205,6 +207,8 @@ class AcpRun:
                     budget = st.limits.budget_usd or 0.0
                     return await self._finish(Status.BUDGET_EXCEEDED, f"{overshoot(st.cost_usd, budget)}; the agent's "
                                               "turn was cancelled", MaxBudget())
+                if rejected_turn_cancelled(stop_reason, self.signal.cancelled, self._rejections, self.command):
+                    stop_reason = "end_turn"  # Codex ends its turn on a rejection: go on with the words
                 if self.signal.cancelled or stop_reason == "cancelled":
                     reason = self.signal.reason or "the agent cancelled its turn"
                     if killed:
@@ -732,7 +736,7 @@ def session_for(agent: Agent, root: str | Path | None = None) -> AcpSession:
         except sandbox.SandboxUnavailable as exc:
             raise AgentError(str(exc)) from None
     return AcpSession(agent.acp.argv, workspace=workspace, env=env, cancel_grace_s=agent.acp.cancel_grace_s,
-                      sandbox=box)
+                      sandbox=box, fs=agent.acp.fs, mode=agent.acp.mode)
 
 
 class _Wake:

@@ -199,8 +199,14 @@ class AcpCommand:
     env: Mapping[str, str] = field(default_factory=dict)
     cancel_grace_s: float = 5.0
     tell_rejections: bool = True
+    fs: bool = True
+    """Whether the client's ``fs/*`` is offered (Gemini CLI cannot create a file through it)."""
+    mode: str | None = None
+    """A session mode set with ``session/set_mode`` after ``session/new`` (Codex: ``auto``)."""
 
     def __post_init__(self) -> None:
+        if self.mode is not None and (not isinstance(self.mode, str) or not self.mode.strip()):
+            raise AgentError("mode must name one of the agent's session modes, such as \"auto\"")
         if not self.argv or not all(isinstance(a, str) and a for a in self.argv):
             raise AgentError("acp must be the agent's command and its arguments, such as [\"opencode\", \"acp\"]")
         object.__setattr__(self, "argv", tuple(self.argv))
@@ -224,7 +230,7 @@ class AcpCommand:
 
     def spec(self) -> dict[str, Any]:
         return {"argv": list(self.argv), "env": dict(self.env), "cancel_grace_s": self.cancel_grace_s,
-                "tell_rejections": self.tell_rejections}
+                "tell_rejections": self.tell_rejections, "fs": self.fs, "mode": self.mode}
 
 
 # ---- a workspace of each run's own -------------------------------------------------------
@@ -428,7 +434,8 @@ class Agent:
                 tuple(isolation.get("checks") or ())),
             acp=None if acp is None else AcpCommand(tuple(acp["argv"]), dict(acp.get("env") or {}),
                                                     float(acp.get("cancel_grace_s", 5.0)),
-                                                    bool(acp.get("tell_rejections", True))),
+                                                    bool(acp.get("tell_rejections", True)),
+                                                    bool(acp.get("fs", True)), acp.get("mode")),
             name=name,
             model=spec["model"],
             base_url=spec.get("base_url"),

@@ -104,6 +104,8 @@ class AgentEntry(_Entry):
     env: dict[str, str] = {}
     cancel_grace_s: float = Field(default=5.0, gt=0, le=600)
     tell_rejections: bool = True
+    fs: bool = True  # offer the client's fs/* (false: the agent writes itself; Gemini CLI)
+    mode: str | None = Field(default=None, min_length=1)  # session/set_mode after session/new
     # The processes started for its runs write only the workspace (tether.agents.sandbox).
     sandbox: Literal["workspace", "none"] = "none"
 
@@ -355,7 +357,8 @@ class Config:
         if entry.acp is not None:
             command = self._command(entry.acp[0], f"{where}.acp")
             acp = self._resolve(lambda: AcpCommand((command, *entry.acp[1:]), dict(entry.env),  # type: ignore[index]
-                                                   entry.cancel_grace_s, entry.tell_rejections), f"{where}.acp")
+                                                   entry.cancel_grace_s, entry.tell_rejections, entry.fs,
+                                                   entry.mode), f"{where}.acp")
         sandbox = None
         if entry.sandbox == "workspace":
             from tether.agents.sandbox import SandboxUnavailable, available_backend

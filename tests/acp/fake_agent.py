@@ -25,6 +25,9 @@ Modes (the prompt's text may add ``SLOW``: stream until cancelled):
   written by the agent itself and the call reported a success; with ``PRETEND`` in the prompt,
   the success is reported but nothing is written; where it cannot write (a sandbox), the call
   fails with the system's words;
+- ``sessions``: ``normal``, advertising ``loadSession`` and ``sessionCapabilities`` list,
+  resume and close, and the session modes ``ask`` and ``auto``; every session method it is
+  sent (and the client's ``fs`` capability) is a JSON line in the file ``$FAKE_AGENT_LOG``;
 - ``flood``: a ~600 KB ``available_commands_update`` at session start, then ``FLOOD_CHUNKS``
   text chunks as fast as it can.
 """
@@ -32,6 +35,7 @@ Modes (the prompt's text may add ``SLOW``: stream until cancelled):
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import signal
 import sys
@@ -66,11 +70,24 @@ class FakeAgent:
     def on_connect(self, conn: Any) -> None:
         self.client = conn
 
+    def _log(self, method: str, **what: Any) -> None:
+        if self.mode == "sessions" and os.environ.get("FAKE_AGENT_LOG"):
+            with open(os.environ["FAKE_AGENT_LOG"], "a") as log:
+                log.write(json.dumps({"method": method, **what}) + "\n")
+
     async def initialize(self, protocol_version: int, client_capabilities: Any = None, client_info: Any = None,
                          **kwargs: Any) -> schema.InitializeResponse:
+        fs = getattr(client_capabilities, "fs", None)
+        self._log("initialize", fs=bool(fs and fs.write_text_file))
+        sessions = None
+        if self.mode == "sessions":
+            sessions = schema.SessionCapabilities(list=schema.SessionListCapabilities(),
+                                                  resume=schema.SessionResumeCapabilities(),
+                                                  close=schema.SessionCloseCapabilities())
         return schema.InitializeResponse(
             protocol_version=acp.PROTOCOL_VERSION,
-            agent_capabilities=schema.AgentCapabilities(load_session=self.mode == "loads"),
+            agent_capabilities=schema.AgentCapabilities(load_session=self.mode in ("loads", "sessions"),
+                                                        session_capabilities=sessions),
             agent_info=schema.Implementation(name="fake-agent", title="Fake agent", version="1.0.0"),
             auth_methods=[],
         )
@@ -81,7 +98,32 @@ class FakeAgent:
         self.cancelled[session_id] = asyncio.Event()
         if self.mode == "flood":
             asyncio.get_running_loop().call_soon(lambda: asyncio.ensure_future(self._big_frame(session_id)))
+        self._log("session/new", session_id=session_id)
+        if self.mode == "sessions":
+            modes = schema.SessionModeState(current_mode_id="ask", available_modes=[
+                schema.SessionMode(id="ask", name="Ask"), schema.SessionMode(id="auto", name="Auto")])
+            return schema.NewSessionResponse(session_id=session_id, modes=modes)
         return schema.NewSessionResponse(session_id=session_id)
+
+    async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> schema.SetSessionModeResponse:
+        self._log("session/set_mode", session_id=session_id, mode_id=mode_id)
+        return schema.SetSessionModeResponse()
+
+    async def resume_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
+                             **kwargs: Any) -> schema.ResumeSessionResponse:
+        self.cwd[session_id] = cwd
+        self.cancelled[session_id] = asyncio.Event()
+        self._log("session/resume", session_id=session_id)
+        return schema.ResumeSessionResponse()
+
+    async def close_session(self, session_id: str, **kwargs: Any) -> schema.CloseSessionResponse:
+        self._log("session/close", session_id=session_id)
+        return schema.CloseSessionResponse()
+
+    async def list_sessions(self, cursor: Any = None, cwd: Any = None, **kwargs: Any) -> schema.ListSessionsResponse:
+        self._log("session/list", cwd=cwd)
+        return schema.ListSessionsResponse(sessions=[schema.SessionInfo(session_id="fake-earlier", cwd=str(cwd),
+                                                                        title="an earlier session")])
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
                            **kwargs: Any) -> schema.LoadSessionResponse:
@@ -100,7 +142,7 @@ class FakeAgent:
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> schema.PromptResponse:
         text = " ".join(getattr(block, "text", "") for block in prompt)
         self.cancelled[session_id].clear()
-        run = getattr(self, "_" + self.mode.replace("-", "_"))
+        run = getattr(self, "_" + self.mode.replace("-", "_").replace("sessions", "normal"))
         return await run(session_id, text)
 
     # -- modes ----------------------------------------------------------------------------
@@ -251,7 +293,8 @@ class FakeAgent:
 
 def main() -> None:
     mode = sys.argv[1] if len(sys.argv) > 1 else "normal"
-    asyncio.run(acp.run_agent(cast(acp.Agent, FakeAgent(mode))))  # the part of acp.Agent it needs
+    # (unstable: session/close and session/resume, which ACP made stable in 2026 after this package)
+    asyncio.run(acp.run_agent(cast(acp.Agent, FakeAgent(mode)), use_unstable_protocol=True))  # the part of acp.Agent it needs
 
 
 if __name__ == "__main__":

@@ -278,7 +278,9 @@ class ScriptedEndpoint:
         elif not answered and ((found := _WRITE.search(last_user)) or (task is not None and task.path)):
             path, content = (found.group(1), found.group(2).strip()) if found else (task.path, task.content)  # type: ignore[union-attr]
             write = self._write(tools, str(path), content, _cwd(messages))
-            if write is not None and write.name == "write_file" and READ_TOOL in tools and not read \
+            if write is not None and _called(messages, write):  # Claude merges turns: a result before the prompt
+                yield Text(DONE_ANSWER)
+            elif write is not None and write.name == "write_file" and READ_TOOL in tools and not read \
                     and Path(target := write.args["file_path"]).exists():
                 yield Write(READ_TOOL, {"file_path": target})  # Qwen Code overwrites only a file it has read
             elif write is not None:
@@ -317,6 +319,20 @@ class ScriptedEndpoint:
         finally:
             self.holding.clear()
             self.held_closed.set()
+
+
+def _called(messages: list[dict[str, Any]], write: Write) -> bool:
+    """Whether the model already made this very call (same tool, same arguments) in the conversation."""
+    for message in messages:
+        for call in message.get("tool_calls") or []:
+            function = call.get("function") or {}
+            if function.get("name") != write.name:
+                continue
+            with contextlib.suppress(ValueError, TypeError):
+                args = json.loads(function.get("arguments") or "{}")
+                if all(args.get(key) == value for key, value in write.args.items()):
+                    return True
+    return False
 
 
 def read_tasks(path: Path) -> list[Task]:

@@ -17,6 +17,7 @@ Codex's ``apply_patch`` is a *custom* (freeform) tool: its call carries a patch 
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections.abc import AsyncIterator
@@ -27,6 +28,7 @@ __all__ = ["USAGE", "Text", "Write", "anthropic_messages", "anthropic_stream", "
            "gemini_stream", "patch_of", "patch_path", "responses_messages", "responses_stream"]
 
 USAGE = {"prompt_tokens": 120, "completion_tokens": 12, "total_tokens": 132}
+_CALLS = itertools.count()  # a call id is never used twice: agents key their permission requests by it
 
 
 @dataclass(frozen=True)
@@ -94,7 +96,7 @@ async def anthropic_stream(steps: AsyncIterator[Text | Write], model: str) -> As
         if text_open:
             yield _sse({"type": "content_block_stop", "index": index}, "content_block_stop")
             index, text_open = index + 1, False
-        block = {"type": "tool_use", "id": f"toolu_scripted_{index}", "name": step.name, "input": {}}
+        block = {"type": "tool_use", "id": f"toolu_scripted_{next(_CALLS)}", "name": step.name, "input": {}}
         yield _sse({"type": "content_block_start", "index": index, "content_block": block}, "content_block_start")
         yield _sse({"type": "content_block_delta", "index": index,
                     "delta": {"type": "input_json_delta", "partial_json": json.dumps(step.args)}},
@@ -194,11 +196,12 @@ async def responses_stream(steps: AsyncIterator[Text | Write], model: str, custo
             yield event("response.output_item.done", output_index=index, item=done)
             output.append(done)
             index, text = index + 1, []
+        call = next(_CALLS)
         if step.name in custom:
-            item = {"type": "custom_tool_call", "id": f"ctc_scripted_{index}", "call_id": f"call_scripted_{index}",
+            item = {"type": "custom_tool_call", "id": f"ctc_scripted_{call}", "call_id": f"call_scripted_{call}",
                     "name": step.name, "input": str(step.args.get("input", "")), "status": "completed"}
         else:
-            item = {"type": "function_call", "id": f"fc_scripted_{index}", "call_id": f"call_scripted_{index}",
+            item = {"type": "function_call", "id": f"fc_scripted_{call}", "call_id": f"call_scripted_{call}",
                     "name": step.name, "arguments": json.dumps(step.args), "status": "completed"}
         yield event("response.output_item.added", output_index=index, item={**item, "status": "in_progress"})
         yield event("response.output_item.done", output_index=index, item=item)

@@ -1,0 +1,46 @@
+"""How an ACP run goes on in an earlier session, and what it makes of a turn an agent cancelled
+by itself after a rejection (kept out of :mod:`tether.acp.run`, which is long enough).
+
+- A follow-up uses ``session/resume`` where the agent advertises it (the agent goes on without
+  replaying its history), else ``session/load``. An agent that advertises ``loadSession`` and
+  then fails it (Gemini CLI 0.61) gets a new session: the run goes on, and a warning says the
+  agent starts without its earlier conversation.
+- Codex answers a rejected write (its ``abort`` option) by cancelling its whole turn. That is
+  no Stop: when nobody stopped the run and a rejection's words are waiting, the turn counts as
+  ended, so that the words go to the agent as its next prompt.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from tether.acp.client import AcpSession
+from tether.acp.errors import AcpError, AgentDied
+from tether.agents.agent import AcpCommand
+from tether.run.events import RunWarning
+
+__all__ = ["follow_up_session", "load_failed_words", "rejected_turn_cancelled"]
+
+
+def load_failed_words(agent: str, session_id: str, error: AcpError) -> str:
+    return (f"{agent} could not go on in its earlier session {session_id} ({error}): this follow-up runs in a "
+            "new session, without the agent's memory of the earlier turns")
+
+
+async def follow_up_session(session: AcpSession, session_id: str, emit: Callable[[Any], None], run_id: str) -> str:
+    """The session a follow-up goes on in: the earlier one, resumed or loaded; else a new one,
+    with a warning in the run's record."""
+    try:
+        return await session.follow_up(session_id)
+    except AgentDied:
+        raise
+    except AcpError as exc:
+        name = session.info.name if session.info else "the agent"
+        emit(RunWarning(run_id=run_id, text=load_failed_words(name, session_id, exc)))
+        return await session.new_session()
+
+
+def rejected_turn_cancelled(stop_reason: str, stopped: bool, rejections: Sequence[str], command: AcpCommand) -> bool:
+    """Whether a ``cancelled`` turn is the agent's own answer to a rejection (Codex), not a Stop."""
+    return stop_reason == "cancelled" and not stopped and bool(rejections) and command.tell_rejections

@@ -1,0 +1,112 @@
+"""Claude, Codex and Gemini CLI (``make agents``) as Tether runs, offline, against the coding
+endpoint on loopback, each in the wire API it speaks: each path once for real.
+
+- an approved write lands, and its approval showed the diff;
+- a rejection's words reach the model's next request (Codex answers a rejection by cancelling
+  its turn: the run goes on with the operator's words all the same);
+- Stop mid-stream: the run is ``interrupted`` and no process of the agent is left (ps);
+- Gemini runs with ``fs = false``: it cannot create a file through the client's ``fs/*``.
+
+Without the agents these skip with one reason; with ``CI`` set they fail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from tether.agents.agent import AcpCommand, Agent
+from tether.demo.acp_agents import launch_claude, launch_codex, launch_gemini, missing_new
+from tether.demo.agents import DEMO
+from tether.demo.provider.coding import ScriptedEndpoint
+from tether.demo.provider.server import running_app
+from tether.harness import Harness
+from tether.observe.trace import read_trace
+from tether.run.state import Cancelled, Status
+from tests.acp.driving import session_open, waiting
+from tests.acp.procs import alive_in
+
+CAP_S = float(os.environ.get("AGENT_CAP_S", "120"))
+LAUNCH = {"claude": launch_claude, "codex": launch_codex, "gemini": launch_gemini}
+KEYS = {"claude": {}, "codex": {"mode": "read-only"}, "gemini": {"fs": False}}
+
+
+def agent(name: str, home: Path, url: str, workspace: Path) -> Agent:
+    launch = LAUNCH[name](home, url.removesuffix("/v1"))
+    return Agent(name=name, model="scripted", workspace=workspace,
+                 acp=AcpCommand(tuple(launch.command), launch.env, 10.0, **KEYS[name]))
+
+
+def said_to_model(endpoint: ScriptedEndpoint) -> str:
+    return json.dumps(endpoint.requests)
+
+
+@pytest.fixture
+def place(tmp_path: Path) -> tuple[Path, Path]:
+    why = missing_new()
+    if why is not None:
+        if os.environ.get("CI"):
+            pytest.fail(why, pytrace=False)
+        pytest.skip(why)
+    workspace, home = tmp_path / "workspace", tmp_path / "home"
+    workspace.mkdir()
+    home.mkdir()
+    return workspace, home
+
+
+@pytest.mark.parametrize("name", ["claude", "codex", "gemini"])
+async def test_an_approved_write_lands_and_a_rejections_words_reach_the_model(name: str, tmp_path: Path, place):
+    workspace, home = place
+    endpoint = ScriptedEndpoint(workspace=workspace)
+    target = workspace / "hello.txt"
+    async with running_app(endpoint.app()) as url, Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
+        coder = agent(name, home, url, workspace)
+        state = harness.create(coder, "WRITE hello.txt CONTENT approved words")
+        running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
+        asked = await asyncio.wait_for(waiting(harness, state.run_id), CAP_S)
+        assert (await harness.decide(state.run_id, "approve", by="alice")).ok
+        first = (await asyncio.wait_for(running, CAP_S)).state
+        assert first.status is Status.COMPLETED, first.error
+        assert target.read_text().strip() == "approved words"
+
+        again = asyncio.create_task(harness.run(state.run_id, message="WRITE other.txt CONTENT no",
+                                                wait_for_decision=0))
+        await asyncio.wait_for(waiting(harness, state.run_id, other_than=asked), CAP_S)
+        assert (await harness.decide(state.run_id, "reject", "use notes.md instead", by="alice")).ok
+        second = (await asyncio.wait_for(again, CAP_S)).state
+        trace = list(read_trace(tmp_path / "runs" / state.run_id / "trace.jsonl"))
+    assert second.status is Status.COMPLETED, (second.status, second.error)
+    assert not (workspace / "other.txt").exists()
+    assert "use notes.md instead" in said_to_model(endpoint), "the operator's words reached the model"
+    assert any(r["kind"] == "approval_required" and "approved words" in (r.get("diff") or "") for r in trace)
+    assert [r["verdict"] for r in trace if r["kind"] == "approval_decision"] == ["approved", "rejected"]
+    sessions = [r["session_id"] for r in trace if r["kind"] == "agent_session"]
+    warnings = [r["text"] for r in trace if r["kind"] == "warning"]
+    finishes = [r["finish_reason"] for r in trace if r["kind"] == "turn"]
+    if name == "gemini":  # it advertises session/load, and fails it: a new session, said in words
+        assert sessions[0] != sessions[1] and len(warnings) == 1 and "runs in a new session" in warnings[0]
+    else:  # the follow-up goes on in the agent's own session (Claude and Codex resume it)
+        assert sessions[0] == sessions[1] and not warnings, warnings
+    if name == "codex":  # it cancels its turn on a rejection: the run went on with the words all the same
+        assert finishes[-2:] == ["cancelled", "end_turn"], finishes
+    assert not alive_in(workspace), alive_in(workspace)
+
+
+@pytest.mark.parametrize("name", ["claude", "codex", "gemini"])
+async def test_stop_mid_stream_leaves_no_process(name: str, tmp_path: Path, place):
+    workspace, home = place
+    endpoint = ScriptedEndpoint(workspace=workspace)
+    async with running_app(endpoint.app()) as url, Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
+        state = harness.create(agent(name, home, url, workspace), "HOLD on")
+        running = asyncio.create_task(harness.run(state.run_id))
+        await asyncio.wait_for(session_open(harness, state.run_id), CAP_S)
+        await asyncio.wait_for(endpoint.holding.wait(), CAP_S)
+        assert (await harness.stop(state.run_id, "enough", by="bob")).ok
+        stopped = (await asyncio.wait_for(running, CAP_S)).state
+    assert stopped.status is Status.INTERRUPTED
+    assert stopped.interruption == Cancelled("enough", "bob")
+    assert not alive_in(workspace), alive_in(workspace)
