@@ -282,7 +282,7 @@ class AcpRun:
         killed = ended.killed
         if cancelling is not None:
             killed = killed or await cancelling
-        self._checkpoint("", "turn")  # what the turn wrote that no call reported
+        self._checkpoint("", f"the end of turn {st.turns + 1}")  # what the turn wrote that no call reported
         await self._looked_at()
         for call in self._calls.values():  # a call the turn left pending without input: in the transcript now
             self._announce(call)

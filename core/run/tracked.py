@@ -37,7 +37,7 @@ import logging
 import os
 import time
 import uuid
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -54,7 +54,7 @@ from tether.run.decisions import DEADLINE, approve, close_on_stop, reject, repor
 from tether.run.prices import price_for
 from tether.run.state import (
     AgentRef, Cancelled, Decision, Interruption, Limits, MaxBudget, MaxTurns, NeedsApproval, Policies, Pricing,
-    RunState, Status, args_hash, new_run_id,
+    RunState, StateError, Status, args_hash, new_run_id,
 )
 
 if TYPE_CHECKING:
@@ -136,6 +136,8 @@ class TrackedRun:
         self._past = 0  # reports of what already happened being applied (nested): no Stop raised
         self.workspace: Path | None = None
         """The folder the program's run works in (``Harness.track(workspace=, isolation=)``)."""
+        self.checkpointer: Callable[[RunState, str, str], Awaitable[Event | None]] | None = None
+        """Takes a checkpoint of the run's own workspace (set with it: :mod:`tether.workspaces.tracked`)."""
         controls.report = self._reported
         # An edit is checked against the schema the program reported with the call, if any.
         controls.vet = lambda request: vet_decision(None, self.state, request)
@@ -312,6 +314,19 @@ class TrackedRun:
             if made.complete:
                 return _approval(made)
             waiting = replace(waiting, approvers=tuple(made.approvers), accounts=tuple(made.accounts))
+
+    async def checkpoint(self, label: str = "") -> int | None:
+        """A checkpoint of the run's own workspace as it is now (docs/checkpoints.md): its step,
+        or None when nothing changed since the last. StateError in words without a workspace of its own."""
+        self._check()
+        if self.checkpointer is None:
+            raise StateError(f"run {self.run_id} has no workspace of its own to checkpoint: give Harness.track "
+                             "workspace= and isolation=\"worktree\" (or \"copy\")")
+        event = await self.checkpointer(self.state, "", label or "the program's checkpoint")
+        if event is None:
+            return None
+        self._emit(event)
+        return getattr(event, "step", None)
 
     async def answer(self, text: str) -> None:
         """The agent's answer: the run ends ``completed``."""

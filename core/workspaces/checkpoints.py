@@ -39,6 +39,8 @@ from tether.workspaces.git import GitError, git
 from tether.workspaces.make import place, private_index
 
 REF_ROOT = "refs/tether/"
+KINDS = ("worktree", "copy")
+"""The workspaces checkpointed: a run's own (not a session's folder a run only records)."""
 INDEX_FILE = "checkpoint.index"
 log = logging.getLogger(__name__)
 
@@ -173,9 +175,9 @@ def after_change_hook() -> AfterChange:
     one_at_a_time = asyncio.Lock()  # an ACP agent's calls may end together: their checkpoints in turn
 
     async def after_change(state: RunState, call_id: str, tool: str) -> Event | None:
-        """``call_id`` empty: the end of a turn (``tool`` names it), not a call."""
+        """``call_id`` empty: not after a call (the end of a turn, a program's own), ``tool`` its label."""
         ws = state.run_workspace
-        if ws is None or ws.stage != "ready" or ws.base_commit is None:
+        if ws is None or ws.kind not in KINDS or ws.stage != "ready" or ws.base_commit is None:
             return None
         taker = takers.get(state.run_id)
         if taker is None or taker.ws is not ws:
@@ -183,7 +185,7 @@ def after_change_hook() -> AfterChange:
         try:
             async with one_at_a_time:
                 if not call_id:
-                    return await taker.take(state, label=f"the end of turn {state.turns + 1}")
+                    return await taker.take(state, label=tool)
                 return await taker.take(state, call_id=call_id, tool=tool)
         except (GitError, OSError) as exc:
             log.warning("checkpoint of run %s failed: %s", state.run_id, exc)

@@ -60,7 +60,7 @@ Records = Callable[[], Iterable[dict[str, Any]]]
 
 def _workspace(state: RunState) -> Any:
     ws = state.run_workspace
-    if ws is None or ws.stage != "ready" or ws.base_commit is None:
+    if ws is None or ws.kind not in ("worktree", "copy") or ws.stage != "ready" or ws.base_commit is None:
         raise StateError(f"run {state.run_id} has no workspace of its own that is ready, so it has no checkpoints "
                          "to go back to (isolation = \"worktree\" or \"copy\" gives it one)")
     return ws

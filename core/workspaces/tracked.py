@@ -82,6 +82,9 @@ async def given(run: TrackedRun, planned: RunWorkspace | None, workspace: Path |
     lifecycle.usable(state)
     await lifecycle.prepare(state, emit=run._emit, save=run._save, signal=run.signal)
     run.workspace = Path(str(root))
+    from tether.workspaces.checkpoints import after_change_hook
+
+    run.checkpointer = after_change_hook()  # run.checkpoint(label)
     try:
         yield
     except asyncio.CancelledError:

@@ -105,3 +105,27 @@ async def test_a_run_with_no_workspace_of_its_own_has_no_checkpoints_in_words(ho
         out = await h.start(coder(tmp_path, kind), "look")
     done = cli_here("checkpoints", out.state.run_id, *where(home))
     assert done.returncode == 2 and "no workspace of its own" in done.stderr
+
+
+async def test_a_program_takes_its_own_checkpoints_with_run_checkpoint(tmp_path: Path) -> None:
+    from tether.harness import Harness
+    from tether.run.state import StateError
+
+    folder = tmp_path / "repo"
+    subprocess.run(["git", "init", "-q", "-b", "main", str(folder)], check=True)
+    (folder / "notes.txt").write_text("one\n")
+    git(folder, "add", "-A")
+    git(folder, "-c", "user.name=u", "-c", "user.email=u@x", "commit", "-qm", "first")
+    async with Harness(tmp_path / "runs", workspaces_dir=tmp_path / "workspaces") as h:
+        async with h.track("fixer", "fix notes", workspace=folder, isolation="worktree") as run:
+            assert await run.checkpoint("nothing yet") is None  # nothing changed
+            (run.workspace / "notes.txt").write_text("one\ntwo\n")  # type: ignore[operator]
+            assert await run.checkpoint("notes fixed") == 1
+            await run.answer("fixed")
+        async with h.track("plain", "no workspace") as bare:
+            with pytest.raises(StateError, match="has no workspace of its own to checkpoint"):
+                await bare.checkpoint()
+            await bare.answer("ok")
+        state = h.store.load(run.run_id)
+    found = await listing(state.run_workspace, run.run_id)  # type: ignore[arg-type]
+    assert [(c.step, c.label, [f["path"] for f in c.files]) for c in found] == [(1, "notes fixed", ["notes.txt"])]
