@@ -206,6 +206,9 @@ async def rewind_run(store: Any, run_id: str, *, to: int | None, by: str) -> tup
             said.append(await undo(state, trace.write, save, rewrite, lambda: read, by=by))
         else:
             said.append(await rewind(state, trace.write, save, rewrite, to=to, by=by))
+        from tether.workspaces.lifecycle import note_changes
+
+        await note_changes(state, save)  # tether runs' +/- counts, as the files are now
     finally:
         trace.close()
         await release(handle)

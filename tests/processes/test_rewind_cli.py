@@ -84,6 +84,8 @@ async def test_a_shell_made_change_is_rewound_and_brought_back_by_undo_and_a_res
         assert files(tree(home)) == {".gitignore": "*.log\n", "build.log": "kept\n", "notes.txt": "v1\n"}
         state = store.load(RUN)
         assert state.messages == full[:cps[0]["messages"]] and state.status is Status.INTERRUPTED
+        assert state.run_workspace is not None and state.run_workspace.changes is not None
+        assert state.run_workspace.changes["files"] == 1, "the listing's counts, as the files are now"
         shown = (await cli_here_async("show", RUN, *where)).stdout
         assert "rewind 1: back to checkpoint 1" in shown and "(rewound)" not in shown
         shown_json = json.loads((await cli_here_async("show", RUN, "--json", *where)).stdout)
