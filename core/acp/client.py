@@ -37,7 +37,7 @@ from tether.acp.events import AcpEvent, AgentExited, AgentInfo, BadFrame, TurnEn
 from tether.acp.handler import ClientHandler
 from tether.acp.stream import EventStream
 from tether.acp.transport import CheckedTransport
-from tether.acp.translate import prompt_usage
+from tether.acp.translate import prompt_usage, quota_usage
 from tether.agents.sandbox import Sandbox
 
 logger = logging.getLogger(__name__)
@@ -245,7 +245,7 @@ class AcpSession:
                 raise
             ended = TurnEnded("cancelled", killed=True)  # Tether ended the agent: not a crash
         else:
-            usage = prompt_usage(response.usage)
+            usage = prompt_usage(response.usage) or quota_usage(response.field_meta)
             if usage is not None:
                 self._emit(usage)
             ended = TurnEnded(str(response.stop_reason))

@@ -33,7 +33,8 @@ from pathlib import Path
 from typing import Any
 
 from tether.acp.client import AcpSession
-from tether.acp.errors import AcpError, AgentDied, AgentStartError
+from tether.acp.errors import AcpError, AgentDied
+from tether.acp.translate import call_tokens
 from tether.acp.sessions import follow_up_session, rejected_turn_cancelled
 from tether.acp.escapes import RefusedWrite, sandboxed_words, warning_words, wrote_itself
 from tether.acp.events import (
@@ -656,9 +657,9 @@ class AcpRun:
         """Tokens and cost as the agent reports them; the budget is checked on every report."""
         st = self.state
         self._usage_seen = self._turn_usage_seen = True
-        if usage.source == "meta":
-            self._turn_tokens[0] += usage.input_tokens or 0
-            self._turn_tokens[1] += usage.output_tokens or 0
+        if (per_call := call_tokens(usage)) is not None:
+            self._turn_tokens[0] += per_call[0]
+            self._turn_tokens[1] += per_call[1]
         elif usage.source == "prompt_response" and (usage.input_tokens or usage.output_tokens):
             self._turn_final = (usage.input_tokens or 0, usage.output_tokens or 0)
         if usage.cost_amount is not None:  # the session's running total: what it grew by is this run's
@@ -666,8 +667,8 @@ class AcpRun:
             st.pricing.assumed, st.pricing.source = False, "agent"  # the agent's own report
             st.cost_usd += max(0.0, usage.cost_amount - self._session_cost)
             self._session_cost = usage.cost_amount
-        elif not self._reported_cost and usage.source == "meta":
-            self._price(usage.input_tokens or 0, usage.output_tokens or 0)
+        elif not self._reported_cost and per_call is not None:
+            self._price(*per_call)
         self._check_budget()
 
     def _unmetered(self) -> str | None:

@@ -65,6 +65,27 @@ def prompt_usage(usage: schema.Usage | None) -> UsageReported | None:
                          cached_read_tokens=usage.cached_read_tokens)
 
 
+def quota_usage(meta: dict[str, Any] | None) -> UsageReported | None:
+    """Gemini CLI's usage: only ``_meta.quota.token_count`` of the prompt response (the turn's
+    ``input_tokens`` and ``output_tokens``)."""
+    count = ((meta or {}).get("quota") or {}).get("token_count") if isinstance(meta, dict) else None
+    if not isinstance(count, dict):
+        return None
+    return UsageReported("prompt_response", input_tokens=_int(count.get("input_tokens")),
+                         output_tokens=_int(count.get("output_tokens")))
+
+
+def call_tokens(usage: UsageReported) -> tuple[int, int] | None:
+    """The tokens of one model call, where a report is one: Qwen Code's ``_meta.usage``, and a
+    ``usage_update`` without cost (Codex), whose ``used`` (the context after the call: what the
+    model read and wrote) counts as that call's input tokens."""
+    if usage.source == "meta":
+        return usage.input_tokens or 0, usage.output_tokens or 0
+    if usage.source == "usage_update" and usage.cost_amount is None and usage.context_used:
+        return usage.context_used, 0
+    return None
+
+
 def locations(items: Sequence[schema.ToolCallLocation] | None) -> tuple[Location, ...]:
     return tuple(Location(item.path, item.line) for item in items or ())
 

@@ -72,6 +72,9 @@ async def test_an_approved_write_lands_and_a_rejections_words_reach_the_model(na
         first = (await asyncio.wait_for(running, CAP_S)).state
         assert first.status is Status.COMPLETED, first.error
         assert target.read_text().strip() == "approved words"
+        # Usage as each reports it: Claude's usage_update with cost, Codex's without (context
+        # tokens, priced at the run's prices), Gemini's prompt result's _meta.quota.
+        assert first.prompt_tokens > 0 and first.estimated_turns == [], (first.prompt_tokens, first.estimated_turns)
 
         again = asyncio.create_task(harness.run(state.run_id, message="WRITE other.txt CONTENT no",
                                                 wait_for_decision=0))

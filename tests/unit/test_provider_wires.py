@@ -144,3 +144,15 @@ async def test_a_plain_prompt_is_answered_in_each_wire(served):
     assert "".join(e["delta"]["text"] for e in claude if e.get("delta", {}).get("type") == "text_delta") == PLAIN_ANSWER
     assert "".join(e["delta"] for e in codex if e["type"] == "response.output_text.delta") == PLAIN_ANSWER
     assert "".join(p.get("text", "") for e in gemini for p in e["candidates"][0]["content"]["parts"]) == PLAIN_ANSWER
+
+
+def test_codex_and_gemini_usage_reports_are_read():
+    from tether.acp.events import UsageReported
+    from tether.acp.translate import call_tokens, quota_usage
+
+    quota = {"quota": {"token_count": {"input_tokens": 120, "output_tokens": 12}, "model_usage": []}}
+    assert quota_usage(quota) == UsageReported("prompt_response", input_tokens=120, output_tokens=12)
+    assert quota_usage({"other": 1}) is None and quota_usage(None) is None
+    assert call_tokens(UsageReported("usage_update", context_used=132, context_size=258400)) == (132, 0)
+    assert call_tokens(UsageReported("usage_update", context_used=121, cost_amount=0.1)) is None  # Claude's: a cost
+    assert call_tokens(UsageReported("meta", input_tokens=40, output_tokens=8)) == (40, 8)
