@@ -16,3 +16,11 @@ def test_a_merge_killed_twice_at_each_boundary_is_finished_once_by_the_next_merg
     assert not failures(cells), f"\n{table(cells)}\n{failures(cells)}"
     assert all(c.after.startswith("its merge into main was cut short: tether merge w finishes it") for c in cells), \
         table(cells)
+
+
+def test_a_rewind_killed_at_each_boundary_once_and_twice_is_finished_by_the_next_rewind(tmp_path: Path) -> None:
+    from tests.campaign.workspaces import CRASH
+
+    cells = sweep(tmp_path, ["rewind"], modes=(CRASH, DOUBLE))
+    assert sorted({c.point for c in cells}) == ["rewind_recorded:1", "rewind_restored:1"]
+    assert not failures(cells), f"\n{table(cells)}\n{failures(cells)}"

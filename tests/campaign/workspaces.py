@@ -12,6 +12,9 @@ Each operation is a flow of real ``tether`` processes (the campaign's shim arms 
   each boundary; finished by ``tether merge RUN``;
 * **discard**: ``tether discard RUN --yes``, killed at each boundary; finished by ``tether
   discard RUN --yes``.
+* **rewind** (issue 39): ``tether rewind RUN --to 0`` of the run made (its deletion
+  checkpointed), killed at each ``rewind_*`` boundary; finished by ``tether rewind RUN --to 0``,
+  which first finishes the rewind cut short.
 
 In *double* mode the finishing command is killed too, at the same boundary, and the command
 after it finishes. What each cell must show:
@@ -182,6 +185,21 @@ def _discarded(place: Place, ref: dict) -> list[str]:
     return wrong
 
 
+def _rewound(place: Place, ref: dict) -> list[str]:
+    wrong = []
+    tree = place.home / "workspaces" / RUN
+    if not (tree / "access.log").exists() or (tree / "access.log").read_text() != "GET /\n":
+        wrong.append("the worktree is not at checkpoint 0 (access.log not back)")
+    shown = place.shown()
+    if [m.get("role") for m in shown.get("messages") or []] != ["system", "user"]:
+        wrong.append(f"the transcript is not cut back to the task: {[m.get('role') for m in shown.get('messages') or []]}")
+    if shown.get("status") != ref["status"] or any(r.get("stage") != "restored" for r in shown.get("rewinds") or []):
+        wrong.append(f"the run is not as the reference's: {shown.get('status')}, {shown.get('rewinds')}")
+    if place.git("status", "--porcelain") != "" or not (place.repo / "access.log").exists():
+        wrong.append("the user's checkout changed")
+    return wrong
+
+
 OPERATIONS = {
     "create": Operation("create", lambda p: None, lambda p: p.run_args(), lambda p: ["resume", RUN], _created,
                         only="workspace_"),
@@ -190,6 +208,8 @@ OPERATIONS = {
                                 _merged),
     "discard": Operation("discard", _made, lambda p: ["discard", RUN, "--yes"], lambda p: ["discard", RUN, "--yes"],
                          _discarded),
+    "rewind": Operation("rewind", _made, lambda p: ["rewind", RUN, "--to", "0"], lambda p: ["rewind", RUN, "--to", "0"],
+                        _rewound, only="rewind_"),
 }
 
 
