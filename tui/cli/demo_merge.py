@@ -125,6 +125,7 @@ class MergeTour(AcpTour):
 
     async def _diff_shows(self, pilot: Pilot[Any], text: str, what: str) -> None:
         await self._until(pilot, lambda: text in self.diff_shown(pilot), what)
+        pilot.app.clear_notifications()  # the toasts of the approvals would cover the diff
 
     @staticmethod
     def diff_shown(pilot: Pilot[Any]) -> str:
@@ -148,6 +149,7 @@ class MergeTour(AcpTour):
     async def _outcome(self, pilot: Pilot[Any]) -> None:
         app: Any = pilot.app
         await self._until(pilot, lambda: isinstance(app.screen, OutcomeDialog), "the outcome")
+        app.clear_notifications()
         screen = app.screen
         self.outcomes.append((str(screen.query_one(".dialog-title").render()),
                               str(screen.query_one("#outcome-words").render())))
