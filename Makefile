@@ -97,7 +97,8 @@ $(VENV)/.installed-recording: pyproject.toml | $(BIN)/python
 # `tether demo` (the console's autopilot tour) recorded as an asciinema cast, then drawn as
 # the animated SVG the README opens with; beside it, `tether demo --acp` (OpenCode and Qwen
 # Code under the console: `make agents` installs them), taller for the diff in its approval
-# dialog. The tours read no keys: stdin is /dev/null.
+# dialog, and `tether demo --merge` (the two in worktrees of their own: one merged, one
+# discarded), taller again for the Changes pane's diff. The tours read no keys: stdin is /dev/null.
 recording: $(VENV)/.installed-recording agents
 	TERM=xterm-256color $(BIN)/asciinema rec --cols 120 --rows 36 --idle-time-limit 3 --quiet --overwrite \
 		--command "$(BIN)/tether demo" screenshots/demo.cast < /dev/null
@@ -109,6 +110,10 @@ recording: $(VENV)/.installed-recording agents
 		TERM=xterm-256color $(BIN)/asciinema rec --cols 120 --rows 46 --idle-time-limit 3 --quiet --overwrite \
 			--command "$(BIN)/tether demo --acp" screenshots/demo-acp.cast < /dev/null; \
 		$(BIN)/termtosvg-ng render screenshots/demo-acp.cast screenshots/demo-acp.svg \
+			--min-frame-duration 120 --max-frame-duration 4000 --loop-delay 4000; \
+		TERM=xterm-256color $(BIN)/asciinema rec --cols 120 --rows 54 --idle-time-limit 3 --quiet --overwrite \
+			--command "$(BIN)/tether demo --merge" screenshots/demo-merge.cast < /dev/null; \
+		$(BIN)/termtosvg-ng render screenshots/demo-merge.cast screenshots/demo-merge.svg \
 			--min-frame-duration 120 --max-frame-duration 4000 --loop-delay 4000; \
 	fi
 
