@@ -7,6 +7,10 @@ generated repository of 10,000 files, both measured here, in this process, in tu
   located from the run's id, the repository and base checked with git, the intent saved to the
   run's journal, ``git worktree add``, the private index put in place, the workspace recorded
   as made and saved again.
+* The merge's dry run (:func:`tether.workspaces.merge.merge_check`, what ``tether merge``, the
+  console's M and the web's Merge ask before anything is put to people) against plain ``git
+  merge-tree --write-tree`` of the same two commits, with ``main`` moved on in other files and
+  its checkout clean (so the check reads it too).
 * Beside them, what reading the run's changes costs (:func:`tether.workspaces.changes.changes`,
   what ``tether diff --stat`` and the end of every operation run): the first reading of a fresh
   workspace, the next, and one after 10 files were changed.
@@ -37,6 +41,7 @@ from tether.run.cancel import CancelSignal
 from tether.store.files.store import RunStore
 from tether.workspaces import lifecycle
 from tether.workspaces.changes import changes
+from tether.workspaces.merge import merge_check
 from tests.benchmarks.bench_harness import host_speed_ms
 
 FILES = 10_000
@@ -140,6 +145,38 @@ async def main_async(files: int, kb: int, trials: int) -> None:
         edited = time.perf_counter() - t
         print(f"the run's changes read: first {reads[0] * 1000:.0f} ms, next {reads[1] * 1000:.0f} ms, "
               f"after 10 files changed {edited * 1000:.0f} ms ({found.words()})")
+        await dry_runs(repo, last, trials)
+
+
+async def dry_runs(repo: Path, ws: object, trials: int) -> None:
+    """The merge's dry run against ``git merge-tree --write-tree`` of the same commits, after
+    ``main`` moved on in 10 other files; medians of ``trials`` each, in turns."""
+    for i in range(10, 20):
+        path = repo / f"pkg{i:02d}" / f"module_{i:05d}.py"
+        path.write_text(path.read_text() + "# on main\n")
+    _git(repo, "-c", "user.name=bench", "-c", "user.email=bench@x", "commit", "-qam", "main moves on")
+    check = await merge_check(ws, "main")  # type: ignore[arg-type]
+    assert check.ok, check.words()
+    tree_s, plain_s, ours_s = [], [], []
+    for n in range(trials):
+        for first in ((True, False) if n % 2 == 0 else (False, True)):
+            t = time.perf_counter()
+            if first:
+                _git(repo, "merge-tree", "--write-tree", "--name-only", "main", check.work)
+                tree_s.append(time.perf_counter() - t)
+                # what one would run by hand to know the same: both checkouts' status, then merge-tree
+                _git(Path(ws.path), "status", "--porcelain")  # type: ignore[attr-defined]
+                _git(repo, "status", "--porcelain")
+                plain_s.append(time.perf_counter() - t)
+            else:
+                await merge_check(ws, "main")  # type: ignore[arg-type]
+                ours_s.append(time.perf_counter() - t)
+    base, ours = statistics.median(plain_s), statistics.median(ours_s)
+    print(f"git merge-tree --write-tree alone: median {statistics.median(tree_s) * 1000:7.0f} ms")
+    print(f"the same + git status in both checkouts: median {base * 1000:7.0f} ms  "
+          f"({', '.join(f'{t * 1000:.0f}' for t in plain_s)})")
+    print(f"the merge's dry run:         median {ours * 1000:7.0f} ms  ({', '.join(f'{t * 1000:.0f}' for t in ours_s)})"
+          f"  ratio {ours / base:.2f}x")
 
 
 def main(argv: list[str] | None = None) -> None:
