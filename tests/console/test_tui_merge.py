@@ -17,6 +17,13 @@ from tests.support import SIZE, git, home, make_app, open_armed, settle, wait_fo
 from tests.unit.test_workspaces import repo  # noqa: F401 (repo: a fixture)
 
 
+def composed(app: object, kind: type, part: str) -> bool:
+    """A dialog of ``kind`` on the screen with ``part`` composed: under load a screen is pushed a
+    moment before its widgets are mounted, and reading it then finds nothing."""
+    screen = app.screen  # type: ignore[attr-defined]
+    return isinstance(screen, kind) and bool(screen.query(part))
+
+
 def outcome(app: object) -> tuple[str, str]:
     screen = app.screen  # type: ignore[attr-defined]
     assert isinstance(screen, OutcomeDialog), screen
@@ -26,10 +33,10 @@ def outcome(app: object) -> tuple[str, str]:
 
 async def merge_from_console(pilot: object, app: object, into: str = "") -> tuple[str, str]:
     await pilot.press("M")  # type: ignore[attr-defined]
-    await wait_for(pilot, lambda: isinstance(app.screen, MergeDialog), "the merge dialog")  # type: ignore[arg-type, attr-defined]
+    await wait_for(pilot, lambda: composed(app, MergeDialog, "#into"), "the merge dialog")  # type: ignore[arg-type, attr-defined]
     app.screen.query_one("#into", Input).value = into  # type: ignore[attr-defined]
     await pilot.press("enter")  # type: ignore[attr-defined]
-    await wait_for(pilot, lambda: isinstance(app.screen, OutcomeDialog), "the merge's outcome")  # type: ignore[arg-type, attr-defined]
+    await wait_for(pilot, lambda: composed(app, OutcomeDialog, "#outcome-words"), "the merge's outcome")  # type: ignore[arg-type, attr-defined]
     return outcome(app)
 
 
@@ -99,16 +106,16 @@ async def test_x_asks_first_then_discards_the_workspace_and_keeps_the_transcript
     async with app.run_test(size=SIZE) as pilot:
         app.select(rid)
         await pilot.press("X")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), "the confirmation")
+        await wait_for(pilot, lambda: composed(app, ConfirmDialog, "#yes"), "the confirmation")
         question = str(app.screen.query_one(".dialog-title").render())
         assert question.startswith(f"Remove {tree} and the branch tether/{rid} of run {rid}")
         await pilot.press("n")  # kept
         await wait_for(pilot, lambda: not isinstance(app.screen, ConfirmDialog), "the confirmation to close")
         assert tree.is_dir()
         await pilot.press("X")
-        await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), "the confirmation")
+        await wait_for(pilot, lambda: composed(app, ConfirmDialog, "#yes"), "the confirmation")
         await pilot.click(f"#{app.screen.query_one('#yes', Button).id}")
-        await wait_for(pilot, lambda: isinstance(app.screen, OutcomeDialog), "the discard's outcome")
+        await wait_for(pilot, lambda: composed(app, OutcomeDialog, "#outcome-words"), "the discard's outcome")
         title, words = outcome(app)
         assert title == "Discarded" and words == f"run {rid}: removed {tree} and the branch tether/{rid}; its transcript stays"
         assert not tree.exists() and git(repo, "branch", "--list", f"tether/{rid}") == ""
@@ -133,11 +140,11 @@ async def test_the_agent_files_checks_run_first_and_their_failure_is_in_the_outc
     async with app.run_test(size=SIZE) as pilot:
         app.select(rid)
         await pilot.press("M")
-        await wait_for(pilot, lambda: isinstance(app.screen, MergeDialog), "the merge dialog")
+        await wait_for(pilot, lambda: composed(app, MergeDialog, "#into"), "the merge dialog")
         shown = "\n".join(str(w.render()) for w in app.screen.query(Static))
         assert "echo 2 tests failed; exit 1 (run before it asks)" in shown
         await pilot.press("enter")
-        await wait_for(pilot, lambda: isinstance(app.screen, OutcomeDialog), "the merge's outcome")
+        await wait_for(pilot, lambda: composed(app, OutcomeDialog, "#outcome-words"), "the merge's outcome")
         title, words = outcome(app)
     assert title == "Asked: waiting for a decision"  # a failed check does not refuse: people decide
     assert "checks: 'echo 2 tests failed; exit 1' failed (exit 1): 2 tests failed" in words

@@ -72,6 +72,7 @@ class OutcomeDialog(Dialog):
     """What became of a merge or a discard, in words; Enter or Esc closes it."""
 
     BINDINGS = [Binding("enter", "cancel", "Close", id="outcome.close")]
+    AUTO_FOCUS = "#close"  # focused once composed (a query in on_mount could run before it was)
 
     def __init__(self, title: str, words: str, *, ok: bool = True) -> None:
         super().__init__()
@@ -86,9 +87,6 @@ class OutcomeDialog(Dialog):
             yield Static(Text(clean(self.words)), id="outcome-words")
             with Horizontal(classes="buttons"):
                 yield Button("Close", variant="primary", id="close")
-
-    def on_mount(self) -> None:
-        self.query_one("#close", Button).focus()
 
     @on(Button.Pressed, "#close")
     def _close(self) -> None:
