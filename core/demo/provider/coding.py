@@ -231,7 +231,7 @@ class ScriptedEndpoint:
         tools = {t.get("function", {}).get("name") for t in body.get("tools") or []}
         yield _chunk({"role": "assistant", "content": ""})
         finish = "stop"
-        async for step in self._script(body.get("messages") or [], tools):
+        async for step in self._script(body.get("messages") or [], tools, read_first=True):
             if isinstance(step, Text):
                 yield _chunk({"content": step.text})
                 continue
@@ -252,8 +252,11 @@ class ScriptedEndpoint:
         path_key, content_key = WRITE_TOOLS[name]
         return Write(name, {path_key: self._path(path, cwd), content_key: content})
 
-    async def _script(self, messages: list[dict[str, Any]], tools: set[Any]) -> AsyncIterator[Text | Write]:
-        """What the model does, in any wire: text pieces, or one call of the write tool."""
+    async def _script(self, messages: list[dict[str, Any]], tools: set[Any],
+                      read_first: bool = False) -> AsyncIterator[Text | Write]:
+        """What the model does, in any wire: text pieces, or one call of the write tool.
+        ``read_first`` (chat completions, Qwen Code's wire; Gemini CLI's has its own): a file
+        that ``write_file`` would overwrite is read first, as Qwen Code insists."""
         last = max((i for i, m in enumerate(messages) if m.get("role") == "user"), default=-1)
         last_user = _text(messages[last].get("content")) if last >= 0 else ""
         prompt = _prompt(messages[last].get("content")) if last >= 0 else ""
@@ -261,7 +264,8 @@ class ScriptedEndpoint:
         # called was a read, Qwen Code's before it overwrites a file).
         calls = [(c.get("function") or {}).get("name") for m in messages[last + 1:] for c in m.get("tool_calls") or []]
         read = READ_TOOL in calls
-        answered = any(m.get("role") == "tool" for m in messages[last + 1:]) and not (calls and set(calls) == {READ_TOOL})
+        only_read = bool(calls) and set(calls) == {READ_TOOL}
+        answered = any(m.get("role") == "tool" for m in messages[last + 1:]) and not only_read
         task = self._task(prompt)
         if not any(tools):
             yield Text(TITLE_ANSWER)
@@ -280,8 +284,8 @@ class ScriptedEndpoint:
             write = self._write(tools, str(path), content, _cwd(messages))
             if write is not None and _called(messages, write):  # Claude merges turns: a result before the prompt
                 yield Text(DONE_ANSWER)
-            elif write is not None and write.name == "write_file" and READ_TOOL in tools and not read \
-                    and Path(target := write.args["file_path"]).exists():
+            elif read_first and write is not None and write.name == "write_file" and READ_TOOL in tools \
+                    and not read and Path(target := write.args["file_path"]).exists():
                 yield Write(READ_TOOL, {"file_path": target})  # Qwen Code overwrites only a file it has read
             elif write is not None:
                 yield write
