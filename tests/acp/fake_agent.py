@@ -28,6 +28,7 @@ Modes (the prompt's text may add ``SLOW``: stream until cancelled):
 - ``sessions``: ``normal``, advertising ``loadSession`` and ``sessionCapabilities`` list,
   resume and close, and the session modes ``ask`` and ``auto``; every session method it is
   sent (and the client's ``fs`` capability) is a JSON line in the file ``$FAKE_AGENT_LOG``;
+- ``auth``: answers ``session/new`` with ``auth_required`` (an agent that needs a login);
 - ``flood``: a ~600 KB ``available_commands_update`` at session start, then ``FLOOD_CHUNKS``
   text chunks as fast as it can.
 """
@@ -93,6 +94,8 @@ class FakeAgent:
         )
 
     async def new_session(self, cwd: str, mcp_servers: Any = None, **kwargs: Any) -> schema.NewSessionResponse:
+        if self.mode == "auth":
+            raise acp.RequestError.auth_required({"why": "log in first"})
         session_id = f"fake-{len(self.cwd) + 1}"
         self.cwd[session_id] = cwd
         self.cancelled[session_id] = asyncio.Event()

@@ -22,6 +22,10 @@ async def agents(args: argparse.Namespace) -> int:
     from tether.demo import agents as demo
     from tether.text import clean
 
+    if args.action == "add" or args.check:
+        from tether.tui.cli.agents_doctor import add_or_check
+
+        return await add_or_check(args)
     config = context.config(args)
     rows: list[dict[str, Any]] = []
     if config is not None:

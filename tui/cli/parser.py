@@ -272,13 +272,17 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     demo.add_argument("--runs-dir", type=Path,
                       help="keep the tour's runs here (default: a temporary folder, removed afterwards)")
 
-    agents = sub.add_parser("agents", help="list the agents: their model, endpoint and tools")
+    agents = sub.add_parser("agents", help="list the agents; `agents add NAME`: install one; --check: a doctor")
+    agents.add_argument("action", nargs="?", choices=["add"], help="add NAME: claude, codex, gemini, opencode, qwen")
+    agents.add_argument("agent_name", nargs="?", metavar="NAME")
+    agents.add_argument("--check", action="store_true", help="check each ACP agent (docs/acp.md)")
+    agents.add_argument("--registry", metavar="URL|DIR", help="agents add: an npm registry, or a folder of npm packs")
+    agents.add_argument("--base-url", metavar="URL", help="agents add: the model endpoint the agent talks to")
     agents.add_argument("--json", action="store_true")
     agents.add_argument("--refresh", action="store_true",
                         help="ask every ACP agent again, instead of the answer kept until its program changes")
     agents.add_argument("--timeout", type=_positive_seconds, metavar="S",
-                        help="how long an ACP agent may take to answer initialize (default 30): one that "
-                             "does not is said so, and ended")
+                        help="how long an ACP agent may take to answer initialize (default 30), else it is ended")
     _config_option(agents)
 
     prices = sub.add_parser("prices", help="what Tether charges for a model, and where the price comes from")

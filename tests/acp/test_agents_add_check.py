@@ -1,0 +1,113 @@
+"""``tether agents add NAME`` against a stand-in registry (a folder of packed packages), and
+``tether agents --check``: each failure kind in one line with its fix (not installed, wrong
+version, no auth, offline, initialize failure), and an agent that works."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.acp.conftest import FAKE_AGENT
+from tether.models.processes import free_port
+from tests.support import cli_here
+
+
+def pack(registry: Path, tmp: Path, package: str, version: str, mode: str = "normal") -> None:
+    """A package named and versioned as Tether pins it, whose program is the fake ACP agent."""
+    folder = tmp / f"pkg-{mode}"
+    folder.mkdir()
+    script = folder / "agent.sh"
+    pythonpath = os.environ.get("PYTHONPATH", "")
+    script.write_text(f"#!/bin/sh\nPYTHONPATH={pythonpath} exec {sys.executable} {FAKE_AGENT} {mode}\n")
+    script.chmod(0o755)
+    bin_name = package.rsplit("/", 1)[-1]
+    (folder / "package.json").write_text(json.dumps({"name": package, "version": version, "bin": {bin_name: "agent.sh"}}))
+    subprocess.run(["npm", "pack", "--pack-destination", str(registry)], cwd=folder, check=True, capture_output=True)
+
+
+@pytest.fixture
+def place(tmp_path: Path, monkeypatch):
+    if shutil.which("npm") is None:
+        pytest.skip("npm is not installed")
+    registry = tmp_path / "registry"
+    registry.mkdir()
+    monkeypatch.setenv("TETHER_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("TETHER_CONFIG", raising=False)
+    return registry, tmp_path / "tether.toml"
+
+
+def check(config: Path, env: dict | None = None) -> tuple[int, dict]:
+    done = cli_here("agents", "--check", "--json", "--timeout", "20", "--config", str(config),
+                    env={**os.environ, **(env or {})})
+    return done.returncode, {a["name"]: a for a in json.loads(done.stdout)["agents"]}
+
+
+def test_add_installs_the_pin_and_writes_the_entry_and_check_says_what_is_wrong(tmp_path: Path, place):
+    registry, config = place
+    pack(registry, tmp_path, "@zed-industries/codex-acp", "0.16.0")
+    added = cli_here("agents", "add", "codex", "--registry", str(registry), "--config", str(config))
+    assert added.returncode == 0, added.stdout + added.stderr
+    assert "installed @zed-industries/codex-acp@0.16.0" in added.stdout
+    entry = config.read_text()
+    assert '[agents.codex]' in entry and 'OPENAI_API_KEY = "${OPENAI_API_KEY}"' in entry and 'mode = "read-only"' in entry
+    assert str(tmp_path / "home" / "agents" / "codex" / "home") in entry, "its own HOME"
+    again = cli_here("agents", "add", "codex", "--registry", str(registry), "--config", str(config))
+    assert again.returncode == 1 and "already has [agents.codex]" in again.stdout
+
+    code, found = check(config, {"OPENAI_API_KEY": "sk-test"})
+    assert code == 0 and found["codex"]["ok"], found
+    assert found["codex"]["agent"] == "fake-agent" and found["codex"]["initialize_ms"] > 0
+
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    done = cli_here("agents", "--check", "--config", str(config), env=env)
+    assert done.returncode == 1
+    assert "  no auth: env.OPENAI_API_KEY names ${OPENAI_API_KEY}, which is not set" in done.stdout, done.stdout
+    assert "fix: export it" in done.stdout
+
+    installed = tmp_path / "home" / "agents" / "codex" / "node_modules" / "@zed-industries" / "codex-acp" / "package.json"
+    installed.write_text(installed.read_text().replace('"0.16.0"', '"0.15.0"'))
+    code, found = check(config, {"OPENAI_API_KEY": "sk-test"})
+    [(kind, words)] = [(p["kind"], p["text"]) for p in found["codex"]["problems"]]
+    assert kind == "wrong version" and "0.15.0 is installed, Tether pins 0.16.0" in words
+
+
+def test_check_names_each_failure_kind(tmp_path: Path, place):
+    _, config = place
+    login = tmp_path / "login.sh"
+    login.write_text(f"#!/bin/sh\nPYTHONPATH={os.environ.get('PYTHONPATH', '')} exec {sys.executable} {FAKE_AGENT} auth\n")
+    login.chmod(0o755)
+    fine = tmp_path / "fine.sh"
+    fine.write_text(login.read_text().replace(" auth\n", " normal\n"))
+    fine.chmod(0o755)
+    closed = free_port()
+    config.write_text(
+        '[agents.gone]\nacp = ["no-such-agent-anywhere"]\n\n'
+        f'[agents.login]\nacp = ["{login}"]\n\n'
+        '[agents.notacp]\nacp = ["/bin/false"]\n\n'
+        f'[agents.gemini]\nacp = ["{fine}"]\nenv = {{ GOOGLE_GEMINI_BASE_URL = "http://127.0.0.1:{closed}" }}\n')
+    code, found = check(config)
+    assert code == 1
+    kinds = {name: [p["kind"] for p in a["problems"]] for name, a in found.items()}
+    assert kinds == {"gone": ["not installed"], "login": ["no auth"], "notacp": ["initialize failure"],
+                     "gemini": ["offline"]}, found
+    assert "fix: install it, or fix agents.gone.acp" in found["gone"]["problems"][0]["text"]
+    assert "needs a login" in found["login"]["problems"][0]["text"]
+    assert f"127.0.0.1:{closed} does not answer" in found["gemini"]["problems"][0]["text"]
+
+
+def test_add_says_in_one_line_what_it_cannot_do(tmp_path: Path, place):
+    registry, config = place
+    unknown = cli_here("agents", "add", "nosuch", "--config", str(config))
+    assert unknown.returncode == 1 and "the known agents are claude, codex, gemini, opencode, qwen" in unknown.stdout
+    missing = cli_here("agents", "add", "gemini", "--registry", str(registry), "--config", str(config))
+    assert missing.returncode == 1 and "has no google-gemini-cli-0.61.0.tgz" in missing.stdout
+    no_npm = cli_here("agents", "add", "gemini", "--config", str(config), env={**os.environ, "PATH": str(tmp_path)})
+    assert no_npm.returncode == 1 and "npm is not installed" in no_npm.stdout
+    assert len(no_npm.stdout.strip().splitlines()) == 1
+    assert not config.exists(), "nothing written when nothing was installed"
