@@ -167,6 +167,23 @@ def test_a_crash_while_the_workspace_is_made_is_finished_by_the_next_resume(home
     assert survey["strays"] == [] and survey["workspaces"][0]["stage"] == "ready"
 
 
+def test_a_run_killed_mid_run_goes_on_in_its_own_worktree_when_resumed(home: Path, repo: Path) -> None:
+    """Killed (no cleanup) just before its deletion: the next process adopts the run and goes on in
+    the worktree it had, not a second one, and the repository is untouched."""
+    crashed = crashing("before_tool:2", *isolated(repo, home))
+    assert crashed.returncode == CRASH_EXIT_CODE, crashed.stderr
+    assert (workspace_of(home) / "access.log").exists()  # the deletion had not happened
+    before = json.loads(cli_here("show", RUN, "--json", *where(home)).stdout)["workspace"]
+    resumed = cli_here("resume", RUN, *where(home))
+    assert resumed.returncode == 0, resumed.stderr
+    after = json.loads(cli_here("show", RUN, "--json", *where(home)).stdout)
+    assert after["status"] == "completed"
+    assert {k: after["workspace"][k] for k in ("path", "branch", "made_at")} == \
+        {k: before[k] for k in ("path", "branch", "made_at")}
+    assert not (workspace_of(home) / "access.log").exists() and (repo / "access.log").exists()
+    assert git(repo, "worktree", "list").count("tether/") == 1 and git(repo, "status", "--porcelain") == ""
+
+
 @pytest.mark.parametrize("at", ["workspace_discarding:1", "workspace_removed:1"])
 def test_a_crash_while_discarding_is_finished_by_the_next_discard(home: Path, repo: Path, at: str) -> None:
     assert cli_here(*isolated(repo, home)).returncode == 0
