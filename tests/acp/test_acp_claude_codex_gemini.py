@@ -22,7 +22,7 @@ import pytest
 from tether.agents.agent import AcpCommand, Agent
 from tether.demo.acp_agents import launch_claude, launch_codex, launch_gemini, missing_new
 from tether.demo.agents import DEMO
-from tether.demo.provider.coding import ScriptedEndpoint
+from tether.demo.provider.coding import PLAIN_ANSWER, ScriptedEndpoint
 from tether.demo.provider.server import running_app
 from tether.harness import Harness
 from tether.observe.trace import read_trace
@@ -112,4 +112,28 @@ async def test_stop_mid_stream_leaves_no_process(name: str, tmp_path: Path, plac
         stopped = (await asyncio.wait_for(running, CAP_S)).state
     assert stopped.status is Status.INTERRUPTED
     assert stopped.interruption == Cancelled("enough", "bob")
+    assert not alive_in(workspace), alive_in(workspace)
+
+
+async def test_claude_after_a_stop_a_follow_up_gets_its_own_answer(tmp_path: Path, place):
+    """Claude's trap: after a cancel, its *next* prompt returns ``end_turn`` at once while the
+    cancelled turn runs on. Tether ends the agent with the stopped run, and the follow-up
+    resumes the session in a new process: the follow-up's answer is its own."""
+    workspace, home = place
+    endpoint = ScriptedEndpoint(workspace=workspace)
+    async with running_app(endpoint.app()) as url, Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
+        state = harness.create(agent("claude", home, url, workspace), "HOLD on")
+        running = asyncio.create_task(harness.run(state.run_id))
+        await asyncio.wait_for(session_open(harness, state.run_id), CAP_S)
+        await asyncio.wait_for(endpoint.holding.wait(), CAP_S)
+        assert (await harness.stop(state.run_id, "enough", by="bob")).ok
+        assert (await asyncio.wait_for(running, CAP_S)).state.status is Status.INTERRUPTED
+        asked = len(endpoint.requests)
+        after = (await asyncio.wait_for(harness.run(state.run_id, message="what now?"), CAP_S)).state
+        trace = list(read_trace(tmp_path / "runs" / state.run_id / "trace.jsonl"))
+    assert after.status is Status.COMPLETED, after.error
+    assert after.answer == PLAIN_ANSWER, after.answer
+    assert len(endpoint.requests) > asked, "the follow-up's turn reached the model"
+    sessions = [r["session_id"] for r in trace if r["kind"] == "agent_session"]
+    assert len(sessions) == 2 and sessions[0] == sessions[1]
     assert not alive_in(workspace), alive_in(workspace)

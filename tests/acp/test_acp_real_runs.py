@@ -21,7 +21,7 @@ import pytest
 from tether.agents.agent import AcpCommand, Agent
 from tether.harness import Harness
 from tether.demo.provider.server import running_app
-from tether.run.state import Cancelled, Limits, MaxBudget, Status
+from tether.run.state import Cancelled, Limits, MaxBudget, Pricing, Status
 from tether.observe.trace import read_trace
 from tether.demo.agents import DEMO
 from tests.acp import installed as agents
@@ -60,7 +60,8 @@ async def test_a_rejection_reaches_the_model_and_a_follow_up_writes(name: str, t
     endpoint = ScriptedEndpoint()
     target = workspace / "hello.txt"
     async with running_app(endpoint.app()) as base_url, Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
-        coder = real_agent(name, home, base_url, workspace)
+        # Qwen Code reports tokens, no cost: priced at the agent's price (a model nobody prices costs nothing)
+        coder = real_agent(name, home, base_url, workspace, pricing=Pricing(1.0, 2.0, source="config"))
         state = harness.create(coder, f"WRITE {target} CONTENT first try")
         running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
         asked = await asyncio.wait_for(waiting(harness, state.run_id), CAP_S)
