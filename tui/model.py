@@ -60,7 +60,8 @@ def stub_state(summary: RunSummary) -> RunState:
                     error=summary.error, parent_run_id=summary.parent_run_id,
                     limits=Limits(max_turns=summary.max_turns, budget_usd=summary.budget_usd),
                     tool_runs=summary.tool_runs, created_at=summary.created_at, updated_at=summary.updated_at,
-                    run_workspace=_listed_workspace(summary.workspace))
+                    run_workspace=_listed_workspace(summary.workspace),
+                    forked_from=dict(summary.forked_from) if summary.forked_from else None)
 
 
 def _listed_workspace(listed: dict[str, Any] | None) -> RunWorkspace | None:
@@ -83,6 +84,12 @@ def changed_words(state: RunState) -> str:
     if ws is None or not ws.changes or ws.stage == "discarded":
         return ""
     return stat_words(ws.changes.get("files", 0), ws.changes.get("added", 0), ws.changes.get("deleted", 0))
+
+
+def lineage_words(state: RunState) -> str:
+    """``fork of RUN@3`` for a run ``tether fork`` made from RUN's checkpoint 3 ("" otherwise)."""
+    origin = state.forked_from
+    return f"fork of {origin.get('run_id')}@{origin.get('step')}" if origin else ""
 
 
 def agent_label(state: RunState) -> str:
@@ -394,7 +401,8 @@ class ConsoleModel:
         st = self.states[rid]
         unknown = is_acp(st) and 0 < st.turns <= len(st.estimated_turns) and not st.cost_usd
         return RunRow(rid, self.badge_key(rid), agent_label(st), st.turns, st.limits.max_turns,
-                      None if unknown else st.cost_usd, self.depth(rid), self.runner(rid), changed_words(st))
+                      None if unknown else st.cost_usd, self.depth(rid), self.runner(rid), changed_words(st),
+                      lineage_words(st))
 
     def pending_approvals(self) -> list[Pending]:
         out = []

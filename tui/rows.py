@@ -25,12 +25,15 @@ class RunRow:
     depth: int = 0
     owner: str = ""  # who runs it, when another process or a worker does
     changed: str = ""  # ``+12 −3 in 4 files``: what it changed in its own workspace
+    lineage: str = ""  # ``fork of RUN@3``: the run and checkpoint ``tether fork`` made it from
 
     def cells(self) -> dict[str, Text]:
         cap = "" if self.max_turns is None else f"/{self.max_turns}"
         name = self.name()
         if self.changed:
             name.append(f" {self.changed}", style="cyan")
+        if self.lineage:
+            name.append(f" {one_line(self.lineage, 60)}", style="magenta")
         if self.owner:
             name.append(f" ⇢ {one_line(self.owner, 40)}", style="dim")
         return {

@@ -56,7 +56,7 @@ def summary(state: RunState, tool_runs: list[dict[str, Any]], ms: float) -> dict
 
 LISTING_KEYS = SUMMARY_KEYS + (
     "model", "agent", "parent_run_id", "task", "created_at", "updated_at", "budget_usd", "max_turns",
-    "liveness", "owner", "source", "workspace",
+    "liveness", "owner", "source", "workspace", "forked_from",
 )
 """``tether runs --json``: each run's :data:`SUMMARY_KEYS`, then what the index adds."""
 
@@ -93,6 +93,7 @@ def listing(run: RunSummary, tool_runs: list[dict[str, Any]], ms: float) -> dict
         "owner": None if run.owner is None else run.owner.to_dict(),
         "source": run.source,
         "workspace": run.workspace,
+        "forked_from": run.forked_from,
     }
 
 

@@ -27,11 +27,11 @@ SUMMARY_COLUMNS = (
     "run_id", "status", "model", "agent", "parent_run_id", "task", "turns", "cost_usd", "budget_usd", "max_turns",
     "created_at", "updated_at", "interruption", "error", "prompt_tokens", "completion_tokens", "child_cost_usd",
     "per_turn_prompt_tokens", "estimated_turns", "assumed_price", "answer", "tool_runs", "source", "workspace",
-    "price", "journal_size", "journal_mtime_ns", "journal_ino",
+    "price", "forked_from", "journal_size", "journal_mtime_ns", "journal_ino",
 )
 """The stored fields of a summary, in :class:`RunSummary`'s order (the file index's columns;
 PostgreSQL keeps them as one JSON document)."""
-_JSON_COLUMNS = frozenset(("interruption", "per_turn_prompt_tokens", "estimated_turns", "workspace"))
+_JSON_COLUMNS = frozenset(("interruption", "per_turn_prompt_tokens", "estimated_turns", "workspace", "forked_from"))
 
 
 @dataclass(slots=True)
@@ -74,6 +74,9 @@ class RunSummary:
     price: str = ""
     """Where the run's price comes from (:attr:`tether.run.state.Pricing.source`): ``unknown`` when nobody
     prices its model, so its tokens are counted and its dollars are not (``tether costs`` says so)."""
+    forked_from: dict[str, Any] | None = None
+    """Its lineage when ``tether fork`` made it: ``{"run_id", "step"}`` of the run and checkpoint it
+    was forked from; None otherwise."""
     # The journal this row was read from: a row whose key differs from the journal's is stale.
     journal_size: int = -1
     journal_mtime_ns: int = -1
@@ -123,6 +126,8 @@ class RunSummary:
             tool_runs=state.tool_runs, source=run_source(state),
             workspace=None if state.run_workspace is None else state.run_workspace.listed(),
             price=state.pricing.source,
+            forked_from=None if not state.forked_from else {"run_id": state.forked_from.get("run_id"),
+                                                            "step": state.forked_from.get("step")},
             journal_size=key[0], journal_mtime_ns=key[1], journal_ino=key[2],
         )
 
@@ -145,6 +150,8 @@ class RunSummary:
         summary.estimated_turns = loads(summary.estimated_turns or "[]")  # type: ignore[arg-type]
         if summary.workspace is not None:
             summary.workspace = loads(summary.workspace)  # type: ignore[arg-type]
+        if summary.forked_from is not None:
+            summary.forked_from = loads(summary.forked_from)  # type: ignore[arg-type]
         summary.assumed_price = bool(summary.assumed_price)
         return summary
 

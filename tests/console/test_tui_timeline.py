@@ -55,6 +55,9 @@ async def test_arrows_move_between_checkpoints_and_b_rewinds_to_the_one_shown(
         assert title == "Forked" and f"forked from {rid} at checkpoint 1" in words
         forked = words.split(" ")[1]
         assert app.states[forked].forked_from == {**app.states[forked].forked_from, "run_id": rid, "step": 1}
+        await wait_for(pilot, lambda: f"fork of {rid}@1" in app.model.row(forked).cells()["run"].plain,
+                       "the fork's lineage in the runs list")
+        assert "fork of" not in app.model.row(rid).cells()["run"].plain
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, OutcomeDialog), "the outcome to close")
         assert (tree / "new.txt").exists() and app.timeline_at == 0

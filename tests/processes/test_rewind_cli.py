@@ -175,6 +175,10 @@ async def test_a_fork_starts_at_checkpoint_n_with_the_exact_transcript_prefix_an
         assert fork.forked_from is not None and fork.forked_from["run_id"] == RUN and fork.forked_from["step"] == 1
         assert json.loads((await cli_here_async("show", "f", "--json", *where)).stdout)["forked_from"]["run_id"] == RUN
         assert "forked from r at checkpoint 1" in (await cli_here_async("show", "f", *where)).stdout
+        listed = {line.split()[0]: line for line in (await cli_here_async("runs", *where)).stdout.splitlines()}
+        assert "fork of r@1" in listed["f"] and "fork of" not in listed[RUN]  # the lineage in the runs list
+        rows = {r["run_id"]: r for r in json.loads((await cli_here_async("runs", "--json", *where)).stdout)}
+        assert rows["f"]["forked_from"] == {"run_id": RUN, "step": 1} and rows[RUN]["forked_from"] is None
         sent = len(model.requests)
         went = await h.run("f", message="go on in the fork")
         assert went.state.status is Status.COMPLETED, went.state.error

@@ -49,6 +49,8 @@ async def runs(args: argparse.Namespace) -> int:
                 line += f"  [{r.source}]"
             if r.workspace:  # what it changed in its own workspace, as of its last operation's end
                 line += f"  {_changed(r.workspace)}"
+            if r.forked_from:  # its lineage: tether fork made it from that run's checkpoint
+                line += f"  fork of {r.forked_from.get('run_id')}@{r.forked_from.get('step')}"
             if r.liveness is not None:
                 line += f"  {owner_words(r.run_id, r.liveness, r.owner)}"
             elif (r.interruption or {}).get("type") == "approval":

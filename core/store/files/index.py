@@ -58,7 +58,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-SCHEMA = 6  # PRAGMA user_version: another value means the tables are rebuilt (2: decisions; 3: source; 4: accounts; 5: workspace; 6: price)
+SCHEMA = 7  # PRAGMA user_version: another value means the tables are rebuilt (2: decisions; 3: source; 4: accounts; 5: workspace; 6: price;
+# 7: forked_from)
 INDEX_EVERY_S = 1.0
 """A running run's row is refreshed at most this often (besides every change of status)."""
 BUSY_S = 5.0
@@ -70,7 +71,7 @@ CREATE TABLE runs (
     turns INTEGER, cost_usd REAL, budget_usd REAL, max_turns INTEGER, created_at REAL, updated_at REAL,
     interruption TEXT, error TEXT, prompt_tokens INTEGER, completion_tokens INTEGER, child_cost_usd REAL,
     per_turn_prompt_tokens TEXT, estimated_turns TEXT, assumed_price INTEGER, answer TEXT, tool_runs INTEGER,
-    source TEXT, workspace TEXT, price TEXT, journal_size INTEGER, journal_mtime_ns INTEGER, journal_ino INTEGER
+    source TEXT, workspace TEXT, price TEXT, forked_from TEXT, journal_size INTEGER, journal_mtime_ns INTEGER, journal_ino INTEGER
 ) WITHOUT ROWID;
 CREATE TABLE traces (
     run_id TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, ino INTEGER, tool_runs TEXT, ms REAL
