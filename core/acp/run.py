@@ -206,8 +206,10 @@ class AcpRun:
                     return await self._finish(Status.FAILED, problem, error=problem)
                 if self._over_budget:
                     budget = st.limits.budget_usd or 0.0
-                    return await self._finish(Status.BUDGET_EXCEEDED, f"{overshoot(st.cost_usd, budget)}; the agent's "
-                                              "turn was cancelled", MaxBudget())
+                    how = "the agent's turn was cancelled" if stop_reason == "cancelled" else \
+                        "the agent reports its usage at the turn's end only"
+                    return await self._finish(Status.BUDGET_EXCEEDED, f"{overshoot(st.cost_usd, budget)}; {how}",
+                                              MaxBudget())
                 if rejected_turn_cancelled(stop_reason, self.signal.cancelled, self._rejections, self.command):
                     stop_reason = "end_turn"  # Codex ends its turn on a rejection: go on with the words
                 if self.signal.cancelled or stop_reason == "cancelled":
@@ -295,6 +297,7 @@ class AcpRun:
         st.per_turn_prompt_tokens.append(prompt_tokens)
         if not self._reported_cost:  # what the per-call reports have not priced yet
             self._price(prompt_tokens - self._priced[0], completion_tokens - self._priced[1])
+            self._check_budget()  # usage only at the turn's end (Gemini's _meta.quota): the turn overran it
         if not self._turn_usage_seen:
             st.estimated_turns.append(st.turns)  # the agent reported no usage this turn
         self.emit(Turn(run_id=st.run_id, turn=st.turns, prompt_tokens=prompt_tokens,

@@ -26,7 +26,7 @@ from tether.demo.provider.coding import PLAIN_ANSWER, ScriptedEndpoint
 from tether.demo.provider.server import running_app
 from tether.harness import Harness
 from tether.observe.trace import read_trace
-from tether.run.state import Cancelled, Status
+from tether.run.state import Cancelled, Limits, MaxBudget, Pricing, Status
 from tests.acp.driving import session_open, waiting
 from tests.acp.procs import alive_in
 
@@ -136,4 +136,21 @@ async def test_claude_after_a_stop_a_follow_up_gets_its_own_answer(tmp_path: Pat
     assert len(endpoint.requests) > asked, "the follow-up's turn reached the model"
     sessions = [r["session_id"] for r in trace if r["kind"] == "agent_session"]
     assert len(sessions) == 2 and sessions[0] == sessions[1]
+    assert not alive_in(workspace), alive_in(workspace)
+
+
+@pytest.mark.parametrize("name", ["codex", "gemini"])
+async def test_a_budget_is_crossed_on_usage_reported_without_cost(name: str, tmp_path: Path, place):
+    """Codex reports tokens without cost (usage_update), Gemini only in its prompt result's
+    ``_meta.quota``: both priced at the agent's price, and a budget crossed ends the run."""
+    workspace, home = place
+    endpoint = ScriptedEndpoint(workspace=workspace)
+    async with running_app(endpoint.app()) as url, Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
+        coder = agent(name, home, url, workspace)
+        priced = Agent(name=name, model="scripted", workspace=workspace, acp=coder.acp,
+                       pricing=Pricing(1.0, 2.0, source="config"), limits=Limits(budget_usd=0.0000001))
+        capped = (await asyncio.wait_for(harness.start(priced, "say something"), CAP_S)).state
+    assert capped.status is Status.BUDGET_EXCEEDED, (capped.status, capped.error)
+    assert capped.interruption == MaxBudget()
+    assert capped.prompt_tokens > 0 and capped.cost_usd > 0
     assert not alive_in(workspace), alive_in(workspace)
