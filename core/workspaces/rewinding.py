@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 from tether.run import faultpoints
 from tether.run.events import Event
 from tether.run.state import Cancelled, RunState, StateError, Status, interruption_from_dict
-from tether.workspaces.checkpoints import Checkpointer, _index, find
+from tether.workspaces.checkpoints import Checkpointer, _index, _numstat, find
 from tether.workspaces.git import git
 from tether.workspaces.make import place
 
@@ -83,8 +83,11 @@ async def rewind(state: RunState, emit: Callable[[Event], None], save: Save, rew
     emit(before)
     cut_at = len(state.messages) if state.of_acp_agent else (_first_reply(state) if to == 0 else target.messages)
     cut_at = min(cut_at, len(state.messages))
+    # An ACP agent is told which files went back (its session keeps what it did): present -> N.
+    files = await _numstat(ws, before.commit, target.commit) if state.of_acp_agent else []
     return await _apply(state, emit, save, rewrite, kind="rewind", to=to, undoes=None, tree=target.tree,
-                        before=before.step, cut_at=cut_at, restore=[], by=by)
+                        before=before.step, cut_at=cut_at, restore=[], by=by,
+                        files=[{"path": f["path"], "status": f["status"]} for f in files])
 
 
 async def undo(state: RunState, emit: Callable[[Event], None], save: Save, rewrite: Rewrite, records: Records, *,
@@ -111,9 +114,10 @@ async def undo(state: RunState, emit: Callable[[Event], None], save: Save, rewri
 
 async def _apply(state: RunState, emit: Callable[[Event], None], save: Save, rewrite: Rewrite, *, kind: str,
                  to: int, undoes: int | None, tree: str, before: int, cut_at: int, restore: list[dict[str, Any]],
-                 by: str, status: str | None = None, interruption: dict[str, Any] | None = None) -> str:
+                 by: str, status: str | None = None, interruption: dict[str, Any] | None = None,
+                 files: list[dict[str, Any]] | None = None) -> str:
     number = len(state.rewinds) + 1
-    record = {"id": number, "kind": kind, "to": to, "undoes": undoes, "tree": tree, "before": before,
+    record = {"files": files or [], "id": number, "kind": kind, "to": to, "undoes": undoes, "tree": tree, "before": before,
               "cut_at": cut_at, "restore": len(restore), "at": time.time(), "by": by, "stage": "recorded",
               "status": state.status.value, "interruption": None if state.interruption is None
               else state.interruption.to_dict(), "status_after": status, "interruption_after": interruption,
@@ -135,9 +139,7 @@ async def _restore(state: RunState, rewrite: Rewrite, record: dict[str, Any], re
     cut_at = int(record["cut_at"])
     state.messages[cut_at:] = restore
     if state.of_acp_agent and record["kind"] == "rewind":  # its session cannot be cut: it is told, with the next prompt
-        state.messages.append({"role": "user", "tether": "rewind", "content": (
-            f"(Tether restored the files of your workspace to checkpoint {record['to']}: every change made after "
-            "it, by you or a command, is undone there. Read the files again before you rely on them.)")})
+        state.messages.append({"role": "user", "tether": "rewind", "content": rewind_note(record)})
     if record["kind"] == "undo" and record.get("status_after"):
         state.status = Status(record["status_after"])
         state.interruption = interruption_from_dict(record.get("interruption_after"))
@@ -155,6 +157,26 @@ async def _restore(state: RunState, rewrite: Rewrite, record: dict[str, Any], re
     return (f"run {state.run_id} rewound to checkpoint {record['to']} (rewind {record['id']}): its workspace is "
             f"restored, {cut} "
             f"(the present was kept as checkpoint {record['before']}); tether rewind {state.run_id} --undo takes it back")
+
+
+NOTE_FILES = 40
+"""At most this many files are named in an ACP agent's rewind note; the rest are counted."""
+
+
+def rewind_note(record: dict[str, Any]) -> str:
+    """What an ACP agent is told with its next prompt after a rewind: the step, and which files
+    went back to it (restored, brought back, or removed), as the rewind's record keeps them."""
+    n = record["to"]
+    how = {"changed": f"restored to checkpoint {n}", "added": f"brought back as at checkpoint {n}",
+           "deleted": f"removed: it did not exist at checkpoint {n}"}
+    files = list(record.get("files") or ())
+    named = [f"- {f['path']} ({how.get(f['status'], how['changed'])})" for f in files[:NOTE_FILES]]
+    if len(files) > NOTE_FILES:
+        named.append(f"- and {len(files) - NOTE_FILES} more files")
+    listed = ("\nThe files it restored:\n" + "\n".join(named)) if named else (
+        "\nNo file differed from that checkpoint.")
+    return (f"(Tether restored the files of your workspace to checkpoint {n}: every change made after it, by you "
+            f"or a command, is undone there.{listed}\nRead the files again before you rely on them.)")
 
 
 async def finish(state: RunState, rewrite: Rewrite, records: Records) -> str | None:

@@ -39,6 +39,9 @@ async def test_an_acp_runs_write_is_checkpointed_and_rewound_its_transcript_kept
     assert rewound.messages[:-1] == kept, "an ACP agent's transcript is not cut"
     note = rewound.messages[-1]
     assert note["role"] == "user" and note["tether"] == "rewind" and "checkpoint 0" in note["content"]
+    # which files went back to which step, in words: the agent wrote WRITE_NAME after checkpoint 0
+    assert f"- {WRITE_NAME} (removed: it did not exist at checkpoint 0)" in note["content"]
+    assert rewound.rewinds[-1]["files"] == [{"path": WRITE_NAME, "status": "deleted"}]
     rewound.messages.append({"role": "user", "content": "go on"})  # a follow-up: the note goes with it
     assert _last_user_text(rewound) == f"{note['content']}\n\ngo on"
     rewound.messages.pop()
@@ -47,3 +50,17 @@ async def test_an_acp_runs_write_is_checkpointed_and_rewound_its_transcript_kept
         back, _ = await rewind_run(h.store, state.run_id, to=None, by="test")
     assert (tree / WRITE_NAME).read_text() == WRITE_TEXT and back.status is Status.COMPLETED
     assert json.loads(json.dumps(back.messages)) == json.loads(json.dumps(kept))
+
+
+def test_the_rewind_note_names_each_file_and_what_happened_to_it() -> None:
+    from tether.workspaces.rewinding import NOTE_FILES, rewind_note
+
+    files = [{"path": "a.py", "status": "changed"}, {"path": "gone.txt", "status": "added"},
+             {"path": "new.txt", "status": "deleted"}]
+    note = rewind_note({"to": 3, "files": files})
+    assert "checkpoint 3" in note and "- a.py (restored to checkpoint 3)" in note
+    assert "- gone.txt (brought back as at checkpoint 3)" in note
+    assert "- new.txt (removed: it did not exist at checkpoint 3)" in note
+    many = rewind_note({"to": 1, "files": [{"path": f"f{i}", "status": "changed"} for i in range(NOTE_FILES + 5)]})
+    assert "- and 5 more files" in many and f"- f{NOTE_FILES}" not in many
+    assert "No file differed" in rewind_note({"to": 2, "files": []})
