@@ -7,6 +7,7 @@ import argparse
 import time
 from collections.abc import Callable
 
+from tests.benchmarks import bench_agents_check
 from tests.benchmarks import (bench_acp, bench_agents, bench_changes, bench_checkpoints, bench_cold_start, bench_console, bench_costs, bench_decisions,
                                bench_harness, bench_otel_exit, bench_pgstore, bench_provider, bench_sandbox, bench_stop, bench_store,
                                bench_stream, bench_tracked, bench_web, bench_workers, bench_workspaces)
@@ -28,6 +29,7 @@ BENCHES: list[tuple[str, str, Callable[[], object]]] = [
      lambda: bench_workers.main(["--configs", "2x8", "--waiting", "1000"])),
     ("acp", "ACP agents under Tether", lambda: bench_acp.main([])),
     ("agents", "tether agents with five ACP agents, cold and warm", lambda: bench_agents.main([])),
+    ("agents-check", "tether agents --check with five real ACP agents, cold", lambda: bench_agents_check.main([])),
     ("sandbox", "the OS sandbox's added start time for an agent", lambda: bench_sandbox.main([])),
     ("tracked", "the run API per reported event", lambda: bench_tracked.main([])),
     ("web", "tether serve: notifications, links, the approvals page, memory", lambda: bench_web.main([])),
