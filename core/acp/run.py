@@ -789,13 +789,13 @@ def _args(raw_input: Any) -> str:
 
 
 def _last_user_text(state: RunState) -> str:
-    """The prompt: the last user message, after the note a rewind put before it, if any."""
+    """The prompt: the last user message, after the note a rewind or a fork put before it, if any."""
     for i in range(len(state.messages) - 1, -1, -1):
         message = state.messages[i]
         if message.get("role") == "user":
             text = str(message.get("content") or "")
             before = state.messages[i - 1] if i > 0 else {}
-            if before.get("tether") == "rewind" and message.get("tether") != "rewind":
+            if before.get("tether") in ("rewind", "fork") and message.get("tether") not in ("rewind", "fork"):
                 text = f"{before.get('content')}\n\n{text}"
             return text
     raise StateError(f"run {state.run_id} has no prompt")

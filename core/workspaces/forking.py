@@ -13,6 +13,10 @@ Its workspace is made when it first runs, as any run's (:mod:`tether.workspaces.
   now into a folder of Tether's (``WORKSPACES/.tether/forks/NEW``), which the new run's copy
   is made from.
 
+An ACP agent's run: its session cannot be cut, so the fork is a new run of the same agent whose
+first prompt says in words what was done up to N (:mod:`tether.workspaces.fork_note`); its
+first ``tether resume`` starts a new session in the fork's workspace.
+
 The old run is only read: it may be live.
 """
 
@@ -26,6 +30,7 @@ from pathlib import Path
 
 from tether.run.state import Cancelled, RunState, RunWorkspace, StateError, Status
 from tether.workspaces.checkpoints import find
+from tether.workspaces.fork_note import FORK_NOTE, fork_note
 from tether.workspaces.git import git
 from tether.workspaces.lifecycle import META_DIR
 from tether.workspaces.make import COPY_GIT
@@ -39,11 +44,10 @@ async def fork(origin: RunState, step: int, run_id: str, workspaces_dir: Path) -
     checkpoint ``step``. StateError in words when there is no such checkpoint."""
     ws = _workspace(origin)
     cp = await find(ws, origin.run_id, step)
-    if origin.of_acp_agent:
-        raise StateError(f"run {origin.run_id} is an ACP agent's: its session cannot be forked yet (Tether's own "
-                         "runs can)")
     cut = _first_reply(origin) if step == 0 else min(cp.messages, len(origin.messages))
     messages = copy.deepcopy(origin.messages[:cut])
+    if origin.of_acp_agent:  # a new session, told in words what was done up to N (fork_note)
+        messages = [{"role": "user", "tether": FORK_NOTE, "content": fork_note(messages, origin.run_id, step)}]
     calls = {c.get("id") for m in messages for c in m.get("tool_calls") or ()}
     new_ws = RunWorkspace(kind=ws.kind, source=ws.source, base=cp.commit if ws.kind == "worktree" else "",
                           setup=list(ws.setup), checks=list(ws.checks))

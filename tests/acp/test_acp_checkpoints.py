@@ -13,6 +13,7 @@ from tether.run.state import Status
 from tether.workspaces.checkpoints import listing
 from tether.workspaces.rewinding import rewind_run
 from tests.acp.driving import waiting
+from tests.support import cli_here_async
 from tests.acp.fake_agent import WRITE_NAME, WRITE_TEXT
 from tests.acp.test_acp_isolated import harness, isolated, repo, trace  # noqa: F401 (repo: a fixture)
 
@@ -64,3 +65,46 @@ def test_the_rewind_note_names_each_file_and_what_happened_to_it() -> None:
     many = rewind_note({"to": 1, "files": [{"path": f"f{i}", "status": "changed"} for i in range(NOTE_FILES + 5)]})
     assert "- and 5 more files" in many and f"- f{NOTE_FILES}" not in many
     assert "No file differed" in rewind_note({"to": 2, "files": []})
+
+
+async def test_a_fork_of_an_acp_run_is_a_new_session_at_checkpoint_n_told_what_was_done(
+        tmp_path: Path, repo: Path) -> None:
+    """No agent Tether runs advertises session/fork: the fork is a new run of the same agent in a
+    workspace made at checkpoint N, whose first prompt says what was done up to N, then --message."""
+    from tether.run.controls import add_follow_up
+    from tether.workspaces.forking import fork
+
+    async with harness(tmp_path) as h:
+        state = h.create(isolated(repo), "write the file")
+        running = asyncio.create_task(h.run(state.run_id, wait_for_decision=0))
+        await waiting(h, state.run_id)
+        assert (await h.decide(state.run_id, "approve")).ok
+        origin = (await running).state
+        assert origin.status is Status.COMPLETED, origin.error
+        step = (await listing(origin.run_workspace, state.run_id))[0].step  # type: ignore[arg-type]
+        by_cli = await cli_here_async("fork", state.run_id, "--at", str(step), "--run-id", "by-cli", "--message", "hi",
+                                      "--runs-dir", str(tmp_path / "runs"))
+        assert by_cli.returncode == 0, by_cli.stderr
+        assert "a new session of the agent is told in words what was done up to there and your message" in by_cli.stdout
+        assert _last_user_text(h.store.load("by-cli")).endswith("Go on with the task from that point.)\n\nhi")
+        made = await fork(origin, step, "forked", tmp_path / "workspaces")
+        add_follow_up(made, "now say hello")
+        made.status, made.interruption = Status.INTERRUPTED, None
+        h.store.create(made)
+        note = made.messages[0]["content"]
+        assert made.messages[0]["tether"] == "fork" and f"forked this from run {state.run_id} at checkpoint {step}" in note
+        assert "- The user asked: write the file" in note and f"- You called Write {WRITE_NAME}(" in note
+        assert "result: Wrote out.txt" in note and "now say hello" not in note
+        assert _last_user_text(made) == f"{note}\n\nnow say hello", "the note goes before the fork's message"
+        assert made.forked_from["run_id"] == state.run_id and made.forked_from["step"] == step  # type: ignore[index]
+        again = asyncio.create_task(h.run("forked", wait_for_decision=0))
+        await waiting(h, "forked")
+        ws = h.store.load("forked").run_workspace
+        assert (Path(str(ws.path)) / WRITE_NAME).read_text() == WRITE_TEXT, "the fork's workspace starts at N"
+        assert (await h.decide("forked", "approve")).ok
+        final = (await again).state
+    assert final.status is Status.COMPLETED, final.error
+    assert Path(str(ws.path)) != Path(str(origin.run_workspace.path))  # type: ignore[union-attr]
+    sessions = [r for r in trace(tmp_path, "forked") if r["kind"] == "agent_session"]
+    assert len(sessions) == 1 and sessions[0]["session_id"], "a new session of the same agent"
+    assert final.agent is not None and final.agent.name == "fake"

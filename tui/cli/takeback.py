@@ -104,8 +104,11 @@ async def fork(args: argparse.Namespace) -> int:
         if config is None:
             raise StateError(f"--agent {args.agent}: there is no agent file to find it in (--config FILE)")
         agent = config.agent(args.agent)
-        if agent.acp is not None:
+        if agent.acp is not None and not origin.of_acp_agent:
             raise StateError(f"--agent {args.agent} speaks ACP: a fork of a Tether run goes on with a Tether agent")
+        if agent.acp is None and origin.of_acp_agent:
+            raise StateError(f"--agent {args.agent} is a Tether agent: a fork of an ACP agent's run goes on with an "
+                             "ACP agent (its transcript is the agent's own)")
     try:
         state = await forked(origin, args.at, new_id, tether_home() / "workspaces")
     except GitError as exc:
@@ -131,8 +134,10 @@ async def fork(args: argparse.Namespace) -> int:
     taken = state.forked_from["messages"] if state.forked_from else len(state.messages)
     print(clean(f"run {new_id} forked from {args.run_id} at checkpoint {args.at}"
                 + (f", with agent {agent.name} ({agent.model})" if agent is not None else "")
-                + f": its workspace starts there (made when it first runs), its transcript is the first {taken} "
-                f"messages of {args.run_id}'s" + (" and your message" if args.message else "")
+                + ": its workspace starts there (made when it first runs), "
+                + ("a new session of the agent is told in words what was done up to there" if origin.of_acp_agent
+                   else f"its transcript is the first {taken} messages of {args.run_id}'s")
+                + (" and your message" if args.message else "")
                 + f"; tether resume {new_id} goes on"))
     return 0
 

@@ -61,6 +61,14 @@ TITLE_ANSWER = "A scripted session"
 HOLD_WORDS = ["Thinking ", "about ", "it "]
 
 _WRITE = re.compile(r"WRITE (\S+) CONTENT (.+?)(?:\n|$|<)", re.S)
+
+
+def _last_write(text: str) -> re.Match[str] | None:
+    """The last ``WRITE`` instruction of a message (a fork's first prompt quotes earlier ones first)."""
+    found = list(_WRITE.finditer(text))
+    return found[-1] if found else None
+
+
 _CWD = re.compile(r"(?:Working directory|working in the directory): (/\S+)")
 _DECLINED = re.compile(r"declined this call: (.*?)\. Nothing was done\.", re.S)
 # The write tool of each agent, by name, and how it spells its arguments.
@@ -279,7 +287,7 @@ class ScriptedEndpoint:
         elif task is not None and task.path is None and not answered:
             async for piece in self._hold(_words(task.answer), task.word_s):
                 yield Text(piece)
-        elif not answered and ((found := _WRITE.search(last_user)) or (task is not None and task.path)):
+        elif not answered and ((found := _last_write(last_user)) or (task is not None and task.path)):
             path, content = (found.group(1), found.group(2).strip()) if found else (task.path, task.content)  # type: ignore[union-attr]
             write = self._write(tools, str(path), content, _cwd(messages))
             if write is not None and _called(messages, write):  # Claude merges turns: a result before the prompt
