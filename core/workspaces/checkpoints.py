@@ -33,6 +33,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
+from tether.run import faultpoints
 from tether.run.events import Event, RunWarning
 from tether.run.state import RunState, RunWorkspace
 from tether.workspaces.git import GitError, git
@@ -157,6 +158,7 @@ class Checkpointer:
             git("commit-tree", tree, "-p", parent, "-m", message, identity=True, **where),
             git("diff-tree", "-r", "--no-renames", "--name-only", "-z", last_tree, tree, **where))
         commit = made.strip()
+        faultpoints.boundary("checkpoint_committed")  # a crash here: an unreferenced commit, no checkpoint
         await git("update-ref", ref_of(self.run_id, step), commit, "", **where)
         self._last = (step, commit, tree)
         return CheckpointTaken(run_id=self.run_id, step=step, commit=commit, call_id=call_id, tool=tool,

@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import copy
 import os
+import shutil
 from dataclasses import replace
 from pathlib import Path
 
@@ -67,10 +68,11 @@ async def fork(origin: RunState, step: int, run_id: str, workspaces_dir: Path) -
 
 
 async def _files_of(ws: RunWorkspace, commit: str, folder: Path) -> str:
-    """Checkpoint ``commit`` of a copy, its files written out into ``folder`` (made here)."""
+    """Checkpoint ``commit`` of a copy, its files written out into ``folder`` (made here; the
+    caller has checked the fork's id is free, so a folder there is a crashed fork's, replaced)."""
     assert ws.meta is not None
-    if folder.exists():
-        raise StateError(f"{folder} is there already: the fork's id is taken")
+    if folder.exists():  # left by a fork of this id that a crash stopped before its run was made
+        await asyncio.to_thread(shutil.rmtree, folder)
     await asyncio.to_thread(folder.mkdir, parents=True)
     index = str(folder.parent / f".{folder.name}.index")
     where = {"cwd": str(folder), "git_dir": str(Path(ws.meta) / COPY_GIT), "work_tree": str(folder)}

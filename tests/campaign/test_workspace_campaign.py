@@ -22,5 +22,16 @@ def test_a_rewind_killed_at_each_boundary_once_and_twice_is_finished_by_the_next
     from tests.campaign.workspaces import CRASH
 
     cells = sweep(tmp_path, ["rewind"], modes=(CRASH, DOUBLE))
-    assert sorted({c.point for c in cells}) == ["rewind_recorded:1", "rewind_restored:1"]
+    assert sorted({c.point for c in cells}) == ["checkpoint_committed:1", "rewind_recorded:1", "rewind_restored:1"]
+    assert not failures(cells), f"\n{table(cells)}\n{failures(cells)}"
+
+
+def test_a_checkpoint_an_undo_and_a_fork_killed_once_and_twice_are_finished_by_the_next_command(
+        tmp_path: Path) -> None:
+    from tests.campaign.workspaces import CRASH
+
+    cells = sweep(tmp_path, ["checkpoint", "undo", "fork"], modes=(CRASH, DOUBLE))
+    assert sorted({(c.operation, c.point) for c in cells}) == [
+        ("checkpoint", "checkpoint_committed:1"), ("fork", "fork_prepared:1"), ("undo", "checkpoint_committed:1"),
+        ("undo", "rewind_recorded:1"), ("undo", "rewind_restored:1")]
     assert not failures(cells), f"\n{table(cells)}\n{failures(cells)}"

@@ -16,6 +16,16 @@ Each operation is a flow of real ``tether`` processes (the campaign's shim arms 
   checkpointed), killed at each ``rewind_*`` boundary; finished by ``tether rewind RUN --to 0``,
   which first finishes the rewind cut short.
 
+* **checkpoint** (issue 39): ``tether run`` killed where a checkpoint's commit is made and its
+  ref not yet written (``checkpoint_committed``); finished by ``tether resume RUN``;
+* **undo** (issue 39): ``tether rewind RUN --undo`` after a rewind to 0, killed at each
+  ``rewind_*`` and ``checkpoint_*`` boundary; finished by ``tether rewind RUN --undo``, which
+  first finishes the undo cut short, then undoes it (so the end is checked by the count of
+  undos: an odd one leaves the run's work, an even one checkpoint 0);
+* **fork** (issue 39): ``tether fork RUN --at 1 --run-id f``, killed before the new run is
+  made (``fork_prepared``); finished by the same command.
+The rewind is killed at the ``checkpoint_*`` boundary of its checkpoint of the present too.
+
 In *double* mode the finishing command is killed too, at the same boundary, and the command
 after it finishes. What each cell must show:
 
@@ -117,7 +127,7 @@ class Operation:
     finish: Callable[[Place], list[str]]
     end: Callable[[Place, dict], list[str]]
     """What is wrong with the end (against the reference's facts)."""
-    only: str = ""
+    only: str | tuple[str, ...] = ""
     """Crash only at boundaries whose name starts with this (create: the workspace's own)."""
 
 
@@ -200,6 +210,67 @@ def _rewound(place: Place, ref: dict) -> list[str]:
     return wrong
 
 
+def _rewound_to_0(place: Place) -> None:
+    _made(place)
+    done = place.tether("rewind", RUN, "--to", "0")
+    assert done.returncode == 0, done.stderr
+
+
+def _undone(place: Place, ref: dict) -> list[str]:
+    """The last undo finished, each one whole: an odd count of undos leaves the run's work (its
+    deletion of access.log, its whole transcript), an even count checkpoint 0 again."""
+    wrong = []
+    shown = place.shown()
+    rewinds = shown.get("rewinds") or []
+    if not rewinds or any(r.get("stage") != "restored" for r in rewinds) or rewinds[0].get("kind") != "rewind" \
+            or any(r.get("kind") != "undo" for r in rewinds[1:]):
+        return [f"the rewinds are not one rewind then undos, each restored: {rewinds}"]
+    work = len(rewinds[1:]) % 2 == 1
+    tree = place.home / "workspaces" / RUN
+    roles = [m.get("role") for m in shown.get("messages") or []]
+    if (tree / "access.log").exists() == work:
+        wrong.append(f"access.log {'is there' if work else 'is not back'} after {len(rewinds) - 1} undos")
+    if (roles == ["system", "user"]) == work:
+        wrong.append(f"the transcript is not as {len(rewinds) - 1} undos leave it: {roles}")
+    if shown.get("status") != ref["status"] and work:
+        wrong.append(f"the run's status is not the reference's: {shown.get('status')}")
+    if place.git("status", "--porcelain") != "" or not (place.repo / "access.log").exists():
+        wrong.append("the user's checkout changed")
+    return wrong
+
+
+def _checkpointed(place: Place, ref: dict) -> list[str]:
+    """The run as the reference's, and its checkpoints each whole: listed, their files readable."""
+    wrong = _created(place, ref)
+    done = place.tether("checkpoints", RUN, "--json")
+    if done.returncode != 0:
+        return wrong + [f"tether checkpoints failed: {done.stderr.strip()[-300:]}"]
+    listed = json.loads(done.stdout).get("checkpoints") or []
+    if [c.get("step") for c in listed] != list(range(1, len(listed) + 1)):
+        wrong.append(f"the checkpoints are not steps 1..n: {[c.get('step') for c in listed]}")
+    again = place.tether("rewind", RUN, "--to", "0")  # each checkpoint whole: a rewind to the start works
+    if again.returncode != 0 or not (place.home / "workspaces" / RUN / "access.log").exists():
+        wrong.append(f"a rewind to 0 after the crash failed: {again.stderr.strip()[-300:]}")
+    return wrong
+
+
+def _forked(place: Place, ref: dict) -> list[str]:
+    wrong = []
+    done = place.tether("show", "f", "--json")
+    if done.returncode != 0:
+        return [f"the fork is not there: {done.stderr.strip()[-300:]}"]
+    origin = json.loads(done.stdout).get("forked_from") or {}
+    if (origin.get("run_id"), origin.get("step")) != (RUN, 1):
+        wrong.append(f"the fork's lineage: {origin}")
+    listed = place.tether("runs", "--json")
+    if sorted(r["run_id"] for r in json.loads(listed.stdout or "[]")) != ["f", RUN]:
+        wrong.append(f"the runs are not {RUN} and f: {listed.stdout.strip()[-300:]}")
+    again = place.tether("fork", RUN, "--at", "1", "--run-id", "f")
+    if again.returncode == 0 or "exists already" not in again.stderr:
+        wrong.append(f"a fork to the same id again was not refused: {again.stderr.strip()[-300:]}")
+    return wrong
+
+
 OPERATIONS = {
     "create": Operation("create", lambda p: None, lambda p: p.run_args(), lambda p: ["resume", RUN], _created,
                         only="workspace_"),
@@ -209,7 +280,13 @@ OPERATIONS = {
     "discard": Operation("discard", _made, lambda p: ["discard", RUN, "--yes"], lambda p: ["discard", RUN, "--yes"],
                          _discarded),
     "rewind": Operation("rewind", _made, lambda p: ["rewind", RUN, "--to", "0"], lambda p: ["rewind", RUN, "--to", "0"],
-                        _rewound, only="rewind_"),
+                        _rewound, only=("rewind_", "checkpoint_")),
+    "checkpoint": Operation("checkpoint", lambda p: None, lambda p: p.run_args(), lambda p: ["resume", RUN],
+                            _checkpointed, only="checkpoint_"),
+    "undo": Operation("undo", _rewound_to_0, lambda p: ["rewind", RUN, "--undo"], lambda p: ["rewind", RUN, "--undo"],
+                      _undone, only=("rewind_", "checkpoint_")),
+    "fork": Operation("fork", _made, lambda p: ["fork", RUN, "--at", "1", "--run-id", "f"],
+                      lambda p: ["fork", RUN, "--at", "1", "--run-id", "f"], _forked, only="fork_"),
 }
 
 

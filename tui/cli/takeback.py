@@ -8,6 +8,7 @@ import argparse
 import json
 import time
 
+from tether.run import faultpoints
 from tether.run.state import StateError
 from tether.store.protocol import call
 from tether.tui.cli import context
@@ -98,6 +99,8 @@ async def fork(args: argparse.Namespace) -> int:
     origin = await call(store, store.load, args.run_id)
     prefix = (origin.agent.name if origin.agent else origin.model).replace("/", "_")[:24]
     new_id = args.new_id or new_run_id(prefix)
+    if await call(store, store.exists, new_id):
+        raise StateError(f"run {new_id} exists already: tether fork --run-id takes a new id; nothing was made")
     agent = None
     if args.agent:
         config = context.config(args)
@@ -127,6 +130,7 @@ async def fork(args: argparse.Namespace) -> int:
         status, interruption = state.status, state.interruption
         add_follow_up(state, args.message)
         state.status, state.interruption = status, interruption  # it waits, interrupted, for its resume
+    faultpoints.boundary("fork_prepared")  # a crash here: no run made (a copy's files left for the next fork)
     await call(store, store.create, state)
     if args.json:
         print(json.dumps({"run_id": new_id, "forked_from": state.forked_from, "messages": len(state.messages)}))
