@@ -251,6 +251,8 @@ class Isolation:
     base: str | None = None
     setup: tuple[str, ...] = ()
     checks: tuple[str, ...] = ()
+    ignored: bool = False
+    """Checkpoints take the workspace's ignored files too (agent file: ``checkpoint_ignored``)."""
 
     def __post_init__(self) -> None:
         if self.kind not in ISOLATIONS:
@@ -264,7 +266,8 @@ class Isolation:
             raise AgentError(f"base must name a commit, a branch or a tag, got {self.base!r}")
 
     def spec(self) -> dict[str, Any]:
-        return {"kind": self.kind, "base": self.base, "setup": list(self.setup), "checks": list(self.checks)}
+        return {"kind": self.kind, "base": self.base, "setup": list(self.setup), "checks": list(self.checks),
+                "ignored": self.ignored}
 
 
 # ---- the agent ----------------------------------------------------------------------
@@ -431,7 +434,7 @@ class Agent:
         return cls(
             isolation=Isolation() if not isolation else Isolation(
                 isolation["kind"], isolation.get("base"), tuple(isolation.get("setup") or ()),
-                tuple(isolation.get("checks") or ())),
+                tuple(isolation.get("checks") or ()), bool(isolation.get("ignored", False))),
             acp=None if acp is None else AcpCommand(tuple(acp["argv"]), dict(acp.get("env") or {}),
                                                     float(acp.get("cancel_grace_s", 5.0)),
                                                     bool(acp.get("tell_rejections", True)),

@@ -114,6 +114,7 @@ class AgentEntry(_Entry):
     base: str | None = Field(default=None, min_length=1)
     setup: list[str] = []
     checks: list[str] = []
+    checkpoint_ignored: bool = False  # checkpoints (and rewinds) take ignored files too
 
     _base_url = field_validator("base_url")(_http_url)
 
@@ -138,8 +139,9 @@ class AgentEntry(_Entry):
 
     @model_validator(mode="after")
     def _acp_or_model(self) -> "AgentEntry":
-        if self.isolation == "none" and (self.base is not None or self.setup or self.checks):
-            keys = [key for key in ("base", "setup", "checks") if getattr(self, key)]
+        if self.isolation == "none" and (self.base is not None or self.setup or self.checks
+                                         or self.checkpoint_ignored):
+            keys = [key for key in ("base", "setup", "checks", "checkpoint_ignored") if getattr(self, key)]
             raise ValueError(f"{', '.join(keys)} apply to a run's own workspace: add isolation = \"worktree\" "
                              "(or \"copy\"), or remove them")
         if self.isolation != "none" and self.workspace is None:
@@ -336,7 +338,8 @@ class Config:
                 raise ConfigError(f"{self.path}: {where}.isolation: \"worktree\" needs a git repository, and "
                                   f"{workspace} is not in one: use isolation = \"copy\", or make it a repository "
                                   "(git init)")
-        isolation = Isolation(entry.isolation, entry.base, tuple(entry.setup), tuple(entry.checks))
+        isolation = Isolation(entry.isolation, entry.base, tuple(entry.setup), tuple(entry.checks),
+                              entry.checkpoint_ignored)
         servers = [self.mcp_server(server, where=f"{where}.mcp") for server in entry.mcp]
         limits = Limits(max_turns=entry.max_turns, budget_usd=entry.budget_usd, budget_mode=entry.budget_mode,
                         max_tokens=entry.max_tokens)

@@ -349,6 +349,8 @@ class RunWorkspace:
     made_at: float | None = None
     setup_failed: str | None = None
     """Why the last setup failed, in words (then it runs again on the next operation)."""
+    ignored: bool = False
+    """Its checkpoints and rewinds take ignored files too (agent file: ``checkpoint_ignored``)."""
     changes: dict[str, Any] | None = None
     """What the run had changed when its last operation ended: ``files``, ``added``,
     ``deleted`` (lines), ``at`` (the time). A listing shows it without running git."""

@@ -145,7 +145,7 @@ class Checkpointer:
         ws, where = self.ws, place(self.ws)
         await asyncio.to_thread(_seed, ws)
         index = str(_index(ws))
-        await git("add", "-A", "--", ":/", index=index, **where)
+        await git("add", "-A", *(("--force",) if ws.ignored else ()), "--", ":/", index=index, **where)
         tree = (await git("write-tree", index=index, **where)).strip()
         step, parent, last_tree = await self.last()
         if tree == last_tree and not always:

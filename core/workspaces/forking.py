@@ -51,7 +51,7 @@ async def fork(origin: RunState, step: int, run_id: str, workspaces_dir: Path) -
         messages = [{"role": "user", "tether": FORK_NOTE, "content": fork_note(messages, origin.run_id, step)}]
     calls = {c.get("id") for m in messages for c in m.get("tool_calls") or ()}
     new_ws = RunWorkspace(kind=ws.kind, source=ws.source, base=cp.commit if ws.kind == "worktree" else "",
-                          setup=list(ws.setup), checks=list(ws.checks))
+                          setup=list(ws.setup), checks=list(ws.checks), ignored=ws.ignored)
     if ws.kind == "copy":
         new_ws.source = await _files_of(ws, cp.commit, Path(os.path.realpath(workspaces_dir)) / META_DIR / FORKS_DIR
                                         / run_id)

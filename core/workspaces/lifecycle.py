@@ -65,7 +65,7 @@ def plan_for(agent: Agent, isolation: str | None = None) -> RunWorkspace | None:
                          "not in one: use copy, or make it a repository (git init)")
     return RunWorkspace(kind=chosen.kind, source=str(agent.workspace),
                         base=(chosen.base or "HEAD") if chosen.kind == "worktree" else "",
-                        setup=list(chosen.setup), checks=list(chosen.checks))
+                        setup=list(chosen.setup), checks=list(chosen.checks), ignored=chosen.ignored)
 
 
 def locate(state: RunState, workspaces_dir: Path) -> str | None:

@@ -133,7 +133,7 @@ async def _apply(state: RunState, emit: Callable[[Event], None], save: Save, rew
 async def _restore(state: RunState, rewrite: Rewrite, record: dict[str, Any], restore: list[dict[str, Any]]) -> str:
     ws = _workspace(state)
     where, index = place(ws), str(_index(ws))
-    await git("add", "-A", "--", ":/", index=index, **where)
+    await git("add", "-A", *(("--force",) if ws.ignored else ()), "--", ":/", index=index, **where)
     await git("read-tree", "-u", "--reset", record["tree"], index=index, **where)
     faultpoints.boundary("rewind_restored")
     cut_at = int(record["cut_at"])

@@ -85,6 +85,44 @@ async def test_a_shell_made_change_is_caught_and_a_step_that_changed_nothing_mak
     assert "?? made.txt" in git(tree, "status", "--porcelain")
 
 
+async def test_ignored_files_are_checkpointed_and_rewound_when_the_agent_says_so(home: Path, repo: Path,
+                                                                                 tmp_path: Path) -> None:
+    """``checkpoint_ignored = true`` in the agent file: ignored files (``*.log`` here) are in each
+    checkpoint, so a rewind takes them back and its undo brings them again."""
+    from tether.agents.config import load_config
+    from tether.workspaces.rewinding import rewind_run
+
+    config = tmp_path / "tether.toml"
+    config.write_text(f'[agents.keeper]\nmodel = "m"\nbase_url = "http://127.0.0.1:9/v1"\nworkspace = "{repo}"\n'
+                      'isolation = "worktree"\ncheckpoint_ignored = true\n')
+    assert load_config(config).agent("keeper").isolation.ignored is True
+    bad = tmp_path / "bad.toml"
+    bad.write_text(f'[agents.b]\nmodel = "m"\nbase_url = "http://127.0.0.1:9/v1"\nworkspace = "{repo}"\n'
+                   'checkpoint_ignored = true\n')
+    with pytest.raises(Exception, match="checkpoint_ignored apply to a run's own workspace"):
+        load_config(bad).agent("b")
+    async with harness(home, Scripted("nothing to do")) as h:
+        out = await h.start(coder(repo, ignored=True), "look")
+        st = out.state
+        ws = st.run_workspace
+        assert ws is not None and ws.ignored
+        tree = Path(str(ws.path))
+        (tree / "build.log").write_text("kept\n")
+        event = await Checkpointer(ws, st.run_id).take(st, label="by hand")
+        assert event is not None and "build.log" in git(repo, "ls-tree", "-r", "--name-only", ref_of(st.run_id, 1))
+        await rewind_run(h.store, st.run_id, to=0, by="test")
+        assert not (tree / "build.log").exists(), "an ignored file made after checkpoint 0 is taken back"
+        await rewind_run(h.store, st.run_id, to=None, by="test")
+        assert (tree / "build.log").read_text() == "kept\n"
+    async with harness(home, Scripted("nothing to do")) as h:  # without the key: ignored files stay out
+        plain = (await h.start(coder(repo), "look")).state
+        plain_tree = Path(str(plain.run_workspace.path))  # type: ignore[union-attr]
+        (plain_tree / "build.log").write_text("left\n")
+        await Checkpointer(plain.run_workspace, plain.run_id).take(plain, label="by hand")  # type: ignore[arg-type]
+        await rewind_run(h.store, plain.run_id, to=0, by="test")
+        assert (plain_tree / "build.log").read_text() == "left\n", "ignored files are left alone by default"
+
+
 async def test_tether_checkpoints_lists_them(home: Path, repo: Path) -> None:
     async with harness(home, script()) as h:
         out = await h.start(coder(repo), "edit")
