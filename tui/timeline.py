@@ -177,6 +177,7 @@ class CheckpointTimeline(MessagePump):
             return
         self.model.put_state(state)
         self.pump.mark(state.run_id, structure=True)  # type: ignore[attr-defined]
+        told = ("a new session of the agent is told in words what was done up to there" if origin.of_acp_agent
+                else f"its transcript is the first {len(state.messages)} messages of {rid}'s")
         self._outcome("Forked", f"run {state.run_id} forked from {rid} at checkpoint {step}: its workspace "  # type: ignore[attr-defined]
-                      f"starts there, its transcript is the first {len(state.messages)} messages of {rid}'s. "
-                      "Select it and follow up (m) or resume it (R) to go on.")
+                      f"starts there, {told}. Select it and follow up (m) or resume it (R) to go on.")
