@@ -481,3 +481,14 @@ def test_a_save_records_the_runs_decisions_for_the_whole_store(approvals_store: 
         assert other.decisions(DecisionQuery(since=done.ts + 1)) == []
     finally:
         getattr(other, "close", lambda: None)()
+
+
+def test_a_forks_lineage_is_in_its_summary_on_both_stores(store: Store) -> None:
+    """``tether runs`` and the console's runs list read a fork's parent and step from the summary."""
+    origin, forked = new_state("origin"), new_state("forked")
+    forked.forked_from = {"run_id": "origin", "step": 3, "commit": "0" * 40, "messages": 2}
+    store.create(origin)
+    store.create(forked)
+    rows = {r.run_id: r for r in store.summaries()}
+    assert rows["forked"].forked_from == {"run_id": "origin", "step": 3}
+    assert rows["origin"].forked_from is None
