@@ -22,6 +22,7 @@ period's spend starts from what its runs have cost so far (``Store.costs``).
 from __future__ import annotations
 
 import datetime as _dt
+import logging
 import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -29,6 +30,8 @@ from typing import Any, Literal
 from tether.run.events import FleetBudgetLevel
 from tether.run.state import RunState
 from tether.store.costs import CostQuery, GroupBy
+
+log = logging.getLogger(__name__)
 
 Period = Literal["day", "week", "month"]
 OnExceed = Literal["stop", "refuse"]
@@ -98,6 +101,16 @@ def spent_so_far(store: Any, budget: FleetBudget, now: float | None = None) -> f
 def spent(store: Any, budget: FleetBudget, usd: float = 0.0) -> float:
     """The period's spend, after adding ``usd`` to it (the store's counter, made if new)."""
     return store.budget_charge(budget.key(), usd, lambda: spent_so_far(store, budget))
+
+
+def shown(store: Any, budget: FleetBudget) -> float:
+    """The period's spend for a listing (``tether budgets``, the console, /costs): the store's
+    counter, or what the runs have cost where this role may not keep one (a watcher's)."""
+    try:
+        return spent(store, budget)
+    except Exception as exc:  # a read-only role or disk: the runs' own figures, which need no write
+        log.info("budget %s: the counter could not be read (%s); the runs' costs instead", budget.name, exc)
+        return spent_so_far(store, budget)
 
 
 @dataclass

@@ -36,10 +36,10 @@ def figures(store: Any, fleet: Any, now: float) -> dict[str, Any]:
     models = store.costs(CostQuery("model", since=since))
     budgets = []
     if fleet is not None:
-        from tether.approvals.budgets import spent
+        from tether.approvals.budgets import shown
 
         for b in fleet.budgets:
-            total = spent(store, b)
+            total = shown(store, b)
             budgets.append({"name": b.name, "scope": b.scope_words(), "per": b.per, "usd": _usd(b.usd),
                             "spent": _usd(total), "share": min(1.0, total / b.usd),
                             "state": "reached" if total >= b.usd else "warning" if total >= b.warn_at * b.usd

@@ -47,3 +47,24 @@ async def test_dollar_shows_spend_per_day_by_agent_and_model_and_enter_goes_to_t
         await wait_for(pilot, lambda: not isinstance(app.screen, CostsScreen), "back on the console")
         assert app.selected == dearest_plan
         await finish(pilot, app)
+
+
+def test_the_costs_figures_carry_each_fleet_budgets_state(tmp_path: Path):
+    from tether.approvals.budgets import FleetBudget, FleetBudgets
+    from tether.run.state import AgentRef, Pricing, RunState, Status
+    from tether.store.files.store import RunStore
+    from tether.tui.components.costs_screen import load_figures
+    from tether.web.costs import figures
+
+    store = RunStore(tmp_path / "runs")
+    for i, cost in enumerate((0.30, 0.45)):
+        store.create(RunState(run_id=f"r{i}", model="m", cost_usd=cost, status=Status.COMPLETED,
+                              pricing=Pricing(source="config"), agent=AgentRef("ops", "config", "f"),
+                              messages=[{"role": "user", "content": "go"}]))
+    fleet = FleetBudgets((FleetBudget("ops-daily", usd=1.0, agent="ops", warn_at=0.7),
+                          FleetBudget("all-daily", usd=0.5), FleetBudget("qa-daily", usd=1.0, agent="qa")))
+    states = [(b["name"], b["state"]) for b in load_figures(store, fleet).budgets]
+    assert states == [("ops-daily", "warning"), ("all-daily", "reached"), ("qa-daily", "ok")]
+    on_web = figures(store, fleet, __import__("time").time())["budgets"]
+    assert [(b["name"], b["spent"], b["state"]) for b in on_web] == [
+        ("ops-daily", "$0.7500", "warning"), ("all-daily", "$0.7500", "reached"), ("qa-daily", "$0.0000", "ok")]

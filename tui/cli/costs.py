@@ -101,7 +101,7 @@ def clean(text: str) -> str:
 
 async def budgets(args: argparse.Namespace) -> int:
     """``tether budgets [--json]``: each ``[budgets.NAME]`` with its spend this period."""
-    from tether.approvals.budgets import from_config, spent
+    from tether.approvals.budgets import from_config, shown
 
     config = context.config(args)
     fleet = from_config(config.data.budgets) if config is not None else None
@@ -111,7 +111,7 @@ async def budgets(args: argparse.Namespace) -> int:
     store = context.store_of(args)
     rows = []
     for b in fleet.budgets:
-        total = await asyncio.to_thread(spent, store, b)
+        total = await asyncio.to_thread(shown, store, b)
         state = "reached" if total >= b.usd else "warning" if total >= b.warn_at * b.usd else "ok"
         rows.append({"name": b.name, "scope": b.scope_words(), "per": b.per, "usd": b.usd, "spent_usd": round(total, 8),
                      "share": round(total / b.usd, 4), "on_exceed": b.on_exceed, "warn_at": b.warn_at, "state": state})

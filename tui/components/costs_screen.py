@@ -56,10 +56,10 @@ def load_figures(store: Any, fleet: Any = None, now: float | None = None) -> Cos
     models = store.costs(CostQuery("model", since=since))
     budgets = []
     if fleet is not None:
-        from tether.approvals.budgets import spent
+        from tether.approvals.budgets import shown
 
         for b in fleet.budgets:
-            total = spent(store, b)
+            total = shown(store, b)
             budgets.append({"name": b.name, "scope": b.scope_words(), "per": b.per, "usd": b.usd, "spent": total,
                             "state": "reached" if total >= b.usd else "warning" if total >= b.warn_at * b.usd
                             else "ok"})
