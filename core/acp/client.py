@@ -296,6 +296,12 @@ class AcpSession:
         return self._proc.pid if self._proc is not None else None
 
     @property
+    def gone(self) -> bool:
+        """Whether the agent's process has ended (it died, was killed, or was closed)."""
+        return self._closing is not None or (self._proc is not None and (
+            self._proc.returncode is not None or (self._exited is not None and self._exited.done())))
+
+    @property
     def stderr_tail(self) -> str:
         return self._stderr.text()
 

@@ -35,11 +35,11 @@ from typing import Any
 from tether.acp.client import AcpSession
 from tether.acp.errors import AcpError, AgentDied
 from tether.acp.translate import call_tokens
-from tether.acp.sessions import follow_up_session, rejected_turn_cancelled
+from tether.acp.sessions import follow_up_session, rejected_turn_cancelled, started_again
 from tether.acp.escapes import RefusedWrite, sandboxed_words, warning_words, wrote_itself
 from tether.acp.events import (
-    AcpEvent, BadFrame, FileRefused, FileWritten, PermissionAsked, PlanUpdated, TextChunk, ThoughtChunk,
-    ToolCallStarted, ToolCallUpdated, UsageReported,
+    AcpEvent, AgentExited, BadFrame, FileRefused, FileWritten, PermissionAsked, PlanUpdated, TextChunk, ThoughtChunk,
+    ToolCallStarted, ToolCallUpdated, TurnEnded, UsageReported,
 )
 from tether.acp.permissions import PermissionRequest
 from tether.agents import sandbox
@@ -144,6 +144,7 @@ class AcpRun:
         self._earlier = earlier  # the run's last agent_session record: a follow-up loads that session
         self._replaying = False  # session/load replays the history as updates: already on the record
         self._priced = [0, 0]  # this turn's tokens already priced as they were reported
+        self._heard = False  # whether the agent sent anything since this turn's prompt
 
     # ---- the run ------------------------------------------------------------------------
     async def run(self) -> RunState:
@@ -170,6 +171,8 @@ class AcpRun:
         session.on_event = self._on_event
         try:
             try:
+                if session.info is not None and session.gone:  # handed an agent that died before its turn
+                    session = await self._again(session)
                 info = session.info or await session.start()
                 if follow_up:
                     assert self._earlier is not None
@@ -194,7 +197,16 @@ class AcpRun:
                 if limit is not None and st.turns >= limit:
                     return await self._finish(Status.MAX_TURNS_EXCEEDED, f"reached max_turns={limit}", MaxTurns())
                 try:
-                    stop_reason, killed = await self._turn(session, prompt)
+                    if session.gone:  # it died between turns: started again, in its session
+                        session = await self._again(session)
+                    try:
+                        self._heard = False
+                        stop_reason, killed = await self._turn(session, prompt)
+                    except AgentDied:
+                        if self._heard or self.signal.cancelled:
+                            raise
+                        session = await self._again(session)  # dead as the prompt went: nothing of it done
+                        stop_reason, killed = await self._turn(session, prompt)
                 except AgentDied as exc:
                     self._flush_text()
                     return await self._finish(Status.INTERRUPTED, str(exc), Cancelled(str(exc)))
@@ -239,7 +251,24 @@ class AcpRun:
             await asyncio.shield(self._finish(Status.INTERRUPTED, reason, Cancelled(reason)))
             raise
         finally:
-            await session.close()
+            await (self._session or session).close()
+
+    async def _again(self, dead: AcpSession) -> AcpSession:
+        """A dead agent started again (:func:`tether.acp.sessions.started_again`), its session
+        resumed or loaded (the replay is not taken twice), and on the record."""
+        self._replaying = True
+        try:
+            session = self._session = await started_again(
+                dead, lambda: session_for(self.agent, dead.workspace), self.emit, self.state.run_id)
+        finally:
+            self._replaying = False
+        self._session_cost = 0.0  # a new process reports its own running total
+        info = session.info
+        assert info is not None and session.session_id is not None
+        self.emit(AgentSession(run_id=self.state.run_id, agent_name=info.name, agent_version=info.version,
+                               session_id=session.session_id, pid=session.pid or 0, load_session=info.load_session,
+                               sandbox=session.sandbox.describe() if session.sandbox is not None else None))
+        return session
 
     @staticmethod
     def check_follow_up(state: RunState, agent: Agent, earlier: dict[str, Any] | None) -> None:
@@ -513,6 +542,8 @@ class AcpRun:
     # ---- what the agent reports ---------------------------------------------------------------
     def _on_event(self, event: AcpEvent) -> None:
         st = self.state
+        if not isinstance(event, AgentExited | TurnEnded):
+            self._heard = True  # the agent did something this turn
         if self._replaying:  # the loaded session's history: the transcript has it already,
             if isinstance(event, UsageReported) and event.cost_amount is not None:
                 self._session_cost = event.cost_amount  # and its cost with it

@@ -16,11 +16,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from tether.acp.client import AcpSession
-from tether.acp.errors import AcpError, AgentDied
+from tether.acp.errors import AcpError, AgentDied, exit_words
 from tether.agents.agent import AcpCommand
 from tether.run.events import RunWarning
 
-__all__ = ["follow_up_session", "load_failed_words", "rejected_turn_cancelled"]
+__all__ = ["follow_up_session", "load_failed_words", "rejected_turn_cancelled", "restart_words", "started_again"]
 
 
 def load_failed_words(agent: str, session_id: str, error: AcpError) -> str:
@@ -44,3 +44,33 @@ async def follow_up_session(session: AcpSession, session_id: str, emit: Callable
 def rejected_turn_cancelled(stop_reason: str, stopped: bool, rejections: Sequence[str], command: AcpCommand) -> bool:
     """Whether a ``cancelled`` turn is the agent's own answer to a rejection (Codex), not a Stop."""
     return stop_reason == "cancelled" and not stopped and bool(rejections) and command.tell_rejections
+
+
+def restart_words(name: str, returncode: int | None, old_id: str, session: AcpSession, new_id: str) -> str:
+    """What the transcript says when a dead agent was started again for the next turn."""
+    how = ("by session/resume" if session.resumed else "by session/load (it replayed its history)") \
+        if new_id == old_id else f"in a new session {new_id} (without its memory of the earlier turns)"
+    went = f"in its session {old_id} {how}" if new_id == old_id else how
+    return (f"the agent {name}'s process had ended between turns (it {exit_words(returncode)}): Tether started "
+            f"it again (pid {session.pid}) and it went on {went}")
+
+
+async def started_again(dead: AcpSession, make: Callable[[], AcpSession], emit: Callable[[Any], None],
+                        run_id: str) -> AcpSession:
+    """A dead agent's session made again: a new process, ``initialize``, then its earlier session
+    resumed, else loaded, else a new one; the run's record says which, in words. The dead one is
+    closed; the new one takes its event sink."""
+    old_id = dead.session_id
+    name = dead.info.name if dead.info else "the agent"
+    await dead.close()  # reaps it: its exit status is known after
+    code = dead.returncode
+    session = make()
+    session.on_event = dead.on_event
+    try:
+        await session.start()
+        new_id = await follow_up_session(session, old_id, emit, run_id) if old_id else await session.new_session()
+    except BaseException:
+        await session.close()
+        raise
+    emit(RunWarning(run_id=run_id, text=restart_words(name, code, old_id or "?", session, new_id)))
+    return session
