@@ -85,7 +85,10 @@ class _Staged:
         def copy() -> None:
             self.kept.parent.mkdir(parents=True, exist_ok=True)
             if self.kept.exists():
-                shutil.copyfile(self.kept, self.path)
+                # Its time kept: git trusts an entry's stat data only if the file is older than the
+                # index; a copy dated now would make a same-size rewrite in the index's second look
+                # unchanged when git leaves the copy unwritten (nothing else changed).
+                shutil.copy2(self.kept, self.path)
 
         await asyncio.to_thread(copy)
         await git("add", "-A", "--", ":/", index=str(self.path), **place(self.ws))
