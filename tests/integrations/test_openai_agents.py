@@ -22,7 +22,7 @@ from tether.integrations import Supervision
 from tether.integrations.openai_agents import SAVED, resume, run
 from tether.run.decisions import approved_words, declined_words
 from tether.demo.provider.scenarios import TICKET_CLOSED, TICKET_KEPT
-from tether.run.state import Cancelled, Limits, NeedsApproval, Status
+from tether.run.state import Cancelled, Limits, NeedsApproval, Pricing, Status
 from tether.observe.trace import read_trace
 from tether.tui.components.dialogs import ApproveDialog
 from tether.demo.agents import DEMO
@@ -239,7 +239,8 @@ async def test_edited_arguments_are_not_run_but_told_to_the_model(harness: Harne
 
 async def test_a_budget_is_checked_at_each_model_calls_usage(harness: Harness, provider: Recording):
     done = await run(harness, support_bot(provider.url), "Close ticket 42",
-                     supervision=Supervision(run_id="oa-b", limits=Limits(budget_usd=0.0001, max_turns=None)),
+                     supervision=Supervision(run_id="oa-b", limits=Limits(budget_usd=0.0001, max_turns=None),
+                                             pricing=Pricing(2.0, 12.0)),  # "ticket" has no price: given
                      run_config=RunConfig(tracing_disabled=True))
     assert done.status is Status.BUDGET_EXCEEDED and "budget" in done.reason
     assert len(provider.bodies) == 1  # it ended at the first call's usage, before the approval

@@ -21,7 +21,7 @@ from tether.integrations import Supervision
 from tether.integrations.pydantic_ai import run
 from tether.run.decisions import declined_words
 from tether.demo.provider.scenarios import TICKET_CLOSED, TICKET_KEPT
-from tether.run.state import Cancelled, Limits, NeedsApproval, Status
+from tether.run.state import Cancelled, Limits, NeedsApproval, Pricing, Status
 from tether.observe.trace import read_trace
 from tether.demo.agents import DEMO
 
@@ -222,7 +222,8 @@ async def test_a_tool_that_raises_approval_required_waits_for_a_decision(harness
 
 async def test_a_budget_is_checked_at_each_model_calls_usage(harness: Harness, provider: Recording):
     done = await run(harness, triage(provider.url), "Close ticket 42",
-                     supervision=Supervision(run_id="pa-b", limits=Limits(budget_usd=0.0001, max_turns=None)))
+                     supervision=Supervision(run_id="pa-b", limits=Limits(budget_usd=0.0001, max_turns=None),
+                                             pricing=Pricing(2.0, 12.0)))  # "ticket" has no price: given
     assert done.status is Status.BUDGET_EXCEEDED and "budget" in done.reason
     assert len(provider.bodies) == 1  # it ended at the first call's usage, before its tool
     assert harness.store.load("pa-b").turns == 1
