@@ -33,11 +33,12 @@ from pydantic import ValidationError
 
 from tether.acp import process
 from tether.acp.errors import AcpError, AgentDied, AgentProtocolError, AgentStartError, exit_words
-from tether.acp.events import AcpEvent, AgentExited, AgentInfo, BadFrame, TurnEnded
+from tether.acp.events import AcpEvent, AgentExited, AgentInfo, BadFrame, ConfigOptions, TurnEnded
 from tether.acp.handler import ClientHandler
 from tether.acp.stream import EventStream
 from tether.acp.transport import CheckedTransport
-from tether.acp.translate import prompt_usage, quota_usage
+from tether.acp.config import choose_model, offered_value
+from tether.acp.translate import config_list, prompt_usage, quota_usage
 from tether.agents.sandbox import Sandbox
 
 logger = logging.getLogger(__name__)
@@ -62,12 +63,15 @@ class AcpSession:
                  on_event: EventSink | None = None, init_timeout_s: float = DEFAULT_INIT_TIMEOUT_S,
                  cancel_grace_s: float = DEFAULT_CANCEL_GRACE_S, max_bad_frames: int = DEFAULT_MAX_BAD_FRAMES,
                  client_name: str = "tether", client_version: str = "0", sandbox: Sandbox | None = None,
-                 fs: bool = True, mode: str | None = None) -> None:
+                 fs: bool = True, mode: str | None = None, model: str | None = None) -> None:
         self.command = list(command)
         self.fs = fs
         """Whether the client's ``fs/*`` is advertised (false: the agent does its own file I/O)."""
         self.mode = mode
         """The session mode to set after ``session/new`` (``session/set_mode``)."""
+        self.model = model
+        """The model to choose with ``session/set_config_option`` after ``session/new``, where the
+        agent lists a ``model`` option (:func:`tether.acp.config.choose_model`)."""
         self.resumed = False
         """Whether the last follow-up went on through ``session/resume`` (no replay), not ``session/load``."""
         self.workspace = Path(workspace).resolve()  # ACP wants an absolute cwd
@@ -147,6 +151,17 @@ class AcpSession:
         self._handler.session_id = response.session_id
         if self.mode is not None:
             await self._set_mode(response.session_id, getattr(response, "modes", None))
+        options = config_list(getattr(response, "config_options", None))
+        if options:
+            self._emit(ConfigOptions(options, "session/new"))
+        if self.model is not None:
+            change = choose_model(self.info.name if self.info else self._name(), self.model, options)
+            if change is not None:
+                value = offered_value(self.model, options)
+                answer = await self._call(conn.set_config_option(config_id=change, session_id=response.session_id,
+                                                                 value=value),
+                                          f"session/set_config_option {change} to {value!r}")
+                self._emit(ConfigOptions(config_list(answer.config_options), "session/set_config_option"))
         return response.session_id
 
     async def _set_mode(self, session_id: str, modes: Any) -> None:

@@ -150,6 +150,16 @@ class OtherUpdate:
 
 
 @dataclass(frozen=True)
+class ConfigOptions:
+    """The session's config options as the agent states them (``session/new``, the answer to
+    ``session/set_config_option``, a ``config_option_update``): each ``{id, name, category,
+    value, values}``."""
+
+    options: tuple[dict[str, Any], ...]
+    source: str
+
+
+@dataclass(frozen=True)
 class BadFrame:
     """A line on the agent's stdout that is not a JSON-RPC message; ``sample`` is its start."""
 

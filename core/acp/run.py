@@ -38,7 +38,7 @@ from tether.acp.translate import call_tokens
 from tether.acp.sessions import follow_up_session, rejected_turn_cancelled, started_again
 from tether.acp.escapes import RefusedWrite, sandboxed_words, warning_words, wrote_itself
 from tether.acp.events import (
-    AcpEvent, AgentExited, BadFrame, FileRefused, FileWritten, PermissionAsked, PlanUpdated, TextChunk, ThoughtChunk,
+    AcpEvent, AgentExited, BadFrame, ConfigOptions, FileRefused, FileWritten, PermissionAsked, PlanUpdated, TextChunk, ThoughtChunk,
     ToolCallStarted, ToolCallUpdated, TurnEnded, UsageReported,
 )
 from tether.acp.permissions import PermissionRequest
@@ -51,7 +51,7 @@ from tether.approvals.preview import preview_of_acp
 from tether.run import people
 from tether.run.cancel import CancelSignal, RunCancelled
 from tether.run.events import (
-    AgentSession, ApprovalDecision, ApprovalRequired, Event, FileWrite, Plan, RuleAdded,
+    AgentConfig, AgentSession, ApprovalDecision, ApprovalRequired, Event, FileWrite, Plan, RuleAdded,
     RunStarted, RunStopped, RunWarning, TextDelta, Thought, ToolProgress, ToolResult, ToolStart, Turn,
 )
 from tether.run.decisions import DEADLINE, approved_words, declined_words
@@ -591,6 +591,8 @@ class AcpRun:
                 self.emit(FileWrite(run_id=st.run_id, path=path, size=0, refused=reason))
                 if outside is not None:
                     self._refused.append(outside)
+            case ConfigOptions(options=options, source=source):
+                self.emit(AgentConfig(run_id=st.run_id, options=[dict(o) for o in options], source=source))
             case BadFrame(count=count, sample=sample) if count in (1, 10, 100):
                 self.emit(ToolProgress(run_id=st.run_id, call_id="", name="agent",
                                        label=f"{count} line(s) from the agent were not JSON-RPC: {sample[:80]!r}"))
@@ -771,7 +773,7 @@ def session_for(agent: Agent, root: str | Path | None = None) -> AcpSession:
         except sandbox.SandboxUnavailable as exc:
             raise AgentError(str(exc)) from None
     return AcpSession(agent.acp.argv, workspace=workspace, env=env, cancel_grace_s=agent.acp.cancel_grace_s,
-                      sandbox=box, fs=agent.acp.fs, mode=agent.acp.mode)
+                      sandbox=box, fs=agent.acp.fs, mode=agent.acp.mode, model=agent.acp.model)
 
 
 class _Wake:

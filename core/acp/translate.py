@@ -16,6 +16,7 @@ from acp import schema
 
 from tether.acp.events import (
     AcpEvent,
+    ConfigOptions,
     OtherUpdate,
     PlanItem,
     PlanUpdated,
@@ -53,7 +54,30 @@ def update_events(update: Any) -> list[AcpEvent]:
         return [UsageReported("usage_update", context_used=update.used, context_size=update.size,
                               cost_amount=cost.amount if cost else None,
                               cost_currency=cost.currency if cost else None)]
+    if isinstance(update, schema.ConfigOptionUpdate):
+        return [ConfigOptions(config_list(update.config_options), "config_option_update")]
     return [OtherUpdate(str(getattr(update, "session_update", type(update).__name__)))]
+
+
+def config_list(options: Iterable[Any] | None) -> tuple[dict[str, Any], ...]:
+    """An agent's session config options as plain records: ``{id, name, category, value,
+    values}`` (a select's values flattened out of their groups; a boolean's are true, false)."""
+    out = []
+    for option in options or ():
+        values: list[Any] = []
+        labels: list[str] = []
+        if getattr(option, "type", None) == "select":
+            for choice in option.options:
+                for c in getattr(choice, "options", None) or [choice]:
+                    values.append(c.value)
+                    labels.append(c.name)
+            value: Any = option.current_value
+        else:
+            values, value = [True, False], getattr(option, "current_value", None)
+        category = option.category if isinstance(option.category, str) else None
+        out.append({"id": option.id, "name": option.name, "category": category, "value": value, "values": values,
+                    **({"labels": labels} if labels else {})})
+    return tuple(out)
 
 
 def prompt_usage(usage: schema.Usage | None) -> UsageReported | None:

@@ -203,6 +203,9 @@ class AcpCommand:
     """Whether the client's ``fs/*`` is offered (Gemini CLI cannot create a file through it)."""
     mode: str | None = None
     """A session mode set with ``session/set_mode`` after ``session/new`` (Codex: ``auto``)."""
+    model: str | None = None
+    """The agent file's ``model``, chosen with ``session/set_config_option`` where the agent lists
+    a model option (:mod:`tether.acp.config`)."""
 
     def __post_init__(self) -> None:
         if self.mode is not None and (not isinstance(self.mode, str) or not self.mode.strip()):

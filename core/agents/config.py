@@ -361,7 +361,7 @@ class Config:
             command = self._command(entry.acp[0], f"{where}.acp")
             acp = self._resolve(lambda: AcpCommand((command, *entry.acp[1:]), dict(entry.env),  # type: ignore[index]
                                                    entry.cancel_grace_s, entry.tell_rejections, entry.fs,
-                                                   entry.mode), f"{where}.acp")
+                                                   entry.mode, entry.model), f"{where}.acp")
         sandbox = None
         if entry.sandbox == "workspace":
             from tether.agents.sandbox import SandboxUnavailable, available_backend

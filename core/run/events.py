@@ -304,6 +304,17 @@ class AgentSession(Event):
 
 
 @dataclass(slots=True, kw_only=True)
+class AgentConfig(Event):
+    """An ACP agent's session config options as it stated them (``session/new``, the answer to
+    ``session/set_config_option``, or its ``config_option_update``): each ``{id, name,
+    category, value, values}``. ``tether show`` prints the last one."""
+
+    kind: ClassVar[str] = "config_options"
+    options: list[dict[str, Any]]
+    source: str = ""
+
+
+@dataclass(slots=True, kw_only=True)
 class Thought(Event):
     """The agent's reasoning for a turn, as it said it (shown folded)."""
 

@@ -28,6 +28,8 @@ Modes (the prompt's text may add ``SLOW``: stream until cancelled):
 - ``sessions``: ``normal``, advertising ``loadSession`` and ``sessionCapabilities`` list,
   resume and close, and the session modes ``ask`` and ``auto``; every session method it is
   sent (and the client's ``fs`` capability) is a JSON line in the file ``$FAKE_AGENT_LOG``;
+  it lists the config options ``model`` (``fake-small``, ``fake-large``) and ``effort``, and
+  sends a ``config_option_update`` (effort ``high``) at each prompt;
 - ``auth``: answers ``session/new`` with ``auth_required`` (an agent that needs a login);
 - ``flood``: a ~600 KB ``available_commands_update`` at session start, then ``FLOOD_CHUNKS``
   text chunks as fast as it can.
@@ -67,6 +69,7 @@ class FakeAgent:
         self.client: Any = None
         self.cwd: dict[str, str] = {}
         self.cancelled: dict[str, asyncio.Event] = {}
+        self.model = "fake-small"
 
     def on_connect(self, conn: Any) -> None:
         self.client = conn
@@ -105,8 +108,24 @@ class FakeAgent:
         if self.mode == "sessions":
             modes = schema.SessionModeState(current_mode_id="ask", available_modes=[
                 schema.SessionMode(id="ask", name="Ask"), schema.SessionMode(id="auto", name="Auto")])
-            return schema.NewSessionResponse(session_id=session_id, modes=modes)
+            self.model = "fake-small"
+            return schema.NewSessionResponse(session_id=session_id, modes=modes, config_options=self._config())
         return schema.NewSessionResponse(session_id=session_id)
+
+    def _config(self, effort: str = "low") -> list[Any]:
+        """``sessions`` mode's config options: a model and a thought level."""
+        def select(id_: str, name: str, category: str, current: str, values: list[str]) -> Any:
+            return schema.SessionConfigOptionSelect(
+                id=id_, name=name, category=category, type="select", current_value=current,
+                options=[schema.SessionConfigSelectOption(value=v, name=v.replace("-", " ").title()) for v in values])
+        return [select("model", "Model", "model", self.model, ["fake-small", "fake-large"]),
+                select("effort", "Effort", "thought_level", effort, ["low", "high"])]
+
+    async def set_config_option(self, config_id: str, session_id: str, value: Any,
+                                **kwargs: Any) -> schema.SetSessionConfigOptionResponse:
+        self._log("session/set_config_option", session_id=session_id, config_id=config_id, value=value)
+        self.model = str(value)
+        return schema.SetSessionConfigOptionResponse(config_options=self._config())
 
     async def set_session_mode(self, session_id: str, mode_id: str, **kwargs: Any) -> schema.SetSessionModeResponse:
         self._log("session/set_mode", session_id=session_id, mode_id=mode_id)
@@ -145,6 +164,9 @@ class FakeAgent:
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> schema.PromptResponse:
         text = " ".join(getattr(block, "text", "") for block in prompt)
         self.cancelled[session_id].clear()
+        if self.mode == "sessions":  # it raises its own thought level, and says so
+            await self._say(session_id, schema.ConfigOptionUpdate(session_update="config_option_update",
+                                                                  config_options=self._config("high")))
         run = getattr(self, "_" + self.mode.replace("-", "_").replace("sessions", "normal"))
         return await run(session_id, text)
 

@@ -107,3 +107,54 @@ def test_the_agent_file_reads_fs_and_mode(tmp_path: Path):
     config.write_text('[agents.gem]\nacp = ["/bin/true"]\nmodel = "m"\nmode = ""\n')
     with pytest.raises(Exception, match="mode"):
         load_config(config).agent("gem")
+
+
+async def test_model_is_chosen_through_the_agents_config_options_and_shown(tmp_path: Path, acp_workspace: Path,
+                                                                           capsys):
+    """``model = "fake-large"``: ``session/set_config_option`` on the agent's model option; the
+    agent's config options (its own ``config_option_update`` too) are kept on the run and
+    ``tether show`` prints them."""
+    from tether.tui.cli import main
+
+    log = tmp_path / "agent.log"
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
+        state = harness.create(sessions_agent(acp_workspace, log, model="fake-large"), "write the file")
+        running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
+        await waiting(harness, state.run_id)
+        assert (await harness.decide(state.run_id, "approve", by="alice")).ok
+        final = (await running).state
+        trace = list(read_trace(tmp_path / "runs" / state.run_id / "trace.jsonl"))
+    assert final.status is Status.COMPLETED, final.error
+    assert [e for e in sent(log) if e["method"] == "session/set_config_option"] == [
+        {"method": "session/set_config_option", "session_id": "fake-1", "config_id": "model", "value": "fake-large"}]
+    configs = [r for r in trace if r["kind"] == "config_options"]
+    assert [c["source"] for c in configs] == ["session/new", "session/set_config_option", "config_option_update"]
+    assert [(o["id"], o["value"]) for o in configs[-1]["options"]] == [("model", "fake-large"), ("effort", "high")]
+    assert configs[0]["options"][0]["values"] == ["fake-small", "fake-large"]
+    assert await asyncio.to_thread(main, ["show", state.run_id, "--store", str(tmp_path / "runs")]) == 0
+    assert "config: Model=fake-large, Effort=high" in capsys.readouterr().out.splitlines()
+    assert not alive_in(acp_workspace)
+
+
+async def test_a_model_the_agent_does_not_offer_fails_the_run_in_words(tmp_path: Path, acp_workspace: Path):
+    log = tmp_path / "agent.log"
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
+        final = (await harness.start(sessions_agent(acp_workspace, log, model="gpt-9"), "hi")).state
+    assert final.status is Status.FAILED
+    assert final.error == ("fake-agent does not offer the model 'gpt-9' (the agent file's model): its models are "
+                           "fake-small, fake-large"), final.error
+    assert "session/set_config_option" not in [e["method"] for e in sent(log)]
+    assert not alive_in(acp_workspace)
+
+
+def test_a_model_is_matched_by_its_provider_prefix_or_its_name():
+    from tether.acp.config import choose_model, offered_value
+
+    opencode = [{"id": "model", "category": "model", "value": "opencode/big", "values": ["opencode/big", "tether/scripted"]}]
+    qwen = [{"id": "model", "category": "model", "value": "x", "values": ["x", "$runtime|openai|scripted(openai)"],
+             "labels": ["X", "scripted"]}]
+    assert choose_model("opencode", "scripted", opencode) == "model"
+    assert offered_value("scripted", opencode) == "tether/scripted"
+    assert offered_value("scripted", qwen) == "$runtime|openai|scripted(openai)"
+    assert choose_model("opencode", "tether/scripted", [{**opencode[0], "value": "tether/scripted"}]) is None
+    assert choose_model("none", "m", [{"id": "mode", "category": "mode", "value": "a", "values": ["a"]}]) is None

@@ -92,6 +92,7 @@ async def show(args: argparse.Namespace) -> int:
     records = await call(store, lambda: list(store.read_trace(args.run_id)))
     tool_runs, ms = recorded_records(records)
     warnings = warnings_of(records)
+    configs = [r for r in records if r.get("kind") == "config_options"]  # an ACP agent's, as last stated
     owner = await call(store, store.owner, args.run_id) if state.status is Status.RUNNING else None
     liveness = None if state.status is not Status.RUNNING else "running" if owner and owner.alive else "orphaned"
     messages = as_sent(state)
@@ -99,7 +100,8 @@ async def show(args: argparse.Namespace) -> int:
         print(json.dumps({**summary(state, tool_runs, ms), "liveness": liveness,
                           "workspace": None if state.run_workspace is None else state.run_workspace.listed(),
                           "owner": None if owner is None else owner.to_dict(), "warnings": warnings,
-                          "messages": messages, "rewinds": state.rewinds, "forked_from": state.forked_from}))
+                          "messages": messages, "rewinds": state.rewinds, "forked_from": state.forked_from,
+                          "config_options": configs[-1].get("options") if configs else None}))
         return 0
     print(text_summary(state, len(tool_runs), ms))
     if state.of_acp_agent:  # where the agent could write, as its last session said
@@ -108,6 +110,10 @@ async def show(args: argparse.Namespace) -> int:
         sessions = [r for r in records if r.get("kind") == "agent_session"]
         box = sessions[-1].get("sandbox") if sessions else None
         print(clean(sandbox_words(box)) if box else "sandbox: none (the agent could write wherever its user can)")
+        if configs:  # the agent's session config options, as it last stated them
+            from tether.acp.config import config_words
+
+            print(clean(config_words(configs[-1].get("options") or [])))
     if liveness is not None:
         label = "owner" if liveness == "running" else "orphaned"
         print(clean(f"{label}: {owner_words(state.run_id, liveness, owner, long=True)}"))
