@@ -5,9 +5,15 @@ For each it says, one line a problem, each with its fix:
 - **wrong version**: an agent ``tether agents add`` knows, installed at another version than its pin;
 - **no auth / offline**: a key variable its ``env`` names is not set; its model endpoint (the
   variable that points it at one) does not answer; ``session/new`` answers ``auth_required``;
-- **initialize failure**: it did not answer ``initialize`` as an ACP agent, in the agent's words.
+- **initialize failure**: it did not answer ``initialize`` as an ACP agent, in the agent's words;
+- **sandbox**: it asks for ``sandbox = "workspace"`` and no sandbox works here, or the agent
+  does not start inside one (the probe runs in the sandbox the run would have);
+- **model**: the agent file's ``model`` is not one the agent offers (its config options).
 And what works: its version, how long ``initialize`` took, and its features (``loadSession``,
-the session methods, fs). The probe's session is opened in a temporary folder and closed.
+the session methods, fs, the sandbox it ran in, each endpoint that answered, what usage it
+reports where Tether knows the agent). Every base URL its ``env`` sets (a variable named
+``…BASE_URL``, ``…_ENDPOINT`` or ``…API_BASE``, or ``…URL`` with an http(s) value) must answer
+a TCP connect. The probe's session is opened in a temporary folder and closed.
 """
 
 from __future__ import annotations
@@ -23,7 +29,30 @@ from urllib.parse import urlsplit
 
 from tether.agents.install import KNOWN, installed_version
 
-__all__ = ["Finding", "check_agents"]
+__all__ = ["Finding", "check_agents", "endpoints_of"]
+
+USAGE = {
+    "claude": "usage: usage_update with cost",
+    "opencode": "usage: usage_update with cost",
+    "codex": "usage: usage_update without cost (priced by Tether)",
+    "qwen": "usage: tokens in _meta.usage (priced by Tether)",
+    "gemini": "usage: _meta.quota at a turn's end only",
+}
+"""What each known agent reports of its usage (docs/acp.md, "What a budget is worth"): ACP has
+no capability for it, so a probe without a turn cannot ask."""
+
+
+def endpoints_of(env: dict[str, str]) -> list[tuple[str, str]]:
+    """The model endpoints an agent's environment points it at: (variable, URL)."""
+    found = []
+    for name, value in env.items():
+        upper = name.upper()
+        url = value.strip()
+        if not url.lower().startswith(("http://", "https://")):
+            continue
+        if upper.endswith(("BASE_URL", "_ENDPOINT", "API_BASE", "_URL")):
+            found.append((name, url))
+    return found
 
 
 @dataclass
@@ -71,6 +100,21 @@ async def _reachable(url: str, timeout_s: float) -> str | None:
     return None
 
 
+async def _starts(argv: Any, env: dict[str, str], folder: Path, timeout_s: float) -> bool:
+    """Whether the agent answers ``initialize`` outside any sandbox."""
+    from tether.acp.client import AcpSession
+    from tether.acp.errors import AcpError
+
+    session = AcpSession(argv, workspace=folder, env=env, init_timeout_s=timeout_s)
+    try:
+        await session.start()
+        return True
+    except AcpError:
+        return False
+    finally:
+        await session.close()
+
+
 async def _check_one(config: Any, name: str, timeout_s: float) -> Finding:
     from tether.acp.client import AcpSession
     from tether.acp.errors import AcpError
@@ -84,7 +128,10 @@ async def _check_one(config: Any, name: str, timeout_s: float) -> Finding:
     try:
         agent = config.agent(name)
     except Exception as exc:  # noqa: BLE001 - the file's own words, whatever the cause
-        found.problems.append(("not installed", f"{exc}; fix: {fix_install}"))
+        if f"agents.{name}.sandbox:" in str(exc):
+            found.problems.append(("sandbox", f"{exc}; fix: install what it names, or set sandbox = \"none\""))
+        else:
+            found.problems.append(("not installed", f"{exc}; fix: {fix_install}"))
         return found
     assert agent.acp is not None
     if known is not None and (prefix := _prefix(agent.acp.argv[0])) is not None:
@@ -97,13 +144,25 @@ async def _check_one(config: Any, name: str, timeout_s: float) -> Finding:
     except AgentError as exc:
         found.problems.append(("no auth", f"{exc}; fix: export it, then check again"))
         return found
-    url = env.get(known.base_url_env) if known is not None and known.base_url_env else None
-    if url and (why := await _reachable(url, min(timeout_s, 3.0))) is not None:
-        found.problems.append(("offline", f"its model endpoint {url} does not answer ({why}); fix: start it, or "
-                               f"point {known.base_url_env} at one that runs"))
+    answered = []
+    for variable, url in endpoints_of(env):
+        if (why := await _reachable(url, min(timeout_s, 3.0))) is not None:
+            found.problems.append(("offline", f"its model endpoint {url} does not answer ({why}); fix: "
+                                   f"start it, or point {variable} at one that runs"))
+        else:
+            answered.append(f"endpoint {urlsplit(url).netloc} answers")
     with tempfile.TemporaryDirectory(prefix="tether-check-") as folder:
+        box = None
+        if agent.sandbox == "workspace":
+            from tether.agents import sandbox
+
+            try:
+                box = await asyncio.to_thread(sandbox.for_agent, Path(folder), env)
+            except sandbox.SandboxUnavailable as exc:
+                found.problems.append(("sandbox", f"{exc}; fix: install what it names, or set sandbox = \"none\""))
+                return found
         session = AcpSession(agent.acp.argv, workspace=Path(folder), env=env, init_timeout_s=timeout_s,
-                             fs=agent.acp.fs)
+                             fs=agent.acp.fs, sandbox=box, model=agent.acp.model)
         started = time.perf_counter()
         try:
             info = await session.start()
@@ -112,12 +171,15 @@ async def _check_one(config: Any, name: str, timeout_s: float) -> Finding:
             caps = info.capabilities.get("sessionCapabilities") or {}
             found.features = (["loadSession"] if info.load_session else []) + \
                 [f"session/{k}" for k in ("list", "resume", "close", "fork") if k in caps] + \
-                (["fs"] if agent.acp.fs else [])
+                (["fs"] if agent.acp.fs else []) + ([f"sandbox {box.backend}"] if box is not None else []) + \
+                answered + ([USAGE[known.name]] if known is not None and known.name in USAGE else [])
             try:
                 await asyncio.wait_for(session.new_session(), timeout_s)
             except AcpError as exc:
                 words = str(exc)
-                if "auth" in words.lower():
+                if "does not offer the model" in words:
+                    found.problems.append(("model", f"{words}; fix: set model to one of them"))
+                elif "auth" in words.lower():
                     methods = ", ".join(info.auth_methods) or "none listed"
                     found.problems.append(("no auth", f"it needs a login (session/new: {words}); its auth methods: "
                                            f"{methods}; fix: log in with the agent's own command, or set its key"))
@@ -126,7 +188,12 @@ async def _check_one(config: Any, name: str, timeout_s: float) -> Finding:
             except asyncio.TimeoutError:
                 found.problems.append(("initialize failure", f"session/new did not answer within {timeout_s:g} s"))
         except AcpError as exc:
-            found.problems.append(("initialize failure", f"{exc}; fix: {fix_install}, or fix agents.{name}.acp"))
+            if box is not None and await _starts(agent.acp.argv, env, Path(folder), timeout_s):
+                found.problems.append(("sandbox", f"it does not start inside its {box.backend} sandbox ({exc}), and "
+                                       "does without one; fix: let it write the folders it needs (its HOME and "
+                                       "state folders in env), or set sandbox = \"none\""))
+            else:
+                found.problems.append(("initialize failure", f"{exc}; fix: {fix_install}, or fix agents.{name}.acp"))
         finally:
             await session.close()
     return found

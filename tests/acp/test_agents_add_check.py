@@ -111,3 +111,48 @@ def test_add_says_in_one_line_what_it_cannot_do(tmp_path: Path, place):
     assert no_npm.returncode == 1 and "npm is not installed" in no_npm.stdout
     assert len(no_npm.stdout.strip().splitlines()) == 1
     assert not config.exists(), "nothing written when nothing was installed"
+
+
+def test_check_reports_the_sandbox_the_endpoints_the_model_and_the_features(tmp_path: Path, monkeypatch):
+    """Without npm: fake agents in the agent file. One in a sandbox with its endpoint up (its
+    features list the sandbox, the endpoint and, as Claude, its usage); one whose model the
+    agent does not offer; one whose endpoint (a variable of any name) is down; and the
+    sandboxed one again where no sandbox works."""
+    import socket
+
+    monkeypatch.setenv("TETHER_HOME", str(tmp_path / "home"))
+    monkeypatch.delenv("TETHER_CONFIG", raising=False)
+
+    def script(mode: str) -> Path:
+        path = tmp_path / f"{mode}.sh"
+        path.write_text(f"#!/bin/sh\nPYTHONPATH={os.environ.get('PYTHONPATH', '')} exec {sys.executable} "
+                        f"{FAKE_AGENT} {mode}\n")
+        path.chmod(0o755)
+        return path
+
+    closed = free_port()
+    with socket.socket() as listening:
+        listening.bind(("127.0.0.1", 0))
+        listening.listen(8)
+        port = listening.getsockname()[1]
+        config = tmp_path / "tether.toml"
+        config.write_text(
+            f'[agents.claude]\nacp = ["{script("normal")}"]\nsandbox = "workspace"\n'
+            f'env = {{ ANTHROPIC_BASE_URL = "http://127.0.0.1:{port}" }}\n\n'
+            f'[agents.picky]\nacp = ["{script("sessions")}"]\nmodel = "gpt-9"\n\n'
+            f'[agents.down]\nacp = ["{script("normal")}"]\nenv = {{ LLM_ENDPOINT = "http://127.0.0.1:{closed}/v1" }}\n')
+        code, found = check(config)
+    assert code == 1
+    assert found["claude"]["ok"], found["claude"]
+    features = found["claude"]["features"]
+    assert any(f.startswith("sandbox ") for f in features), features
+    assert f"endpoint 127.0.0.1:{port} answers" in features and "usage: usage_update with cost" in features
+    [(kind, words)] = [(p["kind"], p["text"]) for p in found["picky"]["problems"]]
+    assert kind == "model" and "does not offer the model 'gpt-9'" in words and "fake-small, fake-large" in words
+    assert {"loadSession", "session/list", "session/resume", "session/close"} <= set(found["picky"]["features"])
+    [(kind, words)] = [(p["kind"], p["text"]) for p in found["down"]["problems"]]
+    assert kind == "offline" and f"127.0.0.1:{closed}/v1 does not answer" in words and "LLM_ENDPOINT" in words
+
+    code, found = check(config, {"TETHER_SANDBOX_BACKEND": "nonsense"})
+    [(kind, words)] = [(p["kind"], p["text"]) for p in found["claude"]["problems"]]
+    assert kind == "sandbox" and "nonsense" in words and 'sandbox = "none"' in words, words
