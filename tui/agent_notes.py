@@ -29,7 +29,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-NOTE_KINDS = frozenset({"agent_session", "thought", "plan", "file_write", "approval_required", "warning"})
+NOTE_KINDS = frozenset({"agent_session", "agent_commands", "thought", "plan", "file_write", "approval_required", "warning"})
 """Kinds that make a run's notes (``approval_required`` only with an agent's options or diff)."""
 TRACKED_KINDS = frozenset({"tool_start", "turn", "run_stopped"})
 """Kinds that only place later notes, followed for runs that already have notes."""
@@ -110,6 +110,7 @@ class AgentNotes:
     def __init__(self) -> None:
         self.session: dict[str, Any] | None = None
         self.plan: list[dict[str, str]] | None = None
+        self.commands: list[dict[str, str]] = []  # the agent's slash commands, as it last listed them
         self.notes: deque[Note] = deque(maxlen=MAX_NOTES)
         self.asks: dict[str, Ask] = {}
         self._plan_seq = -1
@@ -165,6 +166,9 @@ class AgentNotes:
                 return False
             self._plan_seq = seq
             self.plan = [e for e in record.get("entries") or () if isinstance(e, dict)]
+            return True
+        if kind == "agent_commands":  # each list replaces the last; offered in the follow-up box
+            self.commands = [c for c in record.get("commands") or () if isinstance(c, dict) and c.get("name")]
             return True
         if kind == "approval_required":
             ask = ask_from(record)

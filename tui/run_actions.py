@@ -291,7 +291,8 @@ class RunActions(MessagePump):
             if message is not None and self.model.can_follow_up(rid):
                 self.start_run(rid, message=message)
 
-        self.push_screen(FollowUpDialog(self.states[rid]), done)
+        notes = self.model.agent_notes.get(rid)
+        self.push_screen(FollowUpDialog(self.states[rid], notes.commands if notes is not None else ()), done)
 
     async def action_quit(self) -> None:
         """Stop running runs cleanly (fire their signals, wait for their workers so the

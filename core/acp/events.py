@@ -143,8 +143,24 @@ class FileRefused:
 
 
 @dataclass(frozen=True)
+class SlashCommand:
+    """One of the agent's slash commands: sent as ``/name args`` in a prompt."""
+
+    name: str
+    description: str
+    hint: str | None = None  # what its argument is, where the agent says (``input.hint``)
+
+
+@dataclass(frozen=True)
+class CommandsAvailable:
+    """``available_commands_update``: the agent's slash commands now (each replaces the last)."""
+
+    commands: tuple[SlashCommand, ...]
+
+
+@dataclass(frozen=True)
 class OtherUpdate:
-    """A session update with no event of its own (``available_commands_update``, modes…)."""
+    """A session update with no event of its own (modes, session info…)."""
 
     kind: str
 
@@ -188,7 +204,7 @@ class AgentExited:
 
 
 AcpEvent = (
-    TextChunk | ThoughtChunk | ToolCallStarted | ToolCallUpdated | PlanUpdated | UsageReported
+    TextChunk | ThoughtChunk | ToolCallStarted | ToolCallUpdated | PlanUpdated | UsageReported | CommandsAvailable
     | PermissionAsked | PermissionSettled | FileRead | FileWritten | FileRefused | OtherUpdate | BadFrame
     | TurnEnded | AgentExited
 )

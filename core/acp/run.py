@@ -38,8 +38,8 @@ from tether.acp.translate import call_tokens
 from tether.acp.sessions import follow_up_session, rejected_turn_cancelled, started_again
 from tether.acp.escapes import RefusedWrite, sandboxed_words, warning_words, wrote_itself
 from tether.acp.events import (
-    AcpEvent, AgentExited, BadFrame, ConfigOptions, FileRefused, FileWritten, PermissionAsked, PlanUpdated, TextChunk, ThoughtChunk,
-    ToolCallStarted, ToolCallUpdated, TurnEnded, UsageReported,
+    AcpEvent, AgentExited, BadFrame, CommandsAvailable, ConfigOptions, FileRefused, FileWritten, PermissionAsked,
+    PlanUpdated, TextChunk, ThoughtChunk, ToolCallStarted, ToolCallUpdated, TurnEnded, UsageReported,
 )
 from tether.acp.permissions import PermissionRequest
 from tether.agents import sandbox
@@ -51,7 +51,7 @@ from tether.approvals.preview import preview_of_acp
 from tether.run import people
 from tether.run.cancel import CancelSignal, RunCancelled
 from tether.run.events import (
-    AgentConfig, AgentSession, ApprovalDecision, ApprovalRequired, Event, FileWrite, Plan, RuleAdded,
+    AgentCommands, AgentConfig, AgentSession, ApprovalDecision, ApprovalRequired, Event, FileWrite, Plan, RuleAdded,
     RunStarted, RunStopped, RunWarning, TextDelta, Thought, ToolProgress, ToolResult, ToolStart, Turn,
 )
 from tether.run.decisions import DEADLINE, approved_words, declined_words
@@ -583,6 +583,10 @@ class AcpRun:
                                                            "priority": e.priority} for e in entries]))
             case UsageReported():
                 self._usage(event)
+            case CommandsAvailable(commands=commands):
+                self.emit(AgentCommands(run_id=st.run_id, commands=[
+                    {"name": c.name, "description": c.description, **({"hint": c.hint} if c.hint else {})}
+                    for c in commands]))
             case PermissionAsked(request=request):
                 self._permissions.put_nowait(request)
             case FileWritten(path=path, size=size):

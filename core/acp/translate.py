@@ -16,10 +16,12 @@ from acp import schema
 
 from tether.acp.events import (
     AcpEvent,
+    CommandsAvailable,
     ConfigOptions,
     OtherUpdate,
     PlanItem,
     PlanUpdated,
+    SlashCommand,
     TextChunk,
     ThoughtChunk,
     ToolCallStarted,
@@ -56,7 +58,15 @@ def update_events(update: Any) -> list[AcpEvent]:
                               cost_currency=cost.currency if cost else None)]
     if isinstance(update, schema.ConfigOptionUpdate):
         return [ConfigOptions(config_list(update.config_options), "config_option_update")]
+    if isinstance(update, schema.AvailableCommandsUpdate):
+        return [CommandsAvailable(tuple(SlashCommand(c.name, c.description, _hint(c.input))
+                                        for c in update.available_commands))]
     return [OtherUpdate(str(getattr(update, "session_update", type(update).__name__)))]
+
+
+def _hint(command_input: Any) -> str | None:
+    hint = getattr(getattr(command_input, "root", command_input), "hint", None)
+    return hint if isinstance(hint, str) and hint else None
 
 
 def config_list(options: Iterable[Any] | None) -> tuple[dict[str, Any], ...]:

@@ -332,6 +332,15 @@ class Plan(Event):
 
 
 @dataclass(slots=True, kw_only=True)
+class AgentCommands(Event):
+    """The agent's slash commands (ACP ``available_commands_update``); each list replaces the last.
+    ``commands``: name, description and, where the agent says, hint (what its argument is)."""
+
+    kind: ClassVar[str] = "agent_commands"
+    commands: list[dict[str, str]]
+
+
+@dataclass(slots=True, kw_only=True)
 class FileWrite(Event):
     """A file the agent wrote through Tether (ACP ``fs/write_text_file``), or was refused."""
 

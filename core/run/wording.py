@@ -95,6 +95,8 @@ def describe(r: dict[str, Any], timings: bool = True) -> str:
         return (f"{r.get('agent_name')} {r.get('agent_version')}  session {r.get('session_id')}  pid {r.get('pid')}"
                 + ("  (loads sessions)" if r.get("load_session") else "")
                 + (f"  {sandbox_words(r['sandbox'])}" if r.get("sandbox") else ""))
+    if kind == "agent_commands":
+        return commands_words(r.get("commands") or [])
     if kind == "plan":
         marks = {"completed": "[x]", "in_progress": "[~]"}
         return "  ".join(f"{marks.get(e.get('status'), '[ ]')} {e.get('content')}" for e in r.get("entries") or [])
@@ -144,3 +146,9 @@ def format_record(r: dict[str, Any], *, timings: bool = True, prefix: str = "") 
     kind = str(r.get("kind", "?"))
     line = f"#{r.get('seq', 0):<5} {_clock(r.get('ts', 0.0), timings)}{prefix}{kind:<{KIND_WIDTH}} {describe(r, timings)}"
     return one_line(line, LINE_LIMIT)
+
+
+def commands_words(commands: list[dict[str, str]]) -> str:
+    """An ACP agent's slash commands, as ``tether show`` and the trace list them."""
+    return "  ".join(f"/{c.get('name')}" + (f" <{c['hint']}>" if c.get("hint") else "")
+                     + (f" ({c['description']})" if c.get("description") else "") for c in commands) or "none"

@@ -4,9 +4,9 @@
 
 Modes (the prompt's text may add ``SLOW``: stream until cancelled):
 - ``loads``: ``normal``, and it advertises ``loadSession`` (a follow-up in a new process);
-- ``normal``: streams a thought, a plan and text; proposes a write of ``WRITE_NAME`` (a tool call
-  with a diff), asks permission, writes it through the client's ``fs/write_text_file`` when
-  allowed; reports usage three ways (``usage_update`` with cost, qwen-style ``_meta.usage``, the
+- ``normal``: streams a thought, its slash commands (``SLASH_COMMANDS``), a plan and text;
+  proposes a write of ``WRITE_NAME`` (a tool call with a diff), asks permission, writes it
+  through the client's ``fs/write_text_file`` when allowed; reports usage three ways (``usage_update`` with cost, qwen-style ``_meta.usage``, the
   response's ``usage``); honours ``session/cancel``;
 - ``ignore-cancel``: streams forever, ignoring ``session/cancel`` and SIGTERM;
 - ``die-asking``: asks permission for a write, then exits with status 5 before it is answered;
@@ -175,6 +175,8 @@ class FakeAgent:
     async def _normal(self, sid: str, text: str) -> schema.PromptResponse:
         cancelled = self.cancelled[sid]
         await self._say(sid, acp.update_agent_thought_text("Planning the write."))
+        await self._say(sid, schema.AvailableCommandsUpdate(session_update="available_commands_update",
+                                                            available_commands=SLASH_COMMANDS))
         await self._say(sid, acp.update_plan([acp.plan_entry("Write out.txt", priority="high", status="in_progress")]))
         if "SLOW" in text:
             while not cancelled.is_set():
@@ -314,6 +316,14 @@ class FakeAgent:
         commands = [schema.AvailableCommand(name=f"command-{i}", description="x" * 200) for i in range(BIG_FRAME_COMMANDS)]
         await self._say(sid, schema.AvailableCommandsUpdate(session_update="available_commands_update",
                                                             available_commands=commands))
+
+
+SLASH_COMMANDS = [
+    schema.AvailableCommand(name="review", description="Review the changes in the workspace",
+                            input=schema.AvailableCommandInput(schema.UnstructuredCommandInput(hint="what to review"))),
+    schema.AvailableCommand(name="compact", description="Summarise the conversation so far"),
+]
+"""What ``normal`` offers in its ``available_commands_update``, at the start of each turn."""
 
 
 def main() -> None:

@@ -16,12 +16,14 @@ from tether.acp.events import (
     AcpEvent,
     AgentExited,
     BadFrame,
+    CommandsAvailable,
     FileRefused,
     FileWritten,
     OtherUpdate,
     PermissionAsked,
     PermissionSettled,
     PlanUpdated,
+    SlashCommand,
     TextChunk,
     ThoughtChunk,
     ToolCallStarted,
@@ -227,7 +229,10 @@ async def test_a_flood_and_a_frame_of_600_kb_arrive_whole_and_in_order(acp_works
         await s.new_session()
         stream = s.events()
         assert await asyncio.wait_for(s.prompt("go"), CAP_S) == TurnEnded("end_turn")
-    assert [e.kind for e in events.of(OtherUpdate)] == ["available_commands_update"]
+    assert not events.of(OtherUpdate)
+    listed = events.of(CommandsAvailable)  # the 600 kB frame: the agent's slash commands
+    assert [len(e.commands) for e in listed] == [BIG_FRAME_COMMANDS]
+    assert listed[0].commands[0] == SlashCommand("command-0", "x" * 200)
     assert [e.text for e in events.of(TextChunk)] == [f"{i} " for i in range(FLOOD_CHUNKS)]
     streamed = [e async for e in stream]  # the stream saw the same, and ended with the session
     assert [e.text for e in streamed if isinstance(e, TextChunk)] == [f"{i} " for i in range(FLOOD_CHUNKS)]

@@ -114,6 +114,11 @@ async def show(args: argparse.Namespace) -> int:
             from tether.acp.config import config_words
 
             print(clean(config_words(configs[-1].get("options") or [])))
+        offered = [r for r in records if r.get("kind") == "agent_commands"]
+        if offered:  # the agent's slash commands, as it last listed them
+            from tether.run.wording import commands_words
+
+            print(clean(f"slash commands: {commands_words(offered[-1].get('commands') or [])}"))
     if liveness is not None:
         label = "owner" if liveness == "running" else "orphaned"
         print(clean(f"{label}: {owner_words(state.run_id, liveness, owner, long=True)}"))

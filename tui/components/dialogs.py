@@ -22,6 +22,7 @@ from textual.widgets import Button, Input, Label, Select, Static
 from tether.run.state import Limits, Policies, RunState, Status
 from tether.tui.components.decision import GRACE_S, ApproveDialog, DecisionAnswer, RejectDialog
 from tether.tui.components.forms import Dialog, FormDialog, FormSelect, kv
+from tether.tui.components.slash import SlashCommands, suggester
 from tether.tui.text import clean, money, one_line, stop_reason
 
 __all__ = [  # the decision dialogs live in .decision; the app and the tests find every dialog here
@@ -329,17 +330,27 @@ class FollowUpDialog(FormDialog):
     """The operator's next words to the agent of a run that is not running: a conversation,
     not only a task (a completed run goes on from them)."""
 
-    def __init__(self, state: RunState) -> None:
+    def __init__(self, state: RunState, commands: Sequence[dict[str, str]] = ()) -> None:
         super().__init__()
         self.state = state
+        self.commands = list(commands)  # an ACP agent's slash commands (tether.tui.components.slash)
 
     def compose(self) -> ComposeResult:
         st = self.state
         with Vertical(classes="dialog", id="follow-up"):
             yield Label(Text(f"Follow up on {one_line(st.run_id, 60)}", style="bold"), classes="dialog-title")
             yield Static(kv("now", f"{st.status.value}: {stop_reason(st, live=False)}"))
-            yield Input(placeholder="what to tell the agent next", id="message")
-            yield from self.form_footer("Send", "Enter sends · Esc cancels")
+            hint = "what to tell the agent next" + (" (/ lists its commands)" if self.commands else "")
+            yield Input(placeholder=hint, id="message", suggester=suggester(self.commands), select_on_focus=False)
+            if self.commands:
+                yield SlashCommands(self.commands, id="slash-commands")
+            yield from self.form_footer("Send", "Enter sends · Esc cancels" + (
+                " · / then Tab picks a command" if self.commands else ""))
+
+    @on(Input.Changed, "#message")
+    def _typed(self, event: Input.Changed) -> None:
+        for box in self.query(SlashCommands):
+            box.narrow(event.value)
 
     def on_mount(self) -> None:
         self.query_one("#message", Input).focus()

@@ -44,6 +44,7 @@ KIND_STYLES = {
     "run_stopped": "bold red",
     "agent_session": "bold blue",
     "plan": "blue",
+    "agent_commands": "blue",
     "thought": "dim italic",
     "file_write": "green",
     "warning": "bold yellow",
