@@ -29,7 +29,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-NOTE_KINDS = frozenset({"agent_session", "agent_commands", "thought", "plan", "file_write", "approval_required", "warning"})
+NOTE_KINDS = frozenset({"agent_session", "agent_commands", "thought", "plan", "file_write", "approval_required",
+                        "warning", "config_options"})
 """Kinds that make a run's notes (``approval_required`` only with an agent's options or diff)."""
 TRACKED_KINDS = frozenset({"tool_start", "turn", "run_stopped"})
 """Kinds that only place later notes, followed for runs that already have notes."""
@@ -111,6 +112,7 @@ class AgentNotes:
         self.session: dict[str, Any] | None = None
         self.plan: list[dict[str, str]] | None = None
         self.commands: list[dict[str, str]] = []  # the agent's slash commands, as it last listed them
+        self.config: list[dict[str, Any]] | None = None  # the agent's session config options, as last stated
         self.notes: deque[Note] = deque(maxlen=MAX_NOTES)
         self.asks: dict[str, Ask] = {}
         self._plan_seq = -1
@@ -161,6 +163,9 @@ class AgentNotes:
             return False
         if seq:
             self._seqs.add(seq)
+        if kind == "config_options":  # the run's header shows the last
+            self.config = [o for o in record.get("options") or () if isinstance(o, dict)]
+            return True
         if kind == "plan":
             if seq < self._plan_seq:
                 return False

@@ -20,6 +20,7 @@ from textual.css.query import NoMatches
 from textual.message_pump import MessagePump
 from textual.widgets import OptionList, Static
 
+from tether.acp.config import config_words
 from tether.approvals import run_source
 from tether.run.state import NeedsApproval, Status
 from tether.run.tracked import what_it_can
@@ -152,6 +153,8 @@ class ConsoleViews(MessagePump):
         notes = model.agent_notes.get(rid)
         if notes is not None and notes.agent:  # an ACP agent: who answered, as it says
             out.append(f" · {one_line(notes.agent, 40)}", style="bold blue")
+            if notes.config:  # its config options (model, mode…), as it last stated them
+                out.append(f" · {one_line(config_words(notes.config).removeprefix('config: '), 80)}", style="blue")
         if st.parent_run_id:
             out.append(f"   subagent of {one_line(st.parent_run_id, 60)}", style="dim")
         can = what_it_can(run_source(st))

@@ -450,3 +450,25 @@ async def test_a_file_the_agent_wrote_itself_outside_its_workspace_is_a_warning_
         text = transcript(later)
         assert [text.index(w) for w in in_order] == sorted(text.index(w) for w in in_order), text
         await finish(pilot, later)
+
+
+def test_the_run_header_shows_the_agents_config_options() -> None:
+    """The agent's config options as it last stated them (a ``config_options`` record: its
+    ``config_option_update`` included) are on the run's header, after the agent's name."""
+    from types import SimpleNamespace
+
+    from tether.tui.options import ConsoleOptions
+    from tether.tui.views import ConsoleViews
+
+    model = ConsoleModel()
+    model.states["r"] = RunState(run_id="r", model="acp:fake", messages=[{"role": "user", "content": "hi"}])
+    model.take_history("r", [
+        {"kind": "agent_session", "seq": 2, "agent_name": "fake-agent", "agent_version": "1.0.0", "session_id": "s"},
+        {"kind": "config_options", "seq": 3, "source": "session/new", "options": [
+            {"id": "model", "name": "Model", "value": "fake-small"}]},
+    ])
+    model.take_note("r", "config_options", {"kind": "config_options", "seq": 4, "source": "config_option_update",
+                                            "options": [{"id": "model", "name": "Model", "value": "fake-large"},
+                                                        {"id": "effort", "name": "Effort", "value": "high"}]})
+    shown = ConsoleViews._header_text(SimpleNamespace(model=model, options=ConsoleOptions()), "r").plain
+    assert "fake-agent 1.0.0 · Model=fake-large, Effort=high" in shown, shown
