@@ -29,12 +29,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-NOTE_KINDS = frozenset({"agent_session", "agent_commands", "thought", "plan", "file_write", "approval_required",
-                        "warning", "config_options"})
+NOTE_KINDS = frozenset({"agent_session", "agent_commands", "tool_output", "thought", "plan", "file_write",
+                        "approval_required", "warning", "config_options"})
 """Kinds that make a run's notes (``approval_required`` only with an agent's options or diff)."""
 TRACKED_KINDS = frozenset({"tool_start", "turn", "run_stopped"})
 """Kinds that only place later notes, followed for runs that already have notes."""
 MAX_NOTES = 200  # per run: the transcript shows the last 200 items anyway
+SHELL_LINES = 12  # the last lines of a shell call's output shown (the trace has them all)
 MAX_ASKS = 32  # permission requests remembered per run
 
 
@@ -111,6 +112,7 @@ class AgentNotes:
     def __init__(self) -> None:
         self.session: dict[str, Any] | None = None
         self.plan: list[dict[str, str]] | None = None
+        self._shells: dict[str, int] = {}  # a shell call's id: the key of its note (its output so far)
         self.commands: list[dict[str, str]] = []  # the agent's slash commands, as it last listed them
         self.config: list[dict[str, Any]] | None = None  # the agent's session config options, as last stated
         self.notes: deque[Note] = deque(maxlen=MAX_NOTES)
@@ -172,6 +174,8 @@ class AgentNotes:
             self._plan_seq = seq
             self.plan = [e for e in record.get("entries") or () if isinstance(e, dict)]
             return True
+        if kind == "tool_output":
+            return self._shell(record, index, reading)
         if kind == "agent_commands":  # each list replaces the last; offered in the follow-up box
             self.commands = [c for c in record.get("commands") or () if isinstance(c, dict) and c.get("name")]
             return True
@@ -210,6 +214,30 @@ class AgentNotes:
         else:
             return False
         self.notes.append(note)
+        return True
+
+    def _shell(self, record: dict[str, Any], index: int | None, reading: _Reading) -> bool:
+        """A shell call's output as it comes, and its exit code: one note after the call,
+        updated in place (its last ``SHELL_LINES`` lines)."""
+        call_id = str(record.get("call_id") or "")
+        key = self._shells.get(call_id)
+        at = next((i for i, n in enumerate(self.notes) if n.key == key), None) if key is not None else None
+        if record.get("exited"):
+            code, signal = record.get("exit_code"), record.get("signal")
+            end = f"ended by signal {signal}" if signal else "exit code ?" if code is None else f"exit code {code}"
+            if at is None:
+                return False
+            self.notes[at] = replace(self.notes[at], detail=end, failed=bool(signal) or code != 0)
+            return True
+        data = str(record.get("data") or "")
+        if at is None:
+            note = Note(self._key(_int(record.get("seq"))), "shell", data, "running", index=index, call_id=call_id,
+                        anchor="after_call")
+            self._shells[call_id] = note.key
+            self.notes.append(note)
+            return True
+        text = "\n".join((self.notes[at].text + data).split("\n")[-SHELL_LINES - 1:])
+        self.notes[at] = replace(self.notes[at], text=text)
         return True
 
     def _anchor(self, reading: _Reading, anchor: str, *, call_id: str | None = None, turn: int | None = None) -> bool:

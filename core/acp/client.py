@@ -124,7 +124,9 @@ class AcpSession:
             # elicitation): acp's router answers the rest "method not found".
             self._conn = ClientSideConnection(cast(Client, self._handler), self._transport)
             capabilities = ClientCapabilities(fs=FileSystemCapabilities(read_text_file=self.fs,
-                                                                        write_text_file=self.fs), terminal=False)
+                                                                        write_text_file=self.fs), terminal=False,
+                                              # a shell call's output in its updates (tether.acp.terminal)
+                                              field_meta={"terminal_output": True})
             response = await self._call(
                 self._conn.initialize(protocol_version=PROTOCOL_VERSION, client_capabilities=capabilities,
                                       client_info=self._client_info),

@@ -143,6 +143,18 @@ class FileRefused:
 
 
 @dataclass(frozen=True)
+class ShellOutput:
+    """A shell call's output, live (``_meta.terminal_output`` of its update, the extension the
+    client advertises), and its end (``_meta.terminal_exit``): exit code, or the signal."""
+
+    tool_call_id: str
+    data: str = ""
+    exited: bool = False
+    exit_code: int | None = None
+    signal: str | None = None
+
+
+@dataclass(frozen=True)
 class SlashCommand:
     """One of the agent's slash commands: sent as ``/name args`` in a prompt."""
 
@@ -205,7 +217,7 @@ class AgentExited:
 
 AcpEvent = (
     TextChunk | ThoughtChunk | ToolCallStarted | ToolCallUpdated | PlanUpdated | UsageReported | CommandsAvailable
-    | PermissionAsked | PermissionSettled | FileRead | FileWritten | FileRefused | OtherUpdate | BadFrame
+    | ShellOutput    | PermissionAsked | PermissionSettled | FileRead | FileWritten | FileRefused | OtherUpdate | BadFrame
     | TurnEnded | AgentExited
 )
 

@@ -32,6 +32,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from tether.acp import terminal
 from tether.acp.client import AcpSession
 from tether.acp.errors import AcpError, AgentDied
 from tether.acp.translate import call_tokens
@@ -39,7 +40,7 @@ from tether.acp.sessions import follow_up_session, rejected_turn_cancelled, star
 from tether.acp.escapes import RefusedWrite, sandboxed_words, warning_words, wrote_itself
 from tether.acp.events import (
     AcpEvent, AgentExited, BadFrame, CommandsAvailable, ConfigOptions, FileRefused, FileWritten, PermissionAsked,
-    PlanUpdated, TextChunk, ThoughtChunk, ToolCallStarted, ToolCallUpdated, TurnEnded, UsageReported,
+    PlanUpdated, ShellOutput, TextChunk, ThoughtChunk, ToolCallStarted, ToolCallUpdated, TurnEnded, UsageReported,
 )
 from tether.acp.permissions import PermissionRequest
 from tether.agents import sandbox
@@ -52,7 +53,7 @@ from tether.run import people
 from tether.run.cancel import CancelSignal, RunCancelled
 from tether.run.events import (
     AgentCommands, AgentConfig, AgentSession, ApprovalDecision, ApprovalRequired, Event, FileWrite, Plan, RuleAdded,
-    RunStarted, RunStopped, RunWarning, TextDelta, Thought, ToolProgress, ToolResult, ToolStart, Turn,
+    RunStarted, RunStopped, RunWarning, ShellOutputEvent, TextDelta, Thought, ToolProgress, ToolResult, ToolStart, Turn,
 )
 from tether.run.decisions import DEADLINE, approved_words, declined_words
 from tether.run.wording import overshoot
@@ -99,6 +100,8 @@ class _Call:
     status: str | None = None
     text: str = ""
     announced: bool = False
+    output: str = ""  # its shell output so far (tether.acp.terminal)
+    end: str = ""  # its exit code, in words, once its shell ended
 
 
 class AcpRun:
@@ -583,6 +586,8 @@ class AcpRun:
                                                            "priority": e.priority} for e in entries]))
             case UsageReported():
                 self._usage(event)
+            case ShellOutput():
+                self._shell(event)
             case CommandsAvailable(commands=commands):
                 self.emit(AgentCommands(run_id=st.run_id, commands=[
                     {"name": c.name, "description": c.description, **({"hint": c.hint} if c.hint else {})}
@@ -616,6 +621,21 @@ class AcpRun:
             {"id": call.call_id, "type": "function", "function": {"name": call.name, "arguments": call.args}}]})
         self.emit(ToolStart(run_id=st.run_id, call_id=call.call_id, name=call.name, args=call.args))
 
+    def _shell(self, event: ShellOutput) -> None:
+        """A shell call's output as it comes, and its exit code: in the trace at once
+        (``tool_output``), and kept for the call's result."""
+        call = self._calls.get(event.tool_call_id)
+        if call is None:
+            return
+        self._announce(call)
+        if event.exited:
+            call.end = terminal.exit_words(event.exit_code, event.signal)
+        else:
+            call.output = terminal.kept(call.output, event.data)
+        self.emit(ShellOutputEvent(run_id=self.state.run_id, call_id=call.call_id, name=call.name,
+                                   data=event.data[-terminal.MAX_KEPT:], exited=event.exited,
+                                   exit_code=event.exit_code, signal=event.signal))
+
     def _settle(self, call: _Call, status: str | None, raw_output: Any = None) -> None:
         """A tool call that reached its end: its result in the transcript and the trace, once."""
         if status is not None:
@@ -625,7 +645,8 @@ class AcpRun:
         self._announce(call)
         st = self.state
         ok = status == "completed"
-        text = call.text or (json.dumps(raw_output, default=str) if raw_output is not None else "")
+        text = call.text or terminal.shell_text(call.output, call.end) or (
+            json.dumps(raw_output, default=str) if raw_output is not None else "")
         text = text or ("done" if ok else "failed")
         ms = (time.perf_counter() - call.started) * 1000
         if not any(m.get("role") == "tool" and m.get("tool_call_id") == call.call_id for m in st.messages[-8:]):

@@ -21,6 +21,7 @@ from tether.acp.events import (
     OtherUpdate,
     PlanItem,
     PlanUpdated,
+    ShellOutput,
     SlashCommand,
     TextChunk,
     ThoughtChunk,
@@ -46,9 +47,9 @@ def update_events(update: Any) -> list[AcpEvent]:
         text = _block_text(update.content)
         return [ThoughtChunk(text)] if text else []
     if isinstance(update, schema.ToolCallStart):
-        return [_tool_call_started(update)]
-    if isinstance(update, schema.ToolCallProgress):
-        return [_tool_call_updated(update)]
+        return [_tool_call_started(update), *shell_output(update.tool_call_id, update.field_meta)]
+    if isinstance(update, schema.ToolCallProgress):  # its output first: the update may also end the call
+        return [*shell_output(update.tool_call_id, update.field_meta), _tool_call_updated(update)]
     if isinstance(update, schema.AgentPlanUpdate):
         return [PlanUpdated(tuple(PlanItem(e.content, str(e.priority), str(e.status)) for e in update.entries))]
     if isinstance(update, schema.UsageUpdate):
@@ -62,6 +63,21 @@ def update_events(update: Any) -> list[AcpEvent]:
         return [CommandsAvailable(tuple(SlashCommand(c.name, c.description, _hint(c.input))
                                         for c in update.available_commands))]
     return [OtherUpdate(str(getattr(update, "session_update", type(update).__name__)))]
+
+
+def shell_output(call_id: str, meta: dict[str, Any] | None) -> list[ShellOutput]:
+    """A shell call's ``_meta.terminal_output`` (``data``) and ``terminal_exit`` (``exit_code``,
+    ``signal``), as Codex's and Claude's adapters send them to a client that advertises
+    ``_meta.terminal_output``; ``terminal_info`` (the terminal's id, its cwd) says nothing to show."""
+    meta = meta if isinstance(meta, dict) else {}
+    out, end = meta.get("terminal_output"), meta.get("terminal_exit")
+    data = out.get("data") if isinstance(out, dict) else None
+    events = [ShellOutput(call_id, data)] if isinstance(data, str) and data else []
+    if isinstance(end, dict):
+        signal = end.get("signal")
+        events.append(ShellOutput(call_id, exited=True, exit_code=_int(end.get("exit_code")),
+                                  signal=signal if isinstance(signal, str) else None))
+    return events
 
 
 def _hint(command_input: Any) -> str | None:

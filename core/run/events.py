@@ -332,6 +332,20 @@ class Plan(Event):
 
 
 @dataclass(slots=True, kw_only=True)
+class ShellOutputEvent(Event):
+    """A piece of an ACP agent's shell call's output as it ran (``data``), or its end
+    (``exited``: ``exit_code``, or the ``signal`` that ended it)."""
+
+    kind: ClassVar[str] = "tool_output"
+    call_id: str
+    name: str
+    data: str = ""
+    exited: bool = False
+    exit_code: int | None = None
+    signal: str | None = None
+
+
+@dataclass(slots=True, kw_only=True)
 class AgentCommands(Event):
     """The agent's slash commands (ACP ``available_commands_update``); each list replaces the last.
     ``commands``: name, description and, where the agent says, hint (what its argument is)."""

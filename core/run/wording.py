@@ -95,6 +95,11 @@ def describe(r: dict[str, Any], timings: bool = True) -> str:
         return (f"{r.get('agent_name')} {r.get('agent_version')}  session {r.get('session_id')}  pid {r.get('pid')}"
                 + ("  (loads sessions)" if r.get("load_session") else "")
                 + (f"  {sandbox_words(r['sandbox'])}" if r.get("sandbox") else ""))
+    if kind == "tool_output":
+        from tether.acp.terminal import exit_words
+
+        return (f"{r.get('name')}: {exit_words(r.get('exit_code'), r.get('signal'))}" if r.get("exited")
+                else f"{r.get('name')}: {str(r.get('data') or '').rstrip()}")
     if kind == "agent_commands":
         return commands_words(r.get("commands") or [])
     if kind == "plan":

@@ -8,6 +8,9 @@ Modes (the prompt's text may add ``SLOW``: stream until cancelled):
   proposes a write of ``WRITE_NAME`` (a tool call with a diff), asks permission, writes it
   through the client's ``fs/write_text_file`` when allowed; reports usage three ways (``usage_update`` with cost, qwen-style ``_meta.usage``, the
   response's ``usage``); honours ``session/cancel``;
+- ``shell``: runs a shell call (``execute``) and reports its output live as Codex's adapter does
+  (``_meta.terminal_info``, two ``terminal_output`` pieces, ``terminal_exit`` with code 0),
+  then says "Done.";
 - ``ignore-cancel``: streams forever, ignoring ``session/cancel`` and SIGTERM;
 - ``die-asking``: asks permission for a write, then exits with status 5 before it is answered;
 - ``die-mid-turn``: streams a chunk, says something on stderr, exits with status 3;
@@ -213,6 +216,21 @@ class FakeAgent:
         await self._say(sid, acp.update_agent_message_text("Done."))
         usage = schema.Usage(input_tokens=40, output_tokens=8, total_tokens=48)
         return schema.PromptResponse(stop_reason="end_turn", usage=usage)
+
+    async def _shell(self, sid: str, text: str) -> schema.PromptResponse:
+        await self._say(sid, schema.ToolCallStart(session_update="tool_call", tool_call_id="sh_1", title="make test",
+                                                  kind="execute", status="in_progress",
+                                                  raw_input={"command": "make test"},
+                                                  field_meta={"terminal_info": {"terminal_id": "sh_1"}}))
+        for data in ("ok 1 parse\n", "ok 2 render\n"):
+            await self._say(sid, schema.ToolCallProgress(
+                session_update="tool_call_update", tool_call_id="sh_1",
+                field_meta={"terminal_output": {"terminal_id": "sh_1", "data": data}}))
+        await self._say(sid, schema.ToolCallProgress(
+            session_update="tool_call_update", tool_call_id="sh_1", status="completed",
+            field_meta={"terminal_exit": {"terminal_id": "sh_1", "exit_code": 0, "signal": None}}))
+        await self._say(sid, acp.update_agent_message_text("Done."))
+        return schema.PromptResponse(stop_reason="end_turn")
 
     async def _die_asking(self, sid: str, text: str) -> schema.PromptResponse:
         """Asks permission for a write, then dies before any answer can matter."""

@@ -20,14 +20,14 @@ from tests.console.test_tui_acp import fake_agent, screen_text, waits
 from tests.support import SIZE, cli_here_async, finish, make_app, open_armed, processes_with, settle, wait_for
 
 
-def agent_file(tmp_path: Path, token: str) -> Config:
-    """The fake agent as ``writer``, loading its sessions (a follow-up goes on in its session)."""
+def agent_file(tmp_path: Path, token: str, mode: str = "loads") -> Config:
+    """The fake agent as ``writer`` (by default loading its sessions: a follow-up goes on in its session)."""
     env = {"MCP_TEST_TOKEN": token, **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {})}
     workspace = tmp_path / "ws-writer"
     workspace.mkdir()
     path = tmp_path / "tether.toml"
     path.write_text("\n".join([
-        "[agents.writer]", f"acp = {json.dumps(fake_agent('loads'))}", f"workspace = {json.dumps(str(workspace))}",
+        "[agents.writer]", f"acp = {json.dumps(fake_agent(mode))}", f"workspace = {json.dumps(str(workspace))}",
         "max_turns = 5", "env = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items()) + " }", ""]))
     return load_config(path)
 

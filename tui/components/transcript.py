@@ -111,6 +111,11 @@ def render_note(note: Note, unfolded: bool = False, workspace: str | None = None
         out.append(clean(note.text), style="bold")
         out.append(f"  {one_line(note.detail, 80)}", style="dim")
         return out
+    if note.kind == "shell":  # a shell call's output, live, then its exit code
+        for line in note.text.rstrip("\n").split("\n"):
+            out.append(f"  │ {clean(line)}\n", style="dim")
+        out.append(f"  └ {note.detail}", style="bold red" if note.failed else "dim")
+        return out
     if note.kind == "warning":
         out.append("  ⚠ warning ", style="bold yellow")
         out.append(clean(note.text), style="yellow")
