@@ -196,6 +196,18 @@ class AcpSession:
         self.resumed = True
         return session_id
 
+    async def fork_session(self, session_id: str, mcp_servers: Sequence[Any] = ()) -> str:
+        """``session/fork`` of an earlier session into the workspace as cwd: a new session with
+        its whole conversation; AcpError if it does not advertise ``sessionCapabilities.fork``."""
+        conn = self._require_conn()
+        if not self.session_capability("fork"):
+            raise AcpError(f"{self._name()} cannot fork a session (it does not advertise session/fork)")
+        response = await self._call(conn.fork_session(cwd=str(self.workspace), session_id=session_id,
+                                                      mcp_servers=list(mcp_servers)), "session/fork")
+        self.session_id = response.session_id
+        self._handler.session_id = response.session_id
+        return response.session_id
+
     async def list_sessions(self) -> list[dict[str, Any]]:
         """The agent's own sessions in the workspace (``session/list``), each ``{sessionId,
         cwd, title, updatedAt}``; AcpError if it does not advertise ``sessionCapabilities.list``."""

@@ -36,7 +36,7 @@ from tether.acp import terminal
 from tether.acp.client import AcpSession
 from tether.acp.errors import AcpError, AgentDied
 from tether.acp.translate import call_tokens
-from tether.acp.sessions import follow_up_session, rejected_turn_cancelled, started_again
+from tether.acp.sessions import first_session, follow_up_session, rejected_turn_cancelled, started_again
 from tether.acp.escapes import RefusedWrite, sandboxed_words, warning_words, wrote_itself
 from tether.acp.events import (
     AcpEvent, AgentExited, BadFrame, CommandsAvailable, ConfigOptions, FileRefused, FileWritten, PermissionAsked,
@@ -153,6 +153,7 @@ class AcpRun:
     async def run(self) -> RunState:
         st = self.state
         follow_up = self._earlier is not None  # a session on record: this goes on in it
+        made = ""  # a fork's first session: "session/fork" or "told" (in words)
         if follow_up:
             self.check_follow_up(st, self.agent, self._earlier)
         st.status, st.interruption, st.error = Status.RUNNING, None, None
@@ -186,15 +187,16 @@ class AcpRun:
                     finally:
                         self._replaying = False
                 else:
-                    session_id = await session.new_session()
+                    session_id, made = await first_session(session, st.forked_from)
             except AgentDied as exc:
                 return await self._finish(Status.INTERRUPTED, str(exc), Cancelled(str(exc)))
             except AcpError as exc:  # not started, or a session the agent refused (its mode, say)
                 return await self._finish(Status.FAILED, str(exc), error=str(exc))
             self.emit(AgentSession(run_id=st.run_id, agent_name=info.name, agent_version=info.version,
                                    session_id=session_id, pid=session.pid or 0, load_session=info.load_session,
-                                   sandbox=session.sandbox.describe() if session.sandbox is not None else None))
-            prompt = _last_user_text(st)
+                                   sandbox=session.sandbox.describe() if session.sandbox is not None else None,
+                                   fork=made))
+            prompt = _last_user_text(st, told=made != "session/fork")
             while True:
                 limit = st.limits.max_turns
                 if limit is not None and st.turns >= limit:
@@ -846,13 +848,18 @@ def _args(raw_input: Any) -> str:
     return json.dumps(raw_input, sort_keys=True, default=str) if raw_input else "{}"
 
 
-def _last_user_text(state: RunState) -> str:
-    """The prompt: the last user message, after the note a rewind or a fork put before it, if any."""
+def _last_user_text(state: RunState, *, told: bool = True) -> str:
+    """The prompt: the last user message, after the note a rewind or a fork put before it, if any
+    (not a fork's note when the agent forked its session: it has the conversation itself)."""
     for i in range(len(state.messages) - 1, -1, -1):
         message = state.messages[i]
         if message.get("role") == "user":
             text = str(message.get("content") or "")
             before = state.messages[i - 1] if i > 0 else {}
+            if not told and message.get("tether") == "fork":  # no --message: the agent just goes on
+                return "(Tether forked this session into a new workspace, at the same point: go on with the task.)"
+            if before.get("tether") == "fork" and not told:
+                return text
             if before.get("tether") in ("rewind", "fork") and message.get("tether") not in ("rewind", "fork"):
                 text = f"{before.get('content')}\n\n{text}"
             return text

@@ -20,7 +20,7 @@ from tether.acp.errors import AcpError, AgentDied, exit_words
 from tether.agents.agent import AcpCommand
 from tether.run.events import RunWarning
 
-__all__ = ["follow_up_session", "load_failed_words", "rejected_turn_cancelled", "restart_words", "started_again"]
+__all__ = ["first_session", "follow_up_session", "load_failed_words", "rejected_turn_cancelled", "restart_words", "started_again"]
 
 
 def load_failed_words(agent: str, session_id: str, error: AcpError) -> str:
@@ -39,6 +39,16 @@ async def follow_up_session(session: AcpSession, session_id: str, emit: Callable
         name = session.info.name if session.info else "the agent"
         emit(RunWarning(run_id=run_id, text=load_failed_words(name, session_id, exc)))
         return await session.new_session()
+
+
+async def first_session(session: AcpSession, forked_from: dict[str, Any] | None) -> tuple[str, str]:
+    """A run's first session and, for a fork, how it was made: ``session/fork`` of the origin's
+    session where the fork is at its last checkpoint (``forked_from["session"]``) and the agent
+    advertises ``sessionCapabilities.fork``; else a new session, told in words (``told``)."""
+    origin = (forked_from or {}).get("session")
+    if origin and session.session_capability("fork"):
+        return await session.fork_session(str(origin)), "session/fork"
+    return await session.new_session(), "told" if forked_from else ""
 
 
 def rejected_turn_cancelled(stop_reason: str, stopped: bool, rejections: Sequence[str], command: AcpCommand) -> bool:

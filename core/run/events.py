@@ -301,6 +301,8 @@ class AgentSession(Event):
     load_session: bool = False
     sandbox: dict[str, Any] | None = None
     """The OS sandbox it runs in: ``backend`` and the folders it may write (``writable``)."""
+    fork: str = ""
+    """A fork's first session: ``session/fork`` (the agent forked the origin's), ``told`` (a new one, told in words)."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -94,7 +94,9 @@ def describe(r: dict[str, Any], timings: bool = True) -> str:
     if kind == "agent_session":
         return (f"{r.get('agent_name')} {r.get('agent_version')}  session {r.get('session_id')}  pid {r.get('pid')}"
                 + ("  (loads sessions)" if r.get("load_session") else "")
-                + (f"  {sandbox_words(r['sandbox'])}" if r.get("sandbox") else ""))
+                + (f"  {sandbox_words(r['sandbox'])}" if r.get("sandbox") else "")
+                + {"session/fork": "  (a fork: session/fork of the origin's session)",
+                   "told": "  (a fork: a new session, told in words)"}.get(str(r.get("fork") or ""), ""))
     if kind == "tool_output":
         from tether.acp.terminal import exit_words
 

@@ -1,7 +1,8 @@
 """What a fork of an ACP agent's run tells the agent (docs/checkpoints.md#fork-an-acp-agents-run).
 
-An ACP agent's session cannot be cut at a step, and no agent Tether runs advertises
-``session/fork`` (docs/acp.md), so the fork starts a new session and its first prompt says in
+An ACP agent's session cannot be cut at a step, and ``session/fork`` copies it whole (used only
+at the run's last checkpoint, :func:`tether.acp.sessions.first_session`), so the fork starts a
+new session and its first prompt says in
 words what was done up to checkpoint N: the user's prompts, the tool calls and their outcomes,
 the agent's answers, each shortened, read from the origin's transcript up to N.
 """

@@ -15,7 +15,9 @@ Its workspace is made when it first runs, as any run's (:mod:`tether.workspaces.
 
 An ACP agent's run: its session cannot be cut, so the fork is a new run of the same agent whose
 first prompt says in words what was done up to N (:mod:`tether.workspaces.fork_note`); its
-first ``tether resume`` starts a new session in the fork's workspace.
+first ``tether resume`` starts a new session in the fork's workspace. At the run's last checkpoint
+(the conversation then is the one at N) ``session`` (the origin's agent session) is kept in
+``forked_from``, and an agent that advertises ``sessionCapabilities.fork`` forks it instead.
 
 The old run is only read: it may be live.
 """
@@ -30,7 +32,7 @@ from dataclasses import replace
 from pathlib import Path
 
 from tether.run.state import Cancelled, RunState, RunWorkspace, StateError, Status
-from tether.workspaces.checkpoints import find
+from tether.workspaces.checkpoints import find, listing
 from tether.workspaces.fork_note import FORK_NOTE, fork_note
 from tether.workspaces.git import git
 from tether.workspaces.lifecycle import META_DIR
@@ -40,7 +42,7 @@ from tether.workspaces.rewinding import _first_reply, _workspace
 FORKS_DIR = "forks"
 
 
-async def fork(origin: RunState, step: int, run_id: str, workspaces_dir: Path) -> RunState:
+async def fork(origin: RunState, step: int, run_id: str, workspaces_dir: Path, *, session: str | None = None) -> RunState:
     """The new run (not saved: the caller creates it on the store), forked from ``origin`` at
     checkpoint ``step``. StateError in words when there is no such checkpoint."""
     ws = _workspace(origin)
@@ -64,7 +66,9 @@ async def fork(origin: RunState, step: int, run_id: str, workspaces_dir: Path) -
         run_workspace=new_ws, agent=origin.agent,
         approvals={k: v for k, v in origin.approvals.items() if k in calls},
         failed_calls=[c for c in origin.failed_calls if c in calls],
-        forked_from={"run_id": origin.run_id, "step": step, "commit": cp.commit, "messages": cut})
+        forked_from={"run_id": origin.run_id, "step": step, "commit": cp.commit, "messages": cut,
+                     **({"session": session} if session and origin.of_acp_agent and origin.status is not Status.RUNNING
+                        and step == max(c.step for c in await listing(ws, origin.run_id)) else {})})
 
 
 async def _files_of(ws: RunWorkspace, commit: str, folder: Path) -> str:

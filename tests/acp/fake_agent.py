@@ -33,6 +33,8 @@ Modes (the prompt's text may add ``SLOW``: stream until cancelled):
   sent (and the client's ``fs`` capability) is a JSON line in the file ``$FAKE_AGENT_LOG``;
   it lists the config options ``model`` (``fake-small``, ``fake-large``) and ``effort``, and
   sends a ``config_option_update`` (effort ``high``) at each prompt;
+- any mode, with ``$FAKE_AGENT_FORK`` (a file) set: it advertises ``sessionCapabilities.fork``
+  and writes each ``session/fork`` (session, cwd) and each prompt's text there as a JSON line;
 - ``auth``: answers ``session/new`` with ``auth_required`` (an agent that needs a login);
 - ``flood``: a ~600 KB ``available_commands_update`` at session start, then ``FLOOD_CHUNKS``
   text chunks as fast as it can.
@@ -91,6 +93,9 @@ class FakeAgent:
             sessions = schema.SessionCapabilities(list=schema.SessionListCapabilities(),
                                                   resume=schema.SessionResumeCapabilities(),
                                                   close=schema.SessionCloseCapabilities())
+        if os.environ.get("FAKE_AGENT_FORK"):  # any mode: it advertises session/fork, and logs it
+            sessions = sessions or schema.SessionCapabilities()
+            sessions.fork = schema.SessionForkCapabilities()
         return schema.InitializeResponse(
             protocol_version=acp.PROTOCOL_VERSION,
             agent_capabilities=schema.AgentCapabilities(load_session=self.mode in ("loads", "sessions"),
@@ -141,6 +146,15 @@ class FakeAgent:
         self._log("session/resume", session_id=session_id)
         return schema.ResumeSessionResponse()
 
+    async def fork_session(self, session_id: str, cwd: str, mcp_servers: Any = None,
+                           **kwargs: Any) -> schema.ForkSessionResponse:
+        sid = f"fork-{len(self.cwd) + 1}-of-{session_id}"
+        self.cwd[sid] = cwd
+        self.cancelled[sid] = asyncio.Event()
+        with open(os.environ["FAKE_AGENT_FORK"], "a") as log:
+            log.write(json.dumps({"method": "session/fork", "session_id": session_id, "cwd": cwd}) + "\n")
+        return schema.ForkSessionResponse(session_id=sid)
+
     async def close_session(self, session_id: str, **kwargs: Any) -> schema.CloseSessionResponse:
         self._log("session/close", session_id=session_id)
         return schema.CloseSessionResponse()
@@ -165,6 +179,10 @@ class FakeAgent:
             self.cancelled[session_id].set()
 
     async def prompt(self, session_id: str, prompt: list[Any], **kwargs: Any) -> schema.PromptResponse:
+        if os.environ.get("FAKE_AGENT_FORK"):
+            with open(os.environ["FAKE_AGENT_FORK"], "a") as log:
+                log.write(json.dumps({"method": "session/prompt", "session_id": session_id,
+                                      "text": "".join(getattr(p, "text", "") or "" for p in prompt)}) + "\n")
         text = " ".join(getattr(block, "text", "") for block in prompt)
         self.cancelled[session_id].clear()
         if self.mode == "sessions":  # it raises its own thought level, and says so

@@ -108,3 +108,54 @@ async def test_a_fork_of_an_acp_run_is_a_new_session_at_checkpoint_n_told_what_w
     sessions = [r for r in trace(tmp_path, "forked") if r["kind"] == "agent_session"]
     assert len(sessions) == 1 and sessions[0]["session_id"], "a new session of the same agent"
     assert final.agent is not None and final.agent.name == "fake"
+
+
+async def test_a_fork_at_the_last_checkpoint_of_an_agent_with_session_fork_forks_its_session(
+        tmp_path: Path, repo: Path, monkeypatch) -> None:
+    """The fake agent advertises session/fork ($FAKE_AGENT_FORK): a fork at the run's last checkpoint
+    is the agent's session/fork of the origin's session, in the fork's workspace as cwd, and its
+    first prompt is only the fork's message; a fork at an earlier one (0) is a new session told in words."""
+    from tether.run.controls import add_follow_up
+    from tether.run.wording import describe
+    from tether.tui.cli.takeback import rewind_lines
+    from tether.workspaces.forking import fork
+
+    log = tmp_path / "agent.log"
+    monkeypatch.setenv("FAKE_AGENT_FORK", str(log))
+    agent = isolated(repo)
+    agent.acp.env["FAKE_AGENT_FORK"] = str(log)  # type: ignore[union-attr]
+    async with harness(tmp_path) as h:
+        state = h.create(agent, "write the file")
+        running = asyncio.create_task(h.run(state.run_id, wait_for_decision=0))
+        await waiting(h, state.run_id)
+        assert (await h.decide(state.run_id, "approve")).ok
+        origin = (await running).state
+        assert origin.status is Status.COMPLETED, origin.error
+        origin_sid = [r for r in trace(tmp_path, state.run_id) if r["kind"] == "agent_session"][-1]["session_id"]
+        last = (await listing(origin.run_workspace, state.run_id))[-1].step  # type: ignore[arg-type]
+        finals = {}
+        for new_id, step in (("at-last", last), ("at-zero", 0)):
+            made = await fork(origin, step, new_id, tmp_path / "workspaces", session=origin_sid)
+            add_follow_up(made, "now say hello")
+            made.status, made.interruption = Status.INTERRUPTED, None
+            h.store.create(made)
+            again = asyncio.create_task(h.run(new_id, wait_for_decision=0))
+            await waiting(h, new_id)
+            assert (await h.decide(new_id, "approve")).ok
+            finals[new_id] = (await again).state
+            assert finals[new_id].status is Status.COMPLETED, finals[new_id].error
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    forks = [x for x in lines if x["method"] == "session/fork"]
+    ws = Path(str(finals["at-last"].run_workspace.path))  # type: ignore[union-attr]
+    assert len(forks) == 1 and forks[0]["session_id"] == origin_sid, "only the fork at the last checkpoint"
+    assert Path(forks[0]["cwd"]).resolve() == ws.resolve(), "the fork's own workspace is the session's cwd"
+    prompts = [x for x in lines if x["method"] == "session/prompt"]
+    assert [p["text"] for p in prompts if p["session_id"].startswith("fork-")] == ["now say hello"]
+    told = [p["text"] for p in prompts if not p["session_id"].startswith("fork-")][-1]
+    assert "Go on with the task from that point.)" in told and told.endswith("now say hello")
+    sessions = {i: [r for r in trace(tmp_path, i) if r["kind"] == "agent_session"] for i in finals}
+    assert sessions["at-last"][0]["fork"] == "session/fork" and sessions["at-zero"][0]["fork"] == "told"
+    assert "session/fork of the origin's session" in describe(sessions["at-last"][0])
+    shown = rewind_lines(finals["at-last"], sessions["at-last"], everything=False)
+    assert "made by session/fork of the agent's session" in shown[0]
+    assert "told in words" in rewind_lines(finals["at-zero"], sessions["at-zero"], everything=False)[0]

@@ -66,8 +66,11 @@ def rewind_lines(state: object, records: list[dict], *, everything: bool) -> lis
     out: list[str] = []
     origin = getattr(state, "forked_from", None)
     if origin:
+        made = [r.get("fork") for r in records if r.get("kind") == "agent_session" and r.get("fork")]
+        how = {"session/fork": ", made by session/fork of the agent's session",
+               "told": ", a new session of the agent told in words"}.get(str(made[0]) if made else "", "")
         out.append(f"forked from {origin.get('run_id')} at checkpoint {origin.get('step')} "
-                   f"(its first {origin.get('messages')} messages)")
+                   f"(its first {origin.get('messages')} messages{how})")
     cut = {r.get("rewind"): r.get("cut") or [] for r in records if r.get("kind") == "rewound"}
     for r in getattr(state, "rewinds", None) or ():
         when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.get("at") or 0))
@@ -113,7 +116,10 @@ async def fork(args: argparse.Namespace) -> int:
             raise StateError(f"--agent {args.agent} is a Tether agent: a fork of an ACP agent's run goes on with an "
                              "ACP agent (its transcript is the agent's own)")
     try:
-        state = await forked(origin, args.at, new_id, tether_home() / "workspaces")
+        sessions = [r.get("session_id") for r in await call(store, lambda: list(store.read_trace(args.run_id)))
+                    if r.get("kind") == "agent_session"] if origin.of_acp_agent and not args.agent else []
+        state = await forked(origin, args.at, new_id, tether_home() / "workspaces",
+                             session=str(sessions[-1]) if sessions and sessions[-1] else None)
     except GitError as exc:
         raise StateError(f"run {args.run_id}: {exc}") from None
     if agent is not None:  # another agent, or model, goes on from the same prefix
@@ -139,6 +145,7 @@ async def fork(args: argparse.Namespace) -> int:
     print(clean(f"run {new_id} forked from {args.run_id} at checkpoint {args.at}"
                 + (f", with agent {agent.name} ({agent.model})" if agent is not None else "")
                 + ": its workspace starts there (made when it first runs), "
+                + ("the agent forks its session (session/fork) if it advertises that, else " if (state.forked_from or {}).get("session") else "")
                 + ("a new session of the agent is told in words what was done up to there" if origin.of_acp_agent
                    else f"its transcript is the first {taken} messages of {args.run_id}'s")
                 + (" and your message" if args.message else "")
