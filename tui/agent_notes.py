@@ -218,7 +218,8 @@ class AgentNotes:
 
     def _shell(self, record: dict[str, Any], index: int | None, reading: _Reading) -> bool:
         """A shell call's output as it comes, and its exit code: one note after the call,
-        updated in place (its last ``SHELL_LINES`` lines)."""
+        updated in place (its last ``SHELL_LINES`` lines), under a new key each time so that
+        the transcript, which only appends what it has not drawn, draws it again."""
         call_id = str(record.get("call_id") or "")
         key = self._shells.get(call_id)
         at = next((i for i, n in enumerate(self.notes) if n.key == key), None) if key is not None else None
@@ -227,7 +228,8 @@ class AgentNotes:
             end = f"ended by signal {signal}" if signal else "exit code ?" if code is None else f"exit code {code}"
             if at is None:
                 return False
-            self.notes[at] = replace(self.notes[at], detail=end, failed=bool(signal) or code != 0)
+            self.notes[at] = replace(self.notes[at], detail=end, failed=bool(signal) or code != 0, key=self._key(0))
+            self._shells[call_id] = self.notes[at].key  # a new key: the transcript draws it again
             return True
         data = str(record.get("data") or "")
         if at is None:
@@ -237,7 +239,8 @@ class AgentNotes:
             self.notes.append(note)
             return True
         text = "\n".join((self.notes[at].text + data).split("\n")[-SHELL_LINES - 1:])
-        self.notes[at] = replace(self.notes[at], text=text)
+        self.notes[at] = replace(self.notes[at], text=text, key=self._key(0))
+        self._shells[call_id] = self.notes[at].key
         return True
 
     def _anchor(self, reading: _Reading, anchor: str, *, call_id: str | None = None, turn: int | None = None) -> bool:

@@ -10,7 +10,8 @@ Modes (the prompt's text may add ``SLOW``: stream until cancelled):
   response's ``usage``); honours ``session/cancel``;
 - ``shell``: runs a shell call (``execute``) and reports its output live as Codex's adapter does
   (``_meta.terminal_info``, two ``terminal_output`` pieces, ``terminal_exit`` with code 0),
-  then says "Done.";
+  then says "Done."; with ``SLOW``, the command runs on until the turn is cancelled, then ends
+  by signal SIGINT;
 - ``ignore-cancel``: streams forever, ignoring ``session/cancel`` and SIGTERM;
 - ``die-asking``: asks permission for a write, then exits with status 5 before it is answered;
 - ``die-mid-turn``: streams a chunk, says something on stderr, exits with status 3;
@@ -244,6 +245,12 @@ class FakeAgent:
             await self._say(sid, schema.ToolCallProgress(
                 session_update="tool_call_update", tool_call_id="sh_1",
                 field_meta={"terminal_output": {"terminal_id": "sh_1", "data": data}}))
+        if "SLOW" in text:  # the command runs on until the turn is cancelled, then ends by its signal
+            await self.cancelled[sid].wait()
+            await self._say(sid, schema.ToolCallProgress(
+                session_update="tool_call_update", tool_call_id="sh_1", status="failed",
+                field_meta={"terminal_exit": {"terminal_id": "sh_1", "exit_code": None, "signal": "SIGINT"}}))
+            return schema.PromptResponse(stop_reason="cancelled")
         await self._say(sid, schema.ToolCallProgress(
             session_update="tool_call_update", tool_call_id="sh_1", status="completed",
             field_meta={"terminal_exit": {"terminal_id": "sh_1", "exit_code": 0, "signal": None}}))

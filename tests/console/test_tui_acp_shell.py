@@ -31,6 +31,25 @@ async def test_a_shell_calls_output_and_exit_code_show_under_the_call(tmp_path: 
     assert not processes_with(token), "an agent process was left behind"
 
 
+async def test_the_output_shows_while_the_command_runs_and_a_stop_ends_it(tmp_path: Path) -> None:
+    token = uuid.uuid4().hex
+    app = make_app(tmp_path, config=agent_file(tmp_path, token, "shell"))
+    async with app.run_test(size=SIZE) as pilot:
+        rid = app.create_run(NewRunRequest("", "run the tests: SLOW", agent="writer"))
+        app.select(rid)
+        await wait_for(pilot, lambda: "│ ok 2 render" in transcript(app), "the command's output, as it runs")
+        text = transcript(app)
+        assert app.states[rid].status is Status.RUNNING and "└ running" in text and "exit code" not in text, text
+        assert app.check_action("stop", ()) is True
+        await pilot.press("s")
+        await settle(pilot, app)
+        await wait_for(pilot, lambda: "└ ended by signal SIGINT" in transcript(app), "how the command ended")
+        assert app.states[rid].status is Status.INTERRUPTED
+        await finish(pilot, app)
+    await app.harness.aclose()
+    assert not processes_with(token), "an agent process was left behind"
+
+
 def test_a_shell_note_keeps_its_last_lines_and_says_how_it_ended() -> None:
     notes = AgentNotes()
     for seq, data in enumerate(("a\n", "b\nc\n"), 1):
