@@ -1,6 +1,6 @@
 """The Tether console: a Textual app that supervises every run on a store.
 
-The console is a client of the store with no special powers (docs: WAVE2, "The console"):
+The console is a client of the store with no special powers (docs/run-store.md, "How it follows the store"):
 what it shows comes from watching the store, what it does goes through the harness and the
 store's control channel, and when it runs a run itself it is one more owner. Its parts:
 

@@ -3,8 +3,8 @@ Qwen Code, and the Node 22 that Qwen Code needs), and how to run them offline.
 
 Each agent runs against a scripted chat-completions endpoint on loopback
 (:mod:`tether.demo.provider.coding`), with a private HOME and XDG folders (nothing of the
-operator's is read or written) and every network feature off (../shared/WAVE3.md measured
-which). ``launch_opencode`` / ``launch_qwen`` return the command and the environment for
+operator's is read or written) and every network feature off (which ones: the variables and settings each ``launch_*`` sets, as
+measured with the pinned versions; docs/acp.md, "Configs for each agent"). ``launch_opencode`` / ``launch_qwen`` return the command and the environment for
 :mod:`tether.acp`, and write the agents' own configs under ``home``.
 
 ``tether demo --acp`` (``tether.tui.cli.demo``) runs both under the console: :data:`TASKS` is what

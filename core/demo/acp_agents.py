@@ -1,6 +1,6 @@
 """Claude, Codex and Gemini CLI as ACP agents, offline, as ``make agents`` installs them into
-``.agents/`` (the pins are the Makefile's ``AGENT_PACKAGES``; ../shared/WAVE4.md measured how
-each runs offline and its traps; docs/acp.md has the table).
+``.agents/`` (the pins are the Makefile's ``AGENT_PACKAGES``; how each runs offline and its traps, as measured
+with those pins, are in docs/acp.md, "Claude, Codex and Gemini CLI").
 
 Each runs against the coding endpoint (``tether provider --coding``: ``ROOT`` is its URL
 without ``/v1``), with a private HOME and state folders, and every update check, telemetry

@@ -19,7 +19,8 @@ Claude Code's ``session_id`` (``claude-<session_id>``), so each hook finds it:
 A Stop from a console lands at the next hook, as Claude Code offers no earlier interruption:
 a ``PreToolUse`` that waits is denied at once; otherwise the next ``PreToolUse`` is denied and
 the next ``PostToolUse`` or ``UserPromptSubmit`` answers ``continue: false`` (on ``PreToolUse``
-Claude Code ignores it, ../shared/WAVE3.md). What a hook reports of the past (the call's result
+Claude Code ignores it: measured with Claude Code 2.1.197, docs/integrations.md, "When Stop
+lands"). What a hook reports of the past (the call's result
 Claude Code received, the model's words and usage) is recorded before that Stop is honoured. A budget or a turn cap crossed ends the run, and
 the session is stopped the same way.
 

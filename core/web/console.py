@@ -4,7 +4,8 @@ behind ``tether serve``'s login.
 Each browser tab (each websocket) is one ``tether console`` process on the same store, recorded
 as the logged-in operator (``--as``), and ended when the tab closes. textual-serve itself has no
 login, no bound on tabs, never kills an app that ignores its quit request, and keeps a SIGTERM
-waiting on open websockets (WAVE3.md measured each). This module adds what a server on a
+waiting on open websockets (measured with textual-serve 1.1.3; docs/serve.md, "What textual-serve
+leaves to Tether"). This module adds what a server on a
 network needs:
 
 - no operator, no console: a request the login in front did not vouch for is refused before the

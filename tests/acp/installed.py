@@ -3,7 +3,7 @@
 
 Each agent runs against a scripted chat-completions endpoint on loopback, with a private HOME
 and XDG folders (nothing of the operator's is read or written) and every network feature off
-(the measurements in ../shared/WAVE3.md say which). ``launch_*`` returns the command and the
+(``tether.demo.acp`` sets which). ``launch_*`` returns the command and the
 environment for ``tether.acp``; the configs are written under ``home``. Claude Code is there too,
 for its hooks (tests/integrations): ``require_claude`` finds it.
 """
@@ -25,7 +25,7 @@ __all__ = ["AGENTS_DIR", "CLAUDE", "CLAUDE_VERSION", "MODEL", "NODE22", "OPENCOD
 
 REPO = Path(__file__).resolve().parents[2]
 CLAUDE_VERSION = "2.1.197"
-"""The Claude Code the Makefile pins (``AGENT_PACKAGES``), the one ../shared/WAVE3.md measured."""
+"""The Claude Code the Makefile pins (``AGENT_PACKAGES``), the one measured for docs/integrations.md."""
 _CLAUDE_PACKAGE = AGENTS_DIR / "node_modules" / "@anthropic-ai" / "claude-code"
 CLAUDE = _CLAUDE_PACKAGE / "bin" / "claude.exe"
 """Claude Code's native binary (``.agents/node_modules/.bin/claude`` links to it)."""

@@ -45,7 +45,7 @@ from tether.workspaces.merge import merge_check
 from tests.benchmarks.bench_harness import host_speed_ms
 
 FILES = 10_000
-KB = 8  # 10,000 files of about 8.7 KB: the 87 MB repository of ../shared/WAVE4.md
+KB = 8  # 10,000 files of about 8.7 KB: an 87 MB repository
 TRIALS = 5
 GOAL = 1.2
 

@@ -1,5 +1,5 @@
 """The console sub-app's guards, through aiohttp's test client (no browser): what textual-serve
-alone does not do (WAVE3.md) and a server on a network must.
+alone does not do (docs/serve.md, "What textual-serve leaves to Tether") and a server on a network must.
 
 The console tabs here are a stand-in program (``settings.python``) that speaks textual-serve's
 start line and then ignores everything, the worst a tab can do; the real console in a real

@@ -103,7 +103,7 @@ async def place(tmp_path: Path) -> AsyncIterator[Place]:
 
 
 def claude_env(place: Place, **extra: str) -> dict[str, str]:
-    """Offline, headless, nothing of the operator's read or written (../shared/WAVE3.md)."""
+    """Offline, headless, nothing of the operator's read or written (docs/integrations.md, "Claude Code")."""
     env = {"PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(place.home), "LANG": "C.UTF-8",
            "ANTHROPIC_BASE_URL": place.base_url, "ANTHROPIC_API_KEY": "sk-scripted-offline",
            "DISABLE_TELEMETRY": "1", "DISABLE_AUTOUPDATER": "1", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1"}

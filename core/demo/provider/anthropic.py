@@ -1,6 +1,7 @@
 """The scripted provider's Anthropic Messages API (``POST /v1/messages``), for Claude Code.
 
-Claude Code runs headless and offline against it (../shared/WAVE3.md measured how): it sends
+Claude Code runs headless and offline against it (measured with Claude Code 2.1.197; docs/integrations.md,
+"Claude Code"): it sends
 ``HEAD /`` first, then ``POST /v1/messages?beta=true`` with ``stream: true``, its system
 prompt, its tools and the transcript as Anthropic content blocks. The reply is a pure
 function of the request body, as for the chat-completions API (:mod:`tether.demo.provider.app`):
