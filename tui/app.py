@@ -219,8 +219,9 @@ class TetherApp(DecisionActions, RunActions, WorkspaceActions, CheckpointTimelin
         # keep it out of the cyclic collector, whose full passes over it stalled the screen
         # under load. And collect the young generation less often: rendering makes heaps of
         # short-lived objects that refcounting frees, and each young pass promotes the ones
-        # alive at that moment, which brings the next full pass nearer (docs/performance.md
-        # has the key latencies with and without). Both undone when the app unmounts.
+        # alive at that moment, which brings the next full pass nearer (the key latencies with
+        # and without: docs/performance-history.md, "The console under load"). Both undone when
+        # the app unmounts.
         gc.collect()
         gc.freeze()
         self._gc_thresholds = gc.get_threshold()

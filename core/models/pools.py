@@ -3,7 +3,8 @@
 httpcore keeps one list of connections per pool and, on every request and every response,
 walks all of it (``_assign_requests_to_connections`` asks each connection ``has_expired()``:
 a ``getpeername`` and a ``select`` each). With one pool behind a worker's many runs, that
-walk was the largest cost in a busy worker that Tether controls (docs/performance.md), and
+walk was the largest cost in a busy worker that Tether controls (docs/performance-history.md,
+"Workers on PostgreSQL"), and
 the connections beyond httpx's keep-alive limit were closed and opened again at each reply.
 Pools that each carry at most :data:`PER_POOL` requests at once keep the walk short and
 every connection within that limit. A console or a CLI run, with a request or two at a time,

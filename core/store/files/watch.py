@@ -14,7 +14,7 @@ with no new kind of change (or after ``debounce`` ms at most while new paths kee
 changing). ``step=10`` and ``debounce=50`` bring an append in another process to the
 consumer within a couple of steps, and a flood of appends to another run's trace does not
 delay it: the changes are a set, so a busy file is one entry per batch. The measured
-latencies and the idle cost are in docs/performance.md ("Watching the store").
+latencies and the idle cost are in docs/performance-history.md ("Watching the store").
 
 Recursive or not. inotify needs one watch per *directory* (not per file): a recursive
 watch of a store with 10,000 runs takes 10,001 watches, set up on the watcher's thread (not
