@@ -33,7 +33,7 @@ from typing import Any
 from tether.harness import Harness
 from tether.demo.lab import cell, markdown_table, outcome_words, stop_after
 from tether.observe.report import summary
-from tether.run.state import Limits, NeedsApproval, RunState, Status
+from tether.run.state import Limits, NeedsApproval, Pricing, RunState, Status
 from tether.models.tokens import encoding
 from tether.demo.grading import RUBRICS, Grade, Rubric
 from tether.demo.agents import DEMO
@@ -70,6 +70,7 @@ class EvalConfig:
     max_tokens: int = 512
     task_timeout_s: float | None = None
     tasks: tuple[str, ...] = ()  # the names of the tasks to run, in TASKS' order; empty: all six
+    pricing: Pricing | None = None  # a price for the model; None: the agent file's, genai-prices', or unknown
 
     def __post_init__(self) -> None:
         unknown = [name for name in self.tasks if name not in {t.name for t in TASKS}]
@@ -95,7 +96,8 @@ async def run_task(task: Task, cfg: EvalConfig, root: Path) -> dict[str, Any]:
     async with Harness(root / "runs", root / "workspace", base_url=cfg.base_url, api_key=cfg.api_key,
                        agent_sets=(DEMO,)) as harness:
         state = harness.new_run(cfg.model, task.prompt,
-                                limits=Limits(max_turns=cfg.max_turns, max_tokens=cfg.max_tokens))
+                                limits=Limits(max_turns=cfg.max_turns, max_tokens=cfg.max_tokens),
+                                pricing=cfg.pricing)
         started = time.perf_counter()
         with stop_after(cfg.task_timeout_s, f"task timeout: {cfg.task_timeout_s} s") as signal:
             outcome = await harness.run(state.run_id, signal=signal)

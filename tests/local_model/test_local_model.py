@@ -33,6 +33,9 @@ TASK_TIMEOUT_S = 40.0  # a loaded 2-core host took over 20 s for the first turn 
 # the slowest part of the suite. All six run against the scripted provider in
 # tests/unit/test_eval.py, and make eval-local runs all six against this model.
 REAL_TASKS = ("timeout", "list_and_read")
+# A local model has no price (its runs cost "unknown", tokens counted): one is given here, so the
+# guarantee the limits rest on, cost = the turns' tokens priced, is checked against a real model.
+PRICE = Pricing(input_per_million=2.0, output_per_million=12.0, source="config")
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +47,7 @@ def base_url() -> Iterator[str]:
 @pytest.fixture(scope="module")
 def result(base_url: str, tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     cfg = EvalConfig(base_url=base_url, model=SMOLLM2.alias, max_turns=3, max_tokens=128,
-                     task_timeout_s=TASK_TIMEOUT_S, tasks=REAL_TASKS)
+                     task_timeout_s=TASK_TIMEOUT_S, tasks=REAL_TASKS, pricing=PRICE)
     return asyncio.run(run_eval(cfg, keep_dir=tmp_path_factory.mktemp("eval-local")))
 
 
@@ -61,7 +64,7 @@ def test_every_task_ends_in_one_of_the_five_exits(result: dict[str, Any]) -> Non
 
 
 def test_cost_is_the_sum_of_the_turns_recomputed_from_tokens(result: dict[str, Any]) -> None:
-    pricing = Pricing()
+    pricing = PRICE
     for row in result["tasks"]:
         turns = [r for r in read_trace(Path(row["runs_dir"]) / row["run_id"] / TRACE_FILE) if r["kind"] == "turn"]
         assert len(turns) == row["turns"]
