@@ -86,6 +86,8 @@ async def test_a_shell_made_change_is_rewound_and_brought_back_by_undo_and_a_res
         assert state.messages == full[:cps[0]["messages"]] and state.status is Status.INTERRUPTED
         assert state.run_workspace is not None and state.run_workspace.changes is not None
         assert state.run_workspace.changes["files"] == 1, "the listing's counts, as the files are now"
+        spent = lambda s: (s.turns, s.prompt_tokens, s.completion_tokens, s.cost_usd)  # noqa: E731
+        assert spent(state) == spent(out.state) and out.state.prompt_tokens > 0, "a rewind never unspends"
         shown = (await cli_here_async("show", RUN, *where)).stdout
         assert "rewind 1: back to checkpoint 1" in shown and "(rewound)" not in shown
         shown_json = json.loads((await cli_here_async("show", RUN, "--json", *where)).stdout)
