@@ -92,6 +92,28 @@ def aggregate(summaries: Iterable[RunSummary], query: CostQuery) -> list[CostRow
     return ordered(groups.values(), query.by)
 
 
+DEAREST = 10
+"""How many runs the Costs screen and /costs list as the dearest."""
+
+
+def dearest_of(summaries: Iterable[RunSummary], query: CostQuery, limit: int = DEAREST) -> list[RunSummary]:
+    """The ``limit`` runs made in ``query``'s period that cost the most of their own, dearest
+    first (then by run id): the reference for both stores' ``ORDER BY … LIMIT``."""
+    chosen = [s for s in summaries if (query.since is None or s.created_at >= query.since)
+              and (query.until is None or s.created_at < query.until)]
+    chosen.sort(key=lambda s: (-((s.cost_usd or 0.0) - (s.child_cost_usd or 0.0)), s.run_id))
+    return chosen[:limit]
+
+
+def ago(seconds: float) -> str:
+    """``40 s``, ``12 min``, ``5 h``, ``3 d``: a dearest run's age, in its largest whole unit."""
+    seconds = max(0.0, seconds)
+    for unit, size in (("d", 86_400), ("h", 3600), ("min", 60)):
+        if seconds >= 1.5 * size:
+            return f"{seconds / size:.0f} {unit}"
+    return f"{seconds:.0f} s"
+
+
 def where(query: CostQuery, created: str = "created_at") -> tuple[str, list[float]]:
     """The ``WHERE`` of both stores' queries (``%s`` placeholders)."""
     parts, params = [], []

@@ -205,6 +205,11 @@ class Store(Protocol):
         """The runs' own spend, tokens, runs nobody priced and dearest run, grouped by agent,
         model, source or day (:mod:`tether.store.costs`): one aggregate query, no run loaded."""
 
+    def dearest(self, query: CostQuery, limit: int = 10) -> list[RunSummary]:
+        """The ``limit`` runs made in ``query``'s period (its ``by`` is ignored) that cost the
+        most of their own (``cost_usd - child_cost_usd``), dearest first, then by run id: their
+        summaries as saved (no liveness), from one ``ORDER BY … LIMIT`` query."""
+
 
 async def call(store: Store | Handle, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
     """``fn(*args, **kwargs)`` from an event loop: inline for a store of local files, in a

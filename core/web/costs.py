@@ -1,6 +1,7 @@
 """/costs: what the runs cost, for a phone and without JavaScript (issue 41's pictures). Spend
 per day over 30 days as bars, by agent and by model as horizontal bars, each group's dearest
-run, the runs nobody could price, and the fleet budgets' state. The charts are SVG drawn here,
+run, the ten dearest runs (each linked to its page), the runs nobody could price, and the fleet
+budgets' state. The charts are SVG drawn here,
 on the server, from ``Store.costs`` (:mod:`tether.store.costs`); every label is escaped."""
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from xml.sax.saxutils import escape
 from aiohttp import web
 from markupsafe import Markup
 
-from tether.store.costs import CostQuery, CostRow
+from tether.store.costs import DEAREST, CostQuery, CostRow, ago
 from tether.web import auth, pages
 from tether.web.render import html
 
@@ -44,7 +45,11 @@ def figures(store: Any, fleet: Any, now: float) -> dict[str, Any]:
                             "spent": _usd(total), "share": min(1.0, total / b.usd),
                             "state": "reached" if total >= b.usd else "warning" if total >= b.warn_at * b.usd
                             else "ok"})
-    return {"days": days, "agents": agents, "models": models, "budgets": budgets,
+    dearest = [{"run_id": r.run_id, "agent": r.agent or "", "model": r.model or "", "status": r.status,
+                "cost": "unknown" if r.price == "unknown" else _usd((r.cost_usd or 0.0) - (r.child_cost_usd or 0.0)),
+                "tokens": f"{r.prompt_tokens or 0:,} in / {r.completion_tokens or 0:,} out",
+                "age": ago(now - r.created_at)} for r in store.dearest(CostQuery(since=since), DEAREST)]
+    return {"days": days, "agents": agents, "models": models, "budgets": budgets, "dearest": dearest,
             "unknown": sum(r.unknown_runs for r in agents), "total": sum(usd for _, usd in days)}
 
 

@@ -23,6 +23,11 @@ def test_the_costs_page_draws_the_fleets_spend_on_a_phone(served: Served, phone:
     bars = phone.get_by_test_id("agent-chart").locator("rect")
     assert bars.count() == 2 and bars.nth(0).bounding_box()["width"] > bars.nth(1).bounding_box()["width"] > 0
     expect(phone.get_by_test_id("agents-table")).to_contain_text("plan")
+    dearest = phone.get_by_test_id("dearest-table")
+    expect(dearest.get_by_role("link", name="p1")).to_have_attribute("href", "/runs/p1")
+    dearest.get_by_role("link", name="f1").click()
+    expect(phone).to_have_url(served.url + "/runs/f1")
+    phone.go_back()
     assert phone.evaluate("document.documentElement.scrollWidth <= window.innerWidth"), "the page scrolls sideways"
     shot = os.environ.get("TETHER_SCREENSHOTS")
     phone.screenshot(path=os.path.join(shot, "costs-page.png") if shot else str(served.tmp / "costs-page.png"),

@@ -68,3 +68,33 @@ def test_the_costs_figures_carry_each_fleet_budgets_state(tmp_path: Path):
     on_web = figures(store, fleet, __import__("time").time())["budgets"]
     assert [(b["name"], b["spent"], b["state"]) for b in on_web] == [
         ("ops-daily", "$0.7500", "warning"), ("all-daily", "$0.7500", "reached"), ("qa-daily", "$0.0000", "ok")]
+
+
+async def test_the_ten_dearest_runs_are_listed_dearest_first_and_enter_selects_one(tmp_path: Path):
+    app = make_app(tmp_path, grace_s=0)
+    async with app.run_test(size=SIZE) as pilot:
+        app.create_run(NewRunRequest("plan"), run_id="plan-1")
+        await settle(pilot, app)
+        app.create_run(NewRunRequest("plan", prompt="Plan the second thing."), run_id="plan-2")
+        app.create_run(NewRunRequest("forbidden"), run_id="forbidden-1")
+        await settle(pilot, app)
+        app.select("plan-1")
+        await pilot.press("$")
+        await wait_for(pilot, lambda: isinstance(app.screen, CostsScreen) and app.screen.figures is not None,
+                       "the costs screen with its figures")
+        screen: CostsScreen = app.screen  # type: ignore[assignment]
+        table = screen.query_one("#costs-dearest", DataTable)
+        shown = [[str(c) for c in table.get_row_at(i)] for i in range(table.row_count)]
+        order = sorted(("plan-1", "plan-2", "forbidden-1"), key=lambda r: (-app.states[r].cost_usd, r))
+        assert [row[0] for row in shown] == order
+        cheapest = app.states[order[-1]]
+        assert shown[-1][1:4] == [cheapest.agent.name if cheapest.agent else "", cheapest.model,
+                                  f"${cheapest.cost_usd:,.4f}"]
+        assert shown[-1][4] == f"{cheapest.prompt_tokens:,} in / {cheapest.completion_tokens:,} out"
+        assert shown[-1][5] == cheapest.status.value and shown[-1][6].endswith(" s")
+        table.focus()
+        table.move_cursor(row=len(order) - 1)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: not isinstance(app.screen, CostsScreen), "back on the console")
+        assert app.selected == order[-1] != "plan-1"
+        await finish(pilot, app)

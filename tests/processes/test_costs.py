@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tether.run.state import AgentRef, Pricing, RunState, Status
-from tether.store.costs import CostQuery, aggregate
+from tether.store.costs import CostQuery, aggregate, dearest_of
 from tether.store.files.store import RunStore
 from tether.store.protocol import Store
 from tests.support import TABLES, cli_here
@@ -83,6 +83,21 @@ def test_spend_is_grouped_by_agent_model_source_and_day_the_same_as_the_summarie
             [r.to_dict() for r in aggregate(store.summaries(), CostQuery(by))]
     window = store.costs(CostQuery("model", since=T0 + DAY / 2, until=T0 + 1.5 * DAY))
     assert [(r.group, r.runs) for r in window] == [("claude-sonnet-4-5", 2), ("gpt-4o-mini", 1)]
+
+
+def test_the_dearest_runs_of_a_period_come_dearest_first_by_their_own_spend_and_no_more_than_asked(store: Store):
+    fleet(store)
+    # b1 spent 4.75 with its child's 0.75: its own 4.00 ranks it; the unpriced run comes last.
+    assert [s.run_id for s in store.dearest(CostQuery())] == ["b1", "a2", "b2", "a1", "c1"]
+    first = store.dearest(CostQuery(), limit=2)
+    assert [(s.run_id, s.agent, s.model, s.status) for s in first] == [
+        ("b1", "coder", "claude-sonnet-4-5", "completed"), ("a2", "triage", "gpt-4o-mini", "completed")]
+    assert (first[0].prompt_tokens, first[0].completion_tokens) == (9000, 900)
+    window = CostQuery(since=T0 + DAY / 2, until=T0 + 1.5 * DAY)
+    assert [s.run_id for s in store.dearest(window)] == ["b1", "a2", "b2"]
+    for query in (CostQuery(), window):
+        assert [s.run_id for s in store.dearest(query, limit=3)] == \
+            [s.run_id for s in dearest_of(store.summaries(), query, 3)]
 
 
 def test_tether_costs_prints_each_group_and_says_what_it_could_not_price(store: Store):

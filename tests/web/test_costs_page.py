@@ -44,6 +44,14 @@ def check(page: str) -> None:
     assert widths[0] == 150.0 and widths[1] == 150.0 * 0.25 / 2.0  # dearest first, to scale
     assert '<a href="/runs/r1">r1</a> ($1.5000)' in page  # the dearest run of triage
     assert "unknown" in html.unescape(page)
+    dearest = re.search(r'<table[^>]*data-testid="dearest-table".*?</table>', page, re.S)
+    assert dearest is not None and ">The 4 dearest runs<" in page
+    rows = re.findall(r"<tr><td>(.*?)</td></tr>", dearest.group(0), re.S)
+    cells = [re.split(r"</td>\s*<td>", row) for row in rows]
+    assert [c[0] for c in cells] == [f'<a href="/runs/{r}">{r}</a>' for r in ("r1", "r2", "r3", "r4")]
+    assert cells[0][1:6] == ["triage", "gpt-4o-mini", "$1.5000", "100 in / 10 out", "completed"]
+    assert cells[2][1] == "&lt;script&gt;alert(1)&lt;/script&gt;"  # the agent's name, escaped
+    assert cells[3][3] == "unknown"  # no price: never a made-up $0
 
 
 async def test_the_costs_page_draws_spend_as_svg_escaped(web: Served) -> None:

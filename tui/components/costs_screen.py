@@ -1,6 +1,7 @@
 """What the fleet cost, as a screen (``$``; issue 41's pictures): spend per day over the last
-30 days as Textual's ``Sparkline``, spend by agent and by model as horizontal bars, and the fleet
-budgets' state. Enter on an agent's or a model's row goes to its dearest run.
+30 days as Textual's ``Sparkline``, spend by agent and by model as horizontal bars, the ten
+dearest runs (``Store.dearest``), and the fleet budgets' state. Enter on a dearest run, or on an
+agent's or a model's row (its dearest run), closes the screen and selects that run.
 
 The screen asks its ``load`` for the figures (``Store.costs``: one aggregate query per group,
 off the event loop for a store that blocks) when it mounts and on F5. Textual's own widgets
@@ -25,7 +26,7 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Label, Sparkline, Static
 
-from tether.store.costs import CostQuery, CostRow
+from tether.store.costs import DEAREST, CostQuery, CostRow, ago
 from tether.tui.components.key_bar import KeyBar
 from tether.tui.text import one_line
 
@@ -42,6 +43,8 @@ class CostFigures:
     models: list[CostRow]
     budgets: list[dict[str, Any]] = field(default_factory=list)
     unknown_runs: int = 0
+    dearest: list[Any] = field(default_factory=list)  # RunSummary, dearest first
+    now: float = 0.0
 
 
 def load_figures(store: Any, fleet: Any = None, now: float | None = None) -> CostFigures:
@@ -63,7 +66,8 @@ def load_figures(store: Any, fleet: Any = None, now: float | None = None) -> Cos
             budgets.append({"name": b.name, "scope": b.scope_words(), "per": b.per, "usd": b.usd, "spent": total,
                             "state": "reached" if total >= b.usd else "warning" if total >= b.warn_at * b.usd
                             else "ok"})
-    return CostFigures(days, agents, models, budgets, sum(r.unknown_runs for r in agents))
+    return CostFigures(days, agents, models, budgets, sum(r.unknown_runs for r in agents),
+                       store.dearest(CostQuery(since=since), DEAREST), now)
 
 
 def bar(value: float, top: float, width: int = BAR) -> Text:
@@ -115,6 +119,10 @@ class CostsScreen(Screen[None]):
                 yield self._table("costs-agents", "agent")
                 yield Label(Text("By model", style="bold"))
                 yield self._table("costs-models", "model")
+                yield Label(Text(f"The {DEAREST} dearest runs", style="bold"))
+                dearest: DataTable[Text] = DataTable(id="costs-dearest", cursor_type="row", zebra_stripes=True)
+                dearest.add_columns("run", "agent", "model", "cost", "tokens", "status", "age")
+                yield dearest
             yield Static("", id="costs-budgets")
         yield KeyBar(id="costs-keys")
 
@@ -160,6 +168,7 @@ class CostsScreen(Screen[None]):
                                                                style="dim"))
         self._fill("#costs-agents", figures.agents)
         self._fill("#costs-models", figures.models)
+        self._fill_dearest(figures)
         lines = Text()
         for b in figures.budgets:
             style = {"reached": "bold red", "warning": "yellow"}.get(b["state"], "green")
@@ -179,6 +188,18 @@ class CostsScreen(Screen[None]):
             table.add_row(Text(one_line(r.group, 30)), Text(spend, justify="right"), bar(r.cost_usd, top),
                           Text(str(r.runs), justify="right"), Text(one_line(r.dearest_run or "", 36), style="dim"),
                           key=r.dearest_run or r.group)
+
+    def _fill_dearest(self, figures: CostFigures) -> None:
+        table = self.query_one("#costs-dearest", DataTable)
+        table.clear()
+        for s in figures.dearest:
+            own = (s.cost_usd or 0.0) - (s.child_cost_usd or 0.0)
+            cost = "unknown" if s.price == "unknown" else _usd(own)
+            table.add_row(Text(one_line(s.run_id, 36)), Text(one_line(s.agent or "", 20)),
+                          Text(one_line(s.model or "", 24)), Text(cost, justify="right"),
+                          Text(f"{s.prompt_tokens or 0:,} in / {s.completion_tokens or 0:,} out", justify="right"),
+                          Text(s.status), Text(ago(figures.now - s.created_at), justify="right", style="dim"),
+                          key=s.run_id)
 
     @on(DataTable.RowSelected)
     def _chosen(self, event: DataTable.RowSelected) -> None:

@@ -291,6 +291,14 @@ class RunIndex:
                 f"max(cost_usd - coalesce(child_cost_usd, 0)) FROM runs{filtered} GROUP BY 1").replace("%s", "?")
         return ordered((row_of(r) for r in self._op(lambda db: db.execute(text, params).fetchall())), query.by)
 
+    def dearest(self, query: CostQuery, limit: int) -> list[RunSummary]:
+        """The dearest runs' rows (:meth:`tether.store.protocol.Store.dearest`; raises :class:`IndexUnavailable`)."""
+        filtered, params = cost_where(query)
+        text = (f"SELECT {', '.join(SUMMARY_COLUMNS)} FROM runs{filtered} "
+                "ORDER BY coalesce(cost_usd, 0) - coalesce(child_cost_usd, 0) DESC, run_id LIMIT %s").replace("%s", "?")
+        rows = self._op(lambda db: db.execute(text, [*params, limit]).fetchall())
+        return [RunSummary.from_row(r) for r in rows]
+
     # ---- the trace digests (what ``tether runs --json`` reads of each trace) -------------
     def traces(self) -> dict[str, tuple[JournalKey, str, float]]:
         """run id -> (the trace's key when digested, its tool runs as JSON, its ms)."""

@@ -314,6 +314,18 @@ class RunStore:
             log.warning("%s; reading the journals instead", exc)
         return aggregate(self.summaries(), query)
 
+    def dearest(self, query: CostQuery, limit: int = 10) -> list[RunSummary]:
+        """The dearest runs from the index as it stands, as :meth:`costs` reads it."""
+        from tether.store.costs import dearest_of
+
+        if not self.index.path.exists():
+            self._refreshed(None, rows_wanted=False)
+        try:
+            return self.index.dearest(query, limit)
+        except IndexUnavailable as exc:
+            log.warning("%s; reading the journals instead", exc)
+        return dearest_of(self.summaries(), query, limit)
+
     def budget_charge(self, key: str, usd: float, seed: Callable[[], float]) -> float:
         """Add ``usd`` to fleet budget ``key``'s spend this period and return the new total, under
         an exclusive lock on its file (``budgets/KEY``): two processes charging at once are

@@ -367,6 +367,17 @@ class PgStore(Database):
         with self._conn() as conn:
             return ordered((row_of(r) for r in conn.execute(self.q(text), params).fetchall()), query.by)
 
+    def dearest(self, query: CostQuery, limit: int = 10) -> list[RunSummary]:
+        """The dearest runs' summaries in one ``ORDER BY … LIMIT`` over the runs table."""
+        from tether.store.costs import where
+
+        filtered, params = where(query, created="r.created_at")
+        text = ("SELECT r.summary FROM {s}.runs r, json_to_record(r.summary) AS x(cost_usd float8, "
+                f"child_cost_usd float8){filtered} "
+                "ORDER BY coalesce(x.cost_usd, 0) - coalesce(x.child_cost_usd, 0) DESC, r.run_id LIMIT %s")
+        with self._conn() as conn:
+            return [summary_of(r[0]) for r in conn.execute(self.q(text), [*params, limit]).fetchall()]
+
     def budget_charge(self, key: str, usd: float, seed: Callable[[], float]) -> float:
         """Add ``usd`` to fleet budget ``key``'s spend this period and return the new total: one
         transaction holding the key's advisory lock, so two processes charging at once are
