@@ -44,7 +44,7 @@ from tether.run.controls import (
 )
 from tether.run.hold import heartbeat, open_run, release
 from tether.run.prices import price_for
-from tether.approvals import budgets
+from tether.approvals import budget_ask, budgets
 from tether.run.tracked import TrackedRun
 from tether.agents.sample import ensure_sample
 from tether.agents.sets import AgentSet, known_agents, set_of
@@ -369,6 +369,11 @@ class Harness:
         request = request if decided_at is None else replace(request, ts=decided_at)
 
         state = await call(self.store, self.store.load, run_id)
+        if budget_ask.waits_on_budget(state):  # a spent "ask" fleet budget: decided here, then the run goes on
+            state, goes_on = await budget_ask.decided(self.store, run_id, request)
+            if not goes_on:
+                return Outcome(state, [], 0.0)
+            return await self._operate(run_id, lambda state: [], signal, sinks, wait_for_decision)
         if merging.waits_on_merge(state) or merging.merging(state):
             started = time.perf_counter()
             final, _ = await merging.decide(self.store, run_id, request)
@@ -625,14 +630,13 @@ class Harness:
             fleet_budget=None if self.fleet is None else self._fleet_check,
         )
 
-    async def _fleet_check(self, state: RunState) -> str | None:
+    async def _fleet_check(self, state: RunState) -> Any:
         """The fleet budgets before a model call (tether.approvals.budgets): their levels reached
         go into the run's trace (the notifications send them), a reached one stops the run."""
-        words, levels = await asyncio.to_thread(self.fleet.before_call, self.store, state)  # type: ignore[union-attr]
-        emit = self._emitters.get(state.run_id)
-        for event in levels if emit is not None else ():
-            emit(event)
-        return words
+        from tether.approvals import budget_ask
+
+        rules = self._rules if callable(getattr(self.store, "rules", None)) else None
+        return await budget_ask.check(self.fleet, self.store, state, rules, self._emitters.get(state.run_id))
 
     async def _rules(self) -> list[Any]:
         """The store's standing rules (:mod:`tether.approvals`), read before each call."""

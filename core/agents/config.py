@@ -195,7 +195,7 @@ class BudgetEntry(_Entry):
     source: str | None = None
     per: Literal["day", "week", "month"] = "day"
     usd: float = Field(gt=0)
-    on_exceed: Literal["stop", "refuse"] = "stop"
+    on_exceed: Literal["stop", "refuse", "ask"] = "stop"
     warn_at: float = Field(default=0.8, gt=0, lt=1)
 
     @model_validator(mode="after")

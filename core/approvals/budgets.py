@@ -6,7 +6,7 @@
 agent = "opencode"   # or model = "…", or source = "acp" | "claude-code" | …; none of them: every run
 per = "day"          # | "week" | "month" (UTC; a week starts on Monday)
 usd = 5
-on_exceed = "stop"   # | "refuse"
+on_exceed = "stop"   # | "refuse" | "ask" (tether.approvals.budget_ask)
 warn_at = 0.8
 ```
 
@@ -34,7 +34,7 @@ from tether.store.costs import CostQuery, GroupBy
 log = logging.getLogger(__name__)
 
 Period = Literal["day", "week", "month"]
-OnExceed = Literal["stop", "refuse"]
+OnExceed = Literal["stop", "refuse", "ask"]
 
 
 class BudgetRefused(ValueError):
@@ -135,17 +135,25 @@ class FleetBudgets:
                 raise BudgetRefused(f"{budget.words(total)}: no new run of {budget.scope_words()} until the next "
                                     f"{budget.per} (UTC); raise usd in [budgets.{budget.name}] to go on now")
 
-    def before_call(self, store: Any, state: RunState) -> tuple[str | None, list[FleetBudgetLevel]]:
+    def before_call(self, store: Any, state: RunState) -> tuple[str | tuple[FleetBudget, float] | None,
+                                                                list[FleetBudgetLevel]]:
         """Charge what ``state`` spent since its last check to each budget over it; the words of
-        the first one that is reached (the run stops there), else None; and the levels
+        the first one that is reached (the run stops there), or an ``ask`` budget reached and its
+        spend (the run asks: :mod:`tether.approvals.budget_ask`), else None; and the levels
         (``warn_at``, 100 %) a budget reached that this process has not yet said this period."""
         own = state.cost_usd - state.child_cost_usd
         delta = max(0.0, own - self.charged.get(state.run_id, own if state.turns else 0.0))
         self.charged[state.run_id] = own
-        reached, levels = None, []
+        from tether.approvals.budget_ask import lifted
+
+        reached: str | tuple[FleetBudget, float] | None = None
+        levels = []
         for budget in self.of(state):
             total = spent(store, budget, delta)
-            if reached is None and total >= budget.usd:
+            if budget.on_exceed == "ask":
+                if reached is None and total >= budget.usd + lifted(state, budget):
+                    reached = (budget, total)
+            elif reached is None and total >= budget.usd:
                 reached = f"{budget.words(total)}; the run stopped before its next model call"
             for level in (round(budget.warn_at * 100), 100):
                 key = (budget.key(), level)

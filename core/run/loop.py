@@ -106,7 +106,7 @@ class LoopEnv:
     after_change: Callable[[RunState, str, str], Awaitable[Event | None]] | None = None
     # The fleet budgets over the run (tether.approvals.budgets), before each model call: the words
     # of one that is reached (the run stops, a budget exit), else None.
-    fleet_budget: Callable[[RunState], Awaitable[str | None]] | None = None
+    fleet_budget: Callable[[RunState], Awaitable[str | NeedsApproval | None]] | None = None
 
 
 class RunLoop:
@@ -211,7 +211,8 @@ class RunLoop:
                     return await self._finish(Stop(Status.COMPLETED, "the model answered"))
                 stop = self._check_limits()
                 if stop is None and self.env.fleet_budget is not None and (words := await self.env.fleet_budget(st)):
-                    stop = Stop(Status.BUDGET_EXCEEDED, words, MaxBudget())
+                    stop = Stop(Status.INTERRUPTED, f"waiting for approval of {words.call_id}: {words.why}", words) \
+                        if isinstance(words, NeedsApproval) else Stop(Status.BUDGET_EXCEEDED, words, MaxBudget())
                 if stop:
                     return await self._finish(stop)
                 stop = await self._ask_model()

@@ -235,6 +235,8 @@ class TrackedRun:
             reason, levels = await asyncio.to_thread(fleet.before_call, self.harness.store, st)
             for event in levels:
                 self._emit(event)
+            if isinstance(reason, tuple):  # an "ask" budget: a program's run is not held for it (docs/costs.md)
+                reason = f"{reason[0].words(reason[1])}; the run stopped (a program's run is not asked)"
             if reason is not None:
                 await self._end(Status.BUDGET_EXCEEDED, reason, MaxBudget())
                 raise LimitReached(Status.BUDGET_EXCEEDED, reason, MaxBudget())

@@ -1,0 +1,167 @@
+"""``on_exceed = "ask"``: a fleet budget that, once spent, holds a running Tether run before its
+next model call for a decision on a call named ``budget`` (docs/costs.md).
+
+The call's id is ``budget:NAME@PERIOD:HEX`` and its arguments ``{"usd": N}``: what approving it
+adds to the budget for that run only (the approver names another amount with ``tether approve
+RUN --args '{"usd": 2}'``; by default the budget's own ``usd``). The run then goes on until the
+period's spend reaches the budget's ``usd`` plus what was approved for it this period, and asks
+again. Rejecting ends the run as a budget exit, in words. Standing rules apply as to any call
+(``tether rules add --allow budget`` approves at once with the default amount, ``--deny`` ends
+the run, ``--ask budget --approvals 2`` wants two people). Like the merge
+(:mod:`tether.workspaces.merging`), the decision is taken on the saved run, then the run goes on.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from typing import Any
+
+from tether.approvals.audit import run_source
+from tether.approvals.holding import verdict_of
+from tether.approvals.rules import Call
+from tether.run.events import ApprovalDecision, ApprovalRequired, RunStopped
+from tether.run.state import Decision, MaxBudget, NeedsApproval, RunState, StateError, Status, args_hash
+
+BUDGET = "budget"
+"""The name of the call a spent ``ask`` budget is asked as (what rules name: ``--ask budget``)."""
+
+
+def _prefix(budget: Any) -> str:
+    return f"{BUDGET}:{budget.key()}:"
+
+
+def lifted(state: RunState, budget: Any) -> float:
+    """What approvals have added to ``budget`` for this run this period (dollars)."""
+    total = 0.0
+    for call_id, d in state.approvals.items():
+        if call_id.startswith(_prefix(budget)) and d.verdict == "approved" and d.complete:
+            total += amount(d.args, budget.usd)
+    return total
+
+
+def amount(args: str | None, default: float) -> float:
+    if not args:
+        return default
+    return float(json.loads(args).get("usd", default))
+
+
+def check_amount(args: str | None) -> str | None:
+    """Why an approver's ``--args`` cannot lift a budget, in words, or None."""
+    if args is None:
+        return None
+    parsed = json.loads(args)
+    usd = parsed.get("usd") if isinstance(parsed, dict) else None
+    extra = sorted(set(parsed) - {"usd"}) if isinstance(parsed, dict) else []
+    if extra or isinstance(usd, bool) or not isinstance(usd, (int, float)) or not usd > 0:
+        return ('a budget\'s approval takes {"usd": N}, N dollars more than 0 for this run (e.g. --args '
+                '\'{"usd": 2}\'); nothing was decided')
+    return None
+
+
+def waits_on_budget(state: RunState) -> bool:
+    waiting = state.interruption
+    return (state.status is Status.INTERRUPTED and isinstance(waiting, NeedsApproval)
+            and waiting.tool_name == BUDGET and waiting.call_id.startswith(f"{BUDGET}:"))
+
+
+async def ask(budget: Any, total: float, state: RunState, rules: Any, emit: Any) -> NeedsApproval | str | None:
+    """The run's ``budget`` call for a spent ``ask`` budget: a rule's allow (recorded, None: go
+    on), a rule's deny (words: a budget exit), else the approval the run waits on."""
+    why = (f"budget {budget.name} (${budget.usd:.2f}/{budget.per}) reached: ${total:.2f} spent; approve to go on "
+           f"(approving adds ${budget.usd:.2f} for this run; another amount: --args '{{\"usd\": N}}')")
+    call_id = f"{_prefix(budget)}{uuid.uuid4().hex[:8]}"
+    raw = json.dumps({"usd": budget.usd})
+    agent = state.agent.name if state.agent is not None else state.model
+    verdict = await verdict_of(rules, Call(BUDGET, {"usd": budget.usd, "budget": budget.name}, agent,
+                                           run_source(state), state.run_id))
+    rule = verdict.rule if verdict is not None else None
+    if rule is not None and rule.effect in ("allow", "deny"):
+        by = f"rule {rule.id}"
+        approved = rule.effect == "allow"
+        state.approvals[call_id] = Decision(call_id, "approved" if approved else "rejected", args_hash(raw),
+                                            rule.note(), by, used=not approved, tool=BUDGET, rule=rule.id,
+                                            asked_at=time.time())
+        emit(ApprovalDecision(run_id=state.run_id, call_id=call_id, tool=BUDGET,
+                              verdict="approved" if approved else "rejected", text=verdict.words(), by=by,  # type: ignore[union-attr]
+                              rule=rule.id))
+        return None if approved else f"{why.split('; approve')[0]}; declined by {by}: the run ended as a budget exit"
+    needed = rule.approvals if rule is not None else 1
+    waiting = NeedsApproval(call_id, BUDGET, raw, why, time.time(), needed, rule=rule.id if rule else None)
+    emit(ApprovalRequired(run_id=state.run_id, call_id=call_id, tool=BUDGET, args=raw, why=why,
+                          needed=needed if needed > 1 else None, rule=waiting.rule))
+    return waiting
+
+
+def decide(state: RunState, request: Any) -> list[Any]:
+    """``tether approve`` / ``reject`` (any route) on a run waiting on its ``budget`` call,
+    made on its state: the events that record it. An approval lifts the budget for this run by
+    its ``usd``; a rejection ends the run as a budget exit."""
+    waiting = state.interruption
+    assert isinstance(waiting, NeedsApproval)
+    if request.call_id not in (None, waiting.call_id):
+        raise StateError(f"run {state.run_id} waits on its budget call {waiting.call_id}, not {request.call_id}")
+    if request.kind != "approve":
+        state.approvals[waiting.call_id] = Decision(waiting.call_id, "rejected", args_hash(waiting.args), request.text,
+                                                    request.by, used=True, tool=BUDGET, asked_at=waiting.asked_at,
+                                                    account=request.account)
+        reason = (f"{waiting.why.split('; approve')[0]}; declined by {request.by}"
+                  + (f" ({request.text})" if request.text else "") + ": the run ended as a budget exit")
+        state.status, state.interruption = Status.BUDGET_EXCEEDED, MaxBudget()
+        return [ApprovalDecision(run_id=state.run_id, call_id=waiting.call_id, tool=BUDGET, verdict="rejected",
+                                 text=reason, by=request.by),
+                RunStopped(run_id=state.run_id, status=state.status.value, reason=reason, turns=state.turns,
+                           cost_usd=state.cost_usd, interruption=state.interruption.to_dict())]
+    problem = check_amount(request.args)
+    if problem:
+        raise StateError(problem)
+    if request.by in waiting.approvers:
+        raise StateError(f"{request.by} approved budget call {waiting.call_id} already: another person must")
+    approvers = [*waiting.approvers, request.by]
+    decision = Decision(waiting.call_id, "approved", args_hash(request.args or waiting.args), request.text,
+                        request.by, tool=BUDGET, args=request.args, approvers=approvers if waiting.needed > 1 else [],
+                        needed=waiting.needed, asked_at=waiting.asked_at, account=request.account)
+    state.approvals[waiting.call_id] = decision
+    tally = f"{len(approvers)} of {waiting.needed}" if waiting.needed > 1 else None
+    if not decision.complete:
+        state.interruption = NeedsApproval(waiting.call_id, BUDGET, waiting.args, waiting.why, waiting.asked_at,
+                                           waiting.needed, tuple(approvers), rule=waiting.rule)
+    usd = amount(request.args, json.loads(waiting.args)["usd"])
+    return [ApprovalDecision(run_id=state.run_id, call_id=waiting.call_id, tool=BUDGET,
+                             verdict="approved" if decision.complete else "pending",
+                             text=f"approved by {request.by}: ${usd:.2f} more for this run", by=request.by,
+                             args=request.args, tally=tally)]
+
+
+async def check(fleet: Any, store: Any, state: RunState, rules: Any, emit: Any) -> str | NeedsApproval | None:
+    """The fleet budgets before a model call: their levels reached go into the run's trace, a
+    reached ``stop``/``refuse`` budget's words stop the run, a reached ``ask`` budget asks."""
+    import asyncio
+
+    reached, levels = await asyncio.to_thread(fleet.before_call, store, state)
+    for event in levels if emit is not None else ():
+        emit(event)
+    if isinstance(reached, tuple):
+        return await ask(*reached, state, rules, emit or (lambda event: None))
+    return reached
+
+
+async def decided(store: Any, run_id: str, request: Any) -> tuple[RunState, bool]:
+    """:func:`decide` on the saved run (held while it is made), its events in its trace: the
+    run as it then is, and whether it goes on (approved by as many people as it needs)."""
+    from tether.run.hold import open_run, release
+
+    state, handle = await open_run(store, run_id)
+    trace = handle.trace(())
+    try:
+        if not waits_on_budget(state):
+            raise StateError(f"run {run_id} no longer waits on its budget call (status {state.status.value})")
+        for event in decide(state, request):
+            trace.write(event)
+        await handle.asave(state)
+    finally:
+        trace.close()
+        await release(handle)
+    decision = state.approvals[state.interruption.call_id] if isinstance(state.interruption, NeedsApproval) else None
+    return state, decision is not None and decision.verdict == "approved" and decision.complete

@@ -1,0 +1,97 @@
+"""Fleet budgets with ``on_exceed = "ask"`` (issue 41, item 4), on both stores: a spent budget
+holds a running run before its next model call on an approval of the call ``budget``, worded;
+``tether approve --args '{"usd": N}'`` lets it go on until N more is spent, ``tether reject``
+ends it as a budget exit; standing rules (allow, deny, ask for two people) decide it too; a
+new run in the spent budget's scope is refused at start, as with ``refuse``."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from tether.approvals.budgets import BudgetRefused
+from tether.approvals.rules import Rule
+from tether.run.state import Limits, MaxBudget, NeedsApproval, Status
+from tether.store.protocol import Store
+from tests.processes.test_fleet_budgets import budget_file, harness, last_turn_bound, spec, store  # noqa: F401
+from tests.support import cli_here_async
+
+WORDS = r"budget runaway-daily \(\$0\.02/day\) reached: \$0\.0\d spent; approve to go on"
+
+
+async def test_an_ask_budget_waits_then_approve_lifts_it_by_the_amount_and_reject_ends_the_run(store: Store,
+                                                                                                tmp_path):
+    config = budget_file(tmp_path, 0.02, "ask")
+    async with harness(store, tmp_path, config) as h:
+        out = await h.run(h.new_run("runaway", limits=Limits(max_turns=None)).run_id)
+        run_id = out.state.run_id
+    state = out.state
+    assert state.status is Status.INTERRUPTED and isinstance(state.interruption, NeedsApproval)
+    assert state.interruption.tool_name == "budget"
+    assert re.match(WORDS, state.interruption.why), state.interruption.why
+    first_ask = state.cost_usd
+    assert 0.02 <= first_ask <= 0.02 + last_turn_bound(state)
+    with pytest.raises(BudgetRefused, match="no new run of agent runaway"):  # a new run is refused at start
+        async with harness(store, tmp_path, config) as h:
+            h.new_run("runaway")
+
+    where = ("--config", str(config), "--store", spec(store))
+    bad = await cli_here_async("approve", run_id, "--args", '{"usd": -1}', *where)
+    assert bad.returncode != 0 and 'takes {"usd": N}' in bad.stderr
+    went = await cli_here_async("approve", run_id, "--args", '{"usd": 0.03}', *where)
+    assert went.returncode == 5, went.stderr  # interrupted: it went on, then asks again
+    state = store.load(run_id)
+    # It went on, and asks again only once the period's spend reached $0.02 + $0.03.
+    assert state.status is Status.INTERRUPTED and state.interruption.tool_name == "budget"
+    assert state.turns > out.state.turns
+    assert 0.05 <= state.cost_usd <= 0.05 + last_turn_bound(state)
+    assert re.match(r"budget runaway-daily \(\$0\.02/day\) reached: \$0\.0\d spent", state.interruption.why)
+
+    ended = await cli_here_async("reject", run_id, "--reason", "enough for today", *where)
+    assert ended.returncode == 4, ended.stderr  # a budget exit
+    state = store.load(run_id)
+    assert state.status is Status.BUDGET_EXCEEDED and state.interruption == MaxBudget()
+    (stopped,) = [r for r in store.read_trace(run_id) if r["kind"] == "run_stopped" and r["status"] == "budget_exceeded"]
+    assert "declined by" in stopped["reason"] and "enough for today" in stopped["reason"]
+    assert stopped["reason"].endswith("the run ended as a budget exit")
+    asked = [r for r in store.read_trace(run_id) if r["kind"] == "approval_required"]
+    assert [r["tool"] for r in asked] == ["budget", "budget"]
+
+
+async def test_a_deny_rule_ends_the_run_as_a_budget_exit(store: Store, tmp_path):
+    config = budget_file(tmp_path, 0.02, "ask")
+    denial = store.rule_add(Rule("deny", "budget", "no overspending", "alice"))
+    async with harness(store, tmp_path, config) as h:
+        out = await h.run(h.new_run("runaway", limits=Limits(max_turns=None)).run_id)
+    assert out.state.status is Status.BUDGET_EXCEEDED and out.state.interruption == MaxBudget()
+    (stopped,) = [r for r in store.read_trace(out.state.run_id) if r["kind"] == "run_stopped"]
+    assert "declined by rule" in stopped["reason"] and stopped["reason"].endswith("a budget exit")
+
+    store.rule_remove(denial.id)
+
+
+async def test_an_allow_rule_lifts_the_budget_at_once_by_its_own_usd(store: Store, tmp_path):
+    config = budget_file(tmp_path, 0.02, "ask")
+    store.rule_add(Rule("allow", "budget", "runaway may overspend", "alice"))
+    async with harness(store, tmp_path, config) as h:
+        out = await h.run(h.new_run("runaway", limits=Limits(max_turns=40)).run_id)
+    assert out.state.status not in (Status.INTERRUPTED, Status.BUDGET_EXCEEDED), out.state.turns
+    assert out.state.cost_usd > 0.04  # beyond the budget and one lift of it
+    allowed = [d for d in out.state.approvals.values() if d.tool == "budget"]
+    assert allowed and all(d.verdict == "approved" and d.rule for d in allowed)
+
+
+async def test_an_ask_rule_wants_two_people_for_the_budget(store: Store, tmp_path):
+    config = budget_file(tmp_path, 0.02, "ask")
+    store.rule_add(Rule("ask", "budget", "two people lift a budget", "alice", approvals=2))
+    async with harness(store, tmp_path, config) as h:
+        out = await h.run(h.new_run("runaway", limits=Limits(max_turns=None)).run_id)
+        run_id = out.state.run_id
+        assert out.state.interruption.tool_name == "budget" and out.state.interruption.needed == 2
+        one = await h.approve(run_id, by="bob", args='{"usd": 0.01}')
+        assert one.state.status is Status.INTERRUPTED and one.state.interruption.approvers == ("bob",)
+        two = await h.approve(run_id, by="carol", args='{"usd": 0.01}')
+        assert two.state.turns > out.state.turns
+        assert two.state.status is Status.INTERRUPTED and two.state.interruption.tool_name == "budget"
+        assert 0.03 <= two.state.cost_usd <= 0.03 + last_turn_bound(two.state)
