@@ -119,7 +119,7 @@ class CostsScreen(Screen[None]):
                 yield self._table("costs-agents", "agent")
                 yield Label(Text("By model", style="bold"))
                 yield self._table("costs-models", "model")
-                yield Label(Text(f"The {DEAREST} dearest runs", style="bold"))
+                yield Label(Text(f"The dearest runs (at most {DEAREST})", style="bold"))
                 dearest: DataTable[Text] = DataTable(id="costs-dearest", cursor_type="row", zebra_stripes=True)
                 dearest.add_columns("run", "agent", "model", "cost", "tokens", "status", "age")
                 yield dearest
