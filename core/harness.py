@@ -370,7 +370,7 @@ class Harness:
 
         state = await call(self.store, self.store.load, run_id)
         if budget_ask.waits_on_budget(state):  # a spent "ask" fleet budget: decided here, then the run goes on
-            state, goes_on = await budget_ask.decided(self.store, run_id, request)
+            state, goes_on = await budget_ask.decided(self.store, run_id, request, [*self.sinks, *sinks])
             if not goes_on:
                 return Outcome(state, [], 0.0)
             return await self._operate(run_id, lambda state: [], signal, sinks, wait_for_decision)

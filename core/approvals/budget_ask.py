@@ -21,8 +21,8 @@ from typing import Any
 from tether.approvals.audit import run_source
 from tether.approvals.holding import verdict_of
 from tether.approvals.rules import Call
-from tether.run.events import ApprovalDecision, ApprovalRequired, RunStopped
-from tether.run.state import Decision, MaxBudget, NeedsApproval, RunState, StateError, Status, args_hash
+from tether.run.events import ApprovalDecision, ApprovalRequired
+from tether.run.state import Decision, NeedsApproval, RunState, StateError, Status, args_hash
 
 BUDGET = "budget"
 """The name of the call a spent ``ask`` budget is asked as (what rules name: ``--ask budget``)."""
@@ -94,25 +94,22 @@ async def ask(budget: Any, total: float, state: RunState, rules: Any, emit: Any)
     return waiting
 
 
-def decide(state: RunState, request: Any) -> list[Any]:
+def decide(state: RunState, request: Any) -> ApprovalDecision:
     """``tether approve`` / ``reject`` (any route) on a run waiting on its ``budget`` call,
-    made on its state: the events that record it. An approval lifts the budget for this run by
-    its ``usd``; a rejection ends the run as a budget exit."""
+    made on its state: the event that records it. An approval lifts the budget for this run by
+    its ``usd``; a rejection is recorded, and the run, going on, ends at once as a budget exit
+    (:func:`check`)."""
     waiting = state.interruption
     assert isinstance(waiting, NeedsApproval)
     if request.call_id not in (None, waiting.call_id):
         raise StateError(f"run {state.run_id} waits on its budget call {waiting.call_id}, not {request.call_id}")
     if request.kind != "approve":
         state.approvals[waiting.call_id] = Decision(waiting.call_id, "rejected", args_hash(waiting.args), request.text,
-                                                    request.by, used=True, tool=BUDGET, asked_at=waiting.asked_at,
+                                                    request.by, tool=BUDGET, asked_at=waiting.asked_at,
                                                     account=request.account)
-        reason = (f"{waiting.why.split('; approve')[0]}; declined by {request.by}"
-                  + (f" ({request.text})" if request.text else "") + ": the run ended as a budget exit")
-        state.status, state.interruption = Status.BUDGET_EXCEEDED, MaxBudget()
-        return [ApprovalDecision(run_id=state.run_id, call_id=waiting.call_id, tool=BUDGET, verdict="rejected",
-                                 text=reason, by=request.by),
-                RunStopped(run_id=state.run_id, status=state.status.value, reason=reason, turns=state.turns,
-                           cost_usd=state.cost_usd, interruption=state.interruption.to_dict())]
+        return ApprovalDecision(run_id=state.run_id, call_id=waiting.call_id, tool=BUDGET, verdict="rejected",
+                                text=f"declined by {request.by}" + (f": {request.text}" if request.text else ""),
+                                by=request.by)
     problem = check_amount(request.args)
     if problem:
         raise StateError(problem)
@@ -128,10 +125,10 @@ def decide(state: RunState, request: Any) -> list[Any]:
         state.interruption = NeedsApproval(waiting.call_id, BUDGET, waiting.args, waiting.why, waiting.asked_at,
                                            waiting.needed, tuple(approvers), rule=waiting.rule)
     usd = amount(request.args, json.loads(waiting.args)["usd"])
-    return [ApprovalDecision(run_id=state.run_id, call_id=waiting.call_id, tool=BUDGET,
-                             verdict="approved" if decision.complete else "pending",
-                             text=f"approved by {request.by}: ${usd:.2f} more for this run", by=request.by,
-                             args=request.args, tally=tally)]
+    return ApprovalDecision(run_id=state.run_id, call_id=waiting.call_id, tool=BUDGET,
+                            verdict="approved" if decision.complete else "pending",
+                            text=f"approved by {request.by}: ${usd:.2f} more for this run", by=request.by,
+                            args=request.args, tally=tally)
 
 
 async def check(fleet: Any, store: Any, state: RunState, rules: Any, emit: Any) -> str | NeedsApproval | None:
@@ -142,12 +139,18 @@ async def check(fleet: Any, store: Any, state: RunState, rules: Any, emit: Any) 
     reached, levels = await asyncio.to_thread(fleet.before_call, store, state)
     for event in levels if emit is not None else ():
         emit(event)
+    for call_id, d in state.approvals.items():  # a rejected budget call: the run ends here
+        if call_id.startswith(f"{BUDGET}:") and d.verdict == "rejected" and not d.used:
+            d.used = True
+            name = call_id.split(":", 2)[1].rsplit("@", 1)[0]
+            return (f"budget {name} reached: going on past it was declined by {d.by}"
+                    + (f" ({d.text})" if d.text else "") + "; the run ended as a budget exit")
     if isinstance(reached, tuple):
         return await ask(*reached, state, rules, emit or (lambda event: None))
     return reached
 
 
-async def decided(store: Any, run_id: str, request: Any) -> tuple[RunState, bool]:
+async def decided(store: Any, run_id: str, request: Any, sinks: Any = ()) -> tuple[RunState, bool]:
     """:func:`decide` on the saved run (held while it is made), its events in its trace: the
     run as it then is, and whether it goes on (approved by as many people as it needs)."""
     from tether.run.hold import open_run, release
@@ -157,11 +160,15 @@ async def decided(store: Any, run_id: str, request: Any) -> tuple[RunState, bool
     try:
         if not waits_on_budget(state):
             raise StateError(f"run {run_id} no longer waits on its budget call (status {state.status.value})")
-        for event in decide(state, request):
+        events = [decide(state, request)]
+        for event in events:
             trace.write(event)
         await handle.asave(state)
+        for event in events:  # (the web page answers once its decision is recorded)
+            for sink in sinks:
+                sink(event)
     finally:
         trace.close()
         await release(handle)
     decision = state.approvals[state.interruption.call_id] if isinstance(state.interruption, NeedsApproval) else None
-    return state, decision is not None and decision.verdict == "approved" and decision.complete
+    return state, decision is not None and (decision.verdict == "rejected" or decision.complete)

@@ -168,6 +168,10 @@ class Controls:
 
 def apply_decision(state: RunState, request: ControlRequest) -> Any:
     """A decision, made on the run's state: the event that records it."""
+    from tether.approvals import budget_ask
+
+    if budget_ask.waits_on_budget(state):  # a spent fleet budget's call, not the model's
+        return budget_ask.decide(state, request)
     if request.kind == "approve":
         return approve(state, request.call_id, request.text, request.by, args=request.args, rule=request.rule,
                        account=request.account)
@@ -211,6 +215,10 @@ def vet_decision(tools: dict[str, Tool] | None, state: RunState, request: Contro
                 "permission requests only")
     if request.kind != "approve":
         return None
+    from tether.approvals import budget_ask
+
+    if budget_ask.waits_on_budget(state):
+        return budget_ask.check_amount(request.args)
     if request.args is not None:
         problem = check_edit(tools, state, request.call_id, request.args, unchecked=request.unchecked)
         if problem:

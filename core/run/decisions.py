@@ -276,7 +276,15 @@ def close_on_stop(state: RunState, call_id: str, reason: str, by: str | None, *,
     ends the run, and the call with it: declined in words the model reads if the run goes on,
     and recorded as a decision by whoever stopped it, so ``tether decisions`` and ``tether
     show`` say what became of it."""
-    call = next(c for c in pending_calls(state) if c.get("id") == call_id)
+    call = next((c for c in pending_calls(state) if c.get("id") == call_id), None)
+    if call is None:  # a call of Tether's own, not the model's (a fleet budget's: tether.approvals.budget_ask)
+        waiting = state.interruption
+        tool = waiting.tool_name if isinstance(waiting, NeedsApproval) else ""
+        words = declined_words(f"the run was stopped ({reason})", by or "operator")
+        state.approvals[call_id] = Decision(call_id, "rejected", "", f"the run was stopped ({reason})",
+                                            by or "operator", used=True, tool=tool, asked_at=asked_at)
+        return ApprovalDecision(run_id=state.run_id, call_id=call_id, tool=tool, verdict="rejected", text=words,
+                                by=by or "operator")
     return _reject_call(state, call, f"the run was stopped ({reason})", by or "operator", asked_at=asked_at)
 
 

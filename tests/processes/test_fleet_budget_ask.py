@@ -95,3 +95,20 @@ async def test_an_ask_rule_wants_two_people_for_the_budget(store: Store, tmp_pat
         assert two.state.turns > out.state.turns
         assert two.state.status is Status.INTERRUPTED and two.state.interruption.tool_name == "budget"
         assert 0.03 <= two.state.cost_usd <= 0.03 + last_turn_bound(two.state)
+
+
+async def test_a_run_held_waiting_takes_the_decision_from_another_process(store: Store, tmp_path):
+    import asyncio
+
+    config = budget_file(tmp_path, 0.02, "ask")
+    async with harness(store, tmp_path, config) as h, harness(store, tmp_path, config) as other:
+        run_id = h.new_run("runaway", limits=Limits(max_turns=None)).run_id
+        held = asyncio.create_task(h.run(run_id, wait_for_decision=60))
+        while not isinstance((s := store.load(run_id)).interruption, NeedsApproval):  # it waits on its budget
+            await asyncio.sleep(0.05)
+        reply = await other.decide(run_id, "reject", "not today")
+        assert reply.ok, reply.words
+        out = await held
+    assert out.state.status is Status.BUDGET_EXCEEDED and out.state.interruption == MaxBudget()
+    (stopped,) = [r for r in store.read_trace(run_id) if r["kind"] == "run_stopped" and r["status"] == "budget_exceeded"]
+    assert "declined by" in stopped["reason"] and "not today" in stopped["reason"]
