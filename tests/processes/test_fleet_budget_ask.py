@@ -112,3 +112,20 @@ async def test_a_run_held_waiting_takes_the_decision_from_another_process(store:
     assert out.state.status is Status.BUDGET_EXCEEDED and out.state.interruption == MaxBudget()
     (stopped,) = [r for r in store.read_trace(run_id) if r["kind"] == "run_stopped" and r["status"] == "budget_exceeded"]
     assert "declined by" in stopped["reason"] and "not today" in stopped["reason"]
+
+
+async def test_a_stop_of_a_held_run_waiting_on_its_budget_call_ends_it_in_words(store: Store, tmp_path):
+    import asyncio
+
+    config = budget_file(tmp_path, 0.02, "ask")
+    async with harness(store, tmp_path, config) as h, harness(store, tmp_path, config) as other:
+        run_id = h.new_run("runaway", limits=Limits(max_turns=None)).run_id
+        held = asyncio.create_task(h.run(run_id, wait_for_decision=60))
+        while not isinstance(store.load(run_id).interruption, NeedsApproval):  # it waits on its budget
+            await asyncio.sleep(0.05)
+        reply = await other.stop(run_id, "not today")
+        assert reply.ok, reply.words
+        out = await held
+    assert out.state.status is Status.INTERRUPTED and not isinstance(out.state.interruption, NeedsApproval)
+    (decision,) = [d for d in out.state.approvals.values() if d.tool == "budget"]
+    assert decision.verdict == "rejected" and "not today" in decision.text
