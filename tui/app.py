@@ -333,7 +333,8 @@ class TetherApp(DecisionActions, RunActions, WorkspaceActions, CheckpointTimelin
 
     def action_costs(self) -> None:
         """``$``: what the fleet cost (tether.tui.components.costs_screen)."""
-        from tether.tui.components.costs_screen import CostsScreen, load_figures
+        from tether.observe.cost_figures import load_figures
+        from tether.tui.components.costs_screen import CostsScreen
 
         if not isinstance(self.screen, CostsScreen):
             harness = self.harness

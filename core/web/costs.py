@@ -7,7 +7,6 @@ on the server, from ``Store.costs`` (:mod:`tether.store.costs`); every label is 
 from __future__ import annotations
 
 import asyncio
-import datetime as _dt
 import time
 from typing import Any
 from xml.sax.saxutils import escape
@@ -15,11 +14,11 @@ from xml.sax.saxutils import escape
 from aiohttp import web
 from markupsafe import Markup
 
-from tether.store.costs import DEAREST, CostQuery, CostRow, ago
+from tether.observe.cost_figures import DAYS, load_figures
+from tether.store.costs import CostRow, ago
 from tether.web import auth, pages
 from tether.web.render import html
 
-DAYS = 30
 
 
 def _usd(value: float) -> str:
@@ -27,30 +26,16 @@ def _usd(value: float) -> str:
 
 
 def figures(store: Any, fleet: Any, now: float) -> dict[str, Any]:
-    """Blocking: the store's aggregate queries (in a thread for a store that blocks)."""
-    today = _dt.datetime.fromtimestamp(now, _dt.timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
-    since = (today - _dt.timedelta(days=DAYS - 1)).timestamp()
-    per_day = {r.group: r.cost_usd for r in store.costs(CostQuery("day", since=since))}
-    days = [(d, per_day.get(d, 0.0)) for d in
-            ((today - _dt.timedelta(days=DAYS - 1 - i)).strftime("%Y-%m-%d") for i in range(DAYS))]
-    agents = store.costs(CostQuery("agent", since=since))
-    models = store.costs(CostQuery("model", since=since))
-    budgets = []
-    if fleet is not None:
-        from tether.approvals.budgets import shown
-
-        for b in fleet.budgets:
-            total = shown(store, b)
-            budgets.append({"name": b.name, "scope": b.scope_words(), "per": b.per, "usd": _usd(b.usd),
-                            "spent": _usd(total), "share": min(1.0, total / b.usd),
-                            "state": "reached" if total >= b.usd else "warning" if total >= b.warn_at * b.usd
-                            else "ok"})
+    """Blocking: the store's aggregate queries (in a thread for a store that blocks), worded for the page."""
+    got = load_figures(store, fleet, now)
+    budgets = [{**b, "usd": _usd(b["usd"]), "spent": _usd(b["spent"]), "share": min(1.0, b["spent"] / b["usd"])}
+               for b in got.budgets]
     dearest = [{"run_id": r.run_id, "agent": r.agent or "", "model": r.model or "", "status": r.status,
                 "cost": "unknown" if r.price == "unknown" else _usd((r.cost_usd or 0.0) - (r.child_cost_usd or 0.0)),
                 "tokens": f"{r.prompt_tokens or 0:,} in / {r.completion_tokens or 0:,} out",
-                "age": ago(now - r.created_at)} for r in store.dearest(CostQuery(since=since), DEAREST)]
-    return {"days": days, "agents": agents, "models": models, "budgets": budgets, "dearest": dearest,
-            "unknown": sum(r.unknown_runs for r in agents), "total": sum(usd for _, usd in days)}
+                "age": ago(now - r.created_at)} for r in got.dearest]
+    return {"days": got.days, "agents": got.agents, "models": got.models, "budgets": budgets, "dearest": dearest,
+            "unknown": got.unknown_runs, "total": sum(usd for _, usd in got.days)}
 
 
 def day_chart(days: list[tuple[str, float]]) -> Markup:

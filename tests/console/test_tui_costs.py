@@ -53,7 +53,7 @@ def test_the_costs_figures_carry_each_fleet_budgets_state(tmp_path: Path):
     from tether.approvals.budgets import FleetBudget, FleetBudgets
     from tether.run.state import AgentRef, Pricing, RunState, Status
     from tether.store.files.store import RunStore
-    from tether.tui.components.costs_screen import load_figures
+    from tether.observe.cost_figures import load_figures
     from tether.web.costs import figures
 
     store = RunStore(tmp_path / "runs")

@@ -11,11 +11,7 @@ is added to the console's dependencies for four bars and a line (docs/costs.md).
 
 from __future__ import annotations
 
-import datetime as _dt
-import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
-from typing import Any
 
 from rich.text import Text
 from textual import on
@@ -26,48 +22,12 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import DataTable, Label, Sparkline, Static
 
-from tether.store.costs import DEAREST, CostQuery, CostRow, ago
+from tether.observe.cost_figures import DAYS, CostFigures
+from tether.store.costs import DEAREST, CostRow, ago
 from tether.tui.components.key_bar import KeyBar
 from tether.tui.text import one_line
 
-DAYS = 30
 BAR = 24
-
-
-@dataclass
-class CostFigures:
-    """What the screen draws: the last :data:`DAYS` days, and the spend by agent and by model."""
-
-    days: list[tuple[str, float]]
-    agents: list[CostRow]
-    models: list[CostRow]
-    budgets: list[dict[str, Any]] = field(default_factory=list)
-    unknown_runs: int = 0
-    dearest: list[Any] = field(default_factory=list)  # RunSummary, dearest first
-    now: float = 0.0
-
-
-def load_figures(store: Any, fleet: Any = None, now: float | None = None) -> CostFigures:
-    """The figures from ``store`` (blocking: call it in a thread for a store that blocks)."""
-    now = time.time() if now is None else now
-    today = _dt.datetime.fromtimestamp(now, _dt.timezone.utc).replace(hour=0, minute=0, second=0, microsecond=0)
-    since = (today - _dt.timedelta(days=DAYS - 1)).timestamp()
-    per_day = {r.group: r.cost_usd for r in store.costs(CostQuery("day", since=since))}
-    days = [((today - _dt.timedelta(days=DAYS - 1 - i)).strftime("%Y-%m-%d"), 0.0) for i in range(DAYS)]
-    days = [(day, per_day.get(day, 0.0)) for day, _ in days]
-    agents = store.costs(CostQuery("agent", since=since))
-    models = store.costs(CostQuery("model", since=since))
-    budgets = []
-    if fleet is not None:
-        from tether.approvals.budgets import shown
-
-        for b in fleet.budgets:
-            total = shown(store, b)
-            budgets.append({"name": b.name, "scope": b.scope_words(), "per": b.per, "usd": b.usd, "spent": total,
-                            "state": "reached" if total >= b.usd else "warning" if total >= b.warn_at * b.usd
-                            else "ok"})
-    return CostFigures(days, agents, models, budgets, sum(r.unknown_runs for r in agents),
-                       store.dearest(CostQuery(since=since), DEAREST), now)
 
 
 def bar(value: float, top: float, width: int = BAR) -> Text:
