@@ -62,6 +62,12 @@ from tether.run.state import (
 )
 from tether.workspaces.lifecycle import WorkspaceError
 
+# An agent that reports a refused write done (OpenCode: "Wrote file successfully.") writes the file
+# itself, and on a loaded host the write can land after the call's report and even after the turn's
+# end: the turn's last look waits up to this long for such a file before calling it not written.
+WRITE_GRACE_S = 2.0
+WRITE_GRACE_LOOKS = 20
+
 log = logging.getLogger(__name__)
 
 # What a stop reason means for the run (ACP's StopReason against the run contract).
@@ -130,6 +136,7 @@ class AcpRun:
         self._permissions: asyncio.Queue[PermissionRequest] = asyncio.Queue()
         self._calls: dict[str, _Call] = {}
         self._refused: list[RefusedWrite] = []  # writes refused as outside the workspace, not yet seen written
+        self._reported: dict[str, str] = {}  # of those, the paths a call then reported written: its id
         self._looking: set[asyncio.Future[None]] = set()  # looks at the disk for them, under way
         self._text: list[str] = []
         self._thought: list[str] = []
@@ -686,7 +693,9 @@ class AcpRun:
         refused, self._refused = self._refused, []
 
         async def look() -> None:
-            self._refused.extend(await self._look_at(refused, call_id))
+            left = await self._look_at(refused, call_id)
+            self._reported.update((r.path, call_id) for r in left)  # reported done, not on disk yet
+            self._refused.extend(left)
 
         task = asyncio.ensure_future(look())
         self._looking.add(task)
@@ -713,6 +722,15 @@ class AcpRun:
         while self._looking:
             await asyncio.gather(*self._looking)
         refused, self._refused = self._refused, []
+        for _ in range(WRITE_GRACE_LOOKS):  # a call said it wrote one: its own write may land a moment later
+            if not any(r.path in self._reported for r in refused):
+                break
+            await asyncio.sleep(WRITE_GRACE_S / WRITE_GRACE_LOOKS)
+            for write in [r for r in refused if r.path in self._reported]:
+                if not await self._look_at([write], self._reported[write.path]):
+                    refused.remove(write)  # seen written: its warning is on the call that reported it
+                    del self._reported[write.path]
+        self._reported.clear()
         if refused:
             await self._look_at(refused, None)
 

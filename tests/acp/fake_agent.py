@@ -27,8 +27,9 @@ Modes (the prompt's text may add ``SLOW``: stream until cancelled):
   input, its input (and its file's path as its title) in a later update, a write of
   ``ESCAPE_PATH`` (outside the workspace) through the client, which is refused, then the file
   written by the agent itself and the call reported a success; with ``PRETEND`` in the prompt,
-  the success is reported but nothing is written; where it cannot write (a sandbox), the call
-  fails with the system's words;
+  the success is reported but nothing is written; with ``LATE``, it is written 0.3 s after the
+  turn ended (as OpenCode's own write landed on a loaded host); where it cannot write (a
+  sandbox), the call fails with the system's words;
 - ``sessions``: ``normal``, advertising ``loadSession`` and ``sessionCapabilities`` list,
   resume and close, and the session modes ``ask`` and ``auto``; every session method it is
   sent (and the client's ``fs`` capability) is a JSON line in the file ``$FAKE_AGENT_LOG``;
@@ -331,7 +332,12 @@ class FakeAgent:
         try:
             await self.client.write_text_file(session_id=sid, path=path, content=ESCAPE_TEXT)
         except acp.RequestError:
-            if "PRETEND" not in text:  # the client refused: write it anyway, as OpenCode does
+            if "LATE" in text:  # written itself a moment after the call is reported done and the turn ends
+                def late() -> None:
+                    Path(path).parent.mkdir(parents=True, exist_ok=True)
+                    Path(path).write_text(ESCAPE_TEXT)
+                asyncio.get_running_loop().call_later(0.3, late)
+            elif "PRETEND" not in text:  # the client refused: write it anyway, as OpenCode does
                 try:
                     Path(path).parent.mkdir(parents=True, exist_ok=True)
                     Path(path).write_text(ESCAPE_TEXT)

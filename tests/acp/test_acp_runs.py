@@ -259,6 +259,22 @@ async def test_a_refused_write_the_agent_makes_itself_is_a_warning_in_the_trace_
     assert "[warning]" not in cli_here("show", pretended.state.run_id, "--runs-dir", runs).stdout
 
 
+async def test_a_refused_write_the_agent_makes_itself_after_its_turn_ended_is_still_a_warning(
+        tmp_path: Path, acp_workspace: Path):
+    """The call reported done and the turn ended before the agent's own write landed (OpenCode on a
+    loaded host): the turn's last look waits for it, and the warning is on the call that said so."""
+    escaped = (acp_workspace / ESCAPE_PATH).resolve()
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
+        outcome = await harness.start(agent(acp_workspace, "write-itself"), "LATE write outside")
+        trace = list(read_trace(tmp_path / "runs" / outcome.state.run_id / "trace.jsonl"))
+    assert outcome.state.status is Status.COMPLETED, outcome.state.error
+    assert escaped.read_text() == ESCAPE_TEXT
+    kinds = [r["kind"] for r in trace]
+    assert kinds.index("tool_result") < kinds.index("warning") < kinds.index("turn")
+    [warning] = [r for r in trace if r["kind"] == "warning"]
+    assert warning["call_id"] == "call_w" and warning["path"] == str(escaped)
+
+
 async def test_a_call_keeps_one_name_and_shows_the_input_that_came_after_its_start(
         tmp_path: Path, acp_workspace: Path):
     """OpenCode starts a call ``write`` with ``{}`` and names it by its file's path later: the
