@@ -630,13 +630,14 @@ class Harness:
             fleet_budget=None if self.fleet is None else self._fleet_check,
         )
 
-    async def _fleet_check(self, state: RunState) -> Any:
+    async def _fleet_check(self, state: RunState, asked: NeedsApproval | None = None) -> Any:
         """The fleet budgets before a model call (tether.approvals.budgets): their levels reached
-        go into the run's trace (the notifications send them), a reached one stops the run."""
+        go into the run's trace (the notifications send them), a reached one stops the run or
+        asks (``asked``: the budget call it waited on before)."""
         from tether.approvals import budget_ask
 
         rules = self._rules if callable(getattr(self.store, "rules", None)) else None
-        return await budget_ask.check(self.fleet, self.store, state, rules, self._emitters.get(state.run_id))
+        return await budget_ask.check(self.fleet, self.store, state, rules, self._emitters.get(state.run_id), asked)
 
     async def _rules(self) -> list[Any]:
         """The store's standing rules (:mod:`tether.approvals`), read before each call."""

@@ -7,7 +7,10 @@ RUN --args '{"usd": 2}'``; by default the budget's own ``usd``). The run then go
 period's spend reaches the budget's ``usd`` plus what was approved for it this period, and asks
 again. Rejecting ends the run as a budget exit, in words. Standing rules apply as to any call
 (``tether rules add --allow budget`` approves at once with the default amount, ``--deny`` ends
-the run, ``--ask budget --approvals 2`` wants two people). Like the merge
+the run, ``--ask budget --approvals 2`` wants two people), and so does a deadline (the ``ask``
+rule's, else the run's ``decision_deadline_s``): at it the call is escalated once, or the run
+stops with the call declined (``stop``), or the call is rejected (``reject``), which ends the
+run as a budget exit, as a person's rejection does. Like the merge
 (:mod:`tether.workspaces.merging`), the decision is taken on the saved run, then the run goes on.
 """
 
@@ -19,13 +22,12 @@ import uuid
 from typing import Any
 
 from tether.approvals.audit import run_source
-from tether.approvals.holding import verdict_of
+from tether.approvals.budget_call import BUDGET, declined, undecided
+from tether.approvals.holding import deadline_of, overdue, verdict_of
 from tether.approvals.rules import Call
 from tether.run.events import ApprovalDecision, ApprovalRequired
-from tether.run.state import Decision, NeedsApproval, RunState, StateError, Status, args_hash
+from tether.run.state import Cancelled, Decision, NeedsApproval, RunState, StateError, Status, args_hash
 
-BUDGET = "budget"
-"""The name of the call a spent ``ask`` budget is asked as (what rules name: ``--ask budget``)."""
 
 
 def _prefix(budget: Any) -> str:
@@ -88,10 +90,33 @@ async def ask(budget: Any, total: float, state: RunState, rules: Any, emit: Any)
                               rule=rule.id))
         return None if approved else f"{why.split('; approve')[0]}; declined by {by}: the run ended as a budget exit"
     needed = rule.approvals if rule is not None else 1
-    waiting = NeedsApproval(call_id, BUDGET, raw, why, time.time(), needed, rule=rule.id if rule else None)
+    deadline_s, on_deadline = deadline_of(rule, state.policies)
+    asked_at = time.time()
+    waiting = NeedsApproval(call_id, BUDGET, raw, why, asked_at, needed, (),
+                            asked_at + deadline_s if deadline_s else None, on_deadline, rule=rule.id if rule else None)
     emit(ApprovalRequired(run_id=state.run_id, call_id=call_id, tool=BUDGET, args=raw, why=why,
-                          needed=needed if needed > 1 else None, rule=waiting.rule))
+                          needed=needed if needed > 1 else None, deadline_at=waiting.deadline_at,
+                          on_deadline=on_deadline if waiting.deadline_at else None, rule=waiting.rule))
     return waiting
+
+
+def _past_deadline(state: RunState, waiting: NeedsApproval, emit: Any) -> NeedsApproval | Cancelled | None:
+    """The step a budget call whose deadline passed takes (as any call's, tether.approvals.holding):
+    escalated (the call it waits on now), the run stopped with the call declined (``stop``), or
+    the call rejected (recorded; None: the check then ends the run as a budget exit)."""
+    from tether.run.decisions import DEADLINE, close_on_stop
+
+    assert waiting.deadline_at is not None
+    step = overdue(waiting, max(waiting.deadline_at - (waiting.asked_at or waiting.deadline_at), 1.0))
+    if step.event is not None:
+        step.event.run_id = state.run_id
+        emit(step.event)
+        return step.waiting
+    if step.action == "stop":
+        emit(close_on_stop(state, waiting.call_id, step.words, DEADLINE, asked_at=waiting.asked_at, tool=BUDGET))
+        return Cancelled(step.words, DEADLINE)
+    emit(declined(state, waiting, step.words, DEADLINE))
+    return None
 
 
 def decide(state: RunState, request: Any) -> ApprovalDecision:
@@ -131,14 +156,26 @@ def decide(state: RunState, request: Any) -> ApprovalDecision:
                             args=request.args, tally=tally)
 
 
-async def check(fleet: Any, store: Any, state: RunState, rules: Any, emit: Any) -> str | NeedsApproval | None:
+async def check(fleet: Any, store: Any, state: RunState, rules: Any, emit: Any,
+                asked: NeedsApproval | None = None) -> str | NeedsApproval | Cancelled | None:
     """The fleet budgets before a model call: their levels reached go into the run's trace, a
-    reached ``stop``/``refuse`` budget's words stop the run, a reached ``ask`` budget asks."""
+    reached ``stop``/``refuse`` budget's words stop the run, a reached ``ask`` budget asks.
+    ``asked``: the call the run waited on before (undecided, or one of two approved): it is
+    waited on again, not asked anew, unless its deadline passed, which is then applied (a
+    :class:`Cancelled`: the run stops, its call declined)."""
     import asyncio
 
     reached, levels = await asyncio.to_thread(fleet.before_call, store, state)
-    for event in levels if emit is not None else ():
+    emit = emit or (lambda event: None)
+    for event in levels:
         emit(event)
+    if not undecided(state, asked):
+        asked = None
+    elif asked is not None and asked.deadline_at is not None and time.time() >= asked.deadline_at:
+        after = _past_deadline(state, asked, emit)
+        if isinstance(after, Cancelled):
+            return after
+        asked = after
     for call_id, d in state.approvals.items():  # a rejected budget call: the run ends here
         if call_id.startswith(f"{BUDGET}:") and d.verdict == "rejected" and not d.used:
             d.used = True
@@ -146,7 +183,9 @@ async def check(fleet: Any, store: Any, state: RunState, rules: Any, emit: Any) 
             return (f"budget {name} reached: going on past it was declined by {d.by}"
                     + (f" ({d.text})" if d.text else "") + "; the run ended as a budget exit")
     if isinstance(reached, tuple):
-        return await ask(*reached, state, rules, emit or (lambda event: None))
+        if asked is not None and asked.call_id.startswith(_prefix(reached[0])):
+            return asked  # the same call, waited on again (its deadline counts from its asking)
+        return await ask(*reached, state, rules, emit)
     return reached
 
 
@@ -155,12 +194,21 @@ async def decided(store: Any, run_id: str, request: Any, sinks: Any = ()) -> tup
     run as it then is, and whether it goes on (approved by as many people as it needs)."""
     from tether.run.hold import open_run, release
 
+    from tether.approvals.deadlines import lapse
+    from tether.run.decisions import TooLate
+
     state, handle = await open_run(store, run_id)
     trace = handle.trace(())
+    late: TooLate | None = None
     try:
         if not waits_on_budget(state):
             raise StateError(f"run {run_id} no longer waits on its budget call (status {state.status.value})")
-        events = [decide(state, request)]
+        lapsed = lapse(state, at=request.ts)  # made after its deadline: the deadline's instead, not this
+        events = [] if lapsed is None else list(lapsed.events)
+        if lapsed is not None and not lapsed.waits:
+            late = TooLate(lapsed.words)
+        else:
+            events.append(decide(state, request))
         for event in events:
             trace.write(event)
         await handle.asave(state)
@@ -170,5 +218,7 @@ async def decided(store: Any, run_id: str, request: Any, sinks: Any = ()) -> tup
     finally:
         trace.close()
         await release(handle)
+    if late is not None:
+        raise late
     decision = state.approvals[state.interruption.call_id] if isinstance(state.interruption, NeedsApproval) else None
     return state, decision is not None and (decision.verdict == "rejected" or decision.complete)

@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from tether.approvals import budget_call
 from tether.approvals.holding import overdue
 from tether.approvals.rules import format_duration
 from tether.run.decisions import DEADLINE, already_decided, end_waiting, reject
@@ -70,8 +71,11 @@ def lapse(state: RunState, *, at: float | None = None) -> Lapsed | None:
         summary = f"{step.words}: the run was stopped"
     else:
         reason = f"no decision on {waiting.tool_name} ({waiting.call_id}) within {step.within}"
-        summary = f"{reason}: the call was rejected; tether resume {state.run_id} goes on"
-        events = [reject(state, waiting.call_id, step.words, DEADLINE)]
+        budget = budget_call.undecided(state, waiting)  # a fleet budget's call: its run then ends as a budget exit
+        then = "ends it as a budget exit" if budget else "goes on"
+        summary = f"{reason}: the call was rejected; tether resume {state.run_id} {then}"
+        events = [budget_call.declined(state, waiting, step.words, DEADLINE) if budget
+                  else reject(state, waiting.call_id, step.words, DEADLINE)]
         state.interruption = Cancelled(summary, DEADLINE)
         events.append(RunStopped(run_id=state.run_id, status=state.status.value, reason=summary, turns=state.turns,
                                  cost_usd=state.cost_usd, interruption=state.interruption.to_dict()))

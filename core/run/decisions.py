@@ -271,7 +271,7 @@ def _reject_call(state: RunState, call: dict[str, Any], reason: str, by: str, *,
 
 
 def close_on_stop(state: RunState, call_id: str, reason: str, by: str | None, *,
-                  asked_at: float | None = None) -> ApprovalDecision:
+                  asked_at: float | None = None, tool: str = "") -> ApprovalDecision:
     """A Stop (a person's, or a deadline's ``stop``) of a run whose call waits for a decision
     ends the run, and the call with it: declined in words the model reads if the run goes on,
     and recorded as a decision by whoever stopped it, so ``tether decisions`` and ``tether
@@ -279,7 +279,7 @@ def close_on_stop(state: RunState, call_id: str, reason: str, by: str | None, *,
     call = next((c for c in pending_calls(state) if c.get("id") == call_id), None)
     if call is None:  # a call of Tether's own, not the model's (a fleet budget's: tether.approvals.budget_ask)
         waiting = state.interruption
-        tool = waiting.tool_name if isinstance(waiting, NeedsApproval) else ""
+        tool = tool or (waiting.tool_name if isinstance(waiting, NeedsApproval) else "")
         words = declined_words(f"the run was stopped ({reason})", by or "operator")
         state.approvals[call_id] = Decision(call_id, "rejected", "", f"the run was stopped ({reason})",
                                             by or "operator", used=True, tool=tool, asked_at=asked_at)

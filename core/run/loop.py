@@ -71,6 +71,7 @@ from tether.text import json_words
 from tether.run.decisions import DEADLINE, _reject_call, approved_words, close_on_stop, declined_words, edited_words
 
 MAX_TOOL_OUTPUT_CHARS = 16_000
+FleetCheck = Callable[[RunState, NeedsApproval | None], Awaitable[str | NeedsApproval | Cancelled | None]]
 UNSEEN_USAGE_RATIO = 2.0  # strict budgets: how much more an endpoint may count before it has said
 USAGE_MARGIN = 1.05
 SHUTDOWN_REASON = "the process running this run was shut down"
@@ -104,9 +105,10 @@ class LoopEnv:
     # After a call of a tool that is not read-only: a checkpoint of the run's workspace (an
     # event for the trace, or None: nothing changed). tether.workspaces.checkpoints.
     after_change: Callable[[RunState, str, str], Awaitable[Event | None]] | None = None
-    # The fleet budgets over the run (tether.approvals.budgets), before each model call: the words
-    # of one that is reached (the run stops, a budget exit), else None.
-    fleet_budget: Callable[[RunState], Awaitable[str | NeedsApproval | None]] | None = None
+    # The fleet budgets over the run (tether.approvals.budgets), before each model call, given the
+    # budget call it waited on before, if any: the words of one that is reached (the run stops, a
+    # budget exit), the approval it waits on (an "ask" budget), a Stop by that call's deadline, or None.
+    fleet_budget: FleetCheck | None = None
 
 
 class RunLoop:
@@ -210,9 +212,9 @@ class RunLoop:
                 if _answered(st):  # the answer was saved before a crash: do not pay for it again
                     return await self._finish(Stop(Status.COMPLETED, "the model answered"))
                 stop = self._check_limits()
-                if stop is None and self.env.fleet_budget is not None and (words := await self.env.fleet_budget(st)):
-                    stop = Stop(Status.INTERRUPTED, f"waiting for approval of {words.call_id}: {words.why}", words) \
-                        if isinstance(words, NeedsApproval) else Stop(Status.BUDGET_EXCEEDED, words, MaxBudget())
+                if stop is None and self.env.fleet_budget is not None and (words := await self.env.fleet_budget(
+                        st, next((a for a in reversed(self._asked.values()) if a.tool_name == "budget"), None))):
+                    stop = self._budget_stop(words)
                 if stop:
                     return await self._finish(stop)
                 stop = await self._ask_model()
@@ -236,6 +238,15 @@ class RunLoop:
         except Exception as exc:  # a bug must still end the run in a known way
             reason = f"harness error: {type(exc).__name__}: {exc}"
             return await self._finish(Stop(Status.FAILED, reason, error=reason))
+
+    def _budget_stop(self, words: str | NeedsApproval | Cancelled) -> Stop:
+        """Where a fleet budget leaves the run: waiting on its approval, stopped by that
+        approval's deadline, or a budget exit in words."""
+        if isinstance(words, NeedsApproval):
+            return Stop(Status.INTERRUPTED, f"waiting for approval of {words.call_id}: {words.why}", words)
+        if isinstance(words, Cancelled):
+            return Stop(Status.INTERRUPTED, words.reason, words)
+        return Stop(Status.BUDGET_EXCEEDED, words, MaxBudget())
 
     def _check_limits(self) -> Stop | None:
         st, limits = self.state, self.state.limits

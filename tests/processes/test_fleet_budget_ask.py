@@ -129,3 +129,74 @@ async def test_a_stop_of_a_held_run_waiting_on_its_budget_call_ends_it_in_words(
     assert out.state.status is Status.INTERRUPTED and not isinstance(out.state.interruption, NeedsApproval)
     (decision,) = [d for d in out.state.approvals.values() if d.tool == "budget"]
     assert decision.verdict == "rejected" and "not today" in decision.text
+
+
+async def test_an_ask_rules_deadline_rejects_the_budget_call_of_a_held_run_which_ends_as_a_budget_exit(
+        store: Store, tmp_path):
+    config = budget_file(tmp_path, 0.02, "ask")
+    store.rule_add(Rule("ask", "budget", "budgets wait a second", "alice", deadline_s=1, on_deadline="reject"))
+    async with harness(store, tmp_path, config) as h:
+        out = await h.run(h.new_run("runaway", limits=Limits(max_turns=None)).run_id, wait_for_decision=60)
+    state = out.state
+    assert state.status is Status.BUDGET_EXCEEDED and state.interruption == MaxBudget()
+    (decision,) = [d for d in state.approvals.values() if d.tool == "budget"]
+    assert decision.verdict == "rejected" and decision.by == "deadline" and decision.text == "no decision within 1 s"
+    trace = list(store.read_trace(state.run_id))
+    (asked,) = [r for r in trace if r["kind"] == "approval_required"]
+    assert asked["on_deadline"] == "reject" and asked["deadline_at"] > 0
+    (stopped,) = [r for r in trace if r["kind"] == "run_stopped" and r["status"] == "budget_exceeded"]
+    assert stopped["reason"] == ("budget runaway-daily reached: going on past it was declined by deadline "
+                                 "(no decision within 1 s); the run ended as a budget exit")
+
+
+async def test_a_deadline_stop_on_the_budget_call_stops_the_held_run_its_call_declined(store: Store, tmp_path):
+    config = budget_file(tmp_path, 0.02, "ask")
+    store.rule_add(Rule("ask", "budget", "budgets wait a second", "alice", deadline_s=1, on_deadline="stop"))
+    async with harness(store, tmp_path, config) as h:
+        out = await h.run(h.new_run("runaway", limits=Limits(max_turns=None)).run_id, wait_for_decision=60)
+    state = out.state
+    assert state.status is Status.INTERRUPTED and not isinstance(state.interruption, NeedsApproval)
+    assert state.interruption.reason.startswith("no decision on budget (budget:runaway-daily@")
+    assert state.interruption.reason.endswith("within 1 s") and state.interruption.by == "deadline"
+    (decision,) = [d for d in state.approvals.values() if d.tool == "budget"]
+    assert decision.verdict == "rejected" and decision.by == "deadline"
+
+
+async def test_a_budget_call_nobody_holds_is_rejected_at_its_deadline_and_a_late_approval_is_refused(
+        store: Store, tmp_path):
+    from tether.approvals.deadlines import apply_due
+    from tether.run.decisions import TooLate
+
+    config = budget_file(tmp_path, 0.02, "ask")
+    store.rule_add(Rule("ask", "budget", "budgets wait a minute", "alice", deadline_s=60, on_deadline="reject"))
+    async with harness(store, tmp_path, config) as h:
+        out = await h.run(h.new_run("runaway", limits=Limits(max_turns=None)).run_id)  # not held: left waiting
+        run_id = out.state.run_id
+        waiting = out.state.interruption
+        assert isinstance(waiting, NeedsApproval) and waiting.deadline_at is not None
+        assert apply_due(store) == []  # not due yet
+        with pytest.raises(TooLate, match="no decision within 1 min"):  # made after the deadline: not taken
+            await h.approve(run_id, by="bob", decided_at=waiting.deadline_at + 1)
+        state = store.load(run_id)
+        assert state.status is Status.INTERRUPTED and state.interruption.by == "deadline"
+        assert state.interruption.reason.endswith(f"the call was rejected; tether resume {run_id} ends it as a "
+                                                  "budget exit")
+        assert apply_due(store, now=waiting.deadline_at + 2) == []  # applied once
+        ended = await h.run(run_id)
+    assert ended.state.status is Status.BUDGET_EXCEEDED and ended.state.interruption == MaxBudget()
+    (decision,) = [d for d in ended.state.approvals.values() if d.tool == "budget"]
+    assert decision.verdict == "rejected" and decision.by == "deadline" and decision.text == "no decision within 1 min"
+
+
+async def test_tether_runs_applies_a_passed_deadline_of_a_budget_call_nobody_holds(store: Store, tmp_path):
+    from tether.approvals.deadlines import apply_due
+
+    config = budget_file(tmp_path, 0.02, "ask")
+    store.rule_add(Rule("ask", "budget", "budgets wait a minute", "alice", deadline_s=60, on_deadline="reject"))
+    async with harness(store, tmp_path, config) as h:
+        out = await h.run(h.new_run("runaway", limits=Limits(max_turns=None)).run_id)
+    run_id, waiting = out.state.run_id, out.state.interruption
+    (done,) = apply_due(store, now=waiting.deadline_at + 1)
+    assert done == (f"{run_id}: no decision on budget ({waiting.call_id}) within 1 min: the call was rejected; "
+                    f"tether resume {run_id} ends it as a budget exit")
+    assert store.load(run_id).approvals[waiting.call_id].by == "deadline"
