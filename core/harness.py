@@ -225,19 +225,31 @@ class Harness:
         policies: Policies | None = None,
         pricing: Pricing | None = None,
         isolation: str | None = None,
+        adopt: str | None = None,
     ) -> RunState:
         """A fresh run of ``agent`` on ``prompt`` (its default task if None), saved but not started;
-        ``isolation`` (``worktree``, ``copy``, ``none``) instead of the agent's (:mod:`tether.workspaces`)."""
+        ``isolation`` (``worktree``, ``copy``, ``none``) instead of the agent's (:mod:`tether.workspaces`).
+        ``adopt``: an ACP agent's own earlier session (one its ``session/list`` gave,
+        :mod:`tether.acp.offer`) that the run goes on in, the prompt its next turn, instead of
+        a new session; the run works in the agent's own folder, the session's."""
         task = prompt or agent.prompt
         if not task:
             raise ValueError(f"agent {agent.name} has no default task: give a prompt")
+        if adopt is not None:
+            if agent.acp is None:
+                raise AgentError(f"agent {agent.name} is not an ACP agent: it has no session of its own to go on in")
+            if (agent.isolation.kind if isolation is None else isolation) != "none":
+                raise AgentError(f"a run that goes on in agent {agent.name}'s session {adopt} works in the agent's "
+                                 "own folder, where the session is: it cannot have a workspace of its own")
+            from tether.acp.sessions import ADOPTED  # only then: the acp package is slow to import
         self._agents[(agent.name, agent.ref().fingerprint)] = agent
         endpoint = agent.base_url or (self.base_url if self._of_a_set(agent) else None)
         prefix = agent.name.replace("/", "_")[:24]
         state = RunState(
             run_id=run_id or new_run_id(prefix),
             model=agent.model,
-            messages=[{"role": "system", "content": agent.instructions}, {"role": "user", "content": task}],
+            messages=[{"role": "system", "content": agent.instructions},
+                      {"role": "user", "content": task, **({ADOPTED: adopt} if adopt is not None else {})}],
             limits=replace(limits or agent.limits),
             policies=replace(policies or agent.policies, auto_approve=list((policies or agent.policies).auto_approve)),
             pricing=pricing or agent.pricing or price_for(agent.model, base_url=endpoint),
@@ -268,13 +280,14 @@ class Harness:
     # ---- operations -------------------------------------------------------------------
     async def start(self, agent: Agent, prompt: str | None = None, *, run_id: str | None = None,
                     signal: CancelSignal | None = None, sinks: Sequence[EventSink] = (),
-                    isolation: str | None = None) -> Outcome:
+                    isolation: str | None = None, adopt: str | None = None) -> Outcome:
         """Make a run of ``agent`` and run it until it stops, one of five ways. An ACP agent
         is started first: one that is not there, or not an ACP agent, is an AgentError in
-        words, and no run is made."""
+        words, and no run is made. ``adopt``: the agent's own session it goes on in (:meth:`create`)."""
         session = await self.start_acp(agent, isolation) if agent.acp is not None else None
         try:
-            state = await call(self.store, self.create, agent, prompt, run_id=run_id, isolation=isolation)
+            state = await call(self.store, self.create, agent, prompt, run_id=run_id, isolation=isolation,
+                               adopt=adopt)
             return await self.run(state.run_id, signal=signal, sinks=sinks, acp_session=session)
         finally:
             if session is not None:

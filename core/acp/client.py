@@ -52,6 +52,7 @@ _CLOSE_SESSION_S = 2.0  # how long session/close may take at the end before the 
 _EOF_WAIT_S = 0.5  # on close, how long an agent may take to exit by itself once its stdin is closed
 _EXIT_WAIT_S = 2.0  # after the connection drops, how long to wait for the exit status
 _SEND_TIMEOUT_S = 1.0  # for session/cancel to reach the agent's stdin
+_LIST_PAGES = 20  # session/list pages followed at most
 
 EventSink = Callable[[AcpEvent], None]
 
@@ -214,8 +215,30 @@ class AcpSession:
         conn = self._require_conn()
         if not self.session_capability("list"):
             raise AcpError(f"{self._name()} cannot list its sessions (it does not advertise session/list)")
-        response = await self._call(conn.list_sessions(cwd=str(self.workspace)), "session/list")
-        return [s.model_dump(mode="json", by_alias=True, exclude_none=True) for s in response.sessions or ()]
+        listed: list[dict[str, Any]] = []
+        cursor: str | None = None
+        for _ in range(_LIST_PAGES):  # an agent that pages without end is not followed forever
+            response = await self._call(conn.list_sessions(cwd=str(self.workspace), cursor=cursor), "session/list")
+            listed += [s.model_dump(mode="json", by_alias=True, exclude_none=True) for s in response.sessions or ()]
+            cursor = response.next_cursor
+            if not cursor:
+                break
+        return listed
+
+    async def session_choices(self, cwd: Path) -> tuple[list[dict[str, str]], str | None, tuple[dict[str, Any], ...]]:
+        """What a new session offers, without choosing any: its modes (each ``{id, name}``), the
+        current one, and its config options (:func:`~tether.acp.translate.config_list`), from a
+        ``session/new`` in ``cwd`` (a folder of no run: the workspace's own list of sessions stays
+        as it was), closed again where the agent advertises ``session/close``. New run offers them."""
+        conn = self._require_conn()
+        response = await self._call(conn.new_session(cwd=str(cwd), mcp_servers=[]), "session/new")
+        modes = getattr(response, "modes", None)
+        offered = [{"id": m.id, "name": m.name or m.id} for m in getattr(modes, "available_modes", None) or ()]
+        options = config_list(getattr(response, "config_options", None))
+        if self.session_capability("close"):
+            with contextlib.suppress(Exception):  # a refusal is no failure: the process ends soon after
+                await asyncio.wait_for(conn.close_session(session_id=response.session_id), _CLOSE_SESSION_S)
+        return offered, getattr(modes, "current_mode_id", None), options
 
     async def follow_up(self, session_id: str, mcp_servers: Sequence[Any] = ()) -> str:
         """Go on in an earlier session: ``session/resume`` where the agent has it (no replay),

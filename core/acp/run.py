@@ -36,7 +36,9 @@ from tether.acp import terminal
 from tether.acp.client import AcpSession
 from tether.acp.errors import AcpError, AgentDied
 from tether.acp.translate import call_tokens
-from tether.acp.sessions import first_session, follow_up_session, rejected_turn_cancelled, started_again
+from tether.acp.sessions import (
+    adopt, adopted_session, first_session, follow_up_session, rejected_turn_cancelled, started_again,
+)
 from tether.acp.escapes import RefusedWrite, sandboxed_words, warning_words, wrote_itself
 from tether.acp.events import (
     AcpEvent, AgentExited, BadFrame, CommandsAvailable, ConfigOptions, FileRefused, FileWritten, PermissionAsked,
@@ -161,6 +163,7 @@ class AcpRun:
         st = self.state
         follow_up = self._earlier is not None  # a session on record: this goes on in it
         made = ""  # a fork's first session: "session/fork" or "told" (in words)
+        adopted = ""  # the agent's own earlier session, gone on in: "session/resume" or "session/load"
         if follow_up:
             self.check_follow_up(st, self.agent, self._earlier)
         st.status, st.interruption, st.error = Status.RUNNING, None, None
@@ -193,6 +196,13 @@ class AcpRun:
                                                              st.run_id)
                     finally:
                         self._replaying = False
+                elif (adopting := None if st.forked_from else adopted_session(st.messages)) is not None:
+                    self._replaying = True  # a load replays the agent's history: it was never this run's
+                    try:
+                        session_id = await adopt(session, adopting)
+                    finally:
+                        self._replaying = False
+                    adopted = "session/resume" if session.resumed else "session/load"
                 else:
                     session_id, made = await first_session(session, st.forked_from)
             except AgentDied as exc:
@@ -202,7 +212,7 @@ class AcpRun:
             self.emit(AgentSession(run_id=st.run_id, agent_name=info.name, agent_version=info.version,
                                    session_id=session_id, pid=session.pid or 0, load_session=info.load_session,
                                    sandbox=session.sandbox.describe() if session.sandbox is not None else None,
-                                   fork=made))
+                                   fork=made, adopted=adopted))
             prompt = _last_user_text(st, told=made != "session/fork")
             while True:
                 limit = st.limits.max_turns

@@ -20,7 +20,7 @@ from tether.acp.errors import AcpError, AgentDied, exit_words
 from tether.agents.agent import AcpCommand
 from tether.run.events import RunWarning
 
-__all__ = ["first_session", "follow_up_session", "load_failed_words", "rejected_turn_cancelled", "restart_words", "started_again"]
+__all__ = ["ADOPTED", "adopt", "adopted_session", "first_session", "follow_up_session", "load_failed_words", "rejected_turn_cancelled", "restart_words", "started_again"]
 
 
 def load_failed_words(agent: str, session_id: str, error: AcpError) -> str:
@@ -49,6 +49,34 @@ async def first_session(session: AcpSession, forked_from: dict[str, Any] | None)
     if origin and session.session_capability("fork"):
         return await session.fork_session(str(origin)), "session/fork"
     return await session.new_session(), "told" if forked_from else ""
+
+
+ADOPTED = "acp_session"
+"""The key of a run's first prompt that names the agent's own earlier session the run adopts
+(:meth:`tether.Harness.create` with ``adopt``): kept with the prompt, so whichever process
+drives the run first goes on in that session."""
+
+
+def adopted_session(messages: Sequence[dict[str, Any]]) -> str | None:
+    """The agent's session a run adopts, if it was made to adopt one."""
+    first = next((m for m in messages if m.get("role") == "user"), None)
+    return str(first[ADOPTED]) if first and first.get(ADOPTED) else None
+
+
+async def adopt(session: AcpSession, session_id: str) -> str:
+    """Go on in the agent's own earlier session ``session_id`` (one it listed): ``session/resume``
+    where it advertises it, else ``session/load``. AcpError in words when it can do neither, or
+    refuses: a run made to adopt a session never starts a new one behind the operator's back."""
+    name = session.info.name if session.info else "the agent"
+    if not session.session_capability("resume") and not (session.info and session.info.load_session):
+        raise AcpError(f"{name} cannot go on in its session {session_id}: it advertises neither session/resume "
+                       "nor loadSession")
+    try:
+        return await session.follow_up(session_id)
+    except AgentDied:
+        raise
+    except AcpError as exc:
+        raise AcpError(f"{name} could not go on in its session {session_id}: {exc}") from None
 
 
 def rejected_turn_cancelled(stop_reason: str, stopped: bool, rejections: Sequence[str], command: AcpCommand) -> bool:

@@ -39,7 +39,7 @@ import difflib
 import os
 import shutil
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 from urllib.parse import urlsplit
@@ -290,6 +290,23 @@ class Config:
         agent = self._build(name, entry)
         self._built[name] = agent
         return agent
+
+    def agent_for_run(self, name: str, *, mode: str | None = None, model: str | None = None) -> Agent:
+        """The ACP agent ``name`` with a session mode and a model chosen for one run (New run,
+        ``tether run --mode/--model``) instead of the file's ``mode`` and ``model``: set on its
+        session as the file's would be, and the run is named and priced by that model. A
+        ConfigError in words for an agent that is not an ACP agent."""
+        agent = self.agent(name)
+        if mode is None and model is None:
+            return agent
+        if agent.acp is None:
+            raise ConfigError(f"{self.path}: agent {name} is not an ACP agent: a session mode or model is chosen "
+                              "for an ACP agent's session only")
+        acp = replace(agent.acp, mode=mode if mode is not None else agent.acp.mode,
+                      model=model if model is not None else agent.acp.model)
+        if model is None:
+            return replace(agent, acp=acp)
+        return replace(agent, acp=acp, model=model, pricing=self.pricing(model))
 
     def agents(self) -> dict[str, Agent]:
         """Every agent, built (the first error raised)."""

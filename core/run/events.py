@@ -303,6 +303,8 @@ class AgentSession(Event):
     """The OS sandbox it runs in: ``backend`` and the folders it may write (``writable``)."""
     fork: str = ""
     """A fork's first session: ``session/fork`` (the agent forked the origin's), ``told`` (a new one, told in words)."""
+    adopted: str = ""
+    """A session the run adopted (the agent's own, from ``session/list``): ``session/resume`` or ``session/load``."""
 
 
 @dataclass(slots=True, kw_only=True)

@@ -2,7 +2,8 @@
 
     python tests/acp/fake_agent.py MODE
 
-Modes (the prompt's text may add ``SLOW``: stream until cancelled):
+Modes (the prompt's text may add ``SLOW``: stream until cancelled; in ``normal``, ``QUIET``: answer
+"Noted in SESSION." and write nothing):
 - ``loads``: ``normal``, and it advertises ``loadSession`` (a follow-up in a new process);
 - ``normal``: streams a thought, its slash commands (``SLASH_COMMANDS``), a plan and text;
   proposes a write of ``WRITE_NAME`` (a tool call with a diff), asks permission, writes it
@@ -34,7 +35,9 @@ Modes (the prompt's text may add ``SLOW``: stream until cancelled):
   resume and close, and the session modes ``ask`` and ``auto``; every session method it is
   sent (and the client's ``fs`` capability) is a JSON line in the file ``$FAKE_AGENT_LOG``;
   it lists the config options ``model`` (``fake-small``, ``fake-large``) and ``effort``, and
-  sends a ``config_option_update`` (effort ``high``) at each prompt;
+  sends a ``config_option_update`` (effort ``high``) at each prompt; ``session/list`` lists one
+  earlier session, ``fake-earlier``; with ``$FAKE_AGENT_NO_RESUME`` set it does not advertise
+  ``session/resume`` (an earlier session goes on by ``session/load``);
 - any mode, with ``$FAKE_AGENT_FORK`` (a file) set: it advertises ``sessionCapabilities.fork``
   and writes each ``session/fork`` (session, cwd) and each prompt's text there as a JSON line;
 - ``auth``: answers ``session/new`` with ``auth_required`` (an agent that needs a login);
@@ -95,6 +98,8 @@ class FakeAgent:
             sessions = schema.SessionCapabilities(list=schema.SessionListCapabilities(),
                                                   resume=schema.SessionResumeCapabilities(),
                                                   close=schema.SessionCloseCapabilities())
+            if os.environ.get("FAKE_AGENT_NO_RESUME"):  # it lists and loads, and resumes not
+                sessions.resume = None
         if os.environ.get("FAKE_AGENT_FORK"):  # any mode: it advertises session/fork, and logs it
             sessions = sessions or schema.SessionCapabilities()
             sessions.fork = schema.SessionForkCapabilities()
@@ -164,7 +169,8 @@ class FakeAgent:
     async def list_sessions(self, cursor: Any = None, cwd: Any = None, **kwargs: Any) -> schema.ListSessionsResponse:
         self._log("session/list", cwd=cwd)
         return schema.ListSessionsResponse(sessions=[schema.SessionInfo(session_id="fake-earlier", cwd=str(cwd),
-                                                                        title="an earlier session")])
+                                                                        title="an earlier session",
+                                                                        updated_at="2026-12-01T09:30:00Z")])
 
     async def load_session(self, cwd: str, session_id: str, mcp_servers: Any = None,
                            **kwargs: Any) -> schema.LoadSessionResponse:
@@ -172,6 +178,7 @@ class FakeAgent:
         agents do), then the session goes on in this new process."""
         self.cwd[session_id] = cwd
         self.cancelled[session_id] = asyncio.Event()
+        self._log("session/load", session_id=session_id)
         await self._say(session_id, acp.update_user_message_text("(replayed) the earlier prompt"))
         await self._say(session_id, acp.update_agent_message_text("(replayed) Done."))
         return schema.LoadSessionResponse()
@@ -206,6 +213,10 @@ class FakeAgent:
                 await self._say(sid, acp.update_agent_message_text("."))
                 await asyncio.sleep(0.02)
             return schema.PromptResponse(stop_reason="cancelled")
+        if "QUIET" in text:  # an answer, and no write
+            await self._say(sid, acp.update_agent_message_text(f"Noted in {sid}."))
+            return schema.PromptResponse(stop_reason="end_turn", usage=schema.Usage(input_tokens=40, output_tokens=8,
+                                                                                   total_tokens=48))
         await self._say(sid, acp.update_agent_message_text("I will write "))
         await self._say(sid, acp.update_agent_message_text(WRITE_NAME + "."))
         path = str(Path(self.cwd[sid]) / WRITE_NAME)

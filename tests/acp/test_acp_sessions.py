@@ -84,7 +84,8 @@ async def test_fs_false_is_not_advertised_and_sessions_are_listed(tmp_path: Path
     assert command is not None
     async with AcpSession(command.argv, workspace=acp_workspace, env=dict(command.env), fs=command.fs) as session:
         listed = await session.list_sessions()
-    assert listed == [{"sessionId": "fake-earlier", "cwd": str(acp_workspace), "title": "an earlier session"}]
+    assert listed == [{"sessionId": "fake-earlier", "cwd": str(acp_workspace), "title": "an earlier session",
+                       "updatedAt": "2026-12-01T09:30:00Z"}]
     assert sent(log)[0] == {"method": "initialize", "fs": False}
     assert sent(log)[1] == {"method": "session/list", "cwd": str(acp_workspace)}
 

@@ -22,6 +22,8 @@ async def agents(args: argparse.Namespace) -> int:
     from tether.demo import agents as demo
     from tether.text import clean
 
+    if args.action == "sessions":
+        return await _sessions(args)
     if args.action == "add" or args.check:
         from tether.tui.cli.agents_doctor import add_or_check
 
@@ -151,6 +153,53 @@ async def _describe(agent: Any, kind: str, args: argparse.Namespace) -> dict[str
             "config": str(agent.config) if agent.config else None, "tools": tools, "mcp": servers,
             "sandbox": await asyncio.to_thread(_sandbox_of, agent),  # may try bwrap once: off the loop
             "isolation": None if agent.isolation.kind == "none" else agent.isolation.spec()}
+
+
+async def _sessions(args: argparse.Namespace) -> int:
+    """``tether agents sessions NAME``: the sessions the ACP agent NAME lists in its workspace
+    (``session/list``), each one a ``tether run --session ID`` goes on in, and the modes and
+    models a run of it may choose (``--mode``, ``--model``)."""
+    from dataclasses import asdict
+
+    from tether.acp.offer import agent_offer, session_words
+    from tether.text import clean
+
+    config = context.config(args)
+    if config is None or not args.agent_name:
+        print("tether agents sessions: name an ACP agent of the agent file (./tether.toml, --config FILE)")
+        return 2
+    agent = config.agent(args.agent_name)
+    if agent.acp is None:
+        print(clean(f"tether agents sessions: agent {agent.name} is not an ACP agent: it keeps no sessions of its own"))
+        return 2
+    from tether.acp import AcpError
+    from tether.agents.agent import AgentError
+
+    try:
+        offer = await agent_offer(agent)
+    except (AcpError, AgentError) as exc:
+        print(clean(f"tether agents sessions: {config.path}: agents.{agent.name}: {exc}"))
+        return 1
+    if args.json:
+        print(json.dumps(asdict(offer)))
+        return 0 if offer.lists else 1
+    if not offer.lists:
+        print(clean(f"{agent.name} ({offer.agent}) does not advertise session/list: it lists no sessions to go on in"))
+        return 1
+    how = f"a run goes on in one by {offer.adopts}" if offer.adopts else \
+        "it can go on in none of them (it advertises neither session/resume nor loadSession)"
+    print(clean(f"{agent.name} ({offer.agent}) in {offer.workspace}: {len(offer.sessions)} session(s); {how}"))
+    for listed in offer.sessions:
+        print(clean(f"  {listed.get('sessionId')}  {session_words(listed, offer.workspace)}"))
+    if offer.sessions and offer.adopts:
+        print(clean(f"tether run --agent {agent.name} --session ID --prompt TEXT goes on in session ID"))
+    if offer.modes:
+        print(clean(f"modes (--mode): {', '.join(m['id'] for m in offer.modes)} (a new session's: {offer.mode})"))
+    if offer.models:
+        print(clean(f"models (--model): {', '.join(v for v, _ in offer.models)} (a new session's: {offer.model})"))
+    if offer.problem:
+        print(clean(f"its modes and models are not known: {offer.problem}"))
+    return 0
 
 
 def _sandbox_of(agent: Any) -> dict[str, Any] | None:

@@ -273,7 +273,8 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                       help="keep the tour's runs here (default: a temporary folder, removed afterwards)")
 
     agents = sub.add_parser("agents", help="list the agents; `agents add NAME`: install one; --check: a doctor")
-    agents.add_argument("action", nargs="?", choices=["add"], help="add NAME: claude, codex, gemini, opencode, qwen")
+    agents.add_argument("action", nargs="?", choices=["add", "sessions"], help="add NAME: claude, codex, gemini, "
+                        "opencode, qwen; sessions NAME: an ACP agent's own sessions (for run --session ID)")
     agents.add_argument("agent_name", nargs="?", metavar="NAME")
     agents.add_argument("--check", action="store_true", help="check each ACP agent (docs/acp.md)")
     agents.add_argument("--registry", metavar="URL|DIR", help="agents add: an npm registry, or a folder of npm packs")
@@ -312,7 +313,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     run.add_argument("--agent", metavar="NAME", help="an agent from the agent file")
     run.add_argument("--base-url", help="a chat-completions endpoint: with a SCENARIO, where the scripted "
                                         "provider is served; alone, an agent with the file tools (or LLM_BASE_URL)")
-    run.add_argument("--model", help="the model name at --base-url (or LLM_MODEL)")
+    run.add_argument("--model", help="the model name at --base-url (or LLM_MODEL); an ACP --agent's, not its file's")
+    run.add_argument("--mode", help="an ACP --agent's session mode, instead of its file's")
+    run.add_argument("--session", metavar="ID", help="an ACP --agent goes on in its own session ID (agents sessions)")
     run.add_argument("--prompt", help="the task (an agent's or scenario's own task by default)")
     run.add_argument("--run-id")
     # Unset options keep the agent's own settings (its file's, or the defaults).

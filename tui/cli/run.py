@@ -29,7 +29,9 @@ def _run_agent(args: argparse.Namespace, harness: Any) -> Any:
                              "or $TETHER_CONFIG")
         if args.base_url:
             raise UsageError("--base-url does not apply to --agent: the agent file says where its model is")
-        return harness.config.agent(args.agent)
+        return harness.config.agent_for_run(args.agent, mode=args.mode, model=args.model)
+    if args.mode or args.session:
+        raise UsageError("--mode and --session are for an ACP agent of the agent file: give --agent NAME")
     if args.scenario:
         if not demo.is_scenario(args.scenario):
             known = ", ".join(demo.scenarios())
@@ -90,8 +92,11 @@ def _create(harness: Any, agent: Any, args: argparse.Namespace, **kw: Any) -> An
     from tether.agents.agent import AgentError
 
     try:
-        return harness.create(agent, args.prompt, run_id=args.run_id, isolation=args.isolate, **kw)
+        return harness.create(agent, args.prompt, run_id=args.run_id, isolation=args.isolate, adopt=args.session,
+                              **kw)
     except AgentError as exc:
+        if args.session is not None:
+            raise UsageError(f"--session {args.session}: {exc}") from None
         if args.isolate is None:
             raise
         raise UsageError(f"--isolate {args.isolate}: {exc}") from None
