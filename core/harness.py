@@ -104,10 +104,12 @@ class Harness:
         store: Store | None = None,
         agent_sets: Sequence[AgentSet] = (),
         workspaces_dir: Path | str | None = None,
+        operator_name: str | None = None,
     ) -> None:
         self.store: Store = store if store is not None else RunStore(runs_dir or tether_home() / "runs")
         self.config = config
         self.fleet = budgets.from_config(config.data.budgets) if config is not None else None
+        self.operator_name = operator_name  # --as: the name its new runs record beside the account
         self.base_url = base_url
         self.counter = TokenCounter()
         self.sinks = list(sinks)
@@ -257,6 +259,7 @@ class Harness:
             workspace=str(agent.workspace) if agent.workspace is not None else None,
             run_workspace=lifecycle.plan_for(agent, isolation),
             agent=agent.ref(),
+            operator_name=self.operator_name,
         )
         if self.fleet is not None:
             self.fleet.refuse_new(self.store, state)  # a spent fleet budget: refused in words, nothing made

@@ -100,7 +100,7 @@ class TetherApp(DecisionActions, RunActions, WorkspaceActions, CheckpointTimelin
                                           base_url=options.base_url, api_key=options.api_key,
                                           latency_ms=options.latency_ms, embedded_url=options.provider_url,
                                           stream=options.stream, store=options.store,  # type: ignore[arg-type]
-                                          agent_sets=options.agent_sets)
+                                          agent_sets=options.agent_sets, operator_name=options.operator)
         self._owns_store = options.store is not None and harness is None
         if self._owns_harness and (options.otlp or any(os.environ.get(name) for name in (
                 "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))):

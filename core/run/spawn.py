@@ -45,6 +45,8 @@ def spawner(store: Store, env: Callable[[], LoopEnv], *, secrets: tuple[str, ...
                 base_url=parent.base_url,
                 workspace=parent.workspace,
                 agent=parent.agent,
+                operator=parent.operator,  # started by whoever started its parent (a worker runs it as its own role)
+                operator_name=parent.operator_name,
             )
             await call(store, store.create, child)
         state, handle = await open_run(store, child_id)

@@ -477,6 +477,11 @@ class RunState:
     agent: AgentRef | None = None  # None: a run made before agents, rebuilt as the demo or ad hoc
     rewinds: list[dict[str, Any]] = field(default_factory=list)  # tether.workspaces.rewinding
     forked_from: dict[str, Any] | None = None  # {"run_id", "step", "commit", "messages"}: tether fork
+    operator: str | None = None
+    """Who started the run: the account of the process that made it (:mod:`tether.run.people`),
+    written by the store's ``create``; None for a run made before it was recorded."""
+    operator_name: str | None = None
+    """The name its starter gave (``--as NAME``; by default user@host), kept beside the account."""
     version: int = SCHEMA_VERSION
 
     # ---- derived views -------------------------------------------------
@@ -578,6 +583,7 @@ class RunState:
 
 _COUNTS = ("turns", "prompt_tokens", "completion_tokens", "control_seen", "tool_runs")
 _TIMES = ("created_at", "updated_at")
+_TEXTS = ("operator", "operator_name")
 
 
 def _check_scalars(kwargs: dict[str, Any]) -> None:
@@ -590,6 +596,9 @@ def _check_scalars(kwargs: dict[str, Any]) -> None:
         value = kwargs.get(name, 0)
         if isinstance(value, bool) or not isinstance(value, int) or not -2**63 <= value < 2**63:
             raise TypeError(f"{name} must be a whole number of at most 64 bits")
+    for name in _TEXTS:
+        if kwargs.get(name) is not None and not isinstance(kwargs[name], str):
+            raise TypeError(f"{name} must be text, not {type(kwargs[name]).__name__}")
     for name in _TIMES:
         if name in kwargs:
             value = kwargs[name]

@@ -2,6 +2,10 @@
 words of :meth:`tether.store.protocol.Store.costs`, which each store answers with one aggregate
 query (the file store's SQLite index, PostgreSQL's runs table), never by loading every run.
 
+``operator`` is who started the run: the account of the process that made it (the OS account on
+the file store, the database role on PostgreSQL); a run made before that was recorded is in
+:data:`UNKNOWN_OPERATOR`.
+
 A run's spend here is its own (``cost_usd - child_cost_usd``): a subagent's run is a run of its
 own, counted once, in its own group. A run whose model has no price (``price = "unknown"``)
 adds its tokens, not dollars, and is counted in ``unknown_runs`` so that a total is never read
@@ -17,9 +21,16 @@ from typing import Any, Literal
 
 from tether.store.summary import RunSummary
 
-GroupBy = Literal["agent", "model", "source", "day"]
-GROUPS: tuple[GroupBy, ...] = ("agent", "model", "source", "day")
+GroupBy = Literal["agent", "model", "source", "day", "operator"]
+GROUPS: tuple[GroupBy, ...] = ("agent", "model", "source", "day", "operator")
 NONE = "(none)"
+UNKNOWN_OPERATOR = "(unknown)"
+"""The operator of a run made before who started it was recorded."""
+
+
+def missing(by: GroupBy) -> str:
+    """The group of a run that has no value for ``by``."""
+    return UNKNOWN_OPERATOR if by == "operator" else NONE
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,7 +88,7 @@ def aggregate(summaries: Iterable[RunSummary], query: CostQuery) -> list[CostRow
             continue
         if query.until is not None and s.created_at >= query.until:
             continue
-        key = day_of(s.created_at) if query.by == "day" else (getattr(s, query.by) or NONE)
+        key = day_of(s.created_at) if query.by == "day" else (getattr(s, query.by) or missing(query.by))
         own = (s.cost_usd or 0.0) - (s.child_cost_usd or 0.0)
         row = groups.get(key)
         if row is None:
@@ -114,14 +125,14 @@ def ago(seconds: float) -> str:
     return f"{seconds:.0f} s"
 
 
-def where(query: CostQuery, created: str = "created_at") -> tuple[str, list[float]]:
+def where(query: CostQuery) -> tuple[str, list[float]]:
     """The ``WHERE`` of both stores' queries (``%s`` placeholders)."""
     parts, params = [], []
     if query.since is not None:
-        parts.append(f"{created} >= %s")
+        parts.append("created_at >= %s")
         params.append(query.since)
     if query.until is not None:
-        parts.append(f"{created} < %s")
+        parts.append("created_at < %s")
         params.append(query.until)
     return (" WHERE " + " AND ".join(parts)) if parts else "", params
 

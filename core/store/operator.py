@@ -8,6 +8,10 @@ from __future__ import annotations
 import getpass
 import os
 import socket
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from tether.run.state import RunState
 
 DELIVERY_TIMEOUT_S = 10.0
 """How long a requester waits for the run's process to answer before saying it did not."""
@@ -33,3 +37,14 @@ def os_account() -> str:
         return pwd.getpwuid(uid).pw_name
     except KeyError:  # a user id with no name (a container's): the id itself is the account
         return f"uid {uid}"
+
+
+def mark_starter(state: RunState, account: str) -> None:
+    """Who starts a new run, written into it by the store's ``create``: ``account`` (the
+    store's :meth:`~tether.store.protocol.Store.account`) unless its maker named one, and the
+    name beside it (``--as NAME``; by default user@host). ``tether costs --by operator``
+    groups by the account: one account is one person, whatever name it gives."""
+    if state.operator is None:
+        state.operator = account
+    if state.operator_name is None:
+        state.operator_name = operator_name()

@@ -27,7 +27,7 @@ SUMMARY_COLUMNS = (
     "run_id", "status", "model", "agent", "parent_run_id", "task", "turns", "cost_usd", "budget_usd", "max_turns",
     "created_at", "updated_at", "interruption", "error", "prompt_tokens", "completion_tokens", "child_cost_usd",
     "per_turn_prompt_tokens", "estimated_turns", "assumed_price", "answer", "tool_runs", "source", "workspace",
-    "price", "forked_from", "journal_size", "journal_mtime_ns", "journal_ino",
+    "price", "forked_from", "operator", "journal_size", "journal_mtime_ns", "journal_ino",
 )
 """The stored fields of a summary, in :class:`RunSummary`'s order (the file index's columns;
 PostgreSQL keeps them as one JSON document)."""
@@ -77,6 +77,9 @@ class RunSummary:
     forked_from: dict[str, Any] | None = None
     """Its lineage when ``tether fork`` made it: ``{"run_id", "step"}`` of the run and checkpoint it
     was forked from; None otherwise."""
+    operator: str | None = None
+    """Who started the run: the account of the process that made it (:attr:`tether.run.state.RunState.operator`);
+    None for a run made before that was recorded (``tether costs --by operator`` says "(unknown)")."""
     # The journal this row was read from: a row whose key differs from the journal's is stale.
     journal_size: int = -1
     journal_mtime_ns: int = -1
@@ -128,6 +131,7 @@ class RunSummary:
             price=state.pricing.source,
             forked_from=None if not state.forked_from else {"run_id": state.forked_from.get("run_id"),
                                                             "step": state.forked_from.get("step")},
+            operator=state.operator,
             journal_size=key[0], journal_mtime_ns=key[1], journal_ino=key[2],
         )
 

@@ -15,6 +15,7 @@ import pytest
 from tether.run.state import AgentRef, Pricing, RunState, Status
 from tether.store.costs import CostQuery, aggregate, dearest_of
 from tether.store.files.store import RunStore
+from tether.store.operator import operator_name
 from tether.store.protocol import Store
 from tests.support import TABLES, cli_here
 
@@ -78,7 +79,7 @@ def test_spend_is_grouped_by_agent_model_source_and_day_the_same_as_the_summarie
     assert days[1].cost_usd == pytest.approx(6.0)  # a child's spend counted once, in its own run
     sources = {r.group: r.runs for r in store.costs(CostQuery("source"))}
     assert sources == {"tether": 4, "claude-code": 1}
-    for by in ("agent", "model", "source", "day"):
+    for by in ("agent", "model", "source", "day", "operator"):
         assert [r.to_dict() for r in store.costs(CostQuery(by))] == \
             [r.to_dict() for r in aggregate(store.summaries(), CostQuery(by))]
     window = store.costs(CostQuery("model", since=T0 + DAY / 2, until=T0 + 1.5 * DAY))
@@ -118,3 +119,79 @@ def test_tether_costs_prints_each_group_and_says_what_it_could_not_price(store: 
         ["2026-11-30", "2026-12-01", "2026-12-02"]
     bad = cli_here("costs", "--since", "last tuesday", "--store", spec(store))
     assert bad.returncode == 2 and "--since 'last tuesday' is neither a date nor a duration" in bad.stderr
+
+
+def test_spend_is_grouped_by_who_started_each_run_and_runs_from_before_are_unknown(
+        store: Store, monkeypatch: pytest.MonkeyPatch):
+    """``--by operator``: the account that made each run (the OS account on the file store, the
+    database role on PostgreSQL; a login's account when one is given), with the ``--as`` name
+    kept beside it; a run made before Tether recorded it is (unknown)."""
+    fleet(store)  # made here: by this process's account
+    account = store.account()
+    state = RunState(run_id="web1", model="gpt-4o", cost_usd=2.0, prompt_tokens=10, completion_tokens=1,
+                     status=Status.COMPLETED, operator="ana", operator_name="Ana Lima",
+                     messages=[{"role": "user", "content": "go"}])
+    state.created_at = state.updated_at = T0
+    store.create(state)
+    # A run made by an earlier Tether, which recorded nobody:
+    monkeypatch.setattr(f"{type(store).__module__}.mark_starter", lambda state, account: None)
+    made(store, "old1", agent="triage", model="gpt-4o", cost=0.30, tokens=(100, 10), at=T0)
+    monkeypatch.undo()
+
+    loaded = store.load("a1")
+    assert (loaded.operator, loaded.operator_name) == (account, operator_name())
+    assert store.load("web1").operator_name == "Ana Lima" and store.load("old1").operator is None
+    rows = store.costs(CostQuery("operator"))
+    assert [(r.group, r.runs, round(r.cost_usd, 6), r.dearest_run) for r in rows] == [
+        (account, 5, 6.5, "b1"), ("ana", 1, 2.0, "web1"), ("(unknown)", 1, 0.3, "old1")]
+    assert [r.to_dict() for r in rows] == [r.to_dict() for r in aggregate(store.summaries(), CostQuery("operator"))]
+
+    out = cli_here("costs", "--by", "operator", "--store", spec(store))
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert lines[0].split()[:2] == ["operator", "runs"]
+    assert lines[1].split()[:3] == [account, "5", "≥$6.5000"] and lines[3].split()[:3] == ["(unknown)", "1", "$0.3000"]
+    as_json = json.loads(cli_here("costs", "--by", "operator", "--json", "--store", spec(store)).stdout)
+    assert as_json["by"] == "operator"
+    assert [(g["group"], g["runs"], g["unknown_runs"]) for g in as_json["groups"]] == [
+        (account, 5, 1), ("ana", 1, 0), ("(unknown)", 1, 0)]
+    rows = list(csv.reader(io.StringIO(cli_here("costs", "--by", "operator", "--csv", "--store", spec(store)).stdout)))
+    assert rows[0][:2] == ["operator", "runs"] and [(r[0], r[1]) for r in rows[1:]] == [
+        (account, "5"), ("ana", "1"), ("(unknown)", "1")]
+
+
+def test_tether_run_records_who_started_it_and_the_name_given_with_as(store: Store, tmp_path: Path):
+    out = cli_here("run", "plan", "--run-id", "mine", "--as", "ana", "--store", spec(store),
+                   "--workspace", str(tmp_path / "ws"))
+    assert out.returncode == 0, out.stderr
+    state = store.load("mine")
+    assert (state.operator, state.operator_name) == (store.account(), "ana")
+    shown = json.loads(cli_here("show", "mine", "--json", "--store", spec(store)).stdout)
+    assert (shown["operator"], shown["operator_name"]) == (store.account(), "ana")
+
+
+def test_an_earlier_tethers_runs_table_gets_the_columns_and_its_runs_group_as_unknown(pg_url: str):
+    """A PostgreSQL store made before runs recorded who started them (and before the cost
+    columns): the operator's role adds the columns when it connects, reading them from the
+    summaries already there; the earlier runs group as (unknown)."""
+    from tether.store.postgres.schema import RUN_COLUMNS
+    from tether.store.postgres.store import PgStore
+
+    old = PgStore(pg_url)
+    try:
+        with old._conn() as conn:  # noqa: SLF001 - the table as an earlier Tether made it, with one of its runs
+            conn.execute(old.q("TRUNCATE " + ", ".join(f"{{s}}.{t}" for t in TABLES)))
+        fleet(old)
+        with old._conn() as conn:  # noqa: SLF001
+            conn.execute(old.q("UPDATE {s}.runs SET summary = (summary::jsonb - 'operator')::json WHERE run_id = 'a1'"))
+            conn.execute(old.q("ALTER TABLE {s}.runs " + ", ".join(f"DROP COLUMN {c}" for c in RUN_COLUMNS)))
+    finally:
+        old.close()
+    store = PgStore(pg_url)
+    try:
+        rows = store.costs(CostQuery("operator"))
+        assert [(r.group, r.runs) for r in rows] == [(store.account(), 4), ("(unknown)", 1)]
+        assert [r.to_dict() for r in store.costs(CostQuery("agent"))] == \
+            [r.to_dict() for r in aggregate(store.summaries(), CostQuery("agent"))]
+    finally:
+        store.close()

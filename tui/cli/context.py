@@ -74,7 +74,7 @@ def harness(args: argparse.Namespace, **kw: Any) -> Any:
     from tether.harness import Harness
 
     made = Harness(workspace=getattr(args, "workspace", None), config=config(args), store=store_of(args),
-                   agent_sets=(DEMO,), **kw)
+                   agent_sets=(DEMO,), operator_name=getattr(args, "who", None), **kw)
     otlp = getattr(args, "otlp", None)
     if otlp or _otel_configured():
         from tether.observe.otel.settings import CLI_EXPORT_TIMEOUT

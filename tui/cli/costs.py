@@ -41,7 +41,7 @@ async def prices(args: argparse.Namespace) -> int:
 
 
 async def costs(args: argparse.Namespace) -> int:
-    """``tether costs [--by agent|model|source|day] [--since W] [--until W] [--json|--csv]``."""
+    """``tether costs [--by agent|model|source|day|operator] [--since W] [--until W] [--json|--csv]``."""
     from tether.approvals.commands import parse_time
     from tether.store.costs import CostQuery
     from tether.store.protocol import call

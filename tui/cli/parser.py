@@ -123,7 +123,6 @@ def _store_option(p: argparse.ArgumentParser) -> None:
                         "(default $TETHER_STORE, else --runs-dir, else $TETHER_HOME/runs)")
 
 
-
 def _as_option(p: argparse.ArgumentParser) -> None:
     p.add_argument("--as", dest="who", metavar="NAME",
                    help="the name recorded with the decision (default: user@host); a call that needs two "
@@ -292,8 +291,9 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     prices.add_argument("--json", action="store_true")
     _config_option(prices)
 
-    costs = sub.add_parser("costs", help="what the runs cost, grouped by agent, model, source or day")
-    costs.add_argument("--by", choices=["agent", "model", "source", "day"], default="agent")
+    costs = sub.add_parser("costs", help="what the runs cost, grouped by agent, model, source, day or operator")
+    costs.add_argument("--by", choices=["agent", "model", "source", "day", "operator"], default="agent",
+                       help="operator: the account that started each run (runs from before it was kept: (unknown))")
     costs.add_argument("--since", metavar="DATE|DURATION", help="runs made from this date (2026-12-01) or this long "
                                                                "ago (7d); default: all")
     costs.add_argument("--until", metavar="DATE|DURATION", help="runs made before this date, or this long ago")
@@ -339,6 +339,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     run.add_argument("--isolate", choices=["worktree", "copy", "none"],
                      help="the run works in a workspace of its own: a git worktree on the branch tether/RUN_ID, "
                           "or a copy of the agent's folder (default: the agent file's isolation, else none)")
+    run.add_argument("--as", dest="who", metavar="NAME", help="a name kept beside the account that starts the run")
     run.add_argument("--json", action="store_true")
     _deadline_options(run)
     _wait_options(run)
@@ -365,12 +366,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
         p.add_argument(field, default="")
         p.add_argument("--json", action="store_true")
         if name == "approve":
-            p.add_argument("--option", metavar="ID",
-                           help="an ACP agent's permission option, by its id (tether show RUN lists them); "
-                                "default: allow once")
-            p.add_argument("--scope", metavar="run:ID|agent|store",
-                           help="with an ACP agent's \"always\" option: the scope of the rule Tether keeps of it "
-                                "(default: this run)")
+            p.add_argument("--option", metavar="ID", help="an ACP agent's permission option, by its id "
+                           "(tether show RUN lists them); default: allow once")
+            p.add_argument("--scope", metavar="run:ID|agent|store", help="with an ACP agent's \"always\" option: "
+                           "the scope of the rule Tether keeps of it (default: this run)")
             p.add_argument("--args", metavar="JSON",
                            help="approve with these arguments instead of the model's (a JSON object, each key "
                                 "once, checked against the tool's schema); the call runs with them")

@@ -101,6 +101,7 @@ async def show(args: argparse.Namespace) -> int:
                           "workspace": None if state.run_workspace is None else state.run_workspace.listed(),
                           "owner": None if owner is None else owner.to_dict(), "warnings": warnings,
                           "messages": messages, "rewinds": state.rewinds, "forked_from": state.forked_from,
+                          "operator": state.operator, "operator_name": state.operator_name,
                           "config_options": configs[-1].get("options") if configs else None}))
         return 0
     print(text_summary(state, len(tool_runs), ms))

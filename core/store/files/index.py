@@ -47,7 +47,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
-from tether.store.costs import CostQuery, CostRow, ordered, row_of, where as cost_where
+from tether.store.costs import CostQuery, CostRow, missing, ordered, row_of, where as cost_where
 from tether.store.decisions import DECISION_COLUMNS, decision_filter, decision_row, decisions_of
 from tether.store.files.layout import INDEX_FILE, open_private
 from tether.store.summary import SUMMARY_COLUMNS, JournalKey, RunSummary
@@ -58,8 +58,8 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 T = TypeVar("T")
 
-SCHEMA = 7  # PRAGMA user_version: another value means the tables are rebuilt (2: decisions; 3: source; 4: accounts; 5: workspace; 6: price;
-# 7: forked_from)
+SCHEMA = 8  # PRAGMA user_version: another value means the tables are rebuilt (2: decisions; 3: source; 4: accounts; 5: workspace; 6: price;
+# 7: forked_from; 8: operator)
 INDEX_EVERY_S = 1.0
 """A running run's row is refreshed at most this often (besides every change of status)."""
 BUSY_S = 5.0
@@ -71,7 +71,7 @@ CREATE TABLE runs (
     turns INTEGER, cost_usd REAL, budget_usd REAL, max_turns INTEGER, created_at REAL, updated_at REAL,
     interruption TEXT, error TEXT, prompt_tokens INTEGER, completion_tokens INTEGER, child_cost_usd REAL,
     per_turn_prompt_tokens TEXT, estimated_turns TEXT, assumed_price INTEGER, answer TEXT, tool_runs INTEGER,
-    source TEXT, workspace TEXT, price TEXT, forked_from TEXT, journal_size INTEGER, journal_mtime_ns INTEGER, journal_ino INTEGER
+    source TEXT, workspace TEXT, price TEXT, forked_from TEXT, operator TEXT, journal_size INTEGER, journal_mtime_ns INTEGER, journal_ino INTEGER
 ) WITHOUT ROWID;
 CREATE TABLE traces (
     run_id TEXT PRIMARY KEY, size INTEGER, mtime_ns INTEGER, ino INTEGER, tool_runs TEXT, ms REAL
@@ -284,7 +284,7 @@ class RunIndex:
     def costs(self, query: CostQuery) -> list[CostRow]:
         """Spend grouped as ``query`` says, in one aggregate query (raises :class:`IndexUnavailable`).
         SQLite takes the bare ``run_id`` from the row whose own cost is the group's ``max``."""
-        key = "date(created_at, 'unixepoch')" if query.by == "day" else f"coalesce({query.by}, '(none)')"
+        key = "date(created_at, 'unixepoch')" if query.by == "day" else f"coalesce({query.by}, '{missing(query.by)}')"
         filtered, params = cost_where(query)
         text = (f"SELECT {key}, count(*), total(cost_usd - coalesce(child_cost_usd, 0)), total(prompt_tokens), "
                 "total(completion_tokens), total(price = 'unknown'), run_id, "

@@ -35,7 +35,7 @@ from tether.store.files.layout import (
 )
 from tether.store.files.lock import lock_held, owner_record
 from tether.store.files.rules import RulesFile
-from tether.store.operator import os_account
+from tether.store.operator import mark_starter, os_account
 from tether.store.owner import Owner, kept_owner
 from tether.store.summary import JournalKey, Liveness, RunSummary
 
@@ -392,6 +392,7 @@ class RunStore:
         one id, the second gets "already exists" instead of truncating the first's run.
         Running it is :meth:`open`'s business, like any saved run."""
         directory = self.run_dir(state.run_id)
+        mark_starter(state, self.account())
         try:
             private_dirs(directory)
         except (FileExistsError, NotADirectoryError) as exc:

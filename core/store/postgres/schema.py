@@ -34,6 +34,23 @@ log = logging.getLogger(__name__)
 LOCK_SEED = 0x7E7E  # hashtextextended's seed: Tether's lock keys apart from other programs' hashes
 IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
+RUN_COLUMNS = {
+    "operator": "text GENERATED ALWAYS AS (summary->>'operator') STORED",
+    "agent": "text GENERATED ALWAYS AS (summary->>'agent') STORED",
+    "model": "text GENERATED ALWAYS AS (summary->>'model') STORED",
+    "source": "text GENERATED ALWAYS AS (summary->>'source') STORED",
+    "own_usd": "double precision GENERATED ALWAYS AS (coalesce((summary->>'cost_usd')::float8, 0) "
+               "- coalesce((summary->>'child_cost_usd')::float8, 0)) STORED",
+    "tokens_in": "double precision GENERATED ALWAYS AS ((summary->>'prompt_tokens')::float8) STORED",
+    "tokens_out": "double precision GENERATED ALWAYS AS ((summary->>'completion_tokens')::float8) STORED",
+    "unpriced": "boolean GENERATED ALWAYS AS (summary->>'price' = 'unknown') STORED",
+}
+"""The runs' columns added after the first tables were made, each read from the run's summary by
+the database at every write: who started it (NULL for a run made before that was recorded), and
+what ``tether costs`` groups and adds (:meth:`PgStore.costs`), so that it reads columns instead
+of parsing 100,000 JSON documents. Tokens are float8, whose cast from any number cannot fail a
+save (and which sums exactly up to 2**53)."""
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS {s}.runs (
     run_id text PRIMARY KEY,
@@ -46,7 +63,8 @@ CREATE TABLE IF NOT EXISTS {s}.runs (
     summary json NOT NULL,
     owner_token text,
     control_count integer NOT NULL DEFAULT 0,
-    lock_key bigint GENERATED ALWAYS AS (hashtextextended(run_id, {seed})) STORED
+    lock_key bigint GENERATED ALWAYS AS (hashtextextended(run_id, {seed})) STORED,
+""" + ",\n".join(f"    {name} {kind}" for name, kind in RUN_COLUMNS.items()) + """
 );
 CREATE INDEX IF NOT EXISTS runs_created ON {s}.runs (created_at);
 CREATE INDEX IF NOT EXISTS runs_status ON {s}.runs (status);
@@ -97,6 +115,9 @@ CREATE TABLE IF NOT EXISTS {s}.decisions (
 CREATE INDEX IF NOT EXISTS decisions_ts ON {s}.decisions (ts);
 """
 NEWEST_TABLE = "decisions"  # made last: when it is there, so is every other
+ADDED = {NEWEST_TABLE: ADDED_COLUMNS, "runs": RUN_COLUMNS}
+"""Every column added since, by table: a store of an earlier Tether gets them when the
+operator's role next connects."""
 # A run's decisions, as a JSON array of rows, written over the rows of the same calls.
 PUT_DECISIONS = ("INSERT INTO {s}.decisions SELECT * FROM json_populate_recordset(NULL::{s}.decisions, "
                   "%(decisions)s::json) ON CONFLICT (run_id, call_id) DO UPDATE SET "
@@ -194,11 +215,14 @@ def ensure_schema(conn: psycopg.Connection, schema: str, *, where: str, url: str
     """Make the tables if they are missing (one maker at a time, by a transaction lock), and
     add the columns an earlier Tether's tables lack."""
     newest = f"{schema}.{NEWEST_TABLE}"
+    tables = [f"{schema}.{table}" for table, columns in ADDED.items() for _ in columns]
+    names = [name for columns in ADDED.values() for name in columns]
     exists, added = conn.execute(
-        "SELECT to_regclass(%s), (SELECT count(*) FROM pg_attribute WHERE attrelid = to_regclass(%s) "
-        "AND attname = ANY(%s) AND NOT attisdropped)", (newest, newest, list(ADDED_COLUMNS))).fetchone()
+        "SELECT to_regclass(%s), (SELECT count(*) FROM pg_attribute a JOIN unnest(%s::text[], %s::text[]) AS w(t, c) "
+        "ON a.attrelid = to_regclass(w.t) AND a.attname = w.c WHERE NOT a.attisdropped)",
+        (newest, tables, names)).fetchone()
     if exists is not None:
-        if added < len(ADDED_COLUMNS):
+        if added < len(names):
             _add_columns(conn, schema, where)
         return
     try:
@@ -222,14 +246,16 @@ def ensure_schema(conn: psycopg.Connection, schema: str, *, where: str, url: str
 
 
 def _add_columns(conn: psycopg.Connection, schema: str, where: str) -> None:
-    """The decisions' columns added since the tables were made (who decided as which account,
-    and how many people a call needs): added by the role that owns the tables; a role that
-    may not (the watcher's) is told so, and reads what it can meanwhile."""
-    added = ", ".join(f"ADD COLUMN IF NOT EXISTS {name} {kind}" for name, kind in ADDED_COLUMNS.items())
+    """The columns added since the tables were made (:data:`ADDED`: who decided as which
+    account, how many people a call needs, who started a run): added by the role that owns
+    the tables; a role that may not (the watcher's) is told so, and reads what it can meanwhile.
+    A generated column rewrites its table once, under its lock: saves wait for it."""
     try:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_SEED,))
-            conn.execute(composed(schema, f"ALTER TABLE {{s}}.{NEWEST_TABLE} {added}"))
+            for table, columns in ADDED.items():
+                added = ", ".join(f"ADD COLUMN IF NOT EXISTS {name} {kind}" for name, kind in columns.items())
+                conn.execute(composed(schema, f"ALTER TABLE {{s}}.{table} {added}"))
     except psycopg.errors.InsufficientPrivilege:
-        log.warning("%s: the decisions table lacks this Tether's columns (%s) and this role cannot add them; "
-                    "they are added when the operator's role connects", where, ", ".join(ADDED_COLUMNS))
+        log.warning("%s: the tables lack this Tether's columns (%s) and this role cannot add them; they are added "
+                    "when the operator's role connects", where, ", ".join(name for c in ADDED.values() for name in c))

@@ -80,6 +80,7 @@ import psycopg
 from tether.run.state import RunExists, RunState, StateError
 from tether.store.changes import NEW, TRACE
 from tether.store.decisions import DECISION_COLUMNS, decision_filter, decisions_of
+from tether.store.operator import mark_starter
 from tether.store.owner import Owner, kept_owner
 from tether.store.postgres.connection import StoreUnavailable, redact
 from tether.store.postgres.database import Database
@@ -140,6 +141,7 @@ class PgStore(Database):
     def create(self, state: RunState) -> None:
         """The run row and its first messages, in one transaction; an id that exists is refused."""
         check_id(state.run_id)
+        mark_starter(state, self.account())
         header = state.header()
         with self._conn() as conn:
             try:
@@ -349,34 +351,38 @@ class PgStore(Database):
                                        "adds them") from None
 
     def costs(self, query: CostQuery) -> list[CostRow]:
-        """Spend grouped (:mod:`tether.store.costs`) in one aggregate query over the runs table:
-        the summaries' fields read in the database, never a run loaded here."""
-        from tether.store.costs import ordered, row_of, where
+        """Spend grouped (:mod:`tether.store.costs`) in one aggregate query over the runs table's
+        columns that the database reads from each summary as it is written
+        (:data:`tether.store.postgres.schema.RUN_COLUMNS`): no JSON parsed, no run loaded here."""
+        from tether.store.costs import missing, ordered, row_of, where
 
-        # Each summary is parsed once (json_to_record), not once per field as ->> on json would.
-        key = ("to_char(to_timestamp(r.created_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD')" if query.by == "day"
-               else f"coalesce(x.{query.by}, '(none)')")
-        filtered, params = where(query, created="r.created_at")
-        text = (f"WITH c AS (SELECT {key} AS k, r.run_id, x.cost_usd - coalesce(x.child_cost_usd, 0) AS own, "
-                "x.prompt_tokens AS pin, x.completion_tokens AS pout, x.price = 'unknown' AS unknown "
-                "FROM {s}.runs r, json_to_record(r.summary) AS x(agent text, model text, source text, "
-                "cost_usd float8, child_cost_usd float8, prompt_tokens bigint, completion_tokens bigint, price text)"
-                f"{filtered}) "
-                "SELECT k, count(*), sum(own), sum(pin), sum(pout), count(*) FILTER (WHERE unknown), "
-                "(array_agg(run_id ORDER BY own DESC))[1], max(own) FROM c GROUP BY k")
+        key = ("to_char(to_timestamp(created_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD')" if query.by == "day"
+               else f"coalesce({query.by}, '{missing(query.by)}')")
+        filtered, params = where(query)
+        text = (f"SELECT {key}, count(*), sum(own_usd), sum(tokens_in), sum(tokens_out), "
+                "count(*) FILTER (WHERE unpriced), (array_agg(run_id ORDER BY own_usd DESC))[1], max(own_usd) "
+                f"FROM {{s}}.runs{filtered} GROUP BY 1")
         with self._conn() as conn:
-            return ordered((row_of(r) for r in conn.execute(self.q(text), params).fetchall()), query.by)
+            return ordered((row_of(r) for r in self._columns(conn, text, params)), query.by)
 
     def dearest(self, query: CostQuery, limit: int = 10) -> list[RunSummary]:
-        """The dearest runs' summaries in one ``ORDER BY … LIMIT`` over the runs table."""
+        """The dearest runs' summaries in one ``ORDER BY own_usd DESC … LIMIT`` over the runs table."""
         from tether.store.costs import where
 
-        filtered, params = where(query, created="r.created_at")
-        text = ("SELECT r.summary FROM {s}.runs r, json_to_record(r.summary) AS x(cost_usd float8, "
-                f"child_cost_usd float8){filtered} "
-                "ORDER BY coalesce(x.cost_usd, 0) - coalesce(x.child_cost_usd, 0) DESC, r.run_id LIMIT %s")
+        filtered, params = where(query)
+        text = f"SELECT summary FROM {{s}}.runs{filtered} ORDER BY own_usd DESC, run_id LIMIT %s"
         with self._conn() as conn:
-            return [summary_of(r[0]) for r in conn.execute(self.q(text), [*params, limit]).fetchall()]
+            return [summary_of(r[0]) for r in self._columns(conn, text, [*params, limit])]
+
+    def _columns(self, conn: psycopg.Connection, text: str, params: list[Any]) -> list[tuple[Any, ...]]:
+        """The rows of a query of the runs' added columns, which a store of an earlier Tether
+        lacks until the operator's role connects (a watcher's cannot add them)."""
+        try:
+            return conn.execute(self.q(text), params).fetchall()
+        except psycopg.errors.UndefinedColumn:
+            raise StoreUnavailable(f"{self.where}: the runs table is an earlier Tether's, and this role cannot "
+                                   "add its new columns: connect once with the operator's role, which adds "
+                                   "them") from None
 
     def budget_charge(self, key: str, usd: float, seed: Callable[[], float]) -> float:
         """Add ``usd`` to fleet budget ``key``'s spend this period and return the new total: one
