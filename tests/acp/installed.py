@@ -21,7 +21,7 @@ from tether.demo.acp import (AGENTS_DIR, MODEL, NODE22, OPENCODE, QWEN_ENTRY, Ag
                              launch_qwen, missing)
 
 __all__ = ["AGENTS_DIR", "CLAUDE", "CLAUDE_VERSION", "MODEL", "NODE22", "OPENCODE", "QWEN_ENTRY", "REPO", "AgentLaunch",
-           "launch_opencode", "launch_qwen", "missing", "require_agents", "require_claude"]
+           "launch_opencode", "launch_qwen", "missing", "require_agents", "require_claude", "require_new_agents"]
 
 REPO = Path(__file__).resolve().parents[2]
 CLAUDE_VERSION = "2.1.197"
@@ -34,6 +34,19 @@ CLAUDE = _CLAUDE_PACKAGE / "bin" / "claude.exe"
 def require_agents() -> None:
     """Skip the calling test with one loud reason when the agents are missing; fail in CI."""
     why = missing()
+    if why is None:
+        return
+    if os.environ.get("CI"):
+        pytest.fail(f"the real ACP agents are required in CI: {why}", pytrace=False)
+    pytest.skip(why)
+
+
+def require_new_agents() -> None:
+    """Skip the calling test with one loud reason when Claude's, Codex's or Gemini's ACP agent is
+    missing; fail in CI."""
+    from tether.demo.acp_agents import missing_new
+
+    why = missing_new()
     if why is None:
         return
     if os.environ.get("CI"):

@@ -1,8 +1,8 @@
-"""``tether demo --acp``'s tour, played headlessly with both real agents (OpenCode and Qwen Code,
-``make agents``) on the scripted endpoint: it reaches every step, and each step leaves on the
-store what its caption promises. The approved edit is in the file, the rejected run's next
-prompt carried the operator's words (and the model was sent them), the stopped run is
-interrupted mid-stream, and no agent process is left.
+"""``tether demo --acp``'s tour, played headlessly with the four real agents (OpenCode, Qwen
+Code, Claude and Codex, ``make agents``) on the scripted endpoint: it reaches every step, and
+each step leaves on the store what its caption promises. The approved writes are in their
+files, each rejected run's next prompt carried the operator's words (and the model was sent
+them), the stopped run is interrupted mid-stream, and no agent process is left.
 
 Without the agents this skips with one reason (and fails with ``CI`` set); without them,
 ``tether demo --acp`` says in one line how to get them, and exits 2.
@@ -21,14 +21,15 @@ from textual.screen import ModalScreen
 from textual.widgets import Static
 
 import tether.demo.acp as acp_demo
-from tether.demo.acp import EDIT_PROMPT, EXPLANATION, GREET_AFTER, GREET_BEFORE, TASKS, WRITE_PROMPT
+from tether.demo.acp import (EDIT_PROMPT, EXPLANATION, GREET_AFTER, GREET_BEFORE, PACKAGE_PROMPT, TASKS, TEST_GREET,
+                             TEST_PROMPT, WRITE_PROMPT)
 from tether.agents.config import load_config
 from tether.demo.provider.coding import ScriptedEndpoint
 from tether.demo.provider.server import running_app
 from tether.run.state import Cancelled, Status
 from tether.observe.trace import read_trace
 from tether.tui.components.dialogs import ApproveDialog
-from tether.tui.cli.demo import ACP_REJECTION, ACP_STEPS, AcpTour, Caption, run_demo
+from tether.tui.cli.demo import ACP_AGENTS, ACP_REJECTION, ACP_STEPS, CODEX_REJECTION, AcpTour, Caption, run_demo
 
 from tests.acp import installed as agents
 from tests.acp.procs import alive_in
@@ -40,29 +41,33 @@ class Watching(AcpTour):
     """The tour, noting what the approval dialog showed while the tour read it, and how
     often its caption was drawn while a dialog was up."""
 
-    diff_shown = ""
-
     def __init__(self, *args: Any, **kw: Any) -> None:
         super().__init__(*args, **kw)
         self.captions_on_dialogs: list[tuple[str, int]] = []
+        self.diffs_shown: list[str] = []
+
 
     async def read(self, pilot: Pilot[Any], paces: float = 1.0) -> None:
         screen = pilot.app.screen
         if isinstance(screen, ApproveDialog) and screen.armed:
-            self.diff_shown = str(screen.query_one("#diff", Static).render())
+            diff = str(screen.query_one("#diff", Static).render())
+            if diff not in self.diffs_shown:
+                self.diffs_shown.append(diff)
         await super().read(pilot, paces)
         if isinstance(pilot.app.screen, ModalScreen) and pilot.app.screen.query(Caption):
             self.captions_on_dialogs.append((type(pilot.app.screen).__name__,
                                              times_drawn(pilot.app, self._caption[:12])))
 
 
-async def test_the_acp_tour_supervises_both_agents_through_every_step(tmp_path: Path) -> None:
+async def test_the_acp_tour_supervises_four_agents_through_every_step(tmp_path: Path) -> None:
     agents.require_agents()
+    agents.require_new_agents()
     workspace = acp_demo.seed_workspace(tmp_path / "project")
     endpoint = ScriptedEndpoint(TASKS, workspace)
     async with running_app(endpoint.app()) as base_url:
         config = load_config(acp_demo.write_agent_file(tmp_path / "tether.toml", base_url=base_url,
-                                                       home=tmp_path / "agents", workspace=workspace))
+                                                       home=tmp_path / "agents", workspace=workspace,
+                                                       agents=ACP_AGENTS))
         app = make_app(tmp_path, config=config, grace_s=0.2)  # the dialogs' grace period, as an operator has it
         tour = Watching(pace=0, stay=True)
         try:
@@ -74,7 +79,7 @@ async def test_the_acp_tour_supervises_both_agents_through_every_step(tmp_path: 
                 # One caption in sight over each dialog, the tall approval with its diff included.
                 assert {name for name, _ in tour.captions_on_dialogs} >= {"NewRunDialog", "ApproveDialog"}
                 assert [seen for seen in tour.captions_on_dialogs if seen[1] != 1] == []
-                assert list(tour.runs) == ["edit", "write", "explain"]
+                assert list(tour.runs) == ["edit", "write", "test", "package", "explain"]
                 app.select(tour.runs["write"])
                 await settle(pilot, app)
                 shown = transcript(app)
@@ -82,11 +87,13 @@ async def test_the_acp_tour_supervises_both_agents_through_every_step(tmp_path: 
         finally:
             await app.harness.aclose()
     store = app.harness.store
-    edit, write, explain = (store.load(tour.runs[name]) for name in ("edit", "write", "explain"))
-    assert (edit.agent.name, write.agent.name, explain.agent.name) == ("opencode", "qwen", "opencode")
+    edit, write, test, package, explain = (store.load(tour.runs[name]) for name in tour.runs)
+    assert [run.agent.name for run in (edit, write, test, package, explain)] == \
+        ["opencode", "qwen", "claude", "codex", "opencode"]
 
     # OpenCode's edit: the dialog showed its diff; allowed once, it is in the file.
-    assert "+    greeting = f\"Hello, {name}\"" in tour.diff_shown and "-    return 'Hello ' + name" in tour.diff_shown
+    edit_diff, test_diff = tour.diffs_shown
+    assert "+    greeting = f\"Hello, {name}\"" in edit_diff and "-    return 'Hello ' + name" in edit_diff
     assert edit.status is Status.COMPLETED, edit.error
     assert (workspace / "greet.py").read_text() == GREET_AFTER != GREET_BEFORE
     assert [(d.verdict, d.by) for d in edit.approvals.values()] == [("approved", app.operator)]
@@ -104,6 +111,24 @@ async def test_the_acp_tour_supervises_both_agents_through_every_step(tmp_path: 
     assert ACP_REJECTION in said_to_model
     assert write.answer is not None and ACP_REJECTION[1:] in write.answer and "CHANGELOG.md" in write.answer
     assert ACP_REJECTION[1:] in shown and "Understood" in shown  # on the console, the words and the answer
+
+    # Claude's new test file: allowed once from the dialog that showed it, and Claude wrote it itself.
+    assert "+++ b/test_greet.py" in test_diff and '+    assert greet("Ada") == "Hello, Ada."' in test_diff
+    assert test.status is Status.COMPLETED, test.error
+    assert (workspace / "test_greet.py").read_text() == TEST_GREET
+    assert [(d.verdict, d.by) for d in test.approvals.values()] == [("approved", app.operator)]
+    assert test.cost_usd > 0  # Claude's own cost (usage_update), at the model the agent file chose
+    configs = [r["options"] for r in read_trace(store.root / test.run_id / "trace.jsonl") if r["kind"] == "config_options"]
+    assert [(o["id"], o["value"]) for o in configs[-1] if o["id"] == "model"] == [("model", "haiku")], configs
+
+    # Codex's write: rejected in words; it cancelled its turn, and the words went to it all the same.
+    assert package.status is Status.COMPLETED, package.error
+    assert not (workspace / "pyproject.toml").exists()
+    assert {"role": "user", "content": PACKAGE_PROMPT} in package.messages
+    assert [m["content"] for m in package.messages if m.get("tether") == "rejection"] != []
+    assert CODEX_REJECTION in json.dumps(endpoint.requests)
+    assert package.answer is not None and CODEX_REJECTION[1:] in package.answer and "pyproject.toml" in package.answer
+    assert {"role": "user", "content": TEST_PROMPT} in test.messages
 
     # OpenCode's long answer: stopped by the console's Stop mid-stream.
     assert explain.status is Status.INTERRUPTED

@@ -8,10 +8,10 @@ dialogs, the same runs on the embedded scripted provider. A caption line names e
 So a recording of it (``make recording``) shows the product, not a mock-up of it, and a
 test can play the same tour headlessly and check that it reaches every step.
 
-``tether demo --acp`` (:class:`AcpTour`) is the same for two real coding agents, OpenCode and
-Qwen Code (``make agents`` installs them), side by side under the console on a scripted
-endpoint (:mod:`tether.demo.provider.coding`): a write approved with its diff, one rejected in
-words the agent answers, and a long answer stopped mid-stream.
+``tether demo --acp`` (:class:`AcpTour`) is the same for four real coding agents, OpenCode,
+Qwen Code, Claude and Codex (``make agents`` installs them), side by side under the console on
+a scripted endpoint (:mod:`tether.demo.provider.coding`): writes approved with their diff,
+others rejected in words the agents answer, and a long answer stopped mid-stream.
 
 Between steps the tour waits on what the console knows (a run's status, a dialog ready
 for Enter), never on the clock; ``pace`` only adds the pauses that let a viewer read.
@@ -65,15 +65,23 @@ MAX_TURNS = "100"
 
 ACP_STEPS: tuple[Step, ...] = (
     Step("opencode", "1/4 · n starts OpenCode on a project: it wants to edit greet.py, and asks first"),
-    Step("qwen", "1/4 · and Qwen Code beside it: two coding agents, each waiting on a decision"),
+    Step("qwen", "1/4 · Qwen Code beside it, on a CHANGELOG.md: it asks before it writes"),
+    Step("claude", "1/4 · Claude (Zed's claude-agent-acp) on a test for greet(): it asks too"),
+    Step("codex", "1/4 · and Codex on a pyproject.toml: four coding agents, each waiting on a decision"),
     Step("approve", "2/4 · a shows OpenCode's edit as a diff; Enter allows it, and greet.py is written"),
+    Step("approve-claude", "2/4 · Claude's new test file, allowed the same way: Claude writes it itself"),
     Step("reject", "3/4 · r rejects Qwen Code's write in words: they go to it as its next prompt"),
     Step("answer", "3/4 · Qwen Code answers the operator's words, and CHANGELOG.md stays unwritten"),
+    Step("reject-codex", "3/4 · Codex cancels its whole turn on a rejection: Tether sends it the words all the same"),
+    Step("codex-answer", "3/4 · Codex answers them, and pyproject.toml stays unwritten"),
     Step("stream", "4/4 · OpenCode walks through the project: its answer streams in"),
     Step("stop", "4/4 · s stops it mid-stream: the agent cancels its turn, the run ends interrupted, no process left"),
-    Step("end", "Two coding agents under one console: every write decided, every run ended for a known reason"),
+    Step("end", "Four coding agents under one console: every write decided, every run ended for a known reason"),
 )
 ACP_REJECTION = "not yet: the changelog is written on release day"
+CODEX_REJECTION = "no packaging yet: greet stays a single file"
+ACP_AGENTS = ("opencode", "qwen", "claude", "codex")
+"""The agents of the tour's agent file (:func:`tether.demo.acp.write_agent_file`)."""
 
 
 class TourError(RuntimeError):
@@ -316,11 +324,12 @@ class Tour:
 
 
 class AcpTour(Tour):
-    """``tether demo --acp``: two real coding agents under the console, on the agent file
-    :func:`tether.demo.acp.write_agent_file` writes (``opencode`` and ``qwen``) and the
-    scripted endpoint's :data:`tether.demo.acp.TASKS`. OpenCode's edit is approved from the
-    dialog that shows its diff; Qwen Code's write is rejected in words, which it answers; a
-    long answer of OpenCode's is stopped mid-stream. ``runs``: ``edit``, ``write``, ``explain``."""
+    """``tether demo --acp``: four real coding agents under the console, on the agent file
+    :func:`tether.demo.acp.write_agent_file` writes (``opencode``, ``qwen``, ``claude`` and
+    ``codex``) and the scripted endpoint's :data:`tether.demo.acp.TASKS`. OpenCode's edit and
+    Claude's new file are approved from the dialog that shows their diff; Qwen Code's write and
+    Codex's are rejected in words, which each answers; a long answer of OpenCode's is stopped
+    mid-stream. ``runs``: ``edit``, ``write``, ``test``, ``package``, ``explain``."""
 
     steps = ACP_STEPS
 
@@ -328,44 +337,33 @@ class AcpTour(Tour):
         super().__init__(pace, stay=stay, cap_s=cap_s)  # a cold agent takes seconds to start
 
     async def play(self, pilot: Pilot[Any]) -> None:
-        from tether.demo.acp import EDIT_PROMPT, EXPLAIN_PROMPT, WRITE_PROMPT
+        from tether.demo.acp import EDIT_PROMPT, EXPLAIN_PROMPT, PACKAGE_PROMPT, TEST_PROMPT, WRITE_PROMPT
 
         app: Any = pilot.app
-        await self.step(pilot, "opencode")
-        edit = await self.new_run(pilot, "edit", agent="opencode", prompt=EDIT_PROMPT)
-        await self._until_run(pilot, edit, lambda: self._asks(pilot, edit), "OpenCode to ask to edit greet.py")
-        await self.read(pilot)
-        await self.step(pilot, "qwen")
-        write = await self.new_run(pilot, "write", agent="qwen", prompt=WRITE_PROMPT)
-        await self._until_run(pilot, write, lambda: self._asks(pilot, write), "Qwen Code to ask to write CHANGELOG.md")
-        await self.read(pilot, 1.5)
+        asked = {"edit": "OpenCode to ask to edit greet.py", "write": "Qwen Code to ask to write CHANGELOG.md",
+                 "test": "Claude to ask to write test_greet.py", "package": "Codex to ask to write pyproject.toml"}
+        started: dict[str, str] = {}
+        for step, run, agent, prompt in (("opencode", "edit", "opencode", EDIT_PROMPT),
+                                         ("qwen", "write", "qwen", WRITE_PROMPT),
+                                         ("claude", "test", "claude", TEST_PROMPT),
+                                         ("codex", "package", "codex", PACKAGE_PROMPT)):
+            await self.step(pilot, step)
+            rid = started[run] = await self.new_run(pilot, run, agent=agent, prompt=prompt)
+            await self._until_run(pilot, rid, lambda rid=rid: self._asks(pilot, rid), asked[run])
+            await self.read(pilot, 1.5 if step == "codex" else 1.0)
 
-        app.select(edit)
         await self.step(pilot, "approve")
-        await self.read(pilot, 0.6)
-        await pilot.press("a")
-        await self._until(pilot, lambda: isinstance(app.screen, ApproveDialog) and app.screen.armed,
-                          "the approval dialog")
-        self._show_caption(app.screen)
-        await self.read(pilot, 2.5)
-        await pilot.press("enter")
-        await self._until_run(pilot, edit, lambda: self._ended(pilot, edit, Status.COMPLETED),
-                              "OpenCode to write greet.py and finish")
-        await self.read(pilot, 1.5)
+        await self.approve(pilot, started["edit"], "OpenCode to write greet.py and finish")
+        await self.step(pilot, "approve-claude")
+        await self.approve(pilot, started["test"], "Claude to write test_greet.py and finish")
 
-        app.select(write)
         await self.step(pilot, "reject")
-        await self.read(pilot, 0.6)
-        await pilot.press("r")
-        await self._until(pilot, lambda: isinstance(app.screen, RejectDialog) and app.screen.armed,
-                          "the reject dialog")
-        self._show_caption(app.screen)
-        await self.type(pilot, ACP_REJECTION)
-        await self.read(pilot)
-        await pilot.press("enter")
-        await self._until_run(pilot, write, lambda: self._ended(pilot, write, Status.COMPLETED),
-                              "Qwen Code to answer the operator's words")
+        await self.reject(pilot, started["write"], ACP_REJECTION, "Qwen Code to answer the operator's words")
         await self.step(pilot, "answer")
+        await self.read(pilot, 2)
+        await self.step(pilot, "reject-codex")
+        await self.reject(pilot, started["package"], CODEX_REJECTION, "Codex to answer the operator's words")
+        await self.step(pilot, "codex-answer")
         await self.read(pilot, 2)
 
         await self.step(pilot, "stream")
@@ -377,6 +375,36 @@ class AcpTour(Tour):
         await pilot.press("s")
         await self._until(pilot, lambda: self._ended(pilot, explain, Status.INTERRUPTED), "OpenCode to stop")
         await self.read(pilot, 1.5)
+
+    async def approve(self, pilot: Pilot[Any], rid: str, what: str) -> None:
+        """``a`` on run ``rid``: the dialog with the agent's diff, read, then Enter allows it once;
+        then the run's end (``what`` names it)."""
+        app: Any = pilot.app
+        app.select(rid)
+        await self.read(pilot, 0.6)
+        await pilot.press("a")
+        await self._until(pilot, lambda: isinstance(app.screen, ApproveDialog) and app.screen.armed,
+                          "the approval dialog")
+        self._show_caption(app.screen)
+        await self.read(pilot, 2.5)
+        await pilot.press("enter")
+        await self._until_run(pilot, rid, lambda: self._ended(pilot, rid, Status.COMPLETED), what)
+        await self.read(pilot, 1.5)
+
+    async def reject(self, pilot: Pilot[Any], rid: str, words: str, what: str) -> None:
+        """``r`` on run ``rid``, ``words`` typed as the reason; then the run's end, once the agent
+        has answered them (``what`` names it)."""
+        app: Any = pilot.app
+        app.select(rid)
+        await self.read(pilot, 0.6)
+        await pilot.press("r")
+        await self._until(pilot, lambda: isinstance(app.screen, RejectDialog) and app.screen.armed,
+                          "the reject dialog")
+        self._show_caption(app.screen)
+        await self.type(pilot, words)
+        await self.read(pilot)
+        await pilot.press("enter")
+        await self._until_run(pilot, rid, lambda: self._ended(pilot, rid, Status.COMPLETED), what)
 
     @staticmethod
     def _asks(pilot: Pilot[Any], rid: str) -> bool:
@@ -431,12 +459,13 @@ def run_acp_demo(args: Any) -> int:
     one line that says how to get them, and exit 2."""
     from tether.agents.config import load_config
     from tether.demo.acp import TASKS, missing, seed_workspace, write_agent_file
+    from tether.demo.acp_agents import missing_new
     from tether.demo.agents import DEMO
     from tether.demo.provider.coding import endpoint_process
     from tether.tui.app import TetherApp
     from tether.tui.options import ConsoleOptions
 
-    why = missing()
+    why = missing() or missing_new()
     if why is not None:
         print(f"tether demo --acp: {why}", file=sys.stderr)
         return 2
@@ -446,7 +475,7 @@ def run_acp_demo(args: Any) -> int:
         workspace = seed_workspace(home / "project")
         url = stack.enter_context(endpoint_process(tasks=TASKS, workspace=workspace))
         config = load_config(write_agent_file(home / "tether.toml", base_url=url, home=home / "agents",
-                                              workspace=workspace))
+                                              workspace=workspace, agents=ACP_AGENTS))
         app = TetherApp(ConsoleOptions(runs_dir=args.runs_dir or home / "runs", workspace=home / "workspace",
                                        config=config, grace_s=0.5, operator="the demo", agent_sets=(DEMO,)))
         app.run(auto_pilot=tour)
