@@ -521,7 +521,7 @@ class Harness:
                     state, agent, handle, trace, signal, controls, [*self.sinks, *sinks], prepare,
                     wait_for_decision, deciding, follow_up, acp_session, store=self.store,
                     rules=self._rules_access(), hold=lambda emit: self._hold(state, emit, signal),
-                    workspaces_dir=self.workspaces_dir)
+                    workspaces_dir=self.workspaces_dir, fleet=None if self.fleet is None else self._fleet_check)
                 return Outcome(final, tool_runs, (time.perf_counter() - started) * 1000)
             client = self._client_for(agent, state)
             trace = handle.trace(self.secrets(agent))
@@ -646,14 +646,15 @@ class Harness:
             fleet_budget=None if self.fleet is None else self._fleet_check,
         )
 
-    async def _fleet_check(self, state: RunState, asked: NeedsApproval | None = None) -> Any:
+    async def _fleet_check(self, state: RunState, asked: NeedsApproval | None = None, *, settle: bool = False) -> Any:
         """The fleet budgets before a model call (tether.approvals.budgets): their levels reached
         go into the run's trace (the notifications send them), a reached one stops the run or
-        asks (``asked``: the budget call it waited on before)."""
+        asks (``asked``: the budget call it waited on before; ``settle``: charge only)."""
         from tether.approvals import budget_ask
 
         rules = self._rules if callable(getattr(self.store, "rules", None)) else None
-        return await budget_ask.check(self.fleet, self.store, state, rules, self._emitters.get(state.run_id), asked)
+        return await budget_ask.check(self.fleet, self.store, state, rules, self._emitters.get(state.run_id), asked,
+                                      settle=settle)
 
     async def _rules(self) -> list[Any]:
         """The store's standing rules (:mod:`tether.approvals`), read before each call."""

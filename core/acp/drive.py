@@ -36,14 +36,15 @@ async def drive_acp(state: RunState, agent: Agent, handle: Handle, trace: TraceS
                     controls: Controls, sinks: Sequence[EventSink], prepare: Callable[[RunState], list[Any]],
                     wait_for_decision: float | None, deciding: bool, follow_up: bool, session: Any, *,
                     store: Store, rules: Rules | None, hold: Callable[[Callable[[Any], None]], None],
-                    workspaces_dir: Path) -> tuple[RunState, list[dict[str, Any]]]:
+                    workspaces_dir: Path, fleet: Any = None) -> tuple[RunState, list[dict[str, Any]]]:
     """A run of an ACP agent, held by the harness: its process drives the turns (:class:`AcpRun`).
     The agent waits on its permission requests anyway, so this process always holds the run
     while it waits for a decision (``wait_for_decision``'s deadline still applies). ``sinks``
     are all the operation's; ``hold`` registers the run's emitter with the harness, once it
     is driven here. A run with a workspace of its own (``isolation``) has it made under
     ``workspaces_dir`` and set up before the agent starts, and found again by a follow-up; the
-    agent works there. Returns the run as it stopped, and the tool calls it ran."""
+    agent works there. ``fleet``: the fleet budgets' check (:class:`tether.acp.run.FleetCheck`), or
+    None. Returns the run as it stopped, and the tool calls it ran."""
     run_id = state.run_id
     if deciding:
         raise StateError(f"run {run_id}'s agent {agent.name} speaks ACP, and its process is gone: a permission "
@@ -100,7 +101,7 @@ async def drive_acp(state: RunState, agent: Agent, handle: Handle, trace: TraceS
             session = None  # started in the agent's folder (the caller closes it): the run's own is elsewhere
     run = AcpRun(state, agent, emit=emit, save=save, signal=signal, decide=decide, earlier=earlier,
                  session=session, expect=controls.expect, rules=rules, ready=ready,
-                 after_change=None if state.run_workspace is None else checkpoints.after_change_hook())
+                 after_change=None if state.run_workspace is None else checkpoints.after_change_hook(), fleet=fleet)
     controls.vet = run.vet
     final = await run.run()
     if state.run_workspace is not None:

@@ -15,6 +15,10 @@ ACP run as it sees any other:
 - usage is the turn's tokens and cost: the agent's own cost where it reports one, else its
   tokens at the agent file's price; the budget is checked on every report, and crossing it
   cancels the turn;
+- the fleet budgets (:mod:`tether.approvals.budgets`) are charged and checked before the first
+  turn, on every usage report and at each turn's end: one reached cancels the turn and ends the
+  run as a budget exit (``stop``, ``refuse``), or holds it on the ``budget`` call (``ask``:
+  :mod:`tether.approvals.budget_ask`), after which an approved run's agent is told to go on;
 - a Stop is ``session/cancel``; an agent that does not end its turn within its grace has its
   process group killed, and the run says so.
 """
@@ -48,7 +52,9 @@ from tether.acp.permissions import PermissionRequest
 from tether.agents import sandbox
 from tether.agents.sandbox import Sandbox
 from tether.agents.agent import Agent, AgentError
-from tether.approvals import Call, Rule, RuleError, Verdict, check
+from tether.approvals import Call, Rule, RuleError, Verdict, budget_ask, check
+from tether.approvals.budget_call import BUDGET
+from tether.approvals.budgets import BEFORE_NEXT_CALL
 from tether.approvals.holding import deadline_of, overdue, verdict_of
 from tether.approvals.preview import preview_of_acp
 from tether.run import people
@@ -57,7 +63,7 @@ from tether.run.events import (
     AgentCommands, AgentConfig, AgentSession, ApprovalDecision, ApprovalRequired, Event, FileWrite, Plan, RuleAdded,
     RunStarted, RunStopped, RunWarning, ShellOutputEvent, TextDelta, Thought, ToolProgress, ToolResult, ToolStart, Turn,
 )
-from tether.run.decisions import DEADLINE, approved_words, declined_words
+from tether.run.decisions import DEADLINE, approved_words, close_on_stop, declined_words
 from tether.run.wording import overshoot
 from tether.run.state import (
     Cancelled, Decision, MaxBudget, MaxTurns, NeedsApproval, RunState, StateError, Status,
@@ -81,6 +87,13 @@ STOP_REASONS: dict[str, Status] = {
     "cancelled": Status.INTERRUPTED,
 }
 PREVIEW_CHARS = 400
+
+FleetCheck = Callable[..., Awaitable[str | NeedsApproval | Cancelled | None]]
+"""The fleet budgets' check (:func:`tether.approvals.budget_ask.check`), given the run and the
+budget call it waited on (``settle=True``: charge only, as the run ends): the words of one
+reached, the budget call to wait on, a deadline's Stop, or None."""
+GO_ON = ("Tether cut your last turn short at a fleet budget, and going on past it was {approved}. "
+         "Go on with your task where you left off.")
 
 Decide = Callable[[NeedsApproval], Awaitable[Any]]
 """Waits for a decision on a pending approval from any process: a ControlRequest (kind
@@ -120,7 +133,8 @@ class AcpRun:
                  earlier: dict[str, Any] | None = None, session: AcpSession | None = None,
                  expect: Callable[[NeedsApproval], None] | None = None, rules: Rules | None = None,
                  ready: Callable[[], Awaitable[str | None]] | None = None,
-                 after_change: Callable[[RunState, str, str], Awaitable[Event | None]] | None = None) -> None:
+                 after_change: Callable[[RunState, str, str], Awaitable[Event | None]] | None = None,
+                 fleet: FleetCheck | None = None) -> None:
         if agent.acp is None:
             raise ValueError(f"agent {agent.name} does not speak ACP")
         self.state = state
@@ -134,6 +148,7 @@ class AcpRun:
         self.rules = rules
         self.ready = ready  # makes and sets up the run's own workspace: the folder the agent works in, or None
         self.after_change = after_change  # a checkpoint of its workspace (tether.workspaces.checkpoints), or None
+        self.fleet = fleet
         self.tool_runs: list[dict[str, Any]] = []
         self._permissions: asyncio.Queue[PermissionRequest] = asyncio.Queue()
         self._calls: dict[str, _Call] = {}
@@ -144,6 +159,9 @@ class AcpRun:
         self._thought: list[str] = []
         self._rejections: list[str] = []
         self._over_budget = False
+        self._fleet_due = True  # usage not yet charged to the fleet budgets (and none checked yet)
+        self._fleet_hit: str | NeedsApproval | Cancelled | None = None  # what their check found
+        self._budget_waiting: NeedsApproval | None = None  # the budget call a decision is awaited for
         self._session_cost = 0.0  # the agent's running total for its session, as last reported
         self._reported_cost = False
         self._usage_seen = False  # in any turn of this run
@@ -218,6 +236,10 @@ class AcpRun:
                 limit = st.limits.max_turns
                 if limit is not None and st.turns >= limit:
                     return await self._finish(Status.MAX_TURNS_EXCEEDED, f"reached max_turns={limit}", MaxTurns())
+                if await self._fleet_reached():  # spent before this turn (a follow-up in a spent budget's scope)
+                    ended = await self._held_by_budget("the agent's next turn was not started")
+                    if ended is not None:
+                        return ended
                 try:
                     if session.gone:  # it died between turns: started again, in its session
                         session = await self._again(session)
@@ -244,6 +266,17 @@ class AcpRun:
                         "the agent reports its usage at the turn's end only"
                     return await self._finish(Status.BUDGET_EXCEEDED, f"{overshoot(st.cost_usd, budget)}; {how}",
                                               MaxBudget())
+                if self._fleet_hit is not None and not self.signal.cancelled:
+                    cut = stop_reason == "cancelled"
+                    ended = await self._held_by_budget("the agent's turn was cancelled at the usage report that "
+                                                       "reached it" if cut else "the agent's turn had ended")
+                    if ended is not None:
+                        return ended
+                    if cut:  # approved: the agent goes on from where its turn was cut
+                        prompt = GO_ON.format(approved=self._approved_words())
+                        st.messages.append({"role": "user", "content": prompt, "tether": "budget"})
+                        await self.save()
+                        continue
                 if rejected_turn_cancelled(stop_reason, self.signal.cancelled, self._rejections, self.command):
                     stop_reason = "end_turn"  # Codex ends its turn on a rejection: go on with the words
                 if self.signal.cancelled or stop_reason == "cancelled":
@@ -324,6 +357,8 @@ class AcpRun:
                         asking.cancel()
                 if asking in done and not asking.cancelled() and asking.result() is not _WAKE:
                     await self._ask(asking.result(), turn)
+                if cancelling is None and not turn.done() and await self._fleet_reached():
+                    cancelling = asyncio.ensure_future(session.cancel())  # a fleet budget: no more spending
                 if (stopped in done or self._over_budget or self.signal.cancelled) and cancelling is None:
                     cancelling = asyncio.ensure_future(session.cancel())
             ended = turn.result()
@@ -351,6 +386,7 @@ class AcpRun:
             self._check_budget()  # usage only at the turn's end (Gemini's _meta.quota): the turn overran it
         if not self._turn_usage_seen:
             st.estimated_turns.append(st.turns)  # the agent reported no usage this turn
+        await self._fleet_reached()  # what the turn's end reported, charged
         self.emit(Turn(run_id=st.run_id, turn=st.turns, prompt_tokens=prompt_tokens,
                        completion_tokens=completion_tokens, total_tokens=prompt_tokens + completion_tokens,
                        cost_usd=st.cost_usd, finish_reason=ended.stop_reason,
@@ -547,6 +583,10 @@ class AcpRun:
         fit the verdict (allowing with a reject option). The same person approving twice is
         refused by the run's controls (:func:`tether.run.controls.repeated`), as for any run."""
         request = self._asking
+        if self._budget_waiting is not None:  # a fleet budget's call: its --args are the dollars it lifts
+            if decision.option is not None or decision.silent:
+                return "--option and --silent apply to an ACP agent's permission requests, not to a budget call"
+            return budget_ask.check_amount(decision.args) if decision.kind == "approve" else None
         if decision.kind == "approve" and decision.args is not None:
             return (f"run {self.state.run_id} is the ACP agent {self.agent.name}'s, and ACP offers no way to change "
                     "the arguments of an agent's call: approve or reject it as the agent asked")
@@ -761,6 +801,9 @@ class AcpRun:
         elif not self._reported_cost and per_call is not None:
             self._price(*per_call)
         self._check_budget()
+        if self.fleet is not None:
+            self._fleet_due = True
+            self._permissions.put_nowait(_WAKE)  # wake the turn's wait: it charges the fleet budgets
 
     def _unmetered(self) -> str | None:
         """A budget that cannot hold: the agent ended a turn without reporting any usage. Said
@@ -784,6 +827,66 @@ class AcpRun:
             self._over_budget = True
             self._permissions.put_nowait(_WAKE)  # wake the turn's wait: it cancels the turn
 
+    async def _fleet_reached(self) -> bool:
+        """Charge the fleet budgets with what the run spent since their last check, if it spent
+        anything (or nothing was checked yet), and say whether one is reached (what the check
+        found waits in ``_fleet_hit``)."""
+        if self.fleet is not None and self._fleet_due and self._fleet_hit is None:
+            self._fleet_due = False
+            self._fleet_hit = await self.fleet(self.state, None)
+        return self._fleet_hit is not None
+
+    async def _held_by_budget(self, how: str) -> RunState | None:
+        """A fleet budget reached (``_fleet_hit``): the run ends as a budget exit, in the budget's
+        words and ``how`` the agent's turn ended (``stop``, ``refuse``, a rejected ``ask``), or
+        stops (a Stop, a deadline's ``stop``); or it waits on its ``budget`` call, then goes on
+        (None) once approved for as much as it spent."""
+        hit, self._fleet_hit = self._fleet_hit, None
+        while isinstance(hit, NeedsApproval):
+            hit = await self._budget_decision(hit)
+        if isinstance(hit, Cancelled):
+            return await self._finish(Status.INTERRUPTED, f"{hit.reason} (by {hit.by})" if hit.by and hit.by != DEADLINE
+                                      else hit.reason, hit)
+        if isinstance(hit, str):  # (a Tether run's words say it stopped before its next call; this says how)
+            words = f"{hit.removesuffix(BEFORE_NEXT_CALL)}{how}" if hit.endswith(BEFORE_NEXT_CALL) else hit
+            return await self._finish(Status.BUDGET_EXCEEDED, words, MaxBudget())
+        return None
+
+    async def _budget_decision(self, waiting: NeedsApproval) -> str | NeedsApproval | Cancelled | None:
+        """Wait on the budget call ``waiting`` (the agent's turn is over: it spends nothing
+        meanwhile) for a decision from any process, record it, and check the budgets again: what
+        they say then (an approval lifted it: None)."""
+        st = self.state
+        st.status, st.interruption = Status.INTERRUPTED, waiting
+        self._budget_waiting = waiting
+        if self.expect is not None:
+            self.expect(waiting)
+        await self.save()
+        try:
+            decision = await self.decide(waiting)
+        finally:
+            self._budget_waiting = None
+        if decision is None:
+            if self.signal.cancelled:  # a Stop: the call is declined in words, as the stopper's
+                reason, by = self.signal.reason or "the run was stopped", self.signal.by
+            elif waiting.deadline_at is not None and time.time() >= waiting.deadline_at:
+                st.status, st.interruption = Status.RUNNING, None
+                return await self.fleet(st, waiting)  # type: ignore[misc]  # the deadline, applied by the check
+            else:
+                reason, by = "no decision came in time for the budget call", None
+            self.emit(close_on_stop(st, waiting.call_id, reason, by, asked_at=waiting.asked_at, tool=BUDGET))
+            return Cancelled(reason, by)
+        self.emit(budget_ask.decide(st, decision))
+        if isinstance(st.interruption, NeedsApproval) and st.interruption is not waiting:  # one of two approved
+            return st.interruption
+        st.status, st.interruption = Status.RUNNING, None
+        await self.save()
+        return await self.fleet(st, waiting)  # type: ignore[misc]
+
+    def _approved_words(self) -> str:
+        last = max((d for d in self.state.approvals.values() if d.tool == BUDGET), key=lambda d: d.ts, default=None)
+        return "approved" if last is None else f"approved by {last.by}"
+
     def _flush_text(self) -> None:
         st = self.state
         if self._thought:
@@ -801,6 +904,12 @@ class AcpRun:
                 call.text = call.text or f"not finished: {reason}"
                 self._settle(call, "failed")
         await self._looked_at()  # a turn that ended in an error may have left a write to look at
+        if self.fleet is not None and self._fleet_due:  # what it spent since the last check, charged
+            self._fleet_due = False
+            try:
+                await self.fleet(st, None, settle=True)
+            except Exception as exc:  # the run ends anyway; its cost is on its record
+                log.warning("run %s: its last spend was not charged to the fleet budgets: %s", st.run_id, exc)
         st.status, st.interruption, st.error = status, interruption, error
         if status is Status.COMPLETED and not any(m.get("role") == "assistant" and m.get("content")
                                                   for m in st.messages):

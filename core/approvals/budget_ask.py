@@ -157,18 +157,21 @@ def decide(state: RunState, request: Any) -> ApprovalDecision:
 
 
 async def check(fleet: Any, store: Any, state: RunState, rules: Any, emit: Any,
-                asked: NeedsApproval | None = None) -> str | NeedsApproval | Cancelled | None:
+                asked: NeedsApproval | None = None, *, settle: bool = False) -> str | NeedsApproval | Cancelled | None:
     """The fleet budgets before a model call: their levels reached go into the run's trace, a
     reached ``stop``/``refuse`` budget's words stop the run, a reached ``ask`` budget asks.
     ``asked``: the call the run waited on before (undecided, or one of two approved): it is
     waited on again, not asked anew, unless its deadline passed, which is then applied (a
-    :class:`Cancelled`: the run stops, its call declined)."""
+    :class:`Cancelled`: the run stops, its call declined). ``settle``: the run is ending; its
+    spend is charged and its levels said, nothing is stopped or asked (None)."""
     import asyncio
 
     reached, levels = await asyncio.to_thread(fleet.before_call, store, state)
     emit = emit or (lambda event: None)
     for event in levels:
         emit(event)
+    if settle:
+        return None
     if not undecided(state, asked):
         asked = None
     elif asked is not None and asked.deadline_at is not None and time.time() >= asked.deadline_at:

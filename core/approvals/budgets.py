@@ -37,6 +37,10 @@ Period = Literal["day", "week", "month"]
 OnExceed = Literal["stop", "refuse", "ask"]
 
 
+BEFORE_NEXT_CALL = "the run stopped before its next model call"
+"""How a reached budget's words end for a Tether run (an ACP agent's says how its turn ended)."""
+
+
 class BudgetRefused(ValueError):
     """A new run in the scope of a fleet budget that is spent: said in words, nothing made."""
 
@@ -154,7 +158,7 @@ class FleetBudgets:
                 if reached is None and total >= budget.usd + lifted(state, budget):
                     reached = (budget, total)
             elif reached is None and total >= budget.usd:
-                reached = f"{budget.words(total)}; the run stopped before its next model call"
+                reached = f"{budget.words(total)}; {BEFORE_NEXT_CALL}"
             for level in (round(budget.warn_at * 100), 100):
                 key = (budget.key(), level)
                 if total >= budget.usd * level / 100 and key not in self.said:

@@ -41,6 +41,10 @@ Modes (the prompt's text may add ``SLOW``: stream until cancelled; in ``normal``
 - any mode, with ``$FAKE_AGENT_FORK`` (a file) set: it advertises ``sessionCapabilities.fork``
   and writes each ``session/fork`` (session, cwd) and each prompt's text there as a JSON line;
 - ``auth``: answers ``session/new`` with ``auth_required`` (an agent that needs a login);
+- ``spend``: an agent that costs money as it works: every 0.05 s it says a word and reports
+  a ``usage_update`` with its session's cost up by ``SPEND_USD`` (with ``TOKENS`` in the prompt:
+  no cost, a qwen-style ``_meta.usage`` of ``SPEND_TOKENS`` instead), until it is cancelled
+  (``cancelled``) or after ``SPEND_REPORTS`` reports (``end_turn``, "Done.");
 - ``flood``: a ~600 KB ``available_commands_update`` at session start, then ``FLOOD_CHUNKS``
   text chunks as fast as it can.
 """
@@ -64,6 +68,9 @@ ESCAPE_PATH = Path("..") / "outside" / "escaped.txt"
 ESCAPE_TEXT = "escape attempt"
 WRITE_TEXT = "written by the fake agent\n"
 FLOOD_CHUNKS = 5000
+SPEND_USD = 0.01
+SPEND_TOKENS = {"inputTokens": 10_000, "outputTokens": 1_000, "totalTokens": 11_000}
+SPEND_REPORTS = 40
 BIG_FRAME_COMMANDS = 3000  # x ~200 bytes of description: a ~600 KB frame, like qwen's first one
 USAGE_META = {"inputTokens": 40, "outputTokens": 8, "totalTokens": 48, "thoughtTokens": 2, "cachedReadTokens": 0}
 OPTIONS = [
@@ -80,6 +87,7 @@ class FakeAgent:
         self.cwd: dict[str, str] = {}
         self.cancelled: dict[str, asyncio.Event] = {}
         self.model = "fake-small"
+        self.spent: dict[str, float] = {}  # spend: each session's cost so far
 
     def on_connect(self, conn: Any) -> None:
         self.client = conn
@@ -360,6 +368,24 @@ class FakeAgent:
         await self._say(sid, acp.update_tool_call("call_w", title=path.lstrip("/"), status="completed",
                                                   content=[acp.tool_content(acp.text_block("Wrote file successfully."))]))
         await self._say(sid, acp.update_agent_message_text("The file is written."))
+        return schema.PromptResponse(stop_reason="end_turn")
+
+    async def _spend(self, sid: str, text: str) -> schema.PromptResponse:
+        cancelled = self.cancelled[sid]
+        for _ in range(SPEND_REPORTS):
+            if cancelled.is_set():
+                return schema.PromptResponse(stop_reason="cancelled")
+            await self._say(sid, acp.update_agent_message_text("working. "))
+            if "TOKENS" in text:
+                await self._say(sid, schema.AgentMessageChunk(session_update="agent_message_chunk",
+                                                              content=acp.text_block(""),
+                                                              field_meta={"usage": SPEND_TOKENS}))
+            else:
+                self.spent[sid] = self.spent.get(sid, 0.0) + SPEND_USD
+                await self._say(sid, schema.UsageUpdate(session_update="usage_update", used=48, size=1000,
+                                                        cost=schema.Cost(amount=self.spent[sid], currency="USD")))
+            await asyncio.sleep(0.05)
+        await self._say(sid, acp.update_agent_message_text("Done."))
         return schema.PromptResponse(stop_reason="end_turn")
 
     async def _flood(self, sid: str, text: str) -> schema.PromptResponse:

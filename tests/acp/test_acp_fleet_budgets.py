@@ -1,0 +1,131 @@
+"""Fleet budgets over ACP agents' runs (issue 41, items 4 and 5), against the fake agent that
+costs money as it works (``spend``), on both stores: each usage report (the agent's own cost,
+or its tokens at the run's price) is charged to the fleet's counter; the report that spends a
+``stop`` budget cancels the agent's turn and ends the run as a budget exit; an ``ask`` budget
+holds the run on its ``budget`` call, the agent's turn cancelled, and an approval sends the agent
+on with a prompt that says so (a rejection ends it); a new ACP run in a spent budget's scope is
+refused at start, in words."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import re
+from pathlib import Path
+
+import pytest
+
+from tether.agents.agent import AcpCommand, Agent
+from tether.agents.config import load_config
+from tether.approvals.budgets import BudgetRefused
+from tether.demo.agents import DEMO
+from tether.harness import Harness
+from tether.run.state import MaxBudget, NeedsApproval, Pricing, Status
+from tether.store.protocol import Store
+from tests.acp.conftest import fake_agent
+from tests.acp.fake_agent import SPEND_REPORTS, SPEND_USD
+from tests.processes.test_fleet_budgets import spec, store  # noqa: F401
+from tests.support import cli_here, processes_with
+
+
+def spender(workspace: Path, **kw) -> Agent:
+    env = {"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {}
+    return Agent(name="spender", model="acp:fake", acp=AcpCommand(tuple(fake_agent("spend")), env, 5.0),
+                 workspace=workspace, **kw)
+
+
+def budget_file(tmp_path: Path, usd: float, on_exceed: str = "stop") -> Path:
+    path = tmp_path / "tether.toml"
+    path.write_text(f'[budgets.acp-daily]\nsource = "acp"\nper = "day"\nusd = {usd}\non_exceed = "{on_exceed}"\n'
+                    'warn_at = 0.5\n')
+    return path
+
+
+def harness(store: Store, tmp_path: Path, config: Path) -> Harness:
+    return Harness(store=store, workspace=tmp_path / "ws", config=load_config(config), agent_sets=(DEMO,))
+
+
+def fleet_spent(store: Store, config: Path) -> float:
+    (listed,) = json.loads(cli_here("budgets", "--json", "--config", str(config), "--store", spec(store)).stdout)
+    return listed["spent_usd"]
+
+
+async def budget_call(store: Store, run_id: str, *, other_than: str | None = None) -> NeedsApproval:
+    """The budget call the run waits on, once it waits (read from the store, as a console does)."""
+    for _ in range(1200):
+        state = store.load(run_id)
+        waiting = state.interruption
+        if isinstance(waiting, NeedsApproval) and waiting.tool_name == "budget" and waiting.call_id != other_than:
+            return waiting
+        assert state.status in (Status.RUNNING, Status.INTERRUPTED), (state.status, state.interruption)
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"run {run_id} never waited on its budget call")
+
+
+async def test_the_usage_report_that_spends_a_stop_budget_cancels_the_agents_turn_and_refuses_new_runs(
+        store: Store, tmp_path: Path, acp_workspace: Path):
+    config = budget_file(tmp_path, 0.03)
+    async with harness(store, tmp_path, config) as h:
+        out = await h.start(spender(acp_workspace), "spend")
+        state = out.state
+        assert state.status is Status.BUDGET_EXCEEDED and state.interruption == MaxBudget()
+        (stopped,) = [r for r in store.read_trace(state.run_id) if r["kind"] == "run_stopped"]
+        assert re.fullmatch(r"budget acp-daily \(\$0\.03/day, source acp\) reached: \$0\.0\d spent this day; "
+                            r"the agent's turn was cancelled at the usage report that reached it", stopped["reason"])
+        turn = next(r for r in store.read_trace(state.run_id) if r["kind"] == "turn")
+        assert turn["finish_reason"] == "cancelled"
+        assert 0.03 <= state.cost_usd < SPEND_REPORTS * SPEND_USD  # cut short: the agent did not spend on
+        with pytest.raises(BudgetRefused, match=r"budget acp-daily \(\$0\.03/day, source acp\) reached: \$0\.0\d "
+                                                r"spent this day: no new run of source acp"):
+            h.create(spender(acp_workspace), "spend more")
+    assert fleet_spent(store, config) == pytest.approx(state.cost_usd)  # every report charged, the last too
+    levels = [r["level"] for r in store.read_trace(state.run_id) if r["kind"] == "fleet_budget"]
+    assert levels == [50, 100]
+    assert len(store.summaries()) == 1  # nothing was made for the refused run
+    assert not processes_with(str(acp_workspace.parent)), "the agent's process is gone"
+
+
+async def test_tokens_without_cost_are_charged_at_the_runs_price(store: Store, tmp_path: Path, acp_workspace: Path):
+    config = budget_file(tmp_path, 0.03)
+    async with harness(store, tmp_path, config) as h:
+        priced = spender(acp_workspace, pricing=Pricing(1.0, 2.0, source="config"))  # $0.012 a report
+        out = await h.start(priced, "spend TOKENS")
+    state = out.state
+    assert state.status is Status.BUDGET_EXCEEDED and state.prompt_tokens >= 30_000
+    assert state.cost_usd == pytest.approx(Pricing(1.0, 2.0).cost(state.prompt_tokens, state.completion_tokens))
+    assert fleet_spent(store, config) == pytest.approx(state.cost_usd)
+
+
+async def test_an_ask_budget_holds_the_agent_approval_sends_it_on_and_rejection_ends_it(
+        store: Store, tmp_path: Path, acp_workspace: Path):
+    config = budget_file(tmp_path, 0.03, "ask")
+    async with harness(store, tmp_path, config) as h, harness(store, tmp_path, config) as other:
+        run_id = h.create(spender(acp_workspace), "spend").run_id
+        running = asyncio.create_task(h.run(run_id))
+        first = await budget_call(store, run_id)
+        assert re.fullmatch(r"budget acp-daily \(\$0\.03/day\) reached: \$0\.0\d spent; approve to go on .*", first.why)
+        held = store.load(run_id)
+        assert held.status is Status.INTERRUPTED and held.turns == 1
+        spent_then = held.cost_usd
+        refused = await other.decide(run_id, "approve", args='{"usd": 0}', by="bob")
+        assert not refused.ok and 'takes {"usd": N}' in refused.words
+        approved = await other.decide(run_id, "approve", args='{"usd": 0.03}', by="bob")
+        assert approved.ok, approved.words
+        second = await budget_call(store, run_id, other_than=first.call_id)  # it went on, and spent the lift
+        went_on = store.load(run_id)
+        assert went_on.turns == 2 and went_on.cost_usd >= 0.06 > spent_then
+        told = [m["content"] for m in went_on.messages if m.get("tether") == "budget"]
+        assert told == ["Tether cut your last turn short at a fleet budget, and going on past it was approved by "
+                        "bob. Go on with your task where you left off."]
+        rejected = await other.decide(run_id, "reject", "enough for today", by="carol", call_id=second.call_id)
+        assert rejected.ok, rejected.words
+        final = (await running).state
+    assert final.status is Status.BUDGET_EXCEEDED and final.interruption == MaxBudget()
+    (stopped,) = [r for r in store.read_trace(run_id) if r["kind"] == "run_stopped"]
+    assert stopped["reason"] == ("budget acp-daily reached: going on past it was declined by carol (enough for "
+                                 "today); the run ended as a budget exit")
+    assert [(d.verdict, d.by) for d in final.approvals.values() if d.tool == "budget"] == [("approved", "bob"),
+                                                                                        ("rejected", "carol")]
+    assert fleet_spent(store, config) == pytest.approx(final.cost_usd)
+    assert not processes_with(str(acp_workspace.parent)), "the agent's process is gone"
