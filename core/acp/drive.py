@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether.acp.run import AcpRun, Rules
+from tether.acp.sessions import ORPHANED, died_words
 from tether.run.controls import decision_wait
 from tether.run.events import EventSink, RunStopped
 from tether.run.state import (
@@ -83,6 +84,7 @@ async def drive_acp(state: RunState, agent: Agent, handle: Handle, trace: TraceS
             raise StateError(f"run {run_id} is an ACP agent's: it goes on with a follow-up, "
                              f"{acp_follow_up(run_id, stopped_by)}")
         AcpRun.check_follow_up(state, agent, earlier)  # before the follow-up's words are saved
+    died = died_words(state) if earlier is not None else None  # before the run is running again
     hold(emit)
     await controls.adopt()
     for event in prepare(state):  # raised limits, a follow-up's words
@@ -99,7 +101,7 @@ async def drive_acp(state: RunState, agent: Agent, handle: Handle, trace: TraceS
         ready = make_ready
         if session is not None and session.workspace != Path(str(root)).resolve():
             session = None  # started in the agent's folder (the caller closes it): the run's own is elsewhere
-    run = AcpRun(state, agent, emit=emit, save=save, signal=signal, decide=decide, earlier=earlier,
+    run = AcpRun(state, agent, emit=emit, save=save, signal=signal, decide=decide, earlier=earlier, died=died,
                  session=session, expect=controls.expect, rules=rules, ready=ready,
                  after_change=None if state.run_workspace is None else checkpoints.after_change_hook(), fleet=fleet)
     controls.vet = run.vet
@@ -111,8 +113,7 @@ async def drive_acp(state: RunState, agent: Agent, handle: Handle, trace: TraceS
 
 
 async def _orphaned(state: RunState, handle: Handle, trace: TraceSink, sinks: Sequence[EventSink]) -> None:
-    reason = ("the process that drove this ACP agent ended mid-turn, and the agent with it; "
-              f"a follow-up goes on in its session: {acp_follow_up(state.run_id)}")
+    reason = f"{ORPHANED}; a follow-up goes on in its session: {acp_follow_up(state.run_id)}"
     for unfinished in pending_calls(state):  # calls the agent never finished: said in their slots
         state.messages.append({"role": "tool", "tool_call_id": unfinished["id"], "content": f"not finished: {reason}"})
         state.failed_calls.append(unfinished["id"])

@@ -41,7 +41,7 @@ from tether.acp.client import AcpSession
 from tether.acp.errors import AcpError, AgentDied
 from tether.acp.translate import call_tokens
 from tether.acp.sessions import (
-    adopt, adopted_session, first_session, follow_up_session, rejected_turn_cancelled, started_again,
+    adopt, adopted_session, came_back_words, first_session, follow_up_session, rejected_turn_cancelled, started_again,
 )
 from tether.acp.escapes import RefusedWrite, sandboxed_words, warning_words, wrote_itself
 from tether.acp.events import (
@@ -130,7 +130,7 @@ class AcpRun:
 
     def __init__(self, state: RunState, agent: Agent, *, emit: Callable[[Event], None],
                  save: Callable[[], Awaitable[None]], signal: CancelSignal, decide: Decide,
-                 earlier: dict[str, Any] | None = None, session: AcpSession | None = None,
+                 earlier: dict[str, Any] | None = None, died: str | None = None, session: AcpSession | None = None,
                  expect: Callable[[NeedsApproval], None] | None = None, rules: Rules | None = None,
                  ready: Callable[[], Awaitable[str | None]] | None = None,
                  after_change: Callable[[RunState, str, str], Awaitable[Event | None]] | None = None,
@@ -172,6 +172,7 @@ class AcpRun:
         self._asking: PermissionRequest | None = None  # the request a decision is awaited for
         self._waiting: NeedsApproval | None = None  # and the approval it is on the store as
         self._earlier = earlier  # the run's last agent_session record: a follow-up loads that session
+        self._died = died  # how its agent died with the run's last turn (a follow-up says it came back)
         self._replaying = False  # session/load replays the history as updates: already on the record
         self._priced = [0, 0]  # this turn's tokens already priced as they were reported
         self._heard = False  # whether the agent sent anything since this turn's prompt
@@ -214,6 +215,9 @@ class AcpRun:
                                                              st.run_id)
                     finally:
                         self._replaying = False
+                    if self._died:
+                        self.emit(RunWarning(run_id=st.run_id, text=came_back_words(
+                            info.name, self._died, str(self._earlier["session_id"]), session, session_id)))
                 elif (adopting := None if st.forked_from else adopted_session(st.messages)) is not None:
                     self._replaying = True  # a load replays the agent's history: it was never this run's
                     try:

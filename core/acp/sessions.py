@@ -12,6 +12,7 @@ by itself after a rejection (kept out of :mod:`tether.acp.run`, which is long en
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -19,8 +20,9 @@ from tether.acp.client import AcpSession
 from tether.acp.errors import AcpError, AgentDied, exit_words
 from tether.agents.agent import AcpCommand
 from tether.run.events import RunWarning
+from tether.run.state import Cancelled, RunState, Status
 
-__all__ = ["ADOPTED", "adopt", "adopted_session", "first_session", "follow_up_session", "load_failed_words", "rejected_turn_cancelled", "restart_words", "started_again"]
+__all__ = ["ADOPTED", "ORPHANED", "adopt", "adopted_session", "came_back_words", "died_words", "first_session", "follow_up_session", "load_failed_words", "rejected_turn_cancelled", "restart_words", "started_again"]
 
 
 def load_failed_words(agent: str, session_id: str, error: AcpError) -> str:
@@ -77,6 +79,37 @@ async def adopt(session: AcpSession, session_id: str) -> str:
         raise
     except AcpError as exc:
         raise AcpError(f"{name} could not go on in its session {session_id}: {exc}") from None
+
+
+ORPHANED = "the process that drove this ACP agent ended mid-turn, and the agent with it"
+"""How a run whose driving process died (a SIGKILL, a crash) is ended by the next operation on it."""
+
+_DIED = re.compile(r"the agent .+? (?:exited with status \d+|was killed by signal \d+(?: \(status \d+\))?|is gone) "
+                   r"during \S+")
+"""The start of an :class:`~tether.acp.errors.AgentDied`'s words: a run it ended says so."""
+
+
+def died_words(state: RunState) -> str | None:
+    """How the run's agent died when the run last stopped, in words, where it died rather
+    than being ended by Tether: its process was killed or crashed mid-turn (``the agent
+    fake-agent was killed by signal 9 during session/prompt``), or the process that drove the
+    run died and took the agent with it. None for a run Tether ended (its agent closed)."""
+    why = state.interruption
+    if state.status is not Status.INTERRUPTED or not isinstance(why, Cancelled) or why.by:
+        return None
+    if why.reason.startswith(ORPHANED):
+        return ORPHANED.replace("this ACP agent", "the run")
+    found = _DIED.match(why.reason)
+    return found.group(0) if found else None
+
+
+def came_back_words(name: str, died: str, old_id: str, session: AcpSession, new_id: str) -> str:
+    """What the transcript says when a follow-up started an agent that had died with its run."""
+    how = ("by session/resume" if session.resumed else "by session/load (it replayed its history)") \
+        if new_id == old_id else f"in a new session {new_id} (without its memory of the earlier turns)"
+    went = f"in its session {old_id} {how}" if new_id == old_id else how
+    return (f"the agent {name} had died with the run's last turn ({died}): Tether started it again "
+            f"(pid {session.pid}) and it went on {went}")
 
 
 def rejected_turn_cancelled(stop_reason: str, stopped: bool, rejections: Sequence[str], command: AcpCommand) -> bool:

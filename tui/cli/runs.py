@@ -132,7 +132,8 @@ async def show(args: argparse.Namespace) -> int:
             print(clean(line))
     if state.of_acp_agent:  # in place of the system prompt the agent never received
         print(f"({SYSTEM_NOT_SENT})")
-    placed = {w["call_id"] for w in warnings if any(m.get("tool_call_id") == w["call_id"] for m in messages)}
+    placed = {w["call_id"] for w in warnings  # a warning on no call (a restart, say) goes at the end
+              if w["call_id"] and any(m.get("tool_call_id") == w["call_id"] for m in messages)}
     for message in messages:
         role = message.get("role")
         if message.get("content"):
