@@ -16,8 +16,9 @@ from typing import Any
 import pytest
 
 from tether.agents.config import load_config
+from tether.tui.components.costs_screen import CostsScreen
 
-from tests import scenes
+from tests import fleet_costs, scenes
 from tests.support import home  # noqa: F401 (home: a fixture, the workspaces under it)
 
 # Snapshots compare what a screen painted: alone, after the parallel run (make test), where
@@ -101,3 +102,20 @@ workspace = "./tickets"
 prompt = "Summarise the open tickets."
 ''', encoding="utf-8")
     assert snap(scenes.new_run_dialog, config=load_config(path), agent="triage")
+
+
+def test_costs_screen(snap_compare: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The Costs screen (``$``) of a fixed fleet seen at a fixed time (tests/fleet_costs.py):
+    spend per day over 30 days, by agent and by model as bars with each one's dearest run, the
+    dearest runs with their ages, a run nobody priced, and three budgets: ok, warning, reached."""
+    fleet_costs.frozen(monkeypatch)
+    app = scenes.console(tmp_path, config=load_config(fleet_costs.agent_file(tmp_path)))
+
+    async def costs_shown(pilot: Any) -> None:
+        fleet_costs.make_runs(app.harness.store)
+        await pilot.press("$")
+        await scenes.until(pilot, lambda: isinstance(app.screen, CostsScreen) and app.screen.figures is not None,
+                           "the Costs screen's figures")
+        await pilot.pause()
+
+    assert snap_compare(app, terminal_size=scenes.SIZE, run_before=costs_shown)

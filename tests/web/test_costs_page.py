@@ -5,8 +5,16 @@ from __future__ import annotations
 
 import html
 import re
+from pathlib import Path
+from typing import Any
 
+import pytest
+from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
+
+from tether.agents.config import load_config
+from tether.approvals.budgets import from_config
 from tether.run.state import AgentRef, Pricing, RunState, Status
+from tests import fleet_costs
 from tests.web.conftest import Served, logged_in, pg_web, web  # noqa: F401 (fixtures)
 
 
@@ -70,3 +78,33 @@ async def test_the_costs_page_is_behind_the_login(web: Served) -> None:
     finally:
         await client.close()
     assert response.status == 401 and "costs-total" not in body
+
+
+class HTMLSnapshot(SingleFileSnapshotExtension):
+    """A page's HTML as a file of its own (``__snapshots__/test_costs_page/TEST.html``), which
+    a browser opens to look at."""
+
+    _file_extension = "html"
+    _write_mode = WriteMode.TEXT
+
+
+async def test_the_costs_page_of_a_fixed_fleet_is_as_its_snapshot(
+        web: Served, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, snapshot: Any) -> None:
+    """/costs of a fixed fleet seen at a fixed time (tests/fleet_costs.py), the whole page as
+    its saved HTML, the login's form token aside: the 30 days' bars, the agents' and models'
+    bars with their dearest runs, the dearest runs with their ages, a run nobody priced, and
+    three budgets (ok, warning, reached). Regenerate with ``--snapshot-update`` after a
+    deliberate change, and open the .html before committing it."""
+    fleet_costs.frozen(monkeypatch)
+    fleet_costs.make_runs(web.store)
+    web.harness.fleet = from_config(load_config(fleet_costs.agent_file(tmp_path)).data.budgets)
+    client = await logged_in(web, "ana")
+    try:
+        response = await client.get("/costs")
+        assert response.status == 200
+        page = await response.text()
+    finally:
+        await client.close()
+    assert 'name="csrf" value="' in page
+    page = re.sub(r'name="csrf" value="[^"]*"', 'name="csrf" value="(the form token)"', page)
+    assert page == snapshot(extension_class=HTMLSnapshot)
