@@ -36,7 +36,7 @@ from tether.tui.components.decisions_screen import DecisionsScreen
 from tether.tui.components.dialogs import ApproveDialog, DecisionAnswer, RejectDialog
 from tether.tui.components.rule_editor import RuleContext, RuleEditor
 from tether.tui.components.rules_screen import ConfirmDialog, RulesScreen
-from tether.tui.model import ConsoleModel, is_acp
+from tether.tui.model import ConsoleModel, agents_own_call, is_acp
 from tether.tui.options import ConsoleOptions
 from tether.tui.text import one_line
 
@@ -145,7 +145,7 @@ class DecisionActions(MessagePump):
                 self.send_decision(rid, verdict, answer, waiting.call_id)
 
         self.push_screen(dialog(rid, waiting, grace_s=self.options.grace_s, ask=ask,
-                                acp=is_acp(self.states[rid]), rules=self.rule_context(rid)), done)
+                                acp=agents_own_call(self.states[rid]), rules=self.rule_context(rid)), done)
 
     def send_decision(self, rid: str, verdict: str, text: str, call_id: str, *, option: str | None = None,
                       args: str | None = None, scope: str | None = None) -> None:
@@ -170,7 +170,7 @@ class DecisionActions(MessagePump):
         waiting = self.states[rid].interruption
         if not isinstance(waiting, NeedsApproval):
             return
-        if is_acp(self.states[rid]):
+        if agents_own_call(self.states[rid]):
             self.notify(ACP_NO_EDIT, title="Edit and approve: refused", severity="warning", markup=False, timeout=10)
             return
 

@@ -109,6 +109,14 @@ def is_acp(state: RunState | None) -> bool:
     return state is not None and state.of_acp_agent
 
 
+def agents_own_call(state: RunState | None) -> bool:
+    """An ACP agent's run waiting on its agent's own call, whose arguments cannot be edited
+    (not on a fleet budget's call, whose amount can be: tether.approvals.budget_ask)."""
+    from tether.approvals.budget_ask import waits_on_budget
+
+    return is_acp(state) and not (state is not None and waits_on_budget(state))
+
+
 def count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 

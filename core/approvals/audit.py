@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
+from tether.approvals.budget_call import BUDGET
 from tether.run import people
 
 if TYPE_CHECKING:
@@ -107,9 +108,12 @@ def records_of(state: RunState) -> Iterator[DecisionRecord]:
     source = run_source(state)
     for call_id, decision in state.approvals.items():
         tool, args = calls.get(call_id, (decision.tool, "{}"))
+        edited = decision.args
+        if call_id not in calls and decision.tool == BUDGET:  # a fleet budget's: the dollars asked or lifted
+            args, edited = decision.args or "{}", None
         verdict = decision.verdict if decision.complete else "pending"
         waited = decision.ts - decision.asked_at if decision.asked_at is not None else None
-        yield DecisionRecord(state.run_id, call_id, decision.tool or tool, agent, source, args, decision.args,
+        yield DecisionRecord(state.run_id, call_id, decision.tool or tool, agent, source, args, edited,
                              verdict, decision.text, decision.by, decision.rule, tuple(decision.approvers),
                              decision.ts, None if waited is None else max(0.0, round(waited, 3)),
                              decision.account, tuple(decision.accounts), decision.needed)

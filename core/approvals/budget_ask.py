@@ -2,7 +2,7 @@
 next model call for a decision on a call named ``budget`` (docs/costs.md).
 
 The call's id is ``budget:NAME@PERIOD:HEX`` and its arguments ``{"usd": N}``: what approving it
-adds to the budget for that run only (the approver names another amount with ``tether approve
+adds to the budget for that run only (a decision on it keeps the amount decided in its ``args``) (the approver names another amount with ``tether approve
 RUN --args '{"usd": 2}'``; by default the budget's own ``usd``). The run then goes on until the
 period's spend reaches the budget's ``usd`` plus what was approved for it this period, and asks
 again. Rejecting ends the run as a budget exit, in words. Standing rules apply as to any call
@@ -83,7 +83,7 @@ async def ask(budget: Any, total: float, state: RunState, rules: Any, emit: Any)
         by = f"rule {rule.id}"
         approved = rule.effect == "allow"
         state.approvals[call_id] = Decision(call_id, "approved" if approved else "rejected", args_hash(raw),
-                                            rule.note(), by, used=not approved, tool=BUDGET, rule=rule.id,
+                                            rule.note(), by, used=not approved, tool=BUDGET, args=raw, rule=rule.id,
                                             asked_at=time.time())
         emit(ApprovalDecision(run_id=state.run_id, call_id=call_id, tool=BUDGET,
                               verdict="approved" if approved else "rejected", text=verdict.words(), by=by,  # type: ignore[union-attr]
@@ -130,8 +130,8 @@ def decide(state: RunState, request: Any) -> ApprovalDecision:
         raise StateError(f"run {state.run_id} waits on its budget call {waiting.call_id}, not {request.call_id}")
     if request.kind != "approve":
         state.approvals[waiting.call_id] = Decision(waiting.call_id, "rejected", args_hash(waiting.args), request.text,
-                                                    request.by, tool=BUDGET, asked_at=waiting.asked_at,
-                                                    account=request.account)
+                                                    request.by, tool=BUDGET, args=waiting.args,
+                                                    asked_at=waiting.asked_at, account=request.account)
         return ApprovalDecision(run_id=state.run_id, call_id=waiting.call_id, tool=BUDGET, verdict="rejected",
                                 text=f"declined by {request.by}" + (f": {request.text}" if request.text else ""),
                                 by=request.by)
@@ -142,7 +142,7 @@ def decide(state: RunState, request: Any) -> ApprovalDecision:
         raise StateError(f"{request.by} approved budget call {waiting.call_id} already: another person must")
     approvers = [*waiting.approvers, request.by]
     decision = Decision(waiting.call_id, "approved", args_hash(request.args or waiting.args), request.text,
-                        request.by, tool=BUDGET, args=request.args, approvers=approvers if waiting.needed > 1 else [],
+                        request.by, tool=BUDGET, args=request.args or waiting.args, approvers=approvers if waiting.needed > 1 else [],
                         needed=waiting.needed, asked_at=waiting.asked_at, account=request.account)
     state.approvals[waiting.call_id] = decision
     tally = f"{len(approvers)} of {waiting.needed}" if waiting.needed > 1 else None

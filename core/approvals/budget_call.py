@@ -23,6 +23,6 @@ def declined(state: RunState, waiting: NeedsApproval, text: str, by: str) -> App
     """Reject the budget call ``waiting`` (a deadline's ``reject``): recorded, and the run's next
     check (:func:`tether.approvals.budget_ask.check`) ends it as a budget exit, as a person's rejection does."""
     state.approvals[waiting.call_id] = Decision(waiting.call_id, "rejected", args_hash(waiting.args), text, by,
-                                                tool=BUDGET, asked_at=waiting.asked_at)
+                                                tool=BUDGET, args=waiting.args, asked_at=waiting.asked_at)
     return ApprovalDecision(run_id=state.run_id, call_id=waiting.call_id, tool=BUDGET, verdict="rejected",
                             text=f"declined by {by}: {text}", by=by)

@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tether.approvals.budget_call import BUDGET
 from tether.run.people import still_needed
 from tether.run.state import Cancelled, MaxBudget, MaxTurns, NeedsApproval, ProviderOutage, RunState, StopConditionMet
 from tether.store.files.layout import TRACE_FILE
@@ -239,6 +240,8 @@ def text_summary(state: RunState, tool_runs: int, ms: float) -> str:
                 if waiting.needed > 1 else ""
             out.append(f"waiting for approval: {tool} {args} (call {call_id}){how_far}; "
                        f"tether approve|reject {state.run_id}")
+            if tool == BUDGET:  # a fleet budget's call: its words say which, what is spent, how to lift it
+                out.append(waiting.why)
             if options:  # an ACP agent's: what --option answers with, by id
                 offered = ", ".join(f"{o.get('id')} ({o.get('name')}, {str(o.get('kind')).replace('_', ' ')})"
                                     for o in options)

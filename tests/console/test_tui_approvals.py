@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import difflib
 import json
+import os
 import sys
 import time
 import uuid
@@ -825,3 +826,85 @@ async def test_rules_and_decisions_on_postgresql_off_the_loop(pg: PgStore, pg_ur
         await pilot.press("escape")
         await finish(pilot, app)
     assert on_loop == []
+
+
+# ---- a fleet budget's call (tether.approvals.budget_ask) -----------------------------------
+
+async def test_a_budget_call_shows_in_its_words_and_is_approved_with_an_amount_and_rejected_here(
+        tmp_path: Path) -> None:
+    """A spent ``ask`` fleet budget holds the run on its ``budget`` call: the dialog shows its
+    words and its arguments; approving with edited arguments lifts it by that amount (the run
+    goes on, then asks again); rejecting ends the run as a budget exit."""
+    from tether.agents.config import load_config
+    from tether.run.state import Limits, MaxBudget
+
+    config = tmp_path / "tether.toml"
+    config.write_text('[budgets.runaway-daily]\nagent = "runaway"\nusd = 0.02\non_exceed = "ask"\n')
+    app = make_app(tmp_path, grace_s=0, config=load_config(config))
+    rid = "runaway-1"
+    async with app.run_test(size=SIZE) as pilot:
+        app.create_run(NewRunRequest("runaway", limits=Limits(max_turns=None)), run_id=rid)
+        app.select(rid)
+        await settle(pilot, app, "runaway to wait on its budget call")
+        first = app.states[rid].interruption
+        assert isinstance(first, NeedsApproval) and first.tool_name == "budget"
+        dialog = await open_armed(pilot, app, "a", ApproveDialog)
+        said = dialog_text(dialog)
+        assert "tool      budget" in said and "budget runaway-daily ($0.02/day) reached: $0.0" in said
+        assert "approve to go on (approving adds $0.02 for this run" in said
+        assert json.loads(shown(dialog.query_one("#args", Static))) == {"usd": 0.02}
+        await pilot.press("ctrl+e")
+        await wait_for(pilot, lambda: isinstance(app.screen, ArgsEditor), "the arguments editor")
+        app.screen.query_one("#args-text", TextArea).text = '{"usd": 0.03}'
+        await pilot.press("ctrl+s")
+        await settle(pilot, app, "the run to go on, then ask again")
+        st = app.states[rid]
+        second = st.interruption
+        assert isinstance(second, NeedsApproval) and second.tool_name == "budget" and second.call_id != first.call_id
+        assert st.approvals[first.call_id].verdict == "approved" and st.cost_usd >= 0.05  # lifted by $0.03
+        dialog = await open_armed(pilot, app, "r", RejectDialog)
+        await pilot.press(*"enough today", "enter")
+        await settle(pilot, app, "the run to end as a budget exit")
+        st = app.states[rid]
+        assert st.status is Status.BUDGET_EXCEEDED and st.interruption == MaxBudget()
+        assert st.approvals[second.call_id].verdict == "rejected" and st.approvals[second.call_id].text == "enough today"
+        await finish(pilot, app)
+
+
+async def test_an_acp_agents_budget_call_is_approved_here_with_another_amount_and_the_agent_goes_on(
+        tmp_path: Path) -> None:
+    """An ACP agent's run held on a fleet budget's call (its process waits, in this console):
+    unlike its agent's own calls, the amount can be edited; approving sends the agent on."""
+    from tether.agents.config import load_config
+    from tests.acp.conftest import fake_agent
+
+    token = uuid.uuid4().hex
+    workspace = tmp_path / "ws-spender"
+    workspace.mkdir()
+    env = {"MCP_TEST_TOKEN": token, **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {})}
+    config = tmp_path / "tether.toml"
+    config.write_text(f"[agents.spender]\nacp = {json.dumps(fake_agent('spend'))}\nworkspace = {json.dumps(str(workspace))}\n"
+                      "env = { " + ", ".join(f"{k} = {json.dumps(v)}" for k, v in env.items()) + " }\n\n"
+                      '[budgets.acp-daily]\nsource = "acp"\nusd = 0.03\non_exceed = "ask"\n')
+    app = make_app(tmp_path, grace_s=0, config=load_config(config))
+    async with app.run_test(size=SIZE) as pilot:
+        rid = app.create_run(NewRunRequest("", "spend", agent="spender"))
+        app.select(rid)
+        await wait_for(pilot, lambda: waits(app, rid), "the agent's run to wait on its budget call")
+        first = app.states[rid].interruption
+        assert first.tool_name == "budget" and first.why.startswith("budget acp-daily ($0.03/day) reached")
+        dialog = await open_armed(pilot, app, "a", ApproveDialog)
+        assert not dialog.acp and dialog.query("#edit")  # the amount can be edited
+        await pilot.press("ctrl+e")
+        await wait_for(pilot, lambda: isinstance(app.screen, ArgsEditor), "the arguments editor")
+        app.screen.query_one("#args-text", TextArea).text = '{"usd": 0.02}'
+        await pilot.press("ctrl+s")
+        await wait_for(pilot, lambda: waits(app, rid) and app.states[rid].interruption.call_id != first.call_id,
+                       "the agent to go on, then wait on the budget again")
+        st = app.states[rid]
+        assert st.approvals[first.call_id].args == '{"usd": 0.02}' and st.cost_usd >= 0.05 and st.turns == 2
+        await open_armed(pilot, app, "r", RejectDialog)
+        await pilot.press("enter")
+        await wait_for(pilot, lambda: app.states[rid].status is Status.BUDGET_EXCEEDED, "a budget exit")
+        await finish(pilot, app)
+    assert not processes_with(token), "an agent process was left behind"

@@ -6,6 +6,7 @@ new run in the spent budget's scope is refused at start, as with ``refuse``."""
 
 from __future__ import annotations
 
+import json
 import re
 
 import pytest
@@ -37,6 +38,10 @@ async def test_an_ask_budget_waits_then_approve_lifts_it_by_the_amount_and_rejec
             h.new_run("runaway")
 
     where = ("--config", str(config), "--store", spec(store))
+    shown = (await cli_here_async("show", run_id, "--store", spec(store))).stdout.splitlines()
+    assert shown[1] == (f'waiting for approval: budget {{"usd": 0.02}} (call {state.interruption.call_id}); '
+                        f"tether approve|reject {run_id}")
+    assert re.match(WORDS, shown[2]) and shown[2].endswith(""" another amount: --args '{"usd": N}')""")
     bad = await cli_here_async("approve", run_id, "--args", '{"usd": -1}', *where)
     assert bad.returncode != 0 and 'takes {"usd": N}' in bad.stderr
     went = await cli_here_async("approve", run_id, "--args", '{"usd": 0.03}', *where)
@@ -57,6 +62,13 @@ async def test_an_ask_budget_waits_then_approve_lifts_it_by_the_amount_and_rejec
     assert stopped["reason"].endswith("the run ended as a budget exit")
     asked = [r for r in store.read_trace(run_id) if r["kind"] == "approval_required"]
     assert [r["tool"] for r in asked] == ["budget", "budget"]
+    # tether decisions: each budget call, the dollars it lifted or was asked to, who decided and why
+    listed = json.loads((await cli_here_async("decisions", "--json", "--store", spec(store))).stdout)
+    assert [(r["tool"], json.loads(r["args"]), r["edited_args"], r["verdict"], r["words"]) for r in listed] == [
+        ("budget", {"usd": 0.02}, None, "rejected", "enough for today"), ("budget", {"usd": 0.03}, None, "approved", "")]
+    table = (await cli_here_async("decisions", "--store", spec(store))).stdout.splitlines()
+    assert [line.split()[3:6] for line in table[1:]] == [["budget", '{"usd":', "0.02}"], ["budget", '{"usd":', "0.03}"]]
+    assert "rejected" in table[1] and "approved" in table[2] and "(edited)" not in table[2]
 
 
 async def test_a_deny_rule_ends_the_run_as_a_budget_exit(store: Store, tmp_path):

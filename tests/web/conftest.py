@@ -78,9 +78,10 @@ class Served:
 
 
 async def serving(store: Any, tmp_path: Path, *, users: bool = True, notify: bool = False, port: int | None = None,
-                  **settings: Any) -> AsyncIterator[Served]:
+                  config: Any = None, **settings: Any) -> AsyncIterator[Served]:
     """``users``: add ana and bob (operators) and walt (a watcher) first; ``notify``: send
-    the notifications of ``config_path``'s ``[notify.*]`` tables."""
+    the notifications of ``config_path``'s ``[notify.*]`` tables; ``config``: the agent file
+    the server's harness has (its fleet budgets)."""
     if users:
         book = UserBook(store)
         book.add("ana", PASSWORDS["ana"])
@@ -88,7 +89,8 @@ async def serving(store: Any, tmp_path: Path, *, users: bool = True, notify: boo
         book.add("walt", PASSWORDS["walt"], role="watcher")
     async with Harness(workspace=tmp_path / "workspace", store=store, agent_sets=(DEMO,)) as plain:
         model = Recording(plain.client)
-        async with Harness(workspace=tmp_path / "workspace", store=store, client=model, agent_sets=(DEMO,)) as harness:
+        async with Harness(workspace=tmp_path / "workspace", store=store, client=model, agent_sets=(DEMO,),
+                           config=config) as harness:
             app = make_app(ServeSettings(store, **settings), harness, console=False, notify=notify)
             server = TestServer(app, host="127.0.0.1", **({"port": port} if port else {}))
             await server.start_server(access_log_class=AccessLogger)  # tether serve's own

@@ -577,3 +577,57 @@ async def test_the_run_pages_stop_ends_a_run_whose_process_waits_for_a_decision(
     decision = out.state.approvals["call_1_0"]
     assert (decision.verdict, decision.by, decision.text) == ("rejected", "ana", "the run was stopped (enough)")
     assert (tmp_path / "workspace" / "access.log").exists()
+
+
+@pytest.fixture
+async def budget_web(tmp_path) -> AsyncIterator[Served]:
+    """A server whose agent file has an ``ask`` fleet budget over the runaway agent ($0.02 a day)."""
+    from tether.agents.config import load_config
+    from tether.store.files.store import RunStore
+    from tests.web.conftest import serving
+
+    path = tmp_path / "tether.toml"
+    path.write_text('[budgets.runaway-daily]\nagent = "runaway"\nusd = 0.02\non_exceed = "ask"\n')
+    async for served in serving(RunStore(tmp_path / "runs"), tmp_path, config=load_config(path)):
+        yield served
+
+
+async def post_decision(client, run_id: str, waiting: NeedsApproval, verdict: str, **fields: str):
+    from tether.run.state import args_hash
+
+    data = {"csrf": await csrf_of(client, f"/runs/{run_id}"), "run": run_id, "call": waiting.call_id,
+            "verdict": verdict, "hash": args_hash(waiting.args), **fields}
+    return await client.post("/decide", data=data, headers={"Accept": "application/json"})
+
+
+async def test_a_budget_call_shows_in_its_words_on_the_run_page_and_is_approved_and_rejected_there(
+        budget_web: Served):
+    from tether.run.state import Limits, MaxBudget
+
+    web = budget_web
+    out = await web.harness.run(web.harness.new_run("runaway", limits=Limits(max_turns=None)).run_id)
+    run_id, first = out.state.run_id, out.state.interruption
+    assert isinstance(first, NeedsApproval) and first.tool_name == "budget"
+    client = await logged_in(web, "ana")
+    try:
+        text = await (await client.get(f"/runs/{run_id}")).text()
+        assert "budget runaway-daily ($0.02/day) reached: $0.0" in text and "approve to go on" in text
+        assert 'data-testid="approve"' in text and 'data-testid="reject"' in text
+        assert "How much more this run may spend, as {\"usd\": N}" in text  # the amount is its to edit
+        assert cards(await (await client.get("/")).text()) == [(run_id, first.call_id)]
+        bad = await post_decision(client, run_id, first, "approve", args='{"usd": "lots"}')
+        assert bad.status == 409 and 'takes {"usd": N}' in (await bad.json())["words"]
+        went = await post_decision(client, run_id, first, "approve", args='{"usd": 0.03}')
+        assert (await went.json()) == {"ok": True, "words": f"budget approved by ana; run {run_id} goes on"}
+        await web.settled()
+        state = web.store.load(run_id)
+        second = state.interruption
+        assert isinstance(second, NeedsApproval) and second.tool_name == "budget" and state.cost_usd >= 0.05
+        ended = await post_decision(client, run_id, second, "reject", reason="enough for today")
+        assert (await ended.json())["ok"]
+        await web.settled()
+    finally:
+        await client.close()
+    state = web.store.load(run_id)
+    assert state.status is Status.BUDGET_EXCEEDED and state.interruption == MaxBudget()
+    assert state.approvals[second.call_id].by == "ana" and state.approvals[second.call_id].text == "enough for today"
