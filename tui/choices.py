@@ -39,7 +39,8 @@ def agent_choices(config: Config | None, agent_sets: Sequence[AgentSet] = (), *,
                 "agent", name, f"ACP agent: {command}",
                 detail=f"{name} ({config.path.name}): an ACP agent, with its own model and tools: {command} "  # type: ignore[union-attr]
                        f"· in {where}{task}",
-                model=agent.model, prompt=agent.prompt, limits=agent.limits, policies=agent.policies))
+                model=agent.model, prompt=agent.prompt, limits=agent.limits, policies=agent.policies, acp=True,
+                acp_mode=agent.acp.mode, acp_model=agent.acp.model))
             continue
         tools = ", ".join(t.name for t in agent.tool_list) or "no tools"
         if agent.mcp_servers:

@@ -57,7 +57,7 @@ class RunActions(MessagePump):
             if self.config is None:
                 raise ValueError(f"no agent file: agent {request.agent} needs ./tether.toml, --config FILE "
                                  "or $TETHER_CONFIG")
-            return self.config.agent(request.agent)
+            return self.config.agent_for_run(request.agent, mode=request.mode, model=request.acp_model)
         if set_of(self.harness.agent_sets, request.model) is not None:
             return self.harness.agent_named(request.model)  # at --base-url when the scripted provider is served there
         base_url = self.harness.base_url
@@ -75,7 +75,7 @@ class RunActions(MessagePump):
         if run_id is None and agent.name == ADHOC_AGENT and agent.source == "library":
             run_id = new_run_id(agent.model.replace("/", "_")[:24])  # listed by its model, as before
         state = self.harness.create(agent, request.prompt, run_id=run_id, limits=request.limits,
-                                    policies=request.policies, isolation=request.isolation)
+                                    policies=request.policies, isolation=request.isolation, adopt=request.session)
         self.model.put_state(state)
         self.model.ours.add(state.run_id)
         self.pump.structure_dirty = True
@@ -95,7 +95,7 @@ class RunActions(MessagePump):
                 run_id = new_run_id(agent.model.replace("/", "_")[:24])
             state = await asyncio.to_thread(self.harness.create, agent, request.prompt, run_id=run_id,
                                             limits=request.limits, policies=request.policies,
-                                            isolation=request.isolation)
+                                            isolation=request.isolation, adopt=request.session)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -265,7 +265,17 @@ class RunActions(MessagePump):
         choices = agent_choices(self.config, self.harness.agent_sets, base_url=self.harness.base_url,
                                 workspace=self.adhoc_workspace)
         self.push_screen(NewRunDialog(choices, base_url=self.harness.base_url, default_model=self.options.model,
-                                      initial=self.options.agent), done)
+                                      initial=self.options.agent,
+                                      offer=None if self.config is None else self._offer_of), done)
+
+    async def _offer_of(self, name: str) -> Any:
+        """What the ACP agent ``name`` of the agent file offers a new run: its own sessions in
+        its workspace, its modes and models (:func:`tether.acp.offer.agent_offer`; the agent is
+        started and ended again)."""
+        from tether.acp.offer import agent_offer  # the acp package only when an ACP agent is asked
+
+        assert self.config is not None
+        return await agent_offer(self.config.agent(name))
 
     def action_resume(self) -> None:
         rid = self.selected

@@ -7,9 +7,10 @@ so a stray Enter meant for something else cannot approve a deletion.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import asyncio
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Literal
+from typing import Any, Literal
 
 from rich.table import Table
 from rich.text import Text
@@ -46,6 +47,12 @@ class NewRunRequest:
     agent: str | None = None
     isolation: str | None = None
     """``none``, ``worktree`` or ``copy`` (``run --isolate``); None: the agent's own."""
+    session: str | None = None
+    """An ACP agent's own earlier session the run goes on in (``Harness.create(adopt=…)``); None: a new one."""
+    mode: str | None = None
+    """An ACP agent's session mode for this run instead of its file's; None: the file's."""
+    acp_model: str | None = None
+    """An ACP agent's model for this run instead of its file's; None: the file's."""
 
 
 ChoiceKind = Literal["agent", "demo", "model"]
@@ -69,6 +76,12 @@ class AgentChoice:
     problem: str | None = None
     isolation: str = "none"
     """The agent's own (its ``isolation``): where each of its runs works."""
+    acp: bool = False
+    """An ACP agent: New run asks it for its sessions, modes and models."""
+    acp_mode: str | None = None
+    """Its agent file's ``mode``, if any."""
+    acp_model: str | None = None
+    """Its agent file's ``model``, if any."""
 
     @property
     def key(self) -> tuple[str, str]:
@@ -79,6 +92,27 @@ class AgentChoice:
         out = Text("" if self.kind == "model" else f"{clean(self.name)}  ", style="bold")
         out.append(clean(self.summary), style="dim" if self.problem is None else "red")
         return out
+
+
+OfferAsk = Callable[[str], Awaitable[Any]]
+"""What New run asks of an ACP agent of the agent file, by its name: its
+:class:`~tether.acp.offer.AgentOffer` (sessions, modes, models), asked off the dialog's loop."""
+
+NEW_SESSION = "(new)"
+AGENTS_OWN = ""
+_ACP_ROWS = ("session", "mode", "acp-model")  # shown for an ACP agent
+_LOOP_ROWS = ("tool-errors", "dedupe")  # Tether's own loop's policies: not for an ACP agent
+
+
+def _matching(wanted: str | None, values: Sequence[tuple[str, str]]) -> str | None:
+    """The value of ``values`` (each ``(value, name)``) the agent file's ``wanted`` model is:
+    the same value, one with a provider's prefix, or the one of that name."""
+    if not wanted:
+        return None
+    for value, name in values:
+        if wanted in (value, name) or value.endswith("/" + wanted):
+            return value
+    return None
 
 
 ISOLATIONS = [("none: in the agent's own folder", "none"), ("worktree: a git worktree of its own", "worktree"),
@@ -132,10 +166,15 @@ class NewRunDialog(FormDialog):
     typed when another agent is chosen)."""
 
     def __init__(self, choices: Sequence[AgentChoice], *, base_url: str | None = None,
-                 default_model: str | None = None, initial: tuple[str, str] | str | None = None) -> None:
+                 default_model: str | None = None, initial: tuple[str, str] | str | None = None,
+                 offer: OfferAsk | None = None) -> None:
         super().__init__()
         if not choices:
             raise ValueError("the New run dialog needs at least one agent to offer")
+        self.offer_of = offer
+        self.offers: dict[str, Any] = {}
+        """What each ACP agent offered, asked once while the dialog is open."""
+        self._defaults: tuple[str, str] = (AGENTS_OWN, AGENTS_OWN)  # the mode and model a run gets unchanged
         self.choices = {choice.key: choice for choice in choices}
         self.base_url = base_url
         self.default_model = default_model
@@ -173,6 +212,13 @@ class NewRunDialog(FormDialog):
                     yield Label("Model")
                     yield Input(value=self.default_model or "", placeholder=f"a model at {self.base_url}",
                                 id="model", disabled=first.kind != "model")
+                yield Label("Session", id="session-label")
+                yield FormSelect([("a new session", NEW_SESSION)], value=NEW_SESSION, allow_blank=False, id="session")
+                yield Label("Mode", id="mode-label")
+                yield FormSelect([("the agent's own", AGENTS_OWN)], value=AGENTS_OWN, allow_blank=False, id="mode")
+                yield Label("Agent's model", id="acp-model-label")
+                yield FormSelect([("the agent's own", AGENTS_OWN)], value=AGENTS_OWN, allow_blank=False,
+                                 id="acp-model")
                 yield Label("Task")
                 yield Input(placeholder=self._task_placeholder(first), id="prompt")
                 yield Label("Max turns")
@@ -183,17 +229,18 @@ class NewRunDialog(FormDialog):
                 yield FormSelect([("soft: check before each turn", "soft"),
                                   ("strict: reserve the next turn's worst case", "strict")],
                                  value=filled["#budget-mode"], allow_blank=False, id="budget-mode")
-                yield Label("Tool errors")
+                yield Label("Tool errors", id="tool-errors-label")
                 yield FormSelect([("descriptive: the error's own words", "descriptive"),
                                   ("generic: just \"Error\"", "generic"),
                                   ("fatal: the run fails", "fatal")],
                                  value=filled["#tool-errors"], allow_blank=False, id="tool-errors")
-                yield Label("Dedupe")
+                yield Label("Dedupe", id="dedupe-label")
                 yield FormSelect([("read-only tools", "read-only"), ("all tools", "all"), ("off", "off")],
                                  value=filled["#dedupe"], allow_blank=False, id="dedupe")
                 yield Label("Isolation")
                 yield FormSelect(ISOLATIONS, value=filled["#isolation"], allow_blank=False, id="isolation")
             yield Static(self._detail(first), id="agent-detail")
+            yield Static("", id="offer-note")
             yield from self.form_footer("Start", "Enter in a field starts the run · Space opens a list · "
                                                  "Esc cancels")
 
@@ -215,6 +262,93 @@ class NewRunDialog(FormDialog):
             self.query_one(target, Input).focus()
         else:
             self.query_one("#agent", Select).focus()
+        self._acp_rows(self._applied)
+
+    # ---- an ACP agent's sessions, modes and models ----------------------------------
+
+    def _acp_rows(self, choice: AgentChoice) -> None:
+        """Show the rows that apply to ``choice`` (an ACP agent's, or Tether's own loop's), and
+        ask an ACP agent what it offers, off the dialog's loop."""
+        for row in _ACP_ROWS:
+            self.query_one(f"#{row}-label").display = self.query_one(f"#{row}").display = choice.acp
+        for row in _LOOP_ROWS:
+            self.query_one(f"#{row}-label").display = self.query_one(f"#{row}").display = not choice.acp
+        self._fill(choice, None)
+        if not choice.acp or self.offer_of is None:
+            self._note(None)
+            return
+        if choice.name in self.offers:
+            self._fill(choice, self.offers[choice.name])
+            return
+        self._note(Text(f"asking {choice.name} for its sessions, modes and models…", style="dim"))
+        self.run_worker(self._ask(choice), group="offer", exclusive=True, exit_on_error=False)
+
+    async def _ask(self, choice: AgentChoice) -> None:
+        assert self.offer_of is not None
+        try:
+            offer = await self.offer_of(choice.name)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # an agent is another program: whatever it does, the dialog stays
+            if self._applied.key == choice.key:
+                self._note(Text(f"{choice.name} could not be asked: {one_line(exc, 300)}", style="red"))
+            return
+        self.offers[choice.name] = offer
+        if self._applied.key == choice.key:
+            self._fill(choice, offer)
+
+    def _fill(self, choice: AgentChoice, offer: Any) -> None:
+        """The Session, Mode and model lists as ``offer`` (None: not known yet) gives them, set
+        to a new session and the agent file's mode and model (else the agent's own)."""
+        sessions: list[tuple[str | Text, str]] = [("a new session", NEW_SESSION)]
+        modes: list[tuple[str | Text, str]] = [("the agent's own", AGENTS_OWN)]
+        models: list[tuple[str | Text, str]] = [("the agent's own", AGENTS_OWN)]
+        mode = model = AGENTS_OWN
+        if offer is not None:
+            from tether.acp.offer import session_words
+
+            if offer.adopts:
+                sessions += [(Text(clean(f"{s['sessionId']} · {session_words(s, offer.workspace)}")),
+                              str(s["sessionId"])) for s in offer.sessions if s.get("sessionId")]
+            if offer.modes:
+                modes = [(clean(f"{m['name']} ({m['id']})"), str(m["id"])) for m in offer.modes]
+                ids = [m["id"] for m in offer.modes]
+                mode = choice.acp_mode if choice.acp_mode in ids else (offer.mode or ids[0])
+            if offer.models:
+                models = [(clean(name if name == value else f"{name} ({value})"), value) for value, name in offer.models]
+                model = _matching(choice.acp_model, offer.models) or offer.model or offer.models[0][0]
+            self._note(Text(self._offer_words(offer), style="dim"))
+        self._defaults = (mode, model)
+        for selector, options, value in (("#session", sessions, NEW_SESSION), ("#mode", modes, mode),
+                                         ("#acp-model", models, model)):
+            widget = self.query_one(selector, Select)
+            widget.set_options(options)
+            widget.value = value
+        self._session_picked()
+
+    def _note(self, text: Text | None) -> None:
+        """The line under the agent's detail that says what it offers (none: no line)."""
+        note = self.query_one("#offer-note", Static)
+        note.update(text or "")
+        note.display = text is not None
+
+    @staticmethod
+    def _offer_words(offer: Any) -> str:
+        if not offer.lists:
+            listed = "it does not list its sessions (session/list)"
+        elif not offer.adopts:
+            listed = f"{len(offer.sessions)} earlier session(s), which it can go on in by neither resume nor load"
+        else:
+            listed = (f"{len(offer.sessions)} earlier session(s) in {offer.workspace}: one picked goes on by "
+                      f"{offer.adopts}")
+        return f"{offer.agent}: {listed}" + (f"; {offer.problem}" if offer.problem else "")
+
+    @on(Select.Changed, "#session")
+    def _session_picked(self) -> None:
+        """A session picked keeps the mode and model it had: the lists are for a new one."""
+        new = self.query_one("#session", Select).value == NEW_SESSION
+        for selector in ("#mode", "#acp-model"):
+            self.query_one(selector, Select).disabled = not new
 
     @on(Select.Changed, "#agent")
     def _agent_changed(self, event: Select.Changed) -> None:
@@ -234,6 +368,7 @@ class NewRunDialog(FormDialog):
             self.query_one("#model", Input).disabled = new.kind != "model"
         self.query_one("#agent-detail", Static).update(self._detail(new))
         self.query_one("#error", Static).update("")
+        self._acp_rows(new)
 
     def request(self) -> NewRunRequest:
         choice = self.choice
@@ -258,6 +393,14 @@ class NewRunDialog(FormDialog):
             return NewRunRequest(model, prompt, limits, policies, isolation=isolation)
         if prompt is None and not choice.prompt:
             raise ValueError(f"{choice.name} has no task of its own: type one in Task")
+        if choice.kind == "agent" and choice.acp:
+            session = str(self.query_one("#session", Select).value)
+            if session != NEW_SESSION:  # it keeps its mode and model, and works in the agent's folder
+                return NewRunRequest(choice.model, prompt, limits, policies, agent=choice.name, session=session)
+            mode, model = (str(self.query_one(s, Select).value) for s in ("#mode", "#acp-model"))
+            return NewRunRequest(choice.model, prompt, limits, policies, agent=choice.name, isolation=isolation,
+                                 mode=None if mode == self._defaults[0] else mode,
+                                 acp_model=None if model == self._defaults[1] else model)
         if choice.kind == "agent":
             return NewRunRequest(choice.model, prompt, limits, policies, agent=choice.name, isolation=isolation)
         return NewRunRequest(choice.name, prompt, limits, policies, isolation=isolation)
