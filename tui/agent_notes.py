@@ -189,8 +189,9 @@ class AgentNotes:
             return True
         if kind == "agent_session":
             self.session = dict(record)
+            adopted = f" (its own earlier session, gone on in by {record['adopted']})" if record.get("adopted") else ""
             note = Note(self._key(seq), "session", self.agent or "an ACP agent",
-                        f"session {record.get('session_id') or '?'}", index=index, turn=reading.turns + 1,
+                        f"session {record.get('session_id') or '?'}{adopted}", index=index, turn=reading.turns + 1,
                         anchor="turn")
         elif kind == "thought":
             text = str(record.get("text") or "")

@@ -22,7 +22,7 @@ from tether.observe.trace import read_trace
 from tether.run.state import Status
 from tether.tui.app import TetherApp
 from tether.tui.components.dialogs import NewRunDialog
-from tests.support import REPO, SIZE, finish, make_app, processes_with, settle, wait_for
+from tests.support import REPO, SIZE, finish, make_app, processes_with, settle, transcript, wait_for
 
 FAKE_AGENT = REPO / "tests" / "acp" / "fake_agent.py"
 
@@ -92,6 +92,8 @@ async def test_new_run_lists_the_agents_sessions_and_a_picked_one_is_adopted(tmp
         assert st.messages[-1] == {"role": "assistant", "content": "Noted in fake-earlier."}
         [record] = [r for r in read_trace(tmp_path / "runs" / rid / "trace.jsonl") if r["kind"] == "agent_session"]
         assert record["session_id"] == "fake-earlier" and record["adopted"] == "session/resume"
+        await wait_for(pilot, lambda: "session fake-earlier (its own earlier session, gone on in by session/resume)"
+                       in transcript(app), "the transcript to say the session was adopted")
         await finish(pilot, app)
     listed = [e for e in sent(log) if e["method"] == "session/list"]
     assert listed == [{"method": "session/list", "cwd": str(tmp_path / "ws")}]
