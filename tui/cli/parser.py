@@ -252,7 +252,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
                          help="do not stream replies from real endpoints (the console streams them by default)")
     _otlp_option(console)
     console.add_argument("--as", dest="who", metavar="NAME",
-                         help="who the console's Stops, approvals and rejections are recorded as (default: user@host)")
+                         help="who the console's new runs, Stops and decisions are recorded as (default: user@host)")
     _store_option(console)
     _place_options(console)
 

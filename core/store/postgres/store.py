@@ -354,16 +354,19 @@ class PgStore(Database):
         """Spend grouped (:mod:`tether.store.costs`) in one aggregate query over the runs table's
         columns that the database reads from each summary as it is written
         (:data:`tether.store.postgres.schema.RUN_COLUMNS`): no JSON parsed, no run loaded here."""
-        from tether.store.costs import missing, ordered, row_of, where
+        from tether.store.costs import day_of, missing, ordered, row_of, where
 
-        key = ("to_char(to_timestamp(created_at) AT TIME ZONE 'UTC', 'YYYY-MM-DD')" if query.by == "day"
-               else f"coalesce({query.by}, '{missing(query.by)}')")
+        # A day is grouped as its number since the epoch (UTC), named here: no date formatted per run.
+        key = "floor(created_at / 86400)" if query.by == "day" else f"coalesce({query.by}, '{missing(query.by)}')"
         filtered, params = where(query)
         text = (f"SELECT {key}, count(*), sum(own_usd), sum(tokens_in), sum(tokens_out), "
                 "count(*) FILTER (WHERE unpriced), (array_agg(run_id ORDER BY own_usd DESC))[1], max(own_usd) "
                 f"FROM {{s}}.runs{filtered} GROUP BY 1")
         with self._conn() as conn:
-            return ordered((row_of(r) for r in self._columns(conn, text, params)), query.by)
+            rows = self._columns(conn, text, params)
+        if query.by == "day":
+            rows = [(day_of(86400 * r[0]), *r[1:]) for r in rows]
+        return ordered((row_of(r) for r in rows), query.by)
 
     def dearest(self, query: CostQuery, limit: int = 10) -> list[RunSummary]:
         """The dearest runs' summaries in one ``ORDER BY own_usd DESC … LIMIT`` over the runs table."""
