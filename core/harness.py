@@ -233,16 +233,18 @@ class Harness:
         ``isolation`` (``worktree``, ``copy``, ``none``) instead of the agent's (:mod:`tether.workspaces`).
         ``adopt``: an ACP agent's own earlier session (one its ``session/list`` gave,
         :mod:`tether.acp.offer`) that the run goes on in, the prompt its next turn, instead of
-        a new session; the run works in the agent's own folder, the session's."""
+        a new session; the run works in the agent's own folder, the session's (the agent's
+        own isolation does not apply; another is an AgentError)."""
         task = prompt or agent.prompt
         if not task:
             raise ValueError(f"agent {agent.name} has no default task: give a prompt")
         if adopt is not None:
             if agent.acp is None:
                 raise AgentError(f"agent {agent.name} is not an ACP agent: it has no session of its own to go on in")
-            if (agent.isolation.kind if isolation is None else isolation) != "none":
+            if isolation not in (None, "none"):
                 raise AgentError(f"a run that goes on in agent {agent.name}'s session {adopt} works in the agent's "
                                  "own folder, where the session is: it cannot have a workspace of its own")
+            isolation = "none"  # whatever the agent's own isolation: the session is in the agent's folder
             from tether.acp.sessions import ADOPTED  # only then: the acp package is slow to import
         self._agents[(agent.name, agent.ref().fingerprint)] = agent
         endpoint = agent.base_url or (self.base_url if self._of_a_set(agent) else None)

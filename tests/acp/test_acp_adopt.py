@@ -14,12 +14,13 @@ from __future__ import annotations
 
 import json
 import os
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tether.acp.offer import agent_offer
-from tether.agents.agent import AcpCommand, Agent, AgentError
+from tether.agents.agent import AcpCommand, Agent, AgentError, Isolation
 from tether.demo.agents import DEMO
 from tether.harness import Harness
 from tether.observe.trace import read_trace
@@ -89,6 +90,8 @@ async def test_a_session_the_agent_cannot_go_on_in_fails_the_run_in_words(tmp_pa
         final = (await harness.start(normal, "QUIET hi", adopt="s-1")).state
         with pytest.raises(AgentError, match="cannot have a workspace of its own"):
             harness.create(normal, "hi", adopt="s-1", isolation="copy")
+        copying = replace(normal, isolation=Isolation("copy"))  # its own runs each get a copy; this one not
+        assert harness.create(copying, "hi", adopt="s-1").run_workspace is None
     assert final.status is Status.FAILED
     assert final.error == ("fake-agent cannot go on in its session s-1: it advertises neither session/resume nor "
                            "loadSession"), final.error
