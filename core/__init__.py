@@ -53,12 +53,12 @@ _WHERE = {
     "Tool": "tether.agents.tools.base", "ToolContext": "tether.agents.tools.base",
     "ToolError": "tether.agents.tool_errors", "PermissionDenied": "tether.agents.tool_errors",
     "MCPServer": "tether.agents.mcp.server",
-    "CancelSignal": "tether.run.cancel",
+    "CancelSignal": "tether.vocab.cancel",
     **dict.fromkeys(["RunState", "Status", "Limits", "Policies", "Pricing", "StateError", "Interruption",
-                     "NeedsApproval", "MaxTurns", "MaxBudget", "Cancelled", "StopConditionMet"], "tether.run.state"),
+                     "NeedsApproval", "MaxTurns", "MaxBudget", "Cancelled", "StopConditionMet"], "tether.vocab.state"),
     **dict.fromkeys(["Event", "EventSink", "RunStarted", "Turn", "ProviderRetry", "ToolStart", "ToolProgress",
                      "ToolResult", "ApprovalRequired", "ApprovalDecision", "RunStopped", "TextDelta"],
-                    "tether.run.events"),
+                    "tether.vocab.events"),
 
 }
 
@@ -68,10 +68,10 @@ __getattr__, __dir__ = lazy_names(globals(), _WHERE)
 
 if TYPE_CHECKING:
     from tether.agents.agent import Agent, AgentError
-    from tether.run.cancel import CancelSignal
+    from tether.vocab.cancel import CancelSignal
     from tether.agents.config import ConfigError, load_config
     from tether.models.base import ChatModel, ModelReply, ProviderError
-    from tether.run.events import (
+    from tether.vocab.events import (
         ApprovalDecision,
         ApprovalRequired,
         Event,
@@ -87,7 +87,7 @@ if TYPE_CHECKING:
     )
     from tether.harness import Harness, Outcome
     from tether.agents.mcp.server import MCPServer
-    from tether.run.state import (
+    from tether.vocab.state import (
         Cancelled,
         Interruption,
         Limits,

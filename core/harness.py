@@ -23,14 +23,14 @@ from typing import Any, Literal
 
 from tether.store import control, operate
 from tether.agents.agent import Agent, AgentError, changed_tools
-from tether.run.cancel import CancelSignal
+from tether.vocab.cancel import CancelSignal
 from tether.models.client import without_credentials
-from tether.models.endpoints import Endpoints
+from tether.agents.endpoints import Endpoints
 from tether.models.base import ChatModel
-from tether.run.events import EventSink, TelemetryDropped
-from tether.run.decisions import already_decided
+from tether.vocab.events import EventSink, TelemetryDropped
+from tether.approvals.decisions import already_decided
 from tether.run.loop import LoopEnv, RunLoop
-from tether.run.state import (
+from tether.vocab.state import (
     Limits, NeedsApproval, Policies, Pricing, RunState, StateError, Status, create_new, new_run_id,
 )
 from tether.store.protocol import Store, TraceSink, call
@@ -42,8 +42,8 @@ from tether.run.controls import (
     STOP_REASON, Controls, add_follow_up, apply_decision, decision_wait, past_deadline, stopped_waiting,
     take_decision, vet_decision,
 )
-from tether.run.hold import heartbeat, open_run, release
-from tether.run.prices import price_for
+from tether.store.hold import heartbeat, open_run, release
+from tether.vocab.prices import price_for
 from tether.approvals import budget_ask, budgets
 from tether.run.tracked import TrackedRun
 from tether.agents.sample import ensure_sample
@@ -358,7 +358,7 @@ class Harness:
         program reported none). A call that needs two people keeps waiting after the first, for
         another account (``by`` is a name: :meth:`account`). For a run whose process waits for a
         decision, use :meth:`decide`: it reaches that process. After the call's deadline it is
-        refused (:class:`~tether.run.decisions.TooLate`), the deadline applied instead;
+        refused (:class:`~tether.approvals.decisions.TooLate`), the deadline applied instead;
         ``decided_at``: when it was made, if before now (a queue worker's)."""
         request = control.ControlRequest("approve", note, call_id=call_id, by=by, args=args, rule=rule,
                                          account=await self.account(account, rule=rule), unchecked=unchecked)
@@ -375,7 +375,7 @@ class Harness:
         return await self._decided(run_id, request, signal, sinks, wait_for_decision, decided_at)
 
     async def account(self, given: str | None = None, *, rule: str | None = None) -> str | None:
-        """The account a decision counts as (:mod:`tether.run.people`): ``given`` (a web login's),
+        """The account a decision counts as (:mod:`tether.vocab.people`): ``given`` (a web login's),
         none for a rule's, else this process's on the store (:meth:`Store.account`)."""
         return given if given is not None or rule is not None else await call(self.store, self.store.account)
 

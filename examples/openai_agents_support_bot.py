@@ -26,7 +26,7 @@ from agents import Agent, OpenAIChatCompletionsModel, RunConfig, function_tool
 from openai import AsyncOpenAI
 
 from tether import Harness, Limits
-from tether.run.events import ApprovalRequired, Event, TextDelta
+from tether.vocab.events import ApprovalRequired, Event, TextDelta
 from tether.integrations import Supervision
 from tether.integrations.openai_agents import run
 from tether.store.spec import open_store

@@ -28,7 +28,7 @@ from pydantic_ai.models.openai import OpenAIChatModel
 from pydantic_ai.providers.openai import OpenAIProvider
 
 from tether import Harness, Limits
-from tether.run.events import ApprovalRequired, Event, TextDelta
+from tether.vocab.events import ApprovalRequired, Event, TextDelta
 from tether.integrations import Supervision
 from tether.integrations.pydantic_ai import run
 from tether.store.spec import open_store

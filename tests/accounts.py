@@ -1,6 +1,6 @@
 """A second person, for the tests of calls that need two (issue 37): another account.
 
-A decision counts as the account that authenticated it (:mod:`tether.run.people`): on the
+A decision counts as the account that authenticated it (:mod:`tether.vocab.people`): on the
 file store the operating system's, on PostgreSQL the database role. The tests run as root,
 so the second operating-system account is a ``tether`` child run as ``nobody`` through
 ``setpriv``, on a store shared with nobody's group as docs/approvals.md tells a team to

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from tether.run.events import Event
+from tether.vocab.events import Event
 from tether.harness import Harness
 from tether.demo.agents import DEMO
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.run.state import AgentRef, Pricing, RunState, Status
+from tether.vocab.state import AgentRef, Pricing, RunState, Status
 
 NOW = 1_796_061_600.0  # 2026-11-30 18:00 UTC, a Monday
 HOUR = 3600.0

@@ -26,7 +26,7 @@ from typing import Any
 
 from textual.pilot import Pilot
 
-from tether.run.state import Limits, Status
+from tether.vocab.state import Limits, Status
 from tether.tui.app import TetherApp
 from tether.tui.components.dialogs import ApproveDialog, NewRunRequest, RejectDialog
 

@@ -34,7 +34,7 @@ from textual.widgets import Input
 
 from tether.demo.agents import DEMO
 from tether.models.base import ModelReply
-from tether.run.state import RunState, StateError
+from tether.vocab.state import RunState, StateError
 from tether.store.files.store import RunStore
 from tether.harness import Harness
 from tether.tui.app import TetherApp

@@ -50,8 +50,8 @@ from textual.worker import Worker
 
 from tether.agents.config import Config
 from tether.harness import Harness
-from tether.run.cancel import CancelSignal
-from tether.run.state import RunState
+from tether.vocab.cancel import CancelSignal
+from tether.vocab.state import RunState
 from tether.store.control import operator_name
 from tether.tui.changes import ChangesFollowing
 from tether.tui.components.approvals import Pending

@@ -7,7 +7,7 @@ with git as asyncio subprocesses) and hands each reading to the pane, then reads
 highlighted file's diff. Selecting another run, or its workspace being made or found, starts
 the follow again; hiding the pane ends it (the watch's thread is joined). A reading also
 updates the run's row in the runs list, which otherwise shows the counts its last operation
-kept (:attr:`tether.run.state.RunWorkspace.changes`).
+kept (:attr:`tether.vocab.state.RunWorkspace.changes`).
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ from typing import Any
 from textual import on
 from textual.message_pump import MessagePump
 
-from tether.run.state import RunWorkspace
+from tether.vocab.state import RunWorkspace
 from tether.tui.components.changes_view import ChangesPane
 from tether.tui.model import ConsoleModel
 from tether.tui.screen import Shown

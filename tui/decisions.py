@@ -26,7 +26,7 @@ from tether.agents.config import Config
 from tether.agents.sets import known_agents
 from tether.approvals import Call, Checked, DecisionQuery, Rule, run_source
 from tether.harness import Harness
-from tether.run.state import NeedsApproval
+from tether.vocab.state import NeedsApproval
 from tether.store.control import ControlReply, ControlRequest
 from tether.store.files.tail import tail_records
 from tether.store.protocol import call

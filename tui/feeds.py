@@ -33,7 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.store.summary import RunSummary
-from tether.run.state import RunState
+from tether.vocab.state import RunState
 from tether.store.files.layout import JOURNAL_FILE, TRACE_FILE
 from tether.store.files.store import RunStore
 from tether.store.owner import Owner

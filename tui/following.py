@@ -18,7 +18,7 @@ from pathlib import Path
 from textual.css.query import NoMatches
 from textual.message_pump import MessagePump
 
-from tether.run.events import Event
+from tether.vocab.events import Event
 from tether.tui.components.rules_screen import RulesScreen
 from tether.tui.model import ConsoleModel
 from tether.tui.options import ConsoleOptions

@@ -25,10 +25,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tether.run.cancel import CancelSignal
-from tether.run.events import Event
+from tether.vocab.cancel import CancelSignal
+from tether.vocab.events import Event
 from tether.store.summary import RunSummary
-from tether.run.state import (Cancelled, Limits, NeedsApproval, RunState, RunWorkspace, Status, interruption_from_dict)
+from tether.vocab.state import (Cancelled, Limits, NeedsApproval, RunState, RunWorkspace, Status, interruption_from_dict)
 from tether.store.owner import Owner
 from tether.run.tracked import program_of
 from tether.tui.agent_notes import NOTE_KINDS, TRACKED_KINDS, AgentNotes, Ask

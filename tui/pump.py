@@ -25,9 +25,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from tether.run.events import (ApprovalDecision, ApprovalRequired, Event, RunStarted, RunStopped, TextDelta, Turn)
+from tether.vocab.events import (ApprovalDecision, ApprovalRequired, Event, RunStarted, RunStopped, TextDelta, Turn)
 from tether.store.files.tail import tail_records
-from tether.run.wording import format_record
+from tether.vocab.wording import format_record
 from tether.tui.agent_notes import NOTE_KINDS, TRACKED_KINDS
 from tether.tui.model import ConsoleModel
 

@@ -2,7 +2,7 @@
 
 A part of :class:`~tether.tui.app.TetherApp` (mixed into it: the ``action_*`` names are
 the keys' and the command palette's). A run this console drives runs in a Textual worker
-(:meth:`RunActions._launch`), with a :class:`~tether.run.cancel.CancelSignal` that Stop
+(:meth:`RunActions._launch`), with a :class:`~tether.vocab.cancel.CancelSignal` that Stop
 fires at once; a run another process holds is stopped through the store's control channel
 (:meth:`RunActions.request_stop`), and the reply's words are shown. A worker's error never
 crashes the app: it becomes the run's failure reason.
@@ -21,9 +21,9 @@ from textual.worker import Worker
 from tether.agents.agent import Agent
 from tether.agents.sets import known_agents, set_of
 from tether.harness import ADHOC_AGENT, Harness, Outcome, adhoc_agent
-from tether.run.cancel import CancelSignal
-from tether.run.decisions import TooLate, already_decided
-from tether.run.state import StateError, new_run_id
+from tether.vocab.cancel import CancelSignal
+from tether.approvals.decisions import TooLate, already_decided
+from tether.vocab.state import StateError, new_run_id
 from tether.store.control import ControlReply
 from tether.store.protocol import call
 from tether.tui.choices import agent_choices

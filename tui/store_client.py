@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from tether.store.summary import RunSummary
-from tether.run.state import RunState, StateError
+from tether.vocab.state import RunState, StateError
 from tether.store.owner import Owner
 from tether.store.files.tail import event_from_record
 from tether.tui.feeds import Listing, StoreFeed, feed_for

@@ -14,9 +14,9 @@ from typing import Any
 
 from rich.text import Text
 
-from tether.run.state import Cancelled, NeedsApproval, ProviderOutage, StopConditionMet, RunState, Status
-from tether.text import clean
-from tether.run.wording import money, one_line
+from tether.vocab.state import Cancelled, NeedsApproval, ProviderOutage, StopConditionMet, RunState, Status
+from tether.vocab.text import clean
+from tether.vocab.wording import money, one_line
 
 
 def plain(value: Any, style: str = "") -> Text:

@@ -16,7 +16,7 @@ from typing import Any
 
 from textual.message_pump import MessagePump
 
-from tether.run.state import StateError
+from tether.vocab.state import StateError
 from tether.tui.changes import why_not
 from tether.tui.components.rules_screen import ConfirmDialog
 from tether.tui.text import one_line
@@ -159,7 +159,7 @@ class CheckpointTimeline(MessagePump):
                         group="workspace", exit_on_error=False)
 
     async def _fork(self, rid: str, step: int) -> None:
-        from tether.run.state import new_run_id
+        from tether.vocab.state import new_run_id
         from tether.store.protocol import call
         from tether.workspaces.forking import fork
         from tether.workspaces.git import GitError

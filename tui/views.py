@@ -22,7 +22,7 @@ from textual.widgets import OptionList, Static
 
 from tether.acp.config import config_words
 from tether.approvals import run_source
-from tether.run.state import NeedsApproval, Status
+from tether.vocab.state import NeedsApproval, Status
 from tether.run.tracked import what_it_can
 from tether.tui.components.approval_view import deadline_clock, tally_words
 from tether.tui.components.approvals import ApprovalsPane

@@ -14,7 +14,7 @@ from typing import Any
 from textual.message_pump import MessagePump
 
 from tether.harness import Harness
-from tether.run.state import RunState, StateError
+from tether.vocab.state import RunState, StateError
 from tether.tui.components.rules_screen import ConfirmDialog
 from tether.tui.components.workspace_dialogs import MergeDialog, MergeRequest, OutcomeDialog
 from tether.tui.model import ConsoleModel

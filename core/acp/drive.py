@@ -17,17 +17,17 @@ from typing import TYPE_CHECKING, Any
 from tether.acp.run import AcpRun, Rules
 from tether.acp.sessions import ORPHANED, died_words
 from tether.run.controls import decision_wait
-from tether.run.events import EventSink, RunStopped
-from tether.run.state import (
+from tether.vocab.events import EventSink, RunStopped
+from tether.vocab.state import (
     Cancelled, MaxBudget, MaxTurns, NeedsApproval, RunState, StateError, Status, pending_calls,
 )
-from tether.run.wording import acp_follow_up
+from tether.vocab.wording import acp_follow_up
 from tether.store.protocol import Handle, Store, TraceSink, call
 from tether.workspaces import checkpoints, lifecycle
 
 if TYPE_CHECKING:
     from tether.agents.agent import Agent
-    from tether.run.cancel import CancelSignal
+    from tether.vocab.cancel import CancelSignal
     from tether.run.controls import Controls
 
 log = logging.getLogger(__name__)

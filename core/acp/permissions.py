@@ -5,7 +5,7 @@ The agent's JSON-RPC request stays open until the decision: the handler awaits
 a test) calls ``decide(option_id)`` or ``cancel()``. The request carries what a person needs to
 decide (the options with their kinds, the diff, the raw arguments) and what binds a decision to
 it: the tool call id and the hash of ``rawInput``, computed as Tether hashes its own calls'
-arguments (``tether.run.state.args_hash``), so a stale decision can be refused the same way.
+arguments (``tether.vocab.state.args_hash``), so a stale decision can be refused the same way.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from tether.acp.touches import Diff, Location
-from tether.run.state import args_hash
+from tether.vocab.state import args_hash
 
 
 @dataclass(frozen=True)

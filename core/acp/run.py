@@ -53,19 +53,19 @@ from tether.agents import sandbox
 from tether.agents.sandbox import Sandbox
 from tether.agents.agent import Agent, AgentError
 from tether.approvals import Call, Rule, RuleError, Verdict, budget_ask, check
-from tether.approvals.budget_call import BUDGET
+from tether.vocab.budget_call import BUDGET
 from tether.approvals.budgets import BEFORE_NEXT_CALL
 from tether.approvals.holding import deadline_of, overdue, verdict_of
-from tether.approvals.preview import preview_of_acp
-from tether.run import people
-from tether.run.cancel import CancelSignal, RunCancelled
-from tether.run.events import (
+from tether.vocab.preview import preview_of_acp
+from tether.vocab import people
+from tether.vocab.cancel import CancelSignal, RunCancelled
+from tether.vocab.events import (
     AgentCommands, AgentConfig, AgentSession, ApprovalDecision, ApprovalRequired, Event, FileWrite, Plan, RuleAdded,
     RunStarted, RunStopped, RunWarning, ShellOutputEvent, TextDelta, Thought, ToolProgress, ToolResult, ToolStart, Turn,
 )
-from tether.run.decisions import DEADLINE, approved_words, close_on_stop, declined_words
-from tether.run.wording import overshoot
-from tether.run.state import (
+from tether.approvals.decisions import DEADLINE, approved_words, close_on_stop, declined_words
+from tether.vocab.wording import exit_words, overshoot
+from tether.vocab.state import (
     Cancelled, Decision, MaxBudget, MaxTurns, NeedsApproval, RunState, StateError, Status,
 )
 from tether.workspaces.lifecycle import WorkspaceError
@@ -692,7 +692,7 @@ class AcpRun:
             return
         self._announce(call)
         if event.exited:
-            call.end = terminal.exit_words(event.exit_code, event.signal)
+            call.end = exit_words(event.exit_code, event.signal)
         else:
             call.output = terminal.kept(call.output, event.data)
         self.emit(ShellOutputEvent(run_id=self.state.run_id, call_id=call.call_id, name=call.name,

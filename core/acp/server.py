@@ -39,7 +39,7 @@ from tether.agents.sets import AgentSet, known_agents
 from tether.harness import Harness
 from tether.store.protocol import call
 from tether.store.spec import open_store
-from tether.run.state import StateError, new_run_id
+from tether.vocab.state import StateError, new_run_id
 
 log = logging.getLogger(__name__)
 MAX_BAD_LINES = 100  # in a row from the client: then the serving ends (the client writes no ACP)

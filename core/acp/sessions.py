@@ -19,8 +19,8 @@ from typing import Any
 from tether.acp.client import AcpSession
 from tether.acp.errors import AcpError, AgentDied, exit_words
 from tether.agents.agent import AcpCommand
-from tether.run.events import RunWarning
-from tether.run.state import Cancelled, RunState, Status
+from tether.vocab.events import RunWarning
+from tether.vocab.state import Cancelled, RunState, Status
 
 __all__ = ["ADOPTED", "ORPHANED", "adopt", "adopted_session", "came_back_words", "died_words", "first_session", "follow_up_session", "load_failed_words", "rejected_turn_cancelled", "restart_words", "started_again"]
 

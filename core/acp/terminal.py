@@ -18,12 +18,6 @@ def kept(so_far: str, data: str) -> str:
     return out[-MAX_KEPT:]
 
 
-def exit_words(exit_code: int | None, signal: str | None) -> str:
-    if signal:
-        return f"ended by signal {signal}"
-    return "exit code ?" if exit_code is None else f"exit code {exit_code}"
-
-
 def shell_text(output: str, end: str) -> str:
     """The call's result as the transcript shows it: its output, then its exit code."""
     return "\n".join(p for p in (output.rstrip("\n"), f"[{end}]" if end else "") if p)

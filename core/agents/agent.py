@@ -2,7 +2,7 @@
 
 An :class:`Agent` names a model and its endpoint, the tools it is offered (plain
 functions, built-ins, MCP servers), its instructions, prices and stop conditions. A run
-saves only an :class:`~tether.run.state.AgentRef`: the agent's name, the file it came from,
+saves only an :class:`~tether.vocab.state.AgentRef`: the agent's name, the file it came from,
 a fingerprint of its tools and instructions, and its definition *by reference*
 (``module:function`` for tools and stop conditions, the variable that holds the API key,
 never the key). So any process, the CLI, a console or a worker on another host, can
@@ -27,7 +27,7 @@ from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from tether.run.state import AgentRef, Limits, Policies, Pricing, RunState
+from tether.vocab.state import AgentRef, Limits, Policies, Pricing, RunState
 from tether.agents.tools.base import Tool
 from tether.agents.tools.builtin import DeleteFile, ListFiles, ReadFile, WriteFile
 

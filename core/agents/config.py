@@ -49,7 +49,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 from tether.agents.agent import DEFAULT_INSTRUCTIONS, AcpCommand, Agent, AgentError, Isolation, as_callable, as_tool
 from tether.agents import configfile
 from tether.agents.configfile import ConfigError
-from tether.run.state import Limits, Policies, Pricing
+from tether.vocab.state import Limits, Policies, Pricing
 
 if TYPE_CHECKING:
     from tether.agents.mcp.server import MCPServer
@@ -274,7 +274,7 @@ class Config:
 
     def pricing(self, model: str) -> Pricing | None:
         """The file's price for ``model`` (``[prices]``, else the older ``[pricing]``), or None."""
-        from tether.run.prices import configured
+        from tether.vocab.prices import configured
 
         entry = self.data.prices.get(model) or self.data.pricing.get(model)
         return None if entry is None else configured(entry)

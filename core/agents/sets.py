@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from tether.agents.tools.base import Tool
     from tether.models.base import ChatModel
     from tether.models.tokens import TokenCounter
-    from tether.run.state import RunState
+    from tether.vocab.state import RunState
 
 
 class AgentSet(Protocol):

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tether.run.cancel import RunCancelled
-from tether.run.state import Cancelled, RunState, Status
+from tether.vocab.cancel import RunCancelled
+from tether.vocab.state import Cancelled, RunState, Status
 from tether.agents.tools.base import Tool, ToolContext
 from tether.agents.tool_errors import ToolError
 

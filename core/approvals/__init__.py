@@ -6,8 +6,8 @@ A call that needs approval is decided by a standing rule (:mod:`.rules`) or by p
 decision is a row of the store's record (:mod:`.audit`).
 """
 
-from tether.approvals.audit import DecisionQuery, DecisionRecord, records_of, run_source
-from tether.approvals.rules import (
+from tether.vocab.audit import DecisionQuery, DecisionRecord, records_of, run_source
+from tether.vocab.rules import (
     Call, Checked, Rule, RuleError, Verdict, Where, check, decide, explain, format_duration, parse_duration,
     parse_where,
 )

@@ -21,12 +21,12 @@ import time
 import uuid
 from typing import Any
 
-from tether.approvals.audit import run_source
-from tether.approvals.budget_call import BUDGET, declined, undecided
+from tether.vocab.audit import run_source
+from tether.vocab.budget_call import BUDGET, declined, undecided
 from tether.approvals.holding import deadline_of, overdue, verdict_of
-from tether.approvals.rules import Call
-from tether.run.events import ApprovalDecision, ApprovalRequired
-from tether.run.state import Cancelled, Decision, NeedsApproval, RunState, StateError, Status, args_hash
+from tether.vocab.rules import Call
+from tether.vocab.events import ApprovalDecision, ApprovalRequired
+from tether.vocab.state import Cancelled, Decision, NeedsApproval, RunState, StateError, Status, args_hash
 
 
 
@@ -104,7 +104,7 @@ def _past_deadline(state: RunState, waiting: NeedsApproval, emit: Any) -> NeedsA
     """The step a budget call whose deadline passed takes (as any call's, tether.approvals.holding):
     escalated (the call it waits on now), the run stopped with the call declined (``stop``), or
     the call rejected (recorded; None: the check then ends the run as a budget exit)."""
-    from tether.run.decisions import DEADLINE, close_on_stop
+    from tether.approvals.decisions import DEADLINE, close_on_stop
 
     assert waiting.deadline_at is not None
     step = overdue(waiting, max(waiting.deadline_at - (waiting.asked_at or waiting.deadline_at), 1.0))
@@ -195,10 +195,10 @@ async def check(fleet: Any, store: Any, state: RunState, rules: Any, emit: Any,
 async def decided(store: Any, run_id: str, request: Any, sinks: Any = ()) -> tuple[RunState, bool]:
     """:func:`decide` on the saved run (held while it is made), its events in its trace: the
     run as it then is, and whether it goes on (approved by as many people as it needs)."""
-    from tether.run.hold import open_run, release
+    from tether.store.hold import open_run, release
 
     from tether.approvals.deadlines import lapse
-    from tether.run.decisions import TooLate
+    from tether.approvals.decisions import TooLate
 
     state, handle = await open_run(store, run_id)
     trace = handle.trace(())

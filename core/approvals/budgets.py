@@ -27,8 +27,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from tether.run.events import FleetBudgetLevel
-from tether.run.state import RunState
+from tether.vocab.events import FleetBudgetLevel
+from tether.vocab.state import RunState
 from tether.store.costs import CostQuery, GroupBy
 
 log = logging.getLogger(__name__)
@@ -126,7 +126,7 @@ class FleetBudgets:
     said: set[tuple[str, int]] = field(default_factory=set)
 
     def of(self, state: RunState) -> list[FleetBudget]:
-        from tether.approvals.audit import run_source
+        from tether.vocab.audit import run_source
 
         source = run_source(state)
         return [b for b in self.budgets if b.covers(state, source)]

@@ -4,7 +4,7 @@ The CLI (:mod:`tether.tui.cli`) parses the command line and prints; the work is 
 and durations as an operator types them, the tools and agents a new rule is checked
 against, a new rule deciding the calls already waiting, a call's rules explained, the
 record of decisions as a table. Every refusal is a :class:`~tether.approvals.RuleError`
-or a :class:`~tether.run.state.StateError` in words, raised before anything is changed.
+or a :class:`~tether.vocab.state.StateError` in words, raised before anything is changed.
 """
 
 from __future__ import annotations
@@ -16,13 +16,13 @@ from dataclasses import dataclass, fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
-from tether.approvals.audit import DecisionRecord, run_source, when
+from tether.vocab.audit import DecisionRecord, run_source, when
 from tether.approvals.holding import too_late
-from tether.approvals.rules import Call, Rule, RuleError, decide, explain, format_duration, parse_duration
+from tether.vocab.rules import Call, Rule, RuleError, decide, explain, format_duration, parse_duration
 from tether.store.protocol import call
-from tether.run import people
-from tether.run.state import Decision, NeedsApproval, RunState, StateError
-from tether.text import clean
+from tether.vocab import people
+from tether.vocab.state import Decision, NeedsApproval, RunState, StateError
+from tether.vocab.text import clean
 
 if TYPE_CHECKING:
     from tether.agents.sets import AgentSet
@@ -59,7 +59,7 @@ def parse_time(text: str, *, option: str, ago: bool, now: float | None = None) -
 
 def deadline_policy(deadline: str | None, on_deadline: str | None) -> dict[str, Any]:
     """``--decision-deadline`` and ``--on-deadline`` as a run's policies
-    (:class:`tether.run.state.Policies`); what is unset is left out, so the agent's own hold."""
+    (:class:`tether.vocab.state.Policies`); what is unset is left out, so the agent's own hold."""
     out: dict[str, Any] = {}
     if deadline is not None:
         out["decision_deadline_s"] = parse_duration(deadline)

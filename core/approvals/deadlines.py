@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING
 
 from tether.approvals import budget_call
 from tether.approvals.holding import overdue
-from tether.approvals.rules import format_duration
-from tether.run.decisions import DEADLINE, already_decided, end_waiting, reject
-from tether.run.events import Event, RunStopped
-from tether.run.hold import amend
-from tether.run.state import Cancelled, NeedsApproval, RunState, Status
+from tether.vocab.rules import format_duration
+from tether.approvals.decisions import DEADLINE, already_decided, end_waiting, reject
+from tether.vocab.events import Event, RunStopped
+from tether.store.hold import amend
+from tether.vocab.state import Cancelled, NeedsApproval, RunState, Status
 
 if TYPE_CHECKING:
     from tether.store.protocol import Store

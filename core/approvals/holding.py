@@ -13,9 +13,9 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Literal
 
-from tether.approvals.rules import Call, Rule, Verdict, decide, format_duration
-from tether.run.events import ApprovalEscalated
-from tether.run.state import NeedsApproval, Policies
+from tether.vocab.rules import Call, Rule, Verdict, decide, format_duration
+from tether.vocab.events import ApprovalEscalated
+from tether.vocab.state import NeedsApproval, Policies
 
 log = logging.getLogger(__name__)
 

@@ -14,8 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tether.agents.agent import DEFAULT_INSTRUCTIONS, Agent
-from tether.run.state import Pricing
-from tether.run.cancel import RunCancelled
+from tether.vocab.state import Pricing
+from tether.vocab.cancel import RunCancelled
 from tether.demo.provider import SCENARIOS
 from tether.agents.tools.base import Tool, ToolContext
 from tether.agents.sample import ensure_sample
@@ -23,7 +23,7 @@ from tether.agents.sample import ensure_sample
 if TYPE_CHECKING:
     from tether.models.base import ChatModel
     from tether.models.tokens import TokenCounter
-    from tether.run.state import RunState
+    from tether.vocab.state import RunState
 
 EMBEDDED_BASE_URL = "http://tether.embedded/v1"
 """The address the in-process scripted provider answers at (no socket: an ASGI transport)."""

@@ -4,7 +4,7 @@ A harness makes an agent governable, not correct; the eval tells which. Each tas
 a live run through :class:`~tether.harness.Harness` against any chat-completions
 endpoint (``--base-url``), graded by that task's rubric. Every task ends
 in one of the run's five exits: a task that outlives ``--task-timeout`` is stopped
-through its run's :class:`~tether.run.cancel.CancelSignal`, like the console's Stop key,
+through its run's :class:`~tether.vocab.cancel.CancelSignal`, like the console's Stop key,
 so it still has its cost and its trace.
 
 Without ``--base-url`` the tasks run against the embedded scripted provider (model
@@ -33,7 +33,7 @@ from typing import Any
 from tether.harness import Harness
 from tether.demo.lab import cell, markdown_table, outcome_words, stop_after
 from tether.observe.report import summary
-from tether.run.state import Limits, NeedsApproval, Pricing, RunState, Status
+from tether.vocab.state import Limits, NeedsApproval, Pricing, RunState, Status
 from tether.models.tokens import encoding
 from tether.demo.grading import RUBRICS, Grade, Rubric
 from tether.demo.agents import DEMO

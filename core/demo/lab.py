@@ -29,17 +29,17 @@ from typing import Any
 
 import httpx
 
-from tether.run.cancel import CancelSignal
+from tether.vocab.cancel import CancelSignal
 from tether.models.client import ModelClient
-from tether.run.events import Event, Turn
+from tether.vocab.events import Event, Turn
 from tether.harness import Harness, Outcome
 from tether.demo.provider import FaultPlan, create_app
-from tether.run.ledger import Ledger
-from tether.run.decisions import reject
+from tether.vocab.ledger import Ledger
+from tether.approvals.decisions import reject
 from tether.observe.report import summary
-from tether.run.state import Limits, Policies, Pricing, RunState, Status
+from tether.vocab.state import Limits, Policies, Pricing, RunState, Status
 from tether.store.files.layout import LEDGER_FILE, TRACE_FILE
-from tether.observe.trace import read_trace
+from tether.store.trace import read_trace
 from tether.demo.agents import DEMO, EMBEDDED_BASE_URL
 
 Row = dict[str, Any]

@@ -114,7 +114,7 @@ async def run_mcp_task(base_url: str, model: str, *, max_turns: int = 3, max_tok
     from tether.agents.agent import Agent
     from tether.harness import Harness
     from tether.observe.report import summary
-    from tether.run.state import Limits
+    from tether.vocab.state import Limits
 
     agent = Agent(name="mcp-time", model=model, base_url=base_url, instructions=MCP_INSTRUCTIONS,
                   mcp_servers=[server or time_server()], limits=Limits(max_turns=max_turns, max_tokens=max_tokens))

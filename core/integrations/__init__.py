@@ -13,8 +13,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from tether.run.events import EventSink
-from tether.run.state import Limits, Policies, Pricing, Status
+from tether.vocab.events import EventSink
+from tether.vocab.state import Limits, Policies, Pricing, Status
 
 
 @dataclass(frozen=True, slots=True)

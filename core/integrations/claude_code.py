@@ -62,7 +62,7 @@ from tether.integrations import claude_code_words as talk
 if TYPE_CHECKING:
     from tether.harness import Harness
     from tether.store.protocol import Store
-    from tether.run.state import RunState
+    from tether.vocab.state import RunState
     from tether.run.tracked import TrackedRun
 
 __all__ = ["DEFAULT_DEADLINE_S", "DEFAULT_MATCHER", "EVENTS", "Policy", "install", "main", "run_id_of"]
@@ -284,7 +284,7 @@ async def _open(harness: Harness, store: Store, policy: Policy, payload: dict[st
     failed) gets the next run; one resumed after a Stop goes on in the stopped run, since its
     user started it again (a compaction or a clear does not)."""
     from tether.store.protocol import call
-    from tether.run.state import Limits, Policies
+    from tether.vocab.state import Limits, Policies
 
     session = str(payload["session_id"])
     first = run_id_of(session)
@@ -342,7 +342,7 @@ async def _reporting(harness: Harness, policy: Policy, run_id: str, payload: dic
     the report to that hook (:func:`_relay`), or, for a ``PreToolUse``, wait for the run. A Stop or a limit that ends the run there is answered as the hook must; so is a run
     that ended before (attaching would start it again)."""
     from tether.store.protocol import call
-    from tether.run.state import StateError
+    from tether.vocab.state import StateError
     from tether.run.tracked import RunEnded
 
     store = harness.store
@@ -407,7 +407,7 @@ def _going(state: RunState) -> bool:
     """Whether the session's hooks go on reporting into the run: it runs, or a hook died while
     a call waited (Claude Code's timeout, or its user pressing Esc) and the call's wait ended
     with it."""
-    from tether.run.state import NeedsApproval, Status
+    from tether.vocab.state import NeedsApproval, Status
 
     return state.status is Status.RUNNING or (state.status is Status.INTERRUPTED
                                               and isinstance(state.interruption, NeedsApproval))

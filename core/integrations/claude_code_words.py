@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tether.run.state import RunState
+    from tether.vocab.state import RunState
 
 _MAX_RESULT_CHARS = 16_000
 
@@ -85,7 +85,7 @@ def after_the_end(event: str, state: RunState) -> dict[str, Any] | None:
     that completed or failed (its bookkeeping) never stops the user's work."""
     if not state.status.resumable:
         return None
-    from tether.run.state import Status
+    from tether.vocab.state import Status
 
     interruption, limits = state.interruption, state.limits
     reason = getattr(interruption, "reason", None) or state.status.value.replace("_", " ")
@@ -97,7 +97,7 @@ def after_the_end(event: str, state: RunState) -> dict[str, Any] | None:
 
 
 def ended_words(run_id: str, reason: str, by: str | None, interruption: Any) -> str:
-    from tether.run.state import Cancelled
+    from tether.vocab.state import Cancelled
 
     reason = reason.strip().rstrip(".")
     if isinstance(interruption, Cancelled):

@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tether.run.state import NeedsApproval, RunState, StateError
+from tether.vocab.state import NeedsApproval, RunState, StateError
 
 if TYPE_CHECKING:
     from tether.harness import Harness

@@ -43,7 +43,7 @@ from tether.agents.agent import resolve_ref
 from tether.integrations import Supervised, Supervision
 from tether.integrations._common import Tracker, answer_text, shown, stopped, tracked, with_workspace
 from tether.store.protocol import call
-from tether.run.state import StateError
+from tether.vocab.state import StateError
 from tether.run.tracked import Approval
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ if TYPE_CHECKING:
     from agents.result import RunResultStreaming
     from agents.tool import Tool
 
-    from tether.run.events import EventSink
+    from tether.vocab.events import EventSink
     from tether.run.tracked import TrackedRun
 
 SOURCE = "openai-agents"

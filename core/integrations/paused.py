@@ -13,13 +13,13 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tether.run.controls import take_decision, vet_decision
-from tether.run.hold import open_run, release
-from tether.run.state import NeedsApproval, RunState, StateError
+from tether.store.hold import open_run, release
+from tether.vocab.state import NeedsApproval, RunState, StateError
 from tether.store.protocol import call
 
 if TYPE_CHECKING:
     from tether.integrations._common import Tracker
-    from tether.run.events import EventSink
+    from tether.vocab.events import EventSink
     from tether.store.control import ControlRequest
 
 

@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from tether.run.cancel import CancelSignal
+from tether.vocab.cancel import CancelSignal
 
 __all__ = ["ChatModel", "Deltas", "ModelReply", "ProviderError", "RetryNotice"]
 
@@ -100,7 +100,7 @@ class ChatModel(Protocol):
         """One assistant message for ``messages``, with its usage and cost inputs.
 
         Raises :class:`ProviderError` (in words, with no secret in them) when no reply can
-        be had, and :class:`tether.run.cancel.RunCancelled` the moment ``signal`` fires.
+        be had, and :class:`tether.vocab.cancel.RunCancelled` the moment ``signal`` fires.
         ``on_delta`` receives streamed text as it arrives, ``on_retry`` each retry."""
 
     async def aclose(self) -> None: ...

@@ -37,7 +37,7 @@ from typing import Any
 
 import httpx
 
-from tether.run.cancel import CancelSignal
+from tether.vocab.cancel import CancelSignal
 from tether.models.base import Deltas, ModelReply, ProviderError, RetryNotice
 from tether.models.pools import Pools
 from tether.models.tokens import TokenCounter

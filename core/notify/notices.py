@@ -21,8 +21,8 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from tether.run.state import StateError, args_hash
-from tether.run.wording import one_line
+from tether.vocab.state import StateError, args_hash
+from tether.vocab.wording import one_line
 
 log = logging.getLogger(__name__)
 

@@ -50,7 +50,7 @@ from tether.notify.links import issue_link, link_url
 from tether.notify.notices import Detector, Notice
 from tether.notify.storage import Lease, storage_for
 from tether.store.protocol import call
-from tether.run.state import StateError
+from tether.vocab.state import StateError
 from tether.store.files.layout import TRACE_FILE
 from tether.store.files.store import RunStore
 from tether.store.files.tail import TraceTail

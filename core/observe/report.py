@@ -9,9 +9,9 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tether.approvals.budget_call import BUDGET
-from tether.run.people import still_needed
-from tether.run.state import Cancelled, MaxBudget, MaxTurns, NeedsApproval, ProviderOutage, RunState, StopConditionMet
+from tether.vocab.budget_call import BUDGET
+from tether.vocab.people import still_needed
+from tether.vocab.state import Cancelled, MaxBudget, MaxTurns, NeedsApproval, ProviderOutage, RunState, StopConditionMet
 from tether.store.files.layout import TRACE_FILE
 
 if TYPE_CHECKING:
@@ -21,9 +21,9 @@ if TYPE_CHECKING:
     from tether.store.protocol import Store
     from tether.store.owner import Owner
 
-from tether.text import clean
-from tether.observe.trace import read_trace
-from tether.run.wording import acp_follow_up, overshoot
+from tether.vocab.text import clean
+from tether.store.trace import read_trace
+from tether.vocab.wording import acp_follow_up, overshoot
 
 log = logging.getLogger(__name__)
 
@@ -163,7 +163,7 @@ def recorded_records(records: Iterable[dict[str, Any]]) -> tuple[list[dict[str, 
 
 
 def warnings_of(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The warnings a trace's records hold (:class:`tether.run.events.RunWarning`), oldest
+    """The warnings a trace's records hold (:class:`tether.vocab.events.RunWarning`), oldest
     first: each one's ``text``, and the ``call_id`` and ``path`` it is about, when known."""
     return [{"text": str(r.get("text") or ""), "call_id": r.get("call_id"), "path": r.get("path")}
             for r in records if r.get("kind") == "warning"]

@@ -1,1 +1,3 @@
-"""A run: the loop that drives one, its state and events, Stop, the ledger of what was paid, and the words a decision is told in; and the run API for loops that are not Tether's."""
+"""A run: the loop that drives one, holding and controlling it across processes, subagents, and
+the run API for loops that are not Tether's (:mod:`tether.run.tracked`). The words a run is
+made of (its state, events, Stop) are in :mod:`tether.vocab`."""

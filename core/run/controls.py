@@ -17,12 +17,12 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
-from tether.run import people
+from tether.vocab import people
 from tether.approvals.deadlines import lapse
 from tether.approvals.holding import late_words, too_late
-from tether.run.cancel import CancelSignal
-from tether.run.decisions import TooLate, already_decided, approve, check_edit, end_waiting, reject
-from tether.run.state import NeedsApproval, RunState, StateError, Status, pending_calls
+from tether.vocab.cancel import CancelSignal
+from tether.approvals.decisions import TooLate, already_decided, approve, check_edit, end_waiting, reject
+from tether.vocab.state import NeedsApproval, RunState, StateError, Status, pending_calls
 from tether.store.control import ControlReply, ControlRequest
 from tether.store.protocol import Handle, call
 
@@ -229,7 +229,7 @@ def vet_decision(tools: dict[str, Tool] | None, state: RunState, request: Contro
 
 def repeated(waiting: NeedsApproval, request: ControlRequest) -> str | None:
     """Why ``request`` cannot be one more of the people ``waiting`` needs, in words (its
-    account, or its name, approved it already: :mod:`tether.run.people`), or None."""
+    account, or its name, approved it already: :mod:`tether.vocab.people`), or None."""
     if request.kind != "approve":
         return None
     return people.repeat_words(waiting.tool_name, waiting.call_id, waiting.needed, waiting.approvers,

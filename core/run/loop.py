@@ -25,15 +25,15 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from tether.run import faultpoints, people
+from tether.vocab import faultpoints, people
 from tether.approvals import Call, Rule, Verdict, run_source
 from tether.approvals.holding import deadline_of, overdue, too_late, verdict_of
-from tether.approvals.preview import Preview
+from tether.vocab.preview import Preview
 from tether.agents.tools.preview import preview_call
 from tether.agents.agent import ErrorFormatter, StopCondition
-from tether.run.cancel import CancelSignal, RunCancelled
+from tether.vocab.cancel import CancelSignal, RunCancelled
 from tether.models.base import ChatModel, ProviderError, RetryNotice
-from tether.run.events import (
+from tether.vocab.events import (
     ApprovalDecision,
     ApprovalRequired,
     Event,
@@ -47,7 +47,7 @@ from tether.run.events import (
     ToolStart,
     Turn,
 )
-from tether.run.state import (
+from tether.vocab.state import (
     Cancelled,
     Decision,
     Interruption,
@@ -67,8 +67,8 @@ from tether.models.tokens import TokenCounter
 from tether.agents.tools.base import OFFERED_NAME, Tool, ToolContext, offered_name
 from tether.agents.tool_errors import ToolError
 from tether.agents.workspace import Workspace
-from tether.text import json_words
-from tether.run.decisions import DEADLINE, _reject_call, approved_words, close_on_stop, declined_words, edited_words
+from tether.vocab.text import json_words
+from tether.approvals.decisions import DEADLINE, _reject_call, approved_words, close_on_stop, declined_words, edited_words
 
 MAX_TOOL_OUTPUT_CHARS = 16_000
 FleetCheck = Callable[[RunState, NeedsApproval | None], Awaitable[str | NeedsApproval | Cancelled | None]]

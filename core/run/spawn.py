@@ -12,10 +12,10 @@ from collections.abc import Awaitable, Callable
 from dataclasses import replace
 
 from tether.agents.subagent import CHILD_MAX_TURNS, child_limits_budget
-from tether.run.cancel import CancelSignal
-from tether.run.hold import open_run, release
+from tether.vocab.cancel import CancelSignal
+from tether.store.hold import open_run, release
 from tether.run.loop import LoopEnv, RunLoop
-from tether.run.state import RunState, Status
+from tether.vocab.state import RunState, Status
 from tether.store.protocol import Store, call
 
 CHILD_SYSTEM_PROMPT = (

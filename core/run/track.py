@@ -14,11 +14,11 @@ import contextlib
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from tether.run.cancel import CancelSignal
+from tether.vocab.cancel import CancelSignal
 from tether.run.controls import Controls
-from tether.run.events import EventSink
-from tether.run.hold import heartbeat, open_run, release
-from tether.run.state import Limits, NeedsApproval, Policies, Pricing, RunState, StateError, Status, create_new
+from tether.vocab.events import EventSink
+from tether.store.hold import heartbeat, open_run, release
+from tether.vocab.state import Limits, NeedsApproval, Policies, Pricing, RunState, StateError, Status, create_new
 from tether.run.tracked import Host, RunEnded, TrackedRun, new_state, program_of, started
 from tether.store.protocol import call
 

@@ -11,7 +11,7 @@ a run on the store and says what happens as it happens, and gets what only Tethe
   decision from any console, ``tether approve|reject``, a standing rule or a deadline, bound
   to the call id and the hash of its arguments, decided once;
 * Stop from anywhere fires the run's signal: what the program awaits of the run raises
-  :class:`Stopped` (a :class:`~tether.run.cancel.RunCancelled`), or the task it handed over is
+  :class:`Stopped` (a :class:`~tether.vocab.cancel.RunCancelled`), or the task it handed over is
   cancelled, and the run ends ``interrupted`` with the operator's reason;
 * limits: each usage report is checked against the turn cap and the budget, and crossing
   one raises :class:`LimitReached` with the run's status (the same five exits).
@@ -44,15 +44,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from tether.approvals import Call, run_source
 from tether.approvals.holding import deadline_of, overdue, verdict_of
-from tether.run.cancel import CancelSignal, RunCancelled
-from tether.run.events import (
+from tether.vocab.cancel import CancelSignal, RunCancelled
+from tether.vocab.events import (
     ApprovalDecision, ApprovalRequired, Event, EventSink, RunStarted, RunStopped, TextDelta,
     ToolResult, ToolStart, Turn,
 )
 from tether.run.controls import vet_decision
-from tether.run.decisions import DEADLINE, approve, close_on_stop, reject, reported_validator
-from tether.run.prices import price_for
-from tether.run.state import (
+from tether.approvals.decisions import DEADLINE, approve, close_on_stop, reject, reported_validator
+from tether.vocab.prices import price_for
+from tether.vocab.state import (
     AgentRef, Cancelled, Decision, Interruption, Limits, MaxBudget, MaxTurns, NeedsApproval, Policies, Pricing,
     RunState, StateError, Status, args_hash, new_run_id,
 )
@@ -467,7 +467,7 @@ class TrackedRun:
         if kind == "approve":
             st.approvals[call_id] = Decision(call_id, "approved", args_hash(raw), text, by, tool=tool, rule=rule,
                                              asked_at=asked_at)
-            from tether.run.decisions import approved_words
+            from tether.approvals.decisions import approved_words
 
             event: Event = ApprovalDecision(run_id=st.run_id, call_id=call_id, tool=tool, verdict="approved",
                                             text=approved_words(text, by), by=by, rule=rule)
@@ -583,7 +583,7 @@ def program_of(state: RunState) -> str | None:
 
 def _on_its_call(state: RunState, call_id: str, decide: Callable[[], ApprovalDecision]) -> ApprovalDecision:
     """Decide the waiting call as the last call of the transcript, which is what a decision
-    reads (:func:`tether.run.state.pending_calls`), even when reports relayed while it waited
+    reads (:func:`tether.vocab.state.pending_calls`), even when reports relayed while it waited
     (:meth:`TrackedRun._reported`) came after it; a rejection's result is added at the end."""
     messages = state.messages
     at = next((i for i in range(len(messages) - 1, -1, -1) if messages[i].get("role") == "assistant"
@@ -632,7 +632,7 @@ def _parsed(raw: str) -> dict[str, Any]:
 
 
 def _approval(decision: Decision) -> Approval:
-    from tether.run.decisions import approved_words, declined_words
+    from tether.approvals.decisions import approved_words, declined_words
 
     approved = decision.verdict == "approved"
     words = approved_words(decision.text, decision.by) if approved else declined_words(decision.text, decision.by)

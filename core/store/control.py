@@ -62,7 +62,7 @@ class ControlRequest:
     account: str | None = None
     """The account that authenticated the request (:meth:`tether.store.protocol.Store.account`,
     or the web login's user), whatever ``by`` says: for a call that needs two people, the
-    people are accounts (:mod:`tether.run.people`). None from a rule, or an earlier Tether."""
+    people are accounts (:mod:`tether.vocab.people`). None from a rule, or an earlier Tether."""
     unchecked: bool = False
     """Edited arguments the run has no schema to check against, taken as they are
     (``tether approve --args JSON --unchecked``); an edit the run can check is checked anyway."""

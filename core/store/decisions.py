@@ -14,8 +14,8 @@ from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from tether.approvals import DecisionQuery, DecisionRecord
-    from tether.run.state import RunState
+    from tether.vocab.audit import DecisionQuery, DecisionRecord
+    from tether.vocab.state import RunState
 
 DECISION_COLUMNS = ("run_id", "call_id", "tool", "agent", "source", "args", "edited_args", "verdict", "words",
                     "decider", "rule", "approvers", "ts", "waited_s", "account", "accounts", "needed")
@@ -43,7 +43,7 @@ def _json_list(names: Sequence[str]) -> str:
 def decisions_of(rows: Iterable[Sequence[Any]]) -> list[DecisionRecord]:
     """Rows of :data:`DECISION_COLUMNS` as the records they were written from (10,000 of
     them for one listing: most have no approvers, whose JSON is not parsed)."""
-    from tether.approvals import DecisionRecord
+    from tether.vocab.audit import DecisionRecord
 
     out = []
     for row in rows:
@@ -67,7 +67,7 @@ def decision_filter(query: DecisionQuery, *, among: str, fold: str) -> tuple[str
     decisions. ``among`` is the SQL that says whether the parameter is, folded, among the
     names of the JSON array in column ``{column}`` (each database spells a JSON array's
     membership its own way); ``fold`` is the SQL function that folds a name's case: ``--by``
-    matches a name or an account without regard to case (:mod:`tether.run.people`)."""
+    matches a name or an account without regard to case (:mod:`tether.vocab.people`)."""
     where, params = [], []
     if query.since is not None:
         where.append("ts >= %s")

@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, Protocol, TextIO
 
-from tether.run.wording import format_record, one_line
+from tether.vocab.wording import format_record, one_line
 from tether.store.changes import NEW, TRACE, RunChange
 
 

@@ -9,8 +9,8 @@ and words the answer, or the lack of one, for a person (see :mod:`tether.store.c
 
 from __future__ import annotations
 
-from tether.run.decisions import already_decided
-from tether.run.state import NeedsApproval, Status
+from tether.vocab.wording import already_decided
+from tether.vocab.state import NeedsApproval, Status
 from tether.store.control import ControlReply, ControlRequest
 from tether.store.owner import Owner
 from tether.store.protocol import Store, call

@@ -11,7 +11,7 @@ import socket
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from tether.run.state import RunState
+    from tether.vocab.state import RunState
 
 DELIVERY_TIMEOUT_S = 10.0
 """How long a requester waits for the run's process to answer before saying it did not."""
@@ -29,7 +29,7 @@ def operator_name() -> str:
 def os_account() -> str:
     """The operating system's account this process runs as, read from its user id (never
     from ``$USER`` or ``$LOGNAME``, which anyone may set): who a decision on the file store
-    is (:mod:`tether.run.people`)."""
+    is (:mod:`tether.vocab.people`)."""
     import pwd
 
     uid = os.getuid()

@@ -38,10 +38,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
-    from tether.approvals import DecisionQuery, DecisionRecord, Rule
-    from tether.run.events import Event
-    from tether.run.ledger import LedgerEntry
-    from tether.run.state import RunState
+    from tether.vocab.audit import DecisionQuery, DecisionRecord
+    from tether.vocab.rules import Rule
+    from tether.vocab.events import Event
+    from tether.vocab.ledger import LedgerEntry
+    from tether.vocab.state import RunState
     from tether.store.costs import CostQuery, CostRow
     from tether.store.control import ControlListener, ControlReply, ControlRequest
     from tether.store.owner import Owner
@@ -69,7 +70,7 @@ class TraceSink(Protocol):
 
 @runtime_checkable
 class IdempotencyLedger(Protocol):
-    """What each write call meant to do, and whether it did (:mod:`tether.run.ledger`)."""
+    """What each write call meant to do, and whether it did (:mod:`tether.vocab.ledger`)."""
 
     def begin(self, key: str, intent: dict[str, Any]) -> None:
         """Record the intent, durably, before the side effect."""
@@ -141,7 +142,7 @@ class Store(Protocol):
     def account(self) -> str:
         """Who this process is to the store, which no option of a command changes: the
         operating system's account on the file store, the database role it connected as on
-        PostgreSQL. A decision counts as its account (:mod:`tether.run.people`)."""
+        PostgreSQL. A decision counts as its account (:mod:`tether.vocab.people`)."""
 
     def create(self, state: RunState) -> None:
         """Save a new run, complete or not at all; an id that exists is a StateError."""

@@ -35,7 +35,7 @@ def open_store(spec: str | Path | None = None) -> Store:
     is a :class:`tether.store.postgres.connection.StoreUnavailable` (a StateError, in one line,
     without the password) on the first call. A URL of another scheme, or a missing psycopg, is a
     StateError in words."""
-    from tether.run.state import StateError
+    from tether.vocab.state import StateError
 
     root = files_root(spec)
     if root is not None:

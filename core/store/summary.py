@@ -13,7 +13,7 @@ from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
 if TYPE_CHECKING:
-    from tether.run.state import RunState
+    from tether.vocab.state import RunState
     from tether.store.owner import Owner
 
 TASK_CHARS = 200
@@ -69,16 +69,16 @@ class RunSummary:
     """Where the run's turns come from: ``tether``, ``acp``, or the framework of a program
     reporting through the run API (``openai-agents``, ``pydantic-ai``, ``claude-code``, ``program``)."""
     workspace: dict[str, Any] | None = None
-    """The run's own workspace (:meth:`tether.run.state.RunWorkspace.listed`): where it is, how far it
+    """The run's own workspace (:meth:`tether.vocab.state.RunWorkspace.listed`): where it is, how far it
     was made, and what the run had changed in it when its last operation ended; None without one."""
     price: str = ""
-    """Where the run's price comes from (:attr:`tether.run.state.Pricing.source`): ``unknown`` when nobody
+    """Where the run's price comes from (:attr:`tether.vocab.state.Pricing.source`): ``unknown`` when nobody
     prices its model, so its tokens are counted and its dollars are not (``tether costs`` says so)."""
     forked_from: dict[str, Any] | None = None
     """Its lineage when ``tether fork`` made it: ``{"run_id", "step"}`` of the run and checkpoint it
     was forked from; None otherwise."""
     operator: str | None = None
-    """Who started the run: the account of the process that made it (:attr:`tether.run.state.RunState.operator`);
+    """Who started the run: the account of the process that made it (:attr:`tether.vocab.state.RunState.operator`);
     None for a run made before that was recorded (``tether costs --by operator`` says "(unknown)")."""
     # The journal this row was read from: a row whose key differs from the journal's is stale.
     journal_size: int = -1
@@ -104,7 +104,7 @@ class RunSummary:
 
     @classmethod
     def of(cls, state: RunState, key: JournalKey) -> RunSummary:
-        from tether.approvals.audit import run_source
+        from tether.vocab.audit import run_source
 
         answer = None
         if state.status == "completed":

@@ -19,11 +19,11 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tether.run.cancel import CancelSignal
-from tether.run.decisions import already_decided
+from tether.vocab.cancel import CancelSignal
+from tether.approvals.decisions import already_decided
 from tether.store.control import ControlReply, ControlRequest
 from tether.store.protocol import call
-from tether.run.state import NeedsApproval, RunState, StateError, Status, args_hash
+from tether.vocab.state import NeedsApproval, RunState, StateError, Status, args_hash
 
 log = logging.getLogger(__name__)
 SHUTDOWN_GRACE_S = 10.0  # a run this server goes on with is stopped in words, then given this long to save

@@ -23,7 +23,7 @@ from urllib.parse import quote
 from aiohttp import web
 
 from tether.store.protocol import call
-from tether.run.state import StateError
+from tether.vocab.state import StateError
 from tether.web.auth import CSRF_FIELD, WATCH_ONLY, may_change, page_context, session_of, watcher_words
 from tether.web.decide import Answer, stale_words
 from tether.web.pending import card_of

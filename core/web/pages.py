@@ -21,8 +21,8 @@ from aiohttp import web
 
 from tether.observe.report import as_sent, warnings_of
 from tether.store.protocol import call
-from tether.run.decisions import edit_json
-from tether.run.state import NeedsApproval, RunState, StateError, args_hash
+from tether.approvals.decisions import edit_json
+from tether.vocab.state import NeedsApproval, RunState, StateError, args_hash
 from tether.web.auth import WATCH_ONLY, may_change, page_context, session_of, watcher_words
 from tether.web.decide import Answer, Decider
 from tether.web.live import Hub

@@ -14,9 +14,9 @@ import time
 from dataclasses import dataclass
 from typing import Any
 
-from tether.approvals.preview import Preview
+from tether.vocab.preview import Preview
 from tether.store.summary import RunSummary
-from tether.run.state import NeedsApproval, StateError, args_hash, interruption_from_dict
+from tether.vocab.state import NeedsApproval, StateError, args_hash, interruption_from_dict
 
 log = logging.getLogger(__name__)
 SOURCES = {"tether": "Tether", "acp": "ACP agent", "openai-agents": "openai-agents", "pydantic-ai": "pydantic-ai",
@@ -45,7 +45,7 @@ class Card:
 
     @property
     def bound_hash(self) -> str:
-        """The hash decisions are bound to (:func:`tether.run.state.args_hash`): a form carries it
+        """The hash decisions are bound to (:func:`tether.vocab.state.args_hash`): a form carries it
         back, so a call whose arguments changed since the page was drawn is not decided."""
         return args_hash(self.waiting.args)
 

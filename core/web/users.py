@@ -32,7 +32,7 @@ from typing import Any, Literal, TypeVar
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
-from tether.run.state import StateError
+from tether.vocab.state import StateError
 
 USERS_FILE = "users.json"
 USERS_LOCK = ".users.lock"

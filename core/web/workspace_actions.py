@@ -10,7 +10,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tether.run.state import StateError
+from tether.vocab.state import StateError
 from tether.web.auth import may_change, page_context, session_of, watcher_words
 from tether.web.pages import DECIDER
 from tether.web.render import html, words_page

@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from tether.run.state import StateError
+from tether.vocab.state import StateError
 from tether.workers.names import APP_NAME, DBOS_SCHEMA
 
 def _sa_url(url: str) -> str:

@@ -14,16 +14,16 @@ from typing import TYPE_CHECKING, Any
 from tether.approvals.holding import too_late
 from tether.integrations import on_workers as programs
 from tether.run.controls import repeated
-from tether.run.decisions import already_decided, check_edit, end_waiting
-from tether.run.hold import amend
-from tether.run.state import NeedsApproval, RunState, StateError, Status
+from tether.approvals.decisions import already_decided, check_edit, end_waiting
+from tether.store.hold import amend
+from tether.vocab.state import NeedsApproval, RunState, StateError, Status
 from tether.store.control import ControlReply, ControlRequest
 from tether.workers.database import _db_words, client, close_client
 from tether.workers.names import DECISION_TOPIC
 from tether.workers.view import _workflow_status
 
 if TYPE_CHECKING:
-    from tether.run.events import Event
+    from tether.vocab.events import Event
     from tether.store.postgres.store import PgStore
 
 async def decide(store: Any, run_id: str, verdict: str, text: str = "", *, by: str = "operator",

@@ -14,9 +14,9 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from tether.integrations import on_workers as programs
-from tether.run.events import WorkerNote
+from tether.vocab.events import WorkerNote
 from tether.run.loop import SHUTDOWN_REASON
-from tether.run.state import Cancelled, NeedsApproval, RunState, StateError, Status
+from tether.vocab.state import Cancelled, NeedsApproval, RunState, StateError, Status
 
 if TYPE_CHECKING:
     from tether.harness import Harness

@@ -14,7 +14,7 @@ import secrets
 import socket
 
 from tether.integrations import on_workers as programs
-from tether.run.state import RunState
+from tether.vocab.state import RunState
 
 APP_NAME = "tether"
 APP_VERSION = "tether-run-1"

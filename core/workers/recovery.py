@@ -17,8 +17,8 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
-from tether.run.events import WorkerNote
-from tether.run.state import StateError, Status
+from tether.vocab.events import WorkerNote
+from tether.vocab.state import StateError, Status
 from tether.workers.database import _lock_seed
 from tether.workers.names import DBOS_SCHEMA, DEMO_QUEUE, WORKFLOW, isolated, queue_for
 
@@ -121,7 +121,7 @@ def _park(worker: Host, run_id: str, reason: str) -> bool:
     workflow, so that no worker takes it again. False if the run could not be taken."""
     from dbos import DBOS
 
-    from tether.run.events import RunStopped
+    from tether.vocab.events import RunStopped
 
     try:
         state, handle = worker.store.open(run_id)

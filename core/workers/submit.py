@@ -8,7 +8,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tether.run.state import RunState, StateError
+from tether.vocab.state import RunState, StateError
 from tether.workers.database import _db_words, client, close_client, ensure_dbos_schema
 from tether.workers.names import APP_VERSION, WORKFLOW, queue_of_run
 

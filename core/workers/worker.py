@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from tether.integrations import on_workers as programs
-from tether.run.state import StateError
+from tether.vocab.state import StateError
 from tether.workers import workflow
 from tether.workers.database import (
     _RECOVERIES_TABLE, _WORKERS_TABLE, _db_words, _engine, _lock_seed, ensure_dbos_schema, pool_size,

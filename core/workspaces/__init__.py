@@ -8,7 +8,7 @@ run changed can be shown, kept or thrown away as one thing (docs/workspaces.md).
 * :mod:`~tether.workspaces.setup` runs its setup commands;
 * :mod:`~tether.workspaces.changes` reads what a run changed, and a file's diff;
 * :mod:`~tether.workspaces.lifecycle` takes one through a run's life (the run's state records
-  it: :class:`tether.run.state.RunWorkspace`);
+  it: :class:`tether.vocab.state.RunWorkspace`);
 * :mod:`~tether.workspaces.survey` lists them all, with what git knows that the store does not;
 * :mod:`~tether.workspaces.merge` checks whether a run's work would merge, changing nothing.
 

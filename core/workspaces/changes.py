@@ -22,7 +22,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tether.run.state import RunWorkspace
+from tether.vocab.state import RunWorkspace
 from tether.workspaces.git import git
 from tether.workspaces.make import place, private_index
 

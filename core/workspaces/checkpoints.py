@@ -33,9 +33,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar
 
-from tether.run import faultpoints
-from tether.run.events import Event, RunWarning
-from tether.run.state import RunState, RunWorkspace
+from tether.vocab import faultpoints
+from tether.vocab.events import Event, RunWarning
+from tether.vocab.state import RunState, RunWorkspace
 from tether.workspaces.git import GitError, git
 from tether.workspaces.make import place, private_index
 
@@ -247,7 +247,7 @@ async def _numstat(ws: RunWorkspace, parent: str, commit: str) -> list[dict[str,
 
 async def find(ws: RunWorkspace, run_id: str, step: int) -> Checkpoint:
     """Checkpoint ``step`` of the run (0: the base), or a StateError in words."""
-    from tether.run.state import StateError
+    from tether.vocab.state import StateError
 
     if step == 0:
         assert ws.base_commit is not None

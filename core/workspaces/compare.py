@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from tether.run.state import RunWorkspace, StateError
+from tether.vocab.state import RunWorkspace, StateError
 from tether.workspaces.changes import Changes, FileChange, _parse, changes
 from tether.workspaces.git import git
 

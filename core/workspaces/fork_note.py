@@ -12,7 +12,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tether.text import clean
+from tether.vocab.text import clean
 
 FORK_NOTE = "fork"
 """The ``tether`` mark of the note's message (:func:`tether.acp.run._last_user_text` puts it before

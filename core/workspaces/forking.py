@@ -31,7 +31,7 @@ import shutil
 from dataclasses import replace
 from pathlib import Path
 
-from tether.run.state import Cancelled, RunState, RunWorkspace, StateError, Status
+from tether.vocab.state import Cancelled, RunState, RunWorkspace, StateError, Status
 from tether.workspaces.checkpoints import find, listing
 from tether.workspaces.fork_note import FORK_NOTE, fork_note
 from tether.workspaces.git import git

@@ -3,7 +3,7 @@ when it first starts, found again by every later operation, its changes noted wh
 operation ends, and discarded on request.
 
 Each step that touches the disk is preceded by a save of the run that says what is about to
-happen (:attr:`tether.run.state.RunWorkspace.stage`), and each is safe to do again
+happen (:attr:`tether.vocab.state.RunWorkspace.stage`), and each is safe to do again
 (:mod:`tether.workspaces.make`). So a crash at any point leaves a run that the next command
 finishes: ``creating`` is made again from scratch by the next operation (no agent has worked in
 it yet), ``made`` runs its setup again, ``discarding`` is finished by the next ``tether discard``,
@@ -26,11 +26,11 @@ from typing import Any
 
 from tether.agents.agent import Agent, AgentError
 from tether.agents.workspace import find_repo
-from tether.run import faultpoints
-from tether.run.cancel import CancelSignal, RunCancelled
+from tether.vocab import faultpoints
+from tether.vocab.cancel import CancelSignal, RunCancelled
 from tether.run.loop import RunLoop
-from tether.run.events import WorkspaceDiscarded, WorkspaceReady, WorkspaceSetup
-from tether.run.state import RunState, RunWorkspace, StateError
+from tether.vocab.events import WorkspaceDiscarded, WorkspaceReady, WorkspaceSetup
+from tether.vocab.state import RunState, RunWorkspace, StateError
 from tether.workspaces import make
 from tether.workspaces.changes import changes
 from tether.workspaces.git import BRANCH_PREFIX, GitError, branch_exists, repo_and_commit
@@ -117,7 +117,7 @@ async def prepare(state: RunState, *, emit: Emit, save: Save, signal: CancelSign
     """Make the run's workspace if it is not made yet, run its setup if that has not passed, and
     say in the trace where the run works. :class:`WorkspaceError` in words when it cannot be
     made or its setup fails (the workspace is then kept, for a look); a Stop during the setup
-    raises :class:`tether.run.cancel.RunCancelled` (the setup runs again on resume)."""
+    raises :class:`tether.vocab.cancel.RunCancelled` (the setup runs again on resume)."""
     ws = state.run_workspace
     assert ws is not None and ws.path is not None, "locate() the workspace first"
     made = fresh = False

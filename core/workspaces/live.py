@@ -25,7 +25,7 @@ from typing import Any
 
 from watchfiles._rust_notify import RustNotify
 
-from tether.run.state import RunWorkspace
+from tether.vocab.state import RunWorkspace
 from tether.workspaces.changes import Changes, changes
 
 DEBOUNCE_MS = 50

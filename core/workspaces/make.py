@@ -27,7 +27,7 @@ import os
 import shutil
 from pathlib import Path
 
-from tether.run.state import RunWorkspace
+from tether.vocab.state import RunWorkspace
 from tether.workspaces.git import GitError, branch_exists, git, worktree_gitdir
 
 BASE_REF = "refs/tether/base"

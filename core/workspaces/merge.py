@@ -19,7 +19,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 
-from tether.run.state import RunWorkspace
+from tether.vocab.state import RunWorkspace
 from tether.workspaces.changes import changes
 from tether.workspaces.git import GitError, git, worktrees
 

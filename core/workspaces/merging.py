@@ -5,7 +5,7 @@ arguments (``{"into": "main", "squash": false, "diff": TREE, "checks": "..."}``)
 part of the approvals model applies unchanged: standing rules (``--where into=main``, two
 people), deadlines, ``tether approve``/``reject``, the console and the web page, and the
 audit (``tether decisions``). Asking it puts the call in the run's transcript and the run
-waits on it (``interrupted``, :class:`~tether.run.state.NeedsApproval`), as a run that
+waits on it (``interrupted``, :class:`~tether.vocab.state.NeedsApproval`), as a run that
 waits for any approval does; no process holds it. Whoever applies the approving decision
 does the merge, then the run is as it was before it asked, the merge's result in the call's
 result slot.
@@ -34,16 +34,16 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
-from tether.approvals.audit import run_source
+from tether.vocab.audit import run_source
 from tether.approvals.holding import deadline_of, verdict_of
-from tether.approvals.rules import Call, Rule
-from tether.run import faultpoints
-from tether.run.cancel import CancelSignal
-from tether.run.decisions import approved_words, reject
-from tether.run.hold import open_run, release
+from tether.vocab.rules import Call, Rule
+from tether.vocab import faultpoints
+from tether.vocab.cancel import CancelSignal
+from tether.approvals.decisions import approved_words, reject
+from tether.store.hold import open_run, release
 from tether.run.controls import take_decision
-from tether.run.events import ApprovalDecision, ApprovalRequired, WorkspaceChecked, WorkspaceMerged
-from tether.run.state import (Decision, NeedsApproval, RunState, RunWorkspace, StateError, Status, args_hash,
+from tether.vocab.events import ApprovalDecision, ApprovalRequired, WorkspaceChecked, WorkspaceMerged
+from tether.vocab.state import (Decision, NeedsApproval, RunState, RunWorkspace, StateError, Status, args_hash,
                               interruption_from_dict)
 from tether.workspaces.changes import changes
 from tether.workspaces.git import GitError, git, worktrees

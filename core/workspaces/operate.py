@@ -3,18 +3,18 @@
 
 Each checks what the front cannot be trusted to (the run is not running anywhere, it has a
 workspace of its own, a copy has no branch to merge into), takes the run
-(:func:`~tether.run.hold.open_run`), does the core step (:mod:`tether.workspaces.merging`,
+(:func:`~tether.store.hold.open_run`), does the core step (:mod:`tether.workspaces.merging`,
 :func:`tether.workspaces.lifecycle.discard`) with its trace, and lets it go. The result is
 the run as it then is and words that say what became of it; a refusal is a
-:class:`~tether.run.state.StateError` in words, and nothing was changed.
+:class:`~tether.vocab.state.StateError` in words, and nothing was changed.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
-from tether.run.hold import open_run, release
-from tether.run.state import RunState, StateError
+from tether.store.hold import open_run, release
+from tether.vocab.state import RunState, StateError
 from tether.store.protocol import call
 from tether.workspaces import merging
 from tether.workspaces.lifecycle import LIVE_STAGES, discard, usable

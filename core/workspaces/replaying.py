@@ -25,9 +25,9 @@ from typing import Any
 
 from tether.agents.tools.base import Tool, ToolContext
 from tether.agents.workspace import Workspace
-from tether.run.cancel import CancelSignal
-from tether.run.ledger import Ledger
-from tether.run.state import RunState, StateError
+from tether.vocab.cancel import CancelSignal
+from tether.vocab.ledger import Ledger
+from tether.vocab.state import RunState, StateError
 from tether.workspaces.checkpoints import find
 from tether.workspaces.git import git
 

@@ -28,9 +28,9 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from tether.run import faultpoints
-from tether.run.events import Event
-from tether.run.state import Cancelled, RunState, StateError, Status, interruption_from_dict
+from tether.vocab import faultpoints
+from tether.vocab.events import Event
+from tether.vocab.state import Cancelled, RunState, StateError, Status, interruption_from_dict
 from tether.workspaces.checkpoints import Checkpointer, _index, _numstat, find
 from tether.workspaces.git import git
 from tether.workspaces.make import place
@@ -199,7 +199,7 @@ async def rewind_run(store: Any, run_id: str, *, to: int | None, by: str) -> tup
     last rewind undone). The run as left, and the words of what was done."""
     import asyncio
 
-    from tether.run.hold import open_run, release
+    from tether.store.hold import open_run, release
     from tether.store.protocol import call
 
     holder = await call(store, store.owner, run_id)

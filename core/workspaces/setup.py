@@ -16,7 +16,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from tether.run.cancel import CancelSignal, RunCancelled
+from tether.vocab.cancel import CancelSignal, RunCancelled
 from tether.workspaces.git import clean_env
 
 OUTPUT_KEPT = 16_000

@@ -21,8 +21,8 @@ from typing import TYPE_CHECKING
 
 from tether.agents.agent import ISOLATIONS
 from tether.agents.workspace import find_repo
-from tether.run.events import WorkspaceReady
-from tether.run.state import RunWorkspace
+from tether.vocab.events import WorkspaceReady
+from tether.vocab.state import RunWorkspace
 from tether.workspaces import lifecycle
 from tether.workspaces.changes import snapshot
 from tether.workspaces.git import GitError
@@ -63,7 +63,7 @@ async def given(run: TrackedRun, planned: RunWorkspace | None, workspace: Path |
     changed there is kept in its state as the block ends (for ``tether runs``). A run made now
     takes ``planned``; an attached one keeps the workspace it had. A workspace that cannot be
     made or set up raises :class:`lifecycle.WorkspaceError` (the run fails in its words); a
-    Stop during the setup, :class:`tether.run.cancel.RunCancelled`."""
+    Stop during the setup, :class:`tether.vocab.cancel.RunCancelled`."""
     state = run.state
     if state.run_workspace is None and planned is not None:
         state.run_workspace = planned

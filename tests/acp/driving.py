@@ -7,8 +7,8 @@ import asyncio
 import contextlib
 
 from tether.harness import Harness
-from tether.run.state import NeedsApproval, StateError
-from tether.observe.trace import read_trace
+from tether.vocab.state import NeedsApproval, StateError
+from tether.store.trace import read_trace
 
 
 async def waiting(harness: Harness, run_id: str, *, other_than: NeedsApproval | None = None) -> NeedsApproval:

@@ -23,8 +23,8 @@ from tether.acp.offer import agent_offer
 from tether.agents.agent import AcpCommand, Agent, AgentError, Isolation
 from tether.demo.agents import DEMO
 from tether.harness import Harness
-from tether.observe.trace import read_trace
-from tether.run.state import Status
+from tether.store.trace import read_trace
+from tether.vocab.state import Status
 from tether.store.files.store import RunStore
 from tests.acp.conftest import fake_agent
 from tests.acp.procs import alive_in

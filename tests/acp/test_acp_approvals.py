@@ -10,7 +10,7 @@ from pathlib import Path
 
 from tether.approvals import Rule, parse_where
 from tether.harness import Harness
-from tether.run.state import Limits, Status
+from tether.vocab.state import Limits, Status
 from tether.demo.agents import DEMO
 from tests import accounts
 from tests.acp.driving import waiting
@@ -138,7 +138,7 @@ async def test_a_stop_or_a_deadline_that_stops_keeps_the_agents_request_on_the_r
     """Issue 37, items 7 and 8: an ACP agent's request that a Stop (or a deadline's ``stop``)
     ended is recorded as declined by whoever stopped it, not left without a decision."""
     from tether.approvals import DecisionQuery
-    from tether.run.state import Cancelled
+    from tether.vocab.state import Cancelled
 
     async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         state = harness.create(agent(acp_workspace), "write the file")

@@ -9,7 +9,7 @@ import json
 from pathlib import Path
 
 from tether.acp.run import _last_user_text
-from tether.run.state import Status
+from tether.vocab.state import Status
 from tether.workspaces.checkpoints import listing
 from tether.workspaces.rewinding import rewind_run
 from tests.acp.driving import waiting
@@ -116,7 +116,7 @@ async def test_a_fork_at_the_last_checkpoint_of_an_agent_with_session_fork_forks
     is the agent's session/fork of the origin's session, in the fork's workspace as cwd, and its
     first prompt is only the fork's message; a fork at an earlier one (0) is a new session told in words."""
     from tether.run.controls import add_follow_up
-    from tether.run.wording import describe
+    from tether.vocab.wording import describe
     from tether.tui.cli.takeback import rewind_lines
     from tether.workspaces.forking import fork
 

@@ -25,8 +25,8 @@ from tether.demo.agents import DEMO
 from tether.demo.provider.coding import PLAIN_ANSWER, ScriptedEndpoint
 from tether.demo.provider.server import running_app
 from tether.harness import Harness
-from tether.observe.trace import read_trace
-from tether.run.state import Cancelled, Limits, MaxBudget, Pricing, Status
+from tether.store.trace import read_trace
+from tether.vocab.state import Cancelled, Limits, MaxBudget, Pricing, Status
 from tests.acp.driving import session_open, waiting
 from tests.acp.procs import alive_in
 

@@ -21,7 +21,7 @@ from tether.agents.config import load_config
 from tether.approvals.budgets import BudgetRefused
 from tether.demo.agents import DEMO
 from tether.harness import Harness
-from tether.run.state import MaxBudget, NeedsApproval, Pricing, Status
+from tether.vocab.state import MaxBudget, NeedsApproval, Pricing, Status
 from tether.store.protocol import Store
 from tests.acp.conftest import fake_agent
 from tests.acp.fake_agent import SPEND_REPORTS, SPEND_USD

@@ -18,8 +18,8 @@ from tether.agents.agent import AcpCommand, Agent, Isolation
 from tether.agents.sandbox import BACKENDS
 from tether.demo.agents import DEMO
 from tether.harness import Harness
-from tether.observe.trace import read_trace
-from tether.run.state import NeedsApproval, Status
+from tether.store.trace import read_trace
+from tether.vocab.state import NeedsApproval, Status
 from tether.workspaces.changes import changes
 from tests.acp.conftest import fake_agent
 from tests.acp.driving import waiting

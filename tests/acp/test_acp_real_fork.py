@@ -16,7 +16,7 @@ from tether.demo.agents import DEMO
 from tether.demo.provider.server import running_app
 from tether.harness import Harness
 from tether.run.controls import add_follow_up
-from tether.run.state import Status
+from tether.vocab.state import Status
 from tether.workspaces.checkpoints import listing
 from tether.workspaces.forking import fork
 from tests.acp import installed as agents

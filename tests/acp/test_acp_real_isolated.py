@@ -15,7 +15,7 @@ from tether.agents.agent import AcpCommand, Agent, Isolation
 from tether.demo.agents import DEMO
 from tether.demo.provider.server import running_app
 from tether.harness import Harness
-from tether.run.state import Status
+from tether.vocab.state import Status
 from tether.workspaces.changes import changes, diff
 from tests.acp import installed as agents
 from tests.acp.driving import waiting

@@ -21,8 +21,8 @@ import pytest
 from tether.agents.agent import AcpCommand, Agent
 from tether.harness import Harness
 from tether.demo.provider.server import running_app
-from tether.run.state import Cancelled, Limits, MaxBudget, Pricing, Status
-from tether.observe.trace import read_trace
+from tether.vocab.state import Cancelled, Limits, MaxBudget, Pricing, Status
+from tether.store.trace import read_trace
 from tether.demo.agents import DEMO
 from tests.acp import installed as agents
 from tests.acp.driving import session_open, waiting

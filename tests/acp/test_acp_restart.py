@@ -19,8 +19,8 @@ import pytest
 from tether.agents.agent import AcpCommand, Agent
 from tether.demo.agents import DEMO
 from tether.harness import Harness
-from tether.observe.trace import read_trace
-from tether.run.state import Status
+from tether.store.trace import read_trace
+from tether.vocab.state import Status
 from tests.acp.conftest import fake_agent
 from tests.acp.driving import waiting
 from tests.acp.procs import alive_in

@@ -16,8 +16,8 @@ import pytest
 
 from tether.agents.agent import AcpCommand, Agent, AgentError
 from tether.harness import Harness
-from tether.run.state import Cancelled, MaxBudget, NeedsApproval, StateError, Status
-from tether.observe.trace import read_trace
+from tether.vocab.state import Cancelled, MaxBudget, NeedsApproval, StateError, Status
+from tether.store.trace import read_trace
 from tether.demo.agents import DEMO
 from tests.acp.conftest import fake_agent
 from tests.acp.driving import session_open, waiting
@@ -117,7 +117,7 @@ async def test_an_agent_that_dies_mid_turn_ends_the_run_in_words(tmp_path: Path,
 
 
 async def test_a_budget_crossed_cancels_the_turn(tmp_path: Path, acp_workspace: Path):
-    from tether.run.state import Limits
+    from tether.vocab.state import Limits
 
     async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         state = harness.create(agent(acp_workspace, limits=Limits(budget_usd=0.01)), "write the file")
@@ -200,7 +200,7 @@ async def test_option_and_silent_are_refused_for_tethers_own_runs(tmp_path: Path
 
 
 async def test_a_budget_on_an_agent_that_reports_no_usage_is_refused_in_words(tmp_path: Path, acp_workspace: Path):
-    from tether.run.state import Limits
+    from tether.vocab.state import Limits
 
     async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
         unmetered = await harness.start(agent(acp_workspace, "write-outside", limits=Limits(budget_usd=0.5)), "go")

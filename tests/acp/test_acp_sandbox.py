@@ -150,7 +150,7 @@ async def test_a_sandboxed_agents_mcp_server_writes_only_its_workspace(backend: 
     from tether.agents.mcp.catalog import mcp_tools
     from tether.agents.mcp.server import MCPServer
     from tether.agents.tools.base import ToolContext
-    from tether.run.cancel import CancelSignal
+    from tether.vocab.cancel import CancelSignal
     from tests.support import SERVERS
 
     workspace, outside = tmp_path / "ws", tmp_path / "out"

@@ -21,10 +21,10 @@ from acp import schema
 from tether.acp.serving.approvals import REJECTED_IN_EDITOR, PermissionAsks
 from tether.acp.serving.session import CANCEL_REASON, GONE_REASON
 from tether.store.control import ControlReply
-from tether.run.events import ApprovalRequired
+from tether.vocab.events import ApprovalRequired
 from tether.demo.provider import scenarios
 from tether.demo.provider.server import running_provider
-from tether.run.state import Cancelled, NeedsApproval, Status
+from tether.vocab.state import Cancelled, NeedsApproval, Status
 from tether.store.files.store import RunStore
 from tests.acp.conftest import FAKE_AGENT
 from tests.acp.fake_agent import WRITE_NAME, WRITE_TEXT

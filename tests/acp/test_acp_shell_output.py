@@ -11,9 +11,9 @@ from tether.acp.events import ShellOutput
 from tether.acp.translate import shell_output
 from tether.harness import Harness
 from tether.demo.agents import DEMO
-from tether.observe.trace import read_trace
-from tether.run.state import Status
-from tether.run.wording import describe
+from tether.store.trace import read_trace
+from tether.vocab.state import Status
+from tether.vocab.wording import describe
 from tests.acp.test_acp_runs import agent
 
 

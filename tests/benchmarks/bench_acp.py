@@ -63,11 +63,11 @@ from typing import Any
 from tether.acp import AcpSession
 from tether.acp.events import AcpEvent, PermissionAsked
 from tether.agents.agent import AcpCommand, Agent
-from tether.run.events import ApprovalRequired, Event, RunStopped, TextDelta
+from tether.vocab.events import ApprovalRequired, Event, RunStopped, TextDelta
 from tether.harness import Harness
 from tether.tui.options import ConsoleOptions
 from tether.demo.provider.server import running_app
-from tether.run.state import Cancelled, Status
+from tether.vocab.state import Cancelled, Status
 from tether.demo.agents import DEMO
 from tests.acp import installed as real_agents
 from tests.acp.conftest import FAKE_AGENT, fake_agent

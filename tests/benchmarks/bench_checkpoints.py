@@ -32,7 +32,7 @@ import time
 from pathlib import Path
 
 from tether.agents.agent import Agent, Isolation
-from tether.run.state import RunState
+from tether.vocab.state import RunState
 from tether.store.files.store import RunStore
 from tether.workspaces import forking, rewinding
 from tether.workspaces.checkpoints import Checkpointer, ref_of
@@ -156,7 +156,7 @@ async def main_async(files: int, steps: int) -> None:
         new: RunState = await forking.fork(origin, 10, "fork-1", root / "workspaces")
         store.create(new)
         forked = time.perf_counter() - t
-        from tether.run.cancel import CancelSignal
+        from tether.vocab.cancel import CancelSignal
         from tether.workspaces import lifecycle
 
         held, handle = store.open("fork-1")

@@ -128,7 +128,7 @@ def _prepare(tree: Tree, home: Path) -> None:
 def _live(tree: Tree, home: Path, args: list[str], run_id: str) -> Iterator[None]:
     """``tether ARGS --run-id RUN_ID`` in a process of its own, once it holds the run and
     waits (a Stop finds it in its tool; a decision finds it waiting); ended afterwards."""
-    from tether.run.state import NeedsApproval
+    from tether.vocab.state import NeedsApproval
     from tether.store.files.layout import JOURNAL_FILE
     from tether.store.files.lock import lock_held, owner_record
     from tether.store.files.store import RunStore

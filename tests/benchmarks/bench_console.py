@@ -48,11 +48,11 @@ from typing import Any
 from textual import events
 
 from tether.models.client import ModelReply
-from tether.run.events import ToolProgress
+from tether.vocab.events import ToolProgress
 from tether.demo.agents import DEMO
 from tether.harness import Harness
 from tether.demo.provider.server import provider_process
-from tether.run.state import Limits, Status
+from tether.vocab.state import Limits, Status
 from tether.demo.agents import ScanArchive
 from tether.tui.app import TetherApp
 from tether.tui.options import ConsoleOptions
@@ -344,7 +344,7 @@ PEER = """
 import asyncio, sys
 from tether.demo.agents import DEMO
 from tether.harness import Harness
-from tether.run.state import Limits
+from tether.vocab.state import Limits
 
 async def main(runs, ws, tag, n, latency):
     async with Harness(runs, ws, latency_ms=latency, agent_sets=(DEMO,)) as harness:

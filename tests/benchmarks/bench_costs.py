@@ -19,7 +19,7 @@ import sys
 import time
 from pathlib import Path
 
-from tether.run.state import AgentRef, Pricing, RunState, Status
+from tether.vocab.state import AgentRef, Pricing, RunState, Status
 from tether.store.costs import CostQuery, aggregate
 from tether.store.files.store import RunStore
 from tether.store.protocol import Store

@@ -33,7 +33,7 @@ from pathlib import Path
 from tether.approvals import DecisionQuery
 from tether.store.protocol import Store
 from tether.store.spec import open_store
-from tether.run.state import AgentRef, Decision, RunState, Status, args_hash
+from tether.vocab.state import AgentRef, Decision, RunState, Status, args_hash
 from tether.store.files.store import RunStore
 from tests import pg
 from tests.benchmarks import peers

@@ -37,11 +37,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 
-from tether.run.events import Event, Turn
+from tether.vocab.events import Event, Turn
 from tether.harness import Harness
 from tether.demo.provider.server import provider_process
 from tether.store.files.layout import JOURNAL_FILE, TRACE_FILE
-from tether.observe.trace import read_trace
+from tether.store.trace import read_trace
 from tether.demo.agents import DEMO
 from tests.benchmarks import bench_stop, peers
 

@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tether.run.events import ToolResult, Turn
+from tether.vocab.events import ToolResult, Turn
 from tether.harness import Harness
 from tether.store.postgres.store import PgStore
-from tether.run.state import Limits, RunState
+from tether.vocab.state import Limits, RunState
 from tether.store.files.store import RunStore
 from tether.demo.agents import DEMO
 from tests import pg

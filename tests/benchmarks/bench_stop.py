@@ -23,13 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tether.store import control, operate
-from tether.run.cancel import CancelSignal
-from tether.run.events import Event, RunStopped, ToolStart
+from tether.vocab.cancel import CancelSignal
+from tether.vocab.events import Event, RunStopped, ToolStart
 from tether.harness import Harness
 from tether.demo.agents import ScanArchive
 from tether.store.files.layout import TRACE_FILE
 from tether.store.files.store import RunStore
-from tether.observe.trace import read_trace
+from tether.store.trace import read_trace
 from tether.demo.agents import DEMO
 from tests.benchmarks.peers import scratch_dir
 

@@ -33,7 +33,7 @@ from pathlib import Path
 
 from tether.harness import Harness
 from tether.observe.report import recorded
-from tether.run.state import Limits, RunState
+from tether.vocab.state import Limits, RunState
 from tether.store.files.handle import RunHandle
 from tether.store.files.layout import TRACE_FILE
 from tether.store.files.store import RunStore

@@ -27,8 +27,8 @@ import time
 from pathlib import Path
 
 from tether.harness import Harness
-from tether.run.state import Limits
-from tether.observe.trace import read_trace
+from tether.vocab.state import Limits
+from tether.store.trace import read_trace
 from tether.demo.agents import DEMO
 
 

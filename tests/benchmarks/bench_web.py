@@ -39,7 +39,7 @@ import aiohttp
 
 from tether.harness import Harness
 from tether.store.files.store import RunStore
-from tether.observe.trace import read_trace
+from tether.store.trace import read_trace
 from tether.demo.agents import DEMO
 from tests.benchmarks.bench_stop import percentile
 from tests.browser.support import CHROMIUM, PASSWORDS, Served, WebhookReceiver, block_the_network, log_in, until

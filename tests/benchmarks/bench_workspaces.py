@@ -37,7 +37,7 @@ import time
 from pathlib import Path
 
 from tether.agents.agent import Agent, Isolation
-from tether.run.cancel import CancelSignal
+from tether.vocab.cancel import CancelSignal
 from tether.store.files.store import RunStore
 from tether.workspaces import lifecycle
 from tether.workspaces.changes import changes
@@ -74,7 +74,7 @@ def plain(repo: Path, where: Path, n: int) -> float:
 
 async def tether_ready(store: RunStore, agent: Agent, workspaces: Path, n: int) -> tuple[float, object]:
     """A run made on the store, then timed from its first operation to its workspace made."""
-    from tether.run.state import RunState
+    from tether.vocab.state import RunState
 
     state = RunState(run_id=f"bench-{n}", model="m", run_workspace=lifecycle.plan_for(agent))
     store.create(state)

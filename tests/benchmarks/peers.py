@@ -32,7 +32,7 @@ import httpx
 from tether.agents.agent import DEFAULT_INSTRUCTIONS as SYSTEM_PROMPT
 from tether.demo.agents import SCENARIO_TASKS
 from tether.harness import Harness
-from tether.run.state import Limits
+from tether.vocab.state import Limits
 from tether.agents.tools.builtin import list_files_text
 from tether.agents.sample import ensure_sample
 from tether.demo.agents import DEMO

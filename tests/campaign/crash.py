@@ -43,7 +43,7 @@ from typing import Any
 
 from tests.campaign.shim import CRASH_EXIT_CODE
 from tether.demo.provider import create_app
-from tether.run.state import NeedsApproval, RunState, StateError, Status
+from tether.vocab.state import NeedsApproval, RunState, StateError, Status
 from tether.store.files.layout import LEDGER_FILE, TRACE_FILE
 from tether.store.files.store import RunStore
 

@@ -29,11 +29,11 @@ from tether.models.client import ModelClient
 from tether.harness import Harness
 from tether.demo.provider import FaultPlan, create_app, scenarios
 from tether.demo.provider.server import running_provider
-from tether.run.state import ProviderOutage, RunState, StateError, Status
+from tether.vocab.state import ProviderOutage, RunState, StateError, Status
 from tether.store.files.layout import TRACE_FILE
 from tether.store.files.store import RunStore
 from tether.store.protocol import SaveError
-from tether.observe.trace import read_trace
+from tether.store.trace import read_trace
 from tether.demo.agents import DEMO
 
 from tests.campaign.server import CountingApp

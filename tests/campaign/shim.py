@@ -1,6 +1,6 @@
 """``python -m tests.campaign.shim ARGS``: the ``tether`` CLI with crash boundaries armed.
 
-The product's boundaries (:mod:`tether.run.faultpoints`) do nothing. This wrapper installs
+The product's boundaries (:mod:`tether.vocab.faultpoints`) do nothing. This wrapper installs
 the campaign's hook before running the CLI:
 
 * ``TETHER_CRASH_AT=k`` makes the process ``os._exit`` (no cleanup, no flush, like a
@@ -17,7 +17,7 @@ from __future__ import annotations
 import os
 import sys
 
-from tether.run import faultpoints
+from tether.vocab import faultpoints
 
 CRASH_EXIT_CODE = 86
 

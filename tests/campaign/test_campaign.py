@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.run.state import Status
+from tether.vocab.state import Status
 from tether.store.files.store import RunStore
 from tests.support import cli_here
 from tests.campaign.crash import (

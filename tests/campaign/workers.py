@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.store.postgres.store import PgStore
-from tether.run.state import NeedsApproval, Status
+from tether.vocab.state import NeedsApproval, Status
 from tests.campaign.crash import SIGKILL, Flow, Point, Process, ScenarioResult, compare
 from tests.campaign.server import CountingApp, serving
 from tests.workerproc import Fleet, wait_for

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from tether.store.postgres.store import PgStore
-from tether.run.state import Cancelled, RunState, Status
+from tether.vocab.state import Cancelled, RunState, Status
 from tether.tui.app import TetherApp
 from tether.tui.run_actions import STOP_REASON
 from tether.tui.components.dialogs import ApproveDialog
@@ -326,7 +326,7 @@ async def test_a_late_approval_is_refused_and_a_stop_ends_a_waiting_run_on_postg
     whose process waits for a decision ends it, its call declined as the operator's."""
     import time
 
-    from tether.run.state import NeedsApproval
+    from tether.vocab.state import NeedsApproval
 
     app = console(tmp_path, pg_url, operator="bob", grace_s=0)
     said = notices(app)

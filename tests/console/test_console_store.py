@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from tether.run.state import Cancelled, Status
+from tether.vocab.state import Cancelled, Status
 from tether.tui.app import TetherApp
 from tether.tui.run_actions import STOP_REASON
 from tether.tui.components.dialogs import ApproveDialog, ResumeDialog
@@ -289,7 +289,7 @@ async def test_an_approval_after_the_deadline_is_refused_in_the_console(tmp_path
     deadline is refused in words, and the deadline decides (the run stopped, never approved)."""
     import time
 
-    from tether.run.state import NeedsApproval, Policies
+    from tether.vocab.state import NeedsApproval, Policies
 
     app = make_app(tmp_path, operator="alice", grace_s=0)
     said = notices(app)

@@ -16,7 +16,7 @@ import pytest
 
 from tether.store.postgres.store import PgStore
 from tether.demo.provider import create_app
-from tether.run.state import Cancelled, Status
+from tether.vocab.state import Cancelled, Status
 from tether.tui.run_actions import STOP_REASON
 from tests.campaign.server import CountingApp, serving
 from tests.workerproc import Fleet, clean_slate

@@ -13,7 +13,7 @@ import pytest
 from textual.pilot import Pilot
 from textual.widgets import Input, Select, Static
 
-from tether.run.state import Status
+from tether.vocab.state import Status
 from tether.tui.app import TetherApp
 from tether.tui.components.dialogs import NewRunDialog
 from tests.support import SIZE, finish, home, make_app, settle, wait_for  # noqa: F401 (home: a fixture)

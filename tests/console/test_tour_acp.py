@@ -26,8 +26,8 @@ from tether.demo.acp import (EDIT_PROMPT, EXPLANATION, GREET_AFTER, GREET_BEFORE
 from tether.agents.config import load_config
 from tether.demo.provider.coding import ScriptedEndpoint
 from tether.demo.provider.server import running_app
-from tether.run.state import Cancelled, Status
-from tether.observe.trace import read_trace
+from tether.vocab.state import Cancelled, Status
+from tether.store.trace import read_trace
 from tether.tui.components.dialogs import ApproveDialog
 from tether.tui.cli.demo import ACP_AGENTS, ACP_REJECTION, ACP_STEPS, CODEX_REJECTION, AcpTour, Caption, run_demo
 

@@ -21,7 +21,7 @@ from tether.agents.config import load_config
 from tether.demo.acp import GREET_AFTER, GREET_BEFORE, GREET_POLITE, MERGE_TASKS
 from tether.demo.provider.coding import ScriptedEndpoint
 from tether.demo.provider.server import running_app
-from tether.run.state import Status
+from tether.vocab.state import Status
 from tether.tui.cli.demo import Caption, run_demo
 from tether.tui.cli.demo_merge import MERGE_STEPS, MergeTour
 

@@ -16,7 +16,7 @@ from textual.pilot import Pilot
 from textual.widgets import Input, Select
 
 from tether.demo.provider.scenarios import DESTRUCTIVE_DECLINED, DESTRUCTIVE_DELETED, PLAN_ANSWER
-from tether.run.state import Cancelled, Limits, NeedsApproval, Status
+from tether.vocab.state import Cancelled, Limits, NeedsApproval, Status
 from tether.tui.app import TetherApp
 from tether.tui.cli.console import run_console
 from tether.tui.run_actions import STOP_REASON

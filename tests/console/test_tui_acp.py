@@ -24,7 +24,7 @@ from rich.console import Console
 from textual.widgets import Button, Input, Select, Static
 
 from tether.agents.config import Config, load_config
-from tether.run.state import AgentRef, Cancelled, NeedsApproval, RunState, StateError, Status
+from tether.vocab.state import AgentRef, Cancelled, NeedsApproval, RunState, StateError, Status
 from tether.tui.agent_notes import Note, place
 from tether.tui.app import TetherApp
 from tether.tui.run_actions import STOP_REASON

@@ -7,7 +7,7 @@ from __future__ import annotations
 import uuid
 from pathlib import Path
 
-from tether.run.state import Status
+from tether.vocab.state import Status
 from tether.tui.agent_notes import AgentNotes
 from tether.tui.components.dialogs import NewRunRequest
 from tests.console.test_tui_acp_slash import agent_file

@@ -13,7 +13,7 @@ from pathlib import Path
 from textual.widgets import Input
 
 from tether.agents.config import Config, load_config
-from tether.run.state import Status
+from tether.vocab.state import Status
 from tether.tui.components.dialogs import ApproveDialog, FollowUpDialog, NewRunRequest
 from tether.tui.components.slash import SlashCommands
 from tests.console.test_tui_acp import fake_agent, screen_text, waits

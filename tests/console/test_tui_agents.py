@@ -24,7 +24,7 @@ from tether.agents.config import load_config
 from tether.harness import Harness
 from tether.demo.provider.scenarios import PLAN_ANSWER
 from tether.demo.provider.server import provider_process
-from tether.run.state import Limits, Status
+from tether.vocab.state import Limits, Status
 from tether.store.files.layout import JOURNAL_FILE
 from tether.tui.cli import console
 from tether.tui.app import TetherApp

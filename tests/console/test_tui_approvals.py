@@ -31,7 +31,7 @@ from tether.agents.tools.preview import preview_call
 from tether.demo.acp import GREET_AFTER, GREET_BEFORE
 from tether.tui.agent_notes import Ask, Option
 from tether.store.postgres.store import PgStore
-from tether.run.state import NeedsApproval, Status
+from tether.vocab.state import NeedsApproval, Status
 from tether.agents.tools.builtin import WriteFile
 from tether.tui.app import TetherApp
 from tether.tui.components.approval_view import deadline_words, preview_body, tally_words
@@ -836,7 +836,7 @@ async def test_a_budget_call_shows_in_its_words_and_is_approved_with_an_amount_a
     words and its arguments; approving with edited arguments lifts it by that amount (the run
     goes on, then asks again); rejecting ends the run as a budget exit."""
     from tether.agents.config import load_config
-    from tether.run.state import Limits, MaxBudget
+    from tether.vocab.state import Limits, MaxBudget
 
     config = tmp_path / "tether.toml"
     config.write_text('[budgets.runaway-daily]\nagent = "runaway"\nusd = 0.02\non_exceed = "ask"\n')

@@ -51,7 +51,7 @@ async def test_dollar_shows_spend_per_day_by_agent_and_model_and_enter_goes_to_t
 
 def test_the_costs_figures_carry_each_fleet_budgets_state(tmp_path: Path):
     from tether.approvals.budgets import FleetBudget, FleetBudgets
-    from tether.run.state import AgentRef, Pricing, RunState, Status
+    from tether.vocab.state import AgentRef, Pricing, RunState, Status
     from tether.store.files.store import RunStore
     from tether.observe.cost_figures import load_figures
     from tether.web.costs import figures

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from textual.widgets import Button, Input, Static
 
-from tether.run.state import NeedsApproval, Status
+from tether.vocab.state import NeedsApproval, Status
 from tether.tui.components.dialogs import ApproveDialog
 from tether.tui.components.rules_screen import ConfirmDialog
 from tether.tui.components.workspace_dialogs import MergeDialog, OutcomeDialog

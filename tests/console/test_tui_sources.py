@@ -9,7 +9,7 @@ from pathlib import Path
 from textual.widgets import Static
 
 from tether.harness import Harness
-from tether.run.state import Status
+from tether.vocab.state import Status
 from tether.demo.agents import DEMO
 from tests.support import SIZE, finish, make_app, wait_for
 

@@ -8,7 +8,7 @@ from pathlib import Path
 from tether.agents.agent import Agent
 from tether.harness import Harness
 from tether.demo.provider.server import running_app
-from tether.run.state import Status
+from tether.vocab.state import Status
 from tether.demo.agents import DEMO
 from tests.support import SIZE, SlowStream, WORDS, finish, settle, still_console, wait_for
 

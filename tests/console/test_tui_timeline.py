@@ -9,7 +9,7 @@ from pathlib import Path
 from textual.widgets import Button
 
 from tether.harness import Harness
-from tether.run.state import Status
+from tether.vocab.state import Status
 from tether.tui.components.rules_screen import ConfirmDialog
 from tether.tui.components.workspace_dialogs import OutcomeDialog
 from tests.console.test_tui_changes import diff_shown, listed

@@ -20,7 +20,7 @@ from textual import events
 from textual.geometry import Offset
 from textual.selection import Selection
 
-from tether.run.state import Limits, Status
+from tether.vocab.state import Limits, Status
 from tests.support import SIZE, finish, make_app, settle, wait_for
 from tether.tui.components.dialogs import NewRunRequest
 from tether.tui.components.runs_list import COLUMNS, RunRow, RunsList, row_text
@@ -188,7 +188,7 @@ async def test_the_console_tunes_the_garbage_collector_only_while_it_is_up(tmp_p
 
 async def test_progress_that_changes_no_row_does_not_repaint_the_runs_list(tmp_path: Path) -> None:
     """Under a flood of tool progress the list must not redraw itself on every flush."""
-    from tether.run.events import ToolProgress
+    from tether.vocab.events import ToolProgress
 
     app = make_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -306,7 +306,7 @@ async def test_switching_runs_repaints_the_views_without_a_layout_pass_and_their
 
 async def test_an_operator_reading_back_in_the_trace_keeps_their_lines_while_old_ones_are_dropped(
         tmp_path: Path) -> None:
-    from tether.run.events import ToolProgress
+    from tether.vocab.events import ToolProgress
     from tether.tui.components.trace_view import MAX_LINES
 
     app = make_app(tmp_path)

@@ -51,7 +51,7 @@ def _lines(data: bytes) -> list[bytes]:
 
 @target("journal", "run journal: tether.store.files.journal.read_journal and tether.store.files.tail.JournalTail")
 def _journal(scratch: Path) -> tuple[One, list[bytes]]:
-    from tether.run.state import StateError, Status
+    from tether.vocab.state import StateError, Status
     from tether.store.files.journal import read_journal as _read
     from tether.store.files.tail import JournalTail
 
@@ -85,9 +85,9 @@ def _journal(scratch: Path) -> tuple[One, list[bytes]]:
 
 @target("trace", "trace: read_trace, TraceWriter's recovery, TraceTail, tail_records, event_from_record")
 def _trace(scratch: Path) -> tuple[One, list[bytes]]:
-    from tether.run.events import RunStopped
+    from tether.vocab.events import RunStopped
     from tether.store.files.tail import TraceTail, event_from_record, tail_records
-    from tether.observe.trace import TraceWriter, read_trace
+    from tether.store.trace import TraceWriter, read_trace
 
     path = scratch / "trace.jsonl"
 
@@ -344,7 +344,7 @@ def _web(scratch: Path) -> tuple[One, list[bytes]]:
             return response.status, await response.text(errors="replace")
 
     def one(data: bytes) -> None:
-        from tether.run.state import NeedsApproval
+        from tether.vocab.state import NeedsApproval
 
         if len(data) < 2:
             return

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import given, strategies as st
 
-from tether.run.state import SCHEMA_VERSION, AgentRef, RunState, StateError, Status
+from tether.vocab.state import SCHEMA_VERSION, AgentRef, RunState, StateError, Status
 from tether.store.files.journal import STICKY_FIELDS, commit_bytes as _commit_bytes, header_of as _header
 from tether.store.files.journal import read_journal as _read
 from tether.store.files.store import RunStore

@@ -23,7 +23,7 @@ import pytest
 from hypothesis import given, strategies as st
 from pydantic import BaseModel, Field
 
-from tether.run.cancel import CancelSignal
+from tether.vocab.cancel import CancelSignal
 from tether.run.loop import RunLoop
 from tether.agents.tool_errors import ToolError
 from tether.agents.tools.base import ToolContext
@@ -200,8 +200,8 @@ def test_found_arguments_are_errors_in_words(raw: str) -> None:
 
 @pytest.mark.parametrize("raw", ['{"path": ' + "1" * 5000 + "}", "[" * 5_000 + "]" * 5_000], ids=["digits", "deep"])
 def test_found_edited_arguments_are_refused_in_words(raw: str) -> None:
-    from tether.run.decisions import check_edit
-    from tether.run.state import NeedsApproval, RunState, Status
+    from tether.approvals.decisions import check_edit
+    from tether.vocab.state import NeedsApproval, RunState, Status
 
     call = {"id": "c", "type": "function", "function": {"name": "read_file", "arguments": "{}"}}
     state = RunState(run_id="r", model="m", status=Status.INTERRUPTED,

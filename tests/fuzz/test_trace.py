@@ -1,4 +1,4 @@
-"""The trace's readers on torn and garbage lines: ``tether.observe.trace.read_trace`` (``tether
+"""The trace's readers on torn and garbage lines: ``tether.store.trace.read_trace`` (``tether
 trace``, the report), the writer's recovery of ``seq`` from the tail it finds
 (``TraceWriter``, when a run is resumed), ``tether.store.files.tail.TraceTail`` and ``tail_records`` (the
 console), and ``event_from_record`` (another process's events back into events).
@@ -15,9 +15,9 @@ from pathlib import Path
 import pytest
 from hypothesis import given, strategies as st
 
-from tether.run.events import RunStopped
+from tether.vocab.events import RunStopped
 from tether.store.files.tail import TraceTail, event_from_record, tail_records
-from tether.observe.trace import TraceWriter, read_trace
+from tether.store.trace import TraceWriter, read_trace
 
 from tests.fuzz.strategies import dumps, garbage_lines, json_values, objects_with, texts
 

@@ -20,7 +20,7 @@ import pytest
 from hypothesis import given, strategies as st
 
 from tether.approvals import DecisionQuery
-from tether.run.state import NeedsApproval, args_hash
+from tether.vocab.state import NeedsApproval, args_hash
 from tether.store.files.store import RunStore
 
 from tests.fuzz.strategies import deep, dumps, garbage_lines, json_values, texts

@@ -114,7 +114,7 @@ async def finished(proc: asyncio.subprocess.Process) -> tuple[int, str]:
 async def waiting(runs: Path, run_id: str) -> None:
     """Until the run's saved state says it waits for a decision (the program says so a moment
     before it saves it)."""
-    from tether.run.state import NeedsApproval
+    from tether.vocab.state import NeedsApproval
     from tether.store.files.store import RunStore
 
     async def saved() -> None:

@@ -19,7 +19,7 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from tether.demo.agents import DEMO
 from tether.harness import Harness
 from tether.integrations import Supervision, openai_agents, pydantic_ai
-from tether.run.state import Status
+from tether.vocab.state import Status
 from tether.workspaces.changes import changes
 from tests.integrations.programs import Recording
 from tests.support import git

@@ -38,7 +38,7 @@ from tether.integrations import claude_code
 from tether.demo.provider.anthropic import COMMANDS_DONE, COMMANDS_MODEL, COMMANDS_REFUSED, ReceivedRequest
 from tether.demo.provider.app import create_app
 from tether.demo.provider.server import running_app
-from tether.run.state import Cancelled, NeedsApproval, RunState, Status
+from tether.vocab.state import Cancelled, NeedsApproval, RunState, Status
 from tether.store.files.store import RunStore
 from tests.acp import installed as agents
 from tests.acp.procs import alive_in

@@ -33,7 +33,7 @@ from tether.store.control import ControlRequest
 from tether.store.operate import request
 from tether.integrations import claude_code
 from tether.store.protocol import Store
-from tether.run.state import Cancelled, NeedsApproval, RunState, Status
+from tether.vocab.state import Cancelled, NeedsApproval, RunState, Status
 from tether.store.files.store import RunStore
 from tests.support import TABLES
 

@@ -20,10 +20,10 @@ from openai import AsyncOpenAI
 from tether.harness import Harness
 from tether.integrations import Supervision
 from tether.integrations.openai_agents import SAVED, resume, run
-from tether.run.decisions import approved_words, declined_words
+from tether.approvals.decisions import approved_words, declined_words
 from tether.demo.provider.scenarios import TICKET_CLOSED, TICKET_KEPT
-from tether.run.state import Cancelled, Limits, NeedsApproval, Pricing, Status
-from tether.observe.trace import read_trace
+from tether.vocab.state import Cancelled, Limits, NeedsApproval, Pricing, Status
+from tether.store.trace import read_trace
 from tether.tui.components.dialogs import ApproveDialog
 from tether.demo.agents import DEMO
 
@@ -38,7 +38,7 @@ BOT = textwrap.dedent('''
     import asyncio, os, sys
     from agents import Agent, OpenAIChatCompletionsModel, RunConfig, function_tool
     from openai import AsyncOpenAI
-    from tether.run.events import ApprovalRequired
+    from tether.vocab.events import ApprovalRequired
     from tether.harness import Harness
     from tether.integrations import Supervision
     from tether.integrations.openai_agents import run

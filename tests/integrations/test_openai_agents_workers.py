@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from tether.integrations import on_workers
-from tether.run.decisions import declined_words
+from tether.approvals.decisions import declined_words
 from tether.store.postgres.store import PgStore
 from tether.demo.provider.scenarios import TICKET_KEPT
-from tether.run.state import NeedsApproval, Status
+from tether.vocab.state import NeedsApproval, Status
 from tests.integrations.programs import Recording, environment, finished, line_with
 from tests.integrations.test_openai_agents import BOT, CALL
 from tests.workerproc import Fleet, clean_slate, wait_for

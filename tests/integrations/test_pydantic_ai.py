@@ -19,10 +19,10 @@ from pydantic_ai.providers.openai import OpenAIProvider
 from tether.harness import Harness
 from tether.integrations import Supervision
 from tether.integrations.pydantic_ai import run
-from tether.run.decisions import declined_words
+from tether.approvals.decisions import declined_words
 from tether.demo.provider.scenarios import TICKET_CLOSED, TICKET_KEPT
-from tether.run.state import Cancelled, Limits, NeedsApproval, Pricing, Status
-from tether.observe.trace import read_trace
+from tether.vocab.state import Cancelled, Limits, NeedsApproval, Pricing, Status
+from tether.store.trace import read_trace
 from tether.demo.agents import DEMO
 
 from tests.integrations.programs import ROOT, Recording, finished, line_with, program, tether, waiting
@@ -35,7 +35,7 @@ TRIAGE = textwrap.dedent('''
     from pydantic_ai import Agent
     from pydantic_ai.models.openai import OpenAIChatModel
     from pydantic_ai.providers.openai import OpenAIProvider
-    from tether.run.events import ApprovalRequired
+    from tether.vocab.events import ApprovalRequired
     from tether.harness import Harness
     from tether.integrations import Supervision
     from tether.integrations.pydantic_ai import run

@@ -18,9 +18,9 @@ import pytest
 
 from tether.demo.evaluate import EvalConfig, run_eval
 from tether.models.local import SMOLLM2, find_gguf, local_server, missing_extra
-from tether.run.state import Pricing, Status
+from tether.vocab.state import Pricing, Status
 from tether.store.files.layout import TRACE_FILE
-from tether.observe.trace import read_trace
+from tether.store.trace import read_trace
 
 MISSING = missing_extra()
 pytestmark = [

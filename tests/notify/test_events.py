@@ -9,9 +9,9 @@ from typing import Any
 
 from tether.approvals import Rule, parse_where
 from tether.approvals.deadlines import apply_due
-from tether.run.events import RunStarted
+from tether.vocab.events import RunStarted
 from tether.harness import Harness
-from tether.run.state import Limits, Policies, RunState
+from tether.vocab.state import Limits, Policies, RunState
 from tether.demo.agents import DEMO
 from tests.notify.conftest import Receiver, channel, sending
 from tests.support import wait_until

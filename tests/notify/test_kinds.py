@@ -8,7 +8,7 @@ from typing import Any
 
 from tether.harness import Harness
 from tether.notify import read_link
-from tether.run.state import args_hash
+from tether.vocab.state import args_hash
 from tether.demo.agents import DEMO
 from tests.notify.conftest import Receiver, channel, sending
 

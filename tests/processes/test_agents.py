@@ -21,7 +21,7 @@ from tether.agents.config import ConfigError, load_config
 from tether.demo.agents import DEMO
 from tether.harness import Harness
 from tether.demo.provider.server import running_app
-from tether.run.state import NeedsApproval, Status
+from tether.vocab.state import NeedsApproval, Status
 from tether.store.files.layout import JOURNAL_FILE
 from tether.store.files.store import RunStore
 from tests.endpoints import call, completion, scripted_app

@@ -61,7 +61,7 @@ class Where:
 
 
 def _waits_running(store, run_id: str) -> bool:
-    from tether.run.state import NeedsApproval
+    from tether.vocab.state import NeedsApproval
 
     return isinstance(store.load(run_id).interruption, NeedsApproval)
 
@@ -146,7 +146,7 @@ async def test_an_edited_approval_from_another_process_runs_with_the_new_argumen
 async def past_its_deadline(where: Where, run_id: str):
     """Until the clock is past the deadline of the call ``run_id`` waits on (no process holds
     it, so nobody has applied the deadline yet); the call as it waits."""
-    from tether.run.state import NeedsApproval
+    from tether.vocab.state import NeedsApproval
 
     waiting = where.store().load(run_id).interruption
     assert isinstance(waiting, NeedsApproval) and waiting.deadline_at is not None, waiting
@@ -161,7 +161,7 @@ async def test_an_approval_after_the_deadline_is_refused_in_words_and_the_deadli
     """Issue 37, items 1 and 7: ``tether approve`` after the deadline of a run nobody holds
     ran the call. Now the deadline decides (never an approval), the late decider is told so
     in words, and the deadline's decision is on the record, a stopped run's too."""
-    from tether.run.state import Cancelled, Status
+    from tether.vocab.state import Cancelled, Status
 
     code, _, err = await decide("run", "destructive", "--run-id", "dl", "--decision-deadline", "1s",
                                 "--on-deadline", on_deadline, *where.args)
@@ -190,7 +190,7 @@ async def test_an_approval_after_the_deadline_is_refused_in_words_and_the_deadli
 async def test_a_stop_ends_a_run_whose_process_waits_for_a_decision_and_closes_its_call(where: Where):
     """Issue 37, item 8: a Stop released the waiting process but left the call waiting. A
     Stop ends the run; its call is declined in words, on the record as the stopper's."""
-    from tether.run.state import Cancelled, NeedsApproval, Status
+    from tether.vocab.state import Cancelled, NeedsApproval, Status
 
     run = await spawn("run", "destructive", "--run-id", "s1", "--wait-for-decision", "--json", *where.args)
     try:

@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.run.state import NeedsApproval, Status
+from tether.vocab.state import NeedsApproval, Status
 from tether.store.files.layout import JOURNAL_FILE
 from tether.store.files.lock import lock_held, owner_record
 from tether.store.files.store import RunStore

@@ -17,9 +17,9 @@ from pathlib import Path
 import pytest
 
 from tether.demo.provider import scenarios
-from tether.run.state import Cancelled, NeedsApproval, Status
+from tether.vocab.state import Cancelled, NeedsApproval, Status
 from tether.store.files.store import RunStore
-from tether.observe.trace import read_trace
+from tether.store.trace import read_trace
 from tether.demo.agents import DEMO
 
 from tests.support import cli_here_async, exited

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.run.state import AgentRef, Pricing, RunState, Status
+from tether.vocab.state import AgentRef, Pricing, RunState, Status
 from tether.store.costs import CostQuery, aggregate, dearest_of
 from tether.store.files.store import RunStore
 from tether.store.operator import operator_name

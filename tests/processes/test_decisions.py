@@ -16,12 +16,12 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from tether.approvals import DecisionQuery
-from tether.run.events import ApprovalDecision, ApprovalRequired, Event, RunStarted, RunStopped, ToolResult, ToolStart
+from tether.vocab.events import ApprovalDecision, ApprovalRequired, Event, RunStarted, RunStopped, ToolResult, ToolStart
 from tether.observe.otel.replay import export_run
 from tether.observe.otel.sink import OtelSink
 from tether.store.protocol import Store
 from tether.store.spec import open_store
-from tether.run.state import AgentRef, Decision, RunState, args_hash
+from tether.vocab.state import AgentRef, Decision, RunState, args_hash
 from tether.store.files.store import RunStore
 from tests.processes import test_rules_cli
 from tests.processes.test_rules_cli import tether
@@ -255,7 +255,7 @@ def test_a_decision_is_an_event_on_the_span_of_the_call_it_decided():
         ("pending", "alice", True, "1 of 2")
     assert first["tether.waited_s"] == 5.0 and second["tether.waited_s"] == 7.0  # both from when it asked
     assert (second["tether.verdict"], second["tether.by"], second["tether.rule"]) == ("rejected", "bob", "")
-    assert not any("tether.text" in e or "tether.edited_arguments" in e for e in (ruled, first, second))  # content
+    assert not any("tether.vocab.text" in e or "tether.edited_arguments" in e for e in (ruled, first, second))  # content
     agent = next(s for s in spans if s.name == "invoke_agent a")
     assert len(decision_events(agent)) == 3  # and the run's span keeps them in its timeline
     provider.shutdown()

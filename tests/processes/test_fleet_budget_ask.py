@@ -12,8 +12,8 @@ import re
 import pytest
 
 from tether.approvals.budgets import BudgetRefused
-from tether.approvals.rules import Rule
-from tether.run.state import Limits, MaxBudget, NeedsApproval, Status
+from tether.vocab.rules import Rule
+from tether.vocab.state import Limits, MaxBudget, NeedsApproval, Status
 from tether.store.protocol import Store
 from tests.processes.test_fleet_budgets import budget_file, harness, last_turn_bound, spec, store  # noqa: F401
 from tests.support import cli_here_async
@@ -177,7 +177,7 @@ async def test_a_deadline_stop_on_the_budget_call_stops_the_held_run_its_call_de
 async def test_a_budget_call_nobody_holds_is_rejected_at_its_deadline_and_a_late_approval_is_refused(
         store: Store, tmp_path):
     from tether.approvals.deadlines import apply_due
-    from tether.run.decisions import TooLate
+    from tether.approvals.decisions import TooLate
 
     config = budget_file(tmp_path, 0.02, "ask")
     store.rule_add(Rule("ask", "budget", "budgets wait a minute", "alice", deadline_s=60, on_deadline="reject"))

@@ -17,7 +17,7 @@ from tether.agents.config import load_config
 from tether.approvals.budgets import BudgetRefused
 from tether.demo.agents import DEMO
 from tether.harness import Harness
-from tether.run.state import Limits, MaxBudget, Pricing, Status
+from tether.vocab.state import Limits, MaxBudget, Pricing, Status
 from tether.store.files.store import RunStore
 from tether.store.protocol import Store
 from tests.support import TABLES, cli_here

@@ -25,10 +25,10 @@ from starlette.routing import Route
 
 from tether.models.client import ModelClient
 from tether.harness import Harness, Outcome
-from tether.run.state import Policies, StateError, Status
+from tether.vocab.state import Policies, StateError, Status
 from tether.store.files.layout import JOURNAL_FILE, TRACE_FILE
 from tether.store.files.store import RunStore
-from tether.observe.trace import read_trace
+from tether.store.trace import read_trace
 from tether.demo.agents import DEMO
 from tests.endpoints import call, completion, scripted_app, turns
 

@@ -29,11 +29,11 @@ from tether.store.files.index import RunIndex
 from tether.store.files.layout import INDEX_FILE, JOURNAL_FILE, OWNER_FILE, TRACE_FILE
 from tether.store.summary import RunSummary
 from tether.observe.report import LISTING_KEYS, SUMMARY_KEYS, recorded, summary
-from tether.run.state import Limits, RunState, Status
+from tether.vocab.state import Limits, RunState, Status
 from tether.store.files.handle import RunHandle
 from tether.store.files.lock import lock_held
 from tether.store.files.store import RunStore
-from tether.observe.trace import read_trace
+from tether.store.trace import read_trace
 
 from tests.support import cli_here, crashing, load_all, place, wait_until
 
@@ -411,7 +411,7 @@ async def test_runs_live_lists_the_running_and_the_waiting_only(harness: Harness
 
 WRITER = """
 import sys
-from tether.run.state import RunState, Status
+from tether.vocab.state import RunState, Status
 from tether.store.files.store import RunStore
 store, name = RunStore(sys.argv[1]), sys.argv[2]
 for i in range(40):

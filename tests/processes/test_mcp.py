@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.run.cancel import CancelSignal, RunCancelled
+from tether.vocab.cancel import CancelSignal, RunCancelled
 from tether.agents.mcp.catalog import catalog, mcp_tools
 from tether.agents.mcp.link import _closed, _Link, stderr_tail
 from tether.agents.mcp.server import MCPServer, MCPStartError

@@ -12,12 +12,12 @@ import uuid
 from pathlib import Path
 
 from tether.agents.agent import Agent
-from tether.run.cancel import CancelSignal
-from tether.run.events import ToolStart
+from tether.vocab.cancel import CancelSignal
+from tether.vocab.events import ToolStart
 from tether.harness import Harness
 from tether.agents.mcp.server import MCPServer
 from tether.demo.provider.server import running_app
-from tether.run.state import Cancelled, NeedsApproval, Policies, Status
+from tether.vocab.state import Cancelled, NeedsApproval, Policies, Status
 from tether.store.files.store import RunStore
 from tether.demo.agents import DEMO
 from tests.conftest import Recorder

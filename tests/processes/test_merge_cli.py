@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tether.harness import Harness
-from tether.run.state import NeedsApproval, Status
+from tether.vocab.state import NeedsApproval, Status
 from tether.store.files.store import RunStore
 from tests.campaign.shim import CRASH_EXIT_CODE
 from tests.processes.test_workspaces_cli import RUN, isolated, repo, where, workspace_of  # noqa: F401 (repo: fixture)

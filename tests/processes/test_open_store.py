@@ -9,7 +9,7 @@ import pytest
 
 from tether.store.protocol import Store
 from tether.store.spec import open_store
-from tether.run.state import StateError
+from tether.vocab.state import StateError
 from tether.store.files.store import RunStore
 
 

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.run.state import NeedsApproval, Status
+from tether.vocab.state import NeedsApproval, Status
 from tests import accounts
 from tests.processes.test_approvals_processes import Where, decide
 from tests.processes.test_approvals_processes import where  # noqa: F401  (a fixture: both stores)

@@ -18,9 +18,9 @@ from pathlib import Path
 import pytest
 
 from tether.observe.report import SUMMARY_KEYS
-from tether.run.state import RunState, StateError
+from tether.vocab.state import RunState, StateError
 from tether.store.files.store import RunStore
-from tether.observe.trace import read_trace
+from tether.store.trace import read_trace
 
 from tests.support import cli_here, crashing, place, wait_until
 

@@ -15,7 +15,7 @@ from pathlib import Path
 
 
 from tether.store.postgres.store import PgStore
-from tether.run.state import Cancelled, NeedsApproval, Status
+from tether.vocab.state import Cancelled, NeedsApproval, Status
 
 from tests.support import exited
 

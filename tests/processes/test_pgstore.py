@@ -19,7 +19,7 @@ from tether.demo.agents import DEMO
 from tether.harness import Harness
 from tether.store.postgres.connection import StoreUnavailable, redact
 from tether.store.postgres.store import PgStore
-from tether.run.state import RunState, StateError, Status
+from tether.vocab.state import RunState, StateError, Status
 from tests.support import wait_until
 
 
@@ -255,7 +255,7 @@ def test_an_owner_whose_token_was_taken_cannot_save(pg: PgStore):
 
 
 async def test_an_operation_cancelled_while_it_opens_the_run_lets_go_of_it(pg: PgStore, monkeypatch):
-    from tether.run.hold import open_run
+    from tether.store.hold import open_run
 
     pg.create(new_state("c1"))
     handles = []

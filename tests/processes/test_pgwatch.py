@@ -16,7 +16,7 @@ from tether.harness import Harness
 from tether.store.postgres.connection import StoreUnavailable
 from tether.store.postgres.store import PgStore
 from tether.store.postgres.watch import PgWatcher
-from tether.run.state import RunState, Status
+from tether.vocab.state import RunState, Status
 from tether.store.protocol import SaveError
 from tether.store.changes import JOURNAL, NEW, OWNER, TRACE
 from tether.demo.agents import DEMO
@@ -58,7 +58,7 @@ def test_each_change_is_notified_with_the_fixed_payload_when_it_commits(pg: PgSt
         pg.create(new_state("n1"))
         state, handle = pg.open("n1")
         trace = handle.trace()
-        from tether.run.events import RunStarted
+        from tether.vocab.events import RunStarted
 
         trace.write(RunStarted(run_id="n1", model="plan", resumed=False))
         state.messages.append({"role": "assistant", "content": "a"})
@@ -145,7 +145,7 @@ async def test_a_lost_connection_ends_the_watch_in_words_without_the_password(pg
 async def test_a_tools_events_reach_a_watcher_while_it_runs_before_any_save(pg: PgStore, tmp_path: Path):
     """Trace lines are committed on a short timer, not only at saves: scan_archive's progress
     is in the database (and notified) while the tool is still running."""
-    from tether.run.cancel import CancelSignal
+    from tether.vocab.cancel import CancelSignal
 
     signal = CancelSignal()
     async with Harness(workspace=tmp_path / "ws", store=pg, agent_sets=(DEMO,)) as harness:

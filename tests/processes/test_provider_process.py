@@ -23,7 +23,7 @@ import pytest
 
 from tether.models.processes import free_port, stop_process, wait_until_serving
 from tether.demo.provider.server import provider_process
-from tether.run.state import Status
+from tether.vocab.state import Status
 from tests.support import SIZE, finish, settle, still_console
 from tether.tui.app import TetherApp
 from tether.tui.cli.console import run_console

@@ -25,7 +25,7 @@ import pytest
 
 from tether.store.protocol import Store
 from tether.store.spec import open_store
-from tether.run.state import NeedsApproval, Status
+from tether.vocab.state import NeedsApproval, Status
 from tests.support import cli_here, wait_until
 
 CAP_S = 120.0

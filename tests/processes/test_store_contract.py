@@ -23,11 +23,11 @@ import pytest
 
 from tether.models.client import ModelClient
 from tether.store.control import ControlRequest
-from tether.run.events import ProviderRetry, RunStarted, ToolResult
+from tether.vocab.events import ProviderRetry, RunStarted, ToolResult
 from tether.harness import Harness
-from tether.run.decisions import approve
+from tether.approvals.decisions import approve
 from tether.store.protocol import Handle, Store
-from tether.run.state import Limits, NeedsApproval, RunExists, RunState, StateError, Status, args_hash, pending_calls
+from tether.vocab.state import Limits, NeedsApproval, RunExists, RunState, StateError, Status, args_hash, pending_calls
 from tether.store.files.store import RunStore
 from tether.demo.agents import DEMO
 from tests.endpoints import completion, turns
@@ -379,7 +379,7 @@ async def test_a_made_up_run_id_that_is_taken_is_made_up_again(store: Store, tmp
     meet. A creator that made the id up takes another; an id the user gave is refused."""
     store.create(new_state("taken"))
     made_up = iter(["taken", "taken", "fresh-1", "taken", "fresh-2"])
-    for made_here in ("tether.harness", "tether.run.tracked", "tether.run.state"):  # first ids, then the others
+    for made_here in ("tether.harness", "tether.run.tracked", "tether.vocab.state"):  # first ids, then the others
         monkeypatch.setattr(f"{made_here}.new_run_id", lambda prefix: next(made_up))
     async with Harness(workspace=tmp_path / "ws", store=store, agent_sets=(DEMO,)) as harness:
         plan = harness.agent_named("plan")
@@ -454,7 +454,7 @@ def test_rules_are_the_stores_for_every_process_and_an_id_is_never_given_twice(a
 
 def test_a_save_records_the_runs_decisions_for_the_whole_store(approvals_store: Store):
     from tether.approvals import DecisionQuery
-    from tether.run.state import Decision
+    from tether.vocab.state import Decision
 
     store, other = approvals_store, another_view(approvals_store)
     try:

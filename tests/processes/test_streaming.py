@@ -11,12 +11,12 @@ from pathlib import Path
 
 
 from tether.agents.agent import Agent
-from tether.run.cancel import CancelSignal
-from tether.run.events import TextDelta
+from tether.vocab.cancel import CancelSignal
+from tether.vocab.events import TextDelta
 from tether.harness import Harness
 from tether.demo.provider.server import running_app
-from tether.run.state import Cancelled, Status
-from tether.observe.trace import read_trace
+from tether.vocab.state import Cancelled, Status
+from tether.store.trace import read_trace
 from tether.demo.agents import DEMO
 from tests.conftest import Recorder
 from tests.support import WORDS, SlowStream

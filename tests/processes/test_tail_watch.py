@@ -24,17 +24,17 @@ from typing import Any, Union, get_args, get_origin, get_type_hints
 
 import pytest
 
-from tether.run import events as ev
-from tether.run.events import Event
+from tether.vocab import events as ev
+from tether.vocab.events import Event
 from tether.harness import Harness
-from tether.run.state import RunState, Status
+from tether.vocab.state import RunState, Status
 from tether.store.files.layout import JOURNAL_FILE, TRACE_FILE
 from tether.store.files.store import RunStore
 from tether.store.files.tail import JournalTail, TraceTail, event_from_record
-from tether.observe.trace import TraceWriter
+from tether.store.trace import TraceWriter
 from tether.store.changes import JOURNAL, NEW, REMOVED, TRACE, RunChange
 from tether.store.files.watch import follow_run, watch_runs
-from tether.run.wording import format_record
+from tether.vocab.wording import format_record
 
 from tests.support import place, wait_until
 

@@ -29,7 +29,7 @@ from tether.workers.submit import submit
 from tether.workers.view import _workflow_status, queue_view
 from tether.store.postgres.store import PgStore
 from tether.demo.provider import create_app
-from tether.run.state import Cancelled, NeedsApproval, Status
+from tether.vocab.state import Cancelled, NeedsApproval, Status
 from tests.campaign.server import CountingApp, serving
 from tests.workerproc import Fleet, clean_slate, wait_for
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from tether.demo.provider import create_app
-from tether.run.state import NeedsApproval, Status
+from tether.vocab.state import NeedsApproval, Status
 from tether.store.postgres.store import PgStore
 from tether.workers.view import _workflow_status
 from tests.campaign.server import CountingApp, serving

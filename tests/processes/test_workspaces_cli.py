@@ -14,7 +14,7 @@ import pytest
 
 from tether.agents.agent import Agent, Isolation
 from tether.harness import Harness
-from tether.run.state import Policies
+from tether.vocab.state import Policies
 from tether.store.files.store import RunStore
 from tests.campaign.shim import CRASH_EXIT_CODE
 from tests.support import Scripted, cli_here, cli_here_async, crashing, git, home  # noqa: F401 (home: a fixture)

@@ -13,7 +13,7 @@ from tether.agents.agent import Agent
 from tether.agents.sets import AgentSet, known_agents, set_of
 from tether.demo.agents import DEMO
 from tether.harness import Harness
-from tether.run.state import RunState, StateError, Status
+from tether.vocab.state import RunState, StateError, Status
 
 
 class Greeters:

@@ -22,7 +22,7 @@ from tether.agents.tools.builtin import DeleteFile, WriteFile
 from tether.approvals import Rule
 from tether.demo.agents import DEMO
 from tether.harness import Harness
-from tether.run.state import NeedsApproval
+from tether.vocab.state import NeedsApproval
 
 from tests.unit.test_mcp_names import Scripted, link, listed
 

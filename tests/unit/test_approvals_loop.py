@@ -13,8 +13,8 @@ import pytest
 from tether.approvals import Rule, parse_where
 from tether.harness import Harness
 from tether.demo.provider import scenarios
-from tether.run.cancel import CancelSignal
-from tether.run.state import Cancelled, NeedsApproval, Policies, StateError, Status
+from tether.vocab.cancel import CancelSignal
+from tether.vocab.state import Cancelled, NeedsApproval, Policies, StateError, Status
 from tests import accounts
 
 
@@ -331,7 +331,7 @@ async def test_a_late_decision_reaching_the_process_that_waits_is_refused_in_wor
 async def test_a_decision_in_the_escalations_time_is_taken_once_the_escalation_is_recorded(harness: Harness, recorder):
     """Escalated, the call waits one more deadline, counted from the first: a decision in it
     is taken; one after it is as late as any."""
-    from tether.run.decisions import TooLate
+    from tether.approvals.decisions import TooLate
 
     run_id = await destructive(harness, decision_deadline_s=30, on_deadline="escalate")
     waiting = (await harness.run(run_id)).state.interruption

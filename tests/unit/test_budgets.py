@@ -11,8 +11,8 @@ from tether.models.client import ModelClient
 from tether.harness import Harness
 from tether.demo.provider import create_app
 from tether.observe.report import summary, text_summary
-from tether.run.state import Limits, MaxBudget, Pricing, RunState, Status
-from tether.run.wording import overshoot
+from tether.vocab.state import Limits, MaxBudget, Pricing, RunState, Status
+from tether.vocab.wording import overshoot
 from tether.demo.agents import DEMO, EMBEDDED_BASE_URL
 from tests.endpoints import call, completion, turns
 

@@ -147,7 +147,7 @@ async def test_a_run_with_no_workspace_of_its_own_has_no_checkpoints_in_words(ho
 
 async def test_a_program_takes_its_own_checkpoints_with_run_checkpoint(tmp_path: Path) -> None:
     from tether.harness import Harness
-    from tether.run.state import StateError
+    from tether.vocab.state import StateError
 
     folder = tmp_path / "repo"
     subprocess.run(["git", "init", "-q", "-b", "main", str(folder)], check=True)

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from tether.run.cancel import CancelSignal, RunCancelled
+from tether.vocab.cancel import CancelSignal, RunCancelled
 from tether.models.client import SEGMENT_BYTES, EncodedTranscript, ModelClient, ModelReply, ProviderError, RetryNotice
 from tether.models.tokens import TokenCounter
 

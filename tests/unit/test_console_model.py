@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import time
 
-from tether.run.cancel import CancelSignal
-from tether.run.events import ApprovalRequired, RunStarted, RunStopped, TextDelta, ToolProgress, Turn
+from tether.vocab.cancel import CancelSignal
+from tether.vocab.events import ApprovalRequired, RunStarted, RunStopped, TextDelta, ToolProgress, Turn
 from tether.store.summary import RunSummary
-from tether.run.state import Cancelled, Decision, Limits, NeedsApproval, RunState, Status
+from tether.vocab.state import Cancelled, Decision, Limits, NeedsApproval, RunState, Status
 from tether.store.owner import Owner
 from tether.tui.model import ConsoleModel, stub_state
 from tether.tui.pump import FLUSH_INTERVAL_S, EventPump

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from tether.harness import Harness
-from tether.run.state import NeedsApproval, StateError, Status
+from tether.vocab.state import NeedsApproval, StateError, Status
 from tether.demo.agents import DEMO
 
 

@@ -23,8 +23,8 @@ from typing import Annotated, Any, Literal, Optional
 import pytest
 from pydantic import BaseModel, Field
 
-from tether.run.cancel import CancelSignal, RunCancelled
-from tether.run.ledger import Ledger
+from tether.vocab.cancel import CancelSignal, RunCancelled
+from tether.vocab.ledger import Ledger
 from tether.agents.tools.base import Tool, ToolContext
 from tether.agents.tool_errors import InvalidArguments, PermissionDenied
 from tether.agents.tools.function import FunctionTool, function_tool, tool

@@ -12,7 +12,7 @@ import pytest
 from tether.tui.cli import main
 from tether.demo.lab import QUICK, STOP_REASON, saved_turns, fresh_run, run_lab
 from tether.demo.provider.scenarios import DESTRUCTIVE_DECLINED, DESTRUCTIVE_DELETED, RECOVER_ANSWER
-from tether.run.state import Limits
+from tether.vocab.state import Limits
 
 Tables = dict[str, list[dict[str, Any]]]
 

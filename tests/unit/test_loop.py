@@ -8,12 +8,12 @@ from dataclasses import replace
 
 import pytest
 
-from tether.run.cancel import CancelSignal
+from tether.vocab.cancel import CancelSignal
 from tether.harness import Harness
 from tether.demo.provider import scenarios
-from tether.run.state import (Cancelled, Limits, MaxBudget, MaxTurns, NeedsApproval, Policies, RunState, Status,
+from tether.vocab.state import (Cancelled, Limits, MaxBudget, MaxTurns, NeedsApproval, Policies, RunState, Status,
                           StopConditionMet)
-from tether.observe.trace import read_trace
+from tether.store.trace import read_trace
 from tether.demo.agents import DEMO
 
 
@@ -265,7 +265,7 @@ async def test_approval_is_single_use_and_bound_to_the_call(harness: Harness):
 
 async def test_approval_does_not_apply_to_changed_arguments(harness: Harness):
     run_id = (await start(harness, "destructive")).state.run_id
-    from tether.run.decisions import approve
+    from tether.approvals.decisions import approve
 
     # Approve, then tamper with the pending call's arguments in the saved state.
     state, handle = harness.store.open(run_id)

@@ -13,8 +13,8 @@ from tether.harness import Harness
 from tether.run.loop import MAX_TOOL_OUTPUT_CHARS
 from tether.demo.provider import FaultPlan, scenarios
 from tether.demo.provider.server import running_app, running_provider
-from tether.run.state import Limits, NeedsApproval, Policies, ProviderOutage, Status
-from tether.observe.trace import read_trace
+from tether.vocab.state import Limits, NeedsApproval, Policies, ProviderOutage, Status
+from tether.store.trace import read_trace
 from tether.demo.agents import DEMO
 from tests.endpoints import call, completion, scripted_app, turns
 

@@ -20,7 +20,7 @@ from tether.harness import Harness
 from tether.agents.mcp.catalog import catalog
 from tether.agents.mcp.link import _Link
 from tether.agents.mcp.server import MCPServer, MCPStartError
-from tether.run.state import NeedsApproval, Status
+from tether.vocab.state import NeedsApproval, Status
 from tether.agents.tools.base import OFFERED_NAME, Tool, ToolContext, offered_name
 from tether.agents.tools.builtin import DeleteFile
 from tether.demo.agents import DEMO

@@ -25,7 +25,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
-from tether.run.events import (
+from tether.vocab.events import (
     ApprovalDecision,
     ApprovalRequired,
     Event,
@@ -42,7 +42,7 @@ from tether.observe.otel import sink as otel_sink
 from tether.observe.otel.replay import OtelExportError, export_run
 from tether.observe.otel.settings import CLI_EXPORT_TIMEOUT, SHUTDOWN_TIMEOUT, traces_endpoint
 from tether.observe.otel.sink import OtelSink, otel_sink_from_env
-from tether.run.state import RunState, StateError
+from tether.vocab.state import RunState, StateError
 from tether.store.files.layout import TRACE_FILE
 from tether.store.files.store import RunStore
 from tether.demo.agents import DEMO
@@ -54,7 +54,7 @@ PARENT = "helper-20240101-000000-abc123"
 CHILD = f"{PARENT}.call_1"
 LEAKY_ARGS = '{"question": "why? curl -H \'Authorization: Bearer sk-abcdefghijklmnopqrstuvwx\'"}'
 CONTENT_KEYS = {"gen_ai.tool.call.arguments", "gen_ai.tool.call.result", "gen_ai.input.messages",
-                "gen_ai.output.messages", "tether.text"}
+                "gen_ai.output.messages", "tether.vocab.text"}
 OTEL_ENV = ("OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_SERVICE_NAME",
             "OTEL_RESOURCE_ATTRIBUTES", "OTEL_SDK_DISABLED", "OTEL_TRACES_EXPORTER", "OTEL_EXPORTER_OTLP_HEADERS",
             "OTEL_EXPORTER_OTLP_TRACES_HEADERS", "OTEL_INSTRUMENTATION_GENAI_CAPTURE_MESSAGE_CONTENT",
@@ -340,7 +340,7 @@ def test_an_approval_decision_opens_the_span_of_the_run_it_resumes(clean_env):
     assert agent.start_time == ns(T0)
     assert [e.name for e in agent.events] == ["tether.approval_decision"]
     assert agent.events[0].attributes["tether.verdict"] == "approved"
-    assert "tether.text" not in agent.events[0].attributes  # the operator's note is content
+    assert "tether.vocab.text" not in agent.events[0].attributes  # the operator's note is content
     provider.shutdown()
 
 

@@ -17,10 +17,10 @@ from acp import schema
 
 import tether
 from tether.acp.touches import Diff
-from tether.approvals.preview import MAX_LINES, Preview, bounded, preview_of_acp, unified_diff
+from tether.vocab.preview import MAX_LINES, Preview, bounded, preview_of_acp, unified_diff
 from tether.agents.tools.preview import preview_call
-from tether.run.cancel import CancelSignal
-from tether.run.ledger import Ledger
+from tether.vocab.cancel import CancelSignal
+from tether.vocab.ledger import Ledger
 from tether.agents.tools import builtin
 from tether.agents.tools.base import Tool, ToolContext
 from tether.agents.tools.builtin import DeleteFile, ReadFile, WriteFile

@@ -15,7 +15,7 @@ from genai_prices import Usage, calc_price
 from tether.agents.config import load_config
 from tether.harness import Harness
 from tether.observe.report import text_summary
-from tether.run.prices import explain, price_for
+from tether.vocab.prices import explain, price_for
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:

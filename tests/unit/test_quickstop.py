@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.run.state import Status
+from tether.vocab.state import Status
 from tether.store.control import ControlRequest
 from tether.store.files.control import read_from
 from tether.store.files.layout import JOURNAL_FILE, OWNER_FILE

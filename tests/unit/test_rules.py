@@ -1,4 +1,4 @@
-"""Standing rules (tether.approvals.rules): which rule decides a call, and what it says.
+"""Standing rules (tether.vocab.rules): which rule decides a call, and what it says.
 
 Deny beats ask beats allow whatever their scopes; among rules of one effect the narrowest
 is cited (run over agent over store, then more argument patterns, a named agent or

@@ -17,9 +17,9 @@ from tether.store.control import ControlRequest
 from tether.store.files.layout import (
     CONTROL_FILE, INDEX_FILE, JOURNAL_FILE, LEDGER_FILE, OWNER_FILE, RULES_FILE, TRACE_FILE, check_home, private_dirs,
 )
-from tether.run.events import RunStarted
+from tether.vocab.events import RunStarted
 from tether.store.files.index import RunIndex
-from tether.run.state import RunState, StateError
+from tether.vocab.state import RunState, StateError
 from tether.store.files.store import RunStore
 
 

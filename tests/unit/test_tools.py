@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from tether.run.cancel import CancelSignal, RunCancelled
-from tether.run.ledger import Ledger, LedgerEntry
+from tether.vocab.cancel import CancelSignal, RunCancelled
+from tether.vocab.ledger import Ledger, LedgerEntry
 from tether.agents.tools.base import Tool, ToolContext
 from tether.agents.tool_errors import InvalidArguments, NotFound, PathRefused, PermissionDenied, ToolError
 from tether.agents.tools.builtin import (

@@ -16,9 +16,9 @@ import pytest
 
 from tether.approvals import Rule
 from tether.harness import Harness
-from tether.run.state import Cancelled, Limits, MaxBudget, NeedsApproval, StateError, Status
+from tether.vocab.state import Cancelled, Limits, MaxBudget, NeedsApproval, StateError, Status
 from tether.run.tracked import LimitReached, Stopped
-from tether.observe.trace import read_trace
+from tether.store.trace import read_trace
 
 
 def kinds(harness: Harness, run_id: str) -> list[str]:

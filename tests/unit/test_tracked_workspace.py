@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 
 from tether.harness import Harness
-from tether.observe.trace import read_trace
-from tether.run.state import Status
+from tether.store.trace import read_trace
+from tether.vocab.state import Status
 from tether.workspaces.changes import changes
 from tether.workspaces.lifecycle import WorkspaceError
 from tests.support import git

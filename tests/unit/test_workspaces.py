@@ -15,8 +15,8 @@ from tether.agents.agent import Agent, AgentError, Isolation
 from tether.agents.config import load_config
 from tether.agents.configfile import ConfigError
 from tether.harness import Harness
-from tether.run.cancel import CancelSignal
-from tether.run.state import Cancelled, Policies, StateError, Status
+from tether.vocab.cancel import CancelSignal
+from tether.vocab.state import Cancelled, Policies, StateError, Status
 from tether.workspaces.changes import changes, diff
 from tether.workspaces.git import BRANCH_PREFIX, GitError
 from tether.workspaces.merge import merge_check

@@ -14,7 +14,7 @@ import pytest
 from tether.approvals import DecisionQuery, Rule
 from tether.harness import Harness
 from tether.demo.provider import scenarios
-from tether.run.state import Cancelled, NeedsApproval, StateError, Status
+from tether.vocab.state import Cancelled, NeedsApproval, StateError, Status
 
 from tether.web.pages import HUB
 from tether.demo.agents import DEMO
@@ -333,7 +333,7 @@ async def test_a_call_that_starts_waiting_is_pushed_to_every_open_page_from_one_
 
 
 async def test_a_passed_deadline_nobody_holds_is_applied_before_the_page_shows_it(web: Served):
-    from tether.run.state import Policies
+    from tether.vocab.state import Policies
 
     state = web.harness.new_run("destructive", policies=Policies(decision_deadline_s=0.01))
     out = await web.harness.run(state.run_id)
@@ -521,7 +521,7 @@ async def late_decision_is_refused(web: Served) -> None:
     """A page shown before a call's deadline posts its approval after it (either store)."""
     import time
 
-    from tether.run.state import Policies, args_hash
+    from tether.vocab.state import Policies, args_hash
 
     client = await logged_in(web, "ana")
     try:
@@ -593,7 +593,7 @@ async def budget_web(tmp_path) -> AsyncIterator[Served]:
 
 
 async def post_decision(client, run_id: str, waiting: NeedsApproval, verdict: str, **fields: str):
-    from tether.run.state import args_hash
+    from tether.vocab.state import args_hash
 
     data = {"csrf": await csrf_of(client, f"/runs/{run_id}"), "run": run_id, "call": waiting.call_id,
             "verdict": verdict, "hash": args_hash(waiting.args), **fields}
@@ -602,7 +602,7 @@ async def post_decision(client, run_id: str, waiting: NeedsApproval, verdict: st
 
 async def test_a_budget_call_shows_in_its_words_on_the_run_page_and_is_approved_and_rejected_there(
         budget_web: Served):
-    from tether.run.state import Limits, MaxBudget
+    from tether.vocab.state import Limits, MaxBudget
 
     web = budget_web
     out = await web.harness.run(web.harness.new_run("runaway", limits=Limits(max_turns=None)).run_id)

@@ -13,7 +13,7 @@ from syrupy.extensions.single_file import SingleFileSnapshotExtension, WriteMode
 
 from tether.agents.config import load_config
 from tether.approvals.budgets import from_config
-from tether.run.state import AgentRef, Pricing, RunState, Status
+from tether.vocab.state import AgentRef, Pricing, RunState, Status
 from tests import fleet_costs
 from tests.web.conftest import Served, logged_in, pg_web, web  # noqa: F401 (fixtures)
 

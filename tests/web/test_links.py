@@ -10,7 +10,7 @@ import pytest
 
 from tether.approvals import DecisionQuery
 from tether.notify.links import issue_link
-from tether.run.state import NeedsApproval, Status, args_hash
+from tether.vocab.state import NeedsApproval, Status, args_hash
 
 from tests.web.conftest import PAGE, Served, logged_in
 
@@ -159,7 +159,7 @@ async def test_a_link_used_after_the_calls_deadline_is_refused_and_the_deadline_
     used after its deadline (the link itself still good): the deadline decides, in words."""
     import time
 
-    from tether.run.state import Cancelled, Policies
+    from tether.vocab.state import Cancelled, Policies
 
     state = web.harness.new_run("destructive", policies=Policies(decision_deadline_s=0.2, on_deadline="stop"))
     waiting = (await web.harness.run(state.run_id)).state.interruption

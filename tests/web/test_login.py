@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from tether.run.state import NeedsApproval
+from tether.vocab.state import NeedsApproval
 from tether.store.files.store import RunStore
 from tether.web.settings import trusted_proxies
 from tether.web.users import UserBook, UserError

@@ -12,7 +12,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestServer
 
 from tether.approvals import DecisionQuery
-from tether.run.state import Status
+from tether.vocab.state import Status
 from tether.store.files.store import RunStore
 
 from tests.web.conftest import serving

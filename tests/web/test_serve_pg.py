@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 from tether.approvals import DecisionQuery
-from tether.run.state import NeedsApproval, Status
+from tether.vocab.state import NeedsApproval, Status
 from tether.web.pages import HUB
 from tether.web.users import UserBook
 

@@ -81,7 +81,7 @@ def _refusal_code(exc: Exception) -> int | None:
     for the command), 1 for a store that could not save; None for a bug, which is raised.
     The two classes are imported here, when there is an error, so that ``tether stop --help``
     does not import the run's state or the store's protocol (and asyncio with it)."""
-    from tether.run.state import StateError
+    from tether.vocab.state import StateError
     from tether.store.protocol import SaveError
 
     if isinstance(exc, (UsageError, StateError, ValueError)):

@@ -20,7 +20,7 @@ from tether.tui.cli import context
 async def agents(args: argparse.Namespace) -> int:
     """Every agent in the agent file (its MCP servers started to list their tools), then the demo."""
     from tether.demo import agents as demo
-    from tether.text import clean
+    from tether.vocab.text import clean
 
     if args.action == "sessions":
         return await _sessions(args)
@@ -70,7 +70,7 @@ async def _print_as_they_answer(described: list[asyncio.Task[dict[str, Any]]]) -
 
 
 def _print_row(row: dict[str, Any]) -> None:
-    from tether.text import clean
+    from tether.vocab.text import clean
 
     if "acp" in row:
         acp = row["acp"]
@@ -162,7 +162,7 @@ async def _sessions(args: argparse.Namespace) -> int:
     from dataclasses import asdict
 
     from tether.acp.offer import agent_offer, session_words
-    from tether.text import clean
+    from tether.vocab.text import clean
 
     config = context.config(args)
     if config is None or not args.agent_name:
@@ -221,7 +221,7 @@ async def _describe_acp(agent: Any, kind: str, args: argparse.Namespace) -> dict
     from tether.acp import AcpError
     from tether.acp.probe_cache import ProbeCache, probe_kept
     from tether.agents.agent import AgentError
-    from tether.run.wording import one_line
+    from tether.vocab.wording import one_line
 
     row: dict[str, Any] = {"name": agent.name, "set": kind, "model": agent.model, "base_url": None,
                            "config": str(agent.config) if agent.config else None, "tools": [], "mcp": [],

@@ -14,7 +14,7 @@ from tether.tui.cli import context
 async def add_or_check(args: argparse.Namespace) -> int:
     import asyncio
 
-    from tether.text import clean
+    from tether.vocab.text import clean
 
     if args.action == "add":
         from tether.agents.configfile import find_config

@@ -48,7 +48,7 @@ async def _rule_add(args: argparse.Namespace, store: Any) -> int:
     from tether.approvals import Rule, check, parse_duration, parse_where
     from tether.approvals.commands import apply_to_waiting, expiry_note, known_tools, parse_time, rule_json
     from tether.workers.deliver import deliver
-    from tether.text import clean
+    from tether.vocab.text import clean
 
     await context.may_operate(args, "rules add")
     rule = Rule(args.effect, args.tool, args.reason.strip(), context.who(args), agent=args.agent,

@@ -20,7 +20,7 @@ from typing import Any
 from tether.agents.config import Config, ConfigError, find_config, load_config
 from tether.demo.agents import DEMO
 from tether.demo.provider.server import provider_process
-from tether.run.state import StateError
+from tether.vocab.state import StateError
 from tether.store.protocol import Store
 from tether.tui.app import TetherApp
 from tether.tui.options import ConsoleOptions

@@ -9,7 +9,7 @@ import asyncio
 import os
 from typing import Any
 
-from tether.run.cancel import CancelSignal
+from tether.vocab.cancel import CancelSignal
 from tether.store.protocol import call
 from tether.tui.cli.parser import UsageError
 

@@ -64,7 +64,7 @@ async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
 def _edited_args(text: str | None) -> str | None:
     """``--args JSON``: the call's arguments as the operator edited them (a JSON object, each
     key once), refused in words before anything is decided when they are not one."""
-    from tether.run.decisions import edit_json
+    from tether.approvals.decisions import edit_json
 
     if text is None:
         return None
@@ -99,7 +99,7 @@ STOPPED = "stopped from the command line"
 
 
 async def _stop(args: argparse.Namespace) -> int:
-    from tether.run.state import StateError
+    from tether.vocab.state import StateError
     from tether.store import control, operate
     from tether.store.protocol import call
     from tether.store.spec import has_workers

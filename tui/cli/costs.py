@@ -15,7 +15,7 @@ from tether.tui.cli import context
 
 async def prices(args: argparse.Namespace) -> int:
     """``tether prices [MODEL] [--base-url URL] [--json]``."""
-    from tether.run.prices import explain
+    from tether.vocab.prices import explain
 
     config = context.config(args)
     if args.model:
@@ -94,7 +94,7 @@ def _usd(value: float) -> str:
 
 
 def clean(text: str) -> str:
-    from tether.text import clean as cleaned
+    from tether.vocab.text import clean as cleaned
 
     return cleaned(text)
 

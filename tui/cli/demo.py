@@ -34,7 +34,7 @@ from textual.pilot import Pilot
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, Select, Static
 
-from tether.run.state import MaxBudget, NeedsApproval, Status
+from tether.vocab.state import MaxBudget, NeedsApproval, Status
 from tether.tui.components.dialogs import ApproveDialog, NewRunDialog, RejectDialog
 
 __all__ = ["ACP_STEPS", "STEPS", "AcpTour", "Caption", "Step", "Tour", "TourError", "run_demo"]

@@ -23,7 +23,7 @@ from typing import Any
 from textual.pilot import Pilot
 from textual.screen import ModalScreen
 
-from tether.run.state import Status
+from tether.vocab.state import Status
 from tether.tui.cli.demo import AcpTour, Step
 from tether.tui.components.dialogs import ApproveDialog
 from tether.tui.components.rules_screen import ConfirmDialog

@@ -76,7 +76,7 @@ def emit_reply(args: argparse.Namespace, reply: Any) -> int:
 
 def emit_words(args: argparse.Namespace, ok: bool, words: str, pending: bool) -> int:
     """:func:`emit_reply`, given the reply's fields."""
-    from tether.text import clean
+    from tether.vocab.text import clean
 
     if getattr(args, "json", False):
         print(json.dumps({"ok": ok, "pending": pending, "words": words}))

@@ -88,7 +88,7 @@ def _non_negative(text: str) -> float:
 
 
 def _age_option(text: str) -> float:
-    from tether.approvals.rules import RuleError, parse_duration
+    from tether.vocab.rules import RuleError, parse_duration
 
     try:
         return parse_duration(text)

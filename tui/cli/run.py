@@ -110,8 +110,8 @@ class _StreamPrinter:
         self.open = False
 
     def __call__(self, event: Any) -> None:
-        from tether.run.events import TextDelta, Turn
-        from tether.text import clean
+        from tether.vocab.events import TextDelta, Turn
+        from tether.vocab.text import clean
 
         if event.run_id != self.run_id:
             return  # a subagent's reply is not the answer

@@ -12,7 +12,7 @@ import sys
 import time
 from typing import Any
 
-from tether.run.state import RunState, StateError
+from tether.vocab.state import RunState, StateError
 from tether.store.protocol import call
 from tether.tui.cli import context, output
 from tether.tui.cli.parser import UsageError
@@ -23,7 +23,7 @@ async def runs(args: argparse.Namespace) -> int:
     A running run shows who runs it; one whose process died shows as ``orphaned`` (in
     ``--json``: ``status`` stays the saved ``running``, ``liveness`` says ``orphaned``)."""
     from tether.observe.report import listing, owner_words, recorded_all
-    from tether.text import clean
+    from tether.vocab.text import clean
 
     store = context.store_of(args)
     problems: dict[str, str] = {}
@@ -84,8 +84,8 @@ def _changed(workspace: dict[str, Any]) -> str:
 async def show(args: argparse.Namespace) -> int:
     from tether.observe.report import (SYSTEM_NOT_SENT, as_sent, owner_words, recorded_records, summary,
                                        text_summary, warnings_of)
-    from tether.run.state import Status
-    from tether.text import clean
+    from tether.vocab.state import Status
+    from tether.vocab.text import clean
 
     store = context.store_of(args)
     state = await call(store, store.load, args.run_id)
@@ -106,7 +106,7 @@ async def show(args: argparse.Namespace) -> int:
         return 0
     print(text_summary(state, len(tool_runs), ms))
     if state.of_acp_agent:  # where the agent could write, as its last session said
-        from tether.run.wording import sandbox_words
+        from tether.vocab.wording import sandbox_words
 
         sessions = [r for r in records if r.get("kind") == "agent_session"]
         box = sessions[-1].get("sandbox") if sessions else None
@@ -117,7 +117,7 @@ async def show(args: argparse.Namespace) -> int:
             print(clean(config_words(configs[-1].get("options") or [])))
         offered = [r for r in records if r.get("kind") == "agent_commands"]
         if offered:  # the agent's slash commands, as it last listed them
-            from tether.run.wording import commands_words
+            from tether.vocab.wording import commands_words
 
             print(clean(f"slash commands: {commands_words(offered[-1].get('commands') or [])}"))
     if liveness is not None:
@@ -153,7 +153,7 @@ async def show(args: argparse.Namespace) -> int:
 
 def workspace_words(state: RunState, records: list[dict[str, Any]]) -> str:
     """Where the run works, how far its workspace got, and its setup commands' output (from the trace)."""
-    from tether.text import clean
+    from tether.vocab.text import clean
 
     ws = state.run_workspace
     assert ws is not None
@@ -207,7 +207,7 @@ async def watch(args: argparse.Namespace) -> int:
         sys.stdout.on_close.append(stop.set)
     try:
         from tether.store.files.store import RunStore
-        from tether.text import clean
+        from tether.vocab.text import clean
 
         def note(text: str) -> None:
             print(clean(text), file=sys.stderr, flush=True)

@@ -8,15 +8,15 @@ import argparse
 import json
 import time
 
-from tether.run import faultpoints
-from tether.run.state import StateError
+from tether.vocab import faultpoints
+from tether.vocab.state import StateError
 from tether.store.protocol import call
 from tether.tui.cli import context
 
 
 async def checkpoints(args: argparse.Namespace) -> int:
     """``tether checkpoints RUN [--json]``: step, time, the call, +/- per file."""
-    from tether.text import clean
+    from tether.vocab.text import clean
     from tether.tui.cli.workspaces import _made
     from tether.workspaces.checkpoints import listing
     from tether.workspaces.git import GitError
@@ -46,7 +46,7 @@ async def checkpoints(args: argparse.Namespace) -> int:
 
 async def rewind(args: argparse.Namespace) -> int:
     """``tether rewind RUN --to N`` / ``--undo``: workspace and transcript back, undoably."""
-    from tether.text import clean
+    from tether.vocab.text import clean
     from tether.workspaces.git import GitError
     from tether.workspaces.rewinding import rewind_run
 
@@ -92,8 +92,8 @@ def rewind_lines(state: object, records: list[dict], *, everything: bool) -> lis
 async def fork(args: argparse.Namespace) -> int:
     """``tether fork RUN --at N [--run-id ID]``: a new run from checkpoint N."""
     from tether.harness import tether_home
-    from tether.run.state import new_run_id
-    from tether.text import clean
+    from tether.vocab.state import new_run_id
+    from tether.vocab.text import clean
     from tether.workspaces.forking import fork as forked
     from tether.workspaces.git import GitError
 
@@ -125,7 +125,7 @@ async def fork(args: argparse.Namespace) -> int:
     if agent is not None:  # another agent, or model, goes on from the same prefix
         from dataclasses import replace
 
-        from tether.run.state import Pricing
+        from tether.vocab.state import Pricing
 
         state.agent, state.model = agent.ref(), agent.model
         state.base_url = agent.base_url or state.base_url
@@ -155,7 +155,7 @@ async def fork(args: argparse.Namespace) -> int:
 
 async def replay(args: argparse.Namespace) -> int:
     """``tether replay RUN [--to N] [--json]``: today's tools on the recorded calls; exit 1 when one differs."""
-    from tether.text import clean
+    from tether.vocab.text import clean
     from tether.workspaces.git import GitError
     from tether.workspaces.replaying import replay as replayed
 

@@ -10,7 +10,7 @@ import json
 import os
 import sys
 
-from tether.run.state import RunState, RunWorkspace, StateError
+from tether.vocab.state import RunState, RunWorkspace, StateError
 from tether.store.protocol import call
 from tether.tui.cli import context
 from tether.tui.cli.parser import UsageError
@@ -32,7 +32,7 @@ def _made(state: RunState) -> RunWorkspace:
 
 async def diff(args: argparse.Namespace) -> int:
     """``tether diff RUN [--stat] [PATH...] [--json]``: against the workspace's base."""
-    from tether.text import clean
+    from tether.vocab.text import clean
     from tether.workspaces.changes import changes, diff as unified
     from tether.workspaces.git import GitError
 
@@ -71,7 +71,7 @@ async def diff(args: argparse.Namespace) -> int:
 
 async def _compare(args: argparse.Namespace, state: RunState, other: RunState) -> int:
     """``tether diff RUN RUN2``: what each changed from its base, and where they differ."""
-    from tether.text import clean
+    from tether.vocab.text import clean
     from tether.workspaces.changes import stat_words
     from tether.workspaces.compare import compare
     from tether.workspaces.git import GitError
@@ -109,7 +109,7 @@ async def workspaces(args: argparse.Namespace) -> int:
     if getattr(args, "action", None) == "prune":
         return await prune(args)
     from tether.harness import tether_home
-    from tether.text import clean
+    from tether.vocab.text import clean
     from tether.workspaces.survey import survey
 
     store = context.store_of(args)
@@ -164,7 +164,7 @@ def _age(seconds: float | None) -> str:
 
 async def discard(args: argparse.Namespace) -> int:
     """``tether discard RUN [--yes]``: its workspace and branch removed, its transcript kept."""
-    from tether.text import clean
+    from tether.vocab.text import clean
     from tether.workspaces.operate import discard_run
 
     await context.may_operate(args, "discard")
@@ -187,7 +187,7 @@ async def discard(args: argparse.Namespace) -> int:
 
 def _agreed(state: RunState) -> bool:
     """Ask on the terminal (or read the answer from stdin): y removes it."""
-    from tether.text import clean
+    from tether.vocab.text import clean
     from tether.workspaces.operate import discard_question
 
     sys.stderr.write(clean(discard_question(state) + " [y/N] ", keep_newlines=False))
@@ -202,7 +202,7 @@ async def merge(args: argparse.Namespace) -> int:
     """``tether merge RUN [--into BRANCH] [--squash]``: the run's work put to the rules and to
     people as the call ``merge``; merged when approved (by a rule at once, or later by ``tether
     approve``). A merge cut short by a crash is finished."""
-    from tether.text import clean
+    from tether.vocab.text import clean
     from tether.workspaces import merging
     from tether.workspaces.operate import merge_run
 
@@ -217,7 +217,7 @@ async def prune(args: argparse.Namespace) -> int:
     """``tether workspaces prune [--merged] [--older-than AGE] [--yes]``: discard the workspaces
     of the runs that are not running and match (merged; not touched for AGE)."""
     from tether.harness import tether_home
-    from tether.text import clean
+    from tether.vocab.text import clean
     from tether.workspaces.survey import survey
 
     if not args.merged and args.older_than is None:

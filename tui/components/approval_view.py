@@ -1,8 +1,8 @@
 """What a call waiting for approval would change and how it must be decided, as screen text.
 
-Pure functions from a :class:`~tether.run.state.NeedsApproval` (its preview, its tally of
+Pure functions from a :class:`~tether.vocab.state.NeedsApproval` (its preview, its tally of
 people, its deadline) to :class:`rich.text.Text`, for the decision dialogs. A preview is a
-:class:`tether.approvals.preview.Preview` as a dict (``kind``: ``diff``, ``summary`` or
+:class:`tether.vocab.preview.Preview` as a dict (``kind``: ``diff``, ``summary`` or
 ``failed``; ``title``, ``text``, ``truncated``); it is read as a dict here, so a preview
 of a newer kind shows as its text.
 """
@@ -15,7 +15,7 @@ from typing import Any
 from rich.text import Text
 
 from tether.approvals import format_duration
-from tether.run.state import NeedsApproval
+from tether.vocab.state import NeedsApproval
 from tether.tui.text import clean
 
 DIFF_LINES = 400  # a longer diff shows its first lines and says how many more

@@ -18,15 +18,15 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.widgets import Button, Input, Label, Static, TextArea
 
-from tether.run.decisions import edit_json
-from tether.run.state import NeedsApproval
+from tether.approvals.decisions import edit_json
+from tether.vocab.state import NeedsApproval
 from tether.tui.components.forms import Dialog, kv
 from tether.tui.text import clean, one_line, pretty_args
 
 
 def edited_args(text: str, asked: str) -> str | None:
     """The operator's arguments as compact JSON, or None when they are the model's own.
-    A ValueError, in words, when they are not a JSON object (:func:`tether.run.decisions.parse_edit`)."""
+    A ValueError, in words, when they are not a JSON object (:func:`tether.approvals.decisions.parse_edit`)."""
     try:
         edited = edit_json(text)
     except ValueError as exc:

@@ -16,9 +16,9 @@ from textual.strip import Strip
 from textual.visual import Visual, visualize
 from textual.widgets import Sparkline, Static
 
-from tether.run.state import RunState
+from tether.vocab.state import RunState
 from tether.tui.text import money
-from tether.run.wording import overshoot
+from tether.vocab.wording import overshoot
 
 
 def numbers(state: RunState, speed: tuple[float | None, float | None] | None = None) -> Text:

@@ -24,7 +24,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.widgets import Button, Input, Label, Select, Static
 
 from tether.approvals import Checked
-from tether.run.state import NeedsApproval
+from tether.vocab.state import NeedsApproval
 from tether.tui.agent_notes import Ask, Option
 from tether.tui.components.approval_view import (
     deadline_words, diff_summary, diff_text, preview_body, preview_heading, tally_words,

@@ -20,7 +20,7 @@ from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.widgets import Button, Input, Label, Select, Static
 
-from tether.run.state import Limits, Policies, RunState, Status
+from tether.vocab.state import Limits, Policies, RunState, Status
 from tether.tui.components.decision import GRACE_S, ApproveDialog, DecisionAnswer, RejectDialog
 from tether.tui.components.forms import Dialog, FormDialog, FormSelect, kv
 from tether.tui.components.slash import SlashCommands, suggester

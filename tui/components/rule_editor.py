@@ -28,7 +28,7 @@ from textual.containers import Grid, Horizontal, Vertical
 from textual.widgets import Input, Label, Select, TextArea
 
 from tether.approvals import Checked, Rule, RuleError, check, parse_duration, parse_where
-from tether.approvals.rules import MAX_APPROVALS, ON_DEADLINE, SOURCES
+from tether.vocab.rules import MAX_APPROVALS, ON_DEADLINE, SOURCES
 from tether.tui.components.forms import FormDialog, FormSelect
 from tether.tui.text import clean, one_line
 

@@ -1,7 +1,7 @@
 """The live trace of the selected run: one line per event, following the tail.
 
 The view draws the app's bounded buffer of the run's lines (strings, never markup,
-formatted once, when their event arrives, by :func:`tether.run.wording.format_record`, the
+formatted once, when their event arrives, by :func:`tether.vocab.wording.format_record`, the
 wording ``tether watch`` prints too), rendering only the lines on screen and keeping
 them, so a run that emits thousands of events a second stays cheap to show. It is
 anchored to the tail (``Widget.anchor``) until the operator scrolls up, so they are not
@@ -27,7 +27,7 @@ from textual.strip import Strip
 from tether.store.files.tail import tail_records
 from tether.tui.components.line_view import LineView
 from tether.tui.pump import MAX_LINES
-from tether.run.wording import KIND_WIDTH, describe, format_record
+from tether.vocab.wording import KIND_WIDTH, describe, format_record
 
 __all__ = ["KIND_STYLES", "KIND_WIDTH", "MAX_LINES", "TraceView", "describe", "follow_tail", "format_record",
            "is_following", "tail_records"]

@@ -31,7 +31,7 @@ from textual.geometry import Size
 from textual.strip import Strip
 
 from tether.observe.report import SYSTEM_NOT_SENT
-from tether.run.state import RunState
+from tether.vocab.state import RunState
 from tether.tui.agent_notes import Entry, Note, place
 from tether.tui.components.line_view import LineView
 from tether.tui.components.trace_view import follow_tail, is_following

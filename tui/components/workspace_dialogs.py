@@ -12,7 +12,7 @@ from textual.binding import Binding
 from textual.containers import Grid, Horizontal, Vertical
 from textual.widgets import Button, Input, Label, Static
 
-from tether.run.state import RunState
+from tether.vocab.state import RunState
 from tether.tui.components.forms import Dialog, FormDialog, FormSelect, kv
 from tether.tui.text import clean, one_line
 

@@ -25,7 +25,7 @@ from acp import RequestError, schema
 
 from tether.acp.serving.updates import raw_input, tool_kind, tool_title
 from tether.store.control import ControlReply
-from tether.run.events import ApprovalDecision, ApprovalRequired
+from tether.vocab.events import ApprovalDecision, ApprovalRequired
 
 log = logging.getLogger(__name__)
 

@@ -28,12 +28,12 @@ from acp import schema
 from tether.acp.serving.approvals import PermissionAsks
 from tether.acp.serving.updates import EventUpdates, SessionUpdate, end_words, stop_reason
 from tether.agents.agent import Agent, AgentError
-from tether.run.cancel import CancelSignal
+from tether.vocab.cancel import CancelSignal
 from tether.store.control import ControlReply
-from tether.run.events import ApprovalDecision, ApprovalRequired, Event
+from tether.vocab.events import ApprovalDecision, ApprovalRequired, Event
 from tether.harness import Harness, Outcome
 from tether.store.protocol import call
-from tether.run.state import RunState, StateError, pending_calls
+from tether.vocab.state import RunState, StateError, pending_calls
 
 log = logging.getLogger(__name__)
 

@@ -16,10 +16,10 @@ from typing import Any, Union
 import acp
 from acp import schema
 
-from tether.run.events import (
+from tether.vocab.events import (
     ApprovalDecision, Event, Plan, TextDelta, Thought, ToolProgress, ToolResult, ToolStart, Turn,
 )
-from tether.run.state import (
+from tether.vocab.state import (
     Cancelled, MaxBudget, MaxTurns, NeedsApproval, ProviderOutage, RunState, Status, StopConditionMet,
 )
 from tether.models.tokens import content_text

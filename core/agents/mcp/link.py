@@ -22,7 +22,7 @@ from tether.agents.mcp.server import MCPServer, MCPStartError
 from tether.agents.sandbox import Sandbox
 from tether.agents.tools.base import ToolContext
 from tether.agents.tool_errors import ToolError
-from tether.run.cancel import RunCancelled
+from tether.vocab.cancel import RunCancelled
 
 if TYPE_CHECKING:
     import anyio

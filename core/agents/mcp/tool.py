@@ -15,7 +15,7 @@ import jsonschema
 
 from tether.agents.tools.base import Tool, ToolContext
 from tether.agents.tool_errors import ToolError
-from tether.run.cancel import RunCancelled
+from tether.vocab.cancel import RunCancelled
 
 if TYPE_CHECKING:
     from mcp_types import CallToolResult

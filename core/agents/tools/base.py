@@ -21,14 +21,14 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tether.run.cancel import CancelSignal
+from tether.vocab.cancel import CancelSignal
 
 if TYPE_CHECKING:
     import jsonschema
 
-    from tether.approvals.preview import Preview
+    from tether.vocab.preview import Preview
     from tether.store.protocol import IdempotencyLedger
-    from tether.run.state import RunState
+    from tether.vocab.state import RunState
     from tether.agents.workspace import Workspace
 
 
@@ -125,7 +125,7 @@ class Tool(ABC):
     def preview(self, args: dict[str, Any], workspace: "Workspace | None"
                 ) -> "Preview | str | None | Awaitable[Preview | str | None]":
         """What a call with ``args`` would change, shown to the people deciding it: a
-        :class:`~tether.approvals.preview.Preview`, or text (a unified diff is shown as a
+        :class:`~tether.vocab.preview.Preview`, or text (a unified diff is shown as a
         diff, other text as a summary), or None for nothing to show. The default declares
         no preview.
 

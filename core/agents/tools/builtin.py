@@ -19,7 +19,7 @@ from typing import Any, ClassVar
 
 import aiofiles.os
 
-from tether.approvals.preview import Preview, unified_diff
+from tether.vocab.preview import Preview, unified_diff
 from tether.agents.tools.base import Tool, ToolContext
 from tether.agents.tool_errors import InvalidArguments, NotFound, PermissionDenied, ToolError
 from tether.agents.workspace import Workspace

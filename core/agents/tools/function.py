@@ -34,7 +34,7 @@ Choices, and why:
   ``fn`` takes the tool's arguments by name, validated and coerced as the tool gets them
   (any subset of them, or ``**kwargs`` for all; never the ToolContext: a preview belongs to
   no call yet), and returns text (a unified diff is shown as a diff, other text as a
-  summary), a :class:`~tether.approvals.preview.Preview`, or None. Names, not an args dict,
+  summary), a :class:`~tether.vocab.preview.Preview`, or None. Names, not an args dict,
   so the preview reads like the tool and a typo is a TypeError at decoration. It must only
   read; a sync one runs in a worker thread, and what it raises is shown as a failed
   preview (:func:`tether.agents.tools.preview.preview_call`).
@@ -73,7 +73,7 @@ from tether.agents.tools.docstrings import parse_docstring
 from tether.agents.tool_errors import InvalidArguments
 
 if TYPE_CHECKING:
-    from tether.approvals.preview import Preview
+    from tether.vocab.preview import Preview
     from tether.agents.workspace import Workspace
 
 __all__ = ["FunctionTool", "function_tool", "tool"]

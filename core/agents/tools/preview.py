@@ -1,7 +1,7 @@
 """Asking a tool for its preview of a call, within bounds: the loop does it once, when the
 call starts waiting for a decision.
 
-What a preview is, and the bounds on its size, are the approvals' (:mod:`tether.approvals.preview`);
+What a preview is, and the bounds on its size, are the approvals' (:mod:`tether.vocab.preview`);
 this is the tools' side: the call of :meth:`tether.agents.tools.base.Tool.preview` (a sync one in a
 worker thread, so a slow disk does not freeze the console), cut short after :data:`TIMEOUT`
 seconds, and anything it raises turned into a ``failed`` preview in words, so the decision goes
@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.agents.tools.base import Tool, ToolContext
 from tether.agents.tool_errors import ToolError
-from tether.approvals.preview import Preview, bounded, failed
+from tether.vocab.preview import Preview, bounded, failed
 
 if TYPE_CHECKING:
     from tether.agents.workspace import Workspace

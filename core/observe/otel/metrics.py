@@ -21,7 +21,7 @@ from opentelemetry.sdk.metrics import MeterProvider
 from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetricReader
 
 from tether.observe.otel.settings import TRACES_PATH, _resource
-from tether.run.events import Event
+from tether.vocab.events import Event
 
 EXPORT_EVERY_MS = 30_000
 METRICS_PATH = "/v1/metrics"
@@ -74,7 +74,7 @@ class CostMetrics:
         state = self.state_of(event.run_id) if self.state_of is not None else None
         source = "tether"
         if state is not None:
-            from tether.approvals.audit import run_source
+            from tether.vocab.audit import run_source
 
             source = run_source(state)
             self._spent[event.run_id] = state.cost_usd - state.child_cost_usd

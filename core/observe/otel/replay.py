@@ -18,7 +18,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExporter, Sp
 from tether.observe.otel.genai import _Redactor
 from tether.observe.otel.settings import _quiet_sdk_logs, _resource, _tracer, shown_url, traces_endpoint
 from tether.observe.otel.spans import _SpanBuilder
-from tether.run.state import StateError
+from tether.vocab.state import StateError
 from tether.store.files.layout import TRACE_FILE
 from tether.store.files.store import RunStore
 
@@ -123,7 +123,7 @@ def export_run(store: Store | Path | str, run_id: str, exporter_or_endpoint: Spa
     a SpanExporter, or an OTLP/HTTP URL (see :func:`traces_endpoint`; None: the environment's).
     Blocking (it waits for the collector): call it off the event loop. Returns the number of
     spans sent; raises :class:`OtelExportError` when the collector does not take them and
-    :class:`~tether.run.state.StateError` when there is no such run."""
+    :class:`~tether.vocab.state.StateError` when there is no such run."""
     spans = build_run_spans(store, run_id, capture_content=capture_content, provider_name=provider_name,
                             secrets=secrets)
     if isinstance(exporter_or_endpoint, SpanExporter):

@@ -24,7 +24,7 @@ from tether.observe.otel.settings import (
     export_configured, traces_endpoint,
 )
 from tether.observe.otel.spans import _SPAN_KINDS, _SpanBuilder
-from tether.run.events import Event
+from tether.vocab.events import Event
 
 log = logging.getLogger("tether.observe.otel")
 

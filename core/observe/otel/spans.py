@@ -315,7 +315,7 @@ class _SpanBuilder:
         if record.get("tally"):
             attributes["tether.tally"] = str(record["tally"])
         if self.capture and record.get("text"):
-            attributes["tether.text"] = self.redact(_cut(str(record["text"])))
+            attributes["tether.vocab.text"] = self.redact(_cut(str(record["text"])))
         if self.capture and record.get("args") is not None:
             attributes["tether.edited_arguments"] = self.redact(_cut(str(record["args"])))
         self._agent_event(record, ns, "tether.approval_decision", attributes)

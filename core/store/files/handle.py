@@ -20,7 +20,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tether.run.state import RunState, StateError
+from tether.vocab.state import RunState, StateError
 from tether.store.decisions import decisions_key
 from tether.store.files.index import INDEX_EVERY_S, RunIndex
 from tether.store.files.journal import GROWING_FIELDS, STICKY_FIELDS, commit_bytes, dumps, header_of
@@ -32,9 +32,9 @@ from tether.store.protocol import SaveError
 from tether.store.summary import RunSummary
 
 if TYPE_CHECKING:
-    from tether.approvals import DecisionRecord
-    from tether.observe.trace import TraceWriter
-    from tether.run.ledger import Ledger
+    from tether.vocab.audit import DecisionRecord
+    from tether.store.trace import TraceWriter
+    from tether.vocab.ledger import Ledger
     from tether.store.control import ControlRequest
 
 log = logging.getLogger(__name__)
@@ -75,14 +75,14 @@ class RunHandle:
 
     def trace(self, secrets: tuple[str, ...] = ()) -> TraceWriter:
         """The run's trace writer (``trace.jsonl``), ``seq`` going on from its last line."""
-        from tether.observe.trace import TraceWriter
+        from tether.store.trace import TraceWriter
 
         private_file(self.trace_path)
         return TraceWriter(self.trace_path, secrets=secrets)
 
     def ledger(self) -> Ledger:
         """The run's idempotency ledger (``ledger.jsonl``: every record fsynced as it is made)."""
-        from tether.run.ledger import Ledger
+        from tether.vocab.ledger import Ledger
 
         private_file(self.ledger_path)  # made here, of the store's mode: the ledger opens it to append
         return Ledger(self.ledger_path)
@@ -265,6 +265,6 @@ class RunHandle:
 
 def decision_records(state: RunState) -> list[DecisionRecord]:
     """The decisions ``state`` holds, as the index keeps them."""
-    from tether.approvals import records_of
+    from tether.vocab.audit import records_of
 
     return list(records_of(state))

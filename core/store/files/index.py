@@ -53,7 +53,7 @@ from tether.store.files.layout import INDEX_FILE, open_private
 from tether.store.summary import SUMMARY_COLUMNS, JournalKey, RunSummary
 
 if TYPE_CHECKING:
-    from tether.approvals import DecisionQuery, DecisionRecord
+    from tether.vocab.audit import DecisionQuery, DecisionRecord
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")

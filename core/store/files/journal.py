@@ -21,7 +21,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from tether.run.state import RunState, StateError
+from tether.vocab.state import RunState, StateError
 from tether.store.files.layout import NOT_A_RUN
 
 # Header fields that only grow: a commit carries what was appended since the last one.

@@ -3,8 +3,8 @@
 Layout of ``<runs_dir>/``:
 
 * ``<run_id>/journal.jsonl``: the run (:mod:`tether.store.files.journal`);
-* ``<run_id>/trace.jsonl``: the event trace (:mod:`tether.observe.trace`);
-* ``<run_id>/ledger.jsonl``: the idempotency ledger of the run's writes (:mod:`tether.run.ledger`);
+* ``<run_id>/trace.jsonl``: the event trace (:mod:`tether.store.trace`);
+* ``<run_id>/ledger.jsonl``: the idempotency ledger of the run's writes (:mod:`tether.vocab.ledger`);
 * ``<run_id>/owner.json``: while a process runs the run, who it is (:mod:`tether.store.files.lock`);
 * ``<run_id>/control.jsonl``: the run's control requests (:mod:`tether.store.files.control`);
 * ``index.sqlite``: the summaries and decisions of every run (:mod:`tether.store.files.index`);

@@ -1,6 +1,6 @@
 """The file store's standing rules: ``<runs_dir>/rules.json``, one set for every process.
 
-Rules (:mod:`tether.approvals.rules`) are few and seldom change, so the file is rewritten
+Rules (:mod:`tether.vocab.rules`) are few and seldom change, so the file is rewritten
 whole and atomically (written and synced, then renamed over the old one) under an ``flock``
 of ``<runs_dir>/.rules.lock``, with the next id kept in it so that an id is never given
 twice. A reader keeps what it parsed until the file's identity changes, so reading the
@@ -17,12 +17,12 @@ from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from tether.run.state import StateError
+from tether.vocab.state import StateError
 from tether.store.files.layout import RULES_FILE, RULES_LOCK, open_private, private_dirs, write_private
 from tether.store.summary import JournalKey
 
 if TYPE_CHECKING:
-    from tether.approvals import Rule
+    from tether.vocab.rules import Rule
 
 T = TypeVar("T")
 
@@ -60,7 +60,7 @@ class RulesFile:
         return data
 
     def _parse(self, data: dict[str, Any]) -> list[Rule]:
-        from tether.approvals import Rule
+        from tether.vocab.rules import Rule
 
         try:
             return [Rule.from_dict(r) for r in data["rules"]]
@@ -99,7 +99,7 @@ class RulesFile:
 
     def remove(self, rule_id: str) -> Rule:
         """Take rule ``rule_id`` out (its id is not given again); a RuleError when there is none."""
-        from tether.approvals import Rule, RuleError
+        from tether.vocab.rules import Rule, RuleError
 
         def remove(data: dict[str, Any]) -> Rule:
             for i, kept in enumerate(data["rules"]):

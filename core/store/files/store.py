@@ -24,7 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tether.run.state import RunExists, RunState, StateError, Status
+from tether.vocab.state import RunExists, RunState, StateError, Status
 from tether.store.files.control import append, read_from
 from tether.store.files.handle import RunHandle, decision_records
 from tether.store.files.index import IndexUnavailable, RunIndex
@@ -43,8 +43,9 @@ if TYPE_CHECKING:
     from tether.store.costs import CostQuery, CostRow
     from collections.abc import Iterator
 
-    from tether.approvals import DecisionQuery, DecisionRecord, Rule
-    from tether.run.events import Event
+    from tether.vocab.audit import DecisionQuery, DecisionRecord
+    from tether.vocab.rules import Rule
+    from tether.vocab.events import Event
     from tether.store.control import ControlReply, ControlRequest
     from tether.store.unix import ControlServer
 
@@ -368,7 +369,7 @@ class RunStore:
         return await deliver(address, run_id, request.id) if address else None
 
     def read_trace(self, run_id: str, after_seq: int = 0) -> Iterator[dict[str, Any]]:
-        from tether.observe.trace import read_trace
+        from tether.store.trace import read_trace
 
         records = read_trace(self.run_dir(run_id) / TRACE_FILE)
         if after_seq <= 0:
@@ -376,7 +377,7 @@ class RunStore:
         return (r for r in records if isinstance(r.get("seq"), int) and r["seq"] > after_seq)
 
     def append_event(self, run_id: str, event: Event) -> None:
-        from tether.observe.trace import TraceWriter
+        from tether.store.trace import TraceWriter
 
         path = self.run_dir(run_id) / TRACE_FILE
         private_file(path)

@@ -1,11 +1,11 @@
 """Following a run's files as they grow, reading only what was appended.
 
-A run's journal and trace only grow (:mod:`tether.store.files.journal`, :mod:`tether.observe.trace`), so a
+A run's journal and trace only grow (:mod:`tether.store.files.journal`, :mod:`tether.store.trace`), so a
 reader in another process keeps a byte offset into each and, when told the file changed
 (:mod:`tether.store.files.watch`), reads from there: the cost of a read is what was appended, not
 the size of the run, and a read of a file that did not grow is one ``fstat``/``stat``.
 
-* :class:`JournalTail` keeps a run's :class:`~tether.run.state.RunState` up to date. It
+* :class:`JournalTail` keeps a run's :class:`~tether.vocab.state.RunState` up to date. It
   applies each complete commit exactly as :func:`tether.store.files.journal.read_journal` replays one (the
   header replaced, the growing fields extended, the sticky fields carried forward), so its
   state always equals ``RunStore.load`` of the same bytes. Its offset stays at the end of
@@ -16,7 +16,7 @@ the size of the run, and a read of a file that did not grow is one ``fstat``/``s
   offset, or rewritten in place (the bytes before the offset are not the ones the last
   commit ended with, checked when the file grew) is read again from the start.
 * :class:`TraceTail` yields the trace records (dicts) appended since its offset;
-  :func:`event_from_record` turns one back into its :class:`~tether.run.events.Event`, so a
+  :func:`event_from_record` turns one back into its :class:`~tether.vocab.events.Event`, so a
   consumer treats another process's events like its own.
 """
 
@@ -29,9 +29,9 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tether.run.events import Event
-from tether.records import field_names
-from tether.run.state import RunState, StateError
+from tether.vocab.events import Event
+from tether.vocab.records import field_names
+from tether.vocab.state import RunState, StateError
 from tether.store.files.journal import GROWING_FIELDS, STICKY_FIELDS
 
 _CHUNK = 1 << 20  # a long backlog is read a MiB at a time

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
-from tether.run.state import StateError
+from tether.vocab.state import StateError
 
 CONNECT_TIMEOUT_S = 10
 

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING
 
 import psycopg
 
-from tether.run.state import StateError
+from tether.vocab.state import StateError
 from tether.store.control import DELIVERY_TIMEOUT_S, ControlReply, ControlRequest
 from tether.store.postgres.connection import StoreUnavailable, listen
 from tether.store.protocol import SaveError, call

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 import psycopg
 from psycopg import sql
 
-from tether.run.state import StateError
+from tether.vocab.state import StateError
 from tether.store.postgres.connection import POOL_SIZE, Pool, StoreUnavailable, clean, redact
 from tether.store.postgres.flushes import Flushes
 from tether.store.postgres.locks import HELD, Holds

@@ -31,9 +31,9 @@ from typing import TYPE_CHECKING, Any
 import psycopg
 from psycopg import sql
 
-from tether.observe.trace import stamped_line
-from tether.run.ledger import LedgerEntry
-from tether.run.state import RunState, StateError
+from tether.store.trace import stamped_line
+from tether.vocab.ledger import LedgerEntry
+from tether.vocab.state import RunState, StateError
 from tether.store.changes import JOURNAL, OWNER, TRACE
 from tether.store.decisions import decisions_key
 from tether.store.owner import whoami
@@ -43,7 +43,7 @@ from tether.store.postgres.schema import FLUSH, SAVE, SAVE_AGAIN, TAKE, dumps, n
 from tether.store.protocol import SaveError
 
 if TYPE_CHECKING:
-    from tether.run.events import Event
+    from tether.vocab.events import Event
     from tether.store.control import ControlRequest
     from tether.store.postgres.database import Database
 

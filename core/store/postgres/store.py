@@ -15,7 +15,7 @@ schema ``tether``, and the approvals in two more (made on first use;
 * ``owners``: who holds a run (pid, host, user, since, heartbeat, command, control address,
   the server's backend pid), or last held it without letting go.
 * ``control``: the control channel's requests, by run and index.
-* ``rules``: the standing rules (:mod:`tether.approvals.rules`), ids ``R1``, ``R2``… from
+* ``rules``: the standing rules (:mod:`tether.vocab.rules`), ids ``R1``, ``R2``… from
   the sequence ``rule_numbers``, so an id is never given twice.
 * ``decisions``: every decision a run holds (:func:`tether.approvals.records_of`), by run
   and call, written by the save that records it, in the same statement; ``tether
@@ -77,7 +77,7 @@ from typing import TYPE_CHECKING, Any
 
 import psycopg
 
-from tether.run.state import RunExists, RunState, StateError
+from tether.vocab.state import RunExists, RunState, StateError
 from tether.store.changes import NEW, TRACE
 from tether.store.decisions import DECISION_COLUMNS, decision_filter, decisions_of
 from tether.store.operator import mark_starter
@@ -93,8 +93,9 @@ from tether.store.summary import Liveness, RunSummary
 
 if TYPE_CHECKING:
     from tether.store.costs import CostQuery, CostRow
-    from tether.approvals import DecisionQuery, DecisionRecord, Rule
-    from tether.run.events import Event
+    from tether.vocab.audit import DecisionQuery, DecisionRecord
+    from tether.vocab.rules import Rule
+    from tether.vocab.events import Event
     from tether.store.control import ControlReply, ControlRequest
     from tether.store.postgres.control import PgControlServer
 
@@ -306,7 +307,7 @@ class PgStore(Database):
     # ---- approvals: the standing rules and the record of decisions ---------------------------
     def rules(self) -> list[Rule]:
         """Every rule, oldest first: one small query (the rules are few)."""
-        from tether.approvals import Rule
+        from tether.vocab.rules import Rule
 
         with self._conn() as conn:
             rows = conn.execute(self.q("SELECT id, rule FROM {s}.rules ORDER BY number")).fetchall()
@@ -325,7 +326,7 @@ class PgStore(Database):
         return replace(rule, id=rule_id)
 
     def rule_remove(self, rule_id: str) -> Rule:
-        from tether.approvals import Rule, RuleError
+        from tether.vocab.rules import Rule, RuleError
 
         with self._conn() as conn:
             row = conn.execute(self.q("DELETE FROM {s}.rules WHERE id = %s RETURNING rule"), (rule_id,)).fetchone()

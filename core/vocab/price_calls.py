@@ -1,5 +1,5 @@
-"""One model call's cost by genai-prices, when it is made: below :mod:`tether.run.state`, which
-imports it when a run's price is genai-prices' (:mod:`tether.run.prices` finds the price)."""
+"""One model call's cost by genai-prices, when it is made: below :mod:`tether.vocab.state`, which
+imports it when a run's price is genai-prices' (:mod:`tether.vocab.prices` finds the price)."""
 
 from __future__ import annotations
 

@@ -4,8 +4,8 @@ to be decided, and its rejection by a deadline."""
 
 from __future__ import annotations
 
-from tether.run.events import ApprovalDecision
-from tether.run.state import Decision, NeedsApproval, RunState, args_hash
+from tether.vocab.events import ApprovalDecision
+from tether.vocab.state import Decision, NeedsApproval, RunState, args_hash
 
 BUDGET = "budget"
 """The name of the call a spent ``ask`` budget is asked as (what rules name: ``--ask budget``)."""

@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from tether.run.events import Event
+from tether.vocab.events import Event
 
 _TAIL_BYTES = 64 * 1024
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Literal
 from tether.models.base import ChatModel
 from tether.models.client import ModelClient
 from tether.models.tokens import TokenCounter
-from tether.run.state import StateError
+from tether.vocab.state import StateError
 
 if TYPE_CHECKING:
     from tether.agents.agent import Agent

@@ -1,7 +1,7 @@
 """Deciding a call that waits for approval: approve it (once per person it needs), reject it,
 check the operator's edited arguments, and the words the model reads about each decision.
 
-Plain functions over :class:`~tether.run.state.RunState`, so that the harness, a deadline,
+Plain functions over :class:`~tether.vocab.state.RunState`, so that the harness, a deadline,
 an ACP agent and a program all decide a call the same way, and the loop reads the same
 words back when it goes on.
 """
@@ -12,10 +12,11 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from tether.agents.tools.base import Tool, offered_name, schema_problem
-from tether.run import people
-from tether.run.events import ApprovalDecision, Event, RunStopped
-from tether.run.state import Cancelled, Decision, NeedsApproval, RunState, StateError, Status, args_hash, pending_calls
-from tether.text import json_words
+from tether.vocab import people
+from tether.vocab.wording import DEADLINE, already_decided
+from tether.vocab.events import ApprovalDecision, Event, RunStopped
+from tether.vocab.state import Cancelled, Decision, NeedsApproval, RunState, StateError, Status, args_hash, pending_calls
+from tether.vocab.text import json_words
 
 if TYPE_CHECKING:
     import jsonschema
@@ -25,23 +26,9 @@ def _operator(by: str) -> str:
     return "the operator" if not by or by == "operator" else f"the operator {by}"
 
 
-DEADLINE = "deadline"
-"""Who decides when nobody did in time (a rejection, never an approval)."""
-
-
 class TooLate(StateError):
     """A decision that came after its call's deadline: not taken. The deadline was applied
     instead, and the words say so, and what it did."""
-
-
-def already_decided(decision: Decision) -> str:
-    """Why another decision on a decided call is refused, in words: who decided it first. When
-    its deadline did, the words say the deadline passed and what it did."""
-    if decision.by == DEADLINE:
-        return (f"too late: the decision deadline of {decision.tool or 'the call'} ({decision.call_id}) had passed, "
-                f"and the deadline decided it: {decision.text}; the call was declined, nothing was done, and this "
-                "decision was not taken")
-    return f"already decided: {decision.verdict} by {decision.by}; there is one decision per call"
 
 
 def declined_words(reason: str, by: str = "operator") -> str:
@@ -100,7 +87,7 @@ def approve(state: RunState, call_id: str | None = None, note: str = "", by: str
 
     ``args``: the operator's edited arguments (JSON, already checked against the tool's
     schema: :func:`check_edit`); the approval binds to them, and to the model's arguments it
-    answers. ``account``: what authenticated the decision (:mod:`tether.run.people`). A call
+    answers. ``account``: what authenticated the decision (:mod:`tether.vocab.people`). A call
     that needs two people is approved once by each account: the first approval is recorded
     as ``1 of 2`` and the call keeps waiting; the same person twice (the same account, or
     the same name) is refused."""

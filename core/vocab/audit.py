@@ -1,6 +1,6 @@
 """The record of decisions: who decided what, on which call, by what, and how long it waited.
 
-Every decision a run holds (:attr:`tether.run.state.RunState.approvals`) is also a row of the
+Every decision a run holds (:attr:`tether.vocab.state.RunState.approvals`) is also a row of the
 store's index, written when the run is saved, so ``tether decisions`` answers from the
 index for the whole store without replaying a journal. :func:`records_of` is the one
 place that turns a run into those rows; both stores call it.
@@ -14,11 +14,11 @@ from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any
 
-from tether.approvals.budget_call import BUDGET
-from tether.run import people
+from tether.vocab.budget_call import BUDGET
+from tether.vocab import people
 
 if TYPE_CHECKING:
-    from tether.run.state import RunState
+    from tether.vocab.state import RunState
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,7 +47,7 @@ class DecisionRecord:
     waited_s: float | None
     """From the call's asking to this decision, when known."""
     account: str | None = None
-    """The account that authenticated the decision (:mod:`tether.run.people`), when a person's."""
+    """The account that authenticated the decision (:mod:`tether.vocab.people`), when a person's."""
     accounts: tuple[str, ...] = ()
     """The account of each of :attr:`approvers`, in the same order."""
     needed: int = 1

@@ -12,8 +12,8 @@ import contextlib
 import time
 from collections.abc import Callable, Sequence
 
-from tether.run.events import Event
-from tether.run.state import RunState, StateError
+from tether.vocab.events import Event
+from tether.vocab.state import RunState, StateError
 from tether.store.owner import HEARTBEAT_S
 from tether.store.protocol import Handle, Store, call
 

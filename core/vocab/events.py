@@ -11,7 +11,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
-from tether.records import field_names
+from tether.vocab.records import field_names
 
 
 @dataclass(slots=True, kw_only=True)
@@ -40,7 +40,7 @@ class RunStarted(Event):
     pid: int = 0
     agent: str = ""  # the agent's name (a demo scenario's is the scenario)
     price: str | None = None
-    """``unknown`` when nobody prices the run's model (tether.run.prices): said once, here; else left out."""
+    """``unknown`` when nobody prices the run's model (tether.vocab.prices): said once, here; else left out."""
 
     def record(self) -> dict[str, Any]:
         return _without_nones(Event.record(self), ("price",))
@@ -120,7 +120,7 @@ class ApprovalRequired(Event):
     # An ACP agent's permission request: its options (id, name, kind) and the diff it shows.
     options: list[dict[str, str]] | None = None
     diff: str | None = None
-    # Set only when they say something (tether.run.state.NeedsApproval has each):
+    # Set only when they say something (tether.vocab.state.NeedsApproval has each):
     needed: int | None = None
     approvers: list[str] | None = None
     deadline_at: float | None = None

@@ -16,8 +16,8 @@ from enum import StrEnum
 from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal
 
-from tether.records import field_names, plain
-from tether.run import people
+from tether.vocab.records import field_names, plain
+from tether.vocab import people
 
 SCHEMA_VERSION = 1
 
@@ -62,7 +62,7 @@ class Pricing:
     assumed: bool = False
     """True when no price was configured for the model and these are the defaults (runs before prices)."""
     source: str = ""
-    """Where the price comes from: ``config``, ``genai-prices``, ``unknown`` (tether.run.prices)."""
+    """Where the price comes from: ``config``, ``genai-prices``, ``unknown`` (tether.vocab.prices)."""
     ref: str = ""
     """genai-prices' model and provider (``provider:model``): each call is priced by it when it is made."""
     cache_read_per_million: float | None = None
@@ -75,7 +75,7 @@ class Pricing:
 
     def cost(self, prompt_tokens: int, completion_tokens: int, cache_read: int = 0, cache_write: int = 0) -> float:
         if self.ref:
-            from tether.run.price_calls import priced_call
+            from tether.vocab.price_calls import priced_call
 
             got = priced_call(self.ref, prompt_tokens, completion_tokens, cache_read, cache_write)
             if got is not None:
@@ -140,7 +140,7 @@ class NeedsApproval:
     """The ``ask`` rule that holds the call for people, when one does."""
     _: KW_ONLY  # the later fields by name only: one added before another cannot take its place
     accounts: tuple[str, ...] = ()
-    """The account that authenticated each of :attr:`approvers` (:mod:`tether.run.people`)."""
+    """The account that authenticated each of :attr:`approvers` (:mod:`tether.vocab.people`)."""
     schema: dict[str, Any] | None = None
     """The JSON schema of the tool's arguments, as a program reported it (``run.approval(…,
     schema=)``): what an operator's edited arguments are checked against. None for Tether's
@@ -402,7 +402,7 @@ class Decision:
     asked_at: float | None = None
     """When the call asked; with :attr:`ts`, how long it waited."""
     account: str | None = None
-    """The account that authenticated the decision (:mod:`tether.run.people`); ``by`` is the
+    """The account that authenticated the decision (:mod:`tether.vocab.people`); ``by`` is the
     name it gave. None for a rule, a deadline, or a decision recorded before accounts were."""
     accounts: list[str] = field(default_factory=list)
     """The account of each of :attr:`approvers`, in the same order."""
@@ -478,7 +478,7 @@ class RunState:
     rewinds: list[dict[str, Any]] = field(default_factory=list)  # tether.workspaces.rewinding
     forked_from: dict[str, Any] | None = None  # {"run_id", "step", "commit", "messages"}: tether fork
     operator: str | None = None
-    """Who started the run: the account of the process that made it (:mod:`tether.run.people`),
+    """Who started the run: the account of the process that made it (:mod:`tether.vocab.people`),
     written by the store's ``create``; None for a run made before it was recorded."""
     operator_name: str | None = None
     """The name its starter gave (``--as NAME``; by default user@host), kept beside the account."""

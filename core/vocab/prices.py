@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from typing import Any
 from urllib.parse import urlsplit
 
-from tether.run.state import Pricing
+from tether.vocab.state import Pricing
 
 UNKNOWN_HINT = 'add [prices."{model}"] with input_per_million and output_per_million to the agent file'
 

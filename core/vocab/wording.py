@@ -3,7 +3,7 @@
 One wording for both, so a line in a terminal following a run reads the same as the
 line the console shows for it. Everything in a record came from a run (model output,
 tool arguments, error messages): it is untrusted, and the line is made safe for a
-terminal (:func:`tether.text.clean`: control characters made visible, newlines folded)
+terminal (:func:`tether.vocab.text.clean`: control characters made visible, newlines folded)
 and cut to a bounded width. Nothing here imports the console.
 """
 
@@ -13,7 +13,8 @@ import json
 import time
 from typing import Any
 
-from tether.text import clean
+from tether.vocab.state import Decision
+from tether.vocab.text import clean
 
 KIND_WIDTH = 18
 LINE_LIMIT = 400
@@ -98,8 +99,6 @@ def describe(r: dict[str, Any], timings: bool = True) -> str:
                 + {"session/fork": "  (a fork: session/fork of the origin's session)",
                    "told": "  (a fork: a new session, told in words)"}.get(str(r.get("fork") or ""), ""))
     if kind == "tool_output":
-        from tether.acp.terminal import exit_words
-
         return (f"{r.get('name')}: {exit_words(r.get('exit_code'), r.get('signal'))}" if r.get("exited")
                 else f"{r.get('name')}: {str(r.get('data') or '').rstrip()}")
     if kind == "agent_commands":
@@ -159,3 +158,24 @@ def commands_words(commands: list[dict[str, str]]) -> str:
     """An ACP agent's slash commands, as ``tether show`` and the trace list them."""
     return "  ".join(f"/{c.get('name')}" + (f" <{c['hint']}>" if c.get("hint") else "")
                      + (f" ({c['description']})" if c.get("description") else "") for c in commands) or "none"
+
+
+def exit_words(exit_code: int | None, signal: str | None) -> str:
+    """How a shell command ended, in the words the transcript and the trace use."""
+    if signal:
+        return f"ended by signal {signal}"
+    return "exit code ?" if exit_code is None else f"exit code {exit_code}"
+
+
+DEADLINE = "deadline"
+"""Who decides when nobody did in time (a rejection, never an approval)."""
+
+
+def already_decided(decision: Decision) -> str:
+    """Why another decision on a decided call is refused, in words: who decided it first. When
+    its deadline did, the words say the deadline passed and what it did."""
+    if decision.by == DEADLINE:
+        return (f"too late: the decision deadline of {decision.tool or 'the call'} ({decision.call_id}) had passed, "
+                f"and the deadline decided it: {decision.text}; the call was declined, nothing was done, and this "
+                "decision was not taken")
+    return f"already decided: {decision.verdict} by {decision.by}; there is one decision per call"
