@@ -23,7 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from tether.approvals import budget_call
+from tether.vocab import budget_call
 from tether.approvals.holding import overdue
 from tether.vocab.rules import format_duration
 from tether.approvals.decisions import DEADLINE, already_decided, end_waiting, reject
