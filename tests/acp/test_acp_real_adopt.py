@@ -19,8 +19,8 @@ from tether.demo.agents import DEMO
 from tether.demo.provider.coding import ScriptedEndpoint
 from tether.demo.provider.server import running_app
 from tether.harness import Harness
-from tether.observe.trace import read_trace
-from tether.run.state import Status
+from tether.store.trace import read_trace
+from tether.vocab.state import Status
 from tests.acp.procs import alive_in
 from tests.acp.test_acp_claude_codex_gemini import CAP_S, agent, place  # noqa: F401 (place: a fixture)
 

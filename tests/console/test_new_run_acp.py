@@ -18,8 +18,8 @@ from textual.pilot import Pilot
 from textual.widgets import Input, Select, Static
 
 from tether.agents.config import load_config
-from tether.observe.trace import read_trace
-from tether.run.state import Status
+from tether.store.trace import read_trace
+from tether.vocab.state import Status
 from tether.tui.app import TetherApp
 from tether.tui.components.dialogs import NewRunDialog
 from tests.support import REPO, SIZE, finish, make_app, processes_with, settle, transcript, wait_for
