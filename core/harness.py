@@ -34,7 +34,7 @@ from tether.vocab.state import (
     Limits, NeedsApproval, Policies, Pricing, RunState, StateError, Status, create_new, new_run_id,
 )
 from tether.store.protocol import Store, TraceSink, call
-from tether.store.files.layout import private_dirs
+from tether.store.private import private_dirs
 from tether.store.files.store import RunStore
 from tether.models.tokens import TokenCounter, encoding, encoding_loaded
 from tether.agents.tools.base import Tool

@@ -28,7 +28,7 @@ from tether.approvals import Call, Checked, DecisionQuery, Rule, run_source
 from tether.harness import Harness
 from tether.vocab.state import NeedsApproval
 from tether.store.control import ControlReply, ControlRequest
-from tether.store.files.tail import tail_records
+from tether.store.trace import tail_records
 from tether.store.protocol import call
 from tether.tui.components.args_editor import ArgsEditor
 from tether.tui.components.decision import ACP_NO_EDIT

@@ -6,7 +6,7 @@ Two intakes, one pump:
   called synchronously from the run's loop: it keeps a reference to the run's live
   :class:`RunState`, queues the event, marks the run dirty and asks for one flush;
 * :meth:`EventPump.feed` takes the events of runs other processes drive, read back from
-  their trace files (:class:`tether.store.files.tail.TraceTail`, :func:`tether.store.files.tail.event_from_record`);
+  their trace files (:class:`tether.store.files.tail.TraceTail`, :func:`tether.store.trace.event_from_record`);
   their states come from their journals (:class:`tether.store.files.tail.JournalTail`), put in the model
   by the store client.
 
@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tether.vocab.events import (ApprovalDecision, ApprovalRequired, Event, RunStarted, RunStopped, TextDelta, Turn)
-from tether.store.files.tail import tail_records
+from tether.store.trace import tail_records
 from tether.vocab.wording import format_record
 from tether.tui.agent_notes import NOTE_KINDS, TRACKED_KINDS
 from tether.tui.model import ConsoleModel

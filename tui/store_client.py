@@ -5,7 +5,7 @@ finished runs cost one query, not 10,000 replays), then follows the store's chan
 through a :class:`tether.tui.feeds.StoreFeed`: inotify and file tails for the file store,
 LISTEN/NOTIFY for PostgreSQL. A run another process drives is followed in full (its state
 read again when its journal changes) and its new trace records go through the same event
-pump as the console's own events (:func:`tether.store.files.tail.event_from_record`). Who runs a run
+pump as the console's own events (:func:`tether.store.trace.event_from_record`). Who runs a run
 comes with the changes; whether that process still lives is asked at most once a second
 (:meth:`StoreClient.check_owners`), since a killed process tells nobody. Runs this console
 drives are left to the in-process sink.
@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 from tether.store.summary import RunSummary
 from tether.vocab.state import RunState, StateError
 from tether.store.owner import Owner
-from tether.store.files.tail import event_from_record
+from tether.store.trace import event_from_record
 from tether.tui.feeds import Listing, StoreFeed, feed_for
 from tether.tui.model import ConsoleModel
 from tether.tui.pump import EventPump

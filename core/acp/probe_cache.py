@@ -43,7 +43,7 @@ from tether.acp.events import AgentInfo
 from tether.acp.probe import probe
 from tether.acp.process import resolve_command
 from tether.agents.sandbox import Backend
-from tether.store.files.layout import default_home, private_dirs, write_private
+from tether.store.private import default_home, private_dirs, write_private
 
 CACHE_FORMAT = 1
 KEEP = 200

@@ -2,7 +2,7 @@
 ``notes.txt``, ``secrets.env``), laid out as privately as the store beside them.
 
 The demo's folder is ``$TETHER_HOME/workspace``, next to the runs, whose every folder is
-``0700`` and file ``0600`` whatever the umask (:mod:`tether.store.files.layout`); the sample
+``0700`` and file ``0600`` whatever the umask (:mod:`tether.store.private`); the sample
 holds ``secrets.env``, so it is made the same way, with the same helpers. Apart from
 :mod:`tether.agents.workspace` because the run reads a workspace and never lays one out (the
 run imports no store implementation).
@@ -14,7 +14,7 @@ from importlib import resources
 from pathlib import Path
 
 from tether.agents.workspace import Workspace
-from tether.store.files.layout import private_dirs, write_private
+from tether.store.private import private_dirs, write_private
 
 
 def ensure_sample(root: Path) -> Workspace:

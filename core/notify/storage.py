@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from tether.store.files.layout import PRIVATE_FILE, private_dirs, private_file
+from tether.store.private import PRIVATE_FILE, private_dirs, private_file
 from tether.store.files.store import RunStore
 
 KEY_FILE = ".notify.key"

@@ -11,11 +11,13 @@ from __future__ import annotations
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections import deque
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
 from tether.vocab.events import Event
+from tether.vocab.records import field_names
 
 _TAIL_BYTES = 64 * 1024
 
@@ -113,3 +115,69 @@ def read_trace(path: Path) -> Iterator[dict[str, Any]]:
                 continue
             if isinstance(record, dict):
                 yield record
+
+
+# ---- reading a trace file back ------------------------------------------------------
+
+def tail_records(path: Path, limit: int = 1000, max_bytes: int = 512 * 1024) -> list[dict[str, Any]]:
+    """The last ``limit`` complete records of a trace file, reading at most ``max_bytes``."""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            size = f.tell()
+            start = max(0, size - max_bytes)
+            f.seek(start)
+            data = f.read()
+    except OSError:
+        return []
+    lines = data.split(b"\n")
+    if start:
+        lines = lines[1:]  # the first line may be cut
+    return list(deque(dict_lines(lines), maxlen=limit))
+
+
+def dict_lines(lines: Iterable[bytes]) -> Iterator[dict[str, Any]]:
+    """The lines that parse as JSON objects (blank, torn and foreign lines are skipped)."""
+    for line in lines:
+        if not line:
+            continue
+        try:
+            record = json.loads(line)
+        except (ValueError, RecursionError):  # RecursionError: nested too deep for json
+            continue
+        if isinstance(record, dict):
+            yield record
+
+
+# ---- records back into events ------------------------------------------------------
+
+_CLASSES: dict[str, type[Event]] = {}
+
+
+def _event_classes() -> dict[str, type[Event]]:
+    found: dict[str, type[Event]] = {}
+    todo = list(Event.__subclasses__())
+    while todo:
+        cls = todo.pop()
+        todo.extend(cls.__subclasses__())
+        found.setdefault(cls.kind, cls)
+    return found
+
+
+def event_from_record(record: dict[str, Any]) -> Event | None:
+    """The event a trace record was written from: the class of its ``kind`` with the
+    fields it has (extra keys ignored). None for an unknown kind or a record that lacks a
+    field the class needs."""
+    kind = record.get("kind")
+    if not isinstance(kind, str):
+        return None
+    cls = _CLASSES.get(kind)
+    if cls is None:
+        _CLASSES.update(_event_classes())  # classes defined since the last look
+        cls = _CLASSES.get(kind)
+        if cls is None:
+            return None
+    try:
+        return cls(**{name: record[name] for name in field_names(cls) if name in record})
+    except TypeError:
+        return None

@@ -112,7 +112,7 @@ class Hub:
     def _watcher(self) -> Any:
         root = getattr(self.store, "root", None)
         if root is not None:
-            from tether.store.files.layout import private_dirs
+            from tether.store.private import private_dirs
             from tether.store.files.watch import RunWatcher
 
             private_dirs(root)  # a store nobody ran anything in yet: its folder, to watch

@@ -230,7 +230,7 @@ class _UsersFile:
     def change(self, edit: Callable[[dict[str, Any]], T]) -> T:
         """``edit(data)`` under the lock, then the file replaced whole (synced first: a crash
         leaves the old users or the new ones, never half)."""
-        from tether.store.files.layout import PRIVATE_FILE, private_dirs, write_private
+        from tether.store.private import PRIVATE_FILE, private_dirs, write_private
 
         private_dirs(self.root)
         lock = os.open(self.root / USERS_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE)

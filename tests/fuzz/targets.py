@@ -86,7 +86,8 @@ def _journal(scratch: Path) -> tuple[One, list[bytes]]:
 @target("trace", "trace: read_trace, TraceWriter's recovery, TraceTail, tail_records, event_from_record")
 def _trace(scratch: Path) -> tuple[One, list[bytes]]:
     from tether.vocab.events import RunStopped
-    from tether.store.files.tail import TraceTail, event_from_record, tail_records
+    from tether.store.files.tail import TraceTail
+    from tether.store.trace import event_from_record, tail_records
     from tether.store.trace import TraceWriter, read_trace
 
     path = scratch / "trace.jsonl"

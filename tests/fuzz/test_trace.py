@@ -1,6 +1,6 @@
 """The trace's readers on torn and garbage lines: ``tether.store.trace.read_trace`` (``tether
 trace``, the report), the writer's recovery of ``seq`` from the tail it finds
-(``TraceWriter``, when a run is resumed), ``tether.store.files.tail.TraceTail`` and ``tail_records`` (the
+(``TraceWriter``, when a run is resumed), ``tether.store.files.tail.TraceTail`` and ``tether.store.trace.tail_records`` (the
 console), and ``event_from_record`` (another process's events back into events).
 
 The rule: any bytes in ``trace.jsonl`` are read without an error (what cannot be read is
@@ -16,7 +16,8 @@ import pytest
 from hypothesis import given, strategies as st
 
 from tether.vocab.events import RunStopped
-from tether.store.files.tail import TraceTail, event_from_record, tail_records
+from tether.store.files.tail import TraceTail
+from tether.store.trace import event_from_record, tail_records
 from tether.store.trace import TraceWriter, read_trace
 
 from tests.fuzz.strategies import dumps, garbage_lines, json_values, objects_with, texts

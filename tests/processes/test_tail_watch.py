@@ -30,7 +30,8 @@ from tether.harness import Harness
 from tether.vocab.state import RunState, Status
 from tether.store.files.layout import JOURNAL_FILE, TRACE_FILE
 from tether.store.files.store import RunStore
-from tether.store.files.tail import JournalTail, TraceTail, event_from_record
+from tether.store.files.tail import JournalTail, TraceTail
+from tether.store.trace import event_from_record
 from tether.store.trace import TraceWriter
 from tether.store.changes import JOURNAL, NEW, REMOVED, TRACE, RunChange
 from tether.store.files.watch import follow_run, watch_runs

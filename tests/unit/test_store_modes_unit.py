@@ -14,8 +14,9 @@ import pytest
 from tether.approvals import Rule
 from tether.store.files import layout as layout_module
 from tether.store.control import ControlRequest
+from tether.store.private import private_dirs
 from tether.store.files.layout import (
-    CONTROL_FILE, INDEX_FILE, JOURNAL_FILE, LEDGER_FILE, OWNER_FILE, RULES_FILE, TRACE_FILE, check_home, private_dirs,
+    CONTROL_FILE, INDEX_FILE, JOURNAL_FILE, LEDGER_FILE, OWNER_FILE, RULES_FILE, TRACE_FILE, check_home,
 )
 from tether.vocab.events import RunStarted
 from tether.store.files.index import RunIndex

@@ -24,7 +24,7 @@ from textual.geometry import Size
 from textual.selection import Selection
 from textual.strip import Strip
 
-from tether.store.files.tail import tail_records
+from tether.store.trace import tail_records
 from tether.tui.components.line_view import LineView
 from tether.tui.pump import MAX_LINES
 from tether.vocab.wording import KIND_WIDTH, describe, format_record

@@ -14,7 +14,8 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tether.store.files.layout import CONTROL_FILE, open_private
+from tether.store.private import open_private
+from tether.store.files.layout import CONTROL_FILE
 
 if TYPE_CHECKING:
     from tether.store.control import ControlRequest

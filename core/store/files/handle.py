@@ -24,9 +24,8 @@ from tether.vocab.state import RunState, StateError
 from tether.store.decisions import decisions_key
 from tether.store.files.index import INDEX_EVERY_S, RunIndex
 from tether.store.files.journal import GROWING_FIELDS, STICKY_FIELDS, commit_bytes, dumps, header_of
-from tether.store.files.layout import (
-    JOURNAL_FILE, LEDGER_FILE, NOT_A_RUN, OWNER_FILE, TRACE_FILE, open_private, private_file,
-)
+from tether.store.private import open_private, private_file
+from tether.store.files.layout import JOURNAL_FILE, LEDGER_FILE, NOT_A_RUN, OWNER_FILE, TRACE_FILE
 from tether.store.owner import whoami
 from tether.store.protocol import SaveError
 from tether.store.summary import RunSummary

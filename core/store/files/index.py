@@ -49,7 +49,8 @@ from typing import TYPE_CHECKING, NamedTuple, TypeVar
 
 from tether.store.costs import CostQuery, CostRow, missing, ordered, row_of, where as cost_where
 from tether.store.decisions import DECISION_COLUMNS, decision_filter, decision_row, decisions_of
-from tether.store.files.layout import INDEX_FILE, open_private
+from tether.store.private import open_private
+from tether.store.files.layout import INDEX_FILE
 from tether.store.summary import SUMMARY_COLUMNS, JournalKey, RunSummary
 
 if TYPE_CHECKING:

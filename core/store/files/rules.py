@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from tether.vocab.state import StateError
-from tether.store.files.layout import RULES_FILE, RULES_LOCK, open_private, private_dirs, write_private
+from tether.store.private import open_private, private_dirs, write_private
+from tether.store.files.layout import RULES_FILE, RULES_LOCK
 from tether.store.summary import JournalKey
 
 if TYPE_CHECKING:

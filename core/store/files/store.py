@@ -29,10 +29,8 @@ from tether.store.files.control import append, read_from
 from tether.store.files.handle import RunHandle, decision_records
 from tether.store.files.index import IndexUnavailable, RunIndex
 from tether.store.files.journal import commit_bytes, header_of, read_journal
-from tether.store.files.layout import open_private
-from tether.store.files.layout import (
-    JOURNAL_FILE, NOT_A_RUN, TRACE_FILE, open_home, private_dirs, private_file, run_id_problem, write_private,
-)
+from tether.store.private import open_private, private_dirs, private_file, write_private
+from tether.store.files.layout import JOURNAL_FILE, NOT_A_RUN, TRACE_FILE, open_home, run_id_problem
 from tether.store.files.lock import lock_held, owner_record
 from tether.store.files.rules import RulesFile
 from tether.store.operator import mark_starter, os_account

@@ -16,23 +16,20 @@ the size of the run, and a read of a file that did not grow is one ``fstat``/``s
   offset, or rewritten in place (the bytes before the offset are not the ones the last
   commit ended with, checked when the file grew) is read again from the start.
 * :class:`TraceTail` yields the trace records (dicts) appended since its offset;
-  :func:`event_from_record` turns one back into its :class:`~tether.vocab.events.Event`, so a
-  consumer treats another process's events like its own.
+  :func:`tether.store.trace.event_from_record` turns one back into its
+  :class:`~tether.vocab.events.Event`, so a consumer treats another process's events like its own.
 """
 
 from __future__ import annotations
 
 import json
 import os
-from collections import deque
-from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
-from tether.vocab.events import Event
-from tether.vocab.records import field_names
 from tether.vocab.state import RunState, StateError
 from tether.store.files.journal import GROWING_FIELDS, STICKY_FIELDS
+from tether.store.trace import dict_lines
 
 _CHUNK = 1 << 20  # a long backlog is read a MiB at a time
 _ANCHOR = 64
@@ -253,7 +250,7 @@ class TraceTail:
         return out
 
     def _parse(self, data: bytes, out: list[dict[str, Any]]) -> None:
-        for record in _dicts(data.split(b"\n")):
+        for record in dict_lines(data.split(b"\n")):
             seq = record.get("seq")
             if isinstance(seq, int):
                 if seq <= self.last_seq:
@@ -285,7 +282,7 @@ class TraceTail:
             return []
         self._ino = (st.st_dev, st.st_ino)
         self.offset = start + end + 1
-        out = list(_dicts(lines[-limit:] if limit > 0 else ()))
+        out = list(dict_lines(lines[-limit:] if limit > 0 else ()))
         for line in reversed(lines):  # what follows is new: anything up to the last seq was seen
             try:
                 seq = json.loads(line).get("seq")
@@ -295,67 +292,3 @@ class TraceTail:
                 self.last_seq = max(self.last_seq, seq)
                 break
         return out
-
-
-def tail_records(path: Path, limit: int = 1000, max_bytes: int = 512 * 1024) -> list[dict[str, Any]]:
-    """The last ``limit`` complete records of a trace file, reading at most ``max_bytes``."""
-    try:
-        with open(path, "rb") as f:
-            f.seek(0, 2)
-            size = f.tell()
-            start = max(0, size - max_bytes)
-            f.seek(start)
-            data = f.read()
-    except OSError:
-        return []
-    lines = data.split(b"\n")
-    if start:
-        lines = lines[1:]  # the first line may be cut
-    return list(deque(_dicts(lines), maxlen=limit))
-
-
-def _dicts(lines: Iterable[bytes]) -> Iterator[dict[str, Any]]:
-    """The lines that parse as JSON objects (blank, torn and foreign lines are skipped)."""
-    for line in lines:
-        if not line:
-            continue
-        try:
-            record = json.loads(line)
-        except (ValueError, RecursionError):  # RecursionError: nested too deep for json
-            continue
-        if isinstance(record, dict):
-            yield record
-
-
-# ---- records back into events ------------------------------------------------------
-
-_CLASSES: dict[str, type[Event]] = {}
-
-
-def _event_classes() -> dict[str, type[Event]]:
-    found: dict[str, type[Event]] = {}
-    todo = list(Event.__subclasses__())
-    while todo:
-        cls = todo.pop()
-        todo.extend(cls.__subclasses__())
-        found.setdefault(cls.kind, cls)
-    return found
-
-
-def event_from_record(record: dict[str, Any]) -> Event | None:
-    """The event a trace record was written from: the class of its ``kind`` with the
-    fields it has (extra keys ignored). None for an unknown kind or a record that lacks a
-    field the class needs."""
-    kind = record.get("kind")
-    if not isinstance(kind, str):
-        return None
-    cls = _CLASSES.get(kind)
-    if cls is None:
-        _CLASSES.update(_event_classes())  # classes defined since the last look
-        cls = _CLASSES.get(kind)
-        if cls is None:
-            return None
-    try:
-        return cls(**{name: record[name] for name in field_names(cls) if name in record})
-    except TypeError:
-        return None

@@ -57,9 +57,8 @@ from typing import Any, Protocol, TextIO
 from watchfiles._rust_notify import RustNotify, WatchfilesRustInternalError
 
 from tether.store.changes import CONTROL, JOURNAL, LEDGER, NEW, OWNER, REMOVED, TRACE, RunChange
-from tether.store.files.layout import (
-    CONTROL_FILE, INDEX_FILE, JOURNAL_FILE, LEDGER_FILE, OWNER_FILE, TRACE_FILE, private_dirs,
-)
+from tether.store.private import private_dirs
+from tether.store.files.layout import CONTROL_FILE, INDEX_FILE, JOURNAL_FILE, LEDGER_FILE, OWNER_FILE, TRACE_FILE
 from tether.store.files.lock import lock_held
 from tether.store.files.tail import TraceTail
 from tether.store.follow import Printer, follow_one, record_ts, stopped_record
