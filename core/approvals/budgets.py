@@ -119,10 +119,9 @@ def shown(store: Any, budget: FleetBudget) -> float:
 
 @dataclass
 class FleetBudgets:
-    """The agent file's fleet budgets for one process: what each live run has charged so far."""
+    """The agent file's fleet budgets for one process: which levels it has said this period."""
 
     budgets: tuple[FleetBudget, ...]
-    charged: dict[str, float] = field(default_factory=dict)
     said: set[tuple[str, int]] = field(default_factory=set)
 
     def of(self, state: RunState) -> list[FleetBudget]:
@@ -146,8 +145,8 @@ class FleetBudgets:
         spend (the run asks: :mod:`tether.approvals.budget_ask`), else None; and the levels
         (``warn_at``, 100 %) a budget reached that this process has not yet said this period."""
         own = state.cost_usd - state.child_cost_usd
-        delta = max(0.0, own - self.charged.get(state.run_id, own if state.turns else 0.0))
-        self.charged[state.run_id] = own
+        delta = max(0.0, own - state.fleet_charged_usd)  # (saved with the run: another process goes on from it)
+        state.fleet_charged_usd = max(own, state.fleet_charged_usd)
         from tether.approvals.budget_ask import lifted
 
         reached: str | tuple[FleetBudget, float] | None = None

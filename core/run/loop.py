@@ -71,7 +71,7 @@ from tether.vocab.text import json_words
 from tether.approvals.decisions import DEADLINE, _reject_call, approved_words, close_on_stop, declined_words, edited_words
 
 MAX_TOOL_OUTPUT_CHARS = 16_000
-FleetCheck = Callable[[RunState, NeedsApproval | None], Awaitable[str | NeedsApproval | Cancelled | None]]
+FleetCheck = Callable[..., Awaitable[str | NeedsApproval | Cancelled | None]]  # (state, asked, *, settle=False)
 UNSEEN_USAGE_RATIO = 2.0  # strict budgets: how much more an endpoint may count before it has said
 USAGE_MARGIN = 1.05
 SHUTDOWN_REASON = "the process running this run was shut down"
@@ -231,7 +231,7 @@ class RunLoop:
         except asyncio.CancelledError:
             # The task itself was cancelled (the process is shutting down): record why, then go.
             reason = SHUTDOWN_REASON
-            await self._finish(Stop(Status.INTERRUPTED, reason, Cancelled(reason)))
+            await self._finish(Stop(Status.INTERRUPTED, reason, Cancelled(reason)), settle=False)
             raise
         except SaveError:
             raise  # the disk refused; the last saved state stands and says so
@@ -400,8 +400,13 @@ class RunLoop:
                     call["id"] += "_"
             self._call_ids.add(call["id"])
 
-    async def _finish(self, stop: Stop) -> RunState:
+    async def _finish(self, stop: Stop, *, settle: bool = True) -> RunState:
         st = self.state
+        if settle and self.env.fleet_budget is not None and st.cost_usd - st.child_cost_usd > st.fleet_charged_usd:
+            try:  # its last model call's cost, charged to the fleet budgets (no check comes after it)
+                await self.env.fleet_budget(st, None, settle=True)
+            except Exception as exc:  # the run ends anyway; its cost is on its record
+                log.warning("run %s: its last spend was not charged to the fleet budgets: %s", st.run_id, exc)
         st.status, st.interruption, st.error = stop.status, stop.interruption, stop.error
         self.emit(RunStopped(run_id=st.run_id, status=st.status.value, reason=stop.reason, turns=st.turns,
                              cost_usd=st.cost_usd,

@@ -232,11 +232,7 @@ class TrackedRun:
             raise LimitReached(Status.BUDGET_EXCEEDED, reason, MaxBudget())
         fleet = getattr(self.harness, "fleet", None)
         if fleet is not None:  # the fleet budgets over the run: charged now, checked before its next call
-            reason, levels = await asyncio.to_thread(fleet.before_call, self.harness.store, st)
-            for event in levels:
-                self._emit(event)
-            if isinstance(reason, tuple):  # an "ask" budget: a program's run is not held for it (docs/costs.md)
-                reason = f"{reason[0].words(reason[1])}; the run stopped (a program's run is not asked)"
+            reason = await self._fleet(fleet)
             if reason is not None:
                 await self._end(Status.BUDGET_EXCEEDED, reason, MaxBudget())
                 raise LimitReached(Status.BUDGET_EXCEEDED, reason, MaxBudget())
@@ -244,6 +240,53 @@ class TrackedRun:
             reason = f"the turn cap of {limits.max_turns} is reached"
             await self._end(Status.MAX_TURNS_EXCEEDED, reason, MaxTurns())
             raise LimitReached(Status.MAX_TURNS_EXCEEDED, reason, MaxTurns())
+
+    async def _fleet(self, fleet: Any) -> str | None:
+        """The fleet budgets, charged with this usage report: the words of one reached that ends
+        the run as a budget exit, or None. A spent ``ask`` budget holds the report (the program
+        waits in :meth:`usage`, as in :meth:`approval`) on its ``budget`` call
+        (:mod:`tether.approvals.budget_ask`): approved, it returns; rejected, the words. A report
+        of what already happened (:meth:`after_the_fact`: Claude Code's hooks, a report relayed
+        from another process) cannot be held: the budget ends the run as ``stop`` does."""
+        from tether.approvals import budget_ask
+        from tether.vocab.budget_call import BUDGET
+
+        st, store = self.state, self.harness.store
+        if self._past:
+            reached, levels = await asyncio.to_thread(fleet.before_call, store, st)
+            for event in levels:
+                self._emit(event)
+            if isinstance(reached, tuple):
+                return f"{reached[0].words(reached[1])}; the run stopped (a report of what already happened is not held)"
+            return reached
+        read = self.harness._rules if callable(getattr(store, "rules", None)) else None
+        hit = await budget_ask.check(fleet, store, st, read, self._emit)
+        while isinstance(hit, NeedsApproval):
+            waiting = hit
+            st.status, st.interruption = Status.INTERRUPTED, waiting
+            self._controls.expect(waiting)
+            await self._save()
+            timeout = 0.0 if waiting.deadline_at is None else max(0.001, waiting.deadline_at - time.time())
+            decision = await self._controls.wait_for_decision(waiting, timeout)
+            if decision is None and self.signal.cancelled:
+                st.status, st.interruption = Status.RUNNING, None
+                if self.signal.ends_wait:  # a Stop ends the run, and the budget call with it
+                    self._emit(close_on_stop(st, waiting.call_id, self.signal.reason or "stopped", self.signal.by,
+                                             asked_at=waiting.asked_at, tool=BUDGET))
+                    await self._save()
+                raise self._stopped()
+            made = None if decision is None else budget_ask.decide(st, decision)  # None: the deadline, below
+            if made is not None:
+                self._emit(made)
+            pending = st.interruption if made is not None and made.verdict == "pending" else None
+            st.status, st.interruption = Status.RUNNING, None
+            await self._save()
+            hit = pending or await budget_ask.check(fleet, store, st, read, self._emit, waiting)
+        if isinstance(hit, Cancelled):  # its deadline's "stop": the call declined, the run stopped
+            await self._save()
+            self.signal.cancel(hit.reason, DEADLINE)
+            raise self._stopped()
+        return hit
 
     async def approval(self, tool: str, args: Mapping[str, Any] | str | None = None, *,
                        call_id: str | None = None, deadline_at: float | None = None,

@@ -447,6 +447,9 @@ class RunState:
     completion_tokens: int = 0
     cost_usd: float = 0.0  # tree cost: this run's turns plus its children's
     child_cost_usd: float = 0.0
+    # What this run has charged to the fleet budgets' counters so far (tether.approvals.budgets):
+    # a check charges its own cost beyond this, whichever process makes it.
+    fleet_charged_usd: float = 0.0
     per_turn_prompt_tokens: list[int] = field(default_factory=list)
     estimated_turns: list[int] = field(default_factory=list)
     # The largest ratio seen of the prompt tokens the endpoint reported to Tether's own count

@@ -21,11 +21,11 @@ from tether.agents.config import load_config
 from tether.approvals.budgets import BudgetRefused
 from tether.demo.agents import DEMO
 from tether.harness import Harness
-from tether.vocab.state import MaxBudget, NeedsApproval, Pricing, Status
+from tether.vocab.state import MaxBudget, Pricing, Status
 from tether.store.protocol import Store
 from tests.acp.conftest import fake_agent
 from tests.acp.fake_agent import SPEND_REPORTS, SPEND_USD
-from tests.processes.test_fleet_budgets import spec, store  # noqa: F401
+from tests.processes.test_fleet_budgets import budget_call, spec, store  # noqa: F401
 from tests.support import cli_here, processes_with
 
 
@@ -49,18 +49,6 @@ def harness(store: Store, tmp_path: Path, config: Path) -> Harness:
 def fleet_spent(store: Store, config: Path) -> float:
     (listed,) = json.loads(cli_here("budgets", "--json", "--config", str(config), "--store", spec(store)).stdout)
     return listed["spent_usd"]
-
-
-async def budget_call(store: Store, run_id: str, *, other_than: str | None = None) -> NeedsApproval:
-    """The budget call the run waits on, once it waits (read from the store, as a console does)."""
-    for _ in range(1200):
-        state = store.load(run_id)
-        waiting = state.interruption
-        if isinstance(waiting, NeedsApproval) and waiting.tool_name == "budget" and waiting.call_id != other_than:
-            return waiting
-        assert state.status in (Status.RUNNING, Status.INTERRUPTED), (state.status, state.interruption)
-        await asyncio.sleep(0.05)
-    raise AssertionError(f"run {run_id} never waited on its budget call")
 
 
 async def test_the_usage_report_that_spends_a_stop_budget_cancels_the_agents_turn_and_refuses_new_runs(

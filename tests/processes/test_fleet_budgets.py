@@ -17,7 +17,7 @@ from tether.agents.config import load_config
 from tether.approvals.budgets import BudgetRefused
 from tether.demo.agents import DEMO
 from tether.harness import Harness
-from tether.vocab.state import Limits, MaxBudget, Pricing, Status
+from tether.vocab.state import Limits, MaxBudget, NeedsApproval, Pricing, Status
 from tether.store.files.store import RunStore
 from tether.store.protocol import Store
 from tests.support import TABLES, cli_here
@@ -58,6 +58,18 @@ def harness(store: Store, tmp_path: Path, config: Path) -> Harness:
 def last_turn_bound(state) -> float:
     """What the run's last model call could have cost: its prompt and every token it may write."""
     return Pricing().cost(state.per_turn_prompt_tokens[-1], state.limits.max_tokens)
+
+
+async def budget_call(store: Store, run_id: str, *, other_than: str | None = None) -> NeedsApproval:
+    """The budget call the run waits on, once it waits (read from the store, as a console does)."""
+    for _ in range(1200):
+        state = store.load(run_id)
+        waiting = state.interruption
+        if isinstance(waiting, NeedsApproval) and waiting.tool_name == "budget" and waiting.call_id != other_than:
+            return waiting
+        assert state.status in (Status.RUNNING, Status.INTERRUPTED), (state.status, state.interruption)
+        await asyncio.sleep(0.05)
+    raise AssertionError(f"run {run_id} never waited on its budget call")
 
 
 async def test_a_spent_budget_stops_the_run_before_its_next_call_then_refuses_new_runs(store: Store, tmp_path: Path):
@@ -138,3 +150,69 @@ async def test_a_programs_run_through_harness_track_stops_at_the_report_that_spe
         async with h.track("other", "not in scope", source="openai-agents", model="gpt-4o-mini") as other:
             await other.usage(10, 1)
             await other.answer("fine")
+
+
+async def test_a_programs_usage_report_that_spends_an_ask_budget_waits_on_the_budget_call(store: Store,
+                                                                                          tmp_path: Path):
+    """``await run.usage(...)`` holds the program, as ``run.approval`` does: approved (from
+    another process), it returns and the program goes on; rejected, it raises LimitReached."""
+    from tether.run.tracked import LimitReached
+
+    path = tmp_path / "tether.toml"
+    path.write_text('[budgets.bots]\nsource = "pydantic-ai"\nusd = 0.01\non_exceed = "ask"\n')
+    async with Harness(store=store, workspace=tmp_path / "ws", config=load_config(path), agent_sets=(DEMO,)) as h, \
+            Harness(store=store, workspace=tmp_path / "ws", config=load_config(path), agent_sets=(DEMO,)) as other:
+        async with h.track("bot", "triage", source="pydantic-ai", model="gpt-4o-mini") as run:
+            await run.usage(1000, 100)  # $0.00021: under the budget
+            held = asyncio.create_task(run.usage(100_000, 10_000))  # $0.021 more: spent, so the report waits
+            first = await budget_call(store, run.run_id)
+            assert first.why.startswith("budget bots ($0.01/day) reached: $0.02 spent; approve to go on")
+            assert not held.done()
+            approved = await other.decide(run.run_id, "approve", args='{"usd": 0.05}', by="bob")
+            assert approved.ok, approved.words
+            await held  # the program goes on
+            await run.usage(10, 1)  # within what was approved: not held
+            past = asyncio.create_task(run.usage(300_000, 10_000))  # $0.051 more: past the lift, it waits again
+            await budget_call(store, run.run_id, other_than=first.call_id)
+            rejected = await other.decide(run.run_id, "reject", "enough for today", by="carol")
+            assert rejected.ok, rejected.words
+            with pytest.raises(LimitReached) as raised:
+                await past
+            assert raised.value.status is Status.BUDGET_EXCEEDED
+            assert raised.value.reason == ("budget bots reached: going on past it was declined by carol (enough for "
+                                           "today); the run ended as a budget exit")
+        state = store.load(run.run_id)
+        assert state.status is Status.BUDGET_EXCEEDED and state.interruption == MaxBudget() and state.turns == 4
+        assert [(d.verdict, d.by) for d in state.approvals.values()] == [("approved", "bob"), ("rejected", "carol")]
+
+
+async def test_a_report_of_what_already_happened_is_not_held_by_an_ask_budget(store: Store, tmp_path: Path):
+    """Claude Code's hooks report the model calls after the fact (and must answer Claude Code
+    within its hook's timeout): such a report that spends an ``ask`` budget ends the run."""
+    from tether.run.tracked import LimitReached
+
+    path = tmp_path / "tether.toml"
+    path.write_text('[budgets.hooks]\nsource = "claude-code"\nusd = 0.01\non_exceed = "ask"\n')
+    async with Harness(store=store, workspace=tmp_path / "ws", config=load_config(path), agent_sets=(DEMO,)) as h:
+        async with h.track("claude", "a session", source="claude-code", model="gpt-4o-mini") as run:
+            with run.after_the_fact(), pytest.raises(LimitReached) as raised:
+                await run.usage(100_000, 10_000)
+    assert raised.value.reason.endswith("the run stopped (a report of what already happened is not held)")
+    assert store.load(run.run_id).status is Status.BUDGET_EXCEEDED
+
+
+async def test_every_call_is_charged_a_programs_first_report_and_a_runs_last_call_too(store: Store, tmp_path: Path):
+    """The counter holds what the runs cost, whole: what each run has charged is saved with it,
+    so a program's first usage report counts, and a run's last model call (no check after it)
+    is charged as the run ends."""
+    path = tmp_path / "tether.toml"
+    path.write_text('[budgets.everything]\nusd = 5\n')
+    async with Harness(store=store, workspace=tmp_path / "ws", config=load_config(path), agent_sets=(DEMO,)) as h:
+        done = (await h.run(h.new_run("plan").run_id)).state
+        async with h.track("bot", "triage", source="pydantic-ai", model="gpt-4o-mini") as run:
+            await run.usage(1000, 100)
+            await run.answer("triaged")
+        program = store.load(run.run_id)
+    assert done.status is Status.COMPLETED and done.cost_usd > 0 and program.cost_usd > 0
+    (listed,) = json.loads(cli_here("budgets", "--json", "--config", str(path), "--store", spec(store)).stdout)
+    assert listed["spent_usd"] == pytest.approx(done.cost_usd + program.cost_usd)
