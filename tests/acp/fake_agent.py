@@ -38,6 +38,7 @@ Modes (the prompt's text may add ``SLOW``: stream until cancelled; in ``normal``
   sends a ``config_option_update`` (effort ``high``) at each prompt; ``session/list`` lists one
   earlier session, ``fake-earlier``; with ``$FAKE_AGENT_NO_RESUME`` set it does not advertise
   ``session/resume`` (an earlier session goes on by ``session/load``);
+- any mode, with ``$FAKE_AGENT_SLOW_START`` set: it never answers ``initialize`` (until ended);
 - any mode, with ``$FAKE_AGENT_FORK`` (a file) set: it advertises ``sessionCapabilities.fork``
   and writes each ``session/fork`` (session, cwd) and each prompt's text there as a JSON line;
 - ``auth``: answers ``session/new`` with ``auth_required`` (an agent that needs a login);
@@ -101,6 +102,8 @@ class FakeAgent:
                          **kwargs: Any) -> schema.InitializeResponse:
         fs = getattr(client_capabilities, "fs", None)
         self._log("initialize", fs=bool(fs and fs.write_text_file))
+        if os.environ.get("FAKE_AGENT_SLOW_START"):  # an agent that takes its time to start: until ended
+            await asyncio.sleep(3600)
         sessions = None
         if self.mode == "sessions":
             sessions = schema.SessionCapabilities(list=schema.SessionListCapabilities(),

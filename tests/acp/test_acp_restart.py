@@ -113,7 +113,8 @@ def test_a_dead_agent_is_started_again_by_a_follow_up_from_another_tether_proces
     again = [r["pid"] for r in records if r["kind"] == "agent_session"][-1]
     [said] = [r["text"] for r in records if r["kind"] == "warning"]
     assert said.startswith(f"the agent fake-agent had died with the run's last turn ({died[0]}") and said.endswith(
-        f"{died[1]}): Tether started it again (pid {again}) and it went on in its session fake-1 by session/resume"), said
+        f"{died[1]}): Tether started it again (pid {again}) and it went on in its session fake-1 by session/resume"), \
+        said
     assert [(e["method"], e.get("session_id")) for e in map(json.loads, log.read_text().splitlines())
             if e["method"] in ("session/new", "session/resume")] == [("session/new", "fake-1"),
                                                                      ("session/resume", "fake-1")]

@@ -27,12 +27,13 @@ from tests.support import REPO, SIZE, finish, make_app, processes_with, settle, 
 FAKE_AGENT = REPO / "tests" / "acp" / "fake_agent.py"
 
 
-def agent_file(tmp_path: Path, log: Path, token: str, **keys: str) -> Any:
-    """One ACP agent, ``coder`` (the fake agent, ``sessions`` mode); its processes carry ``token``."""
+def agent_file(tmp_path: Path, log: Path, token: str, *, slow: bool = False, **keys: str) -> Any:
+    """One ACP agent, ``coder`` (the fake agent, ``sessions`` mode; ``slow``: it never answers
+    ``initialize``); its processes carry ``token``."""
     workspace = tmp_path / "ws"
     workspace.mkdir(exist_ok=True)
-    env = {"FAKE_AGENT_LOG": str(log), "MCP_TEST_TOKEN": token, **({"PYTHONPATH": os.environ["PYTHONPATH"]}
-                                          if os.environ.get("PYTHONPATH") else {})}
+    env = {"FAKE_AGENT_LOG": str(log), "MCP_TEST_TOKEN": token, **({"FAKE_AGENT_SLOW_START": "1"} if slow else {}),
+           **({"PYTHONPATH": os.environ["PYTHONPATH"]} if os.environ.get("PYTHONPATH") else {})}
     path = tmp_path / "tether.toml"
     path.write_text("\n".join([
         "[agents.coder]", f"acp = {json.dumps([sys.executable, str(FAKE_AGENT), 'sessions'])}",
@@ -121,3 +122,28 @@ async def test_new_run_offers_the_agents_modes_and_models_and_the_pick_is_the_ru
               if e["method"] in ("session/set_mode", "session/set_config_option")]
     assert chosen == [("session/set_mode", "ask"), ("session/set_config_option", "fake-large")]
     assert not processes_with(token), "an agent process was left behind"
+
+
+async def test_an_agent_slow_to_answer_does_not_hold_the_dialog_up(tmp_path: Path) -> None:
+    """While New run waits for the agent's answer, the operator picks a demo scenario and starts
+    it: the dialog answers at once, the run is done, and the agent asked is ended with the dialog."""
+    log, token = tmp_path / "agent.log", uuid.uuid4().hex
+    app = make_app(tmp_path, config=agent_file(tmp_path, log, token, slow=True))
+    async with app.run_test(size=SIZE) as pilot:
+        await pilot.press("n")
+        await wait_for(pilot, lambda: isinstance(app.screen, NewRunDialog), "the New run dialog")
+        dialog = app.screen
+        assert isinstance(dialog, NewRunDialog)
+        await wait_for(pilot, lambda: "asking coder for its sessions, modes and models…"
+                       in str(dialog.query_one("#offer-note", Static).render()), "the dialog to ask the agent")
+        await wait_for(pilot, lambda: processes_with(token), "the agent asked to have started")
+        dialog.query_one("#agent", Select).value = ("demo", "plan")
+        await pilot.pause()
+        assert not dialog.query_one("#offer-note", Static).display and dialog.query_one("#dedupe").display
+        rid = await start(pilot, app, dialog, "")
+        assert app.states[rid].status is Status.COMPLETED and "coder" not in dialog.offers
+        # The dialog's ask was cancelled with it, and ends its agent (a kill, at worst) before it is done.
+        await wait_for(pilot, lambda: all(w.is_finished for w in app.workers if w.group == "offer"),
+                       "the cancelled ask to have ended its agent")
+        await finish(pilot, app)
+    assert not processes_with(token), "the agent asked was left behind"

@@ -315,7 +315,8 @@ class NewRunDialog(FormDialog):
                 ids = [m["id"] for m in offer.modes]
                 mode = choice.acp_mode if choice.acp_mode in ids else (offer.mode or ids[0])
             if offer.models:
-                models = [(clean(name if name == value else f"{name} ({value})"), value) for value, name in offer.models]
+                models = [(clean(name if name == value else f"{name} ({value})"), value)
+                          for value, name in offer.models]
                 model = _matching(choice.acp_model, offer.models) or offer.model or offer.models[0][0]
             self._note(Text(self._offer_words(offer), style="dim"))
         self._defaults = (mode, model)
