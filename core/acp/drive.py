@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from tether.acp.run import AcpRun, Rules
 from tether.acp.sessions import ORPHANED, died_words
 from tether.run.controls import decision_wait
-from tether.vocab.events import EventSink, RunStopped
+from tether.vocab.events import EventSink, run_stopped
 from tether.vocab.state import (
     Cancelled, MaxBudget, MaxTurns, NeedsApproval, RunState, StateError, Status, pending_calls,
 )
@@ -118,8 +118,7 @@ async def _orphaned(state: RunState, handle: Handle, trace: TraceSink, sinks: Se
         state.messages.append({"role": "tool", "tool_call_id": unfinished["id"], "content": f"not finished: {reason}"})
         state.failed_calls.append(unfinished["id"])
     state.status, state.interruption, state.error = Status.INTERRUPTED, Cancelled(reason), None
-    event = RunStopped(run_id=state.run_id, status=state.status.value, reason=reason, turns=state.turns,
-                       cost_usd=state.cost_usd, interruption=state.interruption.to_dict())
+    event = run_stopped(state, reason)
     trace.write(event)
     for sink in sinks:
         with contextlib.suppress(Exception):

@@ -61,7 +61,7 @@ from tether.vocab import people
 from tether.vocab.cancel import CancelSignal, RunCancelled
 from tether.vocab.events import (
     AgentCommands, AgentConfig, AgentSession, ApprovalDecision, ApprovalRequired, Event, FileWrite, Plan, RuleAdded,
-    RunStarted, RunStopped, RunWarning, ShellOutputEvent, TextDelta, Thought, ToolProgress, ToolResult, ToolStart, Turn,
+    RunStarted, RunWarning, ShellOutputEvent, TextDelta, Thought, ToolProgress, ToolResult, ToolStart, Turn, run_stopped,
 )
 from tether.approvals.decisions import DEADLINE, approved_words, close_on_stop, declined_words
 from tether.vocab.wording import exit_words, overshoot
@@ -918,9 +918,7 @@ class AcpRun:
         if status is Status.COMPLETED and not any(m.get("role") == "assistant" and m.get("content")
                                                   for m in st.messages):
             st.messages.append({"role": "assistant", "content": ""})
-        self.emit(RunStopped(run_id=st.run_id, status=status.value, reason=reason, turns=st.turns,
-                             cost_usd=st.cost_usd, interruption=None if interruption is None
-                             else interruption.to_dict()))
+        self.emit(run_stopped(st, reason))
         await self.save()
         return st
 

@@ -27,7 +27,7 @@ from tether.vocab import budget_call
 from tether.approvals.holding import overdue
 from tether.vocab.rules import format_duration
 from tether.approvals.decisions import DEADLINE, already_decided, end_waiting, reject
-from tether.vocab.events import Event, RunStopped
+from tether.vocab.events import Event, run_stopped
 from tether.store.hold import amend
 from tether.vocab.state import Cancelled, NeedsApproval, RunState, Status
 
@@ -77,8 +77,7 @@ def lapse(state: RunState, *, at: float | None = None) -> Lapsed | None:
         events = [budget_call.declined(state, waiting, step.words, DEADLINE) if budget
                   else reject(state, waiting.call_id, step.words, DEADLINE)]
         state.interruption = Cancelled(summary, DEADLINE)
-        events.append(RunStopped(run_id=state.run_id, status=state.status.value, reason=summary, turns=state.turns,
-                                 cost_usd=state.cost_usd, interruption=state.interruption.to_dict()))
+        events.append(run_stopped(state, summary))
     decided = state.approvals[waiting.call_id]
     decided.ts = min(step.due, time.time())  # decided by the deadline, when it passed, however late one looked
     words = f"{already_decided(decided)}. Run {state.run_id} stays interrupted: tether resume {state.run_id} goes on"

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tether.agents.tools.base import Tool, offered_name, schema_problem
 from tether.vocab import people
 from tether.vocab.wording import DEADLINE, already_decided
-from tether.vocab.events import ApprovalDecision, Event, RunStopped
+from tether.vocab.events import ApprovalDecision, Event, run_stopped
 from tether.vocab.state import Cancelled, Decision, NeedsApproval, RunState, StateError, Status, args_hash, pending_calls
 from tether.vocab.text import json_words
 
@@ -285,6 +285,4 @@ def end_waiting(state: RunState, reason: str, by: str | None) -> list[Event]:
     decided = close_on_stop(state, waiting.call_id, reason, by,
                             asked_at=_asked_at(waiting, state.approvals.get(waiting.call_id)))
     state.interruption = Cancelled(reason, by)
-    return [decided, RunStopped(run_id=state.run_id, status=state.status.value,
-                                reason=f"{reason} (by {by})" if by and by != DEADLINE else reason,
-                                turns=state.turns, cost_usd=state.cost_usd, interruption=state.interruption.to_dict())]
+    return [decided, run_stopped(state, f"{reason} (by {by})" if by and by != DEADLINE else reason)]

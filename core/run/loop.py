@@ -40,7 +40,6 @@ from tether.vocab.events import (
     EventSink,
     ProviderRetry,
     RunStarted,
-    RunStopped,
     TextDelta,
     ToolProgress,
     ToolResult,
@@ -63,6 +62,7 @@ from tether.vocab.state import (
     pending_calls,
 )
 from tether.store.protocol import Handle, SaveError, TraceSink
+from tether.run.driver import RunDriver
 from tether.models.tokens import TokenCounter
 from tether.agents.tools.base import OFFERED_NAME, Tool, ToolContext, offered_name
 from tether.agents.tool_errors import ToolError
@@ -126,6 +126,7 @@ class RunLoop:
         self.trace = trace
         self.signal = signal
         self.ledger = handle.ledger()
+        self.driver = RunDriver(state, handle, trace, env.sinks, env.after_change)
         self.tool_runs: list[dict[str, Any]] = []  # executed in this process
         # The names the model is offered, where they are not the tools' own, both ways.
         self._offered = {name: offered_name(name) for name in env.tools if not OFFERED_NAME.fullmatch(name)}
@@ -139,30 +140,17 @@ class RunLoop:
         self._counted_prompt = 0  # our count of the request being asked (strict budgets only)
         self._asked: dict[str, NeedsApproval] = {}  # calls that asked for approval before this run()
 
-    # ---- events and saving ---------------------------------------------
+    # ---- events and saving: the run's driver (tether.run.driver) -------------
     def emit(self, event: Event) -> None:
-        event.run_id = self.state.run_id
-        if event.traced:
-            self.trace.write(event)
-        for sink in self.env.sinks:
-            try:
-                sink(event)
-            except Exception:  # a broken view must not break the run it is watching
-                log.exception("event sink %r failed on %s", sink, event.kind)
+        self.driver.emit(event)
 
     async def save(self) -> None:
-        self.state.updated_at = time.time()
-        faultpoints.boundary("before_save")
-        await self.handle.asave(self.state)
-        faultpoints.boundary("after_save")
+        await self.driver.save()
 
     async def record(self, events: Sequence[Event]) -> None:
         """Emit ``events``, made on the state outside the loop (a decision, a deadline, a
         Stop of a run that waits), and save the state they describe; nothing when none."""
-        for event in events:
-            self.emit(event)
-        if events:
-            await self.save()
+        await self.driver.record(events)
 
     # ---- the loop --------------------------------------------------------
     async def fail(self, reason: str) -> RunState:
@@ -407,12 +395,7 @@ class RunLoop:
                 await self.env.fleet_budget(st, None, settle=True)
             except Exception as exc:  # the run ends anyway; its cost is on its record
                 log.warning("run %s: its last spend was not charged to the fleet budgets: %s", st.run_id, exc)
-        st.status, st.interruption, st.error = stop.status, stop.interruption, stop.error
-        self.emit(RunStopped(run_id=st.run_id, status=st.status.value, reason=stop.reason, turns=st.turns,
-                             cost_usd=st.cost_usd,
-                             interruption=None if st.interruption is None else st.interruption.to_dict()))
-        await self.save()
-        return st
+        return await self.driver.finish(stop.status, stop.reason, stop.interruption, error=stop.error)
 
     # ---- one tool call ---------------------------------------------------
     async def _execute(self, call: dict[str, Any]) -> Stop | None:
@@ -515,11 +498,8 @@ class RunLoop:
         return None
 
     async def _after_change(self, call_id: str, tool: Tool) -> None:
-        if tool.read_only or self.env.after_change is None:
-            return
-        event = await self.env.after_change(self.state, call_id, tool.name)
-        if event is not None:
-            self.emit(event)
+        if not tool.read_only:
+            await self.driver.checkpoint(call_id, tool.name)
 
     async def _tool_failed(self, call_id: str, tool: Tool, exc: Exception, started: float,
                            approval_note: str | None = None) -> Stop | None:

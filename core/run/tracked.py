@@ -46,8 +46,8 @@ from tether.approvals import Call, run_source
 from tether.approvals.holding import deadline_of, overdue, verdict_of
 from tether.vocab.cancel import CancelSignal, RunCancelled
 from tether.vocab.events import (
-    ApprovalDecision, ApprovalRequired, Event, EventSink, RunStarted, RunStopped, TextDelta,
-    ToolResult, ToolStart, Turn,
+    ApprovalDecision, ApprovalRequired, Event, EventSink, RunStarted, TextDelta, ToolResult, ToolStart, Turn,
+    run_stopped,
 )
 from tether.run.controls import vet_decision
 from tether.approvals.decisions import DEADLINE, approve, close_on_stop, reject, reported_validator
@@ -428,8 +428,7 @@ class TrackedRun:
         self._ended = True
         st = self.state
         st.status, st.interruption, st.error = status, interruption, error
-        self._emit(RunStopped(run_id=st.run_id, status=status.value, reason=reason, turns=st.turns,
-                              cost_usd=st.cost_usd, interruption=None if interruption is None else interruption.to_dict()))
+        self._emit(run_stopped(st, reason))
         await self._controls.close()
         await self._save()
 

@@ -9,9 +9,12 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from tether.vocab.records import field_names
+
+if TYPE_CHECKING:
+    from tether.vocab.state import RunState
 
 
 @dataclass(slots=True, kw_only=True)
@@ -191,6 +194,16 @@ class RunStopped(Event):
     turns: int
     cost_usd: float
     interruption: dict[str, Any] | None = None
+
+
+def run_stopped(state: RunState, reason: str) -> RunStopped:
+    """How ``state`` stopped (its status and interruption, set already), for ``reason``: the
+    only place a ``run_stopped`` event is made. A driver ends its run with
+    :meth:`tether.run.driver.RunDriver.finish`; the approvals' ends of a run nobody drives (a
+    deadline's, a Stop of a run saved waiting) and a worker that parks a run call this."""
+    return RunStopped(run_id=state.run_id, status=state.status.value, reason=reason, turns=state.turns,
+                      cost_usd=state.cost_usd,
+                      interruption=None if state.interruption is None else state.interruption.to_dict())
 
 
 @dataclass(slots=True, kw_only=True)

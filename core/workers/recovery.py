@@ -17,7 +17,7 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
-from tether.vocab.events import WorkerNote
+from tether.vocab.events import WorkerNote, run_stopped
 from tether.vocab.state import StateError, Status
 from tether.workers.database import _lock_seed
 from tether.workers.names import DBOS_SCHEMA, DEMO_QUEUE, WORKFLOW, isolated, queue_for
@@ -121,8 +121,6 @@ def _park(worker: Host, run_id: str, reason: str) -> bool:
     workflow, so that no worker takes it again. False if the run could not be taken."""
     from dbos import DBOS
 
-    from tether.vocab.events import RunStopped
-
     try:
         state, handle = worker.store.open(run_id)
     except (StateError, OSError) as exc:
@@ -135,8 +133,7 @@ def _park(worker: Host, run_id: str, reason: str) -> bool:
         state.updated_at = time.time()
         trace = handle.trace()
         trace.write(WorkerNote(run_id=run_id, worker=worker.executor_id, text=reason))
-        trace.write(RunStopped(run_id=run_id, status=state.status.value, reason=reason, turns=state.turns,
-                               cost_usd=state.cost_usd, interruption=None))
+        trace.write(run_stopped(state, reason))
         handle.save(state)
     finally:
         handle.release()

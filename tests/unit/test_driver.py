@@ -1,0 +1,80 @@
+"""One way to drive a run (tether.run.driver): every driver stops a run the same way, and the
+interface stays small. Both are read from the source (ast), so a new driver that builds its own
+``RunStopped``, or a function that grows past seven parameters, fails here."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from tests.support import REPO
+
+CORE = REPO / "core"
+MAX_PARAMETERS = 7
+
+
+def _built(tree: ast.AST, name: str) -> list[int]:
+    """The lines where ``name(...)`` (or ``x.name(...)``) is called."""
+    return [node.lineno for node in ast.walk(tree) if isinstance(node, ast.Call) and
+            ((isinstance(node.func, ast.Name) and node.func.id == name)
+             or (isinstance(node.func, ast.Attribute) and node.func.attr == name))]
+
+
+def _sites(name: str) -> dict[str, list[int]]:
+    found = {}
+    for path in sorted(CORE.rglob("*.py")):
+        lines = _built(ast.parse(path.read_text()), name)
+        if lines:
+            found[path.relative_to(CORE).as_posix()] = lines
+    return found
+
+
+def test_run_stopped_is_built_in_one_place() -> None:
+    """Only :func:`tether.vocab.events.run_stopped` makes the event, from the run's own state."""
+    assert list(_sites("RunStopped")) == ["vocab/events.py"]
+    assert len(_sites("RunStopped")["vocab/events.py"]) == 1
+
+
+def test_drivers_stop_runs_through_the_driver() -> None:
+    """Tether's loop, ACP runs and programs' runs end with ``RunDriver.finish``; the event is
+    otherwise made only where a run nobody drives is ended (a deadline, a Stop of a run saved
+    waiting, a worker that parks a run)."""
+    assert set(_sites("run_stopped")) == {
+        "run/driver.py", "approvals/decisions.py", "approvals/deadlines.py", "workers/recovery.py",
+        "acp/run.py", "acp/drive.py", "run/tracked.py",  # TODO: through the driver
+    }
+
+
+def _parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
+    args = fn.args
+    names = [a.arg for a in (*args.posonlyargs, *args.args, *args.kwonlyargs)]
+    names += [a.arg for a in (args.vararg, args.kwarg) if a is not None]
+    return [n for n in names if n not in ("self", "cls")]
+
+
+def _functions(path: Path) -> dict[str, list[str]]:
+    tree = ast.parse(path.read_text())
+    found: dict[str, list[str]] = {}
+
+    def visit(node: ast.AST, prefix: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            if isinstance(child, ast.FunctionDef | ast.AsyncFunctionDef):
+                found[prefix + child.name] = _parameters(child)
+                visit(child, f"{prefix}{child.name}.")
+            elif isinstance(child, ast.ClassDef):
+                visit(child, f"{prefix}{child.name}.")
+
+    visit(tree, "")
+    return found
+
+
+def test_no_function_of_the_driver_takes_more_than_seven_parameters() -> None:
+    functions = _functions(CORE / "run" / "driver.py")
+    assert "RunDriver.finish" in functions
+    assert {name: len(p) for name, p in functions.items() if len(p) > MAX_PARAMETERS} == {}
+
+
+def test_the_count_finds_a_long_signature(tmp_path: Path) -> None:
+    source = tmp_path / "m.py"
+    source.write_text("class A:\n    def f(self, a, b, c, d, e, f, g, *, h): ...\n")
+    assert len(_functions(source)["A.f"]) == 8
