@@ -118,3 +118,33 @@ async def test_an_ask_budget_holds_the_agent_approval_sends_it_on_and_rejection_
                                                                                         ("rejected", "carol")]
     assert fleet_spent(store, config) == pytest.approx(final.cost_usd)
     assert not processes_with(str(acp_workspace.parent)), "the agent's process is gone"
+
+
+async def test_the_deadline_of_an_acp_agents_budget_call_rejects_it_and_a_stop_ends_the_wait(
+        store: Store, tmp_path: Path, acp_workspace: Path):
+    from tether.vocab.rules import Rule
+
+    config = budget_file(tmp_path, 0.03, "ask")
+    rule = store.rule_add(Rule("ask", "budget", "budgets wait a second", "alice", deadline_s=1, on_deadline="reject"))
+    async with harness(store, tmp_path, config) as h:
+        out = await h.start(spender(acp_workspace), "spend")
+    state = out.state
+    assert state.status is Status.BUDGET_EXCEEDED and state.interruption == MaxBudget()
+    (decision,) = [d for d in state.approvals.values() if d.tool == "budget"]
+    assert (decision.verdict, decision.by, decision.text) == ("rejected", "deadline", "no decision within 1 s")
+    (stopped,) = [r for r in store.read_trace(state.run_id) if r["kind"] == "run_stopped"]
+    assert stopped["reason"] == ("budget acp-daily reached: going on past it was declined by deadline (no decision "
+                                 "within 1 s); the run ended as a budget exit")
+    store.rule_remove(rule.id)
+
+    config = budget_file(tmp_path, 0.03 + state.cost_usd, "ask")  # room for one more run
+    async with harness(store, tmp_path, config) as h, harness(store, tmp_path, config) as other:
+        run_id = h.create(spender(acp_workspace), "spend").run_id
+        running = asyncio.create_task(h.run(run_id))
+        waiting = await budget_call(store, run_id)
+        reply = await other.stop(run_id, "not today", by="dana")
+        assert reply.ok and "which waited for a decision, is declined in words" in reply.words, reply.words
+        final = (await running).state
+    assert final.status is Status.INTERRUPTED and final.interruption.by == "dana"
+    assert final.approvals[waiting.call_id].verdict == "rejected" and final.approvals[waiting.call_id].by == "dana"
+    assert not processes_with(str(acp_workspace.parent)), "the agent's process is gone"

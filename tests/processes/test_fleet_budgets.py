@@ -216,3 +216,20 @@ async def test_every_call_is_charged_a_programs_first_report_and_a_runs_last_cal
     assert done.status is Status.COMPLETED and done.cost_usd > 0 and program.cost_usd > 0
     (listed,) = json.loads(cli_here("budgets", "--json", "--config", str(path), "--store", spec(store)).stdout)
     assert listed["spent_usd"] == pytest.approx(done.cost_usd + program.cost_usd)
+
+
+async def test_the_deadline_of_a_programs_budget_call_rejects_it(store: Store, tmp_path: Path):
+    from tether.vocab.rules import Rule
+    from tether.run.tracked import LimitReached
+
+    path = tmp_path / "tether.toml"
+    path.write_text('[budgets.bots]\nsource = "pydantic-ai"\nusd = 0.01\non_exceed = "ask"\n')
+    store.rule_add(Rule("ask", "budget", "budgets wait a second", "alice", deadline_s=1, on_deadline="reject"))
+    async with Harness(store=store, workspace=tmp_path / "ws", config=load_config(path), agent_sets=(DEMO,)) as h:
+        async with h.track("bot", "triage", source="pydantic-ai", model="gpt-4o-mini") as run:
+            with pytest.raises(LimitReached) as raised:
+                await run.usage(100_000, 10_000)  # spent: it waits, until the deadline rejects the call
+    assert raised.value.reason == ("budget bots reached: going on past it was declined by deadline (no decision "
+                                   "within 1 s); the run ended as a budget exit")
+    (decision,) = store.load(run.run_id).approvals.values()
+    assert (decision.tool, decision.verdict, decision.by) == ("budget", "rejected", "deadline")
