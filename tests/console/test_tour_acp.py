@@ -45,6 +45,7 @@ class Watching(AcpTour):
         super().__init__(*args, **kw)
         self.captions_on_dialogs: list[tuple[str, int]] = []
         self.diffs_shown: list[str] = []
+        self.diffs_in_sight: list[bool] = []
 
 
     async def read(self, pilot: Pilot[Any], paces: float = 1.0) -> None:
@@ -53,6 +54,11 @@ class Watching(AcpTour):
             diff = str(screen.query_one("#diff", Static).render())
             if diff not in self.diffs_shown:
                 self.diffs_shown.append(diff)
+                # In sight as the viewer reads it: every line, above the note and the buttons.
+                frame = screen.query_one("#decision").content_region
+                region = screen.query_one("#diff").region
+                self.diffs_in_sight.append(region.height == len(diff.splitlines()) and frame.contains_region(region)
+                                           and region.bottom <= screen.query_one("#decision-actions").region.y)
         await super().read(pilot, paces)
         if isinstance(pilot.app.screen, ModalScreen) and pilot.app.screen.query(Caption):
             self.captions_on_dialogs.append((type(pilot.app.screen).__name__,
@@ -71,7 +77,7 @@ async def test_the_acp_tour_supervises_four_agents_through_every_step(tmp_path: 
         app = make_app(tmp_path, config=config, grace_s=0.2)  # the dialogs' grace period, as an operator has it
         tour = Watching(pace=0, stay=True)
         try:
-            async with app.run_test(size=SIZE) as pilot:
+            async with app.run_test(size=SIZE, notifications=True) as pilot:  # the toasts a viewer sees
                 await tour(pilot)
                 assert tour.error is None, tour.error
                 assert tour.reached == [step.name for step in ACP_STEPS]
@@ -93,6 +99,7 @@ async def test_the_acp_tour_supervises_four_agents_through_every_step(tmp_path: 
 
     # OpenCode's edit: the dialog showed its diff; allowed once, it is in the file.
     edit_diff, test_diff = tour.diffs_shown
+    assert tour.diffs_in_sight == [True, True], "each diff was read in full, without scrolling"
     assert "+    greeting = f\"Hello, {name}\"" in edit_diff and "-    return 'Hello ' + name" in edit_diff
     assert edit.status is Status.COMPLETED, edit.error
     assert (workspace / "greet.py").read_text() == GREET_AFTER != GREET_BEFORE

@@ -382,6 +382,9 @@ class AcpTour(Tour):
         app: Any = pilot.app
         app.select(rid)
         await self.read(pilot, 0.6)
+        # The other agents' "waits for approval" toasts, read by now, would take rows of the
+        # dialog's own (a dialog lays itself out above them), and its diff is what the viewer reads.
+        app.clear_notifications()
         await pilot.press("a")
         await self._until(pilot, lambda: isinstance(app.screen, ApproveDialog) and app.screen.armed,
                           "the approval dialog")

@@ -118,10 +118,12 @@ class _DecisionDialog(Dialog):
             if self.ask is not None:
                 yield Static(self._options(), id="options")
             if any(o.kind.endswith("_always") for o in self.other_options):
-                yield Label("The agent's \"always\" is kept as a Tether rule too, for", classes="field-label")
-                yield Select([("this run", f"run:{self.run_id}"), ("this agent's runs", "agent"),
-                              ("the whole store", "store")], value=f"run:{self.run_id}", allow_blank=False,
-                             id="always-scope")
+                # One row (a compact select): the rows above the note are the diff's.
+                with Horizontal(id="always-row"):
+                    yield Label("The agent's \"always\" is kept as a Tether rule for ")
+                    yield Select([("this run", f"run:{self.run_id}"), ("this agent's runs", "agent"),
+                                  ("the whole store", "store")], value=f"run:{self.run_id}", allow_blank=False,
+                                 id="always-scope", compact=True)
             if self.ask is not None and self.ask.diff:
                 yield Static(kv("diff", diff_summary(self.ask.diff)), classes="field-label")
                 with VerticalScroll(classes="diff"):
