@@ -87,6 +87,7 @@ async def test_new_run_lists_the_agents_sessions_and_a_picked_one_is_adopted(tmp
         session.value = "fake-earlier"
         await pilot.pause()
         assert dialog.query_one("#mode", Select).disabled, "a session picked keeps its own mode"
+        assert dialog.query_one("#isolation", Select).disabled, "and works in the agent's folder, the session's"
         rid = await start(pilot, app, dialog, "QUIET go on")
         st = app.states[rid]
         assert st.status is Status.COMPLETED, st.error

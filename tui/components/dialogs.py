@@ -346,9 +346,10 @@ class NewRunDialog(FormDialog):
 
     @on(Select.Changed, "#session")
     def _session_picked(self) -> None:
-        """A session picked keeps the mode and model it had: the lists are for a new one."""
+        """A session picked keeps the mode and model it had, and works in the agent's own folder
+        (the session's): those lists are for a new session."""
         new = self.query_one("#session", Select).value == NEW_SESSION
-        for selector in ("#mode", "#acp-model"):
+        for selector in ("#mode", "#acp-model", "#isolation"):
             self.query_one(selector, Select).disabled = not new
 
     @on(Select.Changed, "#agent")
