@@ -17,8 +17,9 @@ ACP run as it sees any other:
   cancels the turn;
 - the fleet budgets (:mod:`tether.approvals.budgets`) are charged and checked before the first
   turn, on every usage report and at each turn's end: one reached cancels the turn and ends the
-  run as a budget exit (``stop``, ``refuse``), or holds it on the ``budget`` call (``ask``:
-  :mod:`tether.approvals.budget_ask`), after which an approved run's agent is told to go on;
+  run as a budget exit (``stop``), or holds it on the ``budget`` call (``ask``:
+  :mod:`tether.approvals.budget_ask`), after which an approved run's agent is told to go on; a
+  reached ``refuse`` budget lets the run go on (it refuses new runs only);
 - a Stop is ``session/cancel``; an agent that does not end its turn within its grace has its
   process group killed, and the run says so.
 """
@@ -842,7 +843,7 @@ class AcpRun:
 
     async def _held_by_budget(self, how: str) -> RunState | None:
         """A fleet budget reached (``_fleet_hit``): the run ends as a budget exit, in the budget's
-        words and ``how`` the agent's turn ended (``stop``, ``refuse``, a rejected ``ask``), or
+        words and ``how`` the agent's turn ended (``stop``, a rejected ``ask``), or
         stops (a Stop, a deadline's ``stop``); or it waits on its ``budget`` call, then goes on
         (None) once approved for as much as it spent."""
         hit, self._fleet_hit = self._fleet_hit, None

@@ -159,7 +159,7 @@ def decide(state: RunState, request: Any) -> ApprovalDecision:
 async def check(fleet: Any, store: Any, state: RunState, rules: Any, emit: Any,
                 asked: NeedsApproval | None = None, *, settle: bool = False) -> str | NeedsApproval | Cancelled | None:
     """The fleet budgets before a model call: their levels reached go into the run's trace, a
-    reached ``stop``/``refuse`` budget's words stop the run, a reached ``ask`` budget asks.
+    reached ``stop`` budget's words stop the run, a reached ``ask`` budget asks.
     ``asked``: the call the run waited on before (undecided, or one of two approved): it is
     waited on again, not asked anew, unless its deadline passed, which is then applied (a
     :class:`Cancelled`: the run stops, its call declined). ``settle``: the run is ending; its

@@ -12,11 +12,12 @@ warn_at = 0.8
 
 A budget's spend this period is kept on the store (``Store.budget_charge``: a locked file on
 the file store, a row under an advisory lock on PostgreSQL). A run in its scope charges what it
-spent since its last check before each model call, and is stopped there as a budget exit once
-the period's spend has reached ``usd`` (``stop``; ``refuse`` also stops it), so what the fleet
-spends beyond the budget is at most one model call per live run, whichever processes run them.
-A new run in a crossed budget's scope is refused in words before it starts (both). A new
-period's spend starts from what its runs have cost so far (``Store.costs``).
+spent since its last check before each model call. Once the period's spend has reached ``usd``:
+``stop`` stops the running runs there, as a budget exit, so what the fleet spends beyond the
+budget is at most one model call per live run, whichever processes run them; ``refuse`` lets the
+runs already running go on (each still bound by its own ``budget_usd``), still charging them. A
+new run in a crossed budget's scope is refused in words before it starts (``stop``, ``refuse``
+and ``ask``). A new period's spend starts from what its runs have cost so far (``Store.costs``).
 """
 
 from __future__ import annotations
@@ -141,8 +142,9 @@ class FleetBudgets:
     def before_call(self, store: Any, state: RunState) -> tuple[str | tuple[FleetBudget, float] | None,
                                                                 list[FleetBudgetLevel]]:
         """Charge what ``state`` spent since its last check to each budget over it; the words of
-        the first one that is reached (the run stops there), or an ``ask`` budget reached and its
-        spend (the run asks: :mod:`tether.approvals.budget_ask`), else None; and the levels
+        the first ``stop`` budget that is reached (the run stops there), or an ``ask`` budget reached
+        and its spend (the run asks: :mod:`tether.approvals.budget_ask`), else None (a reached
+        ``refuse`` budget only refuses new runs); and the levels
         (``warn_at``, 100 %) a budget reached that this process has not yet said this period."""
         own = state.cost_usd - state.child_cost_usd
         delta = max(0.0, own - state.fleet_charged_usd)  # (saved with the run: another process goes on from it)
@@ -156,7 +158,7 @@ class FleetBudgets:
             if budget.on_exceed == "ask":
                 if reached is None and total >= budget.usd + lifted(state, budget):
                     reached = (budget, total)
-            elif reached is None and total >= budget.usd:
+            elif budget.on_exceed == "stop" and reached is None and total >= budget.usd:
                 reached = f"{budget.words(total)}; {BEFORE_NEXT_CALL}"
             for level in (round(budget.warn_at * 100), 100):
                 key = (budget.key(), level)

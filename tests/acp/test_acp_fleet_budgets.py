@@ -1,7 +1,8 @@
 """Fleet budgets over ACP agents' runs (issue 41, items 4 and 5), against the fake agent that
 costs money as it works (``spend``), on both stores: each usage report (the agent's own cost,
 or its tokens at the run's price) is charged to the fleet's counter; the report that spends a
-``stop`` budget cancels the agent's turn and ends the run as a budget exit; an ``ask`` budget
+``stop`` budget cancels the agent's turn and ends the run as a budget exit (a ``refuse`` budget
+lets it finish); an ``ask`` budget
 holds the run on its ``budget`` call, the agent's turn cancelled, and an approval sends the agent
 on with a prompt that says so (a rejection ends it); a new ACP run in a spent budget's scope is
 refused at start, in words."""
@@ -71,6 +72,25 @@ async def test_the_usage_report_that_spends_a_stop_budget_cancels_the_agents_tur
     levels = [r["level"] for r in store.read_trace(state.run_id) if r["kind"] == "fleet_budget"]
     assert levels == [50, 100]
     assert len(store.summaries()) == 1  # nothing was made for the refused run
+    assert not processes_with(str(acp_workspace.parent)), "the agent's process is gone"
+
+
+async def test_a_refuse_budget_lets_the_running_agent_finish_and_refuses_new_runs(
+        store: Store, tmp_path: Path, acp_workspace: Path):
+    config = budget_file(tmp_path, 0.03, "refuse")
+    async with harness(store, tmp_path, config) as h:
+        out = await h.start(spender(acp_workspace), "spend")
+        state = out.state
+        assert state.status is Status.COMPLETED  # the agent's turn was not cancelled
+        turn = next(r for r in store.read_trace(state.run_id) if r["kind"] == "turn")
+        assert turn["finish_reason"] == "end_turn"
+        assert state.cost_usd == pytest.approx(SPEND_REPORTS * SPEND_USD)
+        with pytest.raises(BudgetRefused, match=r"budget acp-daily \(\$0\.03/day, source acp\) reached: \$0\.\d\d "
+                                                r"spent this day: no new run of source acp"):
+            h.create(spender(acp_workspace), "spend more")
+    assert fleet_spent(store, config) == pytest.approx(state.cost_usd)  # charged all the same
+    assert [r["level"] for r in store.read_trace(state.run_id) if r["kind"] == "fleet_budget"] == [50, 100]
+    assert len(store.summaries()) == 1
     assert not processes_with(str(acp_workspace.parent)), "the agent's process is gone"
 
 

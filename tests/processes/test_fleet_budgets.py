@@ -1,5 +1,5 @@
 """Fleet budgets (issue 41, item 4), on both stores: a budget across runs stops a running run
-before its next model call as a budget exit, refuses a new run in words (Tether's own and one a
+before its next model call as a budget exit (``stop``; ``refuse`` lets it go on), refuses a new run in words (Tether's own and one a
 program reports through Harness.track), holds when two runs race over its last dollars (spend
 beyond it at most one model call per live run), and ``tether budgets`` lists each one's spend."""
 
@@ -98,6 +98,41 @@ async def test_a_spent_budget_stops_the_run_before_its_next_call_then_refuses_ne
     assert said.startswith("runaway-daily: $0.0") and "of $0.02 this day" in said and "reached" in said
     refused = cli_here("run", "runaway", "--config", str(config), "--store", spec(store))
     assert refused.returncode == 2 and "no new run of agent runaway" in refused.stderr
+
+
+async def test_a_spent_refuse_budget_lets_the_running_run_go_on_and_refuses_new_runs(store: Store, tmp_path: Path):
+    """``refuse`` is not ``stop``: the run that spends it goes on (to its own budget_usd, here),
+    still charged to the budget; only a new run in its scope is refused."""
+    config = budget_file(tmp_path, 0.02, "refuse")
+    async with harness(store, tmp_path, config) as h:
+        out = await h.run(h.new_run("runaway", limits=Limits(max_turns=None, budget_usd=0.06)).run_id)
+        state = out.state
+        assert state.status is Status.BUDGET_EXCEEDED and state.cost_usd >= 0.06  # its own budget, well past $0.02
+        (stopped,) = [r for r in store.read_trace(state.run_id) if r["kind"] == "run_stopped"]
+        assert "runaway-daily" not in stopped["reason"]
+        levels = [r["level"] for r in store.read_trace(state.run_id) if r["kind"] == "fleet_budget"]
+        assert levels == [50, 100]  # it was told, not stopped
+        with pytest.raises(BudgetRefused, match=r"budget runaway-daily \(\$0\.02/day, agent runaway\) reached: "
+                                                r"\$0\.0\d spent this day: no new run of agent runaway"):
+            h.new_run("runaway")
+    listed = json.loads(cli_here("budgets", "--json", "--config", str(config), "--store", spec(store)).stdout)
+    assert listed[0]["state"] == "reached" and listed[0]["spent_usd"] == pytest.approx(state.cost_usd)
+    assert len(store.summaries()) == 1
+
+
+async def test_a_programs_run_goes_on_past_a_refuse_budget_and_a_new_one_is_refused(store: Store, tmp_path: Path):
+    path = tmp_path / "tether.toml"
+    path.write_text('[budgets.bots]\nsource = "pydantic-ai"\nusd = 0.01\non_exceed = "refuse"\n')
+    async with Harness(store=store, workspace=tmp_path / "ws", config=load_config(path), agent_sets=(DEMO,)) as h:
+        async with h.track("bot", "triage", source="pydantic-ai", model="gpt-4o-mini") as run:
+            await run.usage(100_000, 10_000)  # $0.021: the budget is spent, the program goes on
+            await run.usage(100_000, 10_000)
+            await run.answer("done")
+        state = store.load(run.run_id)
+        assert state.status is Status.COMPLETED and state.cost_usd > 0.04
+        with pytest.raises(BudgetRefused, match=r"budget bots \(\$0\.01/day, source pydantic-ai\) reached"):
+            async with h.track("bot2", "more", source="pydantic-ai", model="gpt-4o-mini"):
+                raise AssertionError("a refused run's block never runs")
 
 
 async def test_two_runs_racing_over_the_last_dollars_both_stop_within_one_call_each(store: Store, tmp_path: Path):
