@@ -29,6 +29,7 @@ from tether.agents.endpoints import Endpoints
 from tether.models.base import ChatModel
 from tether.vocab.events import EventSink, TelemetryDropped
 from tether.approvals.decisions import already_decided
+from tether.run.driver import Operation, RunDriver
 from tether.run.loop import LoopEnv, RunLoop
 from tether.vocab.state import (
     Limits, NeedsApproval, Policies, Pricing, RunState, StateError, Status, create_new, new_run_id,
@@ -342,8 +343,8 @@ class Harness:
                 add_follow_up(state, message)
             return []
 
-        return await self._operate(run_id, raise_limits, signal, sinks, wait_for_decision,
-                                   follow_up=message is not None, acp_session=acp_session)
+        return await self._operate(run_id, Operation(raise_limits, signal, sinks, wait_for_decision,
+                                                     follow_up=message is not None, acp_session=acp_session))
 
     resume = run
 
@@ -391,7 +392,7 @@ class Harness:
             state, goes_on = await budget_ask.decided(self.store, run_id, request, [*self.sinks, *sinks])
             if not goes_on:
                 return Outcome(state, [], 0.0)
-            return await self._operate(run_id, lambda state: [], signal, sinks, wait_for_decision)
+            return await self._operate(run_id, Operation(_nothing, signal, sinks, wait_for_decision))
         if merging.waits_on_merge(state) or merging.merging(state):
             started = time.perf_counter()
             final, _ = await merging.decide(self.store, run_id, request)
@@ -400,7 +401,7 @@ class Harness:
             started = time.perf_counter()
             final = await decide_paused(self, run_id, request, sinks)
             return Outcome(final, [], (time.perf_counter() - started) * 1000)
-        return await self._operate(run_id, lambda state: [], signal, sinks, wait_for_decision, decision=request)
+        return await self._operate(run_id, Operation(_nothing, signal, sinks, wait_for_decision, decision=request))
 
     @contextlib.asynccontextmanager
     async def track(self, name: str, task: str = "", *, source: str = "program", model: str = "",
@@ -485,15 +486,13 @@ class Harness:
         await self._control.start()
         return self._control
 
-    async def _operate(self, run_id: str, prepare: Callable[[RunState], list[Any]], signal: CancelSignal | None,
-                       sinks: Sequence[EventSink], wait_for_decision: float | None = None, *,
-                       decision: control.ControlRequest | None = None, follow_up: bool = False,
-                       acp_session: Any = None) -> Outcome:
+    async def _operate(self, run_id: str, operation: Operation) -> Outcome:
+        """Hold the run ``run_id`` and do ``operation`` on it: its driver (Tether's loop, or an ACP
+        agent's process) takes the turns until it stops; the run is let go however it ends."""
         if not encoding_loaded():
             await asyncio.to_thread(encoding)  # load the rank file off the event loop, once
         started = time.perf_counter()
-        deciding = decision is not None
-        signal = signal or CancelSignal()
+        signal = operation.signal or CancelSignal()
         server = await self._control_server()
         state, handle = await open_run(self.store, run_id, control=server.address)
         trace: TraceSink | None = None
@@ -501,87 +500,19 @@ class Harness:
         server.register(run_id, controls.poke)
         beating = asyncio.create_task(heartbeat(handle), name=f"heartbeat {run_id}")
         try:
-            if state.status in (Status.COMPLETED, Status.FAILED) and not follow_up:
-                last = max(state.approvals.values(), key=lambda d: d.ts, default=None) if deciding else None
-                if last is not None:
-                    raise StateError(f"{already_decided(last)}; run {run_id} has since ended ({state.status.value})")
-                raise StateError(f"run {run_id} has already ended ({state.status.value}); it cannot be resumed, but "
-                                 f"a follow-up goes on from it: tether resume {run_id} --message TEXT")
-            lifecycle.usable(state)
-            if state.rewinds and state.rewinds[-1].get("stage") == "recorded":  # tether.workspaces.rewinding
-                raise StateError(f"run {run_id}: a rewind of it was cut short; tether rewind {run_id} --undo "
-                                 "finishes it (then takes it back), tether rewind --to N finishes it and rewinds again")
-            if not deciding and (merging.waits_on_merge(state) or merging.merging(state)):
-                raise StateError(f"run {run_id} waits for a decision on the merge of its work: tether approve "
-                                 f"{run_id} merges it, tether reject {run_id} declines it; then it can go on")
+            _goes_on(state, operation)
             agent = self.agent_of(state)
-            if agent.acp is not None:
-                from tether.acp.drive import drive_acp
-
-                trace = handle.trace(self.secrets(agent))
-                final, tool_runs = await drive_acp(
-                    state, agent, handle, trace, signal, controls, [*self.sinks, *sinks], prepare,
-                    wait_for_decision, deciding, follow_up, acp_session, store=self.store,
-                    rules=self._rules_access(), hold=lambda emit: self._hold(state, emit, signal),
-                    workspaces_dir=self.workspaces_dir, fleet=None if self.fleet is None else self._fleet_check)
-                return Outcome(final, tool_runs, (time.perf_counter() - started) * 1000)
-            client = self._client_for(agent, state)
             trace = handle.trace(self.secrets(agent))
-            tools = {t.name: t for t in agent.tool_list}
-            async with contextlib.AsyncExitStack() as stack:
-                failure: str | None = None
-                if agent.mcp_servers:
-                    from tether.agents.mcp.catalog import mcp_tools
-                    from tether.agents.mcp.server import MCPStartError
+            run = RunDriver(state, handle, trace, [*self.sinks, *operation.sinks])
+            if agent.acp is not None:
+                from tether.acp.drive import AcpHost, drive_acp
 
-                    try:
-                        listed = await stack.enter_async_context(
-                            mcp_tools(agent.mcp_servers, reserved=tools.keys(), stderr_dir=handle.scratch_dir,
-                                      sandbox=None if agent.sandbox is None else await asyncio.to_thread(
-                                          for_agent, Path(agent.workspace or os.getcwd()),
-                                          *(s.env for s in agent.mcp_servers))))
-                        tools.update({t.name: t for t in listed})
-                    except (MCPStartError, SandboxUnavailable) as exc:
-                        failure = str(exc)
-                if failure is None:
-                    self._check_tools(state, tools)
-                env = self._env(agent, client, tools, sinks, root=lifecycle.locate(state, self.workspaces_dir))
-                loop = RunLoop(state, env, handle, trace, signal)
-                self._hold(state, loop.emit, signal)
-                if failure is not None:
-                    return Outcome(await loop.fail(failure), [], (time.perf_counter() - started) * 1000)
-                await controls.adopt()  # requests made while the run's process was dead
-                ended = await lifecycle.begin(state, loop, signal)  # its own workspace, made and set up
-                if ended is not None:
-                    return Outcome(ended, [], (time.perf_counter() - started) * 1000)
-                controls.vet = lambda request: vet_decision(tools, state, request)
-                if decision is not None:
-                    taken, refused = take_decision(state, decision, lambda: vet_decision(tools, state, decision))
-                    await loop.record(taken)
-                    if refused is not None:
-                        raise refused
-                events = prepare(state)
-                if events:
-                    for event in events:
-                        loop.emit(event)
-                    await loop.save()
-                final = await loop.run()
-                while wait_for_decision is not None and isinstance(final.interruption, NeedsApproval) \
-                        and not signal.cancelled:
-                    decided = await controls.wait_for_decision(final.interruption, decision_wait(final.interruption,
-                                                                                          wait_for_decision))
-                    if decided is None:
-                        if past_deadline(final.interruption) and not signal.cancelled:
-                            final = await loop.run()  # the loop answers an overdue call by its deadline
-                            continue
-                        break  # no decision in time: the run stays waiting, on disk (a Stop: below)
-                    loop.emit(apply_decision(state, decided))
-                    await loop.save()
-                    final = await loop.run()
-                await loop.record(stopped_waiting(state, signal))  # a Stop ends a run that waits, too
-                await lifecycle.note_changes(state, loop.save)
-                await controls.close()
-                return Outcome(final, loop.tool_runs, (time.perf_counter() - started) * 1000)
+                final, tool_runs = await drive_acp(run, agent, signal, controls, operation, AcpHost(
+                    self.store, self._rules_access(), lambda emit: self._hold(state, emit, signal),
+                    self.workspaces_dir, None if self.fleet is None else self._fleet_check))
+            else:
+                final, tool_runs = await self._drive_loop(run, agent, signal, controls, operation)
+            return Outcome(final, tool_runs, (time.perf_counter() - started) * 1000)
         finally:
             beating.cancel()
             server.unregister(run_id)
@@ -589,6 +520,67 @@ class Harness:
             if trace is not None:
                 trace.close()
             await release(handle)
+
+    async def _drive_loop(self, run: RunDriver, agent: Agent, signal: CancelSignal, controls: Controls,
+                          operation: Operation) -> tuple[RunState, list[dict[str, Any]]]:
+        """Tether's own loop takes the run's turns (its MCP servers live as long as this), through
+        decisions it waits for (``operation.wait_for_decision``); the run as it stopped, and the
+        tool calls it ran."""
+        state, decision = run.state, operation.decision
+        client = self._client_for(agent, state)
+        tools = {t.name: t for t in agent.tool_list}
+        async with contextlib.AsyncExitStack() as stack:
+            failure: str | None = None
+            if agent.mcp_servers:
+                from tether.agents.mcp.catalog import mcp_tools
+                from tether.agents.mcp.server import MCPStartError
+
+                try:
+                    listed = await stack.enter_async_context(
+                        mcp_tools(agent.mcp_servers, reserved=tools.keys(), stderr_dir=run.handle.scratch_dir,
+                                  sandbox=None if agent.sandbox is None else await asyncio.to_thread(
+                                      for_agent, Path(agent.workspace or os.getcwd()),
+                                      *(s.env for s in agent.mcp_servers))))
+                    tools.update({t.name: t for t in listed})
+                except (MCPStartError, SandboxUnavailable) as exc:
+                    failure = str(exc)
+            if failure is None:
+                self._check_tools(state, tools)
+            env = self._env(agent, client, tools, operation.sinks, root=lifecycle.locate(state, self.workspaces_dir))
+            run.after_change = env.after_change
+            loop = RunLoop(run, env, signal)
+            self._hold(state, run.emit, signal)
+            if failure is not None:
+                return await loop.fail(failure), []
+            await controls.adopt()  # requests made while the run's process was dead
+            ended = await lifecycle.begin(state, loop, signal)  # its own workspace, made and set up
+            if ended is not None:
+                return ended, []
+            controls.vet = lambda request: vet_decision(tools, state, request)
+            if decision is not None:
+                taken, refused = take_decision(state, decision, lambda: vet_decision(tools, state, decision))
+                await run.record(taken)
+                if refused is not None:
+                    raise refused
+            events = operation.prepare(state)
+            if events:
+                await run.record(events)
+            final = await loop.run()
+            waiting = operation.wait_for_decision
+            while waiting is not None and isinstance(final.interruption, NeedsApproval) and not signal.cancelled:
+                decided = await controls.wait_for_decision(final.interruption,
+                                                           decision_wait(final.interruption, waiting))
+                if decided is None:
+                    if past_deadline(final.interruption) and not signal.cancelled:
+                        final = await loop.run()  # the loop answers an overdue call by its deadline
+                        continue
+                    break  # no decision in time: the run stays waiting, on disk (a Stop: below)
+                await run.record([apply_decision(state, decided)])
+                final = await loop.run()
+            await run.record(stopped_waiting(state, signal))  # a Stop ends a run that waits, too
+            await lifecycle.note_changes(state, run.save)
+            await controls.close()
+            return final, loop.tool_runs
 
     def _hold(self, state: RunState, emit: Callable[[Any], None], signal: CancelSignal) -> None:
         """The run is driven here now: its events go through ``emit``, views see it live, a
@@ -683,6 +675,30 @@ class Harness:
 
         return spawner(self.store, lambda: self._env(agent, client, tools, sinks, child=True, root=root),
                        secrets=self.secrets(agent), child_model=child_model, live=self.live)
+
+
+def _nothing(state: RunState) -> list[Any]:
+    """An operation that changes nothing before the run goes on (a decision does, in its own way)."""
+    return []
+
+
+def _goes_on(state: RunState, operation: Operation) -> None:
+    """Refuse, in words, an operation on a run that cannot go on: one that has ended (a
+    follow-up goes on from it), whose rewind was cut short, or that waits on a merge."""
+    run_id, deciding = state.run_id, operation.decision is not None
+    if state.status in (Status.COMPLETED, Status.FAILED) and not operation.follow_up:
+        last = max(state.approvals.values(), key=lambda d: d.ts, default=None) if deciding else None
+        if last is not None:
+            raise StateError(f"{already_decided(last)}; run {run_id} has since ended ({state.status.value})")
+        raise StateError(f"run {run_id} has already ended ({state.status.value}); it cannot be resumed, but "
+                         f"a follow-up goes on from it: tether resume {run_id} --message TEXT")
+    lifecycle.usable(state)
+    if state.rewinds and state.rewinds[-1].get("stage") == "recorded":  # tether.workspaces.rewinding
+        raise StateError(f"run {run_id}: a rewind of it was cut short; tether rewind {run_id} --undo "
+                         "finishes it (then takes it back), tether rewind --to N finishes it and rewinds again")
+    if not deciding and (merging.waits_on_merge(state) or merging.merging(state)):
+        raise StateError(f"run {run_id} waits for a decision on the merge of its work: tether approve "
+                         f"{run_id} merges it, tether reject {run_id} declines it; then it can go on")
 
 
 def adhoc_agent(model: str, base_url: str | None, workspace: Path, *, api_key_env: str | None = "LLM_API_KEY",

@@ -61,8 +61,8 @@ from tether.vocab.preview import preview_of_acp
 from tether.vocab import people
 from tether.vocab.cancel import CancelSignal, RunCancelled
 from tether.vocab.events import (
-    AgentCommands, AgentConfig, AgentSession, ApprovalDecision, ApprovalRequired, Event, FileWrite, Plan, RuleAdded,
-    RunStarted, RunWarning, ShellOutputEvent, TextDelta, Thought, ToolProgress, ToolResult, ToolStart, Turn, run_stopped,
+    AgentCommands, AgentConfig, AgentSession, ApprovalDecision, ApprovalRequired, FileWrite, Plan, RuleAdded,
+    RunStarted, RunWarning, ShellOutputEvent, TextDelta, Thought, ToolProgress, ToolResult, ToolStart, Turn,
 )
 from tether.approvals.decisions import DEADLINE, approved_words, close_on_stop, declined_words
 from tether.vocab.wording import exit_words, overshoot
@@ -70,6 +70,7 @@ from tether.vocab.state import (
     Cancelled, Decision, MaxBudget, MaxTurns, NeedsApproval, RunState, StateError, Status,
 )
 from tether.workspaces.lifecycle import WorkspaceError
+from tether.run.driver import RunDriver
 
 # An agent that reports a refused write done (OpenCode: "Wrote file successfully.") writes the file
 # itself, and on a loaded host the write can land after the call's report and even after the turn's
@@ -109,6 +110,24 @@ class Rules:
     add: Callable[[Rule], Awaitable[Rule]]
 
 
+@dataclass(frozen=True)
+class AcpRunOptions:
+    """What an ACP run is given beside its driver, its agent, its Stop and its decisions; each
+    optional. ``earlier``: the run's last ``agent_session`` record (a follow-up loads that session);
+    ``died``: how its agent died with the run's last turn; ``session``: one started already
+    (``initialize``); ``expect`` readies a decision's wait before the approval is announced;
+    ``rules``: the store's standing rules; ``ready`` makes and sets up the run's own workspace
+    (the folder the agent works in); ``fleet``: the fleet budgets' check."""
+
+    earlier: dict[str, Any] | None = None
+    died: str | None = None
+    session: AcpSession | None = None
+    expect: Callable[[NeedsApproval], None] | None = None
+    rules: Rules | None = None
+    ready: Callable[[], Awaitable[str | None]] | None = None
+    fleet: FleetCheck | None = None
+
+
 @dataclass
 class _Call:
     """A tool call the agent reported. ``name`` is the one it started with, for its whole
@@ -129,27 +148,24 @@ class _Call:
 class AcpRun:
     """Drives one run of an ACP agent in this process, from its first prompt to its stop."""
 
-    def __init__(self, state: RunState, agent: Agent, *, emit: Callable[[Event], None],
-                 save: Callable[[], Awaitable[None]], signal: CancelSignal, decide: Decide,
-                 earlier: dict[str, Any] | None = None, died: str | None = None, session: AcpSession | None = None,
-                 expect: Callable[[NeedsApproval], None] | None = None, rules: Rules | None = None,
-                 ready: Callable[[], Awaitable[str | None]] | None = None,
-                 after_change: Callable[[RunState, str, str], Awaitable[Event | None]] | None = None,
-                 fleet: FleetCheck | None = None) -> None:
+    def __init__(self, driver: RunDriver, agent: Agent, signal: CancelSignal, decide: Decide,
+                 options: AcpRunOptions | None = None) -> None:
         if agent.acp is None:
             raise ValueError(f"agent {agent.name} does not speak ACP")
-        self.state = state
+        options = options or AcpRunOptions()
+        self.driver = driver  # emits, saves, checkpoints (its after_change: the run's workspace) and finishes
+        self.state = driver.state
         self.agent = agent
         self.command = agent.acp
-        self.emit = emit
-        self.save = save
+        self.emit = driver.emit
+        self.save = driver.save
         self.signal = signal
         self.decide = decide
-        self.expect = expect  # readies the decision's wait before the approval is announced
-        self.rules = rules
-        self.ready = ready  # makes and sets up the run's own workspace: the folder the agent works in, or None
-        self.after_change = after_change  # a checkpoint of its workspace (tether.workspaces.checkpoints), or None
-        self.fleet = fleet
+        self.expect = options.expect  # readies the decision's wait before the approval is announced
+        self.rules = options.rules
+        self.ready = options.ready  # makes and sets up the run's own workspace: the folder the agent works in, or None
+        self.fleet = options.fleet
+        earlier, died, session = options.earlier, options.died, options.session
         self.tool_runs: list[dict[str, Any]] = []
         self._permissions: asyncio.Queue[PermissionRequest] = asyncio.Queue()
         self._calls: dict[str, _Call] = {}
@@ -728,14 +744,11 @@ class AcpRun:
     def _checkpoint(self, call_id: str, tool: str) -> None:
         """A checkpoint of the run's workspace after a call the agent reported finished (or, with
         no ``call_id``, after its turn), off this handler: awaited with the turn's looks."""
-        if self.after_change is None or self._replaying:
+        if self.driver.after_change is None or self._replaying:
             return
-        hook = self.after_change
 
         async def take() -> None:
-            event = await hook(self.state, call_id, tool)
-            if event is not None:
-                self.emit(event)
+            await self.driver.checkpoint(call_id, tool)
 
         task = asyncio.ensure_future(take())
         self._looking.add(task)
@@ -915,13 +928,10 @@ class AcpRun:
                 await self.fleet(st, None, settle=True)
             except Exception as exc:  # the run ends anyway; its cost is on its record
                 log.warning("run %s: its last spend was not charged to the fleet budgets: %s", st.run_id, exc)
-        st.status, st.interruption, st.error = status, interruption, error
         if status is Status.COMPLETED and not any(m.get("role") == "assistant" and m.get("content")
                                                   for m in st.messages):
             st.messages.append({"role": "assistant", "content": ""})
-        self.emit(run_stopped(st, reason))
-        await self.save()
-        return st
+        return await self.driver.finish(status, reason, interruption, error=error)
 
 
 def session_for(agent: Agent, root: str | Path | None = None) -> AcpSession:

@@ -16,10 +16,13 @@ import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from tether.vocab import faultpoints
+from tether.vocab.cancel import CancelSignal
 from tether.vocab.events import Event, EventSink, run_stopped
 from tether.vocab.state import Interruption, RunState, Status
+from tether.store.control import ControlRequest
 from tether.store.protocol import Handle, TraceSink
 
 log = logging.getLogger(__name__)
@@ -27,6 +30,26 @@ log = logging.getLogger(__name__)
 Checkpoint = Callable[[RunState, str, str], Awaitable[Event | None]]
 """A checkpoint of the run's own workspace after a call (run, call id, tool or label): its event,
 or None when nothing changed (:func:`tether.workspaces.checkpoints.after_change_hook`)."""
+
+
+@dataclass
+class Operation:
+    """One operation on a run (a start, a resume, a decision, a follow-up), as the harness hands
+    it to whichever driver takes the run's turns (:meth:`tether.Harness.run` says what each means).
+
+    ``prepare`` changes the run before it goes on (raised limits, a follow-up's words) and returns
+    their events; ``signal`` is the run's Stop (None: a new one); ``sinks`` the caller's own views;
+    ``wait_for_decision`` how long to hold the run at an approval (None: stop there);
+    ``decision`` one to apply first; ``follow_up`` whether the operator's next words were added (an
+    ended run goes on from them); ``acp_session`` an ACP agent's process started for it already."""
+
+    prepare: Callable[[RunState], list[Any]]
+    signal: CancelSignal | None = None
+    sinks: Sequence[EventSink] = ()
+    wait_for_decision: float | None = None
+    decision: ControlRequest | None = None
+    follow_up: bool = False
+    acp_session: Any = None
 
 
 @dataclass

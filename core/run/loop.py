@@ -61,7 +61,7 @@ from tether.vocab.state import (
     args_hash,
     pending_calls,
 )
-from tether.store.protocol import Handle, SaveError, TraceSink
+from tether.store.protocol import SaveError
 from tether.run.driver import RunDriver
 from tether.models.tokens import TokenCounter
 from tether.agents.tools.base import OFFERED_NAME, Tool, ToolContext, offered_name
@@ -112,21 +112,15 @@ class LoopEnv:
 
 
 class RunLoop:
-    def __init__(
-        self,
-        state: RunState,
-        env: LoopEnv,
-        handle: Handle,
-        trace: TraceSink,
-        signal: CancelSignal,
-    ) -> None:
-        self.state = state
+    """Tether's loop over one run, handed the run's ``driver`` (what emits, saves, checkpoints and
+    finishes it: its sinks and checkpoints are ``env``'s) and the run's Stop ``signal``."""
+
+    def __init__(self, driver: RunDriver, env: LoopEnv, signal: CancelSignal) -> None:
+        self.driver = driver
+        self.state = driver.state
         self.env = env
-        self.handle = handle
-        self.trace = trace
         self.signal = signal
-        self.ledger = handle.ledger()
-        self.driver = RunDriver(state, handle, trace, env.sinks, env.after_change)
+        self.ledger = driver.handle.ledger()
         self.tool_runs: list[dict[str, Any]] = []  # executed in this process
         # The names the model is offered, where they are not the tools' own, both ways.
         self._offered = {name: offered_name(name) for name in env.tools if not OFFERED_NAME.fullmatch(name)}

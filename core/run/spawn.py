@@ -14,6 +14,7 @@ from dataclasses import replace
 from tether.agents.subagent import CHILD_MAX_TURNS, child_limits_budget
 from tether.vocab.cancel import CancelSignal
 from tether.store.hold import open_run, release
+from tether.run.driver import RunDriver
 from tether.run.loop import LoopEnv, RunLoop
 from tether.vocab.state import RunState, Status
 from tether.store.protocol import Store, call
@@ -54,7 +55,8 @@ def spawner(store: Store, env: Callable[[], LoopEnv], *, secrets: tuple[str, ...
         try:
             if state.status is not Status.RUNNING:
                 return state  # finished before a crash: its result stands
-            loop = RunLoop(state, env(), handle, trace, signal)
+            loop_env = env()
+            loop = RunLoop(RunDriver(state, handle, trace, loop_env.sinks, loop_env.after_change), loop_env, signal)
             live[child_id] = state
             return await loop.run()
         finally:

@@ -16,6 +16,7 @@ from typing import Any
 
 from tether.vocab.cancel import CancelSignal
 from tether.run.controls import Controls
+from tether.run.driver import RunDriver
 from tether.vocab.events import EventSink
 from tether.store.hold import heartbeat, open_run, release
 from tether.vocab.state import Limits, NeedsApproval, Policies, Pricing, RunState, StateError, Status, create_new
@@ -62,11 +63,11 @@ async def track(host: Host, server: Any, hold: Callable[[RunState, Callable[[Any
             raise StateError(f"run {run_id} has already ended ({state.status.value})")
         resumed = attach and bool(state.messages)
         state.status, state.interruption, state.error = Status.RUNNING, None, None
-        run = TrackedRun(host, state, handle, trace, controls, signal, sinks, cancel)
-        hold(state, run._emit, signal)
+        run = TrackedRun(host, RunDriver(state, handle, trace, [*host.sinks, *sinks]), controls, signal, cancel)
+        hold(state, run.driver.emit, signal)
         await controls.adopt()
         started(run, resumed)
-        await run._save()
+        await run.driver.save()
         try:
             yield run
         except RunEnded as ended:
@@ -76,7 +77,7 @@ async def track(host: Host, server: Any, hold: Callable[[RunState, Callable[[Any
             raise
         else:
             if keep_open and not run.ended:
-                await run._save()
+                await run.driver.save()
             else:
                 await run.close(None)
     finally:

@@ -33,11 +33,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import logging
 import os
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -47,9 +46,9 @@ from tether.approvals.holding import deadline_of, overdue, verdict_of
 from tether.vocab.cancel import CancelSignal, RunCancelled
 from tether.vocab.events import (
     ApprovalDecision, ApprovalRequired, Event, EventSink, RunStarted, TextDelta, ToolResult, ToolStart, Turn,
-    run_stopped,
 )
 from tether.run.controls import vet_decision
+from tether.run.driver import RunDriver
 from tether.approvals.decisions import DEADLINE, approve, close_on_stop, reject, reported_validator
 from tether.vocab.prices import price_for
 from tether.vocab.state import (
@@ -60,7 +59,7 @@ from tether.vocab.state import (
 if TYPE_CHECKING:
     from tether.run.controls import Controls
     from tether.store.control import ControlReply, ControlRequest
-    from tether.store.protocol import Handle, Store, TraceSink
+    from tether.store.protocol import Store
 
 
 class Host(Protocol):
@@ -72,8 +71,6 @@ class Host(Protocol):
 
     async def _rules(self) -> list[Any]: ...
 
-
-log = logging.getLogger(__name__)
 
 SOURCES = ("program", "openai-agents", "pydantic-ai", "claude-code")
 """Where a reported run's turns come from, as the console and ``tether runs`` name it."""
@@ -119,25 +116,22 @@ class Approval:
 class TrackedRun:
     """One run a program reports into; made by :meth:`tether.Harness.track` (see the module)."""
 
-    def __init__(self, harness: Host, state: RunState, handle: Handle, trace: TraceSink, controls: Controls,
-                 signal: CancelSignal, sinks: Sequence[EventSink], task: asyncio.Task[Any] | None) -> None:
+    def __init__(self, harness: Host, driver: RunDriver, controls: Controls, signal: CancelSignal,
+                 task: asyncio.Task[Any] | None) -> None:
         self.harness = harness
-        self.state = state
+        self.driver = driver
+        """What emits, saves, checkpoints and finishes the run (:mod:`tether.run.driver`); its
+        ``after_change`` is set with the run's own workspace (:mod:`tether.workspaces.tracked`)."""
+        self.state = driver.state
         self.signal = signal
-        self._handle = handle
-        self._trace = trace
         self._controls = controls
-        self._sinks = [*harness.sinks, *sinks]
         self._text: list[str] = []
         self._started: dict[str, tuple[str, float]] = {}  # call id -> (tool, perf counter)
         self._ended = False
         self._watch: asyncio.Task[None] | None = None
-        self._saving = asyncio.Lock()  # a relayed report saves from the control channel's task
         self._past = 0  # reports of what already happened being applied (nested): no Stop raised
         self.workspace: Path | None = None
         """The folder the program's run works in (``Harness.track(workspace=, isolation=)``)."""
-        self.checkpointer: Callable[[RunState, str, str], Awaitable[Event | None]] | None = None
-        """Takes a checkpoint of the run's own workspace (set with it: :mod:`tether.workspaces.tracked`)."""
         controls.report = self._reported
         # An edit is checked against the schema the program reported with the call, if any.
         controls.vet = lambda request: vet_decision(None, self.state, request)
@@ -157,20 +151,20 @@ class TrackedRun:
         """The user's (or the operator's) words to the agent."""
         self._check()
         self.state.messages.append({"role": "user", "content": text})
-        await self._save()
+        await self.driver.save()
 
     async def say(self, text: str) -> None:
         """The agent's words, whole (what :meth:`text` streams, given at once), saved now."""
         self._check()
         self._text.append(text)
         self._flush_text()
-        await self._save()
+        await self.driver.save()
 
     def text(self, delta: str) -> None:
         """A piece of the agent's reply as it streams (shown live; not saved until the turn)."""
         self._check()
         self._text.append(delta)
-        self._emit(TextDelta(run_id=self.run_id, turn=self.state.turns + 1, text=delta))
+        self.driver.emit(TextDelta(run_id=self.run_id, turn=self.state.turns + 1, text=delta))
 
     async def tool_started(self, call_id: str, name: str, args: Mapping[str, Any] | str | None = None) -> None:
         """The agent calls ``name``; its result follows with :meth:`tool_finished`."""
@@ -182,8 +176,8 @@ class TrackedRun:
                 {"id": call_id, "type": "function", "function": {"name": name, "arguments": raw}}]})
         self._started[call_id] = (name, time.perf_counter())
         self.state.tool_runs += 1
-        self._emit(ToolStart(run_id=self.run_id, call_id=call_id, name=name, args=raw))
-        await self._save()
+        self.driver.emit(ToolStart(run_id=self.run_id, call_id=call_id, name=name, args=raw))
+        await self.driver.save()
 
     async def tool_finished(self, call_id: str, output: str, *, ok: bool = True, error: str | None = None,
                             ms: float | None = None) -> None:
@@ -198,10 +192,10 @@ class TrackedRun:
         self.state.messages.append({"role": "tool", "tool_call_id": call_id, "content": str(output)})
         if not ok:
             self.state.failed_calls.append(call_id)
-        self._emit(ToolResult(run_id=self.run_id, call_id=call_id, name=name,
+        self.driver.emit(ToolResult(run_id=self.run_id, call_id=call_id, name=name,
                               ms=round(took, 3), ok=ok, error=error,
                               preview=str(output)[:200]))
-        await self._save()
+        await self.driver.save()
 
     async def usage(self, prompt_tokens: int, completion_tokens: int, *, model: str | None = None,
                     cost_usd: float | None = None, finish_reason: str = "stop") -> None:
@@ -221,10 +215,10 @@ class TrackedRun:
         st.cost_usd += cost
         st.per_turn_prompt_tokens.append(prompt_tokens)
         self._flush_text()
-        self._emit(Turn(run_id=st.run_id, turn=st.turns, prompt_tokens=prompt_tokens,
+        self.driver.emit(Turn(run_id=st.run_id, turn=st.turns, prompt_tokens=prompt_tokens,
                         completion_tokens=completion_tokens, total_tokens=prompt_tokens + completion_tokens,
                         cost_usd=st.cost_usd, finish_reason=finish_reason, provider_ms=0.0))
-        await self._save()
+        await self.driver.save()
         limits = st.limits
         if limits.budget_usd is not None and st.cost_usd >= limits.budget_usd:
             reason = f"the budget of ${limits.budget_usd:.4f} is spent (${st.cost_usd:.4f})"
@@ -255,7 +249,7 @@ class TrackedRun:
         if self._past:
             reached, levels = await asyncio.to_thread(fleet.before_call, store, st)
             for event in levels:
-                self._emit(event)
+                self.driver.emit(event)
             if isinstance(reached, tuple):
                 return f"{reached[0].words(reached[1])}; the run stopped (a report of what already happened is not held)"
             return reached
@@ -265,25 +259,25 @@ class TrackedRun:
             waiting = hit
             st.status, st.interruption = Status.INTERRUPTED, waiting
             self._controls.expect(waiting)
-            await self._save()
+            await self.driver.save()
             timeout = 0.0 if waiting.deadline_at is None else max(0.001, waiting.deadline_at - time.time())
             decision = await self._controls.wait_for_decision(waiting, timeout)
             if decision is None and self.signal.cancelled:
                 st.status, st.interruption = Status.RUNNING, None
                 if self.signal.ends_wait:  # a Stop ends the run, and the budget call with it
-                    self._emit(close_on_stop(st, waiting.call_id, self.signal.reason or "stopped", self.signal.by,
+                    self.driver.emit(close_on_stop(st, waiting.call_id, self.signal.reason or "stopped", self.signal.by,
                                              asked_at=waiting.asked_at, tool=BUDGET))
-                    await self._save()
+                    await self.driver.save()
                 raise self._stopped()
             made = None if decision is None else budget_ask.decide(st, decision)  # None: the deadline, below
             if made is not None:
-                self._emit(made)
+                self.driver.emit(made)
             pending = st.interruption if made is not None and made.verdict == "pending" else None
             st.status, st.interruption = Status.RUNNING, None
-            await self._save()
+            await self.driver.save()
             hit = pending or await budget_ask.check(fleet, store, st, read, self._emit, waiting)
         if isinstance(hit, Cancelled):  # its deadline's "stop": the call declined, the run stopped
-            await self._save()
+            await self.driver.save()
             self.signal.cancel(hit.reason, DEADLINE)
             raise self._stopped()
         return hit
@@ -338,7 +332,7 @@ class TrackedRun:
                 step = overdue(waiting, deadline_s)
                 if step.event is not None:  # escalated: someone else is asked, and it waits once more
                     waiting = step.waiting
-                    self._emit(step.event)
+                    self.driver.emit(step.event)
                     continue
                 if step.action == "stop":
                     await self._close(call_id, step.words, DEADLINE, asked_at)
@@ -353,8 +347,8 @@ class TrackedRun:
                 event = _on_its_call(st, call_id, lambda: reject(st, call_id, decision.text, decision.by,
                                                                  account=decision.account))
             st.status, st.interruption = Status.RUNNING, None
-            self._emit(event)
-            await self._save()
+            self.driver.emit(event)
+            await self.driver.save()
             made = st.approvals[call_id]
             if made.complete:
                 return _approval(made)
@@ -364,14 +358,11 @@ class TrackedRun:
         """A checkpoint of the run's own workspace as it is now (docs/checkpoints.md): its step,
         or None when nothing changed since the last. StateError in words without a workspace of its own."""
         self._check()
-        if self.checkpointer is None:
+        if self.driver.after_change is None:
             raise StateError(f"run {self.run_id} has no workspace of its own to checkpoint: give Harness.track "
                              "workspace= and isolation=\"worktree\" (or \"copy\")")
-        event = await self.checkpointer(self.state, "", label or "the program's checkpoint")
-        if event is None:
-            return None
-        self._emit(event)
-        return getattr(event, "step", None)
+        event = await self.driver.checkpoint("", label or "the program's checkpoint")
+        return None if event is None else getattr(event, "step", None)
 
     async def answer(self, text: str) -> None:
         """The agent's answer: the run ends ``completed``."""
@@ -426,11 +417,9 @@ class TrackedRun:
         if self._ended:
             return
         self._ended = True
-        st = self.state
-        st.status, st.interruption, st.error = status, interruption, error
-        self._emit(run_stopped(st, reason))
-        await self._controls.close()
-        await self._save()
+        self.driver.stop(status, reason, interruption, error=error)
+        await self._controls.close()  # what came for the run is answered, and counted in its save
+        await self.driver.save()
 
     # ---- helpers --------------------------------------------------------------------------
     def _check(self) -> None:
@@ -481,13 +470,13 @@ class TrackedRun:
         st = self.state
         st.status, st.interruption = Status.INTERRUPTED, waiting
         self._controls.expect(waiting)
-        self._emit(ApprovalRequired(run_id=st.run_id, call_id=waiting.call_id, tool=waiting.tool_name,
+        self.driver.emit(ApprovalRequired(run_id=st.run_id, call_id=waiting.call_id, tool=waiting.tool_name,
                                     args=waiting.args, why=waiting.why,
                                     needed=waiting.needed if waiting.needed > 1 else None,
                                     approvers=list(waiting.approvers) or None, deadline_at=waiting.deadline_at,
                                     on_deadline=waiting.on_deadline if waiting.deadline_at else None,
                                     rule=waiting.rule))
-        await self._save()
+        await self.driver.save()
         timeout = 0.0 if waiting.deadline_at is None else max(0.001, waiting.deadline_at - time.time())
         try:
             return await self._controls.wait_for_decision(waiting, timeout)
@@ -499,8 +488,8 @@ class TrackedRun:
         """The wait for a decision ended by a Stop (a person's, or the deadline's): the call is
         declined in words, recorded as a decision by whoever stopped it."""
         st = self.state
-        self._emit(_on_its_call(st, call_id, lambda: close_on_stop(st, call_id, reason, by, asked_at=asked_at)))
-        await self._save()
+        self.driver.emit(_on_its_call(st, call_id, lambda: close_on_stop(st, call_id, reason, by, asked_at=asked_at)))
+        await self.driver.save()
 
     async def _decided(self, call_id: str, tool: str, raw: str, kind: str, text: str, by: str, *,
                        rule: str | None = None, asked_at: float | None = None) -> Approval:
@@ -518,8 +507,8 @@ class TrackedRun:
             event = _on_its_call(st, call_id, lambda: reject(st, call_id, text, by, rule=rule))
             st.approvals[call_id].asked_at = asked_at
             st.status, st.interruption = Status.RUNNING, None
-        self._emit(event)
-        await self._save()
+        self.driver.emit(event)
+        await self.driver.save()
         return _approval(st.approvals[call_id])
 
     def _flush_text(self) -> None:
@@ -540,21 +529,6 @@ class TrackedRun:
                 if call.get("id") == call_id:
                     return str((call.get("function") or {}).get("name") or "tool")
         return "tool"
-
-    def _emit(self, event: Event) -> None:
-        event.run_id = self.run_id
-        if event.traced:
-            self._trace.write(event)
-        for sink in self._sinks:
-            try:
-                sink(event)
-            except Exception:  # a broken view must not break the program reporting
-                log.exception("event sink %r failed on %s", sink, event.kind)
-
-    async def _save(self) -> None:
-        async with self._saving:  # one save at a time: a store's save takes what is new since the last
-            self.state.updated_at = time.time()
-            await self._handle.asave(self.state)
 
     async def _cancel_on_stop(self, task: asyncio.Task[Any]) -> None:
         await self.signal.wait()
@@ -595,7 +569,7 @@ def new_state(name: str, task: str, *, source: str, model: str, run_id: str | No
 
 def started(run: TrackedRun, resumed: bool) -> None:
     st = run.state
-    run._emit(RunStarted(run_id=st.run_id, model=st.model, resumed=resumed, pid=os.getpid(),
+    run.driver.emit(RunStarted(run_id=st.run_id, model=st.model, resumed=resumed, pid=os.getpid(),
                          price="unknown" if st.pricing.unknown else None,
                          agent=st.agent.name if st.agent else st.model))
 

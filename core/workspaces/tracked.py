@@ -80,19 +80,19 @@ async def given(run: TrackedRun, planned: RunWorkspace | None, workspace: Path |
         yield
         return
     lifecycle.usable(state)
-    await lifecycle.prepare(state, emit=run._emit, save=run._save, signal=run.signal)
+    await lifecycle.prepare(state, emit=run.driver.emit, save=run.driver.save, signal=run.signal)
     run.workspace = Path(str(root))
     from tether.workspaces.checkpoints import after_change_hook
 
-    run.checkpointer = after_change_hook()  # run.checkpoint(label)
+    run.driver.after_change = after_change_hook()  # run.checkpoint(label)
     try:
         yield
     except asyncio.CancelledError:
         raise
     except BaseException:
-        await lifecycle.note_changes(state, run._save)
+        await lifecycle.note_changes(state, run.driver.save)
         raise
-    await lifecycle.note_changes(state, run._save)
+    await lifecycle.note_changes(state, run.driver.save)
 
 
 async def record_folder(run: TrackedRun, folder: str | Path | None, workspaces_dir: Path) -> None:
@@ -121,11 +121,11 @@ async def record_folder(run: TrackedRun, folder: str | Path | None, workspaces_d
     state.run_workspace = ws
     state.workspace = str(folder)
     run.workspace = Path(str(ws.root))
-    run._emit(WorkspaceReady(run_id=state.run_id, workspace_kind="none", path=str(top), base=ws.base_commit,
+    run.driver.emit(WorkspaceReady(run_id=state.run_id, workspace_kind="none", path=str(top), base=ws.base_commit,
                              made=False, branch=None, host=ws.host or ""))
-    await run._save()
+    await run.driver.save()
 
 
 async def note(run: TrackedRun) -> None:
     """What the run changed so far, kept in its state (for ``tether runs``)."""
-    await lifecycle.note_changes(run.state, run._save)
+    await lifecycle.note_changes(run.state, run.driver.save)

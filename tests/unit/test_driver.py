@@ -7,6 +7,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
+import pytest
+
 from tests.support import REPO
 
 CORE = REPO / "core"
@@ -41,7 +43,6 @@ def test_drivers_stop_runs_through_the_driver() -> None:
     waiting, a worker that parks a run)."""
     assert set(_sites("run_stopped")) == {
         "run/driver.py", "approvals/decisions.py", "approvals/deadlines.py", "workers/recovery.py",
-        "acp/run.py", "acp/drive.py", "run/tracked.py",  # TODO: through the driver
     }
 
 
@@ -72,6 +73,21 @@ def test_no_function_of_the_driver_takes_more_than_seven_parameters() -> None:
     functions = _functions(CORE / "run" / "driver.py")
     assert "RunDriver.finish" in functions
     assert {name: len(p) for name, p in functions.items() if len(p) > MAX_PARAMETERS} == {}
+
+
+@pytest.mark.parametrize("module, function", [
+    ("acp/drive.py", "drive_acp"),
+    ("harness.py", "Harness._operate"),
+    ("run/loop.py", "RunLoop.__init__"),
+    ("run/tracked.py", "TrackedRun.__init__"),
+    ("acp/run.py", "AcpRun.__init__"),
+])
+def test_the_drivers_entry_points_take_at_most_seven_parameters(module: str, function: str) -> None:
+    """Each driver is handed the run's RunDriver; the rest of what it needs comes in a config
+    object (tether.run.driver.Operation, tether.acp.drive.AcpHost, tether.acp.run.AcpRunOptions)."""
+    parameters = _functions(CORE / module)[function]
+    assert len(parameters) <= MAX_PARAMETERS, parameters
+    assert "driver" in parameters or "run" in parameters or "operation" in parameters, parameters
 
 
 def test_the_count_finds_a_long_signature(tmp_path: Path) -> None:
