@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import sys
 import time
 from pathlib import Path
@@ -91,7 +92,10 @@ async def test_a_write_with_permission_streams_every_kind_of_event(acp_workspace
     assert usage["prompt_response"].total_tokens == 48
     kinds = [type(e).__name__ for e in events.seen]
     assert kinds.index("PermissionAsked") < kinds.index("FileWritten") < kinds.index("TurnEnded")
-    assert events.seen[-1] == AgentExited(0, "", expected=True)
+    # Ended by the close: by itself once its stdin closed, or (on a loaded host, past the short
+    # wait for that) by the signal that follows; either way Tether expected it and nothing is left.
+    exited = events.seen[-1]
+    assert isinstance(exited, AgentExited) and exited.expected and exited.returncode in (0, -signal.SIGTERM)
     assert pid is not None and not group_alive(pid)
 
 
