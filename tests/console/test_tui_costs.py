@@ -1,16 +1,25 @@
-"""The console's Costs screen (``$``; issue 41): spend per day as a sparkline, by agent and by model
-as bars with each group's dearest run, the fleet budgets' state; Enter goes to the dearest run."""
+"""The console's Costs screen (``$``; issue 41): spend per day as vertical bars, by agent and by
+model as horizontal bars (textual-plotext) with each group's runs and dearest run, the fleet
+budgets' state; Enter goes to the dearest run."""
 
 from __future__ import annotations
 
 import os
 from pathlib import Path
 
-from textual.widgets import DataTable, Sparkline, Static
+from textual.widgets import DataTable, Static
+from textual_plotext import PlotextPlot
 
 from tether.tui.components.costs_screen import CostsScreen
 from tether.tui.components.dialogs import NewRunRequest
 from tests.support import SIZE, finish, make_app, settle, wait_for
+
+
+def bar_lengths(plot: PlotextPlot) -> list[tuple[str, int]]:
+    """Each horizontal bar as drawn, top to bottom: its label and how many cells it fills."""
+    lines = plot.render().plain.splitlines()  # type: ignore[union-attr]
+    return [(label.strip(), len(bar.rstrip("│").rstrip())) for label, _, bar in
+            (line.partition("┤") for line in lines[1:-2]) if label.strip()]
 
 
 async def test_dollar_shows_spend_per_day_by_agent_and_model_and_enter_goes_to_the_dearest_run(tmp_path: Path):
@@ -32,11 +41,21 @@ async def test_dollar_shows_spend_per_day_by_agent_and_model_and_enter_goes_to_t
         rows = [[str(c) for c in agents.get_row_at(i)] for i in range(agents.row_count)]
         by_agent = {row[0]: row for row in rows}
         dearest_plan = max(("plan-1", "plan-2"), key=spent.get)
-        assert by_agent["plan"][1] == f"${spent['plan-1'] + spent['plan-2']:,.4f}" and by_agent["plan"][3] == "2"
-        assert by_agent["plan"][4] == dearest_plan and set(by_agent["plan"][2]) <= set("█▏▎▍▌▋▊▉")
-        assert rows[0][2].startswith("█")  # the dearest agent's bar is the full width
-        days = screen.query_one("#costs-days", Sparkline).data
-        assert len(days) == 30 and days[-1] == sum(spent.values()) and not any(days[:-1])  # today's spend, UTC
+        assert by_agent["plan"][1] == f"${spent['plan-1'] + spent['plan-2']:,.4f}" and by_agent["plan"][2] == "2"
+        assert by_agent["plan"][3] == dearest_plan
+        bars = {name: length for name, length in bar_lengths(screen.query_one("#costs-agents-bars", PlotextPlot))}
+        assert set(bars) == {"plan", "forbidden"} and bars[rows[0][0]] > bars[rows[1][0]] > 0  # dearest, longest
+        models = screen.query_one("#costs-models", DataTable)
+        assert [name for name, _ in bar_lengths(screen.query_one("#costs-models-bars", PlotextPlot))] == [
+            str(models.get_row_at(i)[0]) for i in range(models.row_count)]  # the dearest on top, as listed
+        figures = screen.figures
+        assert figures is not None and len(figures.days) == 30
+        assert figures.days[-1][1] == sum(spent.values()) and not any(usd for _, usd in figures.days[:-1])  # UTC
+        days = screen.query_one("#costs-days", PlotextPlot).render().plain.splitlines()  # type: ignore[union-attr]
+        assert days[1].lstrip().startswith(f"${sum(spent.values()):.4f}┤")  # the top of the axis: today's spend
+        assert days[-1].rstrip().endswith(figures.days[-1][0][5:])  # today, on the right
+        drawn = [i for line in days[1:-2] for i, c in enumerate(line[:-1]) if c in "█▌▐▄▀▖▗▘▝▙▟▛▜"]
+        assert drawn and min(drawn) > 0.9 * len(days[1])  # one bar, today's, at the right edge
         title = str(screen.query_one("#costs-days-title", Static).render())
         assert title.startswith(f"Spend per day: ${sum(spent.values()):,.4f} in 30 days")
         if os.environ.get("TETHER_SCREENSHOTS"):

@@ -1,12 +1,13 @@
 """What the fleet cost, as a screen (``$``; issue 41's pictures): spend per day over the last
-30 days as Textual's ``Sparkline``, spend by agent and by model as horizontal bars, the ten
-dearest runs (``Store.dearest``), and the fleet budgets' state. Enter on a dearest run, or on an
-agent's or a model's row (its dearest run), closes the screen and selects that run.
+30 days as vertical bars, spend by agent and by model as horizontal bars, each group's runs and
+dearest run, the ten dearest runs (``Store.dearest``), and the fleet budgets' state. Enter on a
+dearest run, or on an agent's or a model's row (its dearest run), closes the screen and selects
+that run.
 
 The screen asks its ``load`` for the figures (``Store.costs``: one aggregate query per group,
-off the event loop for a store that blocks) when it mounts and on F5. Textual's own widgets
-draw it: a ``Sparkline`` and bars of block characters in a ``DataTable``; no plotting package
-is added to the console's dependencies for four bars and a line (docs/costs.md).
+off the event loop for a store that blocks) when it mounts and on F5. The charts are
+textual-plotext's ``PlotextPlot`` (plotext's bar charts; why this package: docs/costs.md), in
+the console's theme: its background and text, the bars in its primary colour.
 """
 
 from __future__ import annotations
@@ -14,41 +15,45 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Sequence
 
 from rich.text import Text
-from textual import on
+from textual import events, on
 from textual.app import ComposeResult
 from textual.binding import Binding
-from textual.containers import Vertical, VerticalScroll
+from textual.color import Color
+from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.message import Message
 from textual.screen import Screen
-from textual.widgets import DataTable, Label, Sparkline, Static
+from textual.widgets import DataTable, Label, Static
+from textual_plotext import PlotextPlot
 
 from tether.observe.cost_figures import DAYS, CostFigures
 from tether.store.costs import DEAREST, CostRow, ago
 from tether.tui.components.key_bar import KeyBar
 from tether.tui.text import one_line
 
-BAR = 24
-
-
-def bar(value: float, top: float, width: int = BAR) -> Text:
-    """A horizontal bar of ``value`` against the largest, ``top``, in eighths of a cell."""
-    eighths = round(width * 8 * value / top) if top > 0 else 0
-    full, part = divmod(eighths, 8)
-    return Text("█" * full + (" ▏▎▍▌▋▊▉"[part] if part else ""), style="cyan")
+NARROW = 120
+"""Below this many columns the agents' and the models' charts stack instead of sitting side by side."""
 
 
 def _usd(value: float) -> str:
     return f"${value:,.4f}" if value < 100 else f"${value:,.2f}"
 
 
+def _tick(value: float) -> str:
+    """An axis label: as few digits as tell the ticks apart."""
+    return "$0" if value == 0 else f"${value:,.2f}" if value >= 0.1 else f"${value:.4f}"
+
+
 class CostsScreen(Screen[None]):
     """Spend per day, by agent, by model; the fleet budgets."""
 
     DEFAULT_CSS = """
-    CostsScreen #costs-days { height: 4; margin: 0 0 0 0; }
+    CostsScreen #costs-days { height: 9; }
     CostsScreen #costs-groups { height: auto; }
+    CostsScreen #costs-groups.-narrow { layout: vertical; }
+    CostsScreen .costs-group { height: auto; width: 1fr; }
+    CostsScreen .costs-bars { height: 4; }
     CostsScreen DataTable { height: auto; max-height: 14; margin-bottom: 1; }
-    CostsScreen #costs-budgets { height: auto; }
+    CostsScreen #costs-budgets { height: auto; margin-bottom: 1; }
     """
 
     BINDINGS = [
@@ -72,25 +77,28 @@ class CostsScreen(Screen[None]):
         with VerticalScroll(id="costs-body"):
             yield Label(Text(f"Costs (last {DAYS} days, UTC)", style="bold"), classes="screen-title")
             yield Static("reading the store…", id="costs-days-title")
-            yield Sparkline([0.0] * DAYS, id="costs-days")
-            yield Static("", id="costs-days-axis")
-            with Vertical(id="costs-groups"):
-                yield Label(Text("By agent", style="bold"))
-                yield self._table("costs-agents", "agent")
-                yield Label(Text("By model", style="bold"))
-                yield self._table("costs-models", "model")
-                yield Label(Text(f"The dearest runs (at most {DEAREST})", style="bold"))
-                dearest: DataTable[Text] = DataTable(id="costs-dearest", cursor_type="row", zebra_stripes=True)
-                dearest.add_columns("run", "agent", "model", "cost", "tokens", "status", "age")
-                yield dearest
+            yield PlotextPlot(id="costs-days")
             yield Static("", id="costs-budgets")
+            with Horizontal(id="costs-groups"):
+                for kind in ("agent", "model"):
+                    with Vertical(classes="costs-group"):
+                        yield Label(Text(f"By {kind}", style="bold"))
+                        yield PlotextPlot(id=f"costs-{kind}s-bars", classes="costs-bars")
+                        yield self._table(f"costs-{kind}s", kind)
+            yield Label(Text(f"The dearest runs (at most {DEAREST})", style="bold"))
+            dearest: DataTable[Text] = DataTable(id="costs-dearest", cursor_type="row", zebra_stripes=True)
+            dearest.add_columns("run", "agent", "model", "cost", "tokens", "status", "age")
+            yield dearest
         yield KeyBar(id="costs-keys")
 
     @staticmethod
     def _table(table_id: str, first: str) -> DataTable[Text]:
         table: DataTable[Text] = DataTable(id=table_id, cursor_type="row", zebra_stripes=True)
-        table.add_columns(first, "spend", "", "runs", "dearest run")
+        table.add_columns(first, "spend", "runs", "dearest run")
         return table
+
+    def on_resize(self, event: events.Resize) -> None:
+        self.query_one("#costs-groups").set_class(event.size.width < NARROW, "-narrow")
 
     def on_mount(self) -> None:
         self.query_one("#costs-agents", DataTable).focus()
@@ -123,31 +131,61 @@ class CostsScreen(Screen[None]):
             title.append(f"   {figures.unknown_runs} run{'s' if figures.unknown_runs != 1 else ''} with no price "
                          "(tokens counted, not dollars)", style="yellow")
         self.query_one("#costs-days-title", Static).update(title)
-        self.query_one("#costs-days", Sparkline).data = values
-        self.query_one("#costs-days-axis", Static).update(Text(f"{figures.days[0][0]}  …  {figures.days[-1][0]}",
-                                                               style="dim"))
+        self._days(figures)
         self._fill("#costs-agents", figures.agents)
         self._fill("#costs-models", figures.models)
         self._fill_dearest(figures)
         lines = Text()
-        for b in figures.budgets:
+        for i, b in enumerate(figures.budgets):
             style = {"reached": "bold red", "warning": "yellow"}.get(b["state"], "green")
+            lines.append("\n" if i else "")
             lines.append(f"budget {b['name']}: ", style="bold")
             lines.append(f"{_usd(b['spent'])} of {_usd(b['usd'])} this {b['per']} ({b['scope']}) ")
             lines.append(b["state"], style=style)
-            lines.append("\n")
         self.query_one("#costs-budgets", Static).update(lines or Text("no fleet budgets ([budgets.NAME] in the "
                                                                       "agent file)", style="dim"))
+
+    def _colour(self) -> tuple[int, int, int]:
+        """The bars' colour: the console theme's primary (plotext takes RGB)."""
+        return Color.parse(self.app.theme_variables.get("primary", "cyan")).rgb
+
+    def _days(self, figures: CostFigures) -> None:
+        """Spend per day as vertical bars, the oldest day on the left, today on the right."""
+        plot = self.query_one("#costs-days", PlotextPlot)
+        plt = plot.plt
+        plt.clear_data()
+        values = [usd for _, usd in figures.days]
+        top = max(values)
+        plt.bar(list(range(1, DAYS + 1)), values, width=0.3, marker="hd", color=self._colour())
+        plt.xlim(0.5, DAYS + 0.5)
+        plt.ylim(0, top or 1.0)
+        plt.yticks([0, top / 2, top] if top else [0], [_tick(v) for v in ([0, top / 2, top] if top else [0])])
+        at = [0, 7, 14, 21, DAYS - 1]  # a week apart, and today
+        plt.xticks([i + 1 for i in at], [figures.days[i][0][5:] for i in at])
+        plot.refresh()
 
     def _fill(self, selector: str, rows: Sequence[CostRow]) -> None:
         table = self.query_one(selector, DataTable)
         table.clear()
-        top = max((r.cost_usd for r in rows), default=0.0)
         for r in rows:
             spend = "unknown" if r.unknown_runs == r.runs else ("≥" if r.unknown_runs else "") + _usd(r.cost_usd)
-            table.add_row(Text(one_line(r.group, 30)), Text(spend, justify="right"), bar(r.cost_usd, top),
+            table.add_row(Text(one_line(r.group, 30)), Text(spend, justify="right"),
                           Text(str(r.runs), justify="right"), Text(one_line(r.dearest_run or "", 36), style="dim"),
                           key=r.dearest_run or r.group)
+        plot = self.query_one(f"{selector}-bars", PlotextPlot)
+        plt = plot.plt
+        plt.clear_data()
+        # plotext draws the first bar at the bottom: the dearest group, listed first, goes last.
+        shown = list(reversed(rows))
+        plot.styles.height = len(shown) + 3  # a row a bar, the frame and the axis's labels
+        plot.display = bool(shown)  # (no runs: the empty table says so)
+        top = max((r.cost_usd for r in rows), default=0.0)
+        if shown:
+            plt.bar([one_line(r.group, 18) for r in shown], [r.cost_usd for r in shown], orientation="horizontal",
+                    width=0.3, marker="hd", color=self._colour())
+            plt.xlim(0, top or 1.0)
+            plt.xticks([0, top / 2, top] if top else [0], [_tick(v) for v in ([0, top / 2, top] if top else [0])])
+        plot.refresh()
 
     def _fill_dearest(self, figures: CostFigures) -> None:
         table = self.query_one("#costs-dearest", DataTable)
