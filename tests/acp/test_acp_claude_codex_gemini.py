@@ -6,6 +6,8 @@ endpoint on loopback, each in the wire API it speaks: each path once for real.
   its turn: the run goes on with the operator's words all the same);
 - Stop mid-stream: the run is ``interrupted`` and no process of the agent is left (ps);
 - Gemini runs with ``fs = false``: it cannot create a file through the client's ``fs/*``.
+- the agent file's model chosen through the agent's config option (again after a resume), its
+  slash commands, a shell command's output and exit code, and its killed process started again.
 
 Without the agents these skip with one reason; with ``CI`` set they fail.
 """
@@ -13,8 +15,10 @@ Without the agents these skip with one reason; with ``CI`` set they fail.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -153,4 +157,72 @@ async def test_a_budget_is_crossed_on_usage_reported_without_cost(name: str, tmp
     assert capped.status is Status.BUDGET_EXCEEDED, (capped.status, capped.error)
     assert capped.interruption == MaxBudget()
     assert capped.prompt_tokens > 0 and capped.cost_usd > 0
+    assert not alive_in(workspace), alive_in(workspace)
+
+
+MODELS = {"claude": "haiku", "codex": "gpt-5.4-mini", "gemini": None}
+"""The agent file's ``model`` for each: Claude's and Codex's are among their config option's
+models (chosen with ``session/set_config_option``); Gemini CLI lists no config options."""
+
+
+@pytest.mark.parametrize("name", ["claude", "codex", "gemini"])
+async def test_the_model_slash_commands_shell_output_and_a_restart_on_the_real_agent(name: str, tmp_path: Path, place):
+    """The features docs/acp.md lists, on each real agent, in two runs of one agent file entry:
+    its ``model`` chosen through the agent's config option (Gemini CLI lists none); its slash
+    commands (``available_commands_update``) kept; a shell command's output and exit code, which
+    Claude and Codex report in ``_meta.terminal_output`` (Gemini CLI reports neither); then its
+    process killed between two turns (after a rejection, before the words go to it) and started
+    again in its session, said in a warning: Claude and Codex by ``session/resume``, in the
+    model chosen; Gemini CLI by ``session/load``, which it fails when it had not saved the
+    session yet (then a new session)."""
+    workspace, home = place
+    endpoint = ScriptedEndpoint(workspace=workspace)
+    pids: list[int] = []
+
+    def kill_after_the_first_turn(event) -> None:
+        if event.kind == "agent_session":
+            pids.append(event.pid)
+        elif event.kind == "turn" and event.turn == 1 and len(pids) == 1:
+            os.killpg(pids[0], signal.SIGKILL)  # between turns: the rejection's words are next
+
+    async with running_app(endpoint.app()) as url, Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
+        plain = agent(name, home, url, workspace)
+        coder = Agent(name=name, model="scripted", workspace=workspace,
+                      acp=dataclasses.replace(plain.acp, model=MODELS[name]))
+        shell = (await asyncio.wait_for(harness.start(coder, "SHELL echo from-the-shell"), CAP_S)).state
+        state = harness.create(coder, "WRITE hello.txt CONTENT no")
+        running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0, sinks=[kill_after_the_first_turn]))
+        await asyncio.wait_for(waiting(harness, state.run_id), CAP_S)
+        assert (await harness.decide(state.run_id, "reject", "call it other.txt", by="alice")).ok
+        restarted_run = (await asyncio.wait_for(running, CAP_S)).state
+        shell_trace = list(read_trace(tmp_path / "runs" / shell.run_id / "trace.jsonl"))
+        trace = list(read_trace(tmp_path / "runs" / state.run_id / "trace.jsonl"))
+    models_asked = [body.get("model") for body in endpoint.requests if body.get("model")]
+
+    assert shell.status is Status.COMPLETED, shell.error
+    commands = [r["commands"] for r in shell_trace if r["kind"] == "agent_commands"]
+    assert commands and all(c["name"] for c in commands[-1]), "its slash commands are kept"
+    outputs = [r for r in shell_trace if r["kind"] == "tool_output"]
+    if name == "gemini":  # no _meta.terminal_output: its shell call's result has no output
+        assert outputs == [] and [r for r in shell_trace if r["kind"] == "tool_result"]
+    else:  # the output as it came, then the exit (Codex's sandboxed shell needs bwrap: its code is its own)
+        assert outputs and outputs[-1]["exited"] and outputs[-1]["exit_code"] is not None, outputs
+        if name == "claude":
+            assert "from-the-shell" in "".join(r["data"] or "" for r in outputs) and outputs[-1]["exit_code"] == 0
+
+    assert restarted_run.status is Status.COMPLETED, restarted_run.error
+    assert "call it other.txt" in said_to_model(endpoint)
+    warnings = [r["text"] for r in trace if r["kind"] == "warning"]
+    restarted = [w for w in warnings if "process had ended between turns (it was killed by signal 9): Tether "
+                 f"started it again (pid {pids[1]})" in w]
+    assert len(restarted) == 1, warnings
+    if name == "gemini":
+        assert restarted[0].endswith(("by session/load (it replayed its history)",
+                                      "(without its memory of the earlier turns)")), restarted
+        assert not [r for r in trace if r["kind"] == "config_options"]
+    else:
+        assert restarted[0].endswith("by session/resume"), restarted
+        configs = [r["options"] for r in trace if r["kind"] == "config_options"]
+        assert ("model", MODELS[name]) in [(o["id"], o["value"]) for o in configs[-1]], configs
+        assert MODELS[name] in str(models_asked[-1]), models_asked  # after the restart too
     assert not alive_in(workspace), alive_in(workspace)

@@ -44,9 +44,12 @@ def sent(log: Path) -> list[dict]:
 
 async def test_mode_is_set_the_session_closed_at_the_end_and_a_follow_up_resumes(tmp_path: Path,
                                                                                 acp_workspace: Path):
+    """The agent file's mode and model, set after ``session/new``; the follow-up resumes the
+    session in a new process, which answers it is back in its default mode and model (as
+    Claude's and Codex's adapters do): they are set again."""
     log = tmp_path / "agent.log"
     async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
-        state = harness.create(sessions_agent(acp_workspace, log, mode="auto"), "write the file")
+        state = harness.create(sessions_agent(acp_workspace, log, mode="auto", model="fake-large"), "write the file")
         running = asyncio.create_task(harness.run(state.run_id, wait_for_decision=0))
         await waiting(harness, state.run_id)
         assert (await harness.decide(state.run_id, "approve", by="alice")).ok
@@ -60,9 +63,13 @@ async def test_mode_is_set_the_session_closed_at_the_end_and_a_follow_up_resumes
         trace = list(read_trace(tmp_path / "runs" / state.run_id / "trace.jsonl"))
     assert first.status is Status.COMPLETED and second.status is Status.COMPLETED, (first.error, second.error)
     methods = [entry["method"] for entry in sent(log)]
-    assert methods == ["initialize", "session/new", "session/set_mode", "session/close",
-                       "initialize", "session/resume", "session/close"], methods
-    assert sent(log)[2]["mode_id"] == "auto"
+    assert methods == ["initialize", "session/new", "session/set_mode", "session/set_config_option", "session/close",
+                       "initialize", "session/resume", "session/set_mode", "session/set_config_option",
+                       "session/close"], methods
+    assert [e.get("mode_id") or e.get("value") for e in sent(log) if e["method"].startswith("session/set")] == \
+        ["auto", "fake-large", "auto", "fake-large"]
+    configs = [r for r in trace if r["kind"] == "config_options"]
+    assert [(o["id"], o["value"]) for o in configs[-1]["options"]][0] == ("model", "fake-large")
     assert {e["session_id"] for e in sent(log) if "session_id" in e} == {"fake-1"}
     assert sent(log)[0]["fs"] is True
     assert not any("(replayed)" in json.dumps(r) for r in trace), "a resumed session is not replayed"

@@ -57,6 +57,11 @@ def test_add_installs_the_pin_and_writes_the_entry_and_check_says_what_is_wrong(
     entry = config.read_text()
     assert '[agents.codex]' in entry and 'OPENAI_API_KEY = "${OPENAI_API_KEY}"' in entry and 'mode = "read-only"' in entry
     assert str(tmp_path / "home" / "agents" / "codex" / "home") in entry, "its own HOME"
+    # Codex's built-in OpenAI provider wants a login ("Authentication required", whatever
+    # OPENAI_API_KEY holds): the entry's provider reads the key from the variable instead.
+    codex_config = (tmp_path / "home" / "agents" / "codex" / "home" / ".codex" / "config.toml").read_text()
+    assert 'model_provider = "endpoint"' in codex_config and 'env_key = "OPENAI_API_KEY"' in codex_config
+    assert 'base_url = "https://api.openai.com/v1"' in codex_config and "sk-" not in codex_config
     again = cli_here("agents", "add", "codex", "--registry", str(registry), "--config", str(config))
     assert again.returncode == 1 and "already has [agents.codex]" in again.stdout
 

@@ -14,6 +14,7 @@ operator's prompt, so the prompt is that message's last text part):
   written;
 - ``WRITE <path> CONTENT <text>``: call the agent's write tool once, then answer ``DONE_ANSWER``
   (Qwen Code overwrites only a file it has read: for it, ``read_file`` first);
+- ``SHELL <command>``: call the agent's shell tool once with it, then answer ``SHELL_ANSWER``;
 - ``HOLD``: stream a few words, then hold the stream until the client goes away;
 - the words of one of the endpoint's :class:`Task` s: what that task says;
 - anything else: answer ``PLAIN_ANSWER``.
@@ -50,7 +51,8 @@ from tether.demo.provider.wires import (USAGE, Text, Write, anthropic_messages, 
                                         gemini_messages, gemini_stream, patch_of, responses_messages,
                                         responses_stream)
 
-__all__ = ["DONE_ANSWER", "HOLD_WORDS", "PLAIN_ANSWER", "TITLE_ANSWER", "USAGE", "WRITE_TOOLS", "ScriptedEndpoint",
+__all__ = ["DONE_ANSWER", "HOLD_WORDS", "PLAIN_ANSWER", "SHELL_ANSWER", "SHELL_TOOLS", "TITLE_ANSWER", "USAGE",
+           "WRITE_TOOLS", "ScriptedEndpoint",
            "Task", "endpoint_process", "read_tasks"]
 
 logger = logging.getLogger(__name__)
@@ -68,6 +70,12 @@ def _last_write(text: str) -> re.Match[str] | None:
     found = list(_WRITE.finditer(text))
     return found[-1] if found else None
 
+
+_SHELL = re.compile(r"SHELL (.+?)(?:\n|$|<)")
+# The shell tool of each agent, by name, and the argument its command goes in.
+SHELL_TOOLS: dict[str, str] = {"bash": "command", "run_shell_command": "command", "Bash": "command",
+                               "exec_command": "cmd"}
+SHELL_ANSWER = "The command ran."
 
 _CWD = re.compile(r"(?:Working directory|working in the directory): (/\S+)")
 _DECLINED = re.compile(r"declined this call: (.*?)\. Nothing was done\.", re.S)
@@ -281,6 +289,13 @@ class ScriptedEndpoint:
             for piece in _words(self._answer_rejection(declined.group(1), messages[:last])):
                 yield Text(piece)
                 await asyncio.sleep(0.02)
+        elif (ran := _SHELL.search(last_user)) and not answered:
+            name = next((n for n in SHELL_TOOLS if n in tools), None)
+            described = {} if name == "exec_command" else {"description": "Run the command"}  # Codex's has none
+            yield Write(name, {SHELL_TOOLS[name]: ran.group(1).strip(), **described}) \
+                if name is not None else Text(f"No shell tool among {sorted(t for t in tools if t)}.")
+        elif _SHELL.search(last_user) and answered:
+            yield Text(SHELL_ANSWER)
         elif "HOLD" in last_user and not answered:
             async for piece in self._hold(HOLD_WORDS, 0.01):
                 yield Text(piece)
