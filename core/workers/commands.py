@@ -72,7 +72,7 @@ def submit_command(args: Any, agent_sets: Sequence[AgentSet] = ()) -> int:
     deadline = deadline_policy(getattr(args, "decision_deadline", None), getattr(args, "on_deadline", None))
     state, queue = submit(url, args.agent, args.prompt, config=config, run_id=args.run_id, base_url=args.base_url,
                           auto_approve=args.auto_approve, workspace=args.workspace, deadline=deadline,
-                          agent_sets=agent_sets)
+                          agent_sets=agent_sets, operator_name=getattr(args, "who", None))
     if args.json:
         print(json.dumps({"run_id": state.run_id, "queue": queue, "agent": args.agent, "status": "queued"}))
     else:

@@ -44,7 +44,7 @@ def enqueue(url: str, state: RunState, dbos_client: Any = None) -> str:
 def submit(url: str, agent_name: str, prompt: str | None = None, *, config: Config | None = None,
            run_id: str | None = None, base_url: str | None = None, auto_approve: list[str] | None = None,
            workspace: Path | None = None, deadline: dict[str, Any] | None = None,
-           agent_sets: Sequence[AgentSet] = ()) -> tuple[RunState, str]:
+           agent_sets: Sequence[AgentSet] = (), operator_name: str | None = None) -> tuple[RunState, str]:
     """Create a run of ``agent_name`` (from the agent file, else one of ``agent_sets``: the CLI
     gives the demo's scenarios) in the store at ``url`` and put it on its agent's queue; returns
     the run and the queue. The agent is built here once, so that the run saves its reference
@@ -66,7 +66,7 @@ def submit(url: str, agent_name: str, prompt: str | None = None, *, config: Conf
         raise ValueError(f"no agent {agent_name!r} (agents: {known})")
     store = PgStore(url)
     try:
-        harness = Harness(store=store, config=config, agent_sets=agent_sets)
+        harness = Harness(store=store, config=config, agent_sets=agent_sets, operator_name=operator_name)
         policies = agent.policies
         if auto_approve:
             policies = replace(policies, auto_approve=list(auto_approve))

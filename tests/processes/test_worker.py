@@ -121,6 +121,12 @@ def test_submit_refuses_bad_input_in_one_line_and_queues_nothing(fleet: Fleet, s
     assert store.run_ids() == [] and queue_view(store).depth == 0
 
 
+def test_a_submitted_run_records_the_role_that_submitted_it_and_the_name_given_with_as(fleet: Fleet, store: PgStore):
+    """Who started a queued run is who submitted it, not the worker that runs it later."""
+    state = store.load(fleet.submit("plan", "--as", "ana"))
+    assert (state.operator, state.operator_name) == (store.account(), "ana")
+
+
 def test_a_sigkilled_workers_run_is_finished_by_another_without_paying_twice(fleet: Fleet, store: PgStore,
                                                                               provider):
     """Killed in the middle of its tool call: the second worker recovers the workflow (the

@@ -497,6 +497,7 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     submit.add_argument("--auto-approve", type=_tool_list, metavar="TOOL[,TOOL]")
     submit.add_argument("--workspace", type=Path, help="a demo scenario: its folder (default $TETHER_HOME/workspace)")
     submit.add_argument("--json", action="store_true")
+    submit.add_argument("--as", dest="who", metavar="NAME", help="a name kept beside the account that starts the run")
     _deadline_options(submit)
     _worker_store_option(submit)
     _config_option(submit)
