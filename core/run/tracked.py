@@ -254,7 +254,7 @@ class TrackedRun:
                 return f"{reached[0].words(reached[1])}; the run stopped (a report of what already happened is not held)"
             return reached
         read = self.harness._rules if callable(getattr(store, "rules", None)) else None
-        hit = await budget_ask.check(fleet, store, st, read, self._emit)
+        hit = await budget_ask.check(fleet, store, st, read, self.driver.emit)
         while isinstance(hit, NeedsApproval):
             waiting = hit
             st.status, st.interruption = Status.INTERRUPTED, waiting
@@ -275,7 +275,7 @@ class TrackedRun:
             pending = st.interruption if made is not None and made.verdict == "pending" else None
             st.status, st.interruption = Status.RUNNING, None
             await self.driver.save()
-            hit = pending or await budget_ask.check(fleet, store, st, read, self._emit, waiting)
+            hit = pending or await budget_ask.check(fleet, store, st, read, self.driver.emit, waiting)
         if isinstance(hit, Cancelled):  # its deadline's "stop": the call declined, the run stopped
             await self.driver.save()
             self.signal.cancel(hit.reason, DEADLINE)
