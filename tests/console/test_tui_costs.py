@@ -58,6 +58,17 @@ async def test_dollar_shows_spend_per_day_by_agent_and_model_and_enter_goes_to_t
         assert drawn and min(drawn) > 0.9 * len(days[1])  # one bar, today's, at the right edge
         title = str(screen.query_one("#costs-days-title", Static).render())
         assert title.startswith(f"Spend per day: ${sum(spent.values()):,.4f} in 30 days")
+        def bar_colours() -> set[str]:
+            """The colours the day's bars are drawn in (the frame's and the ticks' aside)."""
+            drawn = screen.query_one("#costs-days", PlotextPlot).render()
+            colours = {span.style.color for span in drawn.spans  # type: ignore[union-attr]
+                       if set(drawn.plain[span.start:span.end]) & set("█▌▐▄▀") and span.style.color}  # type: ignore
+            return {c.triplet.hex for c in colours if c.triplet}
+
+        assert bar_colours() == {app.current_theme.primary.lower()}
+        app.theme = "textual-light" if app.theme != "textual-light" else "nord"
+        await pilot.pause()
+        assert bar_colours() == {app.current_theme.primary.lower()}  # the console's new theme
         if os.environ.get("TETHER_SCREENSHOTS"):
             app.save_screenshot(os.environ["TETHER_SCREENSHOTS"] + "/costs-screen.svg")
         agents.focus()

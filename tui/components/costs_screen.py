@@ -102,7 +102,13 @@ class CostsScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.query_one("#costs-agents", DataTable).focus()
+        # (the charts' frames follow a new theme by themselves; the bars' colour is ours to redraw)
+        self.app.theme_changed_signal.subscribe(self, lambda _theme: self._redraw())
         self.action_reload()
+
+    def _redraw(self) -> None:
+        if self.figures is not None:
+            self.show(self.figures)
 
     def action_reload(self) -> None:
         self.run_worker(self._reload(), name="costs", group="costs", exclusive=True, exit_on_error=False)
