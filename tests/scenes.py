@@ -28,7 +28,7 @@ from textual.pilot import Pilot
 
 from tether.vocab.state import Limits, Status
 from tether.tui.app import TetherApp
-from tether.tui.components.dialogs import ApproveDialog, NewRunRequest, RejectDialog
+from tether.tui.screens.dialogs import ApproveDialog, NewRunRequest, RejectDialog
 
 from tests.support import still_console
 

@@ -38,8 +38,8 @@ from tether.vocab.state import RunState, StateError
 from tether.store.files.store import RunStore
 from tether.harness import Harness
 from tether.tui.app import TetherApp
-from tether.tui.options import ConsoleOptions
-from tether.tui.screen import Shown
+from tether.tui.state.options import ConsoleOptions
+from tether.tui.screens.console import Shown
 
 REPO = Path(__file__).resolve().parents[1]
 CAP_S = 30.0  # how long a console test waits for a condition before it fails

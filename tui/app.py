@@ -4,13 +4,13 @@ The console is a client of the store with no special powers (docs/run-store.md, 
 what it shows comes from watching the store, what it does goes through the harness and the
 store's control channel, and when it runs a run itself it is one more owner. Its parts:
 
-* :mod:`tether.tui.options`: what a console is asked to be, one frozen object;
-* :mod:`tether.tui.model`: the console model, Textual-free: the runs, the selection, the
+* :mod:`tether.tui.state.options`: what a console is asked to be, one frozen object;
+* :mod:`tether.tui.state.model`: the console model, Textual-free: the runs, the selection, the
   pending approvals, who runs what, and what each key can do (``can_stop``,
   ``can_decide``, ``can_resume``);
-* :mod:`tether.tui.pump`: the event pump: the events of the runs this console drives (its
+* :mod:`tether.tui.state.pump`: the event pump: the events of the runs this console drives (its
   harness's sink, the fast path) and of the runs other processes drive (read back from
-  their traces by :mod:`tether.tui.store_client`), dispatched by event class into the
+  their traces by :mod:`tether.tui.state.store_client`), dispatched by event class into the
   model and the trace buffers, with the flush throttle;
 * this app, the shell: the options, the parts made and wired, start-up and shut-down, what
   applies to the selected run (the keys greyed out, the command palette). The rest of the
@@ -19,12 +19,13 @@ store's control channel, and when it runs a run itself it is one more owner. Its
   :mod:`tether.tui.changes` (the selected run's changes, live),
   :mod:`tether.tui.run_actions` (start, stop, resume, follow up, quit) and
   :mod:`tether.tui.decisions` (approve, reject, edit, rules, the record of decisions);
-* the screen (:mod:`tether.tui.screen`) and the widgets (:mod:`tether.tui.components`).
+* the screens (:mod:`tether.tui.screens`: the main screen, the dialogs) and the widgets
+  (:mod:`tether.tui.widgets`), over the Textual-free state (:mod:`tether.tui.state`).
   Attributes down (the app reads the model and hands each widget what it shows), messages
-  up (widgets post messages, the pump asks for a :class:`~tether.tui.screen.Flush`).
+  up (widgets post messages, the pump asks for a :class:`~tether.tui.screens.console.Flush`).
 
 Event flow: the harness calls :meth:`TetherApp._sink` synchronously from the run's loop;
-another process's events come from :class:`~tether.tui.store_client.StoreClient`, which
+another process's events come from :class:`~tether.tui.state.store_client.StoreClient`, which
 follows the store with inotify and reads only what was appended. Either way the pump queues
 the event, marks the run dirty and, if no refresh is pending, posts one :class:`Flush`. The
 app handles it at most every ``FLUSH_INTERVAL_S`` (at once for a start, a stop or an
@@ -54,20 +55,20 @@ from tether.vocab.cancel import CancelSignal
 from tether.vocab.state import RunState
 from tether.store.control import operator_name
 from tether.tui.changes import ChangesFollowing
-from tether.tui.components.approvals import Pending
-from tether.tui.components.dialogs import HelpScreen, NewRunRequest
-from tether.tui.components.runs_list import RunsList
-from tether.tui.components.trace_view import TraceView
-from tether.tui.components.transcript import TranscriptView
+from tether.tui.widgets.approvals import Pending
+from tether.tui.screens.dialogs import HelpScreen, NewRunRequest
+from tether.tui.widgets.runs_list import RunsList
+from tether.tui.widgets.trace_view import TraceView
+from tether.tui.widgets.transcript import TranscriptView
 from tether.tui.decisions import DecisionActions
 from tether.tui.following import StoreFollowing
-from tether.tui.model import ConsoleModel
-from tether.tui.options import ConsoleOptions
-from tether.tui.pump import EventPump
+from tether.tui.state.model import ConsoleModel
+from tether.tui.state.options import ConsoleOptions
+from tether.tui.state.pump import EventPump
 from tether.tui.run_actions import RunActions
-from tether.tui.screen import ConsoleScreen
-from tether.tui.store_client import StoreClient
-from tether.tui.text import one_line
+from tether.tui.screens.console import ConsoleScreen
+from tether.tui.state.store_client import StoreClient
+from tether.tui.state.text import one_line
 from tether.tui.timeline import TIMELINE_ACTIONS, CheckpointTimeline
 from tether.tui.views import ConsoleViews
 from tether.tui.workspace_actions import WorkspaceActions
@@ -90,7 +91,7 @@ class TetherApp(DecisionActions, RunActions, WorkspaceActions, CheckpointTimelin
     ]
 
     def __init__(self, options: ConsoleOptions = ConsoleOptions(), *, harness: Harness | None = None) -> None:
-        """``options``: what the console is asked to be (:class:`~tether.tui.options.ConsoleOptions`).
+        """``options``: what the console is asked to be (:class:`~tether.tui.state.options.ConsoleOptions`).
         ``harness``: the harness to drive runs with, as it is (the tests, the benchmarks); then
         the options that would build one (the store, the endpoint, the provider) are not read."""
         super().__init__()
@@ -332,16 +333,16 @@ class TetherApp(DecisionActions, RunActions, WorkspaceActions, CheckpointTimelin
             self.push_screen(HelpScreen())
 
     def action_costs(self) -> None:
-        """``$``: what the fleet cost (tether.tui.components.costs_screen)."""
+        """``$``: what the fleet cost (tether.tui.screens.costs)."""
         from tether.observe.cost_figures import load_figures
-        from tether.tui.components.costs_screen import CostsScreen
+        from tether.tui.screens.costs import CostsScreen
 
         if not isinstance(self.screen, CostsScreen):
             harness = self.harness
             self.push_screen(CostsScreen(lambda: asyncio.to_thread(load_figures, harness.store, harness.fleet)))
 
     def on_costs_screen_chosen(self, message: Any) -> None:
-        from tether.tui.components.costs_screen import CostsScreen
+        from tether.tui.screens.costs import CostsScreen
 
         if message.run_id in self.states:
             if isinstance(self.screen, CostsScreen):

@@ -22,10 +22,10 @@ from textual import on
 from textual.message_pump import MessagePump
 
 from tether.vocab.state import RunWorkspace
-from tether.tui.components.changes_view import ChangesPane
-from tether.tui.model import ConsoleModel
-from tether.tui.screen import Shown
-from tether.tui.text import one_line
+from tether.tui.widgets.changes import ChangesPane
+from tether.tui.state.model import ConsoleModel
+from tether.tui.screens.console import Shown
+from tether.tui.state.text import one_line
 
 
 def why_not(ws: RunWorkspace | None) -> str | None:

@@ -3,7 +3,7 @@ standing rules and the record of decisions (:mod:`tether.approvals`).
 
 A part of :class:`~tether.tui.app.TetherApp` (mixed into it: the ``action_*`` names are the
 keys' and the command palette's). A decision goes the way the run waits for it
-(:meth:`~tether.tui.model.ConsoleModel.decide_route`): to the process that holds the run,
+(:meth:`~tether.tui.state.model.ConsoleModel.decide_route`): to the process that holds the run,
 through the store's control channel; to the queue worker's workflow that waits for it; or
 here, when nobody holds the run, and this console goes on with it. A rule made from a call
 decides that call by the same path, recorded as ``rule R4``.
@@ -30,15 +30,15 @@ from tether.vocab.state import NeedsApproval
 from tether.store.control import ControlReply, ControlRequest
 from tether.store.trace import tail_records
 from tether.store.protocol import call
-from tether.tui.components.args_editor import ArgsEditor
-from tether.tui.components.decision import ACP_NO_EDIT
-from tether.tui.components.decisions_screen import DecisionsScreen
-from tether.tui.components.dialogs import ApproveDialog, DecisionAnswer, RejectDialog
-from tether.tui.components.rule_editor import RuleContext, RuleEditor
-from tether.tui.components.rules_screen import ConfirmDialog, RulesScreen
-from tether.tui.model import ConsoleModel, agents_own_call, is_acp
-from tether.tui.options import ConsoleOptions
-from tether.tui.text import one_line
+from tether.tui.screens.args_editor import ArgsEditor
+from tether.tui.screens.decision import ACP_NO_EDIT
+from tether.tui.screens.decisions import DecisionsScreen
+from tether.tui.screens.dialogs import ApproveDialog, DecisionAnswer, RejectDialog
+from tether.tui.screens.rule_editor import RuleContext, RuleEditor
+from tether.tui.screens.rules import ConfirmDialog, RulesScreen
+from tether.tui.state.model import ConsoleModel, agents_own_call, is_acp
+from tether.tui.state.options import ConsoleOptions
+from tether.tui.state.text import one_line
 
 
 class DecisionActions(MessagePump):

@@ -3,10 +3,10 @@
 A part of :class:`~tether.tui.app.TetherApp` (mixed into it). The harness calls
 :meth:`StoreFollowing._sink` synchronously from the loop of a run this console drives (the
 fast path); the runs other processes drive come from
-:class:`~tether.tui.store_client.StoreClient`, which follows the store (inotify on the
+:class:`~tether.tui.state.store_client.StoreClient`, which follows the store (inotify on the
 file store, LISTEN on PostgreSQL) and reads only what was appended. Either way the event
-goes to the :class:`~tether.tui.pump.EventPump`, which asks for a
-:class:`~tether.tui.screen.Flush` when the views are out of date. A killed owner tells
+goes to the :class:`~tether.tui.state.pump.EventPump`, which asks for a
+:class:`~tether.tui.screens.console.Flush` when the views are out of date. A killed owner tells
 nobody, so the store's locks are asked once a second whether they live.
 """
 
@@ -19,12 +19,12 @@ from textual.css.query import NoMatches
 from textual.message_pump import MessagePump
 
 from tether.vocab.events import Event
-from tether.tui.components.rules_screen import RulesScreen
-from tether.tui.model import ConsoleModel
-from tether.tui.options import ConsoleOptions
-from tether.tui.pump import EventPump
-from tether.tui.screen import Flush
-from tether.tui.store_client import StoreClient
+from tether.tui.screens.rules import RulesScreen
+from tether.tui.state.model import ConsoleModel
+from tether.tui.state.options import ConsoleOptions
+from tether.tui.state.pump import EventPump
+from tether.tui.screens.console import Flush
+from tether.tui.state.store_client import StoreClient
 
 
 class StoreFollowing(MessagePump):

@@ -26,13 +26,13 @@ from tether.approvals.decisions import TooLate, already_decided
 from tether.vocab.state import StateError, new_run_id
 from tether.store.control import ControlReply
 from tether.store.protocol import call
-from tether.tui.choices import agent_choices
-from tether.tui.components.dialogs import FollowUpDialog, NewRunDialog, NewRunRequest, ResumeDialog, ResumeRequest
-from tether.tui.model import ConsoleModel
-from tether.tui.options import ConsoleOptions
-from tether.tui.pump import EventPump
-from tether.tui.store_client import StoreClient
-from tether.tui.text import one_line
+from tether.tui.state.choices import agent_choices
+from tether.tui.screens.dialogs import FollowUpDialog, NewRunDialog, NewRunRequest, ResumeDialog, ResumeRequest
+from tether.tui.state.model import ConsoleModel
+from tether.tui.state.options import ConsoleOptions
+from tether.tui.state.pump import EventPump
+from tether.tui.state.store_client import StoreClient
+from tether.tui.state.text import one_line
 
 STOP_REASON = "operator pressed Stop"
 QUIT_REASON = "operator quit the console"

@@ -20,16 +20,16 @@ __all__ = ["HeaderTitle", "USES", "has_unpainted_widgets", "paint_now", "scroll_
 USES: dict[str, str] = {
     "textual.widgets._header.HeaderTitle":
         "the header's title is replaced by one that never asks for a layout pass when the "
-        "subtitle (the run counts) changes (tether.tui.components.header).",
+        "subtitle (the run counts) changes (tether.tui.widgets.header).",
     "textual.widgets._toast.ToastRack":
         "named in app.tcss (Dialog > ToastRack): a dialog's notifications are laid out below it, "
-        "not over its buttons (tether.tui.components.forms.Dialog).",
+        "not over its buttons (tether.tui.screens.forms.Dialog).",
     "Widget._scroll_update":
         "a line view that grows updates its scroll bars directly, rather than through a layout "
-        "pass of the whole screen (tether.tui.components.line_view).",
+        "pass of the whole screen (tether.tui.widgets.line_view).",
     "Screen._on_idle":
         "the console screen paints a change the operator asked for once the screen is idle, "
-        "not at the update timer's next frame (tether.tui.screen.ConsoleScreen).",
+        "not at the update timer's next frame (tether.tui.screens.console.ConsoleScreen).",
     "Screen._dirty_widgets":
         "whether the screen has repaints pending, read by that idle handler.",
     "Screen._on_timer_update":

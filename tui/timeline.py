@@ -18,8 +18,8 @@ from textual.message_pump import MessagePump
 
 from tether.vocab.state import StateError
 from tether.tui.changes import why_not
-from tether.tui.components.rules_screen import ConfirmDialog
-from tether.tui.text import one_line
+from tether.tui.screens.rules import ConfirmDialog
+from tether.tui.state.text import one_line
 from tether.workspaces.changes import Changes, FileChange
 from tether.workspaces.checkpoints import Checkpoint
 

@@ -3,7 +3,7 @@
 A part of :class:`~tether.tui.app.TetherApp` (mixed into it, so the Textual hooks and
 ``@on`` handlers here are the app's). Attributes down: the model and the pump's trace
 buffers are read, and each widget is handed what it shows, only what changed, on the
-:class:`~tether.tui.screen.Flush` the pump posts (at most every ``FLUSH_INTERVAL_S``, at once
+:class:`~tether.tui.screens.console.Flush` the pump posts (at most every ``FLUSH_INTERVAL_S``, at once
 for a start, a stop or an approval). Messages up: the runs list and the approvals pane say
 what was highlighted, and the selection follows. The operator's alerts (a new call waiting
 for approval, a budget crossed) are said here, once each, as the model finds them.
@@ -24,19 +24,19 @@ from tether.acp.config import config_words
 from tether.approvals import run_source
 from tether.vocab.state import NeedsApproval, Status
 from tether.run.tracked import what_it_can
-from tether.tui.components.approval_view import deadline_clock, tally_words
-from tether.tui.components.approvals import ApprovalsPane
-from tether.tui.components.cost_meter import CostMeter
-from tether.tui.components.header import ConsoleHeader
-from tether.tui.components.runs_list import RunsList
-from tether.tui.components.trace_view import TraceView
-from tether.tui.components.transcript import TranscriptView, plan_text
-from tether.tui.model import ConsoleModel, agent_label, count, is_acp
-from tether.tui.options import ConsoleOptions
-from tether.tui.pump import EventPump
-from tether.tui.screen import Flush, Shown
-from tether.tui.store_client import StoreClient
-from tether.tui.text import badge, clean, money, one_line
+from tether.tui.widgets.approval_view import deadline_clock, tally_words
+from tether.tui.widgets.approvals import ApprovalsPane
+from tether.tui.widgets.cost_meter import CostMeter
+from tether.tui.widgets.header import ConsoleHeader
+from tether.tui.widgets.runs_list import RunsList
+from tether.tui.widgets.trace_view import TraceView
+from tether.tui.widgets.transcript import TranscriptView, plan_text
+from tether.tui.state.model import ConsoleModel, agent_label, count, is_acp
+from tether.tui.state.options import ConsoleOptions
+from tether.tui.state.pump import EventPump
+from tether.tui.screens.console import Flush, Shown
+from tether.tui.state.store_client import StoreClient
+from tether.tui.state.text import badge, clean, money, one_line
 
 
 def store_label(where: str) -> str:

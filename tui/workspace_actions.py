@@ -15,10 +15,10 @@ from textual.message_pump import MessagePump
 
 from tether.harness import Harness
 from tether.vocab.state import RunState, StateError
-from tether.tui.components.rules_screen import ConfirmDialog
-from tether.tui.components.workspace_dialogs import MergeDialog, MergeRequest, OutcomeDialog
-from tether.tui.model import ConsoleModel
-from tether.tui.text import one_line
+from tether.tui.screens.rules import ConfirmDialog
+from tether.tui.screens.workspace import MergeDialog, MergeRequest, OutcomeDialog
+from tether.tui.state.model import ConsoleModel
+from tether.tui.state.text import one_line
 from tether.workspaces.operate import discardable, mergeable
 
 

@@ -65,7 +65,7 @@ from tether.acp.events import AcpEvent, PermissionAsked
 from tether.agents.agent import AcpCommand, Agent
 from tether.vocab.events import ApprovalRequired, Event, RunStopped, TextDelta
 from tether.harness import Harness
-from tether.tui.options import ConsoleOptions
+from tether.tui.state.options import ConsoleOptions
 from tether.demo.provider.server import running_app
 from tether.vocab.state import Cancelled, Status
 from tether.demo.agents import DEMO

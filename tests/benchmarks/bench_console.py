@@ -55,9 +55,9 @@ from tether.demo.provider.server import provider_process
 from tether.vocab.state import Limits, Status
 from tether.demo.agents import ScanArchive
 from tether.tui.app import TetherApp
-from tether.tui.options import ConsoleOptions
-from tether.tui.screen import Shown
-from tether.tui.components.dialogs import NewRunRequest
+from tether.tui.state.options import ConsoleOptions
+from tether.tui.screens.console import Shown
+from tether.tui.screens.dialogs import NewRunRequest
 
 STORE_RUNS = 10_000
 TARGET_USABLE_S = 2.0

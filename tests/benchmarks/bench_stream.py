@@ -26,7 +26,7 @@ from tether.agents.agent import Agent
 from tether.harness import Harness
 from tether.models.processes import free_port, stop_process
 from tether.tui.app import TetherApp
-from tether.tui.options import ConsoleOptions
+from tether.tui.state.options import ConsoleOptions
 from tether.demo.agents import DEMO
 
 PIECES = 60

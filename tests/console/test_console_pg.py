@@ -22,8 +22,8 @@ from tether.store.postgres.store import PgStore
 from tether.vocab.state import Cancelled, RunState, Status
 from tether.tui.app import TetherApp
 from tether.tui.run_actions import STOP_REASON
-from tether.tui.components.dialogs import ApproveDialog
-from tether.tui.model import QueueInfo
+from tether.tui.screens.dialogs import ApproveDialog
+from tether.tui.state.model import QueueInfo
 from tests.support import (
     SIZE,
     children_of,
@@ -192,7 +192,7 @@ async def test_a_read_only_console_watches_and_is_refused_in_words(pg: PgStore, 
 
 
 async def test_queued_runs_and_the_queue_depth_are_shown(pg: PgStore, pg_url: str, tmp_path: Path, monkeypatch):
-    from tether.tui import feeds
+    from tether.tui.state import feeds
 
     pg.create(new_state("queued-1"))
     pg.create(new_state("queued-2"))
@@ -250,7 +250,7 @@ async def test_a_new_run_from_a_console_on_postgresql_is_saved_and_run_off_the_l
         pg: PgStore, pg_url: str, tmp_path: Path, on_loop: list[str]):
     from textual.widgets import Input, Select
 
-    from tether.tui.components.dialogs import NewRunDialog
+    from tether.tui.screens.dialogs import NewRunDialog
 
     app = console(tmp_path, pg_url)
     async with app.run_test(size=SIZE) as pilot:

@@ -18,7 +18,7 @@ from typing import Any
 from tether.vocab.state import Cancelled, Status
 from tether.tui.app import TetherApp
 from tether.tui.run_actions import STOP_REASON
-from tether.tui.components.dialogs import ApproveDialog, ResumeDialog
+from tether.tui.screens.dialogs import ApproveDialog, ResumeDialog
 
 from tests.support import (
     SIZE,

@@ -22,17 +22,17 @@ from textual.screen import Screen
 
 import tether.tui
 from tether.tui.app import TetherApp
-from tether.tui.components.args_editor import ArgsEditor
-from tether.tui.components.costs_screen import CostsScreen
-from tether.tui.components.decisions_screen import DecisionsScreen
-from tether.tui.components.dialogs import (
+from tether.tui.screens.args_editor import ArgsEditor
+from tether.tui.screens.costs import CostsScreen
+from tether.tui.screens.decisions import DecisionsScreen
+from tether.tui.screens.dialogs import (
     HELP_KEYS, ApproveDialog, FollowUpDialog, HelpScreen, NewRunDialog, RejectDialog, ResumeDialog,
 )
-from tether.tui.components.rule_editor import RuleEditor
-from tether.tui.components.rules_screen import ConfirmDialog, RulesScreen
-from tether.tui.components.transcript import TranscriptView
-from tether.tui.components.workspace_dialogs import MergeDialog, OutcomeDialog
-from tether.tui.screen import ConsoleScreen
+from tether.tui.screens.rule_editor import RuleEditor
+from tether.tui.screens.rules import ConfirmDialog, RulesScreen
+from tether.tui.widgets.transcript import TranscriptView
+from tether.tui.screens.workspace import MergeDialog, OutcomeDialog
+from tether.tui.screens.console import ConsoleScreen
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "console.md"
 

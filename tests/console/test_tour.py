@@ -14,7 +14,7 @@ from textual.screen import ModalScreen
 from tether.harness import Harness
 from tether.demo.provider.scenarios import DESTRUCTIVE_DECLINED
 from tether.vocab.state import Cancelled, MaxBudget, Status
-from tether.tui.components.cost_meter import TurnsSparkline
+from tether.tui.widgets.cost_meter import TurnsSparkline
 from tether.tui.cli.demo import REJECTION, STEPS, Caption, Tour
 from tether.demo.agents import DEMO
 

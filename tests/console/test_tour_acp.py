@@ -28,7 +28,7 @@ from tether.demo.provider.coding import ScriptedEndpoint
 from tether.demo.provider.server import running_app
 from tether.vocab.state import Cancelled, Status
 from tether.store.trace import read_trace
-from tether.tui.components.dialogs import ApproveDialog
+from tether.tui.screens.dialogs import ApproveDialog
 from tether.tui.cli.demo import ACP_AGENTS, ACP_REJECTION, ACP_STEPS, CODEX_REJECTION, AcpTour, Caption, run_demo
 
 from tests.acp import installed as agents

@@ -20,12 +20,12 @@ from tether.vocab.state import Cancelled, Limits, NeedsApproval, Status
 from tether.tui.app import TetherApp
 from tether.tui.cli.console import run_console
 from tether.tui.run_actions import STOP_REASON
-from tether.tui.components.approvals import ApprovalsPane
-from tether.tui.components.dialogs import (
+from tether.tui.widgets.approvals import ApprovalsPane
+from tether.tui.screens.dialogs import (
     ApproveDialog, FollowUpDialog, HelpScreen, NewRunDialog, NewRunRequest, RejectDialog, ResumeDialog,
 )
-from tether.tui.components.runs_list import RunsList
-from tether.tui.text import clean
+from tether.tui.widgets.runs_list import RunsList
+from tether.tui.state.text import clean
 
 from tests.support import SIZE, finish, make_app, open_armed, settle, transcript, wait_for
 

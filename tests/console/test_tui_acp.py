@@ -25,14 +25,14 @@ from textual.widgets import Button, Input, Select, Static
 
 from tether.agents.config import Config, load_config
 from tether.vocab.state import AgentRef, Cancelled, NeedsApproval, RunState, StateError, Status
-from tether.tui.agent_notes import Note, place
+from tether.tui.state.agent_notes import Note, place
 from tether.tui.app import TetherApp
 from tether.tui.run_actions import STOP_REASON
-from tether.tui.components.approvals import ApprovalsPane
-from tether.tui.components.cost_meter import CostMeter, numbers, spark_caption, unreported_turns
-from tether.tui.components.dialogs import ApproveDialog, NewRunDialog, NewRunRequest, RejectDialog
-from tether.tui.components.transcript import plan_text
-from tether.tui.model import ConsoleModel
+from tether.tui.widgets.approvals import ApprovalsPane
+from tether.tui.widgets.cost_meter import CostMeter, numbers, spark_caption, unreported_turns
+from tether.tui.screens.dialogs import ApproveDialog, NewRunDialog, NewRunRequest, RejectDialog
+from tether.tui.widgets.transcript import plan_text
+from tether.tui.state.model import ConsoleModel
 from tests.support import (CAP_S, REPO, SIZE, finish, make_app, open_armed, processes_with, reaped, settle,
                            still_console, transcript, wait_for)
 
@@ -457,7 +457,7 @@ def test_the_run_header_shows_the_agents_config_options() -> None:
     ``config_option_update`` included) are on the run's header, after the agent's name."""
     from types import SimpleNamespace
 
-    from tether.tui.options import ConsoleOptions
+    from tether.tui.state.options import ConsoleOptions
     from tether.tui.views import ConsoleViews
 
     model = ConsoleModel()

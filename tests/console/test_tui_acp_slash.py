@@ -14,8 +14,8 @@ from textual.widgets import Input
 
 from tether.agents.config import Config, load_config
 from tether.vocab.state import Status
-from tether.tui.components.dialogs import ApproveDialog, FollowUpDialog, NewRunRequest
-from tether.tui.components.slash import SlashCommands
+from tether.tui.screens.dialogs import ApproveDialog, FollowUpDialog, NewRunRequest
+from tether.tui.widgets.slash import SlashCommands
 from tests.console.test_tui_acp import fake_agent, screen_text, waits
 from tests.support import SIZE, cli_here_async, finish, make_app, open_armed, processes_with, settle, wait_for
 

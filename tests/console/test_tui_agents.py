@@ -28,8 +28,8 @@ from tether.vocab.state import Limits, Status
 from tether.store.files.layout import JOURNAL_FILE
 from tether.tui.cli import console
 from tether.tui.app import TetherApp
-from tether.tui.components.dialogs import NewRunDialog, NewRunRequest, ResumeDialog
-from tether.tui.components.runs_list import RunsList
+from tether.tui.screens.dialogs import NewRunDialog, NewRunRequest, ResumeDialog
+from tether.tui.widgets.runs_list import RunsList
 from tether.demo.agents import DEMO
 from tests.endpoints import call, completion, scripted_app
 from tests.support import SIZE, finish, make_app, settle, still_console, wait_for

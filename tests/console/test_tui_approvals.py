@@ -29,19 +29,19 @@ from textual.widgets import Button, DataTable, Input, Select, Static, TextArea
 from tether.approvals import Rule, Where
 from tether.agents.tools.preview import preview_call
 from tether.demo.acp import GREET_AFTER, GREET_BEFORE
-from tether.tui.agent_notes import Ask, Option
+from tether.tui.state.agent_notes import Ask, Option
 from tether.store.postgres.store import PgStore
 from tether.vocab.state import NeedsApproval, Status
 from tether.agents.tools.builtin import WriteFile
 from tether.tui.app import TetherApp
-from tether.tui.components.approval_view import deadline_words, preview_body, tally_words
-from tether.tui.components.args_editor import ArgsEditor
-from tether.tui.components.decision import ACP_NO_EDIT
-from tether.tui.components.decisions_screen import DecisionsScreen
-from tether.tui.components.dialogs import ApproveDialog, NewRunRequest, RejectDialog
-from tether.tui.components.key_bar import KeyBar
-from tether.tui.components.rule_editor import RuleContext, RuleEditor, where_lines
-from tether.tui.components.rules_screen import ConfirmDialog, RulesScreen
+from tether.tui.widgets.approval_view import deadline_words, preview_body, tally_words
+from tether.tui.screens.args_editor import ArgsEditor
+from tether.tui.screens.decision import ACP_NO_EDIT
+from tether.tui.screens.decisions import DecisionsScreen
+from tether.tui.screens.dialogs import ApproveDialog, NewRunRequest, RejectDialog
+from tether.tui.widgets.key_bar import KeyBar
+from tether.tui.screens.rule_editor import RuleContext, RuleEditor, where_lines
+from tether.tui.screens.rules import ConfirmDialog, RulesScreen
 from tether.agents.workspace import Workspace
 
 from tests import accounts

@@ -14,7 +14,7 @@ from pathlib import Path
 from textual.widgets import OptionList, Static
 
 from tether.harness import Harness
-from tether.tui.components.changes_view import ChangesPane
+from tether.tui.widgets.changes import ChangesPane
 from tests.support import SIZE, Scripted, git, home, make_app, wait_for  # noqa: F401 (home: a fixture)
 from tests.unit.test_workspaces import coder, repo  # noqa: F401 (repo: a fixture)
 
@@ -94,7 +94,7 @@ async def test_the_highlighted_files_diff_updates_as_it_is_written(home: Path, r
 async def test_a_run_without_a_workspace_says_so_in_words(tmp_path: Path) -> None:
     app = make_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        from tether.tui.components.dialogs import NewRunRequest
+        from tether.tui.screens.dialogs import NewRunRequest
 
         rid = app.create_run(NewRunRequest("plan"), run_id="plan-a")
         await wait_for(pilot, lambda: not app.active, "the run to end")

@@ -10,8 +10,8 @@ from pathlib import Path
 from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
-from tether.tui.components.costs_screen import CostsScreen
-from tether.tui.components.dialogs import NewRunRequest
+from tether.tui.screens.costs import CostsScreen
+from tether.tui.screens.dialogs import NewRunRequest
 from tests.support import SIZE, finish, make_app, settle, wait_for
 
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from textual.widgets import Button, Input, Static
 
 from tether.vocab.state import NeedsApproval, Status
-from tether.tui.components.dialogs import ApproveDialog
-from tether.tui.components.rules_screen import ConfirmDialog
-from tether.tui.components.workspace_dialogs import MergeDialog, OutcomeDialog
+from tether.tui.screens.dialogs import ApproveDialog
+from tether.tui.screens.rules import ConfirmDialog
+from tether.tui.screens.workspace import MergeDialog, OutcomeDialog
 from tests.console.test_tui_changes import a_run, shell
 from tests.support import SIZE, git, home, make_app, open_armed, settle, wait_for  # noqa: F401 (home: a fixture)
 from tests.unit.test_workspaces import repo  # noqa: F401 (repo: a fixture)

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 
 from tether.agents.config import load_config
-from tether.tui.components.costs_screen import CostsScreen
+from tether.tui.screens.costs import CostsScreen
 
 from tests import fleet_costs, scenes
 from tests.support import home  # noqa: F401 (home: a fixture, the workspaces under it)

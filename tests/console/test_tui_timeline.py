@@ -10,8 +10,8 @@ from textual.widgets import Button
 
 from tether.harness import Harness
 from tether.vocab.state import Status
-from tether.tui.components.rules_screen import ConfirmDialog
-from tether.tui.components.workspace_dialogs import OutcomeDialog
+from tether.tui.screens.rules import ConfirmDialog
+from tether.tui.screens.workspace import OutcomeDialog
 from tests.console.test_tui_changes import diff_shown, listed
 from tests.console.test_tui_merge import outcome
 from tests.support import SIZE, Scripted, home, make_app, wait_for  # noqa: F401 (home: a fixture)

@@ -22,9 +22,9 @@ from textual.selection import Selection
 
 from tether.vocab.state import Limits, Status
 from tests.support import SIZE, finish, make_app, settle, wait_for
-from tether.tui.components.dialogs import NewRunRequest
-from tether.tui.components.runs_list import COLUMNS, RunRow, RunsList, row_text
-from tether.tui.components.transcript import TranscriptView
+from tether.tui.screens.dialogs import NewRunRequest
+from tether.tui.widgets.runs_list import COLUMNS, RunRow, RunsList, row_text
+from tether.tui.widgets.transcript import TranscriptView
 
 
 def _plans(app, *rids: str) -> None:
@@ -307,7 +307,7 @@ async def test_switching_runs_repaints_the_views_without_a_layout_pass_and_their
 async def test_an_operator_reading_back_in_the_trace_keeps_their_lines_while_old_ones_are_dropped(
         tmp_path: Path) -> None:
     from tether.vocab.events import ToolProgress
-    from tether.tui.components.trace_view import MAX_LINES
+    from tether.tui.widgets.trace_view import MAX_LINES
 
     app = make_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
@@ -346,7 +346,7 @@ async def test_the_sparkline_redraws_for_new_data_and_a_kept_drawing_matches_a_f
     from textual.geometry import Region
     from textual.widgets import Sparkline
 
-    from tether.tui.components.cost_meter import TurnsSparkline
+    from tether.tui.widgets.cost_meter import TurnsSparkline
 
     class Pair(App):
         CSS = "Sparkline { height: 3; width: 40; }"

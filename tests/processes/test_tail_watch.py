@@ -326,7 +326,7 @@ def test_trace_tail_waits_for_a_torn_line_and_backlog_then_follows(tmp_path: Pat
 
 
 def test_wording_is_terminal_safe_and_shared_with_the_console() -> None:
-    from tether.tui.components import trace_view
+    from tether.tui.widgets import trace_view
 
     record = {"kind": "tool_start", "run_id": "r", "seq": 4, "ts": 0, "call_id": "c1", "name": "write_file",
               "args": '{"text": "\x1b]52;c;aGk=\x07 and \x1b[2J\nline two"}'}

@@ -10,8 +10,8 @@ from tether.vocab.events import ApprovalRequired, RunStarted, RunStopped, TextDe
 from tether.store.summary import RunSummary
 from tether.vocab.state import Cancelled, Decision, Limits, NeedsApproval, RunState, Status
 from tether.store.owner import Owner
-from tether.tui.model import ConsoleModel, stub_state
-from tether.tui.pump import FLUSH_INTERVAL_S, EventPump
+from tether.tui.state.model import ConsoleModel, stub_state
+from tether.tui.state.pump import FLUSH_INTERVAL_S, EventPump
 
 WAITING = NeedsApproval(call_id="c1", tool_name="delete_file", args='{"path":"a.log"}', why="deletes a file")
 ALIVE = Owner(pid=42, host="box", user="eve", since=1000.0, heartbeat=1057.0, alive=True)
@@ -166,7 +166,7 @@ def test_the_sink_takes_the_live_state_of_a_run_driven_here() -> None:
 def test_the_console_takes_as_name(tmp_path) -> None:
     from tether.tui.cli.parser import build_parser
     from tether.tui.app import TetherApp
-    from tether.tui.options import ConsoleOptions
+    from tether.tui.state.options import ConsoleOptions
 
     args = build_parser().parse_args(["console", "--as", "zed"])
     assert args.who == "zed"
@@ -192,7 +192,7 @@ def test_a_trace_read_from_a_database_goes_before_the_lines_the_view_holds() -> 
 
 
 def test_a_worker_run_in_the_queue_is_queued_not_orphaned() -> None:
-    from tether.tui.model import QueueInfo
+    from tether.tui.state.model import QueueInfo
 
     model = model_with(state("q", status=Status.RUNNING), state("w", status=Status.INTERRUPTED,
                        interruption=NeedsApproval(call_id="c1", tool_name="delete_file", args="{}", why="w")))

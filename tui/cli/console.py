@@ -5,7 +5,7 @@ Here the CLI chooses what the console offers, and the console knows none of it: 
 scenarios (:data:`tether.demo.agents.DEMO`, an agent set like any other) and, when no
 ``--base-url`` is given, the scripted provider they talk to, served from a child process. It
 checks what was asked (the scenarios, the agent file, ``--agent``, the store), makes the
-:class:`~tether.tui.options.ConsoleOptions` and runs the :class:`~tether.tui.app.TetherApp`.
+:class:`~tether.tui.state.options.ConsoleOptions` and runs the :class:`~tether.tui.app.TetherApp`.
 ``tether demo`` is :mod:`tether.tui.cli.demo`.
 """
 
@@ -23,8 +23,8 @@ from tether.demo.provider.server import provider_process
 from tether.vocab.state import StateError
 from tether.store.protocol import Store
 from tether.tui.app import TetherApp
-from tether.tui.options import ConsoleOptions
-from tether.tui.text import one_line
+from tether.tui.state.options import ConsoleOptions
+from tether.tui.state.text import one_line
 
 
 def run_console(args: Any = None) -> int:

@@ -35,7 +35,7 @@ from textual.screen import ModalScreen, Screen
 from textual.widgets import Input, Select, Static
 
 from tether.vocab.state import MaxBudget, NeedsApproval, Status
-from tether.tui.components.dialogs import ApproveDialog, NewRunDialog, RejectDialog
+from tether.tui.screens.dialogs import ApproveDialog, NewRunDialog, RejectDialog
 
 __all__ = ["ACP_STEPS", "STEPS", "AcpTour", "Caption", "Step", "Tour", "TourError", "run_demo"]
 
@@ -437,7 +437,7 @@ def run_demo(args: Any) -> int:
     from tether.demo.agents import DEMO
     from tether.demo.provider.server import provider_process
     from tether.tui.app import TetherApp
-    from tether.tui.options import ConsoleOptions
+    from tether.tui.state.options import ConsoleOptions
 
     tour = Tour(args.pace, stay=args.stay)
     with contextlib.ExitStack() as stack:
@@ -466,7 +466,7 @@ def run_acp_demo(args: Any) -> int:
     from tether.demo.agents import DEMO
     from tether.demo.provider.coding import endpoint_process
     from tether.tui.app import TetherApp
-    from tether.tui.options import ConsoleOptions
+    from tether.tui.state.options import ConsoleOptions
 
     why = missing() or missing_new()
     if why is not None:

@@ -25,9 +25,9 @@ from textual.screen import ModalScreen
 
 from tether.vocab.state import Status
 from tether.tui.cli.demo import AcpTour, Step
-from tether.tui.components.dialogs import ApproveDialog
-from tether.tui.components.rules_screen import ConfirmDialog
-from tether.tui.components.workspace_dialogs import MergeDialog, OutcomeDialog
+from tether.tui.screens.dialogs import ApproveDialog
+from tether.tui.screens.rules import ConfirmDialog
+from tether.tui.screens.workspace import MergeDialog, OutcomeDialog
 
 __all__ = ["MERGE_STEPS", "MergeTour", "run_merge_demo"]
 
@@ -178,7 +178,7 @@ def run_merge_demo(args: Any) -> int:
     from tether.demo.agents import DEMO
     from tether.demo.provider.coding import endpoint_process
     from tether.tui.app import TetherApp
-    from tether.tui.options import ConsoleOptions
+    from tether.tui.state.options import ConsoleOptions
 
     why = missing()
     if why is not None:

@@ -2,7 +2,7 @@
 
 :class:`StoreClient` lists the runs from the store's summaries (a stub per run, so 10,000
 finished runs cost one query, not 10,000 replays), then follows the store's changes
-through a :class:`tether.tui.feeds.StoreFeed`: inotify and file tails for the file store,
+through a :class:`tether.tui.state.feeds.StoreFeed`: inotify and file tails for the file store,
 LISTEN/NOTIFY for PostgreSQL. A run another process drives is followed in full (its state
 read again when its journal changes) and its new trace records go through the same event
 pump as the console's own events (:func:`tether.store.trace.event_from_record`). Who runs a run
@@ -31,9 +31,9 @@ from tether.store.summary import RunSummary
 from tether.vocab.state import RunState, StateError
 from tether.store.owner import Owner
 from tether.store.trace import event_from_record
-from tether.tui.feeds import Listing, StoreFeed, feed_for
-from tether.tui.model import ConsoleModel
-from tether.tui.pump import EventPump
+from tether.tui.state.feeds import Listing, StoreFeed, feed_for
+from tether.tui.state.model import ConsoleModel
+from tether.tui.state.pump import EventPump
 from tether.store.changes import JOURNAL, NEW, OWNER, REMOVED, TRACE, RunChange
 
 log = logging.getLogger(__name__)

@@ -31,9 +31,9 @@ from tether.store.summary import RunSummary
 from tether.vocab.state import (Cancelled, Limits, NeedsApproval, RunState, RunWorkspace, Status, interruption_from_dict)
 from tether.store.owner import Owner
 from tether.run.tracked import program_of
-from tether.tui.agent_notes import NOTE_KINDS, TRACKED_KINDS, AgentNotes, Ask
-from tether.tui.rows import Pending, RunRow
-from tether.tui.text import badge_key, one_line, stop_reason
+from tether.tui.state.agent_notes import NOTE_KINDS, TRACKED_KINDS, AgentNotes, Ask
+from tether.tui.state.rows import Pending, RunRow
+from tether.tui.state.text import badge_key, one_line, stop_reason
 
 BUDGET_ALERTS = (0.8, 1.0)  # fractions of a run's budget at which the operator is told, once each
 
@@ -511,7 +511,7 @@ class ConsoleModel:
     # ---- what an ACP agent said beside its transcript ------------------------------------------
     def take_note(self, rid: str, kind: str, record: Any, index: int | None = None) -> bool:
         """A record (or an event, turned into one only when it matters) of ``rid`` that may
-        make a note (:mod:`tether.tui.agent_notes`); True when its notes changed."""
+        make a note (:mod:`tether.tui.state.agent_notes`); True when its notes changed."""
         notes = self.agent_notes.get(rid)
         if notes is None:
             if kind not in NOTE_KINDS:

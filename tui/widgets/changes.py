@@ -17,8 +17,8 @@ from textual.message import Message
 from textual.widgets import OptionList, Static
 from textual.widgets.option_list import Option
 
-from tether.tui.components.approval_view import diff_text
-from tether.tui.text import clean
+from tether.tui.widgets.approval_view import diff_text
+from tether.tui.state.text import clean
 from tether.workspaces.changes import Changes, FileChange
 
 STATUS_MARKS = {"added": ("A", "green"), "changed": ("M", "yellow"), "deleted": ("D", "red")}

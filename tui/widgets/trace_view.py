@@ -25,8 +25,8 @@ from textual.selection import Selection
 from textual.strip import Strip
 
 from tether.store.trace import tail_records
-from tether.tui.components.line_view import LineView
-from tether.tui.pump import MAX_LINES
+from tether.tui.widgets.line_view import LineView
+from tether.tui.state.pump import MAX_LINES
 from tether.vocab.wording import KIND_WIDTH, describe, format_record
 
 __all__ = ["KIND_STYLES", "KIND_WIDTH", "MAX_LINES", "TraceView", "describe", "follow_tail", "format_record",

@@ -17,7 +17,7 @@ from textual.visual import Visual, visualize
 from textual.widgets import Sparkline, Static
 
 from tether.vocab.state import RunState
-from tether.tui.text import money
+from tether.tui.state.text import money
 from tether.vocab.wording import overshoot
 
 

@@ -1,6 +1,6 @@
 """How the console follows a store: one small interface, one implementation per store.
 
-:class:`tether.tui.store_client.StoreClient` keeps the console's model up to date with what
+:class:`tether.tui.state.store_client.StoreClient` keeps the console's model up to date with what
 other processes do to the store. What it needs from the store is a :class:`StoreFeed`:
 
 * a listing (the runs' summaries), which also marks where each run's trace ends, so that
@@ -38,7 +38,7 @@ from tether.store.files.layout import JOURNAL_FILE, TRACE_FILE
 from tether.store.files.store import RunStore
 from tether.store.owner import Owner
 from tether.store.files.tail import JournalTail, TraceTail
-from tether.tui.model import QueueInfo
+from tether.tui.state.model import QueueInfo
 from tether.store.changes import RunChange
 from tether.store.files.watch import RunWatcher
 
@@ -49,7 +49,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 Listing = tuple[list[RunSummary], dict[str, str]]
-HISTORY_LINES = 1000  # a run's trace lines the console shows (tether.tui.pump.MAX_LINES)
+HISTORY_LINES = 1000  # a run's trace lines the console shows (tether.tui.state.pump.MAX_LINES)
 
 
 class StoreFeed(Protocol):

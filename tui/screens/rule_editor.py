@@ -29,8 +29,8 @@ from textual.widgets import Input, Label, Select, TextArea
 
 from tether.approvals import Checked, Rule, RuleError, check, parse_duration, parse_where
 from tether.vocab.rules import MAX_APPROVALS, ON_DEADLINE, SOURCES
-from tether.tui.components.forms import FormDialog, FormSelect
-from tether.tui.text import clean, one_line
+from tether.tui.screens.forms import FormDialog, FormSelect
+from tether.tui.state.text import clean, one_line
 
 EFFECTS = (("allow: approve at once", "allow"), ("deny: reject at once, in words", "deny"),
            ("ask: hold for people (how many, how long)", "ask"))

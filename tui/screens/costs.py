@@ -27,8 +27,8 @@ from textual_plotext import PlotextPlot
 
 from tether.observe.cost_figures import DAYS, CostFigures
 from tether.store.costs import DEAREST, CostRow, ago
-from tether.tui.components.key_bar import KeyBar
-from tether.tui.text import one_line
+from tether.tui.widgets.key_bar import KeyBar
+from tether.tui.state.text import one_line
 
 NARROW = 120
 """Below this many columns the agents' and the models' charts stack instead of sitting side by side."""

@@ -20,8 +20,8 @@ from textual.widgets import Button, Input, Label, Static, TextArea
 
 from tether.approvals.decisions import edit_json
 from tether.vocab.state import NeedsApproval
-from tether.tui.components.forms import Dialog, kv
-from tether.tui.text import clean, one_line, pretty_args
+from tether.tui.screens.forms import Dialog, kv
+from tether.tui.state.text import clean, one_line, pretty_args
 
 
 def edited_args(text: str, asked: str) -> str | None:

@@ -5,12 +5,55 @@ run dialog lists them."""
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
+
+from rich.text import Text
 
 from tether.agents.config import Config, ConfigError
 from tether.agents.sets import AgentSet
 from tether.harness import ADHOC_AGENT
-from tether.tui.components.dialogs import AgentChoice
+from tether.tui.state.text import clean
+from tether.vocab.state import Limits, Policies
+
+ChoiceKind = Literal["agent", "demo", "model"]
+
+
+@dataclass(frozen=True)
+class AgentChoice:
+    """One entry of the New run dialog's list: an agent of the agent file (``agent``), a
+    demo scenario (``demo``), or, with ``--base-url``, the model typed in the dialog at
+    that endpoint (``model``). ``problem`` says why it cannot be started (an agent that
+    cannot be built), in words shown when it is chosen."""
+
+    kind: ChoiceKind
+    name: str
+    summary: str = ""
+    detail: str = ""
+    model: str = ""
+    prompt: str | None = None
+    limits: Limits = field(default_factory=Limits)
+    policies: Policies = field(default_factory=Policies)
+    problem: str | None = None
+    isolation: str = "none"
+    """The agent's own (its ``isolation``): where each of its runs works."""
+    acp: bool = False
+    """An ACP agent: New run asks it for its sessions, modes and models."""
+    acp_mode: str | None = None
+    """Its agent file's ``mode``, if any."""
+    acp_model: str | None = None
+    """Its agent file's ``model``, if any."""
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.kind, self.name)
+
+    def label(self) -> Text:
+        """Its line in the list: the name in bold, then what it is (a model: just that)."""
+        out = Text("" if self.kind == "model" else f"{clean(self.name)}  ", style="bold")
+        out.append(clean(self.summary), style="dim" if self.problem is None else "red")
+        return out
 
 
 def _where(base_url: str | None) -> str:

@@ -32,10 +32,10 @@ from textual.strip import Strip
 
 from tether.observe.report import SYSTEM_NOT_SENT
 from tether.vocab.state import RunState
-from tether.tui.agent_notes import Entry, Note, place
-from tether.tui.components.line_view import LineView
-from tether.tui.components.trace_view import follow_tail, is_following
-from tether.tui.text import clean, one_line
+from tether.tui.state.agent_notes import Entry, Note, place
+from tether.tui.widgets.line_view import LineView
+from tether.tui.widgets.trace_view import follow_tail, is_following
+from tether.tui.state.text import clean, one_line
 
 ROLE_STYLES = {
     "system": "dim",
@@ -102,7 +102,7 @@ def render_message(message: dict[str, Any], names: dict[str, str]) -> Text | Gro
 
 
 def render_note(note: Note, unfolded: bool = False, workspace: str | None = None) -> Text | Group:
-    """A line of an ACP agent's own (:mod:`tether.tui.agent_notes`): who it is, a thought
+    """A line of an ACP agent's own (:mod:`tether.tui.state.agent_notes`): who it is, a thought
     (folded to one dim line unless ``unfolded``), a file it wrote (its path from the
     agent's ``workspace``, when it is inside: the trace has it whole), a warning."""
     out = Text()
@@ -256,7 +256,7 @@ class TranscriptDocument:
 
     def _update_noted(self, messages: list[dict[str, Any]], footer: Text | None, notes: list[Note],
                       unfolded: bool) -> bool:
-        """The messages and the notes in their order (:func:`tether.tui.agent_notes.place`):
+        """The messages and the notes in their order (:func:`tether.tui.state.agent_notes.place`):
         what came since is added; a note placed before what is shown (read back from history,
         or the thoughts folded the other way) has the transcript rendered again."""
         footer_plain = footer.plain if footer is not None else None
@@ -422,7 +422,7 @@ class TranscriptView(LineView, can_focus=True):
 
     def show(self, state: RunState | None, footer: Text | None = None, notes: Any = None) -> None:
         """Show ``state``'s transcript and, under it, ``footer`` (how the run stopped).
-        ``notes``: what its ACP agent said beside it (:class:`tether.tui.agent_notes.Note`),
+        ``notes``: what its ACP agent said beside it (:class:`tether.tui.state.agent_notes.Note`),
         placed among its messages.
 
         A run shown recently is shown as it was left, with only its new messages added;

@@ -18,7 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from tether.tui.components.decision import GRACE_S
+
+GRACE_S = 0.4  # seconds a decision dialog ignores Enter after it opens: a stray Enter approves nothing
 
 if TYPE_CHECKING:
     from tether.agents.config import Config

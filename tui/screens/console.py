@@ -19,14 +19,14 @@ from textual.message import Message
 from textual.screen import Screen
 from textual.widgets import Static
 
-from tether.tui.components.approvals import ApprovalsPane
-from tether.tui.components.changes_view import ChangesPane
-from tether.tui.components.cost_meter import CostMeter
-from tether.tui.components.header import ConsoleHeader
-from tether.tui.components.key_bar import KeyBar
-from tether.tui.components.runs_list import RunsList
-from tether.tui.components.trace_view import TraceView
-from tether.tui.components.transcript import TranscriptView
+from tether.tui.widgets.approvals import ApprovalsPane
+from tether.tui.widgets.changes import ChangesPane
+from tether.tui.widgets.cost_meter import CostMeter
+from tether.tui.widgets.header import ConsoleHeader
+from tether.tui.widgets.key_bar import KeyBar
+from tether.tui.widgets.runs_list import RunsList
+from tether.tui.widgets.trace_view import TraceView
+from tether.tui.widgets.transcript import TranscriptView
 from tether.tui.textual_internals import has_unpainted_widgets, paint_now
 
 

@@ -1,6 +1,6 @@
 """What the console's lists show, one row each: a run of the runs list (:class:`RunRow`) and a
 call waiting for approval (:class:`Pending`). Made by the model
-(:meth:`~tether.tui.model.ConsoleModel.row`, :meth:`~tether.tui.model.ConsoleModel.pending_approvals`),
+(:meth:`~tether.tui.state.model.ConsoleModel.row`, :meth:`~tether.tui.state.model.ConsoleModel.pending_approvals`),
 handed down to the widgets, frozen: a widget compares a row with the one it painted."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 from rich.text import Text
 
-from tether.tui.text import badge, money, one_line
+from tether.tui.state.text import badge, money, one_line
 
 
 @dataclass(frozen=True)

@@ -21,9 +21,9 @@ from textual.screen import Screen
 from textual.widgets import Button, DataTable, Label, Static
 
 from tether.approvals import Rule
-from tether.tui.components.forms import Dialog
-from tether.tui.components.key_bar import KeyBar
-from tether.tui.text import clean, one_line
+from tether.tui.screens.forms import Dialog
+from tether.tui.widgets.key_bar import KeyBar
+from tether.tui.state.text import clean, one_line
 
 COLUMNS = ("id", "effect", "rule", "scope", "reason", "by", "made", "expires")
 _EFFECT_STYLE = {"allow": "green", "deny": "bold red", "ask": "yellow"}

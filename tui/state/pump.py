@@ -28,8 +28,8 @@ from pathlib import Path
 from tether.vocab.events import (ApprovalDecision, ApprovalRequired, Event, RunStarted, RunStopped, TextDelta, Turn)
 from tether.store.trace import tail_records
 from tether.vocab.wording import format_record
-from tether.tui.agent_notes import NOTE_KINDS, TRACKED_KINDS
-from tether.tui.model import ConsoleModel
+from tether.tui.state.agent_notes import NOTE_KINDS, TRACKED_KINDS
+from tether.tui.state.model import ConsoleModel
 
 # Under a flood the views are redrawn ten times a second. Each redraw costs the same however
 # many events it shows, and it is CPU taken from the runs: ten a second is what reads as live.

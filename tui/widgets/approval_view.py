@@ -16,7 +16,7 @@ from rich.text import Text
 
 from tether.approvals import format_duration
 from tether.vocab.state import NeedsApproval
-from tether.tui.text import clean
+from tether.tui.state.text import clean
 
 DIFF_LINES = 400  # a longer diff shows its first lines and says how many more
 DIFF_LINE_CHARS = 500

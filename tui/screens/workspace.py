@@ -13,8 +13,8 @@ from textual.containers import Grid, Horizontal, Vertical
 from textual.widgets import Button, Input, Label, Static
 
 from tether.vocab.state import RunState
-from tether.tui.components.forms import Dialog, FormDialog, FormSelect, kv
-from tether.tui.text import clean, one_line
+from tether.tui.screens.forms import Dialog, FormDialog, FormSelect, kv
+from tether.tui.state.text import clean, one_line
 
 
 @dataclass(frozen=True)

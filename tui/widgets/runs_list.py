@@ -19,8 +19,8 @@ from textual.geometry import Region, Size
 from textual.message import Message
 from textual.strip import Strip
 
-from tether.tui.components.line_view import LineView
-from tether.tui.rows import RunRow
+from tether.tui.widgets.line_view import LineView
+from tether.tui.state.rows import RunRow
 
 __all__ = ["COLUMNS", "RunRow", "RunsList", "row_text"]
 

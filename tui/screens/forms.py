@@ -14,8 +14,8 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Button, Input, Select, Static
 
-from tether.tui.components.key_bar import KeyBar
-from tether.tui.text import clean
+from tether.tui.widgets.key_bar import KeyBar
+from tether.tui.state.text import clean
 
 
 def kv(key: str, value: str, style: str = "") -> Text:

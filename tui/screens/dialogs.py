@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
-from typing import Any, Literal
+from dataclasses import dataclass, replace
+from typing import Any
 
 from rich.table import Table
 from rich.text import Text
@@ -21,10 +21,11 @@ from textual.containers import Grid, Horizontal, Vertical
 from textual.widgets import Button, Input, Label, Select, Static
 
 from tether.vocab.state import Limits, Policies, RunState, Status
-from tether.tui.components.decision import GRACE_S, ApproveDialog, DecisionAnswer, RejectDialog
-from tether.tui.components.forms import Dialog, FormDialog, FormSelect, kv
-from tether.tui.components.slash import SlashCommands, suggester
-from tether.tui.text import clean, money, one_line, stop_reason
+from tether.tui.screens.decision import GRACE_S, ApproveDialog, DecisionAnswer, RejectDialog
+from tether.tui.screens.forms import Dialog, FormDialog, FormSelect, kv
+from tether.tui.state.choices import AgentChoice
+from tether.tui.widgets.slash import SlashCommands, suggester
+from tether.tui.state.text import clean, money, one_line, stop_reason
 
 __all__ = [  # the decision dialogs live in .decision; the app and the tests find every dialog here
     "GRACE_S", "AgentChoice", "ApproveDialog", "DecisionAnswer", "FollowUpDialog", "HelpScreen", "NewRunDialog",
@@ -54,44 +55,6 @@ class NewRunRequest:
     acp_model: str | None = None
     """An ACP agent's model for this run instead of its file's; None: the file's."""
 
-
-ChoiceKind = Literal["agent", "demo", "model"]
-
-
-@dataclass(frozen=True)
-class AgentChoice:
-    """One entry of the New run dialog's list: an agent of the agent file (``agent``), a
-    demo scenario (``demo``), or, with ``--base-url``, the model typed in the dialog at
-    that endpoint (``model``). ``problem`` says why it cannot be started (an agent that
-    cannot be built), in words shown when it is chosen."""
-
-    kind: ChoiceKind
-    name: str
-    summary: str = ""
-    detail: str = ""
-    model: str = ""
-    prompt: str | None = None
-    limits: Limits = field(default_factory=Limits)
-    policies: Policies = field(default_factory=Policies)
-    problem: str | None = None
-    isolation: str = "none"
-    """The agent's own (its ``isolation``): where each of its runs works."""
-    acp: bool = False
-    """An ACP agent: New run asks it for its sessions, modes and models."""
-    acp_mode: str | None = None
-    """Its agent file's ``mode``, if any."""
-    acp_model: str | None = None
-    """Its agent file's ``model``, if any."""
-
-    @property
-    def key(self) -> tuple[str, str]:
-        return (self.kind, self.name)
-
-    def label(self) -> Text:
-        """Its line in the list: the name in bold, then what it is (a model: just that)."""
-        out = Text("" if self.kind == "model" else f"{clean(self.name)}  ", style="bold")
-        out.append(clean(self.summary), style="dim" if self.problem is None else "red")
-        return out
 
 
 OfferAsk = Callable[[str], Awaitable[Any]]
@@ -478,7 +441,7 @@ class FollowUpDialog(FormDialog):
     def __init__(self, state: RunState, commands: Sequence[dict[str, str]] = ()) -> None:
         super().__init__()
         self.state = state
-        self.commands = list(commands)  # an ACP agent's slash commands (tether.tui.components.slash)
+        self.commands = list(commands)  # an ACP agent's slash commands (tether.tui.widgets.slash)
 
     def compose(self) -> ComposeResult:
         st = self.state

@@ -22,8 +22,8 @@ from textual.screen import Screen
 from textual.widgets import DataTable, Input, Label, Static
 
 from tether.approvals import DecisionQuery, DecisionRecord, format_duration
-from tether.tui.components.key_bar import KeyBar
-from tether.tui.text import clean, one_line
+from tether.tui.widgets.key_bar import KeyBar
+from tether.tui.state.text import clean, one_line
 
 LIMIT = 500
 COLUMNS = ("when", "run", "tool", "arguments", "verdict", "by", "waited")

@@ -25,16 +25,16 @@ from textual.widgets import Button, Input, Label, Select, Static
 
 from tether.approvals import Checked
 from tether.vocab.state import NeedsApproval
-from tether.tui.agent_notes import Ask, Option
-from tether.tui.components.approval_view import (
+from tether.tui.state.agent_notes import Ask, Option
+from tether.tui.state.options import GRACE_S
+from tether.tui.widgets.approval_view import (
     deadline_words, diff_summary, diff_text, preview_body, preview_heading, tally_words,
 )
-from tether.tui.components.args_editor import ArgsEditor
-from tether.tui.components.forms import Dialog, kv
-from tether.tui.components.rule_editor import RuleContext, RuleEditor
-from tether.tui.text import clean, one_line, pretty_args
+from tether.tui.screens.args_editor import ArgsEditor
+from tether.tui.screens.forms import Dialog, kv
+from tether.tui.screens.rule_editor import RuleContext, RuleEditor
+from tether.tui.state.text import clean, one_line, pretty_args
 
-GRACE_S = 0.4
 ACP_NO_EDIT = ("an ACP agent's call cannot be approved with other arguments: the protocol offers no way to "
                "change them; approve or reject it as the agent asked")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
-from tether.tui.rows import Pending
+from tether.tui.state.rows import Pending
 
 __all__ = ["ApprovalsPane", "Pending"]
 
