@@ -36,7 +36,7 @@ from tether.vocab.state import (
 )
 from tether.store.protocol import Store, TraceSink, call
 from tether.store.private import private_dirs
-from tether.store.files.store import RunStore
+from tether.store.spec import open_store
 from tether.models.tokens import TokenCounter, encoding, encoding_loaded
 from tether.agents.tools.base import Tool
 from tether.run.controls import (
@@ -107,7 +107,7 @@ class Harness:
         workspaces_dir: Path | str | None = None,
         operator_name: str | None = None,
     ) -> None:
-        self.store: Store = store if store is not None else RunStore(runs_dir or tether_home() / "runs")
+        self.store: Store = store if store is not None else open_store(runs_dir or tether_home() / "runs")
         self.config = config
         self.fleet = budgets.from_config(config.data.budgets) if config is not None else None
         self.operator_name = operator_name  # --as: the name its new runs record beside the account
@@ -635,7 +635,7 @@ class Harness:
             stop_conditions=[] if child else list(agent.stop_when),  # type: ignore[arg-type]
             error_formatter=agent.error_formatter,  # type: ignore[arg-type]
             spawn=None if child else self._spawner(agent, client, tools, list(sinks), root),
-            rules=self._rules if callable(getattr(self.store, "rules", None)) else None,
+            rules=self._rules,
             after_change=None if child else checkpoints.after_change_hook(),
             fleet_budget=None if self.fleet is None else self._fleet_check,
         )
@@ -646,9 +646,8 @@ class Harness:
         asks (``asked``: the budget call it waited on before; ``settle``: charge only)."""
         from tether.approvals import budget_ask
 
-        rules = self._rules if callable(getattr(self.store, "rules", None)) else None
-        return await budget_ask.check(self.fleet, self.store, state, rules, self._emitters.get(state.run_id), asked,
-                                      settle=settle)
+        return await budget_ask.check(self.fleet, self.store, state, self._rules, self._emitters.get(state.run_id),
+                                      asked, settle=settle)
 
     async def _rules(self) -> list[Any]:
         """The store's standing rules (:mod:`tether.approvals`), read before each call."""
@@ -656,9 +655,6 @@ class Harness:
 
     def _rules_access(self) -> Any:
         from tether.acp.run import Rules
-
-        if not callable(getattr(self.store, "rules", None)):
-            return None
 
         async def add(rule: Any) -> Any:
             return await call(self.store, self.store.rule_add, rule)

@@ -238,9 +238,7 @@ async def serve(config_path: str | Path | None = None, store_spec: str | Path | 
             await listening
         await conn.close()
         await harness.aclose()
-        close = getattr(store, "close", None)
-        if callable(close):  # a database store's sessions
-            close()
+        store.close()  # a database store's sessions
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -21,6 +21,7 @@ import time
 import uuid
 from typing import Any
 
+from tether.store.protocol import Store
 from tether.vocab.audit import run_source
 from tether.vocab.budget_call import BUDGET, declined, undecided
 from tether.approvals.holding import deadline_of, overdue, verdict_of
@@ -156,7 +157,7 @@ def decide(state: RunState, request: Any) -> ApprovalDecision:
                             args=request.args, tally=tally)
 
 
-async def check(fleet: Any, store: Any, state: RunState, rules: Any, emit: Any,
+async def check(fleet: Any, store: Store, state: RunState, rules: Any, emit: Any,
                 asked: NeedsApproval | None = None, *, settle: bool = False) -> str | NeedsApproval | Cancelled | None:
     """The fleet budgets before a model call: their levels reached go into the run's trace, a
     reached ``stop`` budget's words stop the run, a reached ``ask`` budget asks.
@@ -192,7 +193,7 @@ async def check(fleet: Any, store: Any, state: RunState, rules: Any, emit: Any,
     return reached
 
 
-async def decided(store: Any, run_id: str, request: Any, sinks: Any = ()) -> tuple[RunState, bool]:
+async def decided(store: Store, run_id: str, request: Any, sinks: Any = ()) -> tuple[RunState, bool]:
     """:func:`decide` on the saved run (held while it is made), its events in its trace: the
     run as it then is, and whether it goes on (approved by as many people as it needs)."""
     from tether.store.hold import open_run, release

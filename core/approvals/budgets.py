@@ -28,6 +28,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from tether.store.protocol import Store
 from tether.vocab.events import FleetBudgetLevel
 from tether.vocab.state import RunState
 from tether.store.costs import CostQuery, GroupBy
@@ -96,19 +97,19 @@ class FleetBudget:
                 f"${spent:.2f} spent this {self.per}")
 
 
-def spent_so_far(store: Any, budget: FleetBudget, now: float | None = None) -> float:
+def spent_so_far(store: Store, budget: FleetBudget, now: float | None = None) -> float:
     """What the runs in ``budget``'s scope made this period have cost (the index, one query)."""
     scope = budget.scope
     rows = store.costs(CostQuery(scope[0] if scope else "agent", since=budget.period_start(now)))
     return sum(r.cost_usd for r in rows if scope is None or r.group == scope[1])
 
 
-def spent(store: Any, budget: FleetBudget, usd: float = 0.0) -> float:
+def spent(store: Store, budget: FleetBudget, usd: float = 0.0) -> float:
     """The period's spend, after adding ``usd`` to it (the store's counter, made if new)."""
     return store.budget_charge(budget.key(), usd, lambda: spent_so_far(store, budget))
 
 
-def shown(store: Any, budget: FleetBudget) -> float:
+def shown(store: Store, budget: FleetBudget) -> float:
     """The period's spend for a listing (``tether budgets``, the console, /costs): the store's
     counter, or what the runs have cost where this role may not keep one (a watcher's)."""
     try:
@@ -131,7 +132,7 @@ class FleetBudgets:
         source = run_source(state)
         return [b for b in self.budgets if b.covers(state, source)]
 
-    def refuse_new(self, store: Any, state: RunState) -> None:
+    def refuse_new(self, store: Store, state: RunState) -> None:
         """Raise :class:`BudgetRefused` when a budget covering the new run ``state`` is spent."""
         for budget in self.of(state):
             total = spent(store, budget)
@@ -139,7 +140,7 @@ class FleetBudgets:
                 raise BudgetRefused(f"{budget.words(total)}: no new run of {budget.scope_words()} until the next "
                                     f"{budget.per} (UTC); raise usd in [budgets.{budget.name}] to go on now")
 
-    def before_call(self, store: Any, state: RunState) -> tuple[str | tuple[FleetBudget, float] | None,
+    def before_call(self, store: Store, state: RunState) -> tuple[str | tuple[FleetBudget, float] | None,
                                                                 list[FleetBudgetLevel]]:
         """Charge what ``state`` spent since its last check to each budget over it; the words of
         the first ``stop`` budget that is reached (the run stops there), or an ``ask`` budget reached

@@ -34,11 +34,10 @@ from tether.models.client import ModelClient
 from tether.vocab.events import Event, Turn
 from tether.harness import Harness, Outcome
 from tether.demo.provider import FaultPlan, create_app
-from tether.vocab.ledger import Ledger
 from tether.approvals.decisions import reject
 from tether.observe.report import summary
 from tether.vocab.state import Limits, Policies, Pricing, RunState, Status
-from tether.store.files.layout import LEDGER_FILE, TRACE_FILE
+from tether.store.spec import open_store
 from tether.store.trace import read_trace
 from tether.demo.agents import DEMO, EMBEDDED_BASE_URL
 
@@ -227,10 +226,14 @@ async def dedupe(cfg: LabConfig) -> list[Row]:
 
 def deletions_performed(harness: Harness, state: RunState) -> int:
     """Writes the idempotency ledger records as done: the deletions that actually happened."""
-    ledger = Ledger(harness.store.run_dir(state.run_id) / LEDGER_FILE)
     call_ids = [c["id"] for m in state.messages if m.get("role") == "assistant"
                 for c in m.get("tool_calls") or () if c["function"]["name"] == "delete_file"]
-    entries = (ledger.lookup(f"{state.run_id}:{cid}") for cid in call_ids)
+    _, handle = harness.store.open(state.run_id)  # the run is over: its ledger is read through a hold
+    try:
+        ledger = handle.ledger()
+        entries = [ledger.lookup(f"{state.run_id}:{cid}") for cid in call_ids]
+    finally:
+        handle.release()
     return sum(1 for e in entries if e is not None and e.status == "done")
 
 
@@ -347,7 +350,8 @@ async def crash_resume(cfg: LabConfig) -> list[Row]:
     with tempfile.TemporaryDirectory(prefix="tether-lab-crash-") as tmp:
         runs, workspace, run_id = Path(tmp) / "runs", Path(tmp) / "workspace", "crash-plan"
         place = ["--runs-dir", str(runs), "--workspace", str(workspace)]
-        trace = runs / run_id / TRACE_FILE
+        trace = open_store(runs).trace_file(run_id)
+        assert trace is not None  # a folder: the file store
         code = await asyncio.to_thread(kill_after_turns, _cli("run", "plan", "--run-id", run_id, *place,
                                                               "--latency-ms", str(cfg.crash_latency_ms),
                                                               "--json"), trace, 2)

@@ -10,11 +10,12 @@ import signal
 import sys
 from urllib.parse import urlsplit
 
+from tether.store.protocol import Store
 from tether.notify.channels import load_channels
 from tether.notify.sender import run_sender
 
 
-async def notify_command(args: argparse.Namespace, store: object) -> int:
+async def notify_command(args: argparse.Namespace, store: Store) -> int:
     """Check the ``[notify.*]`` tables, then send until a signal; 0 when stopped by one."""
     public = args.public_url
     parts = urlsplit(public or "")

@@ -25,8 +25,9 @@ import json
 import secrets
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Literal
 
+from tether.store.protocol import Store
 from tether.notify.storage import storage_for
 
 Action = Literal["approve", "reject"]
@@ -71,7 +72,7 @@ def _sign(key: bytes, payload: str) -> str:
     return _b64(hmac.new(key, payload.encode(), hashlib.sha256).digest())
 
 
-def issue_link(store: Any, *, run_id: str, call_id: str, args_hash: str, action: Action,
+def issue_link(store: Store, *, run_id: str, call_id: str, args_hash: str, action: Action,
                ttl_s: float = DEFAULT_TTL_S, bearer: bool = False) -> str:
     """A URL-safe token that decides ``action`` on the call once, within ``ttl_s`` seconds.
     Blocking on a PostgreSQL store the first time (the key is read once per store object)."""
@@ -91,7 +92,7 @@ def link_url(public_url: str, token: str) -> str:
     return f"{public_url.rstrip('/')}/l/{token}"
 
 
-def _verified(store: Any, token: str) -> tuple[LinkClaim, str, float]:
+def _verified(store: Store, token: str) -> tuple[LinkClaim, str, float]:
     """The claim, its nonce and when it was issued, once the signature is good."""
     # A token is base64url and one dot: ASCII (anything else, a lone surrogate among it, could not
     # even be signed to compare).
@@ -123,7 +124,7 @@ def _when(ts: float) -> str:
     return time.strftime("%Y-%m-%d %H:%M", here)
 
 
-def _check(store: Any, claim: LinkClaim, nonce: str, issued: float) -> None:
+def _check(store: Store, claim: LinkClaim, nonce: str, issued: float) -> None:
     spent = storage_for(store).spent(nonce)
     if spent is not None:
         _refuse_used(claim, spent.at, spent.by)
@@ -141,7 +142,7 @@ def _refuse_used(claim: LinkClaim, at: float, by: str | None) -> None:
                       f"changed nothing", "used")
 
 
-def read_link(store: Any, token: str) -> LinkClaim:
+def read_link(store: Store, token: str) -> LinkClaim:
     """The claim of a good link, without spending it; :class:`LinkRefused` in words for a
     forged or altered, malformed, used or expired one. Blocking on a PostgreSQL store."""
     claim, nonce, issued = _verified(store, token)
@@ -149,7 +150,7 @@ def read_link(store: Any, token: str) -> LinkClaim:
     return claim
 
 
-def spend_link(store: Any, token: str, *, by: str | None = None) -> LinkClaim:
+def spend_link(store: Store, token: str, *, by: str | None = None) -> LinkClaim:
     """Check the link as :func:`read_link` does, then mark it used, exactly once across every
     process of the store: the second call raises :class:`LinkRefused` (``used``), naming
     when, and ``by`` whom the first said. Blocking on a PostgreSQL store."""

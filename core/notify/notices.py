@@ -21,6 +21,7 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from tether.store.protocol import Store
 from tether.vocab.state import StateError, args_hash
 from tether.vocab.wording import one_line
 
@@ -90,7 +91,7 @@ class Detector:
     budget, the calls it asked) and which runs it saw running. Its calls read the store:
     call them off the event loop."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
         self.runs: dict[str, _Run] = {}
         self.running: set[str] = set()

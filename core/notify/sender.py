@@ -49,7 +49,7 @@ from tether.notify.channels import NotifyChannel, load_channels
 from tether.notify.links import issue_link, link_url
 from tether.notify.notices import Detector, Notice
 from tether.notify.storage import Lease, storage_for
-from tether.store.protocol import call
+from tether.store.protocol import Store, call
 from tether.vocab.state import StateError
 from tether.store.files.layout import TRACE_FILE
 from tether.store.files.store import RunStore
@@ -137,7 +137,7 @@ class _FileSource:
 class _PgSource:
     """PostgreSQL: LISTEN/NOTIFY, and each run's trace read after the last ``seq`` read."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
         self.seqs: dict[str, int] = {}
 
@@ -172,7 +172,7 @@ class _PgSource:
         self.seqs.pop(run_id, None)
 
 
-def _source(store: Any) -> _FileSource | _PgSource:
+def _source(store: Store) -> _FileSource | _PgSource:
     return _FileSource(store) if isinstance(store, RunStore) else _PgSource(store)
 
 
@@ -199,7 +199,7 @@ def status_line(record: dict[str, Any], now: float | None = None) -> str:
     return said
 
 
-def sender_status(store: Any) -> list[str]:
+def sender_status(store: Store) -> list[str]:
     """Each channel's failures now, one line each (``ntfy 'phone': 3 failures, last
     'connection refused' at 04:12; retrying in 8 s``), read from the store, so any process
     of the store can show them; empty when every notification went. Blocking on a
@@ -214,7 +214,7 @@ def sender_status(store: Any) -> list[str]:
 
 # ---- the sender ---------------------------------------------------------------------------------
 
-async def run_sender(store: Any, *, config_path: Path | str | None = None, public_url: str | None,
+async def run_sender(store: Store, *, config_path: Path | str | None = None, public_url: str | None,
                      stop: asyncio.Event, settings: SenderSettings | None = None,
                      channels: list[NotifyChannel] | None = None, ready: asyncio.Event | None = None) -> None:
     """Send the store's notifications until ``stop`` is set (see the module). ``channels``
@@ -263,7 +263,7 @@ class _Hidden(logging.Filter):
         return True
 
 
-async def _send(store: Any, channels: list[NotifyChannel], lease: Lease, public_url: str | None,
+async def _send(store: Store, channels: list[NotifyChannel], lease: Lease, public_url: str | None,
                 stop: asyncio.Event, settings: SenderSettings, since: float, ready: asyncio.Event | None) -> None:
     """Take the lease (waiting for it), send while it is held; again when it is lost."""
     said_waiting = False
@@ -330,7 +330,7 @@ async def _pause(stop: asyncio.Event, seconds: float) -> None:
 class _Sender:
     """One holding of the lease: catch up, then follow the store until stopped."""
 
-    def __init__(self, store: Any, channels: list[NotifyChannel], lease: Lease, client: httpx.AsyncClient,
+    def __init__(self, store: Store, channels: list[NotifyChannel], lease: Lease, client: httpx.AsyncClient,
                  public_url: str | None, settings: SenderSettings, stop: asyncio.Event, since: float) -> None:
         self.store = store
         self.storage = storage_for(store)

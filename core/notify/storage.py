@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from tether.store.protocol import Store
 from tether.store.private import PRIVATE_FILE, private_dirs, private_file
 from tether.store.files.store import RunStore
 
@@ -98,7 +99,7 @@ _STORAGES: weakref.WeakKeyDictionary[Any, Storage] = weakref.WeakKeyDictionary()
 _MADE = threading.Lock()
 
 
-def storage_for(store: Any) -> Storage:
+def storage_for(store: Store) -> Storage:
     """The notifications' storage of ``store`` (one per store object, so the key is read once)."""
     with _MADE:
         found = _STORAGES.get(store)
@@ -307,7 +308,7 @@ _LEASE_CLASS = 0x7E7F
 class PgStorage:
     """A PostgreSQL store's notification tables (see the module)."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
         self._key: bytes | None = None
         self._ready = False

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from tether.store.protocol import Store
 from tether.store.costs import DEAREST, CostQuery, CostRow
 
 DAYS = 30
@@ -29,7 +30,7 @@ class CostFigures:
     now: float = 0.0
 
 
-def load_figures(store: Any, fleet: Any = None, now: float | None = None) -> CostFigures:
+def load_figures(store: Store, fleet: Any = None, now: float | None = None) -> CostFigures:
     """The figures from ``store`` and the ``fleet``'s budgets (blocking: call it in a thread for
     a store that blocks)."""
     now = time.time() if now is None else now

@@ -35,7 +35,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar, runtime_checkable
 
 if TYPE_CHECKING:
     from tether.vocab.audit import DecisionQuery, DecisionRecord
@@ -43,6 +43,7 @@ if TYPE_CHECKING:
     from tether.vocab.events import Event
     from tether.vocab.ledger import LedgerEntry
     from tether.vocab.state import RunState
+    from tether.store.changes import RunChange
     from tether.store.costs import CostQuery, CostRow
     from tether.store.control import ControlListener, ControlReply, ControlRequest
     from tether.store.owner import Owner
@@ -126,6 +127,20 @@ class Handle(Protocol):
         """A directory of the run's for side files (MCP servers' stderr), or None."""
 
 
+class Changes(Protocol):
+    """A store's changes, batch by batch (:meth:`Store.watch`): ``async with store.watch() as
+    changes:`` returns once the watch is in place (anything written after that is reported),
+    then ``async for batch in changes``."""
+
+    async def __aenter__(self) -> Changes: ...
+
+    async def __aexit__(self, *exc: object) -> None: ...
+
+    def __aiter__(self) -> Changes: ...
+
+    async def __anext__(self) -> list[RunChange]: ...
+
+
 @runtime_checkable
 class Store(Protocol):
     """All runs (see the module)."""
@@ -133,9 +148,26 @@ class Store(Protocol):
     blocking: bool
     """Its calls wait on a network: from an event loop, go through :func:`call`."""
 
+    workers: bool
+    """Queue workers may hold its runs (a database's, :mod:`tether.workers`); the file store
+    has none, and a command on it does not pay for importing the workers' modules."""
+
     @property
     def where(self) -> str:
         """The store as messages name it (a directory, or a URL without its password)."""
+
+    @property
+    def spec(self) -> str:
+        """The store as another process opens it (``--store``, ``$TETHER_STORE``): its
+        directory, or its URL with the password. Never put in a message: :attr:`where` is."""
+
+    def read_only(self) -> str | None:
+        """The role this process may only watch runs as (a database role without the
+        operator's rights), else None: a command that changes runs is refused when it is
+        not. The file store's answer is always None (the file modes decide)."""
+
+    def close(self) -> None:
+        """Let go of what the store keeps open (a database's connections); idempotent."""
 
     def exists(self, run_id: str) -> bool: ...
 
@@ -186,6 +218,31 @@ class Store(Protocol):
     def append_event(self, run_id: str, event: Event) -> None:
         """Add one event to the trace of a run this process does not drive."""
 
+    def traced_ids(self, prefix: str = "") -> list[str]:
+        """The ids, sorted, of the runs with a trace whose id starts with ``prefix`` (a run's
+        subagents: ``RUN_ID.``), a trace left without its journal too."""
+
+    def trace_file(self, run_id: str) -> Path | None:
+        """The file the run's trace is appended to, for a reader that follows it on disk (the
+        console's trace pane, ``tether trace``'s bytes as written); None on a store that keeps
+        traces elsewhere (a database): :meth:`read_trace` reads either."""
+
+    # ---- following the store as it changes ----
+    def watch(self) -> Changes:
+        """The changes of every run (:class:`tether.store.changes.RunChange`), pushed: inotify
+        on the file store's folder, ``LISTEN`` on PostgreSQL; never polled."""
+
+    async def follow_run(self, run_id: str, out: TextIO, *, stop_event: asyncio.Event | None = None,
+                         backlog: int = 20, timings: bool = True, on_ready: Callable[[], None] | None = None,
+                         ) -> dict[str, Any] | None:
+        """Print ``run_id``'s trace lines to ``out`` as they are written, its last ``backlog``
+        first, until the run stops (its ``run_stopped`` record, returned) or ``stop_event``."""
+
+    async def follow_all(self, out: TextIO, *, stop_event: asyncio.Event | None = None, backlog: int = 20,
+                         timings: bool = True, on_ready: Callable[[], None] | None = None) -> None:
+        """Print every run's trace lines to ``out``, each prefixed with its run id, new runs
+        included, until ``stop_event`` is set."""
+
     # ---- approvals (tether.approvals): standing rules and the record of decisions ----
     def rules(self) -> list[Rule]:
         """Every standing rule on the store, expired ones too, oldest first. Cheap to call
@@ -210,6 +267,11 @@ class Store(Protocol):
         """The ``limit`` runs made in ``query``'s period (its ``by`` is ignored) that cost the
         most of their own (``cost_usd - child_cost_usd``), dearest first, then by run id: their
         summaries as saved (no liveness), from one ``ORDER BY … LIMIT`` query."""
+
+    def budget_charge(self, key: str, usd: float, seed: Callable[[], float]) -> float:
+        """Add ``usd`` to fleet budget ``key``'s spend this period and return the new total,
+        two processes charging at once counted one after the other; a new period's spend
+        starts at ``seed()`` (:mod:`tether.approvals.budgets`)."""
 
 
 async def call(store: Store | Handle, fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:

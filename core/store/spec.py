@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from tether.store.protocol import Store
@@ -68,10 +68,3 @@ def files_root(spec: str | Path | None = None) -> Path | None:
         return None
     return Path(str(spec)).expanduser()
 
-
-def has_workers(store: Any) -> bool:
-    """Whether queue workers may hold runs of ``store``: a database's (PostgreSQL); the file
-    store has none, and a command on it does not pay for importing the workers' modules."""
-    from tether.store.files.store import RunStore
-
-    return not isinstance(store, RunStore)

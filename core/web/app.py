@@ -67,9 +67,7 @@ def make_app(settings: ServeSettings, harness: Any, *, console: bool = True, not
 
 async def _store_role(app: web.Application) -> AsyncIterator[None]:
     store = app[auth.SETTINGS].store
-    read_only = getattr(store, "read_only", None)
-    if callable(read_only):
-        app[auth.WATCH_ONLY] = await call(store, read_only) or ""
+    app[auth.WATCH_ONLY] = await call(store, store.read_only) or ""
     yield
 
 
@@ -169,7 +167,7 @@ def store_spec(settings: ServeSettings) -> str:
     """The store as another process opens it (``TETHER_STORE``): as it was named, else its
     folder or its URL."""
     store = settings.store
-    return settings.store_spec or str(getattr(store, "url", None) or getattr(store, "root"))
+    return settings.store_spec or store.spec
 
 
 def _mount_console(app: web.Application, settings: ServeSettings) -> None:

@@ -20,10 +20,11 @@ import signal
 import sys
 from typing import Any
 
+from tether.store.protocol import Store
 from tether.web.settings import ServeSettings, check_public_url, trusted_proxies
 
 
-def serve_command(args: argparse.Namespace, store: Any, harness_of: Any) -> int:
+def serve_command(args: argparse.Namespace, store: Store, harness_of: Any) -> int:
     """``store``: the command's store; ``harness_of()``: the harness the server decides with
     (made on the server's event loop)."""
     from tether.web.users import UserBook, UserError
@@ -104,7 +105,7 @@ def _read_password(name: str) -> str:
     return sys.stdin.readline().rstrip("\r\n")
 
 
-def _add_user(store: Any, name: str, *, watcher: bool) -> int:
+def _add_user(store: Store, name: str, *, watcher: bool) -> int:
     from tether.web.users import UserBook
 
     book = UserBook(store)
@@ -117,7 +118,7 @@ def _add_user(store: Any, name: str, *, watcher: bool) -> int:
     return 0
 
 
-def _remove_user(store: Any, name: str) -> int:
+def _remove_user(store: Store, name: str) -> int:
     from tether.web.users import UserBook
 
     UserBook(store).remove(name)
@@ -126,7 +127,7 @@ def _remove_user(store: Any, name: str) -> int:
     return 0
 
 
-def _list_users(store: Any) -> int:
+def _list_users(store: Store) -> int:
     from tether.web.users import UserBook
 
     users = UserBook(store).users()

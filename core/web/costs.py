@@ -14,6 +14,7 @@ from xml.sax.saxutils import escape
 from aiohttp import web
 from markupsafe import Markup
 
+from tether.store.protocol import Store
 from tether.observe.cost_figures import DAYS, load_figures
 from tether.store.costs import CostRow, ago
 from tether.web import auth, pages
@@ -25,7 +26,7 @@ def _usd(value: float) -> str:
     return f"${value:,.4f}" if value < 100 else f"${value:,.2f}"
 
 
-def figures(store: Any, fleet: Any, now: float) -> dict[str, Any]:
+def figures(store: Store, fleet: Any, now: float) -> dict[str, Any]:
     """Blocking: the store's aggregate queries (in a thread for a store that blocks), worded for the page."""
     got = load_figures(store, fleet, now)
     budgets = [{**b, "usd": _usd(b["usd"]), "spent": _usd(b["spent"]), "share": min(1.0, b["spent"] / b["usd"])}

@@ -88,13 +88,11 @@ class Decider:
 
     async def stop(self, run_id: str, reason: str, *, by: str) -> Answer:
         """``tether stop``: a queue worker's wait, else the run's own process (or this one)."""
-        from tether.store.spec import has_workers
-
         try:
             if not await call(self.store, self.store.exists, run_id):
                 return Answer(False, f"no run {run_id} in {self.store.where}", 404)
             request = ControlRequest("stop", reason or "stopped from the web page", by=by)
-            if has_workers(self.store):
+            if self.store.workers:
                 from tether.workers import decide as workers
 
                 waiting = await workers.stop_waiting(self.store, run_id, request)

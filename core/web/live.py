@@ -1,8 +1,7 @@
 """One watch of the store per server, shared by every open page.
 
-The store's own push: inotify on the runs dir for the file store
-(:class:`tether.store.files.watch.RunWatcher`), ``LISTEN`` for PostgreSQL
-(:class:`tether.store.postgres.watch.PgWatcher`); the journals are never polled. Each open page is a
+The store's own push (:meth:`tether.store.protocol.Store.watch`: inotify on the file store's
+runs dir, ``LISTEN`` on PostgreSQL); the journals are never polled. Each open page is a
 :class:`Listener` that gathers which runs changed, and how, since it last sent them: a page
 that is slow to read gets one merged message, not a backlog, so a thousand changes cost a
 listener one dict, and fifty pages cost one watcher. A store that goes away (a database
@@ -16,6 +15,7 @@ import contextlib
 import logging
 from typing import Any
 
+from tether.store.protocol import Changes, Store
 from tether.store.changes import CONTROL, LEDGER, RunChange
 
 log = logging.getLogger(__name__)
@@ -41,7 +41,7 @@ class Listener:
 class Hub:
     """The server's watch of the store, and the listeners it tells (see the module)."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
         self.listeners: set[Listener] = set()
         self.problem: str | None = None
@@ -109,14 +109,5 @@ class Hub:
                 self._tell(None)
                 await asyncio.sleep(RETRY_S)
 
-    def _watcher(self) -> Any:
-        root = getattr(self.store, "root", None)
-        if root is not None:
-            from tether.store.private import private_dirs
-            from tether.store.files.watch import RunWatcher
-
-            private_dirs(root)  # a store nobody ran anything in yet: its folder, to watch
-            return RunWatcher(root)
-        from tether.store.postgres.watch import PgWatcher
-
-        return PgWatcher(self.store)
+    def _watcher(self) -> Changes:
+        return self.store.watch()

@@ -12,8 +12,8 @@ import json
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any
 
+from tether.store.protocol import Store
 from tether.vocab.preview import Preview
 from tether.store.summary import RunSummary
 from tether.vocab.state import NeedsApproval, StateError, args_hash, interruption_from_dict
@@ -99,7 +99,7 @@ def card_of(summary: RunSummary) -> Card | None:
                 waiting.asked_at or summary.updated_at, summary.cost_usd)
 
 
-def pending_cards(store: Any, *, now: float | None = None, apply_deadlines: bool = True) -> list[Card]:
+def pending_cards(store: Store, *, now: float | None = None, apply_deadlines: bool = True) -> list[Card]:
     """Every waiting call on ``store``, newest first (blocking: call it in a worker thread).
     ``apply_deadlines``: apply the passed deadlines of calls nobody holds first (not with a
     role that may only watch)."""

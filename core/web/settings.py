@@ -6,9 +6,9 @@ import ipaddress
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlsplit
 
+from tether.store.protocol import Store
 from tether.web import DEFAULT_HOST, DEFAULT_PORT
 
 Network = ipaddress.IPv4Network | ipaddress.IPv6Network
@@ -29,7 +29,7 @@ class ServeSettings:
     ``trusted_proxies``: the reverse proxies whose ``X-Forwarded-For`` names the client
     (``--trust-proxy``; none by default: the peer is the client)."""
 
-    store: Any
+    store: Store
     host: str = DEFAULT_HOST
     port: int = DEFAULT_PORT
     public_url: str | None = None

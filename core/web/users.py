@@ -32,6 +32,7 @@ from typing import Any, Literal, TypeVar
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
+from tether.store.protocol import Store
 from tether.vocab.state import StateError
 
 USERS_FILE = "users.json"
@@ -110,7 +111,7 @@ class UserBook:
     """The users of one store (see the module). Blocking calls: the server makes them in a
     worker thread."""
 
-    def __init__(self, store: Any) -> None:
+    def __init__(self, store: Store) -> None:
         self.store = store
         root = getattr(store, "root", None)
         self._file = _UsersFile(Path(root)) if root is not None else None
@@ -186,7 +187,7 @@ class UserBook:
             yield conn
 
 
-def _ensure_table(store: Any, conn: Any) -> None:
+def _ensure_table(store: Store, conn: Any) -> None:
     """``web_users``, made if it is missing; a role that may not make it (the watcher's)
     reads it once the operator's role has (or finds no users, and says so at login)."""
     import psycopg

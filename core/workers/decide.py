@@ -11,6 +11,7 @@ import asyncio
 import time
 from typing import TYPE_CHECKING, Any
 
+from tether.store.protocol import Store
 from tether.approvals.holding import too_late
 from tether.integrations import on_workers as programs
 from tether.run.controls import repeated
@@ -26,7 +27,7 @@ if TYPE_CHECKING:
     from tether.vocab.events import Event
     from tether.store.postgres.store import PgStore
 
-async def decide(store: Any, run_id: str, verdict: str, text: str = "", *, by: str = "operator",
+async def decide(store: Store, run_id: str, verdict: str, text: str = "", *, by: str = "operator",
                  call_id: str | None = None, args: str | None = None, rule: str | None = None,
                  account: str | None = None, unchecked: bool = False) -> ControlReply | None:
     """Approve or reject the call a worker-run run waits on, from any process: the decision
@@ -35,25 +36,21 @@ async def decide(store: Any, run_id: str, verdict: str, text: str = "", *, by: s
     durably (a worker that dies meanwhile does not lose it). None when no workflow waits for
     the run (a file store, a run that is not a worker's, or one a process holds): decide the
     usual way then. ``unchecked``: a program's run's edit taken without a schema to check it."""
-    if not _is_pg(store):
+    if not store.workers:
         return None
     return await asyncio.to_thread(_decide, store, run_id, verdict, text, by, call_id, args, rule, account,
                                    unchecked)
 
 
-async def stop_waiting(store: Any, run_id: str, request: ControlRequest) -> ControlReply | None:
+async def stop_waiting(store: Store, run_id: str, request: ControlRequest) -> ControlReply | None:
     """A Stop for a run the worker queue holds but no process drives: one that waits in the
     queue is stopped by the worker that takes it, before anything else; for one whose
     workflow waits for a decision, the run is stopped on the store, its call declined in
     words, and the workflow stops waiting (the worker's slot is free again). None otherwise
     (a worker drives it: the control channel reaches it)."""
-    if not _is_pg(store) or request.kind != "stop":
+    if not store.workers or request.kind != "stop":
         return None
     return await asyncio.to_thread(_stop_waiting, store, run_id, request)
-
-
-def _is_pg(store: Any) -> bool:
-    return type(store).__module__ == "tether.store.postgres.store"
 
 
 def _stop_waiting(store: PgStore, run_id: str, request: ControlRequest) -> ControlReply | None:

@@ -23,9 +23,8 @@ async def deliver(store: Store, run_id: str, request: ControlRequest) -> Control
     (PostgreSQL), else the process that holds the run. None when nobody holds it: then the
     decision is the caller's to make on the run itself."""
     from tether.store import operate
-    from tether.store.spec import has_workers
 
-    if has_workers(store):
+    if store.workers:
         queued = await _worker_decide(store, run_id, request)
         if queued is not None:
             return queued

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tether.store.protocol import Store
 from tether.workers.names import DBOS_SCHEMA, WORKFLOW
 
 if TYPE_CHECKING:
@@ -44,15 +45,14 @@ class QueueView:
     workers: dict[str, WorkerInfo] = field(default_factory=dict)
 
 
-def queue_view(store: Any) -> QueueView:
+def queue_view(store: Store) -> QueueView:
     """The queue's depth, the queued runs and which worker runs which run, in two queries
     on DBOS's and Tether's tables. Empty for a file store, or a database where no worker
     or submit ever ran. Any role that can read the tables may call it (the watcher too);
     it blocks (a network round trip): from an event loop, call it in a thread."""
     from tether.store.postgres.locks import HELD
-    from tether.store.postgres.store import PgStore
 
-    if not isinstance(store, PgStore):
+    if not store.workers:
         return QueueView()
     with store._conn() as conn:
         present = conn.execute("SELECT to_regclass(%s), to_regclass(%s)",

@@ -34,6 +34,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
+from tether.store.protocol import Store
 from tether.vocab.audit import run_source
 from tether.approvals.holding import deadline_of, verdict_of
 from tether.vocab.rules import Call, Rule
@@ -265,7 +266,7 @@ async def apply(state: RunState, *, save: Save, emit: Emit) -> str:
     return await finish(state, save=save, emit=emit)
 
 
-async def decide(store: Any, run_id: str, request: Any) -> tuple[RunState, str]:
+async def decide(store: Store, run_id: str, request: Any) -> tuple[RunState, str]:
     """A decision (``approve``/``reject`` :class:`~tether.store.control.ControlRequest`) on the
     run's merge, from any route (``tether approve``, the console, the web page, a worker), made
     here: recorded as any decision is (its deadline checked first), then :func:`settle`. The

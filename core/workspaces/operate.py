@@ -11,11 +11,10 @@ the run as it then is and words that say what became of it; a refusal is a
 
 from __future__ import annotations
 
-from typing import Any
 
 from tether.store.hold import open_run, release
 from tether.vocab.state import RunState, StateError
-from tether.store.protocol import call
+from tether.store.protocol import Store, call
 from tether.workspaces import merging
 from tether.workspaces.lifecycle import LIVE_STAGES, discard, usable
 
@@ -32,7 +31,7 @@ def discardable(state: RunState) -> bool:
     return ws is not None and ws.stage != "discarded" and ws.kind != "none"
 
 
-async def _not_running(store: Any, run_id: str, then: str) -> RunState:
+async def _not_running(store: Store, run_id: str, then: str) -> RunState:
     state = await call(store, store.load, run_id)
     holder = await call(store, store.owner, run_id)
     if holder is not None and holder.alive:
@@ -40,7 +39,7 @@ async def _not_running(store: Any, run_id: str, then: str) -> RunState:
     return state
 
 
-async def merge_run(store: Any, run_id: str, *, into: str | None = None, squash: bool = False,
+async def merge_run(store: Store, run_id: str, *, into: str | None = None, squash: bool = False,
                     by: str = "operator") -> tuple[RunState, str]:
     """Ask the merge of the run's work into ``into`` (the branch checked out in its repository
     by default) as the decision ``merge``, or finish a merge a crash cut short. The run as it
@@ -81,7 +80,7 @@ async def merge_run(store: Any, run_id: str, *, into: str | None = None, squash:
     return state, words
 
 
-async def discard_run(store: Any, run_id: str, *, by: str = "") -> tuple[RunState, str]:
+async def discard_run(store: Store, run_id: str, *, by: str = "") -> tuple[RunState, str]:
     """Remove the run's workspace and its branch (its transcript stays), or finish a discard a
     crash cut short. The run as it then is, and words that say what was removed."""
     state = await _not_running(store, run_id, "discard its workspace; nothing was removed")

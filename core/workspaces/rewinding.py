@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, ClassVar
 
+from tether.store.protocol import Store
 from tether.vocab import faultpoints
 from tether.vocab.events import Event
 from tether.vocab.state import Cancelled, RunState, StateError, Status, interruption_from_dict
@@ -193,7 +194,7 @@ async def finish(state: RunState, rewrite: Rewrite, records: Records) -> str | N
     return f"a rewind cut short was finished: {words}"
 
 
-async def rewind_run(store: Any, run_id: str, *, to: int | None, by: str) -> tuple[RunState, list[str]]:
+async def rewind_run(store: Store, run_id: str, *, to: int | None, by: str) -> tuple[RunState, list[str]]:
     """``tether rewind`` on a store: the run opened (a run a process holds is refused in words,
     nothing changed), a rewind cut short finished first, then rewound to ``to`` (None: the
     last rewind undone). The run as left, and the words of what was done."""

@@ -8,9 +8,8 @@ import argparse
 import json
 import sys
 import time
-from typing import Any
 
-from tether.store.protocol import call
+from tether.store.protocol import Store, call
 from tether.tui.cli import context
 
 
@@ -42,7 +41,7 @@ async def rules(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _rule_add(args: argparse.Namespace, store: Any) -> int:
+async def _rule_add(args: argparse.Namespace, store: Store) -> int:
     """Check the rule (errors refused in words, warnings on stderr), keep it, then let it
     decide the calls already waiting that it fits."""
     from tether.approvals import Rule, check, parse_duration, parse_where

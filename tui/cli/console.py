@@ -87,7 +87,7 @@ def open_console_store(spec: str) -> Store:
     try:
         store.check()  # type: ignore[attr-defined]
     except BaseException:
-        store.close()  # type: ignore[attr-defined]
+        store.close()
         raise
     return store
 

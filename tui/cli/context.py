@@ -33,8 +33,7 @@ async def may_operate(args: argparse.Namespace, command: str) -> None:
     """Refuse, in words and before anything is changed, a command that changes runs on a
     store whose role may only watch them."""
     store = store_of(args)
-    read_only = getattr(store, "read_only", None)
-    role = await call(store, read_only) if callable(read_only) else None
+    role = await call(store, store.read_only)
     if role is not None:
         raise UsageError(f"this store's role {role} may only watch: tether {command} needs a role that may "
                          f"change runs (the operator's); nothing was changed")

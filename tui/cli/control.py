@@ -102,7 +102,6 @@ async def _stop(args: argparse.Namespace) -> int:
     from tether.vocab.state import StateError
     from tether.store import control, operate
     from tether.store.protocol import call
-    from tether.store.spec import has_workers
     from tether.tui.cli import context
 
     store = context.store_of(args)
@@ -110,7 +109,7 @@ async def _stop(args: argparse.Namespace) -> int:
     if not await call(store, store.exists, args.run_id):
         raise StateError(f"no run {args.run_id} in {store.where}")
     request = control.ControlRequest("stop", args.reason or STOPPED, by=context.who(args))
-    if has_workers(store):
+    if store.workers:
         from tether.workers import decide as workers  # a worker's workflow may wait for a decision on the run
 
         waiting = await workers.stop_waiting(store, args.run_id, request)

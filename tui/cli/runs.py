@@ -176,12 +176,9 @@ def workspace_words(state: RunState, records: list[dict[str, Any]]) -> str:
 
 
 async def trace(args: argparse.Namespace) -> int:
-    from tether.store.files.layout import TRACE_FILE
-    from tether.store.files.store import RunStore
-
     store = context.store_of(args)
-    if isinstance(store, RunStore):
-        path = store.run_dir(args.run_id) / TRACE_FILE
+    path = store.trace_file(args.run_id)
+    if path is not None:  # the bytes as written
         if not path.exists():
             raise StateError(f"no trace for run {args.run_id} at {path}")
         sys.stdout.write(path.read_text(encoding="utf-8"))  # JSON lines: controls are escaped
@@ -206,7 +203,6 @@ async def watch(args: argparse.Namespace) -> int:
     if isinstance(sys.stdout, output.Output):  # and so does its reader going away (| head)
         sys.stdout.on_close.append(stop.set)
     try:
-        from tether.store.files.store import RunStore
         from tether.vocab.text import clean
 
         def note(text: str) -> None:
@@ -215,16 +211,10 @@ async def watch(args: argparse.Namespace) -> int:
         if args.all and args.run_id:
             raise UsageError("give a RUN_ID or --all, not both")
         store = context.store_of(args)
-        if isinstance(store, RunStore):  # inotify on the runs dir
-            from tether.store.files import watch as follow
-            where: Any = store.root
-        else:  # LISTEN/NOTIFY
-            from tether.store.postgres import watch as follow
-            where = store
         lines = max(0, args.lines)
         if args.all:
-            await follow.follow_all(where, sys.stdout, stop_event=stop, backlog=lines,
-                                    on_ready=lambda: note(f"watching every run in {store.where} (Ctrl-C to stop)"))
+            await store.follow_all(sys.stdout, stop_event=stop, backlog=lines,
+                                   on_ready=lambda: note(f"watching every run in {store.where} (Ctrl-C to stop)"))
             return 0
         run_id = args.run_id
         if run_id is None:  # the most recently created run, from the index
@@ -235,8 +225,8 @@ async def watch(args: argparse.Namespace) -> int:
             run_id = newest.run_id
         if not await call(store, store.exists, run_id):
             raise StateError(f"no run {run_id} in {store.where}")
-        await follow.follow_run(where, run_id, sys.stdout, stop_event=stop, backlog=lines,
-                                on_ready=lambda: note(f"watching {run_id} until it stops (Ctrl-C to stop watching)"))
+        await store.follow_run(run_id, sys.stdout, stop_event=stop, backlog=lines,
+                               on_ready=lambda: note(f"watching {run_id} until it stops (Ctrl-C to stop watching)"))
         return 0
     except BrokenPipeError:  # the reader went away (tether watch | head)
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())

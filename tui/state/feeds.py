@@ -32,6 +32,7 @@ from collections.abc import AsyncIterator, Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from tether.store.protocol import Store
 from tether.store.summary import RunSummary
 from tether.vocab.state import RunState
 from tether.store.files.layout import JOURNAL_FILE, TRACE_FILE
@@ -279,7 +280,7 @@ class PgFeed:
         self.states.clear()
 
 
-def feed_for(store: Any) -> StoreFeed:
+def feed_for(store: Store) -> StoreFeed:
     """The feed that follows ``store``."""
     if isinstance(store, RunStore):
         return FileFeed(store)

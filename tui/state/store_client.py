@@ -27,6 +27,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any, TypeVar
 
+from tether.store.protocol import Store
 from tether.store.summary import RunSummary
 from tether.vocab.state import RunState, StateError
 from tether.store.owner import Owner
@@ -42,7 +43,7 @@ RECONNECT_S = 1.0  # a network store that went away is tried again this often (n
 
 
 class StoreClient:
-    def __init__(self, store: Any, model: ConsoleModel, pump: EventPump,
+    def __init__(self, store: Store, model: ConsoleModel, pump: EventPump,
                  on_owner: Callable[[str], None] | None = None, *, feed: StoreFeed | None = None,
                  on_error: Callable[[str, bool], None] | None = None,
                  on_listed: Callable[[], None] | None = None) -> None:

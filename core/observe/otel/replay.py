@@ -9,7 +9,7 @@ import logging
 import os
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from opentelemetry.exporter.otlp.proto.http.trace_exporter import OTLPSpanExporter
 from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
@@ -19,11 +19,8 @@ from tether.observe.otel.genai import _Redactor
 from tether.observe.otel.settings import _quiet_sdk_logs, _resource, _tracer, shown_url, traces_endpoint
 from tether.observe.otel.spans import _SpanBuilder
 from tether.vocab.state import StateError
-from tether.store.files.layout import TRACE_FILE
-from tether.store.files.store import RunStore
-
-if TYPE_CHECKING:
-    from tether.store.protocol import Store
+from tether.store.protocol import Store
+from tether.store.spec import open_store
 
 _EXPORT_BATCH = 512
 
@@ -58,13 +55,8 @@ class _LastWords(logging.Handler):
 def _family(store: Store, run_id: str) -> list[str]:
     """The run and its subagents (their ids start with the parent's and a dot), parents first."""
     found = [run_id]
-    if isinstance(store, RunStore):
-        prefix = run_id + "."
-        candidates = sorted(p.name for p in store.root.iterdir()
-                            if p.name.startswith(prefix) and (p / TRACE_FILE).is_file()) if store.root.is_dir() else []
-    else:
-        prefix = run_id + "."
-        candidates = sorted(rid for rid in store.run_ids() if rid.startswith(prefix))
+    prefix = run_id + "."
+    candidates = store.traced_ids(prefix)
     if candidates:
         known = {run_id}
         for child in sorted(candidates, key=lambda c: c.count(".")):
@@ -83,13 +75,13 @@ def build_run_spans(store: Store | Path | str, run_id: str, *, capture_content: 
     at the end of their trace (a killed process) are ended at their last event with
     ``tether.incomplete``."""
     if isinstance(store, (Path, str)):
-        store = RunStore(store)
-    if isinstance(store, RunStore):
-        path = store.run_dir(run_id) / TRACE_FILE
+        store = open_store(Path(store))
+    path = store.trace_file(run_id)
+    if path is not None:
         if not path.is_file():
             raise StateError(f"no trace for run {run_id} at {path}")
     elif not store.exists(run_id) or next(iter(store.read_trace(run_id)), None) is None:
-        raise StateError(f"no trace for run {run_id} in {getattr(store, 'where', 'the store')}")
+        raise StateError(f"no trace for run {run_id} in {store.where}")
     family = _family(store, run_id)
     states: dict[str, Any] = {}
     for rid in family:

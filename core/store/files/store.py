@@ -22,7 +22,7 @@ import os
 import stat
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from tether.vocab.state import RunExists, RunState, StateError, Status
 from tether.store.files.control import append, read_from
@@ -38,6 +38,9 @@ from tether.store.owner import Owner, kept_owner
 from tether.store.summary import JournalKey, Liveness, RunSummary
 
 if TYPE_CHECKING:
+    import asyncio
+
+    from tether.store.files.watch import RunWatcher
     from tether.store.costs import CostQuery, CostRow
     from collections.abc import Iterator
 
@@ -54,6 +57,7 @@ class RunStore:
     """All runs under one directory (the file implementation of :class:`tether.store.protocol.Store`)."""
 
     blocking = False  # local appends of microseconds: run inline, even on an event loop
+    workers = False  # queue workers are a database's
 
     def __init__(self, runs_dir: Path | str) -> None:
         self.root = Path(runs_dir)
@@ -66,6 +70,17 @@ class RunStore:
     def where(self) -> str:
         """The store, as messages name it: its directory."""
         return str(self.root)
+
+    @property
+    def spec(self) -> str:
+        return str(self.root)
+
+    def read_only(self) -> None:
+        """None: who may change the runs is the file modes' business, not a role's."""
+        return None
+
+    def close(self) -> None:
+        """Nothing to let go of: each call opens what it needs and closes it."""
 
     def account(self) -> str:
         """The operating system's account of this process: whoever may write the store's
@@ -384,6 +399,33 @@ class RunStore:
             trace.write(event)
         finally:
             trace.close()
+
+    def traced_ids(self, prefix: str = "") -> list[str]:
+        if not self.root.is_dir():
+            return []
+        return sorted(p.name for p in self.root.iterdir() if p.name.startswith(prefix) and (p / TRACE_FILE).is_file())
+
+    def trace_file(self, run_id: str) -> Path:
+        return self.run_dir(run_id) / TRACE_FILE
+
+    def watch(self) -> RunWatcher:
+        from tether.store.files.watch import RunWatcher
+
+        return RunWatcher(self.root)
+
+    async def follow_run(self, run_id: str, out: TextIO, *, stop_event: asyncio.Event | None = None,
+                         backlog: int = 20, timings: bool = True, on_ready: Callable[[], None] | None = None,
+                         ) -> dict[str, Any] | None:
+        from tether.store.files.watch import follow_run
+
+        return await follow_run(self.root, run_id, out, stop_event=stop_event, backlog=backlog, timings=timings,
+                                on_ready=on_ready)
+
+    async def follow_all(self, out: TextIO, *, stop_event: asyncio.Event | None = None, backlog: int = 20,
+                         timings: bool = True, on_ready: Callable[[], None] | None = None) -> None:
+        from tether.store.files.watch import follow_all
+
+        await follow_all(self.root, out, stop_event=stop_event, backlog=backlog, timings=timings, on_ready=on_ready)
 
     def create(self, state: RunState) -> None:
         """Save a new run. Its journal appears complete (first commit included) or not at

@@ -34,6 +34,7 @@ class Database:
     """One PostgreSQL database and schema, as a store's parts use it (see the module)."""
 
     blocking = True
+    workers = True  # tether worker --store URL: DBOS's queue, in the same database
 
     def __init__(self, url: str, *, schema: str = "tether", pool_size: int | None = None) -> None:
         if not IDENT.match(schema):
@@ -49,6 +50,10 @@ class Database:
     @property
     def where(self) -> str:
         return redact(self.url)
+
+    @property
+    def spec(self) -> str:
+        return self.url
 
     @property
     def channel(self) -> str:

@@ -73,7 +73,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 import psycopg
 
@@ -92,7 +92,10 @@ from tether.store.protocol import call
 from tether.store.summary import Liveness, RunSummary
 
 if TYPE_CHECKING:
+    import asyncio
+
     from tether.store.costs import CostQuery, CostRow
+    from tether.store.postgres.watch import PgWatcher
     from tether.vocab.audit import DecisionQuery, DecisionRecord
     from tether.vocab.rules import Rule
     from tether.vocab.events import Event
@@ -285,6 +288,33 @@ class PgStore(Database):
         for rid, alive, *owner, has_owner, kept in rows:
             out[rid] = owner_of(tuple(owner) if has_owner else None, bool(alive), kept)
         return out
+
+    def traced_ids(self, prefix: str = "") -> list[str]:
+        """The runs' ids: a trace's lines are a run's rows (none without its run)."""
+        return [rid for rid in self.run_ids() if rid.startswith(prefix)]
+
+    def trace_file(self, run_id: str) -> None:
+        """None: the traces are rows (:meth:`read_trace`)."""
+        return None
+
+    def watch(self) -> PgWatcher:
+        from tether.store.postgres.watch import PgWatcher
+
+        return PgWatcher(self)
+
+    async def follow_run(self, run_id: str, out: TextIO, *, stop_event: asyncio.Event | None = None,
+                         backlog: int = 20, timings: bool = True, on_ready: Callable[[], None] | None = None,
+                         ) -> dict[str, Any] | None:
+        from tether.store.postgres.watch import follow_run
+
+        return await follow_run(self, run_id, out, stop_event=stop_event, backlog=backlog, timings=timings,
+                                on_ready=on_ready)
+
+    async def follow_all(self, out: TextIO, *, stop_event: asyncio.Event | None = None, backlog: int = 20,
+                         timings: bool = True, on_ready: Callable[[], None] | None = None) -> None:
+        from tether.store.postgres.watch import follow_all
+
+        await follow_all(self, out, stop_event=stop_event, backlog=backlog, timings=timings, on_ready=on_ready)
 
     def append_event(self, run_id: str, event: Event) -> None:
         """Append to the trace of a run nobody holds; a held run's trace is its owner's to

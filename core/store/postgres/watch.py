@@ -42,8 +42,9 @@ from tether.store.postgres.connection import StoreUnavailable, clean, listen, re
 from tether.store.postgres.flushes import TRACE_FLUSH_S
 from tether.store.protocol import call
 
-if TYPE_CHECKING:
-    from tether.store.postgres.store import PgStore
+if TYPE_CHECKING:  # not the PgStore, whose watch() and follow_*() are these: a Store's calls are what they use
+    from tether.store.postgres.database import Database
+    from tether.store.protocol import Store
 
 log = logging.getLogger(__name__)
 
@@ -57,7 +58,7 @@ class PgWatcher:
     ``async with PgWatcher(store) as watcher:`` returns once the LISTEN is in place (what is
     committed from then on is reported), then ``async for batch in watcher``."""
 
-    def __init__(self, store: PgStore, run_ids: Iterable[str] | None = None, *,
+    def __init__(self, store: Database, run_ids: Iterable[str] | None = None, *,
                  coalesce_ms: float = COALESCE_MS) -> None:
         self.store = store
         self.run_ids = None if run_ids is None else frozenset(run_ids)
@@ -174,7 +175,7 @@ async def _next(watcher: PgWatcher, stop_event: asyncio.Event | None, timeout: f
     raise TimeoutError
 
 
-async def follow_run(store: PgStore, run_id: str, out: TextIO, *, stop_event: asyncio.Event | None = None,
+async def follow_run(store: Store, run_id: str, out: TextIO, *, stop_event: asyncio.Event | None = None,
                      backlog: int = 20, timings: bool = True, on_ready: Callable[[], None] | None = None,
                      orphan_check_s: float = HEARTBEAT_S) -> dict[str, Any] | None:
     """:func:`tether.store.files.watch.follow_run` on PostgreSQL: the run's last ``backlog`` trace lines,
@@ -192,7 +193,7 @@ class _FollowedRow:
     """A run of PostgreSQL as :func:`follow_one` follows it: its trace read after the last
     line shown (``after``, its ``seq``)."""
 
-    def __init__(self, store: PgStore, run_id: str, watcher: PgWatcher, stop_event: asyncio.Event | None,
+    def __init__(self, store: Store, run_id: str, watcher: PgWatcher, stop_event: asyncio.Event | None,
                  after: int) -> None:
         self.store, self.run_id, self.watcher, self.stop_event, self.after = store, run_id, watcher, stop_event, after
 
@@ -209,7 +210,7 @@ class _FollowedRow:
         return await call(self.store, self.store.liveness, self.run_id) == "running"
 
 
-async def follow_all(store: PgStore, out: TextIO, *, stop_event: asyncio.Event | None = None, backlog: int = 20,
+async def follow_all(store: Store, out: TextIO, *, stop_event: asyncio.Event | None = None, backlog: int = 20,
                      timings: bool = True, on_ready: Callable[[], None] | None = None) -> None:
     """:func:`tether.store.files.watch.follow_all` on PostgreSQL: every run's trace lines as they are
     committed, prefixed with its run id, new runs included, until ``stop_event`` is set. The
