@@ -16,7 +16,7 @@ store's control channel, and when it runs a run itself it is one more owner. Its
   applies to the selected run (the keys greyed out, the command palette). The rest of the
   app is mixed in, one concern a module: :mod:`tether.tui.following` (the store followed,
   events in), :mod:`tether.tui.views` (the widgets brought up to date, the selection),
-  :mod:`tether.tui.changes` (the selected run's changes, live),
+  :mod:`tether.tui.timeline` (the Changes pane's checkpoints),
   :mod:`tether.tui.run_actions` (start, stop, resume, follow up, quit) and
   :mod:`tether.tui.decisions` (approve, reject, edit, rules, the record of decisions);
 * the screens (:mod:`tether.tui.screens`: the main screen, the dialogs) and the widgets
@@ -54,7 +54,6 @@ from tether.harness import Harness
 from tether.vocab.cancel import CancelSignal
 from tether.vocab.state import RunState
 from tether.store.control import operator_name
-from tether.tui.changes import ChangesFollowing
 from tether.tui.widgets.approvals import Pending
 from tether.tui.screens.dialogs import HelpScreen, NewRunRequest
 from tether.tui.widgets.runs_list import RunsList
@@ -77,7 +76,7 @@ YOUNG_GC_THRESHOLD = 10_000  # allocations between young collections while the c
 OWNER_CHECK_S = 1.0  # how often the locks of runs other processes hold are asked whether they live
 
 
-class TetherApp(DecisionActions, RunActions, WorkspaceActions, CheckpointTimeline, ChangesFollowing, ConsoleViews, StoreFollowing, App[int]):
+class TetherApp(DecisionActions, RunActions, WorkspaceActions, CheckpointTimeline, ConsoleViews, StoreFollowing, App[int]):
     """The console. Its parts are mixed in before ``App`` so that their handlers and actions
     are the app's own, and Textual's CSS and bindings see one app class, as before."""
 
@@ -240,7 +239,6 @@ class TetherApp(DecisionActions, RunActions, WorkspaceActions, CheckpointTimelin
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        await self.stop_changes()
         await self.client.aclose()
         if self._owns_store:
             close = getattr(self.harness.store, "close", None)

@@ -14,12 +14,13 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from textual import on
 from textual.message_pump import MessagePump
 
 from tether.vocab.state import StateError
-from tether.tui.changes import why_not
 from tether.tui.screens.rules import ConfirmDialog
 from tether.tui.state.text import one_line
+from tether.tui.widgets.changes import ChangesPane, why_not
 from tether.workspaces.changes import Changes, FileChange
 from tether.workspaces.checkpoints import Checkpoint
 
@@ -31,8 +32,6 @@ class CheckpointTimeline(MessagePump):
 
     model: Any
     operator: str
-    timeline_at: int | None = None
-    """The index of the checkpoint shown (None: the live view)."""
     _timeline: list[Checkpoint] | None = None
     _timeline_run: str | None = None
 
@@ -49,7 +48,7 @@ class CheckpointTimeline(MessagePump):
         they are the focused widget's); ``B`` only on a checkpoint of a run nothing runs."""
         if action in ("rewind_here", "fork_here"):
             rid = self.model.selected
-            shown = self.timeline_at is not None and rid == self._timeline_run
+            shown = self.changes_pane.timeline_at is not None and rid == self._timeline_run
             return True if shown and (action == "fork_here" or not self.model.is_live(rid)) else None
         return self._timeline_workspace() is not None
 
@@ -69,8 +68,8 @@ class CheckpointTimeline(MessagePump):
         rid = self.model.selected
         if ws is None or rid is None:
             return
-        pane = self.changes_pane  # type: ignore[attr-defined]
-        if self._timeline is None or self._timeline_run != rid or self.timeline_at is None:
+        pane: ChangesPane = self.changes_pane  # type: ignore[attr-defined]
+        if self._timeline is None or self._timeline_run != rid or pane.timeline_at is None:
             try:
                 self._timeline = await listing(ws, rid)
             except (GitError, OSError) as exc:
@@ -81,7 +80,7 @@ class CheckpointTimeline(MessagePump):
         if not count:
             self.notify("No checkpoints yet: one is taken after each step that changes the workspace.", markup=False)
             return
-        at = self.timeline_at
+        at = pane.timeline_at
         if by < 0:
             at = count - 1 if at is None else max(0, at - 1)
         elif at is None:
@@ -89,14 +88,10 @@ class CheckpointTimeline(MessagePump):
         else:
             at = at + 1 if at + 1 < count else None
         if at is None:
-            self.timeline_at = None
-            self._changes_key = None  # type: ignore[attr-defined]
-            self.follow_changes()  # type: ignore[attr-defined]
+            pane.follow_again()
             return
-        for task in (self._changes_task, self._diff_task):  # type: ignore[attr-defined]
-            if task is not None:
-                task.cancel()  # the live view stops following; its key stays, so a refresh does not restart it
-        self.timeline_at = at
+        pane.pause()  # the live view stops following; what it followed stays, so a refresh does not restart it
+        pane.timeline_at = at
         cp = self._timeline[at]
         files = tuple(FileChange(f["path"], f["status"], f["added"], f["deleted"]) for f in cp.files)
         pane.show_changes(rid, Changes(files, cp.tree))
@@ -107,23 +102,29 @@ class CheckpointTimeline(MessagePump):
         else:
             pane.show_words(rid, f"checkpoint {cp.step}: no files changed in this step")
 
+    @on(ChangesPane.FileHighlighted)
+    def _step_file_highlighted(self, event: ChangesPane.FileHighlighted) -> None:
+        """A file moved to while a checkpoint is shown: its step's diff."""
+        self.run_worker(self.show_step_diff(event.path), name=f"checkpoint diff of {event.path}",
+                        group="timeline-diff", exclusive=True, exit_on_error=False)
+
     async def show_step_diff(self, path: str) -> None:
         """The diff of ``path`` made by the step of the checkpoint shown."""
         from tether.workspaces.checkpoints import step_diff
 
         ws = self._timeline_workspace()
-        if ws is None or self.timeline_at is None or self._timeline is None:
+        if ws is None or self.changes_pane.timeline_at is None or self._timeline is None:
             return
         rid = self._timeline_run
-        text = await step_diff(ws, self._timeline[self.timeline_at], path)
-        if self.changes_pane.run_id == rid and self.timeline_at is not None:  # type: ignore[attr-defined]
+        text = await step_diff(ws, self._timeline[self.changes_pane.timeline_at], path)
+        if self.changes_pane.run_id == rid and self.changes_pane.timeline_at is not None:  # type: ignore[attr-defined]
             self.changes_pane.show_diff(path, text, rid)  # type: ignore[attr-defined]
 
     def action_rewind_here(self) -> None:
         rid = self.model.selected
-        if self.timeline_check("rewind_here") is None or self._timeline is None or self.timeline_at is None:
+        if self.timeline_check("rewind_here") is None or self._timeline is None or self.changes_pane.timeline_at is None:
             return
-        step = self._timeline[self.timeline_at].step
+        step = self._timeline[self.changes_pane.timeline_at].step
 
         def done(yes: bool | None) -> None:
             if yes:
@@ -145,17 +146,18 @@ class CheckpointTimeline(MessagePump):
         except (StateError, GitError, OSError) as exc:
             self._outcome("Not rewound", str(exc), ok=False)  # type: ignore[attr-defined]
             return
-        self.timeline_at, self._timeline = None, None
-        self._changes_key = None  # type: ignore[attr-defined]
+        self._timeline = None
+        self.changes_pane.stop()  # followed anew, from the live view, on the refresh of the run taken
+        self.changes_pane.timeline_at = None
         self._took(state)  # type: ignore[attr-defined]
         self._outcome("Rewound", "\n".join(said))  # type: ignore[attr-defined]
 
     def action_fork_here(self) -> None:
         """A new run from the checkpoint shown (``tether fork RUN --at N``); the original is only read."""
         rid = self.model.selected
-        if self.timeline_check("fork_here") is None or self._timeline is None or self.timeline_at is None:
+        if self.timeline_check("fork_here") is None or self._timeline is None or self.changes_pane.timeline_at is None:
             return
-        self.run_worker(self._fork(rid, self._timeline[self.timeline_at].step), name=f"fork {rid}",
+        self.run_worker(self._fork(rid, self._timeline[self.changes_pane.timeline_at].step), name=f"fork {rid}",
                         group="workspace", exit_on_error=False)
 
     async def _fork(self, rid: str, step: int) -> None:

@@ -11,6 +11,7 @@ for approval, a budget crossed) are said here, once each, as the model finds the
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 from typing import Any
 
@@ -26,8 +27,10 @@ from tether.vocab.state import NeedsApproval, Status
 from tether.run.tracked import what_it_can
 from tether.tui.widgets.approval_view import deadline_clock, tally_words
 from tether.tui.widgets.approvals import ApprovalsPane
+from tether.tui.widgets.changes import ChangesPane
 from tether.tui.widgets.cost_meter import CostMeter
 from tether.tui.widgets.header import ConsoleHeader
+from tether.tui.widgets.run_pane import RunPane
 from tether.tui.widgets.runs_list import RunsList
 from tether.tui.widgets.trace_view import TraceView
 from tether.tui.widgets.transcript import TranscriptView, plan_text
@@ -249,7 +252,7 @@ class ConsoleViews(MessagePump):
             transcript.show(None)
             trace.show(None, ())
             cost.show(None)
-            self.follow_changes()  # type: ignore[attr-defined]
+            self.follow_changes()
             return
         st = self.states[rid]
         buffer = self.pump.buffer(rid)  # first: a run's history may hold its agent's notes
@@ -259,7 +262,41 @@ class ConsoleViews(MessagePump):
         transcript.show(st, self._transcript_footer(rid), notes.notes if notes is not None else [] if is_acp(st) else None)
         trace.show(rid, buffer)
         cost.show(st, speed=self.model.speed.get(rid))
-        self.follow_changes()  # type: ignore[attr-defined]  # another run, or its workspace made: follow it
+        self.follow_changes()  # another run, or its workspace made: the panes of the run follow it
+
+    def follow_changes(self) -> None:
+        """Hand the selected run to every pane of the run (:class:`~tether.tui.widgets.run_pane.RunPane`,
+        the Changes pane among them): each follows it if it is shown and not following it yet."""
+        if not self._console_up:  # type: ignore[attr-defined]
+            return
+        rid = self.model.selected
+        st = self.model.states.get(rid) if rid is not None else None
+        for pane in self.console_screen.query(RunPane):  # type: ignore[attr-defined]
+            pane.show_run(rid, st)
+
+    @property
+    def changes_pane(self) -> ChangesPane:
+        return self.console_screen.query_one("#changes", ChangesPane)  # type: ignore[attr-defined]
+
+    @property
+    def changes_shown(self) -> bool:
+        return bool(self.changes_pane.display)
+
+    def action_changes(self) -> None:
+        """Show the selected run's changes in place of its trace, or the trace again."""
+        shown = self.changes_pane.toggle()
+        self.console_screen.query_one("#traces").display = not shown  # type: ignore[attr-defined]
+        if shown:
+            self.follow_changes()
+
+    @on(ChangesPane.Read)
+    def _changes_read(self, event: ChangesPane.Read) -> None:
+        """The runs list shows what the pane read, not only what the last operation kept."""
+        ws = event.workspace
+        if ws.changes is None or any(ws.changes.get(k) != v for k, v in event.counts.items()):
+            ws.changes = {**event.counts, "at": time.time()}
+            self.pump.mark(event.run_id)
+        self.post_message(Shown("changes", event.run_id))
 
     @staticmethod
     def _update_static(widget: Static, text: Text) -> None:

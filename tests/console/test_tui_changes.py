@@ -72,7 +72,7 @@ async def test_the_pane_lists_a_runs_files_and_shows_a_write_by_another_process(
         # c again: the trace is back, and the watch has ended.
         await pilot.press("c")
         assert not pane.display and app.console_screen.query_one("#traces").display
-        await wait_for(pilot, lambda: app._changes_task is None, "the follow to end")
+        await wait_for(pilot, lambda: not app.changes_pane.following, "the follow to end")
 
 
 async def test_the_highlighted_files_diff_updates_as_it_is_written(home: Path, repo: Path, tmp_path: Path) -> None:
@@ -102,4 +102,4 @@ async def test_a_run_without_a_workspace_says_so_in_words(tmp_path: Path) -> Non
         await pilot.press("c")
         pane = app.changes_pane
         await wait_for(pilot, lambda: "no workspace of its own" in diff_shown(pane), "the words")
-        assert app._changes_task is None
+        assert not app.changes_pane.following

@@ -41,12 +41,12 @@ async def test_arrows_move_between_checkpoints_and_b_rewinds_to_the_one_shown(
         await wait_for(pilot, lambda: "new.txt" in listed(pane), "the live changes")
         assert app.check_action("rewind_here", ()) is None  # greyed: no checkpoint shown
         await pilot.press("left")
-        await wait_for(pilot, lambda: app.timeline_at == 1, "the last checkpoint")
+        await wait_for(pilot, lambda: app.changes_pane.timeline_at == 1, "the last checkpoint")
         assert str(pane.border_subtitle).startswith("checkpoint 2 of 2 · write_file")
         assert list(listed(pane)) == ["new.txt"]
         await wait_for(pilot, lambda: "+n" in diff_shown(pane), "the step's diff")
         await pilot.press("left")
-        await wait_for(pilot, lambda: app.timeline_at == 0, "checkpoint 1")
+        await wait_for(pilot, lambda: app.changes_pane.timeline_at == 0, "checkpoint 1")
         assert list(listed(pane)) == ["notes.txt"]
         await wait_for(pilot, lambda: "-two" in diff_shown(pane) and "+2" in diff_shown(pane), "checkpoint 1's diff")
         await pilot.press("F")  # a fork at checkpoint 1 first: the run itself is only read
@@ -60,7 +60,7 @@ async def test_arrows_move_between_checkpoints_and_b_rewinds_to_the_one_shown(
         assert "fork of" not in app.model.row(rid).cells()["run"].plain
         await pilot.press("escape")
         await wait_for(pilot, lambda: not isinstance(app.screen, OutcomeDialog), "the outcome to close")
-        assert (tree / "new.txt").exists() and app.timeline_at == 0
+        assert (tree / "new.txt").exists() and app.changes_pane.timeline_at == 0
         await pilot.press("B")
         await wait_for(pilot, lambda: isinstance(app.screen, ConfirmDialog), "the confirmation")
         assert str(app.screen.query_one(".dialog-title").render()) == f"Rewind {rid} to checkpoint 1?"
@@ -69,8 +69,8 @@ async def test_arrows_move_between_checkpoints_and_b_rewinds_to_the_one_shown(
         title, words = outcome(app)
         assert title == "Rewound" and f"run {rid} rewound to checkpoint 1" in words
         assert (tree / "notes.txt").read_text() == "one\n2\n" and not (tree / "new.txt").exists()
-        assert app.states[rid].status is Status.INTERRUPTED and app.timeline_at is None
+        assert app.states[rid].status is Status.INTERRUPTED and app.changes_pane.timeline_at is None
         await pilot.press("escape")
         await wait_for(pilot, lambda: "new.txt" not in listed(pane), "the live view, rewound")
         await pilot.press("left", "left", "right", "right")  # to checkpoint 2 of 3 and back past the last: live
-        await wait_for(pilot, lambda: app.timeline_at is None, "the live view again")
+        await wait_for(pilot, lambda: app.changes_pane.timeline_at is None, "the live view again")
