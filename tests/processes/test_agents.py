@@ -25,6 +25,7 @@ from tether.vocab.state import NeedsApproval, Status
 from tether.store.files.layout import JOURNAL_FILE
 from tether.store.files.store import RunStore
 from tests.endpoints import call, completion, scripted_app
+from tests.support import cli_here_async
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "helpdesk"
 
@@ -194,14 +195,23 @@ async def test_a_changed_tool_refuses_the_approval_in_words_and_consumes_nothing
     (lambda t: t.replace("budget_usd = 0.05", "budget_usd = inf"),
      "agents.helpdesk.budget_usd: input should be a finite number"),
 ])
-async def test_config_errors_are_one_line_exit_2_before_any_run(helpdesk: Path, change, words):
+async def test_config_errors_are_one_line_exit_2_before_any_run(helpdesk: Path, change, words, monkeypatch):
     config = helpdesk / "tether.toml"
     config.write_text(change(config.read_text()))
     with (helpdesk / "helpdesk.py").open("a") as module:  # a function that cannot be a tool
         module.write("\n\ndef each_ticket():\n    yield from open_tickets()\n")
     runs = helpdesk / "runs"
-    code, out, err = await tether_cli("run", "--agent", "helpdesk", "--prompt", "x", "--runs-dir", str(runs),
-                                      cwd=helpdesk)
+    argv = ("run", "--agent", "helpdesk", "--prompt", "x", "--runs-dir", str(runs))
+    if words == "not valid TOML":  # one in a real process: the exit code and the one line a shell gets
+        code, out, err = await tether_cli(*argv, cwd=helpdesk)
+    else:  # the rest by the CLI's main here, with this copy's helpdesk module, not one imported before
+        monkeypatch.setattr(sys, "path", list(sys.path))
+        for name in [n for n in sys.modules if n.partition(".")[0] == "helpdesk"]:
+            monkeypatch.delitem(sys.modules, name)
+        done = await cli_here_async(*argv, cwd=helpdesk)
+        code, err = done.returncode, done.stderr
+        for name in [n for n in sys.modules if n.partition(".")[0] == "helpdesk"]:
+            del sys.modules[name]
     assert code == 2
     assert words in err, err
     assert str(config) in err
