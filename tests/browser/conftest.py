@@ -35,9 +35,11 @@ def _missing() -> str | None:
     return None
 
 
-# One browser per test, not per session: sync Playwright keeps an event loop running in the
-# test's thread while it is open, and the asyncio tests a worker runs next need that thread.
-@pytest.fixture
+# One browser per test file (each test has its own context: cookies, storage, pages), not per
+# session: sync Playwright keeps an event loop running in the test's thread while it is open,
+# and the asyncio tests a worker runs next need that thread. Pytest ends a file's fixtures
+# before the first test of another file, so no other file's test runs while it is open.
+@pytest.fixture(scope="module")
 def browser() -> Iterator[Any]:
     why = _missing()
     if why:
