@@ -46,7 +46,7 @@ from tether.run.controls import (
 from tether.store.hold import heartbeat, open_run, release
 from tether.vocab.prices import price_for
 from tether.approvals import budget_ask, budgets
-from tether.run.tracked import TrackedRun
+from tether.run.tracked import TrackedRun, Tracking
 from tether.agents.sample import ensure_sample
 from tether.agents.sets import AgentSet, known_agents, set_of
 from tether.agents.workspace import Workspace
@@ -426,9 +426,9 @@ class Harness:
         planned = tracked.plan(workspace, isolation)  # before any run is made: ValueError in words
         server = await self._control_server()
         pricing = pricing or await asyncio.to_thread(price_for, model or name, self.config)  # genai-prices' import
-        async with track(self, server, self._hold, self._let_go, name, task, source=source, model=model,
-                         run_id=run_id, limits=limits, pricing=pricing, policies=policies, attach=attach,
-                         keep_open=keep_open, cancel=cancel, sinks=sinks) as run:
+        async with track(self, server, self._hold, self._let_go, Tracking(
+                name, task, source=source, model=model, run_id=run_id, limits=limits, pricing=pricing,
+                policies=policies, attach=attach, keep_open=keep_open, cancel=cancel, sinks=sinks)) as run:
             async with tracked.given(run, planned, workspace, self.workspaces_dir):
                 yield run
 

@@ -11,41 +11,35 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from tether.vocab.cancel import CancelSignal
 from tether.run.controls import Controls
 from tether.run.driver import RunDriver
-from tether.vocab.events import EventSink
 from tether.store.hold import heartbeat, open_run, release
-from tether.vocab.state import Limits, NeedsApproval, Policies, Pricing, RunState, StateError, Status, create_new
-from tether.run.tracked import Host, RunEnded, TrackedRun, new_state, program_of, started
+from tether.vocab.state import NeedsApproval, RunState, StateError, Status, create_new
+from tether.run.tracked import Host, RunEnded, TrackedRun, Tracking, new_state, program_of, started
 from tether.store.protocol import call
 
 
 @contextlib.asynccontextmanager
 async def track(host: Host, server: Any, hold: Callable[[RunState, Callable[[Any], None], CancelSignal], None],
-                let_go: Callable[[str], None], name: str, task: str = "", *, source: str = "program",
-                model: str = "", run_id: str | None = None, limits: Limits | None = None,
-                pricing: Pricing | None = None, policies: Policies | None = None, attach: bool = False,
-                keep_open: bool = False, cancel: asyncio.Task[Any] | None = None,
-                sinks: Sequence[EventSink] = ()) -> AsyncIterator[TrackedRun]:
-    """The run, held while the block runs (the options are :meth:`tether.Harness.track`'s).
-    ``server`` is the store's control listener, started; ``hold`` and ``let_go`` tell the
-    harness the run is driven here, and when it no longer is. (No tokenizer: a reported run's
-    tokens are the program's.)"""
+                let_go: Callable[[str], None], asked: Tracking) -> AsyncIterator[TrackedRun]:
+    """The run, held while the block runs, as ``asked``. ``server`` is the store's control
+    listener, started; ``hold`` and ``let_go`` tell the harness the run is driven here, and when
+    it no longer is. (No tokenizer: a reported run's tokens are the program's.)"""
+    run_id, attach = asked.run_id, asked.attach
     if attach:
         if run_id is None:
             raise ValueError("attach names the run to report into: run_id=")
     else:
-        fresh = new_state(name, task, source=source, model=model, run_id=run_id, limits=limits, pricing=pricing,
-                          policies=policies)
+        fresh = new_state(asked)
         fleet = getattr(host, "fleet", None)
         if fleet is not None:  # a spent fleet budget over the new run: refused in words, nothing made
             await asyncio.to_thread(fleet.refuse_new, host.store, fresh)
         await call(host.store, create_new, host.store.create, fresh,
-                   made_up=None if run_id else name.replace("/", "_")[:24])
+                   made_up=None if run_id else asked.name.replace("/", "_")[:24])
         run_id = fresh.run_id
     state, handle = await open_run(host.store, run_id, control=server.address)
     signal = CancelSignal()
@@ -63,7 +57,8 @@ async def track(host: Host, server: Any, hold: Callable[[RunState, Callable[[Any
             raise StateError(f"run {run_id} has already ended ({state.status.value})")
         resumed = attach and bool(state.messages)
         state.status, state.interruption, state.error = Status.RUNNING, None, None
-        run = TrackedRun(host, RunDriver(state, handle, trace, [*host.sinks, *sinks]), controls, signal, cancel)
+        run = TrackedRun(host, RunDriver(state, handle, trace, [*host.sinks, *asked.sinks]), controls, signal,
+                         asked.cancel)
         hold(state, run.driver.emit, signal)
         await controls.adopt()
         started(run, resumed)
@@ -76,7 +71,7 @@ async def track(host: Host, server: Any, hold: Callable[[RunState, Callable[[Any
             await run.close(exc)
             raise
         else:
-            if keep_open and not run.ended:
+            if asked.keep_open and not run.ended:
                 await run.driver.save()
             else:
                 await run.close(None)

@@ -553,10 +553,29 @@ async def report_into(store: Store, run_id: str, ops: Sequence[Mapping[str, Any]
     return await store.deliver(run_id, request, address)  # appended, and the holder told (the store's way)
 
 
-def new_state(name: str, task: str, *, source: str, model: str, run_id: str | None, limits: Limits | None,
-              pricing: Pricing | None, policies: Policies | None) -> RunState:
+@dataclass(frozen=True)
+class Tracking:
+    """What a program asked :meth:`tether.Harness.track` for (its options, documented there)."""
+
+    name: str
+    task: str = ""
+    source: str = "program"
+    model: str = ""
+    run_id: str | None = None
+    limits: Limits | None = None
+    pricing: Pricing | None = None
+    policies: Policies | None = None
+    attach: bool = False
+    keep_open: bool = False
+    cancel: asyncio.Task[Any] | None = None
+    sinks: Sequence[EventSink] = ()
+
+
+def new_state(asked: Tracking) -> RunState:
     """A reported run's state: its agent remembered by name and source only (a program's loop
     cannot be rebuilt from the store, so nothing else is kept)."""
+    name, task, source, model, run_id = asked.name, asked.task, asked.source, asked.model, asked.run_id
+    limits, pricing, policies = asked.limits, asked.pricing, asked.policies
     if source not in SOURCES:
         raise ValueError(f"source is one of {', '.join(SOURCES)}; not {source!r}")
     messages = [{"role": "user", "content": task}] if task else []
