@@ -241,9 +241,7 @@ class TetherApp(DecisionActions, RunActions, WorkspaceActions, CheckpointTimelin
                 await task
         await self.client.aclose()
         if self._owns_store:
-            close = getattr(self.harness.store, "close", None)
-            if callable(close):
-                await asyncio.to_thread(close)
+            await asyncio.to_thread(self.harness.store.close)
         gc.unfreeze()
         if self._gc_thresholds:
             gc.set_threshold(*self._gc_thresholds)

@@ -253,8 +253,7 @@ class TrackedRun:
             if isinstance(reached, tuple):
                 return f"{reached[0].words(reached[1])}; the run stopped (a report of what already happened is not held)"
             return reached
-        read = self.harness._rules if callable(getattr(store, "rules", None)) else None
-        hit = await budget_ask.check(fleet, store, st, read, self.driver.emit)
+        hit = await budget_ask.check(fleet, store, st, self.harness._rules, self.driver.emit)
         while isinstance(hit, NeedsApproval):
             waiting = hit
             st.status, st.interruption = Status.INTERRUPTED, waiting
@@ -275,7 +274,8 @@ class TrackedRun:
             pending = st.interruption if made is not None and made.verdict == "pending" else None
             st.status, st.interruption = Status.RUNNING, None
             await self.driver.save()
-            hit = pending or await budget_ask.check(fleet, store, st, read, self.driver.emit, waiting)
+            hit = pending or await budget_ask.check(fleet, store, st, self.harness._rules, self.driver.emit,
+                                                         waiting)
         if isinstance(hit, Cancelled):  # its deadline's "stop": the call declined, the run stopped
             await self.driver.save()
             self.signal.cancel(hit.reason, DEADLINE)
@@ -305,8 +305,7 @@ class TrackedRun:
         if earlier is not None and earlier.complete:
             return _approval(earlier)
         agent = st.agent.name if st.agent is not None else st.model
-        read = self.harness._rules if callable(getattr(self.harness.store, "rules", None)) else None
-        verdict = await verdict_of(read, Call(tool, _parsed(raw), agent, run_source(st), st.run_id))  # type: ignore[arg-type]
+        verdict = await verdict_of(self.harness._rules, Call(tool, _parsed(raw), agent, run_source(st), st.run_id))  # type: ignore[arg-type]
         asked_at = time.time()
         if verdict is not None and verdict.effect != "ask":
             rule = verdict.rule

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from tether.store.files.quickstop import Sent
     from tether.store.protocol import Store
 
 STORE_ENV = "TETHER_STORE"
@@ -52,6 +53,18 @@ def open_store(spec: str | Path | None = None) -> Store:
         return PgStore(url)
     scheme = str(spec).split("://", 1)[0]
     raise StateError(f"unknown kind of store {scheme}://...: give a directory, or a postgresql:// URL")
+
+
+def quick_stop(spec: str | Path | None, run_id: str, reason: str, by: str) -> Sent | None:
+    """``tether stop``'s first try, before anything else is imported: on the file store ``spec``
+    names, the Stop sent straight to the run's process when it lives on this host
+    (:mod:`tether.store.files.quickstop`). None on any other store or run: the full path then."""
+    root = files_root(spec)
+    if root is None:
+        return None
+    from tether.store.files.quickstop import stop_live
+
+    return stop_live(root, run_id, reason, by)
 
 
 def files_root(spec: str | Path | None = None) -> Path | None:

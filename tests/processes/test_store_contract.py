@@ -14,7 +14,8 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -28,7 +29,7 @@ from tether.harness import Harness
 from tether.approvals.decisions import approve
 from tether.store.protocol import Handle, Store
 from tether.vocab.state import Limits, NeedsApproval, RunExists, RunState, StateError, Status, args_hash, pending_calls
-from tether.store.files.store import RunStore
+from tether.store.spec import open_store
 from tether.demo.agents import DEMO
 from tests.endpoints import completion, turns
 from tests.support import TABLES, wait_until
@@ -36,32 +37,51 @@ from tests.support import TABLES, wait_until
 SECRET = "sk-contract-SECRET-0123456789abcdef"
 
 
+@dataclass
+class Kit:
+    """A store, and what a test needs of it that no Store call says: made by the fixture that
+    knows which store it is, so that the tests speak to the store through the protocol alone."""
+
+    store: Store
+    stored_bytes: Callable[[], str]
+    """Everything the store keeps, as text: every file, or every row of every table."""
+    clear_approvals: Callable[[], None]
+    """No rules and no decisions (PostgreSQL's are the session's server's)."""
+    ledger_commits_with_save: bool
+    """A ledger result is committed with the save that records it (PostgreSQL), not at once."""
+
+
 @pytest.fixture(params=["file", "postgresql"])
-def store(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Store]:
+def kit(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Kit]:
     if request.param == "file":
-        yield RunStore(tmp_path / "runs")
+        runs = tmp_path / "runs"
+        yield Kit(open_store(runs), lambda: "\n".join(p.read_bytes().decode(errors="replace")
+                                                      for p in runs.rglob("*") if p.is_file()),
+                  lambda: None, False)
         return
     from tether.store.postgres.store import PgStore
 
     pg = PgStore(request.getfixturevalue("pg_url"))
     with pg._conn() as conn:  # a clean slate: the server is the session's, the tables the test's
         conn.execute(pg.q("TRUNCATE " + ", ".join(f"{{s}}.{t}" for t in TABLES)))
+
+    def stored_bytes() -> str:
+        with pg._conn() as conn:
+            return "\n".join(row[0] for t in TABLES for row in conn.execute(pg.q(f"SELECT x::text FROM {{s}}.{t} x")))
+
+    def clear_approvals() -> None:
+        with pg._conn() as conn:
+            conn.execute(pg.q("TRUNCATE {s}.rules, {s}.decisions"))
+
     try:
-        yield pg
+        yield Kit(pg, stored_bytes, clear_approvals, True)
     finally:
         pg.close()
 
 
-def is_pg(store: Store) -> bool:
-    return type(store).__name__ == "PgStore"
-
-
-def stored_bytes(store: Store, tmp_path: Path) -> str:
-    """Everything the store keeps, as text: every file, or every row of every table."""
-    if not is_pg(store):
-        return "\n".join(p.read_bytes().decode(errors="replace") for p in (tmp_path / "runs").rglob("*") if p.is_file())
-    with store._conn() as conn:  # type: ignore[attr-defined]
-        return "\n".join(row[0] for t in TABLES for row in conn.execute(store.q(f"SELECT x::text FROM {{s}}.{t} x")))  # type: ignore[attr-defined]
+@pytest.fixture
+def store(kit: Kit) -> Store:
+    return kit.store
 
 
 def new_state(run_id: str, *messages: dict[str, Any]) -> RunState:
@@ -177,7 +197,8 @@ def write_once(handle: Handle, state: RunState, effects: Path, crash_at: str | N
 
 
 @pytest.mark.parametrize("crash_at", CRASH_POINTS)
-def test_a_write_is_done_once_whatever_the_crash_point(store: Store, tmp_path: Path, crash_at: str | None):
+def test_a_write_is_done_once_whatever_the_crash_point(kit: Kit, tmp_path: Path, crash_at: str | None):
+    store = kit.store
     effects = tmp_path / "effects.txt"
     store.create(new_state("w1", tool_call("call_w", "write", '{"file": "effects.txt"}')))
     state, handle = store.open("w1")
@@ -190,7 +211,7 @@ def test_a_write_is_done_once_whatever_the_crash_point(store: Store, tmp_path: P
 
     state, handle = store.open("w1")  # the next process adopts the run
     try:
-        if crash_at == "after_complete" and is_pg(store):
+        if crash_at == "after_complete" and kit.ledger_commits_with_save:
             # The result was recorded but the step that records it never committed: so
             # neither did the result. The intent, committed before the effect, is there.
             entry = handle.ledger().lookup("w1:call_w")
@@ -259,7 +280,8 @@ def test_events_traced_after_the_last_save_are_kept_on_release(store: Store):
 
 # ---- secrets -------------------------------------------------------------------------------
 
-async def test_secrets_are_never_stored(store: Store, tmp_path: Path):
+async def test_secrets_are_never_stored(kit: Kit, tmp_path: Path):
+    store = kit.store
     """The API key rides in the Authorization header: echoed in an error body, in a retry
     notice, in the endpoint's URL, or in a traced event, it is in no stored byte or row."""
     attempts = {"n": 0}
@@ -288,7 +310,7 @@ async def test_secrets_are_never_stored(store: Store, tmp_path: Path):
     assert out.state.status is Status.COMPLETED
     kinds = [r["kind"] for r in store.read_trace(out.state.run_id)]
     assert kinds.count("provider_retry") == 2
-    stored = stored_bytes(store, tmp_path)
+    stored = kit.stored_bytes()
     assert out.state.run_id in stored and "[redacted]" in stored
     assert SECRET not in stored
 
@@ -407,25 +429,17 @@ async def test_a_subagent_run_is_a_run_of_its_own_in_the_same_store(store: Store
 # ---- approvals: the standing rules and the record of decisions (issue 25) ---------------------
 
 @pytest.fixture
-def approvals_store(store: Store) -> Iterator[Store]:
+def approvals_store(kit: Kit) -> Iterator[Store]:
     """``store`` with no rules and no decisions, before and after (PostgreSQL's are the
     session's: a rule left behind would decide other tests' calls)."""
-    def clear() -> None:
-        if is_pg(store):
-            with store._conn() as conn:  # type: ignore[attr-defined]
-                conn.execute(store.q("TRUNCATE {s}.rules, {s}.decisions"))  # type: ignore[attr-defined]
-    clear()
-    yield store
-    clear()
+    kit.clear_approvals()
+    yield kit.store
+    kit.clear_approvals()
 
 
 def another_view(store: Store) -> Store:
     """The same store as another process opens it."""
-    if is_pg(store):
-        from tether.store.postgres.store import PgStore
-
-        return PgStore(store.url)  # type: ignore[attr-defined]
-    return RunStore(store.root)  # type: ignore[attr-defined]
+    return open_store(store.spec)
 
 
 def test_rules_are_the_stores_for_every_process_and_an_id_is_never_given_twice(approvals_store: Store):

@@ -76,17 +76,16 @@ def _edited_args(text: str | None) -> str | None:
 
 def stop(args: argparse.Namespace) -> Any:
     """Stop a run. On the file store, a run whose process lives here is sent its Stop before
-    anything else is imported (:mod:`tether.store.files.quickstop`); any other run takes the
+    anything else is imported (:func:`tether.store.spec.quick_stop`); any other run takes the
     full path, through the store and the control channel (no harness, no agent file)."""
-    from tether.store.files.quickstop import stop_live
     from tether.store.operator import operator_name
-    from tether.store.spec import files_root
+    from tether.store.spec import quick_stop
 
     spec, runs_dir = getattr(args, "store", None), getattr(args, "runs_dir", None)
-    root = None if spec and runs_dir else files_root(spec or runs_dir)  # both given: refused on the full path
     sent = None
-    if root is not None:
-        sent = stop_live(root, args.run_id, args.reason or STOPPED, getattr(args, "who", None) or operator_name())
+    if not (spec and runs_dir):  # both given: refused on the full path
+        sent = quick_stop(spec or runs_dir, args.run_id, args.reason or STOPPED,
+                          getattr(args, "who", None) or operator_name())
     if sent is None:
         return _stop(args)
     if sent.answered:
