@@ -21,7 +21,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from tether.store import control, operate
+from tether.actions import control as actions
+from tether.store import control
 from tether.agents.agent import Agent, AgentError, changed_tools
 from tether.vocab.cancel import CancelSignal
 from tether.models.client import without_credentials
@@ -438,16 +439,21 @@ class Harness:
         self._signals.pop(run_id, None)
 
     async def stop(self, run_id: str, reason: str = STOP_REASON, *, by: str = "operator") -> control.ControlReply:
-        """Stop a run whichever process runs it: its signal fires, and the tool it is running is
-        cut off in words, or the call it waits a decision for is declined in words. The reply
-        says what happened, in words (nothing to stop, orphaned...)."""
+        """Stop a run whichever process runs it (:func:`tether.actions.control.stop`): its signal
+        fires, and the tool it is running is cut off in words, or the call it waits a decision
+        for is declined in words. The reply says what happened, in words (nothing to stop,
+        orphaned...)."""
+        return await actions.stop(self.store, run_id, reason, by=by, here=self.stop_here)
+
+    def stop_here(self, run_id: str, reason: str, by: str) -> control.ControlReply | None:
+        """Stop the run at once if this process drives it (its signal fires); None if it does not."""
         signal = self._signals.get(run_id)
-        if signal is not None:  # this process runs it
-            if signal.cancelled:
-                return control.ControlReply(True, f"run {run_id} is already stopping")
-            signal.cancel(reason, by, stop=True)
-            return control.ControlReply(True, f"run {run_id} stops now")
-        return await self.request(run_id, control.ControlRequest("stop", reason, by=by))
+        if signal is None:
+            return None
+        if signal.cancelled:
+            return control.ControlReply(True, f"run {run_id} is already stopping")
+        signal.cancel(reason, by, stop=True)
+        return control.ControlReply(True, f"run {run_id} stops now")
 
     async def decide(self, run_id: str, verdict: str, text: str = "", *, call_id: str | None = None,
                      by: str = "operator", option: str | None = None, silent: bool = False, args: str | None = None,
@@ -466,8 +472,8 @@ class Harness:
 
     async def request(self, run_id: str, request: control.ControlRequest) -> control.ControlReply:
         """Append ``request`` to the run's control channel and have its process act on it
-        (:func:`tether.store.operate.request`)."""
-        return await operate.request(self.store, run_id, request)
+        (:func:`tether.actions.control.request`)."""
+        return await actions.request(self.store, run_id, request)
 
     def note_dropped(self, run_id: str, spans: int) -> None:
         """Say in a run's trace that telemetry about it was dropped (a collector down or slow):

@@ -2,11 +2,11 @@
 standing rules and the record of decisions (:mod:`tether.approvals`).
 
 A part of :class:`~tether.tui.app.TetherApp` (mixed into it: the ``action_*`` names are the
-keys' and the command palette's). A decision goes the way the run waits for it
-(:meth:`~tether.tui.state.model.ConsoleModel.decide_route`): to the process that holds the run,
-through the store's control channel; to the queue worker's workflow that waits for it; or
-here, when nobody holds the run, and this console goes on with it. A rule made from a call
-decides that call by the same path, recorded as ``rule R4``.
+keys' and the command palette's). A decision goes the way every front's goes
+(:mod:`tether.actions.control`): to the queue worker's workflow that waits for it; to the
+process that holds the run, through the store's control channel; or here, when nobody holds
+the run, and this console goes on with it. A rule made from a call decides that call by the
+same path, recorded as ``rule R4``.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 
 from textual import on
@@ -22,6 +23,7 @@ from textual.message_pump import MessagePump
 from textual.screen import Screen
 from textual.worker import Worker
 
+from tether.actions import control
 from tether.agents.config import Config
 from tether.agents.sets import known_agents
 from tether.approvals import Call, Checked, DecisionQuery, Rule, run_source
@@ -54,59 +56,50 @@ class DecisionActions(MessagePump):
     def approve_run(self, rid: str, note: str = "", call_id: str | None = None, args: str | None = None) -> Worker[Any]:
         """Approve the call of a run nobody holds: this console takes the run and goes on with it.
         ``args``: the operator's edited arguments (JSON)."""
-        return self._launch(rid, lambda sig: self.harness.approve(rid, note, call_id=call_id, signal=sig,
-                                                                  sinks=[self._sink], by=self.operator, args=args),
-                            deciding=call_id or "")
+        return self._adopt(rid, ControlRequest("approve", note, call_id=call_id, by=self.operator, args=args))
 
     def reject_run(self, rid: str, reason: str = "", call_id: str | None = None) -> Worker[Any]:
-        return self._launch(rid, lambda sig: self.harness.reject(rid, reason, call_id=call_id, signal=sig,
-                                                                 sinks=[self._sink], by=self.operator),
-                            deciding=call_id or "")
+        return self._adopt(rid, ControlRequest("reject", reason, call_id=call_id, by=self.operator))
+
+    def _adopt(self, rid: str, request: ControlRequest) -> Worker[Any]:
+        """This console takes the run nobody holds, decides, and goes on with it
+        (:func:`tether.actions.control.adopt`)."""
+        return self._launch(rid, lambda sig: control.adopt(self.harness, rid, request, signal=sig, sinks=[self._sink]),
+                            deciding=request.call_id or "")
+
+    def _here(self, rid: str, request: ControlRequest) -> Worker[Any]:
+        if request.kind == "approve":
+            return self.approve_run(rid, request.text, call_id=request.call_id, args=request.args)
+        return self.reject_run(rid, request.text, call_id=request.call_id)
 
     def deliver_decision(self, rid: str, verdict: str, text: str = "", call_id: str | None = None,
                          option: str | None = None, args: str | None = None, scope: str | None = None) -> Worker[Any]:
-        """Hand a decision to the process that holds ``rid`` waiting for one (Harness.decide):
-        another process, or this one for an ACP run it drives. ``option``: the ACP agent's
-        option to answer with (None: allow once, or reject once); ``args``: edited arguments;
-        ``scope``: for an "always" option, the scope of the rule Tether keeps of it."""
-        async def decide() -> ControlReply:
-            if scope is not None:  # the request Harness.decide makes, with the rule's scope
-                kind = "approve" if verdict in ("approve", "approved") else "reject"
-                return await self.harness.request(rid, ControlRequest(kind, text, call_id=call_id, by=self.operator,
-                                                                      option=option, scope=scope,
-                                                                      account=await self.harness.account()))
-            return await self.harness.decide(rid, verdict, text, call_id=call_id, by=self.operator, option=option,
-                                             args=args)
+        """Decide ``call_id`` the way every front does (:func:`tether.actions.control.deliver`):
+        handed to whoever holds ``rid`` waiting for it (another process, this one for an ACP run
+        it drives, a queue worker's workflow), or, when nobody does, made here: this console
+        goes on with the run. ``option``: the ACP agent's option to answer with (None: allow
+        once, or reject once); ``args``: edited arguments; ``scope``: for an "always" option,
+        the scope of the rule Tether keeps of it."""
+        kind = "approve" if verdict in ("approve", "approved") else "reject"
+        request = ControlRequest(kind, text, call_id=call_id, by=self.operator, option=option, args=args, scope=scope)
+        return self._deliver(rid, request, self._here)
 
-        return self.run_worker(
-            self._control(rid, decide,
-                          "Approve" if verdict == "approve" else "Reject"),
-            name=f"decide {rid}", group="control", exit_on_error=False)
+    def _deliver(self, rid: str, request: ControlRequest, here: Callable[[str, ControlRequest], object]) -> Worker[Any]:
+        return self.run_worker(self._control(rid, self._delivery(rid, request, here), _verb(request)),
+                               name=f"decide {rid}", group="control", exit_on_error=False)
 
-    def decide_for_worker(self, rid: str, verdict: str, text: str = "", call_id: str | None = None,
-                          args: str | None = None, rule: str | None = None) -> Worker[Any]:
-        """Hand a decision to the queue worker's workflow that waits for it (tether.workers.decide.decide);
-        when no workflow waits after all, decide here as for a run nobody holds. ``rule``: the
-        standing rule that decides (recorded as ``rule R4``), not this console's operator."""
-        from tether.workers import decide as workers
-
-        async def decide() -> ControlReply:
-            by = f"rule {rule}" if rule is not None else self.operator
-            reply = await workers.decide(self.harness.store, rid, verdict, text, by=by, call_id=call_id,  # type: ignore[arg-type]
-                                        args=args, rule=rule, account=await self.harness.account(rule=rule))
+    def _delivery(self, rid: str, request: ControlRequest,
+                  here: Callable[[str, ControlRequest], object]) -> Callable[[], Awaitable[ControlReply | None]]:
+        """Hand ``request`` to whoever holds ``rid`` waiting for it (its reply is shown); ``here``
+        takes the run in this console when nobody does."""
+        async def deliver() -> ControlReply | None:
+            request_as = replace(request, account=await self.harness.account(rule=request.rule))
+            reply = await control.deliver(self.harness.store, rid, request_as)
             if reply is None:
-                if rule is not None:  # a rule's decision: this console's loop reads the store's rules
-                    self._launch(rid, lambda sig: self.harness.run(rid, signal=sig, sinks=[self._sink]),
-                                 deciding=call_id or "")
-                elif verdict == "approve":
-                    self.approve_run(rid, text, call_id=call_id, args=args)
-                else:
-                    self.reject_run(rid, text, call_id=call_id)
-                return ControlReply(True, f"no worker waits for run {rid}: this console goes on with it")
+                here(rid, request_as)
             return reply
 
-        return self.run_worker(self._control(rid, decide, "Approve" if verdict == "approve" else "Reject"),
-                               name=f"decide {rid}", group="control", exit_on_error=False)
+        return deliver
 
     def action_approve(self) -> None:
         self._decide(ApproveDialog, "approve")
@@ -139,28 +132,13 @@ class DecisionActions(MessagePump):
                                 group="control", exit_on_error=False)
                 return
             if isinstance(answer, DecisionAnswer):
-                self.send_decision(rid, "approve" if answer.args is not None else verdict, answer.text,
-                                   waiting.call_id, option=answer.option, args=answer.args, scope=answer.scope)
+                self.deliver_decision(rid, "approve" if answer.args is not None else verdict, answer.text,
+                                      waiting.call_id, option=answer.option, args=answer.args, scope=answer.scope)
             else:
-                self.send_decision(rid, verdict, answer, waiting.call_id)
+                self.deliver_decision(rid, verdict, answer, waiting.call_id)
 
         self.push_screen(dialog(rid, waiting, grace_s=self.options.grace_s, ask=ask,
                                 acp=agents_own_call(self.states[rid]), rules=self.rule_context(rid)), done)
-
-    def send_decision(self, rid: str, verdict: str, text: str, call_id: str, *, option: str | None = None,
-                      args: str | None = None, scope: str | None = None) -> None:
-        """Decide ``call_id`` the way the run waits for it: delivered to the process that
-        holds it, to the queue worker's workflow, or here (this console goes on with it).
-        ``scope``: with an ACP agent's "always" option, the scope of the rule Tether keeps."""
-        route = self.model.decide_route(rid)
-        if route == "process":
-            self.deliver_decision(rid, verdict, text, call_id=call_id, option=option, args=args, scope=scope)
-        elif route == "worker":
-            self.decide_for_worker(rid, verdict, text, call_id=call_id, args=args)
-        elif verdict == "approve":
-            self.approve_run(rid, text, call_id=call_id, args=args)
-        else:
-            self.reject_run(rid, text, call_id=call_id)
 
     def action_edit(self) -> None:
         """Approve the selected run's waiting call with edited arguments (``e``)."""
@@ -177,7 +155,7 @@ class DecisionActions(MessagePump):
         def done(answer: tuple[str, str | None] | None) -> None:
             if answer is not None and self.can_decide(rid):
                 note, args = answer
-                self.send_decision(rid, "approve", note, waiting.call_id, args=args)
+                self.deliver_decision(rid, "approve", note, waiting.call_id, args=args)
 
         self.push_screen(ArgsEditor(rid, waiting), done)
 
@@ -248,16 +226,13 @@ class DecisionActions(MessagePump):
         if not self.can_decide(rid):
             return
         verdict, by = ("approve" if rule.effect == "allow" else "reject"), f"rule {rule.id}"
-        route = self.model.decide_route(rid)
-        if route == "process":
-            request = ControlRequest(verdict, rule.reason, call_id=waiting.call_id, by=by, rule=rule.id, option=option)
-            await self._control(rid, lambda: self.harness.request(rid, request),
-                                "Approve" if verdict == "approve" else "Reject")
-        elif route == "worker":
-            self.decide_for_worker(rid, verdict, rule.reason, call_id=waiting.call_id, rule=rule.id)
-        else:  # nobody holds it: this console goes on with it, and its loop reads the store's rules
+        request = ControlRequest(verdict, rule.reason, call_id=waiting.call_id, by=by, rule=rule.id, option=option)
+
+        def here(rid: str, _: ControlRequest) -> None:  # nobody holds it: this console's loop reads the store's rules
             self._launch(rid, lambda sig: self.harness.run(rid, signal=sig, sinks=[self._sink]),
                          deciding=waiting.call_id)
+
+        await self._control(rid, self._delivery(rid, request, here), _verb(request))
 
     def action_rules(self) -> None:
         if not isinstance(self.screen, RulesScreen):
@@ -347,3 +322,7 @@ class DecisionActions(MessagePump):
         if isinstance(self.screen, DecisionsScreen):
             self.screen.dismiss(None)
         self.select(message.run_id)
+
+
+def _verb(request: ControlRequest) -> str:
+    return "Approve" if request.kind == "approve" else "Reject"

@@ -3,8 +3,9 @@
 A part of :class:`~tether.tui.app.TetherApp` (mixed into it: the ``action_*`` names are
 the keys' and the command palette's). A run this console drives runs in a Textual worker
 (:meth:`RunActions._launch`), with a :class:`~tether.vocab.cancel.CancelSignal` that Stop
-fires at once; a run another process holds is stopped through the store's control channel
-(:meth:`RunActions.request_stop`), and the reply's words are shown. A worker's error never
+fires at once; a run another process holds is stopped the way every front stops one
+(:func:`tether.actions.control.stop`, from :meth:`RunActions.request_stop`), and the reply's
+words are shown. A worker's error never
 crashes the app: it becomes the run's failure reason.
 """
 
@@ -18,6 +19,7 @@ from typing import Any
 from textual.message_pump import MessagePump
 from textual.worker import Worker
 
+from tether.actions import control
 from tether.agents.agent import Agent
 from tether.agents.sets import known_agents, set_of
 from tether.harness import ADHOC_AGENT, Harness, Outcome, adhoc_agent
@@ -110,9 +112,12 @@ class RunActions(MessagePump):
 
     def start_run(self, rid: str, *, max_turns: int | None = None, budget_usd: float | None = None,
                   message: str | None = None) -> Worker[Any]:
+        if message is not None:  # a follow-up: this console adopts the run and goes on from the words
+            return self._launch(rid, lambda sig: control.follow_up(self.harness, rid, message, signal=sig,
+                                                                   sinks=[self._sink], max_turns=max_turns,
+                                                                   budget_usd=budget_usd))
         return self._launch(rid, lambda sig: self.harness.run(rid, signal=sig, sinks=[self._sink],
-                                                              max_turns=max_turns, budget_usd=budget_usd,
-                                                              message=message))
+                                                              max_turns=max_turns, budget_usd=budget_usd))
 
     def stop_run(self, rid: str, reason: str = STOP_REASON) -> bool:
         """Stop a run this console drives (its signal, at once); False when it drives none."""
@@ -125,17 +130,21 @@ class RunActions(MessagePump):
         return True
 
     def request_stop(self, rid: str, reason: str = STOP_REASON) -> Worker[Any]:
-        """Stop a run another process runs, through the store's control channel (Harness.stop);
-        the reply's words are shown."""
+        """Stop a run another process runs (or a queue worker's workflow holds waiting); the
+        reply's words are shown."""
         root = self.root_of(rid)
         self.model.stopping.add(root)
         self._bindings_dirty = True
         self._mark(root)
-        return self.run_worker(self._control(root, lambda: self.harness.stop(root, reason, by=self.operator),
+        return self.run_worker(self._control(root, lambda: control.stop(self.harness.store, root, reason,
+                                                                        by=self.operator, here=self.harness.stop_here),
                                              "Stop"),
                                name=f"stop {root}", group="control", exit_on_error=False)
 
-    async def _control(self, rid: str, op: Callable[[], Awaitable[ControlReply]], what: str) -> ControlReply | None:
+    async def _control(self, rid: str, op: Callable[[], Awaitable[ControlReply | None]],
+                       what: str) -> ControlReply | None:
+        """Run ``op`` and show its reply's words; ``op`` returns None when it handed the run to
+        this console instead (nothing to say yet: the run shows what it does)."""
         try:
             reply = await op()
         except (StateError, OSError) as exc:
@@ -148,6 +157,8 @@ class RunActions(MessagePump):
             self.model.stopping.discard(rid)
             self._bindings_dirty = True
             self._mark(rid, structure=True)
+        if reply is None:
+            return None
         self.notify(reply.words, title=f"{what}: {one_line(rid, 60)}",
                     severity="information" if reply.ok else "warning", markup=False, timeout=10)
         return reply

@@ -136,14 +136,14 @@ class CheckpointTimeline(MessagePump):
             f"tether rewind {rid} --undo brings it all back.", yes="Rewind"), done)
 
     async def _rewind(self, rid: str, step: int) -> None:
-        from tether.workspaces.git import GitError
-        from tether.workspaces.rewinding import rewind_run
+        from tether.actions import takeback
 
         try:
-            state, said = await rewind_run(self.harness.store, rid, to=step, by=self.operator)  # type: ignore[attr-defined]
+            state, said = await takeback.rewind(self.harness.store, rid, to=step,  # type: ignore[attr-defined]
+                                                by=self.operator)  # type: ignore[attr-defined]
         except asyncio.CancelledError:
             raise
-        except (StateError, GitError, OSError) as exc:
+        except (StateError, OSError) as exc:
             self._outcome("Not rewound", str(exc), ok=False)  # type: ignore[attr-defined]
             return
         self._timeline = None
@@ -161,25 +161,18 @@ class CheckpointTimeline(MessagePump):
                         group="workspace", exit_on_error=False)
 
     async def _fork(self, rid: str, step: int) -> None:
-        from tether.vocab.state import new_run_id
-        from tether.store.protocol import call
-        from tether.workspaces.forking import fork
-        from tether.workspaces.git import GitError
+        from tether.actions import takeback
 
-        store = self.harness.store  # type: ignore[attr-defined]
         try:
-            origin = await call(store, store.load, rid)
-            prefix = (origin.agent.name if origin.agent else origin.model).replace("/", "_")[:24]
-            state = await fork(origin, step, new_run_id(prefix), self.harness.workspaces_dir)  # type: ignore[attr-defined]
-            await call(store, store.create, state)
+            store, workspaces_dir = self.harness.store, self.harness.workspaces_dir  # type: ignore[attr-defined]
+            state, origin = await takeback.fork(store, rid, step, workspaces_dir)
         except asyncio.CancelledError:
             raise
-        except (StateError, GitError, OSError) as exc:
+        except (StateError, OSError) as exc:
             self._outcome("Not forked", str(exc), ok=False)  # type: ignore[attr-defined]
             return
         self.model.put_state(state)
         self.pump.mark(state.run_id, structure=True)  # type: ignore[attr-defined]
-        told = ("a new session of the agent is told in words what was done up to there" if origin.of_acp_agent
-                else f"its transcript is the first {len(state.messages)} messages of {rid}'s")
+        told = takeback.fork_words(state, origin)
         self._outcome("Forked", f"run {state.run_id} forked from {rid} at checkpoint {step}: its workspace "  # type: ignore[attr-defined]
                       f"starts there, {told}. Select it and follow up (m) or resume it (R) to go on.")

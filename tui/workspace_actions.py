@@ -1,5 +1,5 @@
 """A run's merge (``M``) and discard (``X``) from the console: the same operation as ``tether
-merge`` and ``tether discard`` (:mod:`tether.workspaces.operate`), its result in a dialog.
+merge`` and ``tether discard`` (:mod:`tether.actions.workspace`), its result in a dialog.
 
 A merge is checked (conflicts by a dry run, a target checked out with changes the merge would
 write over, the agent file's checks) and put to the rules and to people as the call
@@ -19,7 +19,7 @@ from tether.tui.screens.rules import ConfirmDialog
 from tether.tui.screens.workspace import MergeDialog, MergeRequest, OutcomeDialog
 from tether.tui.state.model import ConsoleModel
 from tether.tui.state.text import one_line
-from tether.workspaces.operate import discardable, mergeable
+from tether.actions.workspace import discardable, mergeable
 
 
 class WorkspaceActions(MessagePump):
@@ -55,7 +55,7 @@ class WorkspaceActions(MessagePump):
 
     async def _merge(self, rid: str, request: MergeRequest) -> None:
         from tether.workspaces.merging import waits_on_merge
-        from tether.workspaces.operate import merge_run
+        from tether.actions.workspace import merge_run
 
         try:
             state, words = await merge_run(self.harness.store, rid, into=request.into, squash=request.squash,
@@ -76,7 +76,7 @@ class WorkspaceActions(MessagePump):
         self._outcome(title, words, ok=title != "Not merged")
 
     def action_discard(self) -> None:
-        from tether.workspaces.operate import discard_question
+        from tether.actions.workspace import discard_question
 
         rid = self.model.selected
         st = self.model.states.get(rid) if rid is not None else None
@@ -91,7 +91,7 @@ class WorkspaceActions(MessagePump):
                                        "merged is undone.", yes="Discard"), done)
 
     async def _discard(self, rid: str) -> None:
-        from tether.workspaces.operate import discard_run
+        from tether.actions.workspace import discard_run
 
         try:
             state, words = await discard_run(self.harness.store, rid, by=self.operator)

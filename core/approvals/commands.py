@@ -2,36 +2,29 @@
 
 The CLI (:mod:`tether.tui.cli`) parses the command line and prints; the work is here: times
 and durations as an operator types them, the tools and agents a new rule is checked
-against, a new rule deciding the calls already waiting, a call's rules explained, the
-record of decisions as a table. Every refusal is a :class:`~tether.approvals.RuleError`
-or a :class:`~tether.vocab.state.StateError` in words, raised before anything is changed.
+against, a call's rules explained, the record of decisions as a table (a new rule deciding
+the calls already waiting is an operator's action: :mod:`tether.actions.rules`). Every
+refusal is a :class:`~tether.approvals.RuleError` or a :class:`~tether.vocab.state.StateError`
+in words, raised before anything is changed.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass, fields
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import fields
 from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from tether.vocab.audit import DecisionRecord, run_source, when
-from tether.approvals.holding import too_late
-from tether.vocab.rules import Call, Rule, RuleError, decide, explain, format_duration, parse_duration
-from tether.store.protocol import call
+from tether.vocab.rules import Call, Rule, RuleError, explain, format_duration, parse_duration
 from tether.vocab import people
-from tether.vocab.state import Decision, NeedsApproval, RunState, StateError
+from tether.vocab.state import Decision, RunState, StateError
 from tether.vocab.text import clean
 
 if TYPE_CHECKING:
     from tether.agents.sets import AgentSet
-    from tether.store.control import ControlReply, ControlRequest
-    from tether.store.summary import RunSummary
-    from tether.store.protocol import Store
-
-Deliver = Callable[["Store", str, "ControlRequest"], Awaitable["ControlReply | None"]]
-"""Hands a decision to whoever holds the run waiting for it; None when nobody does."""
 
 ARGS_SHOWN = 48
 """How much of a call's arguments a line of ``tether decisions`` shows."""
@@ -101,90 +94,6 @@ def rule_line(rule: Rule, now: float) -> str:
 
 def rule_json(rule: Rule, now: float) -> dict[str, Any]:
     return {**rule.to_dict(), "describe": rule.describe(), "expired": rule.expired(now)}
-
-
-# ---- a new rule decides the calls already waiting ---------------------------------------
-
-@dataclass(frozen=True, slots=True)
-class Applied:
-    """What a new rule did to one waiting call: ``decided`` when it was delivered."""
-
-    run_id: str
-    call_id: str
-    tool: str
-    decided: bool
-    words: str
-
-
-def waits_for_approval(summary: RunSummary) -> bool:
-    """The run holds a call for a decision (saved interrupted at it, or saved running by a
-    process that waits for one)."""
-    return (summary.interruption or {}).get("type") == NeedsApproval.type and summary.status in ("interrupted",
-                                                                                                "running")
-
-
-def call_of(state: RunState, waiting: NeedsApproval) -> Call:
-    """The waiting call as the rules see it (the agent as the loop names it)."""
-    try:
-        args = json.loads(waiting.args or "{}")
-    except ValueError:
-        args = {}
-    agent = state.agent.name if state.agent is not None else state.model
-    return Call(waiting.tool_name, args if isinstance(args, dict) else {}, agent, run_source(state),  # type: ignore[arg-type]
-                state.run_id)
-
-
-async def apply_to_waiting(store: Store, rule: Rule, deliver: Deliver) -> list[Applied]:
-    """Deliver ``rule``'s decision to every call on the store that waits for one and that
-    the store's rules, ``rule`` among them, now leave to ``rule`` (an allow or a deny): to
-    the process (or the queue worker's workflow) that holds the run waiting, through the
-    control channel, as any decision. A run nobody holds is left for its next resume: the
-    loop consults the rules itself. An allow does not stand in for the people a
-    two-person call needs. ``deliver`` hands a decision to whoever holds a run
-    (:func:`tether.workers.deliver.deliver`, given by the caller: the approvals import no worker)."""
-    from tether.store.control import ControlRequest
-
-    if rule.effect == "ask":
-        return []
-    rules = await call(store, store.rules)
-    out: list[Applied] = []
-    for summary in await call(store, store.summaries):
-        if not waits_for_approval(summary):
-            continue
-        try:
-            state = await call(store, store.load, summary.run_id)
-        except StateError:
-            continue
-        waiting = state.interruption
-        if not isinstance(waiting, NeedsApproval):
-            continue
-        verdict = decide(rules, call_of(state, waiting))
-        if verdict is None or verdict.rule.id != rule.id:
-            continue
-        what = f"{waiting.tool_name} ({waiting.call_id}) in {state.run_id}"
-        if too_late(waiting, time.time()):  # a rule made after the deadline is as late as a person
-            out.append(Applied(state.run_id, waiting.call_id, waiting.tool_name, False,
-                               f"{rule.id} fits {what}, but its decision deadline has passed: the deadline "
-                               f"decides it ({waiting.on_deadline}), not a rule"))
-            continue
-        if rule.effect == "allow" and waiting.needed > 1:
-            out.append(Applied(state.run_id, waiting.call_id, waiting.tool_name, False,
-                               f"{rule.id} fits {what}, which needs {waiting.needed} people: left for them"))
-            continue
-        kind = "approve" if rule.effect == "allow" else "reject"
-        request = ControlRequest(kind, rule.note(), call_id=waiting.call_id, by=f"rule {rule.id}", rule=rule.id)
-        reply = await deliver(store, state.run_id, request)
-        if reply is None:
-            out.append(Applied(state.run_id, waiting.call_id, waiting.tool_name, False,
-                               f"{rule.id} fits {what}, which no process holds: it decides the call when the run "
-                               f"goes on (tether resume {state.run_id})"))
-        elif reply.ok:
-            verb = "approved" if kind == "approve" else "rejected"
-            out.append(Applied(state.run_id, waiting.call_id, waiting.tool_name, True, f"{rule.id} {verb} {what}"))
-        else:
-            out.append(Applied(state.run_id, waiting.call_id, waiting.tool_name, False,
-                               f"{rule.id} fits {what}, but: {reply.words}"))
-    return out
 
 
 # ---- tether rules explain ---------------------------------------------------------------

@@ -3,9 +3,9 @@
 A run whose process waits for a decision applies its own deadline (the harness cuts the
 wait to it, and the loop answers the overdue call). A run left waiting on the store, with
 no process, has nobody to do that: whoever adopts it applies the deadline when its loop
-asks again; ``tether runs`` does, here, without driving the run on; and so does a decision
-that comes after the deadline (:func:`lapse`, from :func:`tether.run.controls.take_decision`),
-which is then not taken, whoever made it:
+asks again; ``tether runs`` does, without driving the run on (:mod:`tether.actions.deadlines`);
+and so does a decision that comes after the deadline (:func:`lapse`, from
+:func:`tether.run.controls.take_decision`), which is then not taken, whoever made it:
 
 * ``reject``: the call is declined in words ("No decision within 10 min: the call was
   declined"), and the run stays interrupted with that reason; ``tether resume`` goes on
@@ -21,18 +21,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
-
 from tether.vocab import budget_call
 from tether.approvals.holding import overdue
 from tether.vocab.rules import format_duration
 from tether.approvals.decisions import DEADLINE, already_decided, end_waiting, reject
 from tether.vocab.events import Event, run_stopped
-from tether.store.hold import amend
 from tether.vocab.state import Cancelled, NeedsApproval, RunState, Status
-
-if TYPE_CHECKING:
-    from tether.store.protocol import Store
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,32 +76,3 @@ def lapse(state: RunState, *, at: float | None = None) -> Lapsed | None:
     decided.ts = min(step.due, time.time())  # decided by the deadline, when it passed, however late one looked
     words = f"{already_decided(decided)}. Run {state.run_id} stays interrupted: tether resume {state.run_id} goes on"
     return Lapsed(events, words, summary)
-
-
-def apply_due(store: Store, *, now: float | None = None) -> list[str]:
-    """Apply the passed deadlines of the runs waiting on ``store`` that no live process holds;
-    what was done, in words, one line a run. A run that another process takes meanwhile is
-    left to it."""
-    now = time.time() if now is None else now
-    done: list[str] = []
-    for summary in store.summaries():
-        due = (summary.interruption or {}).get("deadlineAt") if summary.waiting else None
-        if due is None or due > now or (summary.owner is not None and summary.owner.alive):
-            continue
-        lapsed = _lapse_on_store(store, summary.run_id, now)
-        if lapsed is not None:
-            done.append(f"{summary.run_id}: {lapsed.summary}")
-    return done
-
-
-def _lapse_on_store(store: Store, run_id: str, now: float) -> Lapsed | None:
-    """:func:`lapse` on a run no process holds (one that another process took is left to it)."""
-    applied: list[Lapsed] = []
-
-    def change(state: RunState) -> list[Event]:
-        lapsed = lapse(state, at=now)
-        applied.extend(() if lapsed is None else (lapsed,))
-        return [] if lapsed is None else lapsed.events
-
-    amend(store, run_id, change)
-    return applied[0] if applied else None

@@ -427,7 +427,7 @@ class _Sender:
         """A waiting call's deadline passed: apply it, as ``tether runs`` would, to the runs
         no process holds (a live owner applies its own). An escalation is the notification
         channel's to send, so its sender does not wait for someone to list the runs."""
-        from tether.approvals.deadlines import apply_due
+        from tether.actions.deadlines import apply_due
 
         try:
             for words in apply_due(self.store):

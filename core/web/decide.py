@@ -1,10 +1,10 @@
 """Deciding and stopping from the web: the path ``tether approve|reject|stop`` takes.
 
 A decision is first handed to whoever holds the run waiting for it (a queue worker's
-workflow, or the process that runs it: :func:`tether.workers.deliver.deliver`). When
-nobody holds it, this server goes on with the run itself (:meth:`Harness.approve` /
-:meth:`Harness.reject`), as ``tether approve`` does in its own process, and as the console
-does: the run's lock decides who wins, and the loser is told in words.
+workflow, or the process that runs it: :func:`tether.actions.control.deliver`). When
+nobody holds it, this server goes on with the run itself (:func:`tether.actions.control.adopt`),
+as ``tether approve`` does in its own process, and as the console does: the run's lock
+decides who wins, and the loser is told in words.
 
 Before anything is handed on, the call the page showed must still be the one waiting, with
 the same arguments (their hash, as decisions are bound to): a page that is a minute old
@@ -19,6 +19,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from tether.actions import control
 from tether.vocab.cancel import CancelSignal
 from tether.approvals.decisions import already_decided
 from tether.store.control import ControlReply, ControlRequest
@@ -66,8 +67,6 @@ class Decider:
 
     async def decide(self, run_id: str, call_id: str, verdict: Verdict, text: str, *, by: str,
                      bound_hash: str | None = None, args: str | None = None) -> Answer:
-        from tether.workers.deliver import deliver
-
         try:
             state = await call(self.store, self.store.load, run_id)
         except StateError as exc:
@@ -79,7 +78,7 @@ class Decider:
         # so it is the account too; a call that needs two people needs two logins.
         request = ControlRequest(verdict, text, call_id=call_id, by=by, args=args, account=by)
         try:
-            reply = await deliver(self.store, run_id, request)
+            reply = await control.deliver(self.store, run_id, request)
         except (StateError, OSError) as exc:
             return Answer(False, str(exc), 409)
         if reply is not None:
@@ -87,18 +86,12 @@ class Decider:
         return await self._go_on(run_id, request)
 
     async def stop(self, run_id: str, reason: str, *, by: str) -> Answer:
-        """``tether stop``: a queue worker's wait, else the run's own process (or this one)."""
+        """``tether stop``: this server's own run, a queue worker's wait, else the run's own process."""
         try:
-            if not await call(self.store, self.store.exists, run_id):
-                return Answer(False, f"no run {run_id} in {self.store.where}", 404)
-            request = ControlRequest("stop", reason or "stopped from the web page", by=by)
-            if self.store.workers:
-                from tether.workers import decide as workers
-
-                waiting = await workers.stop_waiting(self.store, run_id, request)
-                if waiting is not None:
-                    return _answer(waiting)
-            return _answer(await self.harness.stop(run_id, request.text, by=by))
+            return _answer(await control.stop(self.store, run_id, reason or "stopped from the web page", by=by,
+                                              here=self.harness.stop_here))
+        except control.NoRun as exc:
+            return Answer(False, str(exc), 404)
         except (StateError, OSError) as exc:
             return Answer(False, str(exc), 409)
 
@@ -119,10 +112,7 @@ class Decider:
                 recorded.set_result(event)
 
         signal = CancelSignal()
-        operate = self.harness.approve if request.kind == "approve" else self.harness.reject
-        edit = {"args": request.args} if request.args is not None else {}
-        task = asyncio.create_task(operate(run_id, request.text, call_id=request.call_id, by=request.by,
-                                           signal=signal, sinks=[sink], account=request.account, **edit),
+        task = asyncio.create_task(control.adopt(self.harness, run_id, request, signal=signal, sinks=[sink]),
                                    name=f"tether serve: run {run_id}")
         self._runs[run_id] = (task, signal)
         task.add_done_callback(lambda t: self._ended(run_id, t))

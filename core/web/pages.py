@@ -28,7 +28,7 @@ from tether.web.decide import Answer, Decider
 from tether.web.live import Hub
 from tether.web.pending import Card, card_of, pending_cards
 from tether.web.render import fragment, html, words_page
-from tether.workspaces.operate import discardable, mergeable
+from tether.actions.workspace import discardable, mergeable
 
 DECIDER = web.AppKey("decider", Decider)
 HUB = web.AppKey("hub", Hub)

@@ -107,7 +107,7 @@ def pending_cards(store: Store, *, now: float | None = None, apply_deadlines: bo
     summaries = [s for s in store.summaries(live_only=True) if waits(s)]
     if apply_deadlines and any((s.interruption or {}).get("deadlineAt", now + 1) <= now
                                and not (s.owner is not None and s.owner.alive) for s in summaries):
-        from tether.approvals.deadlines import apply_due
+        from tether.actions.deadlines import apply_due
 
         try:
             apply_due(store, now=now)

@@ -1,6 +1,6 @@
 """A run's merge and discard from its web page: forms that work without JavaScript, posted
 with the session's CSRF token as every other form, done by the same operation as ``tether
-merge`` and ``tether discard`` (:mod:`tether.workspaces.operate`), and answered by a page
+merge`` and ``tether discard`` (:mod:`tether.actions.workspace`), and answered by a page
 in words: the conflict or refusal, merged, or asked and waiting for a decision (which is
 then on the approvals page like any call). A discard is asked first, on a page of its own."""
 
@@ -29,7 +29,7 @@ def _by(request: web.Request) -> str:
 async def merge(request: web.Request) -> web.Response:
     """POST /runs/RUN/merge: ``into`` (blank: the branch checked out), ``squash``."""
     from tether.workspaces.merging import waits_on_merge
-    from tether.workspaces.operate import merge_run
+    from tether.actions.workspace import merge_run
 
     run_id = request.match_info["run_id"]
     back = f"/runs/{run_id}"
@@ -54,7 +54,7 @@ async def merge(request: web.Request) -> web.Response:
 async def discard_question(request: web.Request) -> web.Response:
     """GET /runs/RUN/discard: what a discard removes, and the button that does it."""
     from tether.store.protocol import call
-    from tether.workspaces.operate import discard_question as question
+    from tether.actions.workspace import discard_question as question
 
     run_id = request.match_info["run_id"]
     store = _store(request)
@@ -71,7 +71,7 @@ async def discard_question(request: web.Request) -> web.Response:
 
 async def discard(request: web.Request) -> web.Response:
     """POST /runs/RUN/discard with ``confirm=yes`` (from the question's page)."""
-    from tether.workspaces.operate import discard_run
+    from tether.actions.workspace import discard_run
 
     run_id = request.match_info["run_id"]
     back = f"/runs/{run_id}"

@@ -13,7 +13,9 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
+from tether.actions import control
 from tether.integrations import on_workers as programs
+from tether.store.control import ControlRequest
 from tether.vocab.events import WorkerNote
 from tether.run.loop import SHUTDOWN_REASON
 from tether.vocab.state import Cancelled, NeedsApproval, RunState, StateError, Status
@@ -81,11 +83,8 @@ def _operation(harness: Harness, state: RunState, decision: dict[str, Any] | Non
     if decision is not None and isinstance(state.interruption, NeedsApproval) \
             and state.interruption.call_id == decision.get("call_id") \
             and state.interruption.call_id not in state.approvals:
-        decided = dict(call_id=decision.get("call_id"), by=decision.get("by") or "operator",
-                       rule=decision.get("rule"), account=decision.get("account"), decided_at=decision.get("ts"))
-        if decision.get("kind") == "approve":
-            return lambda: harness.approve(run_id, decision.get("text") or "", args=decision.get("args"), **decided)
-        return lambda: harness.reject(run_id, decision.get("text") or "", **decided)
+        request = ControlRequest.from_dict(decision)  # as the decider sent it (tether.workers.decide)
+        return lambda: control.adopt(harness, run_id, request, decided_at=decision.get("ts"))
     return None
 
 async def _unbuildable(worker: Host, state: RunState, why: str) -> dict[str, Any]:

@@ -239,7 +239,7 @@ async def test_a_console_opened_after_a_process_began_waiting_sees_who_holds_it(
             await wait_for(pilot, lambda: app.model.waits_in_process("pg-late"), "the waiting process, seen", CAP_S)
             app.select("pg-late")
             await wait_for(pilot, lambda: f"run by pid {run.pid}@" in header(app), "who holds it", CAP_S)
-            assert app.model.decide_route("pg-late") == "process"
+            assert app.model.waits_in_process("pg-late")
             await finish(pilot, app)
     finally:
         run.kill()
@@ -308,7 +308,7 @@ async def test_a_run_nobody_holds_is_approved_in_a_console_on_postgresql(pg: PgS
         await wait_for(pilot, lambda: [p.run_id for p in app.pending_approvals()] == ["pg-w1"], "pending", CAP_S)
         app.select("pg-w1")
         await wait_for(pilot, lambda: not app.model.is_live("pg-w1"), "nobody holding it", CAP_S)
-        assert app.model.decide_route("pg-w1") == "here"
+        assert not app.model.held_elsewhere("pg-w1") and not app.model.workers_decision("pg-w1")
         await open_armed(pilot, app, "a", ApproveDialog)
         await pilot.press("enter")
         await wait_for(pilot, lambda: app.states["pg-w1"].status is Status.COMPLETED and not app.active,

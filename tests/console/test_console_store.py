@@ -201,8 +201,8 @@ async def test_a_run_waiting_with_nobody_holding_it_is_decided_in_the_console(tm
         await wait_for(pilot, lambda: [p.run_id for p in app.pending_approvals()] == ["w1"], "w1 pending", CAP_S)
         app.select("w1")
         # The pending call can show before the console's next owner check (once a second) sees
-        # that the process let the run go: the route is "here" from that check on.
-        await wait_for(pilot, lambda: app.model.decide_route("w1") == "here", "nobody to hold w1", CAP_S)
+        # that the process let the run go: nobody holds it from that check on.
+        await wait_for(pilot, lambda: not app.model.held_elsewhere("w1"), "nobody to hold w1", CAP_S)
         assert app.check_action("approve", ()) is True and app.check_action("stop", ()) is None
         await open_armed(pilot, app, "a", ApproveDialog)
         await pilot.press("enter")
@@ -221,7 +221,7 @@ async def test_two_consoles_approving_a_run_nobody_holds_make_one_decision(tmp_p
         await second.store_ready()
         for app in (first, second):
             app.select("w2")
-            assert app.check_action("approve", ()) is True and app.model.decide_route("w2") == "here"
+            assert app.check_action("approve", ()) is True and not app.model.held_elsewhere("w2")
         both = [first.approve_run("w2", "mine", call_id="call_1_0"),
                 second.approve_run("w2", "no, mine", call_id="call_1_0")]
         await asyncio.wait_for(asyncio.gather(*(w.wait() for w in both)), CAP_S)

@@ -81,7 +81,7 @@ async def test_a_decision_from_the_console_reaches_the_workers_waiting_workflow(
         rid = await asyncio.to_thread(fleet.submit, "destructive", "--base-url", f"{provider}/decide/v1")
         await wait_for(pilot, lambda: [p.run_id for p in app.pending_approvals()] == [rid], "the approval", CAP_S)
         app.select(rid)
-        await wait_for(pilot, lambda: app.model.decide_route(rid) == "worker", "the worker's workflow, waiting",
+        await wait_for(pilot, lambda: app.model.workers_decision(rid), "the worker's workflow, waiting",
                        CAP_S)
         app.show_events()
         await wait_for(pilot, lambda: f"waits in worker {w.executor_id}'s workflow" in header(app),

@@ -562,7 +562,7 @@ async def test_a_rule_made_here_decides_the_call_another_process_waits_on(tmp_pa
             await wait_for(pilot, lambda: [p.run_id for p in app.pending_approvals()] == ["d1"],
                            "the other process's call to be pending", 60)
             app.select("d1")
-            assert app.model.decide_route("d1") == "process"
+            assert app.model.waits_in_process("d1")
             editor = await open_rule_editor(pilot, app, "a", ApproveDialog, "allow")
             fill(editor, where="path=*.log", reason="scratch logs go")
             await pilot.press("ctrl+s")

@@ -8,7 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.approvals import Rule, parse_where
-from tether.approvals.deadlines import apply_due
+from tether.actions.deadlines import apply_due
 from tether.vocab.events import RunStarted
 from tether.harness import Harness
 from tether.vocab.state import Limits, Policies, RunState

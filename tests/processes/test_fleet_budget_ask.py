@@ -176,7 +176,7 @@ async def test_a_deadline_stop_on_the_budget_call_stops_the_held_run_its_call_de
 
 async def test_a_budget_call_nobody_holds_is_rejected_at_its_deadline_and_a_late_approval_is_refused(
         store: Store, tmp_path):
-    from tether.approvals.deadlines import apply_due
+    from tether.actions.deadlines import apply_due
     from tether.approvals.decisions import TooLate
 
     config = budget_file(tmp_path, 0.02, "ask")
@@ -201,7 +201,7 @@ async def test_a_budget_call_nobody_holds_is_rejected_at_its_deadline_and_a_late
 
 
 async def test_tether_runs_applies_a_passed_deadline_of_a_budget_call_nobody_holds(store: Store, tmp_path):
-    from tether.approvals.deadlines import apply_due
+    from tether.actions.deadlines import apply_due
 
     config = budget_file(tmp_path, 0.02, "ask")
     store.rule_add(Rule("ask", "budget", "budgets wait a minute", "alice", deadline_s=60, on_deadline="reject"))

@@ -255,7 +255,7 @@ async def test_a_deadline_never_approves_and_a_decision_in_time_wins(harness: Ha
 
 
 async def test_tether_runs_applies_the_deadline_of_a_run_nobody_holds(harness: Harness):
-    from tether.approvals.deadlines import apply_due
+    from tether.actions.deadlines import apply_due
 
     run_id = await destructive(harness, decision_deadline_s=0.05)
     await harness.run(run_id)
@@ -273,7 +273,7 @@ async def test_tether_runs_applies_the_deadline_of_a_run_nobody_holds(harness: H
 
 
 async def test_an_escalated_deadline_on_the_store_waits_once_more_then_rejects(harness: Harness):
-    from tether.approvals.deadlines import apply_due
+    from tether.actions.deadlines import apply_due
 
     run_id = await destructive(harness, decision_deadline_s=10, on_deadline="escalate")
     await harness.run(run_id)
@@ -358,13 +358,12 @@ async def test_a_queue_workers_decision_made_in_time_is_taken_after_the_deadline
 async def test_a_rule_made_after_the_deadline_does_not_decide_the_call(harness: Harness):
     """Rules are deciders too: one added after the deadline neither decides the call of a run
     nobody holds when it goes on, nor is delivered to it."""
-    from tether.approvals.commands import apply_to_waiting
-    from tether.workers.deliver import deliver
+    from tether.actions.rules import apply_to_waiting
 
     run_id = await destructive(harness, decision_deadline_s=0.05)
     await waiting_past_its_deadline(harness, run_id)
     added = harness.store.rule_add(rule("allow"))
-    (applied,) = await apply_to_waiting(harness.store, added, deliver)
+    (applied,) = await apply_to_waiting(harness.store, added)
     assert not applied.decided
     assert applied.words == (f"{added.id} fits delete_file (call_1_0) in {run_id}, but its decision deadline has "
                              "passed: the deadline decides it (reject), not a rule")
@@ -406,7 +405,7 @@ async def test_a_late_program_decision_is_refused_and_a_stop_closes_its_call(har
 # ---- deadline words and records (issue 37, item 7) --------------------------------------
 
 async def test_the_deadline_is_worded_by_its_length_not_by_when_someone_looked(harness: Harness):
-    from tether.approvals.deadlines import apply_due
+    from tether.actions.deadlines import apply_due
 
     run_id = await destructive(harness, decision_deadline_s=4)
     await harness.run(run_id)

@@ -65,8 +65,8 @@ def test_approvals_go_where_the_run_is_held() -> None:
     held = state("b", Status.INTERRUPTED, interruption=WAITING)
     model = model_with(nobody, held)
     model.set_owner("b", ALIVE)
-    assert model.can_decide("a") and model.decide_route("a") == "here"
-    assert model.can_decide("b") and model.decide_route("b") == "process"
+    assert model.can_decide("a") and not model.held_elsewhere("a")
+    assert model.can_decide("b") and model.waits_in_process("b")
     assert model.can_stop("b") and not model.can_stop("a")  # Stop ends b's wait; a has nothing to stop
     assert not model.can_resume("a") and not model.can_resume("b")
     assert [p.run_id for p in model.pending_approvals()] == ["a", "b"]
@@ -198,7 +198,7 @@ def test_a_worker_run_in_the_queue_is_queued_not_orphaned() -> None:
                        interruption=NeedsApproval(call_id="c1", tool_name="delete_file", args="{}", why="w")))
     model.queue = QueueInfo(1, frozenset({"q"}), {"w": "worker-7"})
     assert model.badge_key("q") == "queued" and not model.can_resume("q") and not model.is_orphaned("q")
-    assert model.decide_route("w") == "worker" and model.can_decide("w")
+    assert model.workers_decision("w") and model.can_decide("w")
     assert "worker-7" in (model.owner_words("w") or "")
 
 

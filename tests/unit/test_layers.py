@@ -48,6 +48,10 @@ def test_the_tree_keeps_every_contract(tree: Path) -> None:
     ("tether/acp/touches.py", "import tether.acp.events", "No cycles between the modules of a room"),
     ("tether/run/crossing.py", "from tether.workspaces import lifecycle", "The run and the agents import no workspace"),
     ("tether/agents/crossing.py", "import tether.workspaces.git", "The run and the agents import no workspace"),
+    ("tether/tui/cli/crossing.py", "from tether.store import operate", "The fronts act on runs through"),
+    ("tether/web/crossing.py", "from tether.workers.decide import decide", "The fronts act on runs through"),
+    ("tether/acp/serving/crossing.py", "import tether.run.controls", "The fronts act on runs through"),
+    ("tether/workers/crossing.py", "from tether.store.operate import request", "The workers act on runs through"),
 ])
 def test_a_crossed_layer_breaks_its_contract(tree: Path, module: str, crossing: str, contract: str) -> None:
     path = tree / module

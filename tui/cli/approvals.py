@@ -45,8 +45,8 @@ async def _rule_add(args: argparse.Namespace, store: Store) -> int:
     """Check the rule (errors refused in words, warnings on stderr), keep it, then let it
     decide the calls already waiting that it fits."""
     from tether.approvals import Rule, check, parse_duration, parse_where
-    from tether.approvals.commands import apply_to_waiting, expiry_note, known_tools, parse_time, rule_json
-    from tether.workers.deliver import deliver
+    from tether.actions.rules import apply_to_waiting
+    from tether.approvals.commands import expiry_note, known_tools, parse_time, rule_json
     from tether.vocab.text import clean
 
     await context.may_operate(args, "rules add")
@@ -66,7 +66,7 @@ async def _rule_add(args: argparse.Namespace, store: Store) -> int:
     for warning in warnings:
         print(clean(f"tether: warning: {warning}"), file=sys.stderr)
     added = await call(store, store.rule_add, checked.rule)
-    applied = await apply_to_waiting(store, added, deliver)
+    applied = await apply_to_waiting(store, added)
     if args.json:
         print(json.dumps({"rule": rule_json(added, time.time()), "warnings": warnings,
                           "decided": [{"run_id": a.run_id, "call_id": a.call_id, "tool": a.tool, "decided": a.decided,

@@ -23,11 +23,11 @@ async def reject(args: argparse.Namespace) -> int:
 async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
     """Decide the run's waiting call: delivered to whoever holds the run waiting for a
     decision (a queue worker's workflow, or a process), if anyone does; otherwise made here,
-    and the run goes on in this process. Only then is the harness built (and the run's agent
-    with it): a decision that a process takes needs neither."""
+    and the run goes on in this process (:mod:`tether.actions.control`). Only then is the
+    harness built (and the run's agent with it): a decision that a process takes needs neither."""
+    from tether.actions import control
     from tether.store.control import ControlRequest
     from tether.tui.cli import context
-    from tether.workers.deliver import deliver
 
     edited = _edited_args(getattr(args, "args", None))
     unchecked = bool(getattr(args, "unchecked", False))
@@ -47,17 +47,15 @@ async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
     account = await context.account(args)
     request = ControlRequest(verdict, text, by=context.who(args), args=edited, account=account, unchecked=unchecked,
                              **acp)
-    reply = await deliver(context.store_of(args), args.run_id, request)
+    reply = await control.deliver(context.store_of(args), args.run_id, request)
     if reply is not None:
         return output.emit_reply(args, reply)
     if acp["option"] is not None or acp["silent"] or acp["scope"] is not None:
         raise UsageError(f"--option and --silent answer an ACP agent while it waits, and no process holds run "
                          f"{args.run_id} now")
-    edit = {"args": edited, "unchecked": unchecked} if edited is not None else {}
     async with context.harness_for(args) as harness:
-        operate = harness.approve if verdict == "approve" else harness.reject
-        outcome = await operate(args.run_id, text, by=context.who(args), signal=await context.stop_signal(args),
-                                wait_for_decision=context.waiting(args), account=account, **edit)
+        outcome = await control.adopt(harness, args.run_id, request, signal=await context.stop_signal(args),
+                                      wait_for_decision=context.waiting(args))
     return output.emit_outcome(args, outcome)
 
 
@@ -98,29 +96,18 @@ STOPPED = "stopped from the command line"
 
 
 async def _stop(args: argparse.Namespace) -> int:
-    from tether.vocab.state import StateError
-    from tether.store import control, operate
-    from tether.store.protocol import call
+    from tether.actions import control
     from tether.tui.cli import context
 
     store = context.store_of(args)
     await context.may_operate(args, "stop")
-    if not await call(store, store.exists, args.run_id):
-        raise StateError(f"no run {args.run_id} in {store.where}")
-    request = control.ControlRequest("stop", args.reason or STOPPED, by=context.who(args))
-    if store.workers:
-        from tether.workers import decide as workers  # a worker's workflow may wait for a decision on the run
-
-        waiting = await workers.stop_waiting(store, args.run_id, request)
-        if waiting is not None:
-            return output.emit_reply(args, waiting)
-    return output.emit_reply(args, await operate.request(store, args.run_id, request))
+    return output.emit_reply(args, await control.stop(store, args.run_id, args.reason or STOPPED, by=context.who(args)))
 
 
 async def _settle(args: argparse.Namespace, sent: Any) -> int:
     """The quick Stop was sent, but its process let go of the run or did not answer: say
     where the run is now, as the full path would."""
-    from tether.store import operate
+    from tether.actions import control
     from tether.store.control import ControlReply, ControlRequest
     from tether.store.owner import Owner
     from tether.tui.cli import context
@@ -128,7 +115,7 @@ async def _settle(args: argparse.Namespace, sent: Any) -> int:
     store = context.store_of(args)
     reply = ControlReply(*sent.reply) if sent.reply is not None else None
     owner = Owner(**sent.owner, alive=True)
-    return output.emit_reply(args, await operate.answered(store, args.run_id, ControlRequest.from_dict(sent.request),
+    return output.emit_reply(args, await control.answered(store, args.run_id, ControlRequest.from_dict(sent.request),
                                                           owner, reply))
 
 

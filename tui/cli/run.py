@@ -133,9 +133,14 @@ class _StreamPrinter:
 async def resume(args: argparse.Namespace) -> int:
     await context.may_operate(args, "resume")
     async with context.harness_for(args) as harness:
-        outcome = await harness.run(args.run_id, signal=await context.stop_signal(args), max_turns=args.max_turns,
-                                    budget_usd=args.budget, wait_for_decision=context.waiting(args),
-                                    message=args.message)
+        limits = dict(signal=await context.stop_signal(args), max_turns=args.max_turns, budget_usd=args.budget,
+                      wait_for_decision=context.waiting(args))
+        if args.message is not None:  # a follow-up (tether.actions.control)
+            from tether.actions import control
+
+            outcome = await control.follow_up(harness, args.run_id, args.message, **limits)
+        else:
+            outcome = await harness.run(args.run_id, **limits)
     return output.emit_outcome(args, outcome)
 
 

@@ -32,7 +32,7 @@ async def runs(args: argparse.Namespace) -> int:
     if any(r.waiting and (r.interruption or {}).get("deadlineAt", now + 1) <= now for r in runs):
         # Deadlines of calls nobody is there to answer are applied by the listing (and the
         # listing then shows what they did).
-        from tether.approvals.deadlines import apply_due
+        from tether.actions.deadlines import apply_due
 
         for words in await call(store, apply_due, store, now=now):
             print(f"tether: {clean(words)}", file=sys.stderr)

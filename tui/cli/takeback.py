@@ -8,7 +8,6 @@ import argparse
 import json
 import time
 
-from tether.vocab import faultpoints
 from tether.vocab.state import StateError
 from tether.store.protocol import call
 from tether.tui.cli import context
@@ -46,16 +45,12 @@ async def checkpoints(args: argparse.Namespace) -> int:
 
 async def rewind(args: argparse.Namespace) -> int:
     """``tether rewind RUN --to N`` / ``--undo``: workspace and transcript back, undoably."""
+    from tether.actions import takeback
     from tether.vocab.text import clean
-    from tether.workspaces.git import GitError
-    from tether.workspaces.rewinding import rewind_run
 
     await context.may_operate(args, "rewind")
-    try:
-        _, said = await rewind_run(context.store_of(args), args.run_id, to=None if args.undo else args.to,
-                                   by=context.who(args))
-    except GitError as exc:
-        raise StateError(f"run {args.run_id}: {exc}") from None
+    _, said = await takeback.rewind(context.store_of(args), args.run_id, to=None if args.undo else args.to,
+                                    by=context.who(args))
     for words in said:
         print(clean(words))
     return 0
@@ -91,65 +86,27 @@ def rewind_lines(state: object, records: list[dict], *, everything: bool) -> lis
 
 async def fork(args: argparse.Namespace) -> int:
     """``tether fork RUN --at N [--run-id ID]``: a new run from checkpoint N."""
+    from tether.actions import takeback
     from tether.harness import tether_home
-    from tether.vocab.state import new_run_id
     from tether.vocab.text import clean
-    from tether.workspaces.forking import fork as forked
-    from tether.workspaces.git import GitError
 
     await context.may_operate(args, "fork")
-    store = context.store_of(args)
-    origin = await call(store, store.load, args.run_id)
-    prefix = (origin.agent.name if origin.agent else origin.model).replace("/", "_")[:24]
-    new_id = args.new_id or new_run_id(prefix)
-    if await call(store, store.exists, new_id):
-        raise StateError(f"run {new_id} exists already: tether fork --run-id takes a new id; nothing was made")
     agent = None
     if args.agent:
         config = context.config(args)
         if config is None:
             raise StateError(f"--agent {args.agent}: there is no agent file to find it in (--config FILE)")
         agent = config.agent(args.agent)
-        if agent.acp is not None and not origin.of_acp_agent:
-            raise StateError(f"--agent {args.agent} speaks ACP: a fork of a Tether run goes on with a Tether agent")
-        if agent.acp is None and origin.of_acp_agent:
-            raise StateError(f"--agent {args.agent} is a Tether agent: a fork of an ACP agent's run goes on with an "
-                             "ACP agent (its transcript is the agent's own)")
-    try:
-        sessions = [r.get("session_id") for r in await call(store, lambda: list(store.read_trace(args.run_id)))
-                    if r.get("kind") == "agent_session"] if origin.of_acp_agent and not args.agent else []
-        state = await forked(origin, args.at, new_id, tether_home() / "workspaces",
-                             session=str(sessions[-1]) if sessions and sessions[-1] else None)
-    except GitError as exc:
-        raise StateError(f"run {args.run_id}: {exc}") from None
-    if agent is not None:  # another agent, or model, goes on from the same prefix
-        from dataclasses import replace
-
-        from tether.vocab.state import Pricing
-
-        state.agent, state.model = agent.ref(), agent.model
-        state.base_url = agent.base_url or state.base_url
-        state.pricing = replace(agent.pricing) if agent.pricing else Pricing(assumed=True)
-    if args.message:
-        from tether.run.controls import add_follow_up
-
-        status, interruption = state.status, state.interruption
-        add_follow_up(state, args.message)
-        state.status, state.interruption = status, interruption  # it waits, interrupted, for its resume
-    faultpoints.boundary("fork_prepared")  # a crash here: no run made (a copy's files left for the next fork)
-    await call(store, store.create, state)
+    state, origin = await takeback.fork(context.store_of(args), args.run_id, args.at, tether_home() / "workspaces",
+                                        new_id=args.new_id, agent=agent, message=args.message)
     if args.json:
-        print(json.dumps({"run_id": new_id, "forked_from": state.forked_from, "messages": len(state.messages)}))
+        print(json.dumps({"run_id": state.run_id, "forked_from": state.forked_from, "messages": len(state.messages)}))
         return 0
-    taken = state.forked_from["messages"] if state.forked_from else len(state.messages)
-    print(clean(f"run {new_id} forked from {args.run_id} at checkpoint {args.at}"
+    print(clean(f"run {state.run_id} forked from {args.run_id} at checkpoint {args.at}"
                 + (f", with agent {agent.name} ({agent.model})" if agent is not None else "")
-                + ": its workspace starts there (made when it first runs), "
-                + ("the agent forks its session (session/fork) if it advertises that, else " if (state.forked_from or {}).get("session") else "")
-                + ("a new session of the agent is told in words what was done up to there" if origin.of_acp_agent
-                   else f"its transcript is the first {taken} messages of {args.run_id}'s")
+                + ": its workspace starts there (made when it first runs), " + takeback.fork_words(state, origin)
                 + (" and your message" if args.message else "")
-                + f"; tether resume {new_id} goes on"))
+                + f"; tether resume {state.run_id} goes on"))
     return 0
 
 

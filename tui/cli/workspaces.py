@@ -165,7 +165,7 @@ def _age(seconds: float | None) -> str:
 async def discard(args: argparse.Namespace) -> int:
     """``tether discard RUN [--yes]``: its workspace and branch removed, its transcript kept."""
     from tether.vocab.text import clean
-    from tether.workspaces.operate import discard_run
+    from tether.actions.workspace import discard_run
 
     await context.may_operate(args, "discard")
     store = context.store_of(args)
@@ -188,7 +188,7 @@ async def discard(args: argparse.Namespace) -> int:
 def _agreed(state: RunState) -> bool:
     """Ask on the terminal (or read the answer from stdin): y removes it."""
     from tether.vocab.text import clean
-    from tether.workspaces.operate import discard_question
+    from tether.actions.workspace import discard_question
 
     sys.stderr.write(clean(discard_question(state) + " [y/N] ", keep_newlines=False))
     sys.stderr.flush()
@@ -204,7 +204,7 @@ async def merge(args: argparse.Namespace) -> int:
     approve``). A merge cut short by a crash is finished."""
     from tether.vocab.text import clean
     from tether.workspaces import merging
-    from tether.workspaces.operate import merge_run
+    from tether.actions.workspace import merge_run
 
     await context.may_operate(args, "merge")
     store = context.store_of(args)

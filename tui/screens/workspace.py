@@ -1,5 +1,5 @@
 """The dialogs of a run's merge and discard (``M`` and ``X``): what to merge into, and what
-became of it, in the core's own words (:mod:`tether.workspaces.operate`)."""
+became of it, in the core's own words (:mod:`tether.actions.workspace`)."""
 
 from __future__ import annotations
 

@@ -13,7 +13,7 @@ app changes it in answer to keys and to the event pump (messages up). What it ho
 * who drives what here (``active``: the console's workers, ``signals``), and what the views
   show besides the state (the activity of a live run, its streaming reply, the last reason).
 
-And the rules: :meth:`can_stop`, :meth:`can_decide`, :meth:`can_resume`, :meth:`decide_route`,
+And the rules: :meth:`can_stop`, :meth:`can_decide`, :meth:`can_resume`,
 :meth:`pending_approvals`, :meth:`badge_key`, :meth:`reason`; and the operator's alerts
 (:meth:`new_approvals`, :meth:`budget_crossings`), each said once.
 """
@@ -23,7 +23,7 @@ from __future__ import annotations
 import time
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from tether.vocab.cancel import CancelSignal
 from tether.vocab.events import Event
@@ -134,9 +134,6 @@ def age(seconds: float) -> str:
 def _has_ask(record: Any) -> bool:
     get = record.get if isinstance(record, dict) else lambda name: getattr(record, name, None)
     return bool(get("options") or get("diff"))
-
-
-DecideRoute = Literal["here", "process", "worker"]
 
 
 @dataclass(frozen=True)
@@ -320,13 +317,6 @@ class ConsoleModel:
                 or not isinstance(st.interruption, NeedsApproval):
             return False
         return not self.held_elsewhere(rid) or self.waits_in_process(rid)
-
-    def decide_route(self, rid: str) -> DecideRoute:
-        """Where a decision on ``rid`` is made: delivered to the process waiting for it, or
-        here (the console takes the run and goes on with it)."""
-        if self.waits_in_process(rid) or self.waits_here(rid):
-            return "process"
-        return "worker" if self.workers_decision(rid) else "here"
 
     def can_resume(self, rid: str) -> bool:
         st = self.states.get(rid)

@@ -26,10 +26,11 @@ from typing import Any
 from acp import schema
 
 from tether.acp.serving.approvals import PermissionAsks
+from tether.actions import control
 from tether.acp.serving.updates import EventUpdates, SessionUpdate, end_words, stop_reason
 from tether.agents.agent import Agent, AgentError
 from tether.vocab.cancel import CancelSignal
-from tether.store.control import ControlReply
+from tether.store.control import ControlReply, ControlRequest
 from tether.vocab.events import ApprovalDecision, ApprovalRequired, Event
 from tether.harness import Harness, Outcome
 from tether.store.protocol import call
@@ -183,7 +184,9 @@ class ServedSession:
             await self.send(item)
 
     async def _decide(self, call_id: str, verdict: str, text: str) -> ControlReply:
-        return await self.harness.decide(self.session_id, verdict, text, call_id=call_id, by=self.by)
+        kind = "approve" if verdict in ("approve", "approved") else "reject"
+        request = ControlRequest(kind, text, call_id=call_id, by=self.by, account=await self.harness.account())
+        return await control.request(self.harness.store, self.session_id, request)  # to this process, which holds it
 
 
 class _Pump:
