@@ -21,8 +21,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from tether.actions import control as actions
-from tether.store import control
+from tether.store import control, operate
 from tether.agents.agent import Agent, AgentError, changed_tools
 from tether.vocab.cancel import CancelSignal
 from tether.models.client import without_credentials
@@ -439,11 +438,14 @@ class Harness:
         self._signals.pop(run_id, None)
 
     async def stop(self, run_id: str, reason: str = STOP_REASON, *, by: str = "operator") -> control.ControlReply:
-        """Stop a run whichever process runs it (:func:`tether.actions.control.stop`): its signal
-        fires, and the tool it is running is cut off in words, or the call it waits a decision
-        for is declined in words. The reply says what happened, in words (nothing to stop,
-        orphaned...)."""
-        return await actions.stop(self.store, run_id, reason, by=by, here=self.stop_here)
+        """Stop a run whichever process runs it: its signal fires, and the tool it is running is
+        cut off in words, or the call it waits a decision for is declined in words. The reply
+        says what happened, in words (nothing to stop, orphaned...). The fronts stop through
+        :func:`tether.actions.control.stop`, which reaches a queue worker's workflow too."""
+        stopped = self.stop_here(run_id, reason, by)
+        if stopped is not None:
+            return stopped
+        return await self.request(run_id, control.ControlRequest("stop", reason, by=by))
 
     def stop_here(self, run_id: str, reason: str, by: str) -> control.ControlReply | None:
         """Stop the run at once if this process drives it (its signal fires); None if it does not."""
@@ -472,8 +474,8 @@ class Harness:
 
     async def request(self, run_id: str, request: control.ControlRequest) -> control.ControlReply:
         """Append ``request`` to the run's control channel and have its process act on it
-        (:func:`tether.actions.control.request`)."""
-        return await actions.request(self.store, run_id, request)
+        (:func:`tether.store.operate.request`)."""
+        return await operate.request(self.store, run_id, request)
 
     def note_dropped(self, run_id: str, spans: int) -> None:
         """Say in a run's trace that telemetry about it was dropped (a collector down or slow):

@@ -22,11 +22,9 @@ from __future__ import annotations
 
 import importlib
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from tether.actions import control
-from tether.store.control import ControlRequest
 from tether.vocab.state import NeedsApproval, RunState, StateError
 
 if TYPE_CHECKING:
@@ -93,8 +91,13 @@ def operation(harness: Harness, state: RunState,
         return None
 
     async def decide() -> Went:
-        request = replace(ControlRequest.from_dict(decision), call_id=waiting.call_id)
-        done = await control.adopt(harness, run_id, request, decided_at=decision.get("ts"))
+        decided = dict(call_id=waiting.call_id, by=decision.get("by") or "operator", rule=decision.get("rule"),
+                       account=decision.get("account"), decided_at=decision.get("ts"))
+        if decision.get("kind") == "approve":
+            done = await harness.approve(run_id, decision.get("text") or "", args=decision.get("args"),
+                                         unchecked=decision.get("unchecked") is True, **decided)
+        else:
+            done = await harness.reject(run_id, decision.get("text") or "", **decided)
         return Went(done.state)
 
     return decide
