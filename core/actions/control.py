@@ -24,7 +24,6 @@ from tether.store import operate
 from tether.store.control import ControlReply, ControlRequest
 from tether.store.owner import Owner
 from tether.store.protocol import Store, call
-from tether.store.spec import has_workers
 from tether.vocab.state import StateError
 
 StopHere = Callable[[str, str, str], "ControlReply | None"]
@@ -48,7 +47,7 @@ async def stop(store: Store, run_id: str, reason: str, *, by: str, here: StopHer
     if not await call(store, store.exists, run_id):
         raise NoRun(f"no run {run_id} in {store.where}")
     request = ControlRequest("stop", reason, by=by)
-    if has_workers(store):
+    if store.workers:
         from tether.workers import decide as workers  # a worker's workflow may wait for a decision on the run
 
         waiting = await workers.stop_waiting(store, run_id, request)
@@ -74,7 +73,7 @@ async def deliver(store: Store, run_id: str, request: ControlRequest) -> Control
     """Hand a decision to whoever holds the run waiting for it: a queue worker's workflow
     (PostgreSQL), else the process that holds the run. None when nobody holds it: then the
     decision is the caller's to make on the run itself (:func:`adopt`)."""
-    if has_workers(store):
+    if store.workers:
         queued = await _worker_decide(store, run_id, request)
         if queued is not None:
             return queued
