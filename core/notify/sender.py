@@ -35,7 +35,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -51,9 +50,6 @@ from tether.notify.notices import Detector, Notice
 from tether.notify.storage import Lease, storage_for
 from tether.store.protocol import Store, call
 from tether.vocab.state import StateError
-from tether.store.files.layout import TRACE_FILE
-from tether.store.files.store import RunStore
-from tether.store.files.tail import TraceTail
 from tether.store.changes import NEW, REMOVED, TRACE, RunChange
 
 log = logging.getLogger("tether.notify")
@@ -85,95 +81,6 @@ class SenderSettings:
 
 class _Failed(Exception):
     pass
-
-
-# ---- where the changes come from: one small adapter per store ------------------------------
-
-class _FileSource:
-    """The file store: inotify, and a tail per run's trace (only what was appended is read)."""
-
-    def __init__(self, store: RunStore) -> None:
-        self.store = store
-        self.tails: dict[str, TraceTail] = {}
-
-    def watcher(self) -> Any:
-        from tether.store.files.watch import RunWatcher
-
-        return RunWatcher(self.store.root)
-
-    def catch_up(self, cutoff: float) -> dict[str, list[dict[str, Any]]]:
-        out: dict[str, list[dict[str, Any]]] = {}
-        try:
-            entries = list(os.scandir(self.store.root))
-        except (FileNotFoundError, NotADirectoryError):
-            return out
-        for entry in entries:
-            if entry.name.startswith("."):
-                continue
-            path = Path(entry.path) / TRACE_FILE
-            try:
-                st = os.stat(path)
-            except (FileNotFoundError, NotADirectoryError):
-                continue
-            if st.st_mtime < cutoff:
-                self.tails[entry.name] = TraceTail(path, offset=st.st_size)
-                continue
-            tail = self.tails[entry.name] = TraceTail(path)
-            records = [r for r in tail.read() if float(r.get("ts") or 0) >= cutoff]
-            if records:
-                out[entry.name] = records
-        return out
-
-    def new_records(self, run_id: str) -> list[dict[str, Any]]:
-        tail = self.tails.get(run_id)
-        if tail is None:  # a run made since the catch-up: from its first line
-            tail = self.tails[run_id] = TraceTail(self.store.run_dir(run_id) / TRACE_FILE)
-        return tail.read()
-
-    def forget(self, run_id: str) -> None:
-        self.tails.pop(run_id, None)
-
-
-class _PgSource:
-    """PostgreSQL: LISTEN/NOTIFY, and each run's trace read after the last ``seq`` read."""
-
-    def __init__(self, store: Store) -> None:
-        self.store = store
-        self.seqs: dict[str, int] = {}
-
-    def watcher(self) -> Any:
-        from tether.store.postgres.watch import PgWatcher
-
-        return PgWatcher(self.store)
-
-    def catch_up(self, cutoff: float) -> dict[str, list[dict[str, Any]]]:
-        import json
-
-        marks = self.store.trace_ends()  # first: what is committed after them is read as new
-        out: dict[str, list[dict[str, Any]]] = {}
-        with self.store._conn() as conn:
-            rows = conn.execute(self.store.q(
-                "SELECT run_id, seq, record::text FROM {s}.trace WHERE (record->>'ts')::float8 >= %s "
-                "ORDER BY run_id, seq"), (cutoff,)).fetchall()
-        for run_id, seq, text in rows:
-            if seq <= marks.get(run_id, 0):
-                out.setdefault(run_id, []).append(json.loads(text))
-        self.seqs = dict(marks)
-        return out
-
-    def new_records(self, run_id: str) -> list[dict[str, Any]]:
-        after = self.seqs.get(run_id, 0)
-        out = list(self.store.read_trace(run_id, after_seq=after))
-        if out:
-            self.seqs[run_id] = max(after, max(int(r.get("seq") or 0) for r in out))
-        return out
-
-    def forget(self, run_id: str) -> None:
-        self.seqs.pop(run_id, None)
-
-
-def _source(store: Store) -> _FileSource | _PgSource:
-    return _FileSource(store) if isinstance(store, RunStore) else _PgSource(store)
 
 
 # ---- the status lines --------------------------------------------------------------------------
@@ -341,7 +248,7 @@ class _Sender:
         self.settings = settings
         self.stop = stop
         self.since = since
-        self.source = _source(store)
+        self.source = store.trace_source()
         self.detector = Detector(store)
         self.queues: dict[str, asyncio.Queue[Notice]] = {c.name: asyncio.Queue() for c in channels}
         self.queued: set[tuple[str, str]] = set()
@@ -351,7 +258,7 @@ class _Sender:
 
     async def run(self, ready: asyncio.Event | None) -> None:
         workers = [asyncio.create_task(self._work(c), name=f"tether notify {c.label}") for c in self.channels.values()]
-        watcher = self.source.watcher()
+        watcher = self.store.watch()
         waiting: asyncio.Future[Any] | None = None
         try:
             async with watcher:

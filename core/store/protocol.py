@@ -141,6 +141,21 @@ class Changes(Protocol):
     async def __anext__(self) -> list[RunChange]: ...
 
 
+class TraceSource(Protocol):
+    """Every run's trace records as one reader takes them in (:meth:`Store.trace_source`; the
+    notifications' sender), each record once: told of a change by :meth:`Store.watch`, it
+    reads only what is new."""
+
+    def catch_up(self, cutoff: float) -> dict[str, list[dict[str, Any]]]:
+        """The records written since ``cutoff`` (a time), by run; what comes later is new."""
+
+    def new_records(self, run_id: str) -> list[dict[str, Any]]:
+        """The run's records written since the last read (a run made since: all of them)."""
+
+    def forget(self, run_id: str) -> None:
+        """The run is gone: drop what is kept for it."""
+
+
 @runtime_checkable
 class Store(Protocol):
     """All runs (see the module)."""
@@ -228,6 +243,9 @@ class Store(Protocol):
         traces elsewhere (a database): :meth:`read_trace` reads either."""
 
     # ---- following the store as it changes ----
+    def trace_source(self) -> TraceSource:
+        """A reader of every run's new trace records (:class:`TraceSource`)."""
+
     def watch(self) -> Changes:
         """The changes of every run (:class:`tether.store.changes.RunChange`), pushed: inotify
         on the file store's folder, ``LISTEN`` on PostgreSQL; never polled."""

@@ -32,6 +32,7 @@ from tether.store.files.journal import commit_bytes, header_of, read_journal
 from tether.store.private import open_private, private_dirs, private_file, write_private
 from tether.store.files.layout import JOURNAL_FILE, NOT_A_RUN, TRACE_FILE, open_home, run_id_problem
 from tether.store.files.lock import lock_held, owner_record
+from tether.store.files.tail import TraceTail
 from tether.store.files.rules import RulesFile
 from tether.store.operator import mark_starter, os_account
 from tether.store.owner import Owner, kept_owner
@@ -405,6 +406,9 @@ class RunStore:
             return []
         return sorted(p.name for p in self.root.iterdir() if p.name.startswith(prefix) and (p / TRACE_FILE).is_file())
 
+    def trace_source(self) -> FileTraceSource:
+        return FileTraceSource(self)
+
     def trace_file(self, run_id: str) -> Path:
         return self.run_dir(run_id) / TRACE_FILE
 
@@ -464,3 +468,44 @@ class RunStore:
             handle.release()
             raise
         return state, handle
+
+
+class FileTraceSource:
+    """The file store's :class:`~tether.store.protocol.TraceSource`: a tail per run's trace (only what
+    was appended is read)."""
+
+    def __init__(self, store: RunStore) -> None:
+        self.store = store
+        self.tails: dict[str, TraceTail] = {}
+
+    def catch_up(self, cutoff: float) -> dict[str, list[dict[str, Any]]]:
+        out: dict[str, list[dict[str, Any]]] = {}
+        try:
+            entries = list(os.scandir(self.store.root))
+        except (FileNotFoundError, NotADirectoryError):
+            return out
+        for entry in entries:
+            if entry.name.startswith("."):
+                continue
+            path = Path(entry.path) / TRACE_FILE
+            try:
+                st = os.stat(path)
+            except (FileNotFoundError, NotADirectoryError):
+                continue
+            if st.st_mtime < cutoff:
+                self.tails[entry.name] = TraceTail(path, offset=st.st_size)
+                continue
+            tail = self.tails[entry.name] = TraceTail(path)
+            records = [r for r in tail.read() if float(r.get("ts") or 0) >= cutoff]
+            if records:
+                out[entry.name] = records
+        return out
+
+    def new_records(self, run_id: str) -> list[dict[str, Any]]:
+        tail = self.tails.get(run_id)
+        if tail is None:  # a run made since the catch-up: from its first line
+            tail = self.tails[run_id] = TraceTail(self.store.run_dir(run_id) / TRACE_FILE)
+        return tail.read()
+
+    def forget(self, run_id: str) -> None:
+        self.tails.pop(run_id, None)

@@ -70,6 +70,7 @@ the control channel (:mod:`tether.store.postgres.control`) and watching
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
@@ -293,6 +294,9 @@ class PgStore(Database):
         """The runs' ids: a trace's lines are a run's rows (none without its run)."""
         return [rid for rid in self.run_ids() if rid.startswith(prefix)]
 
+    def trace_source(self) -> PgTraceSource:
+        return PgTraceSource(self)
+
     def trace_file(self, run_id: str) -> None:
         """None: the traces are rows (:meth:`read_trace`)."""
         return None
@@ -474,3 +478,35 @@ def load_run(conn: psycopg.Connection, store: PgStore, run_id: str) -> RunState:
     if len(messages) != count:
         raise StateError(f"run {run_id}: {len(messages)} messages stored, its header says {count}")
     return RunState.from_dict({**header, "messages": messages})
+
+
+class PgTraceSource:
+    """PostgreSQL's :class:`~tether.store.protocol.TraceSource`: each run's trace read after the last
+    ``seq`` read."""
+
+    def __init__(self, store: PgStore) -> None:
+        self.store = store
+        self.seqs: dict[str, int] = {}
+
+    def catch_up(self, cutoff: float) -> dict[str, list[dict[str, Any]]]:
+        marks = self.store.trace_ends()  # first: what is committed after them is read as new
+        out: dict[str, list[dict[str, Any]]] = {}
+        with self.store._conn() as conn:
+            rows = conn.execute(self.store.q(
+                "SELECT run_id, seq, record::text FROM {s}.trace WHERE (record->>'ts')::float8 >= %s "
+                "ORDER BY run_id, seq"), (cutoff,)).fetchall()
+        for run_id, seq, text in rows:
+            if seq <= marks.get(run_id, 0):
+                out.setdefault(run_id, []).append(json.loads(text))
+        self.seqs = dict(marks)
+        return out
+
+    def new_records(self, run_id: str) -> list[dict[str, Any]]:
+        after = self.seqs.get(run_id, 0)
+        out = list(self.store.read_trace(run_id, after_seq=after))
+        if out:
+            self.seqs[run_id] = max(after, max(int(r.get("seq") or 0) for r in out))
+        return out
+
+    def forget(self, run_id: str) -> None:
+        self.seqs.pop(run_id, None)
