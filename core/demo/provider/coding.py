@@ -65,6 +65,12 @@ HOLD_WORDS = ["Thinking ", "about ", "it "]
 _WRITE = re.compile(r"WRITE (\S+) CONTENT (.+?)(?:\n|$|<)", re.S)
 
 
+def _latest(pattern: re.Pattern[str], text: str) -> re.Match[str] | None:
+    """The last match of ``pattern`` in ``text``, or None."""
+    found = list(pattern.finditer(text))
+    return found[-1] if found else None
+
+
 def _last_write(text: str) -> re.Match[str] | None:
     """The last ``WRITE`` instruction of a message (a fork's first prompt quotes earlier ones first)."""
     found = list(_WRITE.finditer(text))
@@ -283,19 +289,25 @@ class ScriptedEndpoint:
         only_read = bool(calls) and set(calls) == {READ_TOOL}
         answered = any(m.get("role") == "tool" for m in messages[last + 1:]) and not only_read
         task = self._task(prompt)
+        # The operator's latest instruction wins: Claude resumes a session with the earlier
+        # prompt (a rejection's words, say) and the new one in one user message.
+        declined, ran = _latest(_DECLINED, last_user), _latest(_SHELL, last_user)
+        if declined is not None and ran is not None:
+            declined, ran = (None, ran) if ran.start() > declined.start() else (declined, None)
         if not any(tools):
             yield Text(TITLE_ANSWER)
-        elif (declined := _DECLINED.search(last_user)) and not answered:
+        elif declined is not None and not answered:
             for piece in _words(self._answer_rejection(declined.group(1), messages[:last])):
                 yield Text(piece)
                 await asyncio.sleep(0.02)
-        elif (ran := _SHELL.search(last_user)) and not answered:
+        elif ran is not None:
             name = next((n for n in SHELL_TOOLS if n in tools), None)
             described = {} if name == "exec_command" else {"description": "Run the command"}  # Codex's has none
-            yield Write(name, {SHELL_TOOLS[name]: ran.group(1).strip(), **described}) \
-                if name is not None else Text(f"No shell tool among {sorted(t for t in tools if t)}.")
-        elif _SHELL.search(last_user) and answered:
-            yield Text(SHELL_ANSWER)
+            call = Write(name, {SHELL_TOOLS[name]: ran.group(1).strip(), **described}) if name is not None else None
+            if answered or (call is not None and _called(messages, call)):  # Claude merges turns, as for WRITE
+                yield Text(SHELL_ANSWER)
+            else:
+                yield call if call is not None else Text(f"No shell tool among {sorted(t for t in tools if t)}.")
         elif "HOLD" in last_user and not answered:
             async for piece in self._hold(HOLD_WORDS, 0.01):
                 yield Text(piece)
