@@ -17,6 +17,7 @@ from tether.vocab.state import RunState, StateError
 from tether.store.protocol import Store, call
 from tether.workspaces import merging
 from tether.workspaces.lifecycle import LIVE_STAGES, discard, usable
+from tether.workspaces.changes import stat_words
 
 
 def mergeable(state: RunState) -> bool:
@@ -101,8 +102,6 @@ async def discard_run(store: Store, run_id: str, *, by: str = "") -> tuple[RunSt
 
 def discard_question(state: RunState) -> str:
     """What a discard removes, as the question put before it (the CLI, the console, the web)."""
-    from tether.workspaces.changes import stat_words
-
     ws = state.run_workspace
     assert ws is not None
     changed = ws.changes or {}

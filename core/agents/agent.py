@@ -25,14 +25,14 @@ import sys
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 
 from tether.vocab.state import AgentRef, Limits, Policies, Pricing, RunState
 from tether.agents.tools.base import Tool
 from tether.agents.tools.builtin import DeleteFile, ListFiles, ReadFile, WriteFile
-
-if TYPE_CHECKING:
-    from tether.agents.mcp.server import MCPServer
+from tether.agents.mcp.server import MCPServer
+from tether.agents.subagent import ResearchTool
+from tether.agents.tools.function import function_tool
 
 DEFAULT_INSTRUCTIONS = (
     "You are an agent working on a folder of files through tools. Use the tools to find "
@@ -51,8 +51,6 @@ class AgentError(ValueError):
 
 
 def _builtin_tools() -> dict[str, Callable[[], Tool]]:
-    from tether.agents.subagent import ResearchTool
-
     return {"list_files": ListFiles, "read_file": ReadFile, "write_file": WriteFile, "delete_file": DeleteFile,
             "research": ResearchTool}
 
@@ -129,8 +127,6 @@ def as_tool(obj: ToolLike, *, roots: Iterable[str | Path] = ()) -> Tool:
         if tool.ref is None:
             tool.ref = ref_of(obj)
     elif callable(obj) and not inspect.isclass(obj):
-        from tether.agents.tools.function import function_tool
-
         try:
             tool = function_tool(obj)
         except TypeError as exc:
@@ -420,8 +416,6 @@ class Agent:
                              "define them at module level (or in tether.toml) and start a new run")
         servers = []
         for data in spec.get("mcp") or ():
-            from tether.agents.mcp.server import MCPServer
-
             env = {}
             for key in data.get("env_keys") or ():
                 if key not in os.environ:

@@ -41,7 +41,7 @@ import shutil
 import sys
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Literal
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
@@ -50,9 +50,10 @@ from tether.agents.agent import DEFAULT_INSTRUCTIONS, AcpCommand, Agent, AgentEr
 from tether.agents import configfile
 from tether.agents.configfile import ConfigError
 from tether.vocab.state import Limits, Policies, Pricing
-
-if TYPE_CHECKING:
-    from tether.agents.mcp.server import MCPServer
+from tether.agents.mcp.server import MCPServer
+from tether.agents.sandbox import SandboxUnavailable, available_backend
+from tether.agents.workspace import find_repo
+from tether.vocab.prices import configured
 
 find_config = configfile.find_config  # where callers have always found it
 
@@ -122,6 +123,7 @@ class AgentEntry(_Entry):
     @classmethod
     def _duration(cls, value: str | None) -> str | None:
         if value is not None:
+            # lazy: tether.approvals imports tether.agents at module level (rooms one way: tests/unit/test_rooms.py)
             from tether.approvals import RuleError, parse_duration
 
             try:
@@ -274,8 +276,6 @@ class Config:
 
     def pricing(self, model: str) -> Pricing | None:
         """The file's price for ``model`` (``[prices]``, else the older ``[pricing]``), or None."""
-        from tether.vocab.prices import configured
-
         entry = self.data.prices.get(model) or self.data.pricing.get(model)
         return None if entry is None else configured(entry)
 
@@ -313,8 +313,6 @@ class Config:
         return {name: self.agent(name) for name in self.names}
 
     def mcp_server(self, name: str, *, where: str) -> MCPServer:
-        from tether.agents.mcp.server import MCPServer
-
         entry = self.data.mcp.get(name)
         if entry is None:
             known = ", ".join(self.data.mcp) or "none is declared"
@@ -349,8 +347,6 @@ class Config:
                 raise ConfigError(f"{self.path}: {where}.workspace: {workspace} is not a folder: "
                                   "create it or fix the path")
         if entry.isolation == "worktree" and workspace is not None:
-            from tether.agents.workspace import find_repo
-
             if find_repo(workspace) is None:
                 raise ConfigError(f"{self.path}: {where}.isolation: \"worktree\" needs a git repository, and "
                                   f"{workspace} is not in one: use isolation = \"copy\", or make it a repository "
@@ -360,6 +356,7 @@ class Config:
         servers = [self.mcp_server(server, where=f"{where}.mcp") for server in entry.mcp]
         limits = Limits(max_turns=entry.max_turns, budget_usd=entry.budget_usd, budget_mode=entry.budget_mode,
                         max_tokens=entry.max_tokens)
+        # lazy: tether.approvals imports tether.agents at module level (rooms one way: tests/unit/test_rooms.py)
         from tether.approvals import parse_duration
 
         policies = Policies(tool_errors=entry.tool_errors, triage=entry.triage, dedupe=entry.dedupe,
@@ -381,8 +378,6 @@ class Config:
                                                    entry.mode, entry.model), f"{where}.acp")
         sandbox = None
         if entry.sandbox == "workspace":
-            from tether.agents.sandbox import SandboxUnavailable, available_backend
-
             try:
                 available_backend()
             except SandboxUnavailable as exc:

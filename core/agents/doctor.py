@@ -28,6 +28,8 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from tether.agents.install import KNOWN, installed_version
+from tether.agents import sandbox
+from tether.agents.agent import AgentError
 
 __all__ = ["Finding", "check_agents", "endpoints_of"]
 
@@ -102,6 +104,7 @@ async def _reachable(url: str, timeout_s: float) -> str | None:
 
 async def _starts(argv: Any, env: dict[str, str], folder: Path, timeout_s: float) -> bool:
     """Whether the agent answers ``initialize`` outside any sandbox."""
+    # lazy: tether.acp imports tether.agents at module level (rooms one way: tests/unit/test_rooms.py)
     from tether.acp.client import AcpSession
     from tether.acp.errors import AcpError
 
@@ -116,9 +119,9 @@ async def _starts(argv: Any, env: dict[str, str], folder: Path, timeout_s: float
 
 
 async def _check_one(config: Any, name: str, timeout_s: float) -> Finding:
+    # lazy: tether.acp imports tether.agents at module level (rooms one way: tests/unit/test_rooms.py)
     from tether.acp.client import AcpSession
     from tether.acp.errors import AcpError
-    from tether.agents.agent import AgentError
 
     found = Finding(name)
     entry = config.data.agents[name]
@@ -154,8 +157,6 @@ async def _check_one(config: Any, name: str, timeout_s: float) -> Finding:
     with tempfile.TemporaryDirectory(prefix="tether-check-") as folder:
         box = None
         if agent.sandbox == "workspace":
-            from tether.agents import sandbox
-
             try:
                 box = await asyncio.to_thread(sandbox.for_agent, Path(folder), env)
             except sandbox.SandboxUnavailable as exc:

@@ -18,6 +18,7 @@ from tether.models.base import ChatModel
 from tether.models.client import ModelClient
 from tether.models.tokens import TokenCounter
 from tether.vocab.state import StateError
+from tether.agents.agent import AgentError
 
 if TYPE_CHECKING:
     from tether.agents.agent import Agent
@@ -70,8 +71,6 @@ class Endpoints:
 
     def secrets(self, agent: Agent | None = None) -> tuple[str, ...]:
         """The API keys this process uses (for ``agent`` too): what the trace and exports redact."""
-        from tether.agents.agent import AgentError
-
         keys = [self.api_key, os.environ.get("LLM_API_KEY")]
         if agent is not None and agent.api_key_env:
             keys.append(os.environ.get(agent.api_key_env))

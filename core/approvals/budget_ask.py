@@ -28,6 +28,9 @@ from tether.approvals.holding import deadline_of, overdue, verdict_of
 from tether.vocab.rules import Call
 from tether.vocab.events import ApprovalDecision, ApprovalRequired
 from tether.vocab.state import Cancelled, Decision, NeedsApproval, RunState, StateError, Status, args_hash
+from tether.approvals.deadlines import lapse
+from tether.approvals.decisions import DEADLINE, TooLate, close_on_stop
+from tether.store.hold import open_run, release
 
 
 
@@ -105,7 +108,6 @@ def _past_deadline(state: RunState, waiting: NeedsApproval, emit: Any) -> NeedsA
     """The step a budget call whose deadline passed takes (as any call's, tether.approvals.holding):
     escalated (the call it waits on now), the run stopped with the call declined (``stop``), or
     the call rejected (recorded; None: the check then ends the run as a budget exit)."""
-    from tether.approvals.decisions import DEADLINE, close_on_stop
 
     assert waiting.deadline_at is not None
     step = overdue(waiting, max(waiting.deadline_at - (waiting.asked_at or waiting.deadline_at), 1.0))
@@ -196,10 +198,7 @@ async def check(fleet: Any, store: Store, state: RunState, rules: Any, emit: Any
 async def decided(store: Store, run_id: str, request: Any, sinks: Any = ()) -> tuple[RunState, bool]:
     """:func:`decide` on the saved run (held while it is made), its events in its trace: the
     run as it then is, and whether it goes on (approved by as many people as it needs)."""
-    from tether.store.hold import open_run, release
 
-    from tether.approvals.deadlines import lapse
-    from tether.approvals.decisions import TooLate
 
     state, handle = await open_run(store, run_id)
     trace = handle.trace(())

@@ -32,6 +32,8 @@ from tether.store.protocol import Store
 from tether.vocab.events import FleetBudgetLevel
 from tether.vocab.state import RunState
 from tether.store.costs import CostQuery, GroupBy
+from tether.approvals.budget_ask import lifted
+from tether.vocab.audit import run_source
 
 log = logging.getLogger(__name__)
 
@@ -127,8 +129,6 @@ class FleetBudgets:
     said: set[tuple[str, int]] = field(default_factory=set)
 
     def of(self, state: RunState) -> list[FleetBudget]:
-        from tether.vocab.audit import run_source
-
         source = run_source(state)
         return [b for b in self.budgets if b.covers(state, source)]
 
@@ -150,7 +150,6 @@ class FleetBudgets:
         own = state.cost_usd - state.child_cost_usd
         delta = max(0.0, own - state.fleet_charged_usd)  # (saved with the run: another process goes on from it)
         state.fleet_charged_usd = max(own, state.fleet_charged_usd)
-        from tether.approvals.budget_ask import lifted
 
         reached: str | tuple[FleetBudget, float] | None = None
         levels = []

@@ -19,6 +19,10 @@ from tether.vocab.cancel import RunCancelled
 from tether.demo.provider import SCENARIOS
 from tether.agents.tools.base import Tool, ToolContext
 from tether.agents.sample import ensure_sample
+from tether.agents.agent import as_tool
+from tether.demo.provider import FaultPlan, create_app
+from tether.harness import tether_home
+from tether.models.client import ModelClient
 
 if TYPE_CHECKING:
     from tether.models.base import ChatModel
@@ -86,8 +90,6 @@ scan_archive = ScanArchive()
 
 def tools() -> list[Tool]:
     """The demo's tools, as every demo agent is offered them."""
-    from tether.agents.agent import as_tool
-
     return [as_tool(ref) for ref in TOOLS]
 
 
@@ -106,8 +108,6 @@ def is_scenario(name: str) -> bool:
 
 
 def default_workspace() -> Path:
-    from tether.harness import tether_home
-
     return tether_home() / "workspace"
 
 
@@ -160,8 +160,6 @@ class DemoAgents:
     def model(self, counter: TokenCounter, *, latency_ms: float = 0.0, fail: str | None = None) -> ChatModel:
         import httpx
 
-        from tether.demo.provider import FaultPlan, create_app
-        from tether.models.client import ModelClient
 
         app = create_app(latency_ms=latency_ms, faults=FaultPlan.parse(fail) if fail else None, counter=counter)
         return ModelClient(EMBEDDED_BASE_URL, transport=httpx.ASGITransport(app=app), counter=counter)

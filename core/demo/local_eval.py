@@ -23,6 +23,11 @@ from typing import Any
 from tether.demo.evaluate import UNATTENDED, EvalConfig, markdown, run_eval, waiting_for_approval
 from tether.demo.lab import markdown_table, outcome_words, stop_after
 from tether.models.local import DEFAULT_MODEL, MODELS, local_model, local_server, missing_extra
+from tether.agents.agent import Agent
+from tether.agents.mcp.server import MCPServer
+from tether.harness import Harness
+from tether.observe.report import summary
+from tether.vocab.state import Limits
 
 
 MCP_TASK = "mcp_time"
@@ -35,7 +40,6 @@ MCP_TOOL = "get_current_time"
 def time_server() -> Any:
     """The reference MCP time server (``mcp-server-time``), on UTC, its annotations trusted
     (``get_current_time`` is read-only: no approval)."""
-    from tether.agents.mcp.server import MCPServer
 
     return MCPServer("time", command=sys.executable, args=("-m", "mcp_server_time", "--local-timezone", "UTC"),
                      trust_annotations=True)
@@ -111,10 +115,6 @@ async def run_mcp_task(base_url: str, model: str, *, max_turns: int = 3, max_tok
     """One run of an agent whose only tools are the MCP time server's, on ``model`` at
     ``base_url``: did it call the tool, what did the tool return, and does the answer state
     that time. Stopped through its run's signal after ``task_timeout_s``, like the eval's tasks."""
-    from tether.agents.agent import Agent
-    from tether.harness import Harness
-    from tether.observe.report import summary
-    from tether.vocab.state import Limits
 
     agent = Agent(name="mcp-time", model=model, base_url=base_url, instructions=MCP_INSTRUCTIONS,
                   mcp_servers=[server or time_server()], limits=Limits(max_turns=max_turns, max_tokens=max_tokens))

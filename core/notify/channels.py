@@ -34,6 +34,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from tether.agents import configfile
 from tether.agents.config import ConfigError, find_config
+from tether.approvals import RuleError, parse_duration
 
 Kind = Literal["webhook", "ntfy", "slack"]
 EVENTS = ("approval", "budget", "failed", "orphaned", "completed")
@@ -71,8 +72,6 @@ class _Entry(BaseModel):
     @field_validator("link_ttl")
     @classmethod
     def _ttl(cls, value: str) -> str:
-        from tether.approvals import RuleError, parse_duration
-
         try:
             parse_duration(value)
         except RuleError as exc:
@@ -177,7 +176,6 @@ def channel_of(path: Path, name: str, raw: Any) -> NotifyChannel:
         entry = _Entry.model_validate(raw)
     except ValidationError as exc:
         raise ConfigError(_words(path, name, exc)) from None
-    from tether.approvals import parse_duration
 
     found: list[str] = []
     url = _fill(entry.url, f"{where}.url", found)

@@ -39,6 +39,8 @@ from typing import Any, Protocol
 from tether.store.protocol import Store
 from tether.store.private import PRIVATE_FILE, private_dirs, private_file
 from tether.store.files.store import RunStore
+from tether.store.postgres.connection import SESSION_SETTINGS, StoreUnavailable, clean, connect
+from tether.store.postgres.store import PgStore
 
 KEY_FILE = ".notify.key"
 DB_FILE = ".notify.sqlite"
@@ -107,8 +109,6 @@ def storage_for(store: Store) -> Storage:
             if isinstance(store, RunStore):
                 found = FileStorage(store.root)
             else:
-                from tether.store.postgres.store import PgStore
-
                 if not isinstance(store, PgStore):
                     raise TypeError(f"notifications cannot use a {type(store).__name__}")
                 found = PgStorage(store)
@@ -401,8 +401,6 @@ class PgLease:
         return _LEASE_CLASS, crc - (1 << 32) if crc >= 1 << 31 else crc
 
     def take(self) -> bool:
-        from tether.store.postgres.connection import SESSION_SETTINGS, connect
-
         with self._lock:
             if self._conn is not None:
                 return True
@@ -422,8 +420,6 @@ class PgLease:
         return self.storage.meta_get("holder")
 
     def _held(self) -> Any:
-        from tether.store.postgres.connection import StoreUnavailable
-
         if self._conn is None or self._conn.closed or self._conn.broken:
             raise StoreUnavailable(f"{self.store.where}: the sender's lease was lost with its connection")
         return self._conn
@@ -450,7 +446,6 @@ class PgLease:
     def _run(self, text: str, params: tuple[Any, ...]) -> Any:
         import psycopg
 
-        from tether.store.postgres.connection import StoreUnavailable, clean
 
         conn = self._held()
         try:

@@ -12,6 +12,7 @@ from typing import Any
 
 from tether.store.protocol import Store
 from tether.store.costs import DEAREST, CostQuery, CostRow
+from tether.approvals.budgets import shown
 
 DAYS = 30
 
@@ -43,8 +44,6 @@ def load_figures(store: Store, fleet: Any = None, now: float | None = None) -> C
     models = store.costs(CostQuery("model", since=since))
     budgets = []
     if fleet is not None:
-        from tether.approvals.budgets import shown
-
         for b in fleet.budgets:
             total = shown(store, b)
             budgets.append({"name": b.name, "scope": b.scope_words(), "per": b.per, "usd": b.usd, "spent": total,

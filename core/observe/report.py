@@ -24,6 +24,8 @@ if TYPE_CHECKING:
 from tether.vocab.text import clean
 from tether.store.trace import read_trace
 from tether.vocab.wording import acp_follow_up, overshoot
+from tether.store.files.index import IndexUnavailable
+from tether.store.files.store import RunStore
 
 log = logging.getLogger(__name__)
 
@@ -186,8 +188,6 @@ def recorded_all(store: Store, run_ids: list[str]) -> dict[str, tuple[list[dict[
     """:func:`recorded` for many runs. The file store keeps digests in the index beside the
     summaries (keyed by each trace's size, ``mtime_ns`` and inode; a changed trace is read
     again); another store's traces are read."""
-    from tether.store.files.index import IndexUnavailable
-    from tether.store.files.store import RunStore
 
     if not isinstance(store, RunStore):
         return {run_id: recorded_run(store, run_id) for run_id in run_ids}

@@ -38,6 +38,8 @@ from tether.vocab.events import Event, RunWarning
 from tether.vocab.state import RunState, RunWorkspace
 from tether.workspaces.git import GitError, git
 from tether.workspaces.make import place, private_index
+from tether.vocab.state import StateError
+from tether.workspaces.changes import _parse
 
 REF_ROOT = "refs/tether/"
 KINDS = ("worktree", "copy")
@@ -240,15 +242,12 @@ async def _numstat(ws: RunWorkspace, parent: str, commit: str) -> list[dict[str,
     if not parent:
         return []
     out = await git("diff-tree", "-r", "--no-renames", "--raw", "--numstat", "-z", parent, commit, **place(ws))
-    from tether.workspaces.changes import _parse
 
     return [f.to_dict() for f in _parse(out)]
 
 
 async def find(ws: RunWorkspace, run_id: str, step: int) -> Checkpoint:
     """Checkpoint ``step`` of the run (0: the base), or a StateError in words."""
-    from tether.vocab.state import StateError
-
     if step == 0:
         assert ws.base_commit is not None
         tree = (await git("rev-parse", f"{ws.base_commit}^{{tree}}", **place(ws))).strip()

@@ -50,6 +50,7 @@ from tether.workspaces.changes import changes
 from tether.workspaces.git import GitError, git, worktrees
 from tether.workspaces.merge import merge_check
 from tether.workspaces.setup import run_setup
+from tether.workspaces.changes import stat_words
 
 MERGE = "merge"
 """The name of the call a merge is asked as (what rules name: ``rules add --ask merge``)."""
@@ -162,8 +163,6 @@ async def ask(state: RunState, into: str, *, squash: bool, read_rules: ReadRules
 
 
 def _counts(found: Any) -> str:
-    from tether.workspaces.changes import stat_words
-
     counts = found.counts()
     return stat_words(counts["files"], counts["added"], counts["deleted"])
 

@@ -35,6 +35,8 @@ from tether.vocab.state import Cancelled, RunState, StateError, Status, interrup
 from tether.workspaces.checkpoints import Checkpointer, _index, _numstat, find
 from tether.workspaces.git import git
 from tether.workspaces.make import place
+from tether.store.hold import open_run, release
+from tether.store.protocol import call
 
 
 @dataclass(slots=True, kw_only=True)
@@ -200,8 +202,6 @@ async def rewind_run(store: Store, run_id: str, *, to: int | None, by: str) -> t
     last rewind undone). The run as left, and the words of what was done."""
     import asyncio
 
-    from tether.store.hold import open_run, release
-    from tether.store.protocol import call
 
     holder = await call(store, store.owner, run_id)
     if holder is not None and holder.alive:

@@ -26,6 +26,7 @@ from tether.vocab.state import RunWorkspace
 from tether.workspaces import lifecycle
 from tether.workspaces.changes import snapshot
 from tether.workspaces.git import GitError
+from tether.workspaces.checkpoints import after_change_hook
 
 if TYPE_CHECKING:
     from tether.run.tracked import TrackedRun
@@ -82,7 +83,6 @@ async def given(run: TrackedRun, planned: RunWorkspace | None, workspace: Path |
     lifecycle.usable(state)
     await lifecycle.prepare(state, emit=run.driver.emit, save=run.driver.save, signal=run.signal)
     run.workspace = Path(str(root))
-    from tether.workspaces.checkpoints import after_change_hook
 
     run.driver.after_change = after_change_hook()  # run.checkpoint(label)
     try:

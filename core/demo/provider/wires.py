@@ -23,6 +23,7 @@ import re
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
+from tether.demo.provider.anthropic import chat_messages
 
 __all__ = ["USAGE", "Text", "Write", "anthropic_messages", "anthropic_stream", "gemini_json", "gemini_messages",
            "gemini_stream", "patch_of", "patch_path", "responses_messages", "responses_stream"]
@@ -71,8 +72,6 @@ def _sse(data: dict[str, Any], event: str | None = None) -> str:
 
 
 def anthropic_messages(body: dict[str, Any]) -> tuple[list[dict[str, Any]], set[str]]:
-    from tether.demo.provider.anthropic import chat_messages
-
     tools = {t.get("name") for t in body.get("tools") or [] if isinstance(t, dict) and t.get("name")}
     return chat_messages(body), tools
 

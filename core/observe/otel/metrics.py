@@ -22,6 +22,7 @@ from opentelemetry.sdk.metrics.export import MetricReader, PeriodicExportingMetr
 
 from tether.observe.otel.settings import TRACES_PATH, _resource
 from tether.vocab.events import Event
+from tether.vocab.audit import run_source
 
 EXPORT_EVERY_MS = 30_000
 METRICS_PATH = "/v1/metrics"
@@ -74,8 +75,6 @@ class CostMetrics:
         state = self.state_of(event.run_id) if self.state_of is not None else None
         source = "tether"
         if state is not None:
-            from tether.vocab.audit import run_source
-
             source = run_source(state)
             self._spent[event.run_id] = state.cost_usd - state.child_cost_usd
         self._runs[event.run_id] = {"gen_ai.request.model": event.model, "gen_ai.operation.name": "chat",

@@ -25,6 +25,7 @@ from tether.observe.otel.settings import (
 )
 from tether.observe.otel.spans import _SPAN_KINDS, _SpanBuilder
 from tether.vocab.events import Event
+from tether.observe.otel.metrics import CostMetrics, metrics_endpoint, metrics_wanted
 
 log = logging.getLogger("tether.observe.otel")
 
@@ -210,7 +211,6 @@ def otel_sink_from_env(otlp_url: str | None = None, *, on_dropped: Callable[[str
                     on_dropped=on_dropped, state_of=state_of, secrets=keys,
                     shutdown_timeout=SHUTDOWN_TIMEOUT if timeout is None else timeout)
     sink.endpoint = endpoint
-    from tether.observe.otel.metrics import CostMetrics, metrics_endpoint, metrics_wanted
 
     if metrics_wanted():
         sink.metrics = CostMetrics(endpoint=metrics_endpoint(endpoint), state_of=state_of, timeout=export_timeout)
