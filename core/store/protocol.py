@@ -45,6 +45,7 @@ if TYPE_CHECKING:
     from tether.vocab.state import RunState
     from tether.store.changes import RunChange
     from tether.store.costs import CostQuery, CostRow
+    from tether.store.feed import StoreFeed
     from tether.store.control import ControlListener, ControlReply, ControlRequest
     from tether.store.owner import Owner
     from tether.store.summary import Liveness, RunSummary
@@ -243,6 +244,10 @@ class Store(Protocol):
         traces elsewhere (a database): :meth:`read_trace` reads either."""
 
     # ---- following the store as it changes ----
+    def feed(self) -> StoreFeed:
+        """What a reader that shows every run follows the store through (the console):
+        :class:`tether.store.feed.StoreFeed`."""
+
     def trace_source(self) -> TraceSource:
         """A reader of every run's new trace records (:class:`TraceSource`)."""
 

@@ -23,7 +23,6 @@ from tether.vocab.state import Cancelled, RunState, Status
 from tether.tui.app import TetherApp
 from tether.tui.run_actions import STOP_REASON
 from tether.tui.screens.dialogs import ApproveDialog
-from tether.tui.state.model import QueueInfo
 from tests.support import (
     SIZE,
     children_of,
@@ -192,12 +191,11 @@ async def test_a_read_only_console_watches_and_is_refused_in_words(pg: PgStore, 
 
 
 async def test_queued_runs_and_the_queue_depth_are_shown(pg: PgStore, pg_url: str, tmp_path: Path, monkeypatch):
-    from tether.tui.state import feeds
+    from tether.workers import view
 
     pg.create(new_state("queued-1"))
     pg.create(new_state("queued-2"))
-    monkeypatch.setattr(feeds.PgFeed, "queue",
-                        lambda self: QueueInfo(2, frozenset({"queued-1", "queued-2"})))
+    monkeypatch.setattr(view, "queue_view", lambda store: view.QueueView(2, frozenset({"queued-1", "queued-2"})))
     app = console(tmp_path, pg_url)
     async with app.run_test(size=SIZE) as pilot:
         await app.store_ready()

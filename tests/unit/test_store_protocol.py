@@ -18,7 +18,6 @@ KNOWN_CHECKS = {
     "core/notify/storage.py": "the notifications' state: a folder on the file store, tables on PostgreSQL",
     "core/observe/report.py": "the file index's cache of trace digests",
     "core/web/users.py": "the users: a file beside the runs, or a table",
-    "tui/state/feeds.py": "the console's feed per store",
 }
 
 

@@ -2,7 +2,7 @@
 
 :class:`StoreClient` lists the runs from the store's summaries (a stub per run, so 10,000
 finished runs cost one query, not 10,000 replays), then follows the store's changes
-through a :class:`tether.tui.state.feeds.StoreFeed`: inotify and file tails for the file store,
+through the store's :class:`tether.store.feed.StoreFeed` (``Store.feed()``): inotify and file tails for the file store,
 LISTEN/NOTIFY for PostgreSQL. A run another process drives is followed in full (its state
 read again when its journal changes) and its new trace records go through the same event
 pump as the console's own events (:func:`tether.store.trace.event_from_record`). Who runs a run
@@ -32,8 +32,8 @@ from tether.store.summary import RunSummary
 from tether.vocab.state import RunState, StateError
 from tether.store.owner import Owner
 from tether.store.trace import event_from_record
-from tether.tui.state.feeds import Listing, StoreFeed, feed_for
-from tether.tui.state.model import ConsoleModel
+from tether.store.feed import Listing, StoreFeed
+from tether.tui.state.model import ConsoleModel, QueueInfo
 from tether.tui.state.pump import EventPump
 from tether.store.changes import JOURNAL, NEW, OWNER, REMOVED, TRACE, RunChange
 
@@ -48,7 +48,8 @@ class StoreClient:
                  on_error: Callable[[str, bool], None] | None = None,
                  on_listed: Callable[[], None] | None = None) -> None:
         self.store = store
-        self.feed: StoreFeed = feed if feed is not None else feed_for(store)
+        self.feed: StoreFeed = feed if feed is not None else store.feed()
+        self._no_workers = not store.workers  # True too once the workers' module is found missing
         self.model = model
         self.pump = pump
         self.on_owner = on_owner  # a run's liveness changed (the app refreshes its keys)
@@ -166,8 +167,7 @@ class StoreClient:
     # ---- the trace view's history ---------------------------------------------------------
     def trace_path(self, rid: str) -> Path | None:
         """The run's trace file, for a store of files (the trace view reads its history there)."""
-        path_of = getattr(self.feed, "trace_path", None)
-        return path_of(rid) if path_of is not None else None
+        return self.store.trace_file(rid)
 
     def prime(self, rid: str) -> None:
         """A run's trace view was opened: for a store with no trace file, read the run's last
@@ -374,23 +374,23 @@ class StoreClient:
 
     async def refusal(self) -> str | None:
         """Why this console may only watch the store, in words (None: it may operate)."""
-        ask = getattr(self.feed, "refusal", None)
-        if ask is None:
-            return None
         try:
-            return await self._io(ask)
+            role = await self._io(self.store.read_only)  # asked up front, not learnt from a failed write
         except asyncio.CancelledError:
             raise
         except Exception as exc:
             return f"the store did not say what this console may do ({exc}); it only watches"
+        if role is None:
+            return None
+        return (f"this console connects as {role}, a role that may only read the store: "
+                f"Stop, approve, reject, resume and New run need the operator role")
 
     async def check_queue(self) -> bool:
         """Ask the workers' queue (a store that has one); True when what is shown changed."""
-        ask = getattr(self.feed, "queue", None)
-        if ask is None or self._closed:
+        if self._no_workers or self._closed:
             return False
         try:
-            queue = await self._io(ask)
+            queue = await self._io(self._queue)
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # the queue is extra: the runs are shown without it
@@ -400,6 +400,16 @@ class StoreClient:
             return False
         self.model.queue = queue
         return True
+
+    def _queue(self) -> QueueInfo | None:
+        """The workers' queue (None: their module is not installed here: asked once)."""
+        try:
+            from tether.workers.view import queue_view
+        except ImportError:
+            self._no_workers = True
+            return None
+        view = queue_view(self.store)
+        return QueueInfo(view.depth, frozenset(view.queued), dict(view.executors))
 
     async def check_notifications(self) -> bool:
         """Read the notification sender's failures from the store (whichever process sends);

@@ -41,6 +41,8 @@ from tether.store.summary import JournalKey, Liveness, RunSummary
 if TYPE_CHECKING:
     import asyncio
 
+    from tether.store.files.feed import FileFeed
+
     from tether.store.files.watch import RunWatcher
     from tether.store.costs import CostQuery, CostRow
     from collections.abc import Iterator
@@ -405,6 +407,11 @@ class RunStore:
         if not self.root.is_dir():
             return []
         return sorted(p.name for p in self.root.iterdir() if p.name.startswith(prefix) and (p / TRACE_FILE).is_file())
+
+    def feed(self) -> FileFeed:
+        from tether.store.files.feed import FileFeed
+
+        return FileFeed(self, self.root)
 
     def trace_source(self) -> FileTraceSource:
         return FileTraceSource(self)

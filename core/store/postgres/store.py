@@ -80,6 +80,7 @@ import psycopg
 
 from tether.vocab.state import RunExists, RunState, StateError
 from tether.store.changes import NEW, TRACE
+from tether.store.feed import HISTORY_LINES, Listing
 from tether.store.decisions import DECISION_COLUMNS, decision_filter, decisions_of
 from tether.store.operator import mark_starter
 from tether.store.owner import Owner, kept_owner
@@ -293,6 +294,9 @@ class PgStore(Database):
     def traced_ids(self, prefix: str = "") -> list[str]:
         """The runs' ids: a trace's lines are a run's rows (none without its run)."""
         return [rid for rid in self.run_ids() if rid.startswith(prefix)]
+
+    def feed(self) -> PgFeed:
+        return PgFeed(self)
 
     def trace_source(self) -> PgTraceSource:
         return PgTraceSource(self)
@@ -510,3 +514,72 @@ class PgTraceSource:
 
     def forget(self, run_id: str) -> None:
         self.seqs.pop(run_id, None)
+
+
+class PgFeed:
+    """PostgreSQL's :class:`~tether.store.feed.StoreFeed`: LISTEN/NOTIFY, loads and trace reads by
+    ``seq`` (:mod:`tether.store.feed`)."""
+
+    blocking = True
+
+    def __init__(self, store: PgStore) -> None:
+        self.store = store
+        self.where = store.where
+        self.states: dict[str, RunState] = {}  # the followed runs, as last loaded
+        self.seqs: dict[str, int] = {}  # the last trace seq read (or marked) per run
+
+    def listing(self) -> Listing:
+        marks = self.store.trace_ends()  # before the summaries: what is appended in between is read again, not lost
+        problems: dict[str, str] = {}
+        summaries = self.store.summaries(problems=problems)
+        for summary in summaries:
+            self.seqs.setdefault(summary.run_id, marks.get(summary.run_id, 0))
+        return summaries, problems
+
+    def changes(self) -> PgWatcher:
+        return self.store.watch()
+
+    def follow(self, rid: str) -> RunState | None:
+        """The run now. A run followed already reads only its header and the messages added
+        since (the transcript is append-only in the store), not the whole run again."""
+        before = self.states.get(rid)
+        state = self.states[rid] = self.store.load_after(rid, before) if before is not None else self.store.load(rid)
+        return state
+
+    def following(self, rid: str) -> bool:
+        return rid in self.states
+
+    def followed(self) -> list[str]:
+        return list(self.states)
+
+    def unfollow(self, rid: str) -> None:
+        self.states.pop(rid, None)
+
+    def current(self, rid: str) -> RunState:
+        state = self.states.get(rid)
+        return state if state is not None else self.store.load(rid)
+
+    def summary(self, rid: str) -> RunSummary:
+        return self.store.summary(rid)
+
+    def owner(self, rid: str) -> Owner | None:
+        return self.store.owner(rid)
+
+    def owners(self, rids: Iterable[str]) -> dict[str, Owner | None]:
+        return self.store.owners(rids)
+
+    def new_trace(self, rid: str) -> list[dict[str, Any]]:
+        after = self.seqs.get(rid, 0)
+        out = list(self.store.read_trace(rid, after_seq=after))
+        if out:
+            self.seqs[rid] = max(after, max(int(r.get("seq") or 0) for r in out))
+        return out
+
+    def trace_seen(self, rid: str, seq: int) -> None:
+        self.seqs[rid] = max(self.seqs.get(rid, 0), seq)
+
+    def history(self, rid: str) -> list[dict[str, Any]]:
+        return self.store.trace_before(rid, self.seqs.get(rid, 0), HISTORY_LINES)
+
+    def close(self) -> None:
+        self.states.clear()
