@@ -17,6 +17,8 @@ from typing import TYPE_CHECKING, Any
 from tether.workers.recovery import MAX_RECOVERIES
 from tether.workers.submit import submit
 from tether.workers.worker import Worker
+from tether.agents.config import find_config, load_config
+from tether.approvals.commands import deadline_policy
 
 if TYPE_CHECKING:
     from tether.agents.config import Config
@@ -52,8 +54,6 @@ def serve(url: str, *, concurrency: int = 1, config: Config | None = None,
 
 
 def config_path(path: Path | None) -> Path | None:
-    from tether.agents.config import find_config
-
     return find_config(path)
 
 
@@ -62,12 +62,10 @@ def submit_command(args: Any, agent_sets: Sequence[AgentSet] = ()) -> int:
     the agents runs may be of besides the agent file's (the CLI gives the demo's)."""
     import json
 
-    from tether.agents.config import load_config
 
     url = _store_url(args)
     path = config_path(args.config)
     config = load_config(path) if path is not None else None
-    from tether.approvals.commands import deadline_policy
 
     deadline = deadline_policy(getattr(args, "decision_deadline", None), getattr(args, "on_deadline", None))
     state, queue = submit(url, args.agent, args.prompt, config=config, run_id=args.run_id, base_url=args.base_url,
@@ -82,8 +80,6 @@ def submit_command(args: Any, agent_sets: Sequence[AgentSet] = ()) -> int:
 
 def worker_command(args: Any, agent_sets: Sequence[AgentSet] = ()) -> int:
     """``tether worker``, able to run the agents of ``agent_sets`` (the CLI gives the demo's)."""
-    from tether.agents.config import load_config
-
     url = _store_url(args)
     path = config_path(args.config)
     config = load_config(path) if path is not None else None

@@ -12,6 +12,8 @@ from typing import Any
 
 from tether.vocab.state import StateError
 from tether.workers.names import APP_NAME, DBOS_SCHEMA
+from tether.store.postgres.connection import clean, redact
+from tether.store.postgres.schema import LOCK_SEED, ROLES_SQL
 
 def _sa_url(url: str) -> str:
     return re.sub(r"^postgres(ql)?://", "postgresql+psycopg://", url)
@@ -61,12 +63,8 @@ def ensure_dbos_schema(url: str) -> None:
 
 
 def _db_words(exc: BaseException, url: str, what: str) -> str:
-    from tether.store.postgres.connection import clean, redact
-
     text = clean(exc, url).splitlines()[0] if str(exc).strip() else type(exc).__name__
     if "permission denied for database" in text or "permission denied for schema" in text:
-        from tether.store.postgres.schema import ROLES_SQL
-
         text += f" (the operator role needs the schema dbos: run the lines for it in {ROLES_SQL} as a superuser)"
     return f"{redact(url)}: {what}: {text}"
 
@@ -113,7 +111,5 @@ tells a run from an earlier one of the same id)."""
 
 
 def _lock_seed() -> int:
-    from tether.store.postgres.schema import LOCK_SEED
-
     return LOCK_SEED
 

@@ -19,6 +19,7 @@ from tether.store.control import ControlRequest
 from tether.vocab.events import WorkerNote
 from tether.run.loop import SHUTDOWN_REASON
 from tether.vocab.state import Cancelled, NeedsApproval, RunState, StateError, Status
+from tether.store.protocol import call
 
 if TYPE_CHECKING:
     from tether.harness import Harness
@@ -41,8 +42,6 @@ async def drive(worker: Host, run_id: str, decision: dict[str, Any] | None) -> d
         raise
 
 async def _drive(worker: Host, run_id: str, decision: dict[str, Any] | None) -> dict[str, Any]:
-    from tether.store.protocol import call
-
     harness = worker.harness()
     announced = False
     while True:
@@ -88,8 +87,6 @@ def _operation(harness: Harness, state: RunState, decision: dict[str, Any] | Non
     return None
 
 async def _unbuildable(worker: Host, state: RunState, why: str) -> dict[str, Any]:
-    from tether.store.protocol import call
-
     text = f"worker {worker.executor_id} cannot build the run's agent, so it did not start it: {why}"
     log.warning("run %s: %s", state.run_id, text)
     with contextlib.suppress(StateError, OSError):

@@ -11,6 +11,9 @@ from typing import TYPE_CHECKING, Any
 from tether.vocab.state import RunState, StateError
 from tether.workers.database import _db_words, client, close_client, ensure_dbos_schema
 from tether.workers.names import APP_VERSION, WORKFLOW, queue_of_run
+from tether.agents.sets import known_agents, set_of
+from tether.harness import Harness, tether_home
+from tether.store.postgres.store import PgStore
 
 if TYPE_CHECKING:
     from tether.agents.config import Config
@@ -51,9 +54,6 @@ def submit(url: str, agent_name: str, prompt: str | None = None, *, config: Conf
     (a worker rebuilds it)."""
     from dataclasses import replace
 
-    from tether.agents.sets import known_agents, set_of
-    from tether.harness import Harness, tether_home
-    from tether.store.postgres.store import PgStore
 
     if config is not None and agent_name in config.names:
         agent = config.agent(agent_name)

@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.store.protocol import Store
 from tether.workers.names import DBOS_SCHEMA, WORKFLOW
+from tether.store.postgres.locks import HELD
 
 if TYPE_CHECKING:
     from tether.store.postgres.store import PgStore
@@ -50,7 +51,6 @@ def queue_view(store: Store) -> QueueView:
     on DBOS's and Tether's tables. Empty for a file store, or a database where no worker
     or submit ever ran. Any role that can read the tables may call it (the watcher too);
     it blocks (a network round trip): from an event loop, call it in a thread."""
-    from tether.store.postgres.locks import HELD
 
     if not store.workers:
         return QueueView()

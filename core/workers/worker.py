@@ -27,11 +27,16 @@ from tether.workers.names import (
 )
 from tether.workers.recovery import MAX_RECOVERIES, note_unbuildable, recover
 from tether.workers.workflow import _registered
+from tether.harness import Harness, tether_home
+from tether.models.tokens import encoding
+from tether.store.owner import set_owner_command
+from tether.store.postgres.connection import SESSION_SETTINGS, connect
+from tether.store.postgres.locks import HELD
+from tether.store.postgres.store import PgStore
 
 if TYPE_CHECKING:
     from tether.agents.sets import AgentSet
     from tether.agents.config import Config
-    from tether.harness import Harness
 
 log = logging.getLogger("tether.workers.worker")
 QUEUE_POLL_S = 0.1  # DBOS polls each queue this often; its default (1 s) would make every start wait
@@ -56,8 +61,6 @@ class Worker:
     def __init__(self, url: str, *, concurrency: int = 1, config: Config | None = None,
                  executor_id: str | None = None, max_recoveries: int = MAX_RECOVERIES,
                  agent_sets: Sequence[AgentSet] = ()) -> None:
-        from tether.store.postgres.store import PgStore
-
         self.url = url
         self.concurrency = concurrency
         self.max_recoveries = max_recoveries
@@ -104,7 +107,6 @@ class Worker:
         before the event loop, or in a thread)."""
         from dbos import DBOS, DBOSConfig
 
-        from tether.store.owner import set_owner_command
 
         set_owner_command(f"tether worker {self.executor_id}")
         self.capabilities()
@@ -113,7 +115,6 @@ class Worker:
                         name, why)
         ensure_dbos_schema(self.url)
         self._register()
-        from tether.models.tokens import encoding
 
         encoding()  # the tokenizer's rank file, loaded now: else the first runs taken all wait for it
         workflow.attach(self)
@@ -147,7 +148,6 @@ class Worker:
     def _register(self) -> None:
         """Take this worker's liveness lock, on a session of its own for the worker's life,
         and write its row in the workers table."""
-        from tether.store.postgres.connection import SESSION_SETTINGS, connect
 
         conn = connect(self.url, SESSION_SETTINGS)
         self.store.ensure_schema(conn)
@@ -240,8 +240,6 @@ class Worker:
                 await asyncio.wait_for(stopping.wait(), SUPERVISE_S)
 
     def _tick(self) -> None:
-        from tether.store.postgres.locks import HELD
-
         import psycopg
 
         conn = self._liveness
@@ -274,8 +272,6 @@ class Worker:
 
     # ---- the drive step ----
     def harness(self) -> Harness:
-        from tether.harness import Harness, tether_home
-
         with self._harness_lock:
             if self._harness is None:
                 self._harness = Harness(workspace=tether_home() / "workspace", config=self.config,

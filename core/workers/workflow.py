@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from tether.workers import drive as driving
 from tether.workers.names import DECISION_TOPIC, DRIVE_STEP, WORKFLOW
+from tether.store.postgres.connection import StoreUnavailable
+from tether.store.protocol import SaveError
 
 if TYPE_CHECKING:
     from tether.workers.host import Host
@@ -93,9 +95,6 @@ DRIVE_ATTEMPTS = 8  # 1 + 2 + ... + 64 s: about two minutes of a database that i
 
 
 def _store_trouble(exc: BaseException) -> bool:
-    from tether.store.postgres.connection import StoreUnavailable
-    from tether.store.protocol import SaveError
-
     trouble = isinstance(exc, (SaveError, StoreUnavailable))
     if trouble:
         log.warning("%s; the worker tries again", exc)
