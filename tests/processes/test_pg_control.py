@@ -3,7 +3,8 @@ listens on the database (its control address ``pg:<uuid>``), a request is append
 notified in one transaction, and the answer comes back on the requester's reply channel.
 A read-only role may watch and is refused Stop, approve, reject and run in words.
 
-Every run is a real ``tether`` process on a real server (tests/pg.py)."""
+Every run is a real ``tether`` process on a real server (tests/pg.py); the watcher's commands
+beside a real watch and a real refusal run by the CLI's main in the test's process (cli_here)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ from pathlib import Path
 from tether.store.postgres.store import PgStore
 from tether.vocab.state import Cancelled, NeedsApproval, Status
 
-from tests.support import exited
+from tests.support import cli_here_async, exited
 
 CAP_S = 60.0
 
@@ -35,6 +36,12 @@ async def spawn(tmp_path: Path, *args: str) -> asyncio.subprocess.Process:
 
 async def tether(tmp_path: Path, *args: str) -> tuple[int, str, str]:
     return await exited(await spawn(tmp_path, *args), CAP_S)
+
+
+async def here(tmp_path: Path, *args: str) -> tuple[int, str, str]:
+    """:func:`tether` by the CLI's main in this process (the same environment and folder)."""
+    done = await cli_here_async(*args, env=env(tmp_path), cwd=tmp_path)
+    return done.returncode, done.stdout, done.stderr
 
 
 async def until(pg: PgStore, run_id: str, predicate, what: str) -> None:
@@ -112,14 +119,14 @@ async def test_the_watcher_role_watches_and_is_refused_every_change_in_words(pg:
     url, watcher = pg_server.url, pg_server.watcher_url
     assert (await tether(tmp_path, "run", "destructive", "--run-id", "w1", "--store", url))[0] == 5
     before = await asyncio.to_thread(pg.load, "w1")
-    code, out, _ = await tether(tmp_path, "runs", "--store", watcher)
+    code, out, _ = await here(tmp_path, "runs", "--store", watcher)
     assert code == 0 and out.startswith("w1") and "waits for approval" in out
-    assert (await tether(tmp_path, "show", "w1", "--store", watcher))[0] == 0
-    assert (await tether(tmp_path, "trace", "w1", "--store", watcher))[0] == 0
+    assert (await here(tmp_path, "show", "w1", "--store", watcher))[0] == 0
+    assert (await here(tmp_path, "trace", "w1", "--store", watcher))[0] == 0
     code, out, _ = await tether(tmp_path, "watch", "w1", "--store", watcher)
     assert code == 0 and "tether approve w1" in out
     for args in (("stop", "w1"), ("approve", "w1"), ("reject", "w1"), ("resume", "w1"), ("run", "plan")):
-        code, out, err = await tether(tmp_path, *args, "--store", watcher)
+        code, out, err = await (tether if args[0] == "stop" else here)(tmp_path, *args, "--store", watcher)
         assert code == 2, (args, err)
         assert err.startswith("tether: error: this store's role tether_watch may only watch:") and \
             err.count("\n") == 1, err
