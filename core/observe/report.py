@@ -3,16 +3,12 @@
 from __future__ import annotations
 
 import json
-import logging
-import os
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether.vocab.budget_call import BUDGET
 from tether.vocab.people import still_needed
 from tether.vocab.state import Cancelled, MaxBudget, MaxTurns, NeedsApproval, ProviderOutage, RunState, StopConditionMet
-from tether.store.files.layout import TRACE_FILE
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -22,12 +18,8 @@ if TYPE_CHECKING:
     from tether.store.owner import Owner
 
 from tether.vocab.text import clean
-from tether.store.trace import read_trace
 from tether.vocab.wording import acp_follow_up, overshoot
-from tether.store.files.index import IndexUnavailable
-from tether.store.files.store import RunStore
 
-log = logging.getLogger(__name__)
 
 SUMMARY_KEYS = (
     "run_id", "status", "interruption", "error", "turns", "tool_runs", "prompt_tokens",
@@ -134,16 +126,6 @@ def owner_words(run_id: str, liveness: str | None, owner: Owner | None, *, long:
     return ""
 
 
-def recorded(run_dir: Path) -> tuple[list[dict[str, Any]], float]:
-    """The tool runs and the wall time the trace in ``run_dir`` records (:func:`recorded_records`)."""
-    return recorded_records(read_trace(run_dir / TRACE_FILE))
-
-
-def recorded_run(store: Store, run_id: str) -> tuple[list[dict[str, Any]], float]:
-    """:func:`recorded` of a run in any store, read through :meth:`Store.read_trace`."""
-    return recorded_records(store.read_trace(run_id))
-
-
 def recorded_records(records: Iterable[dict[str, Any]]) -> tuple[list[dict[str, Any]], float]:
     """The tool runs and the wall time a trace's records say."""
     runs: list[dict[str, Any]] = []
@@ -185,38 +167,9 @@ def as_sent(state: RunState) -> list[dict[str, Any]]:
 
 
 def recorded_all(store: Store, run_ids: list[str]) -> dict[str, tuple[list[dict[str, Any]], float]]:
-    """:func:`recorded` for many runs. The file store keeps digests in the index beside the
-    summaries (keyed by each trace's size, ``mtime_ns`` and inode; a changed trace is read
-    again); another store's traces are read."""
-
-    if not isinstance(store, RunStore):
-        return {run_id: recorded_run(store, run_id) for run_id in run_ids}
-
-    try:
-        cached = store.index.traces()
-    except IndexUnavailable:
-        cached = {}
-    out: dict[str, tuple[list[dict[str, Any]], float]] = {}
-    fresh = []
-    for run_id in run_ids:
-        run_dir = store.run_dir(run_id)
-        try:
-            st = os.stat(run_dir / TRACE_FILE)
-        except FileNotFoundError:
-            out[run_id] = ([], 0.0)
-            continue
-        key = (st.st_size, st.st_mtime_ns, st.st_ino)
-        hit = cached.get(run_id)
-        if hit is not None and hit[0] == key:
-            out[run_id] = (json.loads(hit[1]), hit[2])
-            continue
-        out[run_id] = recorded(run_dir)  # stat first: a trace that grows meanwhile looks stale next time
-        fresh.append((run_id, key, json.dumps(out[run_id][0], separators=(",", ":")), out[run_id][1]))
-    try:
-        store.index.put_traces(fresh)
-    except IndexUnavailable as exc:
-        log.warning("%s; the trace digests were not kept", exc)
-    return out
+    """:func:`recorded_records` of each run's trace, through :meth:`Store.trace_digests`: the file store
+    keeps the digests in its index (a changed trace is read again); a database reads each."""
+    return store.trace_digests(run_ids, recorded_records)
 
 
 def _cost(state: RunState) -> str:

@@ -238,6 +238,12 @@ class Store(Protocol):
         """The ids, sorted, of the runs with a trace whose id starts with ``prefix`` (a run's
         subagents: ``RUN_ID.``), a trace left without its journal too."""
 
+    def trace_digests(self, run_ids: list[str], digest: Callable[[Iterator[dict[str, Any]]], tuple[list[Any], float]],
+                      ) -> dict[str, tuple[list[Any], float]]:
+        """``digest`` of each run's trace records, by run id (a run without a trace: of none). The
+        file store keeps the digests in its index, keyed by each trace file's size, ``mtime_ns``
+        and inode, so a listing reads only the traces that changed; a database digests each."""
+
     def trace_file(self, run_id: str) -> Path | None:
         """The file the run's trace is appended to, for a reader that follows it on disk (the
         console's trace pane, ``tether trace``'s bytes as written); None on a store that keeps

@@ -28,7 +28,7 @@ from tether.harness import Harness
 from tether.store.files.index import RunIndex
 from tether.store.files.layout import INDEX_FILE, JOURNAL_FILE, OWNER_FILE, TRACE_FILE
 from tether.store.summary import RunSummary
-from tether.observe.report import LISTING_KEYS, SUMMARY_KEYS, recorded, summary
+from tether.observe.report import LISTING_KEYS, SUMMARY_KEYS, recorded_records, summary
 from tether.vocab.state import Limits, RunState, Status
 from tether.store.files.handle import RunHandle
 from tether.store.files.lock import lock_held
@@ -134,7 +134,7 @@ async def test_summaries_match_the_runs_and_come_from_the_index(harness: Harness
     assert LISTING_KEYS[:len(SUMMARY_KEYS)] == SUMMARY_KEYS
     for state, row in zip(states, listed):  # what it printed before the index, value for value
         run_dir = store.run_dir(state.run_id)
-        before = summary(state, *recorded(run_dir))
+        before = summary(state, *recorded_records(read_trace(run_dir / TRACE_FILE)))
         assert {key: row[key] for key in SUMMARY_KEYS} == before
     plan = next(row for row in listed if row["run_id"] == ids["completed"])
     assert [r["name"] for r in plan["tool_runs"]] == ["list_files", "read_file"] and plan["ms"] > 0

@@ -416,6 +416,38 @@ class RunStore:
     def trace_source(self) -> FileTraceSource:
         return FileTraceSource(self)
 
+    def trace_digests(self, run_ids: list[str], digest: Callable[[Iterator[dict[str, Any]]], tuple[list[Any], float]],
+                      ) -> dict[str, tuple[list[Any], float]]:
+        import json
+
+        from tether.store.trace import read_trace
+
+        try:
+            cached = self.index.traces()
+        except IndexUnavailable:
+            cached = {}
+        out: dict[str, tuple[list[Any], float]] = {}
+        fresh = []
+        for run_id in run_ids:
+            path = self.run_dir(run_id) / TRACE_FILE
+            try:
+                st = os.stat(path)
+            except FileNotFoundError:
+                out[run_id] = digest(iter(()))
+                continue
+            key = (st.st_size, st.st_mtime_ns, st.st_ino)
+            hit = cached.get(run_id)
+            if hit is not None and hit[0] == key:
+                out[run_id] = (json.loads(hit[1]), hit[2])
+                continue
+            out[run_id] = digest(read_trace(path))  # stat first: a trace that grows meanwhile looks stale next time
+            fresh.append((run_id, key, json.dumps(out[run_id][0], separators=(",", ":")), out[run_id][1]))
+        try:
+            self.index.put_traces(fresh)
+        except IndexUnavailable as exc:
+            log.warning("%s; the trace digests were not kept", exc)
+        return out
+
     def trace_file(self, run_id: str) -> Path:
         return self.run_dir(run_id) / TRACE_FILE
 

@@ -301,6 +301,10 @@ class PgStore(Database):
     def trace_source(self) -> PgTraceSource:
         return PgTraceSource(self)
 
+    def trace_digests(self, run_ids: list[str], digest: Callable[[Iterator[dict[str, Any]]], tuple[list[Any], float]],
+                      ) -> dict[str, tuple[list[Any], float]]:
+        return {run_id: digest(self.read_trace(run_id)) for run_id in run_ids}
+
     def trace_file(self, run_id: str) -> None:
         """None: the traces are rows (:meth:`read_trace`)."""
         return None
