@@ -20,6 +20,7 @@ import subprocess
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+import tomllib
 
 __all__ = ["KNOWN", "InstallError", "Known", "add", "entry_toml", "install", "installed_version", "tarball_name"]
 
@@ -144,7 +145,6 @@ def entry_toml(name: str, folder: Path, *, base_url: str | None = None, entry_na
 def add(name: str, home: Path, config: Path, *, registry: str | None = None, base_url: str | None = None) -> str:
     """Install ``name`` and append its entry to the agent file ``config``; the entry's text.
     An entry of that name already there is refused in words, before anything is installed."""
-    import tomllib
 
     if config.exists():
         try:

@@ -192,6 +192,7 @@ def landlock_ruleset(writable: list[str]) -> Any:
     """A Landlock ruleset that handles every kind of write and allows them beneath ``writable``
     (and on the usual devices): applied in the server's process before it executes, with
     ``.apply()``. Reading and executing stay unrestricted."""
+    # lazy: optional dependency: the OS sandbox's second backend, where bubblewrap cannot run
     from landlock import FSAccess, Ruleset
 
     reads = FSAccess.EXECUTE | FSAccess.READ_FILE | FSAccess.READ_DIR

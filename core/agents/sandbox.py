@@ -153,6 +153,7 @@ def _bubblewrap_problem() -> str | None:
 
 def _landlock_problem() -> str | None:
     try:
+        # lazy: optional dependency: the OS sandbox's second backend, where bubblewrap cannot run
         import landlock
     except ImportError:
         return "the landlock package is not installed"

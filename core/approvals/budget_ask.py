@@ -31,6 +31,7 @@ from tether.vocab.state import Cancelled, Decision, NeedsApproval, RunState, Sta
 from tether.approvals.deadlines import lapse
 from tether.approvals.decisions import DEADLINE, TooLate, close_on_stop
 from tether.store.hold import open_run, release
+import asyncio
 
 
 
@@ -167,7 +168,6 @@ async def check(fleet: Any, store: Store, state: RunState, rules: Any, emit: Any
     waited on again, not asked anew, unless its deadline passed, which is then applied (a
     :class:`Cancelled`: the run stops, its call declined). ``settle``: the run is ending; its
     spend is charged and its levels said, nothing is stopped or asked (None)."""
-    import asyncio
 
     reached, levels = await asyncio.to_thread(fleet.before_call, store, state)
     emit = emit or (lambda event: None)

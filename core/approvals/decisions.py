@@ -207,6 +207,7 @@ def check_edit(tools: dict[str, Tool] | None, state: RunState, call_id: str | No
 def reported_validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
     """The checker of a schema a program reported (its ``$schema``'s draft, else 2020-12, as
     for Tether's own tools); jsonschema's ``SchemaError`` when it is no JSON schema."""
+    # lazy: jsonschema loads at the first check, not at start-up (tests/processes/test_cold_start.py: stop and runs load none)
     import jsonschema
 
     kind = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
@@ -217,6 +218,7 @@ def reported_validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator
 def _reported_schema_problem(schema: dict[str, Any], args: dict[str, Any]) -> str | None:
     """How ``args`` break a schema a program reported (:func:`schema_problem`), or None. A
     schema that is no JSON schema is said so: it checks nothing."""
+    # lazy: jsonschema loads at the first check, not at start-up (tests/processes/test_cold_start.py: stop and runs load none)
     import jsonschema
     from referencing.exceptions import Unresolvable
 

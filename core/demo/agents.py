@@ -158,6 +158,7 @@ class DemoAgents:
         return Agent.from_spec(ref.name, ref.spec, source=ref.source)
 
     def model(self, counter: TokenCounter, *, latency_ms: float = 0.0, fail: str | None = None) -> ChatModel:
+        # lazy: httpx loads only for a model client (tests/processes/test_cold_start.py: stop and runs load none)
         import httpx
 
 

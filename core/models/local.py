@@ -247,6 +247,7 @@ def tool_chat_handler(fmt: TurnFormat) -> Callable[..., Any]:
                 repeat_penalty: float = 1.1, max_tokens: int | None = None, stop: Any = None,
                 seed: int | None = None, stream: bool = False, model: str | None = None,
                 **_: Any) -> Any:
+        # lazy: optional dependency (the [local] extra)
         from llama_cpp import llama_grammar
 
         if functions and not tools:
@@ -327,6 +328,7 @@ def _as_stream(response: dict[str, Any]) -> Iterator[dict[str, Any]]:
 
 def register_chat_handlers() -> None:
     """Make this module's handlers known to llama-cpp-python (in the server's process)."""
+    # lazy: optional dependency (the [local] extra)
     from llama_cpp.llama_chat_format import LlamaChatCompletionHandlerRegistry
 
     registry = LlamaChatCompletionHandlerRegistry()
@@ -338,6 +340,7 @@ def serve(argv: list[str]) -> int:
     """``python -m tether.models.local serve ARGS``: llama-cpp-python's server (ARGS are its
     own) with this module's chat formats registered."""
     register_chat_handlers()
+    # lazy: optional dependency (the [local] extra)
     from llama_cpp.server.__main__ import main as server_main
 
     sys.argv = [SERVER_MODULE, *argv]

@@ -334,6 +334,7 @@ class _Sender:
         """A waiting call's deadline passed: apply it, as ``tether runs`` would, to the runs
         no process holds (a live owner applies its own). An escalation is the notification
         channel's to send, so its sender does not wait for someone to list the runs."""
+        # lazy: tether.actions imports tether.notify at module level (rooms one way: tests/unit/test_rooms.py)
         from tether.actions.deadlines import apply_due
 
         try:

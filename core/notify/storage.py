@@ -315,6 +315,7 @@ class PgStorage:
 
     @contextlib.contextmanager
     def _conn(self) -> Any:
+        # lazy: optional dependency (the PostgreSQL store's extra; tests/processes/test_cold_start.py keeps it out of the quick commands)
         from psycopg import sql
 
         with self.store._conn() as conn:
@@ -444,6 +445,7 @@ class PgLease:
         return [(str(c), str(n)) for c, n in rows]
 
     def _run(self, text: str, params: tuple[Any, ...]) -> Any:
+        # lazy: optional dependency (the PostgreSQL store's extra; tests/processes/test_cold_start.py keeps it out of the quick commands)
         import psycopg
 
 

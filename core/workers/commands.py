@@ -19,6 +19,7 @@ from tether.workers.submit import submit
 from tether.workers.worker import Worker
 from tether.agents.config import find_config, load_config
 from tether.approvals.commands import deadline_policy
+import json
 
 if TYPE_CHECKING:
     from tether.agents.config import Config
@@ -60,7 +61,6 @@ def config_path(path: Path | None) -> Path | None:
 def submit_command(args: Any, agent_sets: Sequence[AgentSet] = ()) -> int:
     """``tether submit``: print the run id at once (``--json``: id, queue, agent). ``agent_sets``:
     the agents runs may be of besides the agent file's (the CLI gives the demo's)."""
-    import json
 
 
     url = _store_url(args)

@@ -34,6 +34,7 @@ MAX_POOL = 8
 def _engine(url: str, pool_size: int = 4, overflow: int | None = None) -> Any:
     """DBOS's engine, made here so that DBOS never sees (or logs) the URL itself, and never
     connects to the ``postgres`` database to look for ours."""
+    # lazy: optional dependency (the PostgreSQL store's extra; tests/processes/test_cold_start.py keeps it out of the quick commands)
     import sqlalchemy as sa
 
     return sa.create_engine(_sa_url(url), pool_size=pool_size,
@@ -45,6 +46,7 @@ def _engine(url: str, pool_size: int = 4, overflow: int | None = None) -> Any:
 def ensure_dbos_schema(url: str) -> None:
     """DBOS's tables in the schema ``dbos`` (made by ``roles.sql``, :data:`tether.store.postgres.schema.ROLES_SQL`): created
     or migrated by DBOS itself, once, however many submitters or workers start together."""
+    # lazy: optional dependency (the [workers] extra; tests/processes/test_cold_start.py keeps DBOS out of the quick commands)
     from dbos._serialization import DefaultSerializer
     from dbos._sys_db import SystemDatabase
 
@@ -71,6 +73,7 @@ def _db_words(exc: BaseException, url: str, what: str) -> str:
 
 def client(url: str) -> Any:
     """A DBOS client on the store's database (for enqueueing and sending decisions)."""
+    # lazy: optional dependency (the [workers] extra; tests/processes/test_cold_start.py keeps DBOS out of the quick commands)
     from dbos import DBOSClient
 
     return DBOSClient(system_database_engine=_engine(url, pool_size=2), dbos_system_schema=DBOS_SCHEMA,

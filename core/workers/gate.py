@@ -11,6 +11,8 @@ from typing import Any
 
 from tether.workers.names import ISOLATED
 from tether.workers.workflow import current
+import copy
+import inspect
 
 _GATE_INSTALLED: bool | None = None
 
@@ -30,9 +32,8 @@ def _install_gate() -> bool:
     global _GATE_INSTALLED
     if _GATE_INSTALLED is not None:
         return _GATE_INSTALLED
-    import copy
-    import inspect
 
+    # lazy: optional dependency (the [workers] extra; tests/processes/test_cold_start.py keeps DBOS out of the quick commands)
     from dbos._sys_db import SystemDatabase
 
     claim, get_queue = SystemDatabase.start_queued_workflows, SystemDatabase.get_queue
@@ -87,6 +88,7 @@ def _set_worker_concurrency(queue: Any, n: int) -> None:
 def _active_here() -> set[str] | None:
     """The workflows executing in this process now (DBOS's own registry of them), or None."""
     try:
+        # lazy: optional dependency (the [workers] extra; tests/processes/test_cold_start.py keeps DBOS out of the quick commands)
         from dbos._dbos import _get_dbos_instance
 
         return set(_get_dbos_instance()._active_workflows_set.activeList())

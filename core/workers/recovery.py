@@ -42,6 +42,7 @@ def recover(worker: Host, conn: Any, executor: str) -> None:
     has the death counted (:func:`_death`): it goes back to its queue's isolated twin, or,
     past the worker's ``max_recoveries``, is parked as failed and its workflow cancelled. The
     others (queued, waiting for a decision, handed over at a shutdown) go back as they were."""
+    # lazy: optional dependency (the [workers] extra; tests/processes/test_cold_start.py keeps DBOS out of the quick commands)
     from dbos import DBOS
 
     key = conn.execute("SELECT hashtextextended(%s, %s)", (f"tether-worker:{executor}", _lock_seed())).fetchone()[0]
@@ -119,6 +120,7 @@ def _death(worker: Host, conn: Any, run_id: str, executor: str) -> str | None:
 def _park(worker: Host, run_id: str, reason: str) -> bool:
     """End the run ``failed`` for ``reason`` (saved and traced as any stop), then cancel its
     workflow, so that no worker takes it again. False if the run could not be taken."""
+    # lazy: optional dependency (the [workers] extra; tests/processes/test_cold_start.py keeps DBOS out of the quick commands)
     from dbos import DBOS
 
     try:

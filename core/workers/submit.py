@@ -14,6 +14,7 @@ from tether.workers.names import APP_VERSION, WORKFLOW, queue_of_run
 from tether.agents.sets import known_agents, set_of
 from tether.harness import Harness, tether_home
 from tether.store.postgres.store import PgStore
+from dataclasses import replace
 
 if TYPE_CHECKING:
     from tether.agents.config import Config
@@ -23,6 +24,7 @@ def enqueue(url: str, state: RunState, dbos_client: Any = None) -> str:
     """Put an existing run on its agent's queue; the workflow id is the run id, so doing it
     twice gives the same workflow. Returns the queue's name. ``dbos_client`` (from
     :func:`~tether.workers.database.client`) saves a connection per call when enqueueing many."""
+    # lazy: optional dependency (the [workers] extra; tests/processes/test_cold_start.py keeps DBOS out of the quick commands)
     from dbos import EnqueueOptions
 
     queue = queue_of_run(state)
@@ -52,7 +54,6 @@ def submit(url: str, agent_name: str, prompt: str | None = None, *, config: Conf
     gives the demo's scenarios) in the store at ``url`` and put it on its agent's queue; returns
     the run and the queue. The agent is built here once, so that the run saves its reference
     (a worker rebuilds it)."""
-    from dataclasses import replace
 
 
     if config is not None and agent_name in config.names:

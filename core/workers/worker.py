@@ -33,6 +33,7 @@ from tether.store.owner import set_owner_command
 from tether.store.postgres.connection import SESSION_SETTINGS, connect
 from tether.store.postgres.locks import HELD
 from tether.store.postgres.store import PgStore
+import json
 
 if TYPE_CHECKING:
     from tether.agents.sets import AgentSet
@@ -105,6 +106,7 @@ class Worker:
     def start(self) -> None:
         """Liveness lock, registry row, DBOS launched, queues registered (blocking: call it
         before the event loop, or in a thread)."""
+        # lazy: optional dependency (the [workers] extra; tests/processes/test_cold_start.py keeps DBOS out of the quick commands)
         from dbos import DBOS, DBOSConfig
 
 
@@ -159,7 +161,6 @@ class Worker:
             conn.close()
             raise Superseded(f"executor id {self.executor_id} is held by another process (a worker that took "
                              "this one for dead and is recovering its runs)")
-        import json
 
         now = time.time()
         conn.execute(self.store.q(
@@ -175,6 +176,7 @@ class Worker:
         """Cancel what runs here (each run is saved as interrupted by the shutdown, and the
         next worker goes on with it), then let go of the liveness lock and the row."""
         if self._launched:
+            # lazy: optional dependency (the [workers] extra; tests/processes/test_cold_start.py keeps DBOS out of the quick commands)
             from dbos import DBOS
 
             DBOS.destroy(workflow_completion_timeout_sec=0)
@@ -204,6 +206,7 @@ class Worker:
         that it (or another worker) is soon free to take it: a busy fleet would otherwise
         never leave a worker empty for it. Called under ``claiming``, so the count and the
         claim are one step."""
+        # lazy: optional dependency (the PostgreSQL store's extra; tests/processes/test_cold_start.py keeps it out of the quick commands)
         import sqlalchemy as sa
 
         alone = queue.endswith(ISOLATED)
@@ -240,6 +243,7 @@ class Worker:
                 await asyncio.wait_for(stopping.wait(), SUPERVISE_S)
 
     def _tick(self) -> None:
+        # lazy: optional dependency (the PostgreSQL store's extra; tests/processes/test_cold_start.py keeps it out of the quick commands)
         import psycopg
 
         conn = self._liveness

@@ -44,6 +44,7 @@ def _registered() -> tuple[Any, Any]:
     global _REGISTERED
     if _REGISTERED is not None:
         return _REGISTERED
+    # lazy: optional dependency (the [workers] extra; tests/processes/test_cold_start.py keeps DBOS out of the quick commands)
     from dbos import DBOS
 
     # The database going away (a restart, a failover) fails a save or an open: the step is

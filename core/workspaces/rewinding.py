@@ -34,9 +34,11 @@ from tether.vocab.events import Event
 from tether.vocab.state import Cancelled, RunState, StateError, Status, interruption_from_dict
 from tether.workspaces.checkpoints import Checkpointer, _index, _numstat, find
 from tether.workspaces.git import git
+from tether.workspaces.lifecycle import note_changes
 from tether.workspaces.make import place
 from tether.store.hold import open_run, release
 from tether.store.protocol import call
+import asyncio
 
 
 @dataclass(slots=True, kw_only=True)
@@ -200,7 +202,6 @@ async def rewind_run(store: Store, run_id: str, *, to: int | None, by: str) -> t
     """``tether rewind`` on a store: the run opened (a run a process holds is refused in words,
     nothing changed), a rewind cut short finished first, then rewound to ``to`` (None: the
     last rewind undone). The run as left, and the words of what was done."""
-    import asyncio
 
 
     holder = await call(store, store.owner, run_id)
@@ -229,8 +230,6 @@ async def rewind_run(store: Store, run_id: str, *, to: int | None, by: str) -> t
             said.append(await undo(state, trace.write, save, rewrite, lambda: read, by=by))
         else:
             said.append(await rewind(state, trace.write, save, rewrite, to=to, by=by))
-        from tether.workspaces.lifecycle import note_changes
-
         await note_changes(state, save)  # tether runs' +/- counts, as the files are now
     finally:
         trace.close()

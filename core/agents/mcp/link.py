@@ -14,6 +14,7 @@ import os
 import re
 import sys
 from collections.abc import Coroutine
+from importlib.metadata import version
 from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -88,6 +89,7 @@ class _Link:
 
     async def call(self, name: str, args: dict[str, Any], ctx: ToolContext, phase: list[str]) -> CallToolResult:
         """Send ``tools/call`` on the live session, starting the server again first if it died."""
+        # lazy: the mcp package loads only when an MCP server is used (tests/processes/test_cold_start.py keeps it out of the quick commands)
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED
 
@@ -168,6 +170,7 @@ class _Link:
 
     async def _session(self, attempt: asyncio.Future[list[ListedTool]]) -> None:
         """Start the server, serve calls until told to close, then close it (all in this task)."""
+        # lazy: anyio comes with mcp, loaded only when an MCP server starts (tests/processes/test_cold_start.py)
         import anyio
         import anyio.lowlevel
 
@@ -221,6 +224,7 @@ class _Link:
         attempt.set_exception(self._start_error(why, tail))
 
     async def _connect(self, stack: AsyncExitStack) -> Client:
+        # lazy: the mcp package loads only when an MCP server is used (tests/processes/test_cold_start.py keeps it out of the quick commands)
         from mcp import Client
         from mcp.client.stdio import StdioServerParameters, stdio_client
         from mcp_types import Implementation
@@ -250,6 +254,7 @@ class _Link:
 
     # -- words -----------------------------------------------------------------------------
     def _why(self, failure: BaseException) -> str:
+        # lazy: the mcp package loads only when an MCP server is used (tests/processes/test_cold_start.py keeps it out of the quick commands)
         from mcp.shared.exceptions import MCPError
         from mcp_types import CONNECTION_CLOSED
 
@@ -382,8 +387,6 @@ def _one_line(exc: BaseException) -> str:
 @functools.cache
 def _version() -> str:
     try:
-        from importlib.metadata import version
-
         return version("tether")
     except Exception:
         return "0"

@@ -151,6 +151,7 @@ class Tool(ABC):
             return _validator(type(self))
         cached = self.__dict__.get("_validator")
         if cached is None:
+            # lazy: jsonschema loads at the first check, not at start-up (tests/processes/test_cold_start.py: stop and runs load none)
             import jsonschema  # at the first check, not at start-up: many commands check no arguments
 
             cached = self.__dict__["_validator"] = jsonschema.Draft202012Validator(self.parameters)
@@ -181,6 +182,7 @@ def schema_problem(validator: jsonschema.protocols.Validator, args: dict[str, An
 @functools.cache
 def _validator(tool_class: type[Tool]) -> jsonschema.Draft202012Validator:
     # Building a validator costs far more than a check, and every run of every tool needs one.
+    # lazy: jsonschema loads at the first check, not at start-up (tests/processes/test_cold_start.py: stop and runs load none)
     import jsonschema
 
     return jsonschema.Draft202012Validator(tool_class.parameters)

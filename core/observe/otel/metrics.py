@@ -13,6 +13,7 @@ subagent's calls are its own run's). Exported every :data:`EXPORT_EVERY_MS` and 
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from typing import Any
@@ -47,6 +48,7 @@ class CostMetrics:
     def __init__(self, *, endpoint: str | None = None, reader: MetricReader | None = None,
                  state_of: Callable[[str], Any] | None = None, timeout: float | None = None) -> None:
         if reader is None:
+            # lazy: the OTLP exporter loads only when an endpoint is set (tests/processes/test_cold_start.py)
             from opentelemetry.exporter.otlp.proto.http.metric_exporter import OTLPMetricExporter
 
             reader = PeriodicExportingMetricReader(OTLPMetricExporter(endpoint=endpoint, timeout=timeout),
@@ -67,8 +69,6 @@ class CostMetrics:
             elif event.kind == "turn":
                 self._turn(event)
         except Exception:  # telemetry must never break the run it watches
-            import logging
-
             logging.getLogger(__name__).exception("OpenTelemetry metrics failed on %s", event.kind)
 
     def _started(self, event: Any) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import logging
 import os
+from importlib.metadata import version
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -94,8 +95,6 @@ def _resource() -> Resource:
     """``service.name`` is ``tether`` unless OTEL_SERVICE_NAME / OTEL_RESOURCE_ATTRIBUTES say otherwise."""
     attributes: dict[str, str] = {}
     try:
-        from importlib.metadata import version
-
         attributes["service.version"] = version("tether")
     except Exception:  # not installed as a distribution: no version to tell
         pass
@@ -116,8 +115,6 @@ def _quiet_sdk_logs() -> None:
 
 def _tracer(provider: Any) -> trace_api.Tracer:
     try:
-        from importlib.metadata import version
-
         return provider.get_tracer("tether", version("tether"))
     except Exception:
         return provider.get_tracer("tether")
