@@ -98,10 +98,11 @@ class Worker:
 class Fleet:
     """Worker processes on one store, all stopped on exit."""
 
-    def __init__(self, url: str, root: Path, *, env: dict[str, str] | None = None) -> None:
+    def __init__(self, url: str, root: Path, *, env: dict[str, str] | None = None, here: bool = False) -> None:
         self.url = url
         self.root = root
         self.env = env or {}
+        self.here = here  # the one-shot commands (submit, runs, approve...) by the CLI's main in this process
         self.workers: list[Worker] = []
         root.mkdir(parents=True, exist_ok=True)
 
@@ -132,12 +133,22 @@ class Fleet:
                 raise AssertionError(f"the worker exited {process.returncode}:\n{worker.text()[-3000:]}")
         return worker
 
-    def tether(self, *args: str, pythonpath: list[str] | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
-        return subprocess.run([sys.executable, "-m", "tether.tui.cli", *args], capture_output=True, text=True,
-                              env=self.environment(pythonpath=pythonpath), cwd=self.root, timeout=timeout)
+    def tether(self, *args: str, pythonpath: list[str] | None = None, timeout: float = 120,
+               real: bool = False) -> subprocess.CompletedProcess:
+        """``tether ARGS`` in the fleet's folder and environment: a process, or, for a fleet made
+        ``here`` (and neither ``real`` nor with a ``pythonpath`` of its own), the CLI's main in
+        this process (tests/support.py, cli_here)."""
+        env = self.environment(pythonpath=pythonpath)
+        if self.here and not real and not pythonpath:
+            from tests.support import cli_here
 
-    def submit(self, agent: str, *args: str, pythonpath: list[str] | None = None) -> str:
-        done = self.tether("submit", "--agent", agent, "--store", self.url, "--json", *args, pythonpath=pythonpath)
+            return cli_here(*args, env=env, cwd=self.root)
+        return subprocess.run([sys.executable, "-m", "tether.tui.cli", *args], capture_output=True, text=True,
+                              env=env, cwd=self.root, timeout=timeout)
+
+    def submit(self, agent: str, *args: str, pythonpath: list[str] | None = None, real: bool = False) -> str:
+        done = self.tether("submit", "--agent", agent, "--store", self.url, "--json", *args, pythonpath=pythonpath,
+                           real=real)
         assert done.returncode == 0, done.stderr
         return json.loads(done.stdout)["run_id"]
 

@@ -53,7 +53,7 @@ def store(pg_url: str) -> Iterator[PgStore]:
 
 @pytest.fixture
 def fleet(pg_url: str, store: PgStore, tmp_path: Path) -> Iterator[Fleet]:
-    with Fleet(pg_url, tmp_path / "fleet") as f:
+    with Fleet(pg_url, tmp_path / "fleet", here=True) as f:  # workers are processes; one-shot commands here
         yield f
 
 
@@ -69,7 +69,7 @@ def _trace(store: PgStore, run_id: str) -> list[dict]:
 
 def test_a_submitted_run_waits_as_queued_then_a_worker_runs_it(fleet: Fleet, store: PgStore, provider):
     base, counter = provider
-    run_id = fleet.submit("slow", "--base-url", f"{base}/queued/v1")
+    run_id = fleet.submit("slow", "--base-url", f"{base}/queued/v1", real=True)  # one submit in a real process
     summary = store.summary(run_id)
     assert (summary.liveness, summary.shown_status) == ("queued", "queued")
     view = queue_view(store)
@@ -111,7 +111,7 @@ def _cli_has_store() -> bool:
 
 
 def test_submit_refuses_bad_input_in_one_line_and_queues_nothing(fleet: Fleet, store: PgStore):
-    done = fleet.tether("submit", "--agent", "no-such-agent", "--store", fleet.url)
+    done = fleet.tether("submit", "--agent", "no-such-agent", "--store", fleet.url, real=True)
     assert done.returncode == 2 and done.stderr.count("\n") == 1 and "no agent 'no-such-agent'" in done.stderr
     done = fleet.tether("submit", "--agent", "plan", "--store", "/not/a/database")
     assert done.returncode == 2 and "--store postgresql://" in done.stderr
