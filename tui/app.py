@@ -13,9 +13,11 @@ store's control channel, and when it runs a run itself it is one more owner. Its
   their traces by :mod:`tether.tui.state.store_client`), dispatched by event class into the
   model and the trace buffers, with the flush throttle;
 * this app, the shell: the options, the parts made and wired, start-up and shut-down, what
-  applies to the selected run (the keys greyed out, the command palette). The rest of the
-  app is mixed in, one concern a module: :mod:`tether.tui.following` (the store followed,
-  events in), :mod:`tether.tui.views` (the widgets brought up to date, the selection),
+  applies to the selected run (the keys greyed out, the command palette). The store is
+  followed by a collaborator the app makes and hands what it needs,
+  :class:`~tether.tui.following.StoreFollowing` (the events in; it makes the pump and the
+  store client); the rest of the app is still mixed in, one concern a module:
+  :mod:`tether.tui.views` (the widgets brought up to date, the selection),
   :mod:`tether.tui.timeline` (the Changes pane's checkpoints),
   :mod:`tether.tui.run_actions` (start, stop, resume, follow up, quit) and
   :mod:`tether.tui.decisions` (approve, reject, edit, rules, the record of decisions);
@@ -52,6 +54,7 @@ from textual.worker import Worker
 from tether.agents.config import Config
 from tether.harness import Harness
 from tether.vocab.cancel import CancelSignal
+from tether.vocab.events import Event
 from tether.vocab.state import RunState
 from tether.store.control import operator_name
 from tether.tui.widgets.approvals import Pending
@@ -62,6 +65,7 @@ from tether.tui.widgets.transcript import TranscriptView
 from tether.tui.decisions import DecisionActions
 from tether.tui.following import StoreFollowing
 from tether.tui.state.model import ConsoleModel
+from tether.tui.screens.rules import RulesScreen
 from tether.tui.state.options import ConsoleOptions
 from tether.tui.state.pump import EventPump
 from tether.tui.run_actions import RunActions
@@ -76,7 +80,7 @@ YOUNG_GC_THRESHOLD = 10_000  # allocations between young collections while the c
 OWNER_CHECK_S = 1.0  # how often the locks of runs other processes hold are asked whether they live
 
 
-class TetherApp(DecisionActions, RunActions, WorkspaceActions, CheckpointTimeline, ConsoleViews, StoreFollowing, App[int]):
+class TetherApp(DecisionActions, RunActions, WorkspaceActions, CheckpointTimeline, ConsoleViews, App[int]):
     """The console. Its parts are mixed in before ``App`` so that their handlers and actions
     are the app's own, and Textual's CSS and bindings see one app class, as before."""
 
@@ -116,11 +120,9 @@ class TetherApp(DecisionActions, RunActions, WorkspaceActions, CheckpointTimelin
         self.operator = options.operator or operator_name()
         # the parts: the model (what the console knows), the pump (events in), the store client
         self.model = ConsoleModel(driving=self.harness.live, operator=self.operator)
-        self.pump = EventPump(self.model, request_flush=self._request_flush, trace_path=self._trace_path,
-                              timings=self.options.timings, on_buffer=self._trace_opened)
-        self.client = StoreClient(self.harness.store, self.model, self.pump, on_owner=self._owner_changed,
-                                  on_error=self._store_lost, on_listed=self._listed)
-        self._checking = False
+        self.following = StoreFollowing(self, self.harness.store, self.model, options)
+        self.pump: EventPump = self.following.pump
+        self.client: StoreClient = self.following.client
         self._watch_task: asyncio.Task[None] | None = None
         self._quitting = False
         self._bindings_dirty = True
@@ -175,6 +177,37 @@ class TetherApp(DecisionActions, RunActions, WorkspaceActions, CheckpointTimelin
     def events_seen(self) -> int:
         return self.pump.events_seen
 
+    # ---- what following the store asks of the console (tether.tui.following.ConsoleHost) ----
+    @property
+    def rules_shown(self) -> bool:
+        return isinstance(self.screen, RulesScreen)
+
+    def keys_changed(self) -> None:
+        self._bindings_dirty = True
+
+    def refresh_selected(self) -> None:
+        self._refresh_detail()
+
+    def refresh_subtitle(self) -> None:
+        self._refresh_subtitle()
+
+    async def reload_rules(self) -> None:
+        await self._reload_rules()
+
+    # ---- the event sink (the harness calls it from the run's loop: kept cheap), the store followed
+    def _sink(self, event: Event) -> None:
+        self.pump.sink(event)
+
+    def _mark(self, run_id: str | None = None, *, structure: bool = False) -> None:
+        self.pump.mark(run_id, structure=structure)
+
+    def _trace_path(self, rid: str) -> Path | None:
+        return self.client.trace_path(rid)
+
+    async def store_ready(self) -> None:
+        """Wait until the console follows the store: what is written from then on is seen."""
+        await self.following.ready()
+
     # ---- set-up ----------------------------------------------------------------
     def get_default_screen(self) -> Screen[Any]:
         self._console_screen = ConsoleScreen(id="console")
@@ -191,11 +224,11 @@ class TetherApp(DecisionActions, RunActions, WorkspaceActions, CheckpointTimelin
         self._transcript_view = screen.query_one(TranscriptView)
         self._trace_view = screen.query_one(TraceView)
         if not self.client.blocking:
-            self.reload_runs()
+            self.following.reload_runs()
         if self.options.watch or self.client.blocking:
-            self._watch_task = asyncio.create_task(self._follow(), name="tether console: store watcher")
+            self._watch_task = asyncio.create_task(self.following.follow(), name="tether console: store watcher")
         if self.options.watch:
-            self.set_interval(OWNER_CHECK_S, self._check_owners, name="tether console: owners")
+            self.set_interval(OWNER_CHECK_S, self.following.check_owners, name="tether console: owners")
         first_started: str | None = None
         for request in self.options.start:
             try:
