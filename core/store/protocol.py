@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable, Iterator
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar, runtime_checkable
 
@@ -142,6 +143,22 @@ class Changes(Protocol):
     async def __anext__(self) -> list[RunChange]: ...
 
 
+class Tables(Protocol):
+    """A store's database, for a room that keeps rows of its own beside the runs (the web's
+    users): :meth:`Store.tables`."""
+
+    schema: str
+
+    @property
+    def where(self) -> str: ...
+
+    def q(self, text: str) -> Any:
+        """``text`` (SQL) with ``{s}`` as the store's schema."""
+
+    def connection(self) -> AbstractContextManager[Any]:
+        """A connection from the store's pool (psycopg's), for one thread at a time."""
+
+
 class TraceSource(Protocol):
     """Every run's trace records as one reader takes them in (:meth:`Store.trace_source`; the
     notifications' sender), each record once: told of a change by :meth:`Store.watch`, it
@@ -248,6 +265,15 @@ class Store(Protocol):
         """The file the run's trace is appended to, for a reader that follows it on disk (the
         console's trace pane, ``tether trace``'s bytes as written); None on a store that keeps
         traces elsewhere (a database): :meth:`read_trace` reads either."""
+
+    # ---- where another room keeps its own things beside the runs ----
+    def side_dir(self) -> Path | None:
+        """A private folder of the store's, beside the runs (the file store's runs dir), for
+        what another room keeps there (the web's users); None on a store with tables."""
+
+    def tables(self) -> Tables | None:
+        """The store's database, for such a room's rows (:class:`Tables`); None on the file
+        store (:meth:`side_dir`)."""
 
     # ---- following the store as it changes ----
     def feed(self) -> StoreFeed:

@@ -32,7 +32,7 @@ from typing import Any, Literal, TypeVar
 from argon2 import PasswordHasher
 from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatchError
 
-from tether.store.protocol import Store
+from tether.store.protocol import Store, Tables
 from tether.vocab.state import StateError
 
 USERS_FILE = "users.json"
@@ -113,8 +113,9 @@ class UserBook:
 
     def __init__(self, store: Store) -> None:
         self.store = store
-        root = getattr(store, "root", None)
-        self._file = _UsersFile(Path(root)) if root is not None else None
+        root = store.side_dir()
+        self._file = _UsersFile(root) if root is not None else None
+        self._db = store.tables()
         self._table_ready = False
 
     # ---- reading ----------------------------------------------------------------------
@@ -150,7 +151,7 @@ class UserBook:
             self._file.change(put)
         else:
             with self._pg() as conn:
-                conn.execute(self.store.q(
+                conn.execute(self._tables().q(
                     "INSERT INTO {s}.web_users (name, hash, role, created_at) VALUES (%s, %s, %s, %s) "
                     "ON CONFLICT (name) DO UPDATE SET hash = EXCLUDED.hash, role = EXCLUDED.role"),
                     (name, row["hash"], role, row["created_at"]))
@@ -165,7 +166,7 @@ class UserBook:
             self._file.change(drop)
             return
         with self._pg() as conn:
-            gone = conn.execute(self.store.q("DELETE FROM {s}.web_users WHERE name = %s RETURNING name"),
+            gone = conn.execute(self._tables().q("DELETE FROM {s}.web_users WHERE name = %s RETURNING name"),
                                 (name,)).fetchone()
         if gone is None:
             raise UserError(f"no user {name!r} on this store (tether serve --users lists them)")
@@ -175,19 +176,24 @@ class UserBook:
         if self._file is not None:
             return self._file.load()["users"]
         with self._pg() as conn:
-            rows = conn.execute(self.store.q("SELECT name, hash, role, created_at FROM {s}.web_users")).fetchall()
+            rows = conn.execute(self._tables().q("SELECT name, hash, role, created_at FROM {s}.web_users")).fetchall()
         return {name: {"hash": h, "role": role, "created_at": created} for name, h, role, created in rows}
+
+    def _tables(self) -> Tables:
+        if self._db is None:  # a store has a folder or tables: never neither
+            raise UserError(f"{self.store.where} keeps no users")
+        return self._db
 
     @contextlib.contextmanager
     def _pg(self) -> Iterator[Any]:
-        with self.store._conn() as conn:
+        with self._tables().connection() as conn:
             if not self._table_ready:
-                _ensure_table(self.store, conn)
+                _ensure_table(self._tables(), conn)
                 self._table_ready = True
             yield conn
 
 
-def _ensure_table(store: Store, conn: Any) -> None:
+def _ensure_table(store: Tables, conn: Any) -> None:
     """``web_users``, made if it is missing; a role that may not make it (the watcher's)
     reads it once the operator's role has (or finds no users, and says so at login)."""
     import psycopg

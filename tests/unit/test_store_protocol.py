@@ -16,7 +16,6 @@ IMPLEMENTATIONS = {"RunStore", "PgStore", "Database", "RunHandle", "PgHandle"}
 # and on a listed one that is gone (then take it off).
 KNOWN_CHECKS = {
     "core/notify/storage.py": "the notifications' state: a folder on the file store, tables on PostgreSQL",
-    "core/web/users.py": "the users: a file beside the runs, or a table",
 }
 
 

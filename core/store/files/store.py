@@ -408,6 +408,12 @@ class RunStore:
             return []
         return sorted(p.name for p in self.root.iterdir() if p.name.startswith(prefix) and (p / TRACE_FILE).is_file())
 
+    def side_dir(self) -> Path:
+        return self.root
+
+    def tables(self) -> None:
+        return None
+
     def feed(self) -> FileFeed:
         from tether.store.files.feed import FileFeed
 

@@ -117,6 +117,10 @@ class Database:
             except psycopg.OperationalError as exc:
                 raise StoreUnavailable(f"{redact(self.url)}: {clean(exc, self.url)}") from None
 
+    def connection(self) -> contextlib.AbstractContextManager[psycopg.Connection]:
+        """:meth:`_conn`, for another room's rows (:class:`tether.store.protocol.Tables`)."""
+        return self._conn()
+
     def ensure_schema(self, conn: psycopg.Connection) -> None:
         """Make the tables if they are missing (:func:`tether.store.postgres.schema.ensure_schema`)."""
         ensure_schema(conn, self.schema, where=self.where, url=self.url)

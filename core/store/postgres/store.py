@@ -295,6 +295,12 @@ class PgStore(Database):
         """The runs' ids: a trace's lines are a run's rows (none without its run)."""
         return [rid for rid in self.run_ids() if rid.startswith(prefix)]
 
+    def side_dir(self) -> None:
+        return None
+
+    def tables(self) -> PgStore:
+        return self
+
     def feed(self) -> PgFeed:
         return PgFeed(self)
 
