@@ -21,6 +21,7 @@ from typing import Any, Protocol
 from textual.css.query import NoMatches
 from textual.message import Message
 
+from tether.store.protocol import Store
 from tether.tui.screens.console import Flush
 from tether.tui.state.model import ConsoleModel
 from tether.tui.state.options import ConsoleOptions
@@ -55,7 +56,7 @@ class ConsoleHost(Protocol):
 class StoreFollowing:
     """The store followed, for one console."""
 
-    def __init__(self, host: ConsoleHost, store: Any, model: ConsoleModel, options: ConsoleOptions) -> None:
+    def __init__(self, host: ConsoleHost, store: Store, model: ConsoleModel, options: ConsoleOptions) -> None:
         self.host = host
         self.model = model
         self.options = options
