@@ -30,6 +30,8 @@ def test_the_tree_keeps_every_contract(tree: Path) -> None:
     ("tether/run/crossing.py", "import tether.tui.app", "The core imports neither the console"),
     ("tether/web/crossing.py", "from tether.tui import cli", "The web server imports neither"),
     ("tether/tui/widgets/crossing.py", "import tether.tui.cli", "The console does not import the CLI"),
+    ("tether/tui/widgets/crossing.py", "import tether.tui.views", "The console does not import the CLI"),
+    ("tether/tui/state/crossing.py", "from tether.tui.widgets import changes", "The console does not import the CLI"),
     ("tether/store/files/crossing.py", "from tether.store.postgres import store", "The two stores do not import each other"),
     ("tether/store/postgres/crossing.py", "import tether.store.files.layout", "The two stores do not import each other"),
     ("tether/run/crossing.py", "from tether.store.files.store import RunStore", "The run imports no store implementation"),
