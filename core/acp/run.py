@@ -243,7 +243,7 @@ class AcpRun:
                         self._replaying = False
                     adopted = "session/resume" if session.resumed else "session/load"
                 else:
-                    session_id, made = await first_session(session, st.forked_from)
+                    session_id, made = await first_session(session, st.forked_from, self.emit, st.run_id)
             except AgentDied as exc:
                 return await self._finish(Status.INTERRUPTED, str(exc), Cancelled(str(exc)))
             except AcpError as exc:  # not started, or a session the agent refused (its mode, say)

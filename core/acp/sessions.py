@@ -43,13 +43,23 @@ async def follow_up_session(session: AcpSession, session_id: str, emit: Callable
         return await session.new_session()
 
 
-async def first_session(session: AcpSession, forked_from: dict[str, Any] | None) -> tuple[str, str]:
+async def first_session(session: AcpSession, forked_from: dict[str, Any] | None, emit: Callable[[Any], None],
+                        run_id: str) -> tuple[str, str]:
     """A run's first session and, for a fork, how it was made: ``session/fork`` of the origin's
     session where the fork is at its last checkpoint (``forked_from["session"]``) and the agent
-    advertises ``sessionCapabilities.fork``; else a new session, told in words (``told``)."""
+    advertises ``sessionCapabilities.fork``; else, or when the agent refuses the fork (the Claude
+    adapter finds no session of another folder: docs/acp.md), a new session, told in words
+    (``told``), the refusal in a warning."""
     origin = (forked_from or {}).get("session")
     if origin and session.session_capability("fork"):
-        return await session.fork_session(str(origin)), "session/fork"
+        try:
+            return await session.fork_session(str(origin)), "session/fork"
+        except AgentDied:
+            raise
+        except AcpError as exc:
+            name = session.info.name if session.info else "the agent"
+            emit(RunWarning(run_id=run_id, text=f"{name} refused session/fork of session {origin} ({exc}): the fork "
+                            "runs in a new session, told in words what was done up to its checkpoint"))
     return await session.new_session(), "told" if forked_from else ""
 
 

@@ -8,7 +8,9 @@ For each it says, one line a problem, each with its fix:
 - **initialize failure**: it did not answer ``initialize`` as an ACP agent, in the agent's words;
 - **sandbox**: it asks for ``sandbox = "workspace"`` and no sandbox works here, or the agent
   does not start inside one (the probe runs in the sandbox the run would have);
-- **model**: the agent file's ``model`` is not one the agent offers (its config options).
+- **model**: the agent file's ``model`` is not one the agent offers (its config options);
+- **shell sandbox**: a Codex entry and no ``bwrap`` on the agent's PATH: Codex's own shell
+  sandbox runs each command in bubblewrap, and without it every shell command fails (exit 101).
 And what works: its version, how long ``initialize`` took, and its features (``loadSession``,
 the session methods, fs, the sandbox it ran in, each endpoint that answered, what usage it
 reports where Tether knows the agent). Every base URL its ``env`` sets (a variable named
@@ -20,6 +22,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import shutil
 import tempfile
 import time
 from dataclasses import dataclass, field
@@ -147,6 +151,10 @@ async def _check_one(config: Any, name: str, timeout_s: float) -> Finding:
     except AgentError as exc:
         found.problems.append(("no auth", f"{exc}; fix: export it, then check again"))
         return found
+    if known is not None and known.name == "codex" and \
+            shutil.which("bwrap", path=env.get("PATH", os.environ.get("PATH"))) is None:
+        found.problems.append(("shell sandbox", "bwrap is not on PATH: Codex's own shell sandbox needs it, every "
+                               "shell command of Codex fails (exit 101) without it; fix: install bubblewrap"))
     answered = []
     for variable, url in endpoints_of(env):
         if (why := await _reachable(url, min(timeout_s, 3.0))) is not None:

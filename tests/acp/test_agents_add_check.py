@@ -65,9 +65,21 @@ def test_add_installs_the_pin_and_writes_the_entry_and_check_says_what_is_wrong(
     again = cli_here("agents", "add", "codex", "--registry", str(registry), "--config", str(config))
     assert again.returncode == 1 and "already has [agents.codex]" in again.stdout
 
-    code, found = check(config, {"OPENAI_API_KEY": "sk-test"})
+    # Codex's shell sandbox runs bwrap from PATH: the check only looks it up, so a stub will do
+    stub = tmp_path / "stub-bin"
+    stub.mkdir()
+    (stub / "bwrap").write_text("#!/bin/sh\nexit 0\n")
+    (stub / "bwrap").chmod(0o755)
+    without = os.pathsep.join(d for d in os.environ.get("PATH", "").split(os.pathsep)
+                              if d and not os.access(os.path.join(d, "bwrap"), os.X_OK))
+    code, found = check(config, {"OPENAI_API_KEY": "sk-test", "PATH": f"{stub}{os.pathsep}{without}"})
     assert code == 0 and found["codex"]["ok"], found
     assert found["codex"]["agent"] == "fake-agent" and found["codex"]["initialize_ms"] > 0
+    no_bwrap = cli_here("agents", "--check", "--config", str(config),
+                        env={**os.environ, "OPENAI_API_KEY": "sk-test", "PATH": without})
+    assert no_bwrap.returncode == 1
+    assert "  shell sandbox: bwrap is not on PATH: Codex's own shell sandbox needs it, every shell command of " \
+           "Codex fails (exit 101) without it; fix: install bubblewrap" in no_bwrap.stdout, no_bwrap.stdout
 
     env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
     done = cli_here("agents", "--check", "--config", str(config), env=env)
@@ -77,7 +89,7 @@ def test_add_installs_the_pin_and_writes_the_entry_and_check_says_what_is_wrong(
 
     installed = tmp_path / "home" / "agents" / "codex" / "node_modules" / "@zed-industries" / "codex-acp" / "package.json"
     installed.write_text(installed.read_text().replace('"0.16.0"', '"0.15.0"'))
-    code, found = check(config, {"OPENAI_API_KEY": "sk-test"})
+    code, found = check(config, {"OPENAI_API_KEY": "sk-test", "PATH": f"{stub}{os.pathsep}{without}"})
     [(kind, words)] = [(p["kind"], p["text"]) for p in found["codex"]["problems"]]
     assert kind == "wrong version" and "0.15.0 is installed, Tether pins 0.16.0" in words
 
