@@ -10,7 +10,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-CEILING = 7.5
+CEILING = 6.8
 """Imports inside functions per 1,000 lines of core/ and tui/: lower it as they go."""
 
 REASONED = ("core/agents", "core/approvals", "core/demo", "core/models", "core/notify", "core/observe",
@@ -41,12 +41,14 @@ def _files() -> list[Path]:
 
 
 def _reasoned(lines: list[str], line: int) -> bool:
-    """``# lazy:`` on the import's line, or on the line before it or before its block of imports."""
+    """``# lazy:`` on the import's line, or on the comment just above it or above its block of imports."""
     if "# lazy:" in lines[line - 1]:
         return True
     above = line - 2
     while above >= 0 and lines[above].strip().startswith(("from ", "import ")):
         above -= 1
+    while above >= 0 and lines[above].strip().startswith("#") and not lines[above].strip().startswith("# lazy:"):
+        above -= 1  # a reason may take more than one line of comment
     return above >= 0 and lines[above].strip().startswith("# lazy:")
 
 

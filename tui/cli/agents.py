@@ -15,18 +15,23 @@ import sys
 from typing import Any
 
 from tether.tui.cli import context
+from tether.acp import AcpError
+from tether.acp.probe_cache import ProbeCache, probe_kept
+from tether.agents.agent import AgentError
+from tether.agents.mcp.catalog import mcp_tools
+from tether.agents.mcp.server import MCPStartError
+from tether.agents.sandbox import SandboxUnavailable, available_backend
+from tether.demo import agents as demo
+from tether.tui.cli.agents_doctor import add_or_check
+from tether.vocab.text import clean
+from tether.vocab.wording import one_line
 
 
 async def agents(args: argparse.Namespace) -> int:
     """Every agent in the agent file (its MCP servers started to list their tools), then the demo."""
-    from tether.demo import agents as demo
-    from tether.vocab.text import clean
-
     if args.action == "sessions":
         return await _sessions(args)
     if args.action == "add" or args.check:
-        from tether.tui.cli.agents_doctor import add_or_check
-
         return await add_or_check(args)
     config = context.config(args)
     rows: list[dict[str, Any]] = []
@@ -70,8 +75,6 @@ async def _print_as_they_answer(described: list[asyncio.Task[dict[str, Any]]]) -
 
 
 def _print_row(row: dict[str, Any]) -> None:
-    from tether.vocab.text import clean
-
     if "acp" in row:
         acp = row["acp"]
         print(clean(f"{row['name']}  ACP agent: {' '.join(acp['command'])}  ({row['config']})"))
@@ -128,16 +131,11 @@ def _policy_words(tool: dict[str, Any]) -> str:
 
 async def _describe(agent: Any, kind: str, args: argparse.Namespace) -> dict[str, Any]:
     """An agent as ``tether agents`` shows it, its MCP servers' tools listed by starting them."""
-    from tether.agents.agent import AgentError
-
     if agent.acp is not None:
         return await _describe_acp(agent, kind, args)
     tools = agent.describe_tools()
     servers: list[dict[str, Any]] = []
     if agent.mcp_servers:
-        from tether.agents.mcp.catalog import mcp_tools
-        from tether.agents.mcp.server import MCPStartError
-
         for server in agent.mcp_servers:
             try:
                 async with mcp_tools([server], reserved=[t["name"] for t in tools]) as listed:
@@ -161,8 +159,6 @@ async def _sessions(args: argparse.Namespace) -> int:
     models a run of it may choose (``--mode``, ``--model``)."""
     from dataclasses import asdict
 
-    from tether.acp.offer import agent_offer, session_words
-    from tether.vocab.text import clean
 
     config = context.config(args)
     if config is None or not args.agent_name:
@@ -172,8 +168,9 @@ async def _sessions(args: argparse.Namespace) -> int:
     if agent.acp is None:
         print(clean(f"tether agents sessions: agent {agent.name} is not an ACP agent: it keeps no sessions of its own"))
         return 2
-    from tether.acp import AcpError
-    from tether.agents.agent import AgentError
+    # lazy: the acp package (its schema) loads only to ask an agent: a listing whose answers are kept needs
+    # none (tests/processes/test_cold_start.py::test_tether_agents_with_every_answer_kept_loads_no_acp_client)
+    from tether.acp.offer import agent_offer, session_words
 
     try:
         offer = await agent_offer(agent)
@@ -206,7 +203,6 @@ def _sandbox_of(agent: Any) -> dict[str, Any] | None:
     """The OS sandbox an agent's processes would run in here, or why there is none."""
     if agent.sandbox is None:
         return None
-    from tether.agents.sandbox import SandboxUnavailable, available_backend
 
     try:
         return {"backend": available_backend()}
@@ -218,10 +214,6 @@ async def _describe_acp(agent: Any, kind: str, args: argparse.Namespace) -> dict
     """An ACP agent as ``tether agents`` shows it: what its ``initialize`` says (name, version,
     auth methods, capabilities), without a session, or kept from an earlier listing; one that
     does not answer, or answers wrong, says why in one line naming its key in the agent file."""
-    from tether.acp import AcpError
-    from tether.acp.probe_cache import ProbeCache, probe_kept
-    from tether.agents.agent import AgentError
-    from tether.vocab.wording import one_line
 
     row: dict[str, Any] = {"name": agent.name, "set": kind, "model": agent.model, "base_url": None,
                            "config": str(agent.config) if agent.config else None, "tools": [], "mcp": [],

@@ -9,18 +9,18 @@ import time
 from pathlib import Path
 
 from tether.tui.cli import context
+from tether.agents.configfile import find_config
+from tether.agents.doctor import check_agents
+from tether.agents.install import InstallError, KNOWN, add
+from tether.harness import tether_home
+from tether.vocab.text import clean
 
 
 async def add_or_check(args: argparse.Namespace) -> int:
     import asyncio
 
-    from tether.vocab.text import clean
 
     if args.action == "add":
-        from tether.agents.configfile import find_config
-        from tether.agents.install import KNOWN, InstallError, add
-        from tether.harness import tether_home
-
         if not args.agent_name:
             print(f"tether agents add: name an agent: {', '.join(KNOWN)}")
             return 2
@@ -38,7 +38,6 @@ async def add_or_check(args: argparse.Namespace) -> int:
         print(clean(text.rstrip()))
         print(clean(f"set {known.key} in Tether's environment (the file names it, never its value)"))
         return 0
-    from tether.agents.doctor import check_agents
 
     config = context.config(args)
     if config is None:

@@ -25,6 +25,7 @@ from tether.store.protocol import Store
 from tether.tui.app import TetherApp
 from tether.tui.state.options import ConsoleOptions
 from tether.tui.state.text import one_line
+from tether.store.spec import is_database, open_store
 
 
 def run_console(args: Any = None) -> int:
@@ -79,7 +80,6 @@ def run_console(args: Any = None) -> int:
 def open_console_store(spec: str) -> Store:
     """The store ``spec`` names (a ``postgresql://`` URL or a directory), checked now, so
     that a store the console cannot reach is said before it opens (without the password)."""
-    from tether.store.spec import is_database, open_store
 
     store = open_store(spec)
     if not is_database(spec):

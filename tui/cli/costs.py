@@ -11,12 +11,16 @@ import json
 import sys
 
 from tether.tui.cli import context
+from tether.approvals.budgets import from_config, shown
+from tether.approvals.commands import parse_time
+from tether.store.costs import CostQuery
+from tether.store.protocol import call
+from tether.vocab.prices import explain
+from tether.vocab.text import clean as cleaned
 
 
 async def prices(args: argparse.Namespace) -> int:
     """``tether prices [MODEL] [--base-url URL] [--json]``."""
-    from tether.vocab.prices import explain
-
     config = context.config(args)
     if args.model:
         asked = [(args.model, args.base_url)]
@@ -42,10 +46,6 @@ async def prices(args: argparse.Namespace) -> int:
 
 async def costs(args: argparse.Namespace) -> int:
     """``tether costs [--by agent|model|source|day|operator] [--since W] [--until W] [--json|--csv]``."""
-    from tether.approvals.commands import parse_time
-    from tether.store.costs import CostQuery
-    from tether.store.protocol import call
-
     since = None if args.since is None else parse_time(args.since, option="--since", ago=True)
     until = None if args.until is None else parse_time(args.until, option="--until", ago=True)
     store = context.store_of(args)
@@ -94,15 +94,11 @@ def _usd(value: float) -> str:
 
 
 def clean(text: str) -> str:
-    from tether.vocab.text import clean as cleaned
-
     return cleaned(text)
 
 
 async def budgets(args: argparse.Namespace) -> int:
     """``tether budgets [--json]``: each ``[budgets.NAME]`` with its spend this period."""
-    from tether.approvals.budgets import from_config, shown
-
     config = context.config(args)
     fleet = from_config(config.data.budgets) if config is not None else None
     if fleet is None:

@@ -6,11 +6,15 @@ from __future__ import annotations
 
 import argparse
 
+from tether.demo.acp import TASKS
+from tether.demo.lab import command
+from tether.demo.provider.coding import ScriptedEndpoint, read_tasks
+from tether.demo.provider.server import serve, serve_app
+from tether.tui.cli.parser import UsageError
+
 
 def provider(args: argparse.Namespace) -> int:
     """The scripted provider, or with ``--coding`` the coding agents' endpoint, until signalled."""
-    from tether.tui.cli.parser import UsageError
-
     # The scripted provider's own options, as given (by serve()'s names: its defaults are its own).
     scripted = {name: (flag, value) for name, flag, value in (
         ("latency_ms", "--latency-ms", args.latency_ms), ("fail_spec", "--fail", args.fail),
@@ -19,9 +23,6 @@ def provider(args: argparse.Namespace) -> int:
         if scripted:
             flag = next(iter(scripted.values()))[0]
             raise UsageError(f"{flag} is the scripted provider's: the coding endpoint (--coding) has none")
-        from tether.demo.acp import TASKS
-        from tether.demo.provider.coding import ScriptedEndpoint, read_tasks
-        from tether.demo.provider.server import serve_app
 
         tasks = read_tasks(args.tasks) if args.tasks is not None else TASKS
         workspace = args.workspace.resolve() if args.workspace is not None else None
@@ -31,7 +32,6 @@ def provider(args: argparse.Namespace) -> int:
     for flag, value in (("--tasks", args.tasks), ("--workspace", args.workspace)):
         if value is not None:
             raise UsageError(f"{flag} goes with --coding (the coding agents' endpoint)")
-    from tether.demo.provider.server import serve
 
     serve(args.host, args.port, until_stdin_closes=args.until_stdin_closes,
           **{name: value for name, (_, value) in scripted.items()})
@@ -39,8 +39,6 @@ def provider(args: argparse.Namespace) -> int:
 
 
 async def lab(args: argparse.Namespace) -> int:
-    from tether.demo.lab import command
-
     return await command(args)
 
 
