@@ -38,9 +38,7 @@ from typing import Any, Protocol
 
 from tether.store.protocol import Store
 from tether.store.private import PRIVATE_FILE, private_dirs, private_file
-from tether.store.files.store import RunStore
 from tether.store.postgres.connection import SESSION_SETTINGS, StoreUnavailable, clean, connect
-from tether.store.postgres.store import PgStore
 
 KEY_FILE = ".notify.key"
 DB_FILE = ".notify.sqlite"
@@ -106,11 +104,12 @@ def storage_for(store: Store) -> Storage:
     with _MADE:
         found = _STORAGES.get(store)
         if found is None:
-            if isinstance(store, RunStore):
-                found = FileStorage(store.root)
+            root = store.side_dir()
+            if root is not None:
+                found = FileStorage(root)
             else:
-                if not isinstance(store, PgStore):
-                    raise TypeError(f"notifications cannot use a {type(store).__name__}")
+                if store.tables() is None:
+                    raise TypeError(f"notifications cannot use {store.where}: it has neither a folder nor tables")
                 found = PgStorage(store)
             _STORAGES[store] = found
         return found

@@ -14,9 +14,7 @@ IMPLEMENTATIONS = {"RunStore", "PgStore", "Database", "RunHandle", "PgHandle"}
 
 # Checks not yet replaced by the protocol, with why: the test fails on one not listed here,
 # and on a listed one that is gone (then take it off).
-KNOWN_CHECKS = {
-    "core/notify/storage.py": "the notifications' state: a folder on the file store, tables on PostgreSQL",
-}
+KNOWN_CHECKS: dict[str, str] = {}
 
 
 def _sources() -> list[Path]:
