@@ -29,6 +29,7 @@ from tether.web.live import Hub
 from tether.web.sessions import Session, Sessions, Throttle
 from tether.web.settings import ServeSettings
 from tether.web.users import UserBook
+from tether.notify import run_sender, sender_status
 
 log = logging.getLogger(__name__)
 
@@ -111,7 +112,6 @@ async def _deciding(app: web.Application) -> AsyncIterator[None]:
 async def _sending(app: web.Application, *, channels: list[Any]) -> AsyncIterator[None]:
     """The notification sender of this store, beside the pages (it takes the store's one
     sender's lease itself: a second server of the same store sends nothing twice)."""
-    from tether.notify import run_sender, sender_status
 
     settings = app[auth.SETTINGS]
     stop = asyncio.Event()

@@ -22,12 +22,14 @@ from typing import Any
 
 from tether.store.protocol import Store
 from tether.web.settings import ServeSettings, check_public_url, trusted_proxies
+from tether.web.accesslog import AccessLogger
+from tether.web.app import make_app
+from tether.web.users import UserBook, UserError
 
 
 def serve_command(args: argparse.Namespace, store: Store, harness_of: Any) -> int:
     """``store``: the command's store; ``harness_of()``: the harness the server decides with
     (made on the server's event loop)."""
-    from tether.web.users import UserBook, UserError
 
     if args.add_user is not None:
         return _add_user(store, args.add_user, watcher=args.read_only)
@@ -57,8 +59,6 @@ def serve_command(args: argparse.Namespace, store: Store, harness_of: Any) -> in
 async def _serve(settings: ServeSettings, harness_of: Any) -> int:
     from aiohttp import web
 
-    from tether.web.accesslog import AccessLogger
-    from tether.web.app import make_app
 
     if not logging.getLogger().handlers:  # a server says what it serves, one line a request, on stderr
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
@@ -95,8 +95,6 @@ def _loopback(host: str) -> bool:
 
 
 def _read_password(name: str) -> str:
-    from tether.web.users import UserError
-
     if sys.stdin.isatty():
         first = getpass.getpass(f"password for {name}: ")
         if getpass.getpass("the same again: ") != first:
@@ -106,8 +104,6 @@ def _read_password(name: str) -> str:
 
 
 def _add_user(store: Store, name: str, *, watcher: bool) -> int:
-    from tether.web.users import UserBook
-
     book = UserBook(store)
     known = {u.name for u in book.users()}
     user = book.add(name, _read_password(name), role="watcher" if watcher else "operator")
@@ -119,8 +115,6 @@ def _add_user(store: Store, name: str, *, watcher: bool) -> int:
 
 
 def _remove_user(store: Store, name: str) -> int:
-    from tether.web.users import UserBook
-
     UserBook(store).remove(name)
     print(f"removed {name} from {store.where}: their logins to a running server end now, and their open pages end "
           "within seconds")
@@ -128,8 +122,6 @@ def _remove_user(store: Store, name: str) -> int:
 
 
 def _list_users(store: Store) -> int:
-    from tether.web.users import UserBook
-
     users = UserBook(store).users()
     if not users:
         print(f"no users on {store.where}: tether serve --add-user NAME adds one")

@@ -28,13 +28,13 @@ from tether.web.auth import CSRF_FIELD, WATCH_ONLY, may_change, page_context, se
 from tether.web.decide import Answer, stale_words
 from tether.web.pending import card_of
 from tether.web.render import html, words_page
+from tether.notify import links
+from tether.web.pages import DECIDER
 
 BEARER_BY = "link"  # who a bearer link's decision is recorded as, with the channel's name when it has one
 
 
 def _links() -> Any:
-    from tether.notify import links
-
     return links
 
 
@@ -56,8 +56,6 @@ async def _claim(request: web.Request, token: str, *, spend: bool) -> tuple[Any,
 
 
 def _store(request: web.Request) -> Any:
-    from tether.web.pages import DECIDER
-
     return request.app[DECIDER].store
 
 
@@ -117,7 +115,6 @@ async def link_decide(request: web.Request) -> web.StreamResponse:
         return words_page(request, 403, "This link does not decide", str(refused), back=None)
     by = session.user if session is not None else BEARER_BY
     text = str(form.get("reason") or "").strip()
-    from tether.web.pages import DECIDER
 
     answer: Answer = await request.app[DECIDER].decide(claim.run_id, claim.call_id, claim.action, text, by=by,
                                                        bound_hash=claim.args_hash)

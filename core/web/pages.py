@@ -29,6 +29,9 @@ from tether.web.live import Hub
 from tether.web.pending import Card, card_of, pending_cards
 from tether.web.render import fragment, html, words_page
 from tether.actions.workspace import discardable, mergeable
+from tether.workspaces.changes import changes, diff
+from tether.workspaces.checkpoints import listing
+from tether.workspaces.git import GitError
 
 DECIDER = web.AppKey("decider", Decider)
 HUB = web.AppKey("hub", Hub)
@@ -129,9 +132,6 @@ class RunChanges:
 
 async def _changes_of(state: RunState) -> RunChanges | None:
     """The run's changes, read now (git, as asyncio subprocesses), or None: it has no workspace."""
-    from tether.workspaces.changes import changes, diff
-    from tether.workspaces.git import GitError
-
     ws = state.run_workspace
     if ws is None:
         return None
@@ -209,9 +209,6 @@ async def _run_view(request: web.Request, run_id: str) -> RunView:
 
 async def _checkpoints_of(state: RunState) -> tuple[dict[str, Any], ...]:
     """The run's last checkpoints, newest first, read now (none when it has no workspace ready)."""
-    from tether.workspaces.checkpoints import listing
-    from tether.workspaces.git import GitError
-
     ws = state.run_workspace
     if ws is None or ws.stage != "ready" or ws.base_commit is None or (ws.host and ws.host != socket.gethostname()):
         return ()

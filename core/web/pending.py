@@ -17,6 +17,7 @@ from tether.store.protocol import Store
 from tether.vocab.preview import Preview
 from tether.store.summary import RunSummary
 from tether.vocab.state import NeedsApproval, StateError, args_hash, interruption_from_dict
+from tether.actions.deadlines import apply_due
 
 log = logging.getLogger(__name__)
 SOURCES = {"tether": "Tether", "acp": "ACP agent", "openai-agents": "openai-agents", "pydantic-ai": "pydantic-ai",
@@ -107,8 +108,6 @@ def pending_cards(store: Store, *, now: float | None = None, apply_deadlines: bo
     summaries = [s for s in store.summaries(live_only=True) if waits(s)]
     if apply_deadlines and any((s.interruption or {}).get("deadlineAt", now + 1) <= now
                                and not (s.owner is not None and s.owner.alive) for s in summaries):
-        from tether.actions.deadlines import apply_due
-
         try:
             apply_due(store, now=now)
         except Exception as exc:  # the page still shows the calls; the deadline is applied by the next reader

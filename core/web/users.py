@@ -34,6 +34,7 @@ from argon2.exceptions import InvalidHashError, VerificationError, VerifyMismatc
 
 from tether.store.protocol import Store, Tables
 from tether.vocab.state import StateError
+from tether.store.private import PRIVATE_FILE, private_dirs, write_private
 
 USERS_FILE = "users.json"
 USERS_LOCK = ".users.lock"
@@ -237,7 +238,6 @@ class _UsersFile:
     def change(self, edit: Callable[[dict[str, Any]], T]) -> T:
         """``edit(data)`` under the lock, then the file replaced whole (synced first: a crash
         leaves the old users or the new ones, never half)."""
-        from tether.store.private import PRIVATE_FILE, private_dirs, write_private
 
         private_dirs(self.root)
         lock = os.open(self.root / USERS_LOCK, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, PRIVATE_FILE)

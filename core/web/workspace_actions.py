@@ -14,6 +14,9 @@ from tether.vocab.state import StateError
 from tether.web.auth import may_change, page_context, session_of, watcher_words
 from tether.web.pages import DECIDER
 from tether.web.render import html, words_page
+from tether.actions.workspace import discard_question as question, discard_run, merge_run
+from tether.store.protocol import call
+from tether.workspaces.merging import waits_on_merge
 
 
 def _store(request: web.Request) -> Any:
@@ -28,9 +31,6 @@ def _by(request: web.Request) -> str:
 
 async def merge(request: web.Request) -> web.Response:
     """POST /runs/RUN/merge: ``into`` (blank: the branch checked out), ``squash``."""
-    from tether.workspaces.merging import waits_on_merge
-    from tether.actions.workspace import merge_run
-
     run_id = request.match_info["run_id"]
     back = f"/runs/{run_id}"
     if not may_change(request):
@@ -53,9 +53,6 @@ async def merge(request: web.Request) -> web.Response:
 
 async def discard_question(request: web.Request) -> web.Response:
     """GET /runs/RUN/discard: what a discard removes, and the button that does it."""
-    from tether.store.protocol import call
-    from tether.actions.workspace import discard_question as question
-
     run_id = request.match_info["run_id"]
     store = _store(request)
     try:
@@ -71,8 +68,6 @@ async def discard_question(request: web.Request) -> web.Response:
 
 async def discard(request: web.Request) -> web.Response:
     """POST /runs/RUN/discard with ``confirm=yes`` (from the question's page)."""
-    from tether.actions.workspace import discard_run
-
     run_id = request.match_info["run_id"]
     back = f"/runs/{run_id}"
     if not may_change(request):

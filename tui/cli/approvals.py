@@ -11,12 +11,24 @@ import time
 
 from tether.store.protocol import Store, call
 from tether.tui.cli import context
+from tether.actions.rules import apply_to_waiting
+from tether.approvals import DecisionQuery, Rule, check, parse_duration, parse_where
+from tether.approvals.commands import (
+    decision_table,
+    decisions_json,
+    expiry_note,
+    explain_call,
+    known_tools,
+    parse_time,
+    rule_json,
+    rule_line,
+)
+from tether.demo.agents import DEMO
+from tether.vocab.text import clean
 
 
 async def rules(args: argparse.Namespace) -> int:
     """``tether rules``: list the store's standing rules, or add, remove or explain."""
-    from tether.approvals.commands import explain_call, rule_json, rule_line
-
     store = context.store_of(args)
     action = getattr(args, "rules_command", None)
     if action == "add":
@@ -44,10 +56,6 @@ async def rules(args: argparse.Namespace) -> int:
 async def _rule_add(args: argparse.Namespace, store: Store) -> int:
     """Check the rule (errors refused in words, warnings on stderr), keep it, then let it
     decide the calls already waiting that it fits."""
-    from tether.approvals import Rule, check, parse_duration, parse_where
-    from tether.actions.rules import apply_to_waiting
-    from tether.approvals.commands import expiry_note, known_tools, parse_time, rule_json
-    from tether.vocab.text import clean
 
     await context.may_operate(args, "rules add")
     rule = Rule(args.effect, args.tool, args.reason.strip(), context.who(args), agent=args.agent,
@@ -56,7 +64,6 @@ async def _rule_add(args: argparse.Namespace, store: Store) -> int:
                 approvals=args.approvals, deadline_s=None if args.deadline is None else parse_duration(args.deadline),
                 on_deadline=args.on_deadline)
     check(rule)  # what needs no agent file is refused before one is loaded (a second, at most)
-    from tether.demo.agents import DEMO
 
     tools, agents = known_tools(context.config(args), (DEMO,))
     checked = check(rule, tools=tools, agents=agents)
@@ -82,9 +89,6 @@ async def _rule_add(args: argparse.Namespace, store: Store) -> int:
 
 async def decisions(args: argparse.Namespace) -> int:
     """``tether decisions``: the record of decisions, from the index, newest first."""
-    from tether.approvals import DecisionQuery
-    from tether.approvals.commands import decision_table, decisions_json, parse_time
-
     since = None if args.since is None else parse_time(args.since, option="--since", ago=True)
     store = context.store_of(args)
     query = DecisionQuery(since=since, agent=args.agent, by=args.by, limit=args.limit)

@@ -28,6 +28,12 @@ from tether.tui.cli.demo import AcpTour, Step
 from tether.tui.screens.dialogs import ApproveDialog
 from tether.tui.screens.rules import ConfirmDialog
 from tether.tui.screens.workspace import MergeDialog, OutcomeDialog
+from tether.agents.config import load_config
+from tether.demo.acp import EDIT_PROMPT, MERGE_TASKS, POLITE_PROMPT, missing, seed_repository, write_agent_file
+from tether.demo.agents import DEMO
+from tether.demo.provider.coding import endpoint_process
+from tether.tui.app import TetherApp
+from tether.tui.state.options import ConsoleOptions
 
 __all__ = ["MERGE_STEPS", "MergeTour", "run_merge_demo"]
 
@@ -57,8 +63,6 @@ class MergeTour(AcpTour):
         self.outcomes: list[tuple[str, str]] = []
 
     async def play(self, pilot: Pilot[Any]) -> None:
-        from tether.demo.acp import EDIT_PROMPT, POLITE_PROMPT
-
         app: Any = pilot.app
         await self.step(pilot, "opencode")
         edit = await self.new_run(pilot, "edit", agent="opencode", prompt=EDIT_PROMPT)
@@ -173,12 +177,6 @@ def run_merge_demo(args: Any) -> int:
     (the repository, Tether's home with the runs' worktrees, the agents' own homes), the agents at
     the scripted endpoint (a child process). Without the agents, one line that says how to get
     them, and exit 2."""
-    from tether.agents.config import load_config
-    from tether.demo.acp import MERGE_TASKS, missing, seed_repository, write_agent_file
-    from tether.demo.agents import DEMO
-    from tether.demo.provider.coding import endpoint_process
-    from tether.tui.app import TetherApp
-    from tether.tui.state.options import ConsoleOptions
 
     why = missing()
     if why is not None:
