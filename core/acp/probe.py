@@ -30,6 +30,8 @@ async def probe(command: Sequence[str], env: Mapping[str, str] | None = None, *,
 
 async def _probe(command: Sequence[str], env: Mapping[str, str] | None, cwd: Path,
                  timeout_s: float | None, sandbox: Backend | None) -> AgentInfo:
+    # lazy: the acp package (its schema) loads only to ask an agent, not for a kept answer
+    # (tests/processes/test_cold_start.py::test_tether_agents_with_every_answer_kept_loads_no_acp_client)
     from tether.acp.client import DEFAULT_INIT_TIMEOUT_S, AcpSession
 
     box = None if sandbox is None else for_agent(cwd, env or {}, backend=sandbox)

@@ -40,6 +40,7 @@ from tether.harness import Harness
 from tether.store.protocol import call
 from tether.store.spec import open_store
 from tether.vocab.state import StateError, new_run_id
+from tether.agents.config import ConfigError, find_config, load_config
 
 log = logging.getLogger(__name__)
 MAX_BAD_LINES = 100  # in a row from the client: then the serving ends (the client writes no ACP)
@@ -214,7 +215,6 @@ async def serve(config_path: str | Path | None = None, store_spec: str | Path | 
     ``workspace``: the agent sets' folder; ``agent_sets``: the agents offered without an agent
     file (``tether acp`` gives the demo's). A bad agent file is a ConfigError, before anything
     is served."""
-    from tether.agents.config import find_config, load_config
 
     found = find_config(config_path)
     config = load_config(found) if found is not None else None
@@ -255,7 +255,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def main(args: argparse.Namespace, agent_sets: Sequence[AgentSet] = ()) -> int:
     """``tether acp``: serve until the editor lets go; 0, or 2 with one line on stderr for a
     bad agent file or store (stdout is the protocol's alone). ``agent_sets``: as :func:`serve`."""
-    from tether.agents.config import ConfigError
 
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING, format="tether acp: %(levelname)s: %(message)s")
     try:

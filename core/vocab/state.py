@@ -18,6 +18,7 @@ from typing import Any, ClassVar, Literal
 
 from tether.vocab.records import field_names, plain
 from tether.vocab import people
+from tether.vocab.price_calls import priced_call
 
 SCHEMA_VERSION = 1
 
@@ -75,8 +76,6 @@ class Pricing:
 
     def cost(self, prompt_tokens: int, completion_tokens: int, cache_read: int = 0, cache_write: int = 0) -> float:
         if self.ref:
-            from tether.vocab.price_calls import priced_call
-
             got = priced_call(self.ref, prompt_tokens, completion_tokens, cache_read, cache_write)
             if got is not None:
                 return got

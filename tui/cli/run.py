@@ -12,14 +12,20 @@ from typing import Any
 from tether.store.protocol import call
 from tether.tui.cli import context, output
 from tether.tui.cli.parser import UsageError
+from tether.actions import control
+from tether.agents.agent import AgentError
+from tether.agents.sandbox import SandboxUnavailable, available_backend
+from tether.approvals.commands import deadline_policy
+from tether.demo import agents as demo
+from tether.harness import adhoc_agent
+from tether.vocab.events import TextDelta, Turn
+from tether.vocab.text import clean
 
 
 def _run_agent(args: argparse.Namespace, harness: Any) -> Any:
     """The agent ``tether run`` runs: ``--agent`` from the agent file, a demo SCENARIO
     (at ``--base-url`` when the scripted provider is served there), or ``--base-url`` with
     ``--model`` alone: that model, offered the file tools on ``--workspace``."""
-    from tether.demo import agents as demo
-    from tether.harness import adhoc_agent
 
     if args.scenario and args.agent:
         raise UsageError("give a SCENARIO or --agent NAME, not both")
@@ -50,15 +56,12 @@ def _run_agent(args: argparse.Namespace, harness: Any) -> Any:
 async def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from tether.approvals.commands import deadline_policy
 
     await context.may_operate(args, "run")
     harness = context.harness(args, latency_ms=args.latency_ms, fail=args.fail, stream=args.stream)
     async with harness:
         agent = _run_agent(args, harness)
         if args.sandbox and agent.sandbox is None:
-            from tether.agents.sandbox import SandboxUnavailable, available_backend
-
             try:
                 available_backend()
             except SandboxUnavailable as exc:
@@ -89,8 +92,6 @@ async def run(args: argparse.Namespace) -> int:
 
 def _create(harness: Any, agent: Any, args: argparse.Namespace, **kw: Any) -> Any:
     """The run, made; ``--isolate`` that cannot apply to the agent is a usage error naming it."""
-    from tether.agents.agent import AgentError
-
     try:
         return harness.create(agent, args.prompt, run_id=args.run_id, isolation=args.isolate, adopt=args.session,
                               **kw)
@@ -110,9 +111,6 @@ class _StreamPrinter:
         self.open = False
 
     def __call__(self, event: Any) -> None:
-        from tether.vocab.events import TextDelta, Turn
-        from tether.vocab.text import clean
-
         if event.run_id != self.run_id:
             return  # a subagent's reply is not the answer
         if isinstance(event, TextDelta):
@@ -136,8 +134,6 @@ async def resume(args: argparse.Namespace) -> int:
         limits = dict(signal=await context.stop_signal(args), max_turns=args.max_turns, budget_usd=args.budget,
                       wait_for_decision=context.waiting(args))
         if args.message is not None:  # a follow-up (tether.actions.control)
-            from tether.actions import control
-
             outcome = await control.follow_up(harness, args.run_id, args.message, **limits)
         else:
             outcome = await harness.run(args.run_id, **limits)
