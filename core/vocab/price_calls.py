@@ -12,6 +12,7 @@ def priced_call(ref: str, prompt_tokens: int, completion_tokens: int, cache_read
     ``prompt_tokens`` are those not read from or written to a cache. None if it cannot say."""
     provider, _, model = ref.partition(":")
     try:
+        # lazy: genai-prices loads pydantic, kept out of tether stop and runs (tests/processes/test_cold_start.py)
         from genai_prices import Usage, calc_price
 
         usage = Usage(input_tokens=prompt_tokens + cache_read + cache_write, output_tokens=completion_tokens,

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import functools
 from dataclasses import dataclass, replace
+from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -82,6 +83,7 @@ def lookup(model: str, base_url: str | None = None) -> PriceAnswer:
 @functools.lru_cache(maxsize=256)
 def _lookup(model: str, api_url: str | None) -> PriceAnswer | None:
     try:
+        # lazy: genai-prices loads pydantic, kept out of tether stop and runs (tests/processes/test_cold_start.py)
         from genai_prices import Usage, calc_price
     except ImportError:  # pragma: no cover - a dependency; said as unknown if it is missing
         return None
@@ -108,8 +110,6 @@ def _base(price: Any) -> float:
 
 @functools.lru_cache(maxsize=1)
 def _version() -> str:
-    from importlib.metadata import PackageNotFoundError, version
-
     try:
         return version("genai-prices")
     except PackageNotFoundError:  # pragma: no cover

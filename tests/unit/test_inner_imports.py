@@ -10,11 +10,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-CEILING = 5.8
+CEILING = 5.7
 """Imports inside functions per 1,000 lines of core/ and tui/: lower it as they go."""
 
 REASONED = ("core/agents", "core/approvals", "core/demo", "core/models", "core/notify", "core/observe",
-            "core/workers", "core/workspaces")
+            "core/workers", "core/workspaces", "core/acp/probe.py", "core/acp/server.py", "core/vocab",
+            "tui/cli/agents.py", "tui/cli/agents_doctor.py", "tui/cli/approvals.py", "tui/cli/console.py",
+            "tui/cli/costs.py", "tui/cli/demo_merge.py", "tui/cli/lab.py", "tui/cli/run.py", "tui/cli/services.py")
 """The folders where every import inside a function says why; the rest join as they are done."""
 
 NOT_YET = ("core/notify/links.py", "core/workers/decide.py")

@@ -12,6 +12,7 @@ import argparse
 import asyncio
 import json
 import sys
+from dataclasses import asdict
 from typing import Any
 
 from tether.tui.cli import context
@@ -157,7 +158,6 @@ async def _sessions(args: argparse.Namespace) -> int:
     """``tether agents sessions NAME``: the sessions the ACP agent NAME lists in its workspace
     (``session/list``), each one a ``tether run --session ID`` goes on in, and the modes and
     models a run of it may choose (``--mode``, ``--model``)."""
-    from dataclasses import asdict
 
 
     config = context.config(args)

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -17,8 +18,6 @@ from tether.vocab.text import clean
 
 
 async def add_or_check(args: argparse.Namespace) -> int:
-    import asyncio
-
 
     if args.action == "add":
         if not args.agent_name:

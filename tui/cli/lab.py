@@ -7,6 +7,7 @@ from __future__ import annotations
 import argparse
 
 from tether.demo.acp import TASKS
+from tether.demo import evaluate as evaluation
 from tether.demo.lab import command
 from tether.demo.provider.coding import ScriptedEndpoint, read_tasks
 from tether.demo.provider.server import serve, serve_app
@@ -43,9 +44,7 @@ async def lab(args: argparse.Namespace) -> int:
 
 
 async def evaluate(args: argparse.Namespace) -> int:
-    from tether.demo.evaluate import command
-
-    return await command(args)
+    return await evaluation.command(args)
 
 
 COMMANDS = {"provider": provider, "lab": lab, "eval": evaluate}

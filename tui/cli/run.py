@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -54,8 +55,6 @@ def _run_agent(args: argparse.Namespace, harness: Any) -> Any:
 
 
 async def run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
 
     await context.may_operate(args, "run")
     harness = context.harness(args, latency_ms=args.latency_ms, fail=args.fail, stream=args.stream)
