@@ -21,7 +21,7 @@ from tether.agents.tools.base import Tool, ToolContext
 from tether.agents.sample import ensure_sample
 from tether.agents.agent import as_tool
 from tether.demo.provider import FaultPlan, create_app
-from tether.harness import tether_home
+from tether.store.private import default_home
 from tether.models.client import ModelClient
 
 if TYPE_CHECKING:
@@ -108,7 +108,7 @@ def is_scenario(name: str) -> bool:
 
 
 def default_workspace() -> Path:
-    return tether_home() / "workspace"
+    return default_home() / "workspace"
 
 
 def agent(scenario: str, workspace: Path | str | None = None, *, base_url: str | None = None) -> Agent:

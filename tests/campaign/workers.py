@@ -63,6 +63,9 @@ def _workflow(store: PgStore, run_id: str) -> str | None:
     return _workflow_status(store, run_id)
 
 
+MODEL_LATENCY_MS = 150
+
+
 class WorkerCampaign:
     """One PostgreSQL store, one counting provider on loopback, a scratch directory."""
 
@@ -71,7 +74,10 @@ class WorkerCampaign:
         self.root = root
         from tether.demo.provider import create_app
 
-        self.counter = CountingApp(create_app())
+        # Each model reply takes a while, as a real one does: a kill "after committed trace line
+        # k" needs the run to be still going when line k is seen, and the worker, whose imports
+        # are all done at its start, otherwise finishes a scripted run between two polls.
+        self.counter = CountingApp(create_app(latency_ms=MODEL_LATENCY_MS))
         self._serving = serving(self.counter)
         self.base_url = ""
         self.store = PgStore(url)
