@@ -1,6 +1,6 @@
 """The operator's actions on a run, one way from every front: Stop, a decision (approve,
-reject, edited arguments, an ACP agent's option, a signed link's), a follow-up, and a run's
-merge and discard.
+reject, edited arguments, an ACP agent's option, a signed link's), a follow-up, a rewind or a
+fork, and a run's merge and discard.
 
 The console, the CLI, the web pages and their signed links, the ACP server and the queue
 workers call these and nothing below them (an import contract in pyproject.toml holds them
@@ -11,7 +11,10 @@ and goes on with it (:func:`tether.actions.control.adopt`). The rules, the decis
 deadline and the two-person check are then applied where the run is held
 (:mod:`tether.run.controls`), the same whichever front asked.
 
-- :mod:`tether.actions.control`: Stop, decide, a new rule deciding the calls waiting.
+- :mod:`tether.actions.control`: Stop, decide, follow up, and adopting a run nobody holds.
+- :mod:`tether.actions.rules`: a new rule deciding the calls already waiting.
+- :mod:`tether.actions.deadlines`: the passed deadlines of runs no process holds.
+- :mod:`tether.actions.takeback`: rewind and fork.
 - :mod:`tether.actions.workspace`: a run's merge and discard.
 
 The package imports nothing here, so that ``tether stop`` loads only the module it uses.
