@@ -13,6 +13,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import httpx
+
 from tether.agents.agent import DEFAULT_INSTRUCTIONS, Agent
 from tether.vocab.state import Pricing
 from tether.vocab.cancel import RunCancelled
@@ -159,8 +161,6 @@ class DemoAgents:
 
     def model(self, counter: TokenCounter, *, latency_ms: float = 0.0, fail: str | None = None) -> ChatModel:
         # lazy: httpx loads only for a model client (tests/processes/test_cold_start.py: stop and runs load none)
-        import httpx
-
 
         app = create_app(latency_ms=latency_ms, faults=FaultPlan.parse(fail) if fail else None, counter=counter)
         return ModelClient(EMBEDDED_BASE_URL, transport=httpx.ASGITransport(app=app), counter=counter)

@@ -38,7 +38,6 @@ from typing import Any, Protocol
 
 from tether.store.protocol import Store
 from tether.store.private import PRIVATE_FILE, private_dirs, private_file
-from tether.store.postgres.connection import SESSION_SETTINGS, StoreUnavailable, clean, connect
 
 KEY_FILE = ".notify.key"
 DB_FILE = ".notify.sqlite"
@@ -304,6 +303,14 @@ NOTIFY_TABLES = ("notify_key", "notify_links", "notify_ledger", "notify_status",
 _LEASE_CLASS = 0x7E7F
 
 
+def _connection() -> Any:
+    """The PostgreSQL store's connection module, for the sender's lease on that store."""
+    # lazy: optional dependency (psycopg, the [postgres] extra): the base install's console imports this module
+    from tether.store.postgres import connection
+
+    return connection
+
+
 class PgStorage:
     """A PostgreSQL store's notification tables (see the module)."""
 
@@ -406,7 +413,8 @@ class PgLease:
                 return True
             with self.storage._conn():
                 pass  # the tables, made on the store's own connection
-            conn = connect(self.store.url, SESSION_SETTINGS)
+            pg = _connection()
+            conn = pg.connect(self.store.url, pg.SESSION_SETTINGS)
             got = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", self._key()).fetchone()[0]
             if not got:
                 conn.close()
@@ -421,7 +429,7 @@ class PgLease:
 
     def _held(self) -> Any:
         if self._conn is None or self._conn.closed or self._conn.broken:
-            raise StoreUnavailable(f"{self.store.where}: the sender's lease was lost with its connection")
+            raise _connection().StoreUnavailable(f"{self.store.where}: the sender's lease was lost with its connection")
         return self._conn
 
     def ledger_get(self, channel: str, key: str) -> Sent | None:
@@ -456,8 +464,9 @@ class PgLease:
             with contextlib.suppress(Exception):
                 conn.close()
             self._conn = None
-            raise StoreUnavailable(f"{self.store.where}: the sender's lease was lost "
-                                   f"({clean(exc, self.store.url)})") from None
+            pg = _connection()
+            raise pg.StoreUnavailable(f"{self.store.where}: the sender's lease was lost "
+                                      f"({pg.clean(exc, self.store.url)})") from None
 
     def release(self) -> None:
         with self._lock:
