@@ -94,8 +94,11 @@ async def test_an_approved_write_lands_and_a_rejections_words_reach_the_model(na
     sessions = [r["session_id"] for r in trace if r["kind"] == "agent_session"]
     warnings = [r["text"] for r in trace if r["kind"] == "warning"]
     finishes = [r["finish_reason"] for r in trace if r["kind"] == "turn"]
-    if name == "gemini":  # it advertises session/load, and fails it: a new session, said in words
-        assert sessions[0] != sessions[1] and len(warnings) == 1 and "runs in a new session" in warnings[0]
+    if name == "gemini" and sessions[0] != sessions[1]:
+        # It advertises session/load and fails it ("No previous sessions found") unless it saved
+        # the session before its process closed, which it does or not by its own timing: when
+        # it fails, a new session, said in words; when it loads, no warning (the else branch).
+        assert len(warnings) == 1 and "runs in a new session" in warnings[0], warnings
     else:  # the follow-up goes on in the agent's own session (Claude and Codex resume it)
         assert sessions[0] == sessions[1] and not warnings, warnings
     if name == "codex":  # it cancels its turn on a rejection: the run went on with the words all the same
