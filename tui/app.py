@@ -16,9 +16,10 @@ store's control channel, and when it runs a run itself it is one more owner. Its
   applies to the selected run (the keys greyed out, the command palette). The store is
   followed by a collaborator the app makes and hands what it needs,
   :class:`~tether.tui.following.StoreFollowing` (the events in; it makes the pump and the
-  store client); the rest of the app is still mixed in, one concern a module:
-  :mod:`tether.tui.views` (the widgets brought up to date, the selection),
-  :mod:`tether.tui.timeline` (the Changes pane's checkpoints),
+  store client); so are :class:`~tether.tui.workspace_actions.WorkspaceActions` (merge,
+  discard) and :class:`~tether.tui.timeline.CheckpointTimeline` (the Changes pane's
+  checkpoints), which the app's keys call; the rest of the app is still mixed in, one
+  concern a module: :mod:`tether.tui.views` (the widgets brought up to date, the selection),
   :mod:`tether.tui.run_actions` (start, stop, resume, follow up, quit) and
   :mod:`tether.tui.decisions` (approve, reject, edit, rules, the record of decisions);
 * the screens (:mod:`tether.tui.screens`: the main screen, the dialogs) and the widgets
@@ -46,6 +47,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
+from textual import on
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
@@ -58,6 +60,7 @@ from tether.vocab.events import Event
 from tether.vocab.state import RunState
 from tether.store.control import operator_name
 from tether.tui.widgets.approvals import Pending
+from tether.tui.widgets.changes import ChangesPane
 from tether.tui.screens.dialogs import HelpScreen, NewRunRequest
 from tether.tui.widgets.runs_list import RunsList
 from tether.tui.widgets.trace_view import TraceView
@@ -80,7 +83,7 @@ YOUNG_GC_THRESHOLD = 10_000  # allocations between young collections while the c
 OWNER_CHECK_S = 1.0  # how often the locks of runs other processes hold are asked whether they live
 
 
-class TetherApp(DecisionActions, RunActions, WorkspaceActions, CheckpointTimeline, ConsoleViews, App[int]):
+class TetherApp(DecisionActions, RunActions, ConsoleViews, App[int]):
     """The console. Its parts are mixed in before ``App`` so that their handlers and actions
     are the app's own, and Textual's CSS and bindings see one app class, as before."""
 
@@ -123,6 +126,10 @@ class TetherApp(DecisionActions, RunActions, WorkspaceActions, CheckpointTimelin
         self.following = StoreFollowing(self, self.harness.store, self.model, options)
         self.pump: EventPump = self.following.pump
         self.client: StoreClient = self.following.client
+        self.workspace = WorkspaceActions(self, self.harness.store, self.model, self.pump, self.operator)
+        self.timeline = CheckpointTimeline(self, self.harness.store, self.harness.workspaces_dir, self.model,
+                                           self.pump, self.operator, took=self.workspace.took,
+                                           outcome=self.workspace.outcome)
         self._watch_task: asyncio.Task[None] | None = None
         self._quitting = False
         self._bindings_dirty = True
@@ -312,7 +319,7 @@ class TetherApp(DecisionActions, RunActions, WorkspaceActions, CheckpointTimelin
     # ---- what applies to a run ---------------------------------------------------------------
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in TIMELINE_ACTIONS:
-            return self.timeline_check(action)
+            return self.timeline.check(action)
         checks: dict[str, Callable[[str], bool]] = {
             "stop": self.model.can_stop, "approve": self.model.can_decide, "reject": self.model.can_decide,
             "edit": self.model.can_decide,
@@ -356,6 +363,36 @@ class TetherApp(DecisionActions, RunActions, WorkspaceActions, CheckpointTimelin
             if p.run_id != rid:
                 yield SystemCommand(f"Go to {one_line(p.run_id, 40)}", f"waiting for approval of {p.tool}",
                                     lambda r=p.run_id: self.select(r), discover=False)
+
+    # ---- merge and discard (tether.tui.workspace_actions) -----------------------------------
+    def can_merge(self, rid: str) -> bool:
+        return self.workspace.can_merge(rid)
+
+    def can_discard(self, rid: str) -> bool:
+        return self.workspace.can_discard(rid)
+
+    def action_merge(self) -> None:
+        self.workspace.merge()
+
+    def action_discard(self) -> None:
+        self.workspace.discard()
+
+    # ---- the Changes pane's checkpoints (tether.tui.timeline) ---------------------------------
+    def action_checkpoint_earlier(self) -> None:
+        self.timeline.move(-1)
+
+    def action_checkpoint_later(self) -> None:
+        self.timeline.move(1)
+
+    def action_rewind_here(self) -> None:
+        self.timeline.rewind_here()
+
+    def action_fork_here(self) -> None:
+        self.timeline.fork_here()
+
+    @on(ChangesPane.FileHighlighted)
+    def _step_file_highlighted(self, event: ChangesPane.FileHighlighted) -> None:
+        self.timeline.file_highlighted(event.path)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
