@@ -318,11 +318,11 @@ async def _open(harness: Harness, store: Store, policy: Policy, payload: dict[st
 
 
 def _keep(run: TrackedRun, event: str) -> None:
-    """Record Claude Code's process as the run's keeper (:mod:`tether.integrations.keeper`): while it lives
+    """Record Claude Code's process as the run's keeper (:mod:`tether.store.keeper`): while it lives
     on this host the run is live between hooks, and once it is gone without a ``SessionEnd``
     the run is orphaned. Each hook checks it, as a resumed session is a new process.
     ``SessionEnd``'s hook runs detached, its parent gone: it keeps what the run has."""
-    from tether.integrations import keeper
+    from tether.store import keeper
 
     agent = run.state.agent
     pid = _claude_pid() if event != "SessionEnd" else None

@@ -108,7 +108,7 @@ def owner_words(run_id: str, liveness: str | None, owner: Owner | None, *, long:
         words = f"{owner.where} since {_clock(owner.since, now)}"
         if not long and (owner.command or "").startswith("tether worker "):
             words += f" ({owner.command[len('tether '):]})"  # which queue worker: its executor id
-        elif owner.kept:  # no process holds it: its keeper lives (tether.integrations.keeper)
+        elif owner.kept:  # no process holds it: its keeper lives (tether.store.keeper)
             words += f" ({owner.command or 'its program'}, between hooks: Stop lands at its next hook)"
         if long:
             if owner.user:

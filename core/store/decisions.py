@@ -13,8 +13,10 @@ import json
 from collections.abc import Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from tether.vocab.audit import DecisionRecord
+
 if TYPE_CHECKING:
-    from tether.vocab.audit import DecisionQuery, DecisionRecord
+    from tether.vocab.audit import DecisionQuery
     from tether.vocab.state import RunState
 
 DECISION_COLUMNS = ("run_id", "call_id", "tool", "agent", "source", "args", "edited_args", "verdict", "words",
@@ -43,8 +45,6 @@ def _json_list(names: Sequence[str]) -> str:
 def decisions_of(rows: Iterable[Sequence[Any]]) -> list[DecisionRecord]:
     """Rows of :data:`DECISION_COLUMNS` as the records they were written from (10,000 of
     them for one listing: most have no approvers, whose JSON is not parsed)."""
-    from tether.vocab.audit import DecisionRecord
-
     out = []
     for row in rows:
         values = list(row)

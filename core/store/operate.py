@@ -32,7 +32,7 @@ async def request(store: Store, run_id: str, what: ControlRequest) -> ControlRep
     if not alive:
         if state.status is Status.RUNNING:  # its process died: the request waits for the adopter
             await call(store, store.control_append, run_id, what)
-            if owner is not None and owner.kept:  # its keeper lives (tether.integrations.keeper): its next hook takes it
+            if owner is not None and owner.kept:  # its keeper lives (tether.store.keeper): its next hook takes it
                 return ControlReply(False, f"run {run_id} is {owner.command or 'a program'}'s (pid {owner.pid} on "
                                     f"{owner.host}), which reports in at its hooks: the {what.kind} is recorded "
                                     "and lands at its next hook", pending=True)

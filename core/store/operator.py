@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import getpass
 import os
+import pwd
 import socket
 from typing import TYPE_CHECKING
 
@@ -30,8 +31,6 @@ def os_account() -> str:
     """The operating system's account this process runs as, read from its user id (never
     from ``$USER`` or ``$LOGNAME``, which anyone may set): who a decision on the file store
     is (:mod:`tether.vocab.people`)."""
-    import pwd
-
     uid = os.getuid()
     try:
         return pwd.getpwuid(uid).pw_name

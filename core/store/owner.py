@@ -16,6 +16,8 @@ import sys
 from dataclasses import dataclass
 from typing import Any
 
+from tether.store import keeper
+
 HEARTBEAT_S = 5.0
 """How often the process running a run should call :meth:`tether.store.protocol.Handle.heartbeat`."""
 
@@ -38,7 +40,7 @@ class Owner:
     """Where the owner takes control requests (:mod:`tether.store.control`), if it said."""
     alive: bool = False
     kept: bool = False
-    """Alive because the run's keeper lives (:mod:`tether.integrations.keeper`: Claude Code, between its
+    """Alive because the run's keeper lives (:mod:`tether.store.keeper`: Claude Code, between its
     hooks), not because a process holds the run: it takes control requests at its next hook."""
 
     @property
@@ -56,9 +58,7 @@ class Owner:
 
 def kept_owner(kept: Any) -> Owner | None:
     """The owner of a run saved ``running`` that no process holds, when the keeper it records
-    (:mod:`tether.integrations.keeper`) lives on this host: alive, and ``kept``. None otherwise."""
-    from tether.integrations import keeper
-
+    (:mod:`tether.store.keeper`) lives on this host: alive, and ``kept``. None otherwise."""
     if not keeper.living(kept):
         return None
     since = kept.get("since")

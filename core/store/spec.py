@@ -13,6 +13,9 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from tether.store.files.layout import default_runs_dir
+from tether.store.files.quickstop import stop_live
+
 if TYPE_CHECKING:
     from tether.store.files.quickstop import Sent
     from tether.store.protocol import Store
@@ -36,10 +39,12 @@ def open_store(spec: str | Path | None = None) -> Store:
     is a :class:`tether.store.postgres.connection.StoreUnavailable` (a StateError, in one line,
     without the password) on the first call. A URL of another scheme, or a missing psycopg, is a
     StateError in words."""
+    # lazy: tether stop's quick path imports this module before any dataclass (test_cold_start)
     from tether.vocab.state import StateError
 
     root = files_root(spec)
     if root is not None:
+        # lazy: the store is loaded once chosen, never by tether stop's quick path (test_cold_start)
         from tether.store.files.store import RunStore
 
         return RunStore(root)
@@ -47,6 +52,7 @@ def open_store(spec: str | Path | None = None) -> Store:
     if is_database(spec):
         url = str(spec)
         try:
+            # lazy: psycopg comes with the [postgres] extra only (test_wheel)
             from tether.store.postgres.store import PgStore
         except ImportError:
             raise StateError("a postgresql:// store needs psycopg: pip install 'tether[postgres]'") from None
@@ -62,8 +68,6 @@ def quick_stop(spec: str | Path | None, run_id: str, reason: str, by: str) -> Se
     root = files_root(spec)
     if root is None:
         return None
-    from tether.store.files.quickstop import stop_live
-
     return stop_live(root, run_id, reason, by)
 
 
@@ -74,8 +78,6 @@ def files_root(spec: str | Path | None = None) -> Path | None:
     if spec is None or spec == "":
         spec = os.environ.get(STORE_ENV) or None
     if spec is None:
-        from tether.store.files.layout import default_runs_dir
-
         return default_runs_dir()
     if is_database(spec) or "://" in str(spec):
         return None

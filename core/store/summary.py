@@ -12,6 +12,8 @@ import json
 from dataclasses import dataclass, field, fields
 from typing import TYPE_CHECKING, Any, Literal
 
+from tether.vocab.audit import run_source
+
 if TYPE_CHECKING:
     from tether.vocab.state import RunState
     from tether.store.owner import Owner
@@ -104,8 +106,6 @@ class RunSummary:
 
     @classmethod
     def of(cls, state: RunState, key: JournalKey) -> RunSummary:
-        from tether.vocab.audit import run_source
-
         answer = None
         if state.status == "completed":
             for message in reversed(state.messages):

@@ -280,7 +280,7 @@ async def test_the_console_shows_the_session_live_between_hooks_then_orphaned(wh
 def test_a_keeper_is_its_process_not_its_pid(tmp_path: Path):
     import subprocess
 
-    from tether.integrations import keeper
+    from tether.store import keeper
 
     mine = keeper.record(os.getpid(), "this test")
     assert mine is not None and keeper.living(mine)

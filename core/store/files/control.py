@@ -10,40 +10,21 @@ lines only, and counts an unreadable one (so the count of handled requests stays
 from __future__ import annotations
 
 import json
-import os
+from dataclasses import asdict
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
-from tether.store.private import open_private
+from tether.store.control import ControlRequest
 from tether.store.files.layout import CONTROL_FILE
-
-if TYPE_CHECKING:
-    from tether.store.control import ControlRequest
+from tether.store.files.quickstop import append_fields
 
 
 def append(run_dir: Path, request: ControlRequest) -> None:
     """Append ``request`` in one write (O_APPEND: concurrent requesters never interleave)."""
-    from dataclasses import asdict
-
     append_fields(run_dir, asdict(request))
-
-
-def append_fields(run_dir: Path, fields: dict[str, Any]) -> None:
-    """Append a request given as its fields (as :func:`append` saves one), creating the file
-    of the store's mode (private, or its group's in a shared store): what ``tether stop``
-    writes before the request's dataclass is imported."""
-    data = (json.dumps(fields, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
-    fd = open_private(run_dir / CONTROL_FILE, os.O_WRONLY | os.O_APPEND)
-    try:
-        os.write(fd, data)
-    finally:
-        os.close(fd)
 
 
 def read_from(run_dir: Path, seen: int) -> list[ControlRequest]:
     """The requests after the first ``seen`` (complete, parseable lines only)."""
-    from tether.store.control import ControlRequest
-
     try:
         raw = (run_dir / CONTROL_FILE).read_bytes()
     except FileNotFoundError:

@@ -20,8 +20,11 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from tether.vocab.audit import records_of
+from tether.vocab.ledger import Ledger
 from tether.vocab.state import RunState, StateError
 from tether.store.decisions import decisions_key
+from tether.store.files.control import read_from
 from tether.store.files.index import INDEX_EVERY_S, RunIndex
 from tether.store.files.journal import GROWING_FIELDS, STICKY_FIELDS, commit_bytes, dumps, header_of
 from tether.store.private import open_private, private_file
@@ -29,11 +32,10 @@ from tether.store.files.layout import JOURNAL_FILE, LEDGER_FILE, NOT_A_RUN, OWNE
 from tether.store.owner import whoami
 from tether.store.protocol import SaveError
 from tether.store.summary import RunSummary
+from tether.store.trace import TraceWriter
 
 if TYPE_CHECKING:
     from tether.vocab.audit import DecisionRecord
-    from tether.store.trace import TraceWriter
-    from tether.vocab.ledger import Ledger
     from tether.store.control import ControlRequest
 
 log = logging.getLogger(__name__)
@@ -74,21 +76,15 @@ class RunHandle:
 
     def trace(self, secrets: tuple[str, ...] = ()) -> TraceWriter:
         """The run's trace writer (``trace.jsonl``), ``seq`` going on from its last line."""
-        from tether.store.trace import TraceWriter
-
         private_file(self.trace_path)
         return TraceWriter(self.trace_path, secrets=secrets)
 
     def ledger(self) -> Ledger:
         """The run's idempotency ledger (``ledger.jsonl``: every record fsynced as it is made)."""
-        from tether.vocab.ledger import Ledger
-
         private_file(self.ledger_path)  # made here, of the store's mode: the ledger opens it to append
         return Ledger(self.ledger_path)
 
     def control_read(self, seen: int) -> list[ControlRequest]:
-        from tether.store.files.control import read_from
-
         return read_from(self.directory, seen)
 
     def acquire(self, *, control: str | None = None) -> None:
@@ -264,6 +260,4 @@ class RunHandle:
 
 def decision_records(state: RunState) -> list[DecisionRecord]:
     """The decisions ``state`` holds, as the index keeps them."""
-    from tether.vocab.audit import records_of
-
     return list(records_of(state))

@@ -7,24 +7,25 @@ starts an event loop before the request leaves, and those imports are most of th
 time (docs/performance.md, "Cold start"). When the run's process is alive on this host (it
 holds the journal's lock, and its ``owner.json`` names its control socket), the full path
 would append the request and poke the socket without looking at anything else; this module
-does exactly that with the standard library alone: :func:`tether.store.files.control.append_fields`
-and :func:`tether.store.unix.poke`. Every other case (no such run, a run that has stopped, an
+does exactly that with the standard library alone: :func:`append_fields` and
+:func:`tether.store.poke.poke`. Every other case (no such run, a run that has stopped, an
 orphan, a store that is not this one) is left to the full path, which says what is the
 matter in words.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
 from typing import Any, NamedTuple
 
-from tether.store.files.control import append_fields
-from tether.store.files.layout import JOURNAL_FILE, run_id_problem
+from tether.store.files.layout import CONTROL_FILE, JOURNAL_FILE, run_id_problem
 from tether.store.files.lock import lock_held, owner_record
 from tether.store.operator import DELIVERY_TIMEOUT_S
-from tether.store.unix import Fields, poke
+from tether.store.private import open_private
+from tether.store.poke import Fields, poke
 
 
 class Sent(NamedTuple):
@@ -71,3 +72,16 @@ def stop_live(root: Path, run_id: str, reason: str, by: str, timeout_s: float = 
     request = stop_request(reason, by)
     append_fields(directory, request)
     return Sent(request, owner, poke(address, run_id, request["id"], timeout_s))
+
+
+def append_fields(run_dir: Path, fields: dict[str, Any]) -> None:
+    """Append a request to the run's ``control.jsonl`` given as its fields (as
+    :func:`tether.store.files.control.append` saves one), creating the file of the store's
+    mode (private, or its group's in a shared store): what ``tether stop`` writes before the
+    request's dataclass is imported."""
+    data = (json.dumps(fields, ensure_ascii=False, separators=(",", ":")) + "\n").encode()
+    fd = open_private(run_dir / CONTROL_FILE, os.O_WRONLY | os.O_APPEND)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)

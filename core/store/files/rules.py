@@ -15,15 +15,13 @@ import os
 from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
+from tether.vocab.rules import Rule, RuleError
 from tether.vocab.state import StateError
 from tether.store.private import open_private, private_dirs, write_private
 from tether.store.files.layout import RULES_FILE, RULES_LOCK
 from tether.store.summary import JournalKey
-
-if TYPE_CHECKING:
-    from tether.vocab.rules import Rule
 
 T = TypeVar("T")
 
@@ -61,8 +59,6 @@ class RulesFile:
         return data
 
     def _parse(self, data: dict[str, Any]) -> list[Rule]:
-        from tether.vocab.rules import Rule
-
         try:
             return [Rule.from_dict(r) for r in data["rules"]]
         except (TypeError, ValueError, AttributeError) as exc:
@@ -100,8 +96,6 @@ class RulesFile:
 
     def remove(self, rule_id: str) -> Rule:
         """Take rule ``rule_id`` out (its id is not given again); a RuleError when there is none."""
-        from tether.vocab.rules import Rule, RuleError
-
         def remove(data: dict[str, Any]) -> Rule:
             for i, kept in enumerate(data["rules"]):
                 if kept.get("id") == rule_id:

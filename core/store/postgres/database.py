@@ -12,6 +12,7 @@ appended. Those below the store take a Database, so none of them imports the sto
 from __future__ import annotations
 
 import contextlib
+from dataclasses import asdict
 from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
@@ -146,8 +147,6 @@ class Database:
     def control_append(self, run_id: str, request: ControlRequest) -> None:
         """One transaction: the run row's counter gives the index, and its row lock makes
         requests visible in index order."""
-        from dataclasses import asdict
-
         with self._conn() as conn, conn.transaction():
             row = conn.execute(self.q("UPDATE {s}.runs SET control_count = control_count + 1 WHERE run_id = %s "
                                       "RETURNING control_count"), (check_id(run_id),)).fetchone()

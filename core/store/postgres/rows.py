@@ -12,6 +12,7 @@ from typing import Any
 
 import psycopg
 
+from tether.vocab.audit import records_of
 from tether.vocab.state import RunState, StateError
 from tether.store.control import ControlRequest
 from tether.store.decisions import DECISION_COLUMNS, decision_row
@@ -46,8 +47,6 @@ def summary_json(state: RunState) -> str:
 def decisions_json(state: RunState) -> str:
     """The run's decisions as the JSON array :data:`tether.store.postgres.schema.PUT_DECISIONS` takes. A text column
     holds no NUL (a hostile model's arguments may): it is kept as its JSON escape, as text."""
-    from tether.vocab.audit import records_of
-
     def text(value: Any) -> Any:
         return value.replace("\0", "\\u0000") if isinstance(value, str) else value
 

@@ -122,7 +122,7 @@ operator's role next connects."""
 PUT_DECISIONS = ("INSERT INTO {s}.decisions SELECT * FROM json_populate_recordset(NULL::{s}.decisions, "
                   "%(decisions)s::json) ON CONFLICT (run_id, call_id) DO UPDATE SET "
                   + ", ".join(f"{c} = EXCLUDED.{c}" for c in DECISION_COLUMNS[2:]))
-# The keeper of a run saved running (tether.integrations.keeper: Claude Code's process, between its hooks).
+# The keeper of a run saved running (tether.store.keeper: Claude Code's process, between its hooks).
 KEEPER = "CASE WHEN r.status = 'running' THEN r.header->'agent'->'spec'->'keeper' END"
 NOTIFY = "SELECT pg_notify(%s, %s)"
 

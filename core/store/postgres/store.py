@@ -74,35 +74,38 @@ import json
 import logging
 import time
 from collections.abc import Callable, Iterable, Iterator
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TextIO
 
 import psycopg
 
+from tether.vocab.rules import Rule, RuleError
 from tether.vocab.state import RunExists, RunState, StateError
 from tether.store.changes import NEW, TRACE
+from tether.store.costs import day_of, missing, ordered, row_of, where as cost_filter
 from tether.store.feed import HISTORY_LINES, Listing
 from tether.store.decisions import DECISION_COLUMNS, decision_filter, decisions_of
 from tether.store.operator import mark_starter
 from tether.store.owner import Owner, kept_owner
 from tether.store.postgres.connection import StoreUnavailable, redact
+from tether.store.postgres.control import PgControlServer, deliver as deliver_here, is_pg_address
 from tether.store.postgres.database import Database
 from tether.store.postgres.handle import PgHandle
 from tether.store.postgres.locks import HELD
 from tether.store.postgres.rows import check_id, decisions_json, owner_of, read_control, summary_json, summary_of
 from tether.store.postgres.schema import KEEPER, PUT_DECISIONS, dumps
+from tether.store.postgres.watch import PgWatcher, follow_all, follow_run
 from tether.store.protocol import call
 from tether.store.summary import Liveness, RunSummary
+from tether.store.unix import deliver as poke
 
 if TYPE_CHECKING:
     import asyncio
 
     from tether.store.costs import CostQuery, CostRow
-    from tether.store.postgres.watch import PgWatcher
     from tether.vocab.audit import DecisionQuery, DecisionRecord
-    from tether.vocab.rules import Rule
     from tether.vocab.events import Event
     from tether.store.control import ControlReply, ControlRequest
-    from tether.store.postgres.control import PgControlServer
 
 log = logging.getLogger(__name__)
 
@@ -117,20 +120,14 @@ class PgStore(Database):
     def control_server(self) -> PgControlServer:
         """What a harness on this store takes control requests behind: a LISTEN on the
         database (:class:`tether.store.postgres.control.PgControlServer`), reachable from any host."""
-        from tether.store.postgres.control import PgControlServer
-
         return PgControlServer(self)
 
     async def deliver(self, run_id: str, request: ControlRequest, address: str | None) -> ControlReply | None:
         """An owner listening on the database (``pg:``, any host): the request is appended and
         its answer awaited there (:func:`tether.store.postgres.control.deliver`). An owner
         that published a Unix socket is poked there, after the append (:mod:`tether.store.unix`)."""
-        from tether.store.postgres.control import deliver, is_pg_address
-
         if is_pg_address(address):
-            return await deliver(self, run_id, request)
-        from tether.store.unix import deliver as poke
-
+            return await deliver_here(self, run_id, request)
         await call(self, self.control_append, run_id, request)
         return await poke(address, run_id, request.id) if address else None
 
@@ -316,22 +313,16 @@ class PgStore(Database):
         return None
 
     def watch(self) -> PgWatcher:
-        from tether.store.postgres.watch import PgWatcher
-
         return PgWatcher(self)
 
     async def follow_run(self, run_id: str, out: TextIO, *, stop_event: asyncio.Event | None = None,
                          backlog: int = 20, timings: bool = True, on_ready: Callable[[], None] | None = None,
                          ) -> dict[str, Any] | None:
-        from tether.store.postgres.watch import follow_run
-
         return await follow_run(self, run_id, out, stop_event=stop_event, backlog=backlog, timings=timings,
                                 on_ready=on_ready)
 
     async def follow_all(self, out: TextIO, *, stop_event: asyncio.Event | None = None, backlog: int = 20,
                          timings: bool = True, on_ready: Callable[[], None] | None = None) -> None:
-        from tether.store.postgres.watch import follow_all
-
         await follow_all(self, out, stop_event=stop_event, backlog=backlog, timings=timings, on_ready=on_ready)
 
     def append_event(self, run_id: str, event: Event) -> None:
@@ -355,16 +346,12 @@ class PgStore(Database):
     # ---- approvals: the standing rules and the record of decisions ---------------------------
     def rules(self) -> list[Rule]:
         """Every rule, oldest first: one small query (the rules are few)."""
-        from tether.vocab.rules import Rule
-
         with self._conn() as conn:
             rows = conn.execute(self.q("SELECT id, rule FROM {s}.rules ORDER BY number")).fetchall()
         return [Rule.from_dict({**data, "id": rule_id}) for rule_id, data in rows]
 
     def rule_add(self, rule: Rule) -> Rule:
         """Kept under ``R`` and the sequence's next number."""
-        from dataclasses import replace
-
         data = {k: v for k, v in rule.to_dict().items() if k != "id"}
         with self._conn() as conn:
             (rule_id,) = conn.execute(self.q(
@@ -374,8 +361,6 @@ class PgStore(Database):
         return replace(rule, id=rule_id)
 
     def rule_remove(self, rule_id: str) -> Rule:
-        from tether.vocab.rules import Rule, RuleError
-
         with self._conn() as conn:
             row = conn.execute(self.q("DELETE FROM {s}.rules WHERE id = %s RETURNING rule"), (rule_id,)).fetchone()
         if row is None:
@@ -403,11 +388,9 @@ class PgStore(Database):
         """Spend grouped (:mod:`tether.store.costs`) in one aggregate query over the runs table's
         columns that the database reads from each summary as it is written
         (:data:`tether.store.postgres.schema.RUN_COLUMNS`): no JSON parsed, no run loaded here."""
-        from tether.store.costs import day_of, missing, ordered, row_of, where
-
         # A day is grouped as its number since the epoch (UTC), named here: no date formatted per run.
         key = "floor(created_at / 86400)" if query.by == "day" else f"coalesce({query.by}, '{missing(query.by)}')"
-        filtered, params = where(query)
+        filtered, params = cost_filter(query)
         text = (f"SELECT {key}, count(*), sum(own_usd), sum(tokens_in), sum(tokens_out), "
                 "count(*) FILTER (WHERE unpriced), (array_agg(run_id ORDER BY own_usd DESC))[1], max(own_usd) "
                 f"FROM {{s}}.runs{filtered} GROUP BY 1")
@@ -419,9 +402,7 @@ class PgStore(Database):
 
     def dearest(self, query: CostQuery, limit: int = 10) -> list[RunSummary]:
         """The dearest runs' summaries in one ``ORDER BY own_usd DESC … LIMIT`` over the runs table."""
-        from tether.store.costs import where
-
-        filtered, params = where(query)
+        filtered, params = cost_filter(query)
         text = f"SELECT summary FROM {{s}}.runs{filtered} ORDER BY own_usd DESC, run_id LIMIT %s"
         with self._conn() as conn:
             return [summary_of(r[0]) for r in self._columns(conn, text, [*params, limit])]
