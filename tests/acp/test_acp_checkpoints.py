@@ -117,7 +117,7 @@ async def test_a_fork_at_the_last_checkpoint_of_an_agent_with_session_fork_forks
     first prompt is only the fork's message; a fork at an earlier one (0) is a new session told in words."""
     from tether.run.controls import add_follow_up
     from tether.vocab.wording import describe
-    from tether.tui.cli.takeback import rewind_lines
+    from tether.tui.cli.runs import rewind_lines
     from tether.workspaces.forking import fork
 
     log = tmp_path / "agent.log"

@@ -786,7 +786,7 @@ def test_a_cli_command_gives_the_collector_a_short_bound_the_console_its_longer_
                                                                                        threads_stop, tmp_path: Path):
     import argparse
 
-    from tether.tui.cli.context import harness as cli_harness
+    from tether.tui.cli.running import harness as cli_harness
 
     assert 0 < CLI_EXPORT_TIMEOUT <= 0.5 < SHUTDOWN_TIMEOUT
     url = f"http://127.0.0.1:{free_port()}"

@@ -24,15 +24,15 @@ from tether.tui.cli.parser import USAGE_ERROR, UsageError, build_parser
 _MODULES = {
     "console": "console", "demo": "demo",
     "run": "run", "resume": "run",
-    "stop": "control", "approve": "control", "reject": "control",
-    "runs": "runs", "show": "runs", "trace": "runs", "watch": "runs", "export-otel": "runs",
+    "stop": "stop", "approve": "control", "reject": "control",
+    "runs": "runs", "show": "runs", "trace": "runs", "watch": "runs", "export-otel": "export",
     "diff": "workspaces", "workspaces": "workspaces", "discard": "workspaces", "merge": "workspaces",
-    "checkpoints": "takeback", "rewind": "takeback", "fork": "takeback", "replay": "takeback",
+    "checkpoints": "takeback", "rewind": "takeback", "fork": "takeback", "replay": "replay",
     "rules": "approvals", "decisions": "approvals",
     "agents": "agents", "prices": "costs", "costs": "costs", "budgets": "costs",
     "provider": "lab", "lab": "lab", "eval": "lab",
-    "serve": "services", "notify": "services", "acp": "services", "hook": "services", "worker": "services",
-    "submit": "services",
+    "serve": "serve", "notify": "notify", "acp": "acp_server", "hook": "hook", "worker": "workers",
+    "submit": "workers",
 }
 """Each command's module in this package: it is imported when that command runs, and holds it
 in its ``COMMANDS``."""
@@ -58,6 +58,8 @@ def _main(args: argparse.Namespace, command: str) -> int:
         module = importlib.import_module(f"tether.tui.cli.{_MODULES[command]}")
         done = module.COMMANDS[command](args)
         if isinstance(done, types.CoroutineType):  # an async command: on an event loop of its own
+            # lazy: asyncio, only for an async command: a quick tether stop needs no event loop
+            # (tests/processes/test_cold_start.py)
             import asyncio
 
             done = asyncio.run(done)
@@ -81,6 +83,7 @@ def _refusal_code(exc: Exception) -> int | None:
     for the command), 1 for a store that could not save; None for a bug, which is raised.
     The two classes are imported here, when there is an error, so that ``tether stop --help``
     does not import the run's state or the store's protocol (and asyncio with it)."""
+    # lazy: on an error alone (tests/processes/test_cold_start.py, the parser of any command)
     from tether.vocab.state import StateError
     from tether.store.protocol import SaveError
 

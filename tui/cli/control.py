@@ -1,14 +1,18 @@
-"""``tether stop``, ``approve`` and ``reject``: a Stop or a decision for a run, delivered to
-whichever process holds it. ``stop`` goes through the store and the control channel alone
-(no harness, no agent file), which is why it starts in a fraction of ``run``'s time
-(docs/performance.md, "Cold start")."""
+"""``tether approve`` and ``reject``, and ``stop``'s full path: a Stop or a decision for a
+run, delivered through the store's control channel to whichever process holds it. A decision
+that no process takes is made here, and only then is a harness built
+(:mod:`tether.tui.cli.running`)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from tether.tui.cli import output
+from tether.actions import control
+from tether.approvals.decisions import edit_json
+from tether.store.control import ControlReply, ControlRequest
+from tether.store.owner import Owner
+from tether.tui.cli import context, output
 from tether.tui.cli.parser import UsageError
 
 
@@ -25,10 +29,6 @@ async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
     decision (a queue worker's workflow, or a process), if anyone does; otherwise made here,
     and the run goes on in this process (:mod:`tether.actions.control`). Only then is the
     harness built (and the run's agent with it): a decision that a process takes needs neither."""
-    from tether.actions import control
-    from tether.store.control import ControlRequest
-    from tether.tui.cli import context
-
     edited = _edited_args(getattr(args, "args", None))
     unchecked = bool(getattr(args, "unchecked", False))
     if unchecked and edited is None:
@@ -53,17 +53,19 @@ async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
     if acp["option"] is not None or acp["silent"] or acp["scope"] is not None:
         raise UsageError(f"--option and --silent answer an ACP agent while it waits, and no process holds run "
                          f"{args.run_id} now")
-    async with context.harness_for(args) as harness:
-        outcome = await control.adopt(harness, args.run_id, request, signal=await context.stop_signal(args),
-                                      wait_for_decision=context.waiting(args))
-    return output.emit_outcome(args, outcome)
+    # lazy: the harness (and the run's agent), only when no process takes the decision
+    # (tests/processes/test_cold_start.py::test_a_decision_for_a_process_that_waits_for_it_loads_no_harness)
+    from tether.tui.cli import running
+
+    async with running.harness_for(args) as harness:
+        outcome = await control.adopt(harness, args.run_id, request, signal=await running.stop_signal(args),
+                                      wait_for_decision=running.waiting(args))
+    return running.emit_outcome(args, outcome)
 
 
 def _edited_args(text: str | None) -> str | None:
     """``--args JSON``: the call's arguments as the operator edited them (a JSON object, each
     key once), refused in words before anything is decided when they are not one."""
-    from tether.approvals.decisions import edit_json
-
     if text is None:
         return None
     try:
@@ -72,46 +74,17 @@ def _edited_args(text: str | None) -> str | None:
         raise UsageError(f"--args: {exc}; nothing was decided") from None
 
 
-def stop(args: argparse.Namespace) -> Any:
-    """Stop a run. On the file store, a run whose process lives here is sent its Stop before
-    anything else is imported (:func:`tether.store.spec.quick_stop`); any other run takes the
-    full path, through the store and the control channel (no harness, no agent file)."""
-    from tether.store.operator import operator_name
-    from tether.store.spec import quick_stop
-
-    spec, runs_dir = getattr(args, "store", None), getattr(args, "runs_dir", None)
-    sent = None
-    if not (spec and runs_dir):  # both given: refused on the full path
-        sent = quick_stop(spec or runs_dir, args.run_id, args.reason or STOPPED,
-                          getattr(args, "who", None) or operator_name())
-    if sent is None:
-        return _stop(args)
-    if sent.answered:
-        ok, words, pending, _ = sent.reply
-        return output.emit_words(args, ok, words, pending)
-    return _settle(args, sent)
-
-
-STOPPED = "stopped from the command line"
-
-
-async def _stop(args: argparse.Namespace) -> int:
-    from tether.actions import control
-    from tether.tui.cli import context
-
+async def stop(args: argparse.Namespace, stopped: str) -> int:
+    """``tether stop``'s full path: through the store and the control channel."""
     store = context.store_of(args)
     await context.may_operate(args, "stop")
-    return output.emit_reply(args, await control.stop(store, args.run_id, args.reason or STOPPED, by=context.who(args)))
+    return output.emit_reply(args, await control.stop(store, args.run_id, args.reason or stopped,
+                                                      by=context.who(args)))
 
 
-async def _settle(args: argparse.Namespace, sent: Any) -> int:
+async def settle(args: argparse.Namespace, sent: Any) -> int:
     """The quick Stop was sent, but its process let go of the run or did not answer: say
     where the run is now, as the full path would."""
-    from tether.actions import control
-    from tether.store.control import ControlReply, ControlRequest
-    from tether.store.owner import Owner
-    from tether.tui.cli import context
-
     store = context.store_of(args)
     reply = ControlReply(*sent.reply) if sent.reply is not None else None
     owner = Owner(**sent.owner, alive=True)
@@ -119,4 +92,4 @@ async def _settle(args: argparse.Namespace, sent: Any) -> int:
                                                           owner, reply))
 
 
-COMMANDS = {"stop": stop, "approve": approve, "reject": reject}
+COMMANDS = {"approve": approve, "reject": reject}

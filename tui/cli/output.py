@@ -1,5 +1,5 @@
-"""What a command prints: its standard output (which its reader may close), a run's outcome,
-and a control request's reply, each with the exit code it means."""
+"""What a command prints: its standard output (which its reader may close) and a control
+request's reply, each with the exit code it means."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import sys
 from collections.abc import Callable
 from typing import Any
 
+from tether.vocab.text import clean
 from tether.tui.cli.parser import USAGE_ERROR
 
 
@@ -56,18 +57,6 @@ class Output:
         return getattr(self._stream, name)
 
 
-def emit_outcome(args: argparse.Namespace, outcome: Any) -> int:
-    """A run's outcome as its summary (or ``--json``); the exit code is the run's own."""
-    from tether.observe.report import summary, text_summary
-
-    state = outcome.state
-    if args.json:
-        print(json.dumps(summary(state, outcome.tool_runs, outcome.ms)))
-    else:
-        print(text_summary(state, len(outcome.tool_runs), outcome.ms))
-    return state.exit_code
-
-
 def emit_reply(args: argparse.Namespace, reply: Any) -> int:
     """A control request's answer in words; exit 0 when it was done, 1 when it is recorded for
     when the run is adopted, 2 when nothing could be done (and nothing changed)."""
@@ -76,8 +65,6 @@ def emit_reply(args: argparse.Namespace, reply: Any) -> int:
 
 def emit_words(args: argparse.Namespace, ok: bool, words: str, pending: bool) -> int:
     """:func:`emit_reply`, given the reply's fields."""
-    from tether.vocab.text import clean
-
     if getattr(args, "json", False):
         print(json.dumps({"ok": ok, "pending": pending, "words": words}))
     else:

@@ -13,6 +13,8 @@ import os
 from pathlib import Path
 from typing import Any, NoReturn
 
+from tether.web import DEFAULT_HOST, DEFAULT_PORT  # not its settings: they import dataclasses
+
 USAGE_ERROR = 2
 MAX_COUNT = 1_000_000_000
 """The largest count an option takes (turns, tokens, lines, workers): past it, a typo."""
@@ -88,6 +90,7 @@ def _non_negative(text: str) -> float:
 
 
 def _age_option(text: str) -> float:
+    # lazy: dataclasses, which a quick tether stop parses without (tests/processes/test_cold_start.py)
     from tether.vocab.rules import RuleError, parse_duration
 
     try:
@@ -568,8 +571,6 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 
 def _serve_parser(sub: Any) -> None:
     """``tether serve`` (:mod:`tether.web.command` runs it)."""
-    from tether.web import DEFAULT_HOST, DEFAULT_PORT  # not its settings: they import dataclasses
-
     p = sub.add_parser("serve", help="the approvals page for a phone and the console in a browser, behind a login")
     p.add_argument("--host", default=DEFAULT_HOST,
                    help=f"the address to listen on (default {DEFAULT_HOST}; any other warns: put it behind TLS)")

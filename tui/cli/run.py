@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from tether.store.protocol import call
-from tether.tui.cli import context, output
+from tether.tui.cli import context, running
 from tether.tui.cli.parser import UsageError
 from tether.actions import control
 from tether.agents.agent import AgentError
@@ -57,7 +57,7 @@ def _run_agent(args: argparse.Namespace, harness: Any) -> Any:
 async def run(args: argparse.Namespace) -> int:
 
     await context.may_operate(args, "run")
-    harness = context.harness(args, latency_ms=args.latency_ms, fail=args.fail, stream=args.stream)
+    harness = running.harness(args, latency_ms=args.latency_ms, fail=args.fail, stream=args.stream)
     async with harness:
         agent = _run_agent(args, harness)
         if args.sandbox and agent.sandbox is None:
@@ -81,12 +81,12 @@ async def run(args: argparse.Namespace) -> int:
             state = await call(harness.store, _create, harness, agent, args, limits=replace(agent.limits, **overrides),
                                policies=replace(agent.policies, **policy))
             sinks = [_StreamPrinter(state.run_id)] if args.stream and not args.json else []
-            outcome = await harness.run(state.run_id, signal=await context.stop_signal(args), sinks=sinks,
-                                        wait_for_decision=context.waiting(args), acp_session=session)
+            outcome = await harness.run(state.run_id, signal=await running.stop_signal(args), sinks=sinks,
+                                        wait_for_decision=running.waiting(args), acp_session=session)
         finally:
             if session is not None:
                 await session.close()
-    return output.emit_outcome(args, outcome)
+    return running.emit_outcome(args, outcome)
 
 
 def _create(harness: Any, agent: Any, args: argparse.Namespace, **kw: Any) -> Any:
@@ -129,14 +129,14 @@ class _StreamPrinter:
 
 async def resume(args: argparse.Namespace) -> int:
     await context.may_operate(args, "resume")
-    async with context.harness_for(args) as harness:
-        limits = dict(signal=await context.stop_signal(args), max_turns=args.max_turns, budget_usd=args.budget,
-                      wait_for_decision=context.waiting(args))
+    async with running.harness_for(args) as harness:
+        limits = dict(signal=await running.stop_signal(args), max_turns=args.max_turns, budget_usd=args.budget,
+                      wait_for_decision=running.waiting(args))
         if args.message is not None:  # a follow-up (tether.actions.control)
             outcome = await control.follow_up(harness, args.run_id, args.message, **limits)
         else:
             outcome = await harness.run(args.run_id, **limits)
-    return output.emit_outcome(args, outcome)
+    return running.emit_outcome(args, outcome)
 
 
 COMMANDS = {"run": run, "resume": resume}

@@ -1,6 +1,6 @@
-"""``tether runs``, ``show``, ``trace``, ``watch`` and ``export-otel``: a store's runs read,
-listed, followed as they happen, or sent to an OpenTelemetry collector. None changes a run
-(``runs`` applies passed decision deadlines, as any reader of the listing does)."""
+"""``tether runs``, ``show``, ``trace`` and ``watch``: a store's runs read, listed, or followed
+as they happen (``export-otel``, which sends one to a collector, is :mod:`tether.tui.cli.export`).
+None changes a run (``runs`` applies passed decision deadlines, as any reader of the listing does)."""
 
 from __future__ import annotations
 
@@ -8,23 +8,28 @@ import argparse
 import asyncio
 import json
 import os
+import signal
 import sys
 import time
 from typing import Any
 
-from tether.vocab.state import RunState, StateError
+from tether.acp.config import config_words
+from tether.actions.deadlines import apply_due
+from tether.observe.report import (SYSTEM_NOT_SENT, as_sent, listing, owner_words, recorded_all, recorded_records,
+                                   summary, text_summary, warnings_of)
+from tether.vocab.state import RunState, StateError, Status
+from tether.vocab.text import clean
+from tether.vocab.wording import commands_words, sandbox_words
 from tether.store.protocol import call
 from tether.tui.cli import context, output
 from tether.tui.cli.parser import UsageError
+from tether.workspaces.changes import stat_words
 
 
 async def runs(args: argparse.Namespace) -> int:
     """From the index of summaries (``tether.store.files.index``), not by replaying every journal.
     A running run shows who runs it; one whose process died shows as ``orphaned`` (in
     ``--json``: ``status`` stays the saved ``running``, ``liveness`` says ``orphaned``)."""
-    from tether.observe.report import listing, owner_words, recorded_all
-    from tether.vocab.text import clean
-
     store = context.store_of(args)
     problems: dict[str, str] = {}
     runs = await call(store, store.summaries, live_only=args.live, problems=problems)
@@ -32,8 +37,6 @@ async def runs(args: argparse.Namespace) -> int:
     if any(r.waiting and (r.interruption or {}).get("deadlineAt", now + 1) <= now for r in runs):
         # Deadlines of calls nobody is there to answer are applied by the listing (and the
         # listing then shows what they did).
-        from tether.actions.deadlines import apply_due
-
         for words in await call(store, apply_due, store, now=now):
             print(f"tether: {clean(words)}", file=sys.stderr)
         problems.clear()
@@ -71,8 +74,6 @@ async def runs(args: argparse.Namespace) -> int:
 
 
 def _changed(workspace: dict[str, Any]) -> str:
-    from tether.workspaces.changes import stat_words
-
     if workspace.get("stage") == "discarded":
         return "(workspace discarded)"
     counts = workspace.get("changes")
@@ -82,11 +83,6 @@ def _changed(workspace: dict[str, Any]) -> str:
 
 
 async def show(args: argparse.Namespace) -> int:
-    from tether.observe.report import (SYSTEM_NOT_SENT, as_sent, owner_words, recorded_records, summary,
-                                       text_summary, warnings_of)
-    from tether.vocab.state import Status
-    from tether.vocab.text import clean
-
     store = context.store_of(args)
     state = await call(store, store.load, args.run_id)
     records = await call(store, lambda: list(store.read_trace(args.run_id)))
@@ -106,19 +102,13 @@ async def show(args: argparse.Namespace) -> int:
         return 0
     print(text_summary(state, len(tool_runs), ms))
     if state.of_acp_agent:  # where the agent could write, as its last session said
-        from tether.vocab.wording import sandbox_words
-
         sessions = [r for r in records if r.get("kind") == "agent_session"]
         box = sessions[-1].get("sandbox") if sessions else None
         print(clean(sandbox_words(box)) if box else "sandbox: none (the agent could write wherever its user can)")
         if configs:  # the agent's session config options, as it last stated them
-            from tether.acp.config import config_words
-
             print(clean(config_words(configs[-1].get("options") or [])))
         offered = [r for r in records if r.get("kind") == "agent_commands"]
         if offered:  # the agent's slash commands, as it last listed them
-            from tether.vocab.wording import commands_words
-
             print(clean(f"slash commands: {commands_words(offered[-1].get('commands') or [])}"))
     if liveness is not None:
         label = "owner" if liveness == "running" else "orphaned"
@@ -126,8 +116,6 @@ async def show(args: argparse.Namespace) -> int:
     if state.run_workspace is not None:
         print(workspace_words(state, records))
     if state.rewinds or state.forked_from:
-        from tether.tui.cli.takeback import rewind_lines
-
         for line in rewind_lines(state, records, everything=getattr(args, "all", False)):
             print(clean(line))
     if state.of_acp_agent:  # in place of the system prompt the agent never received
@@ -153,8 +141,6 @@ async def show(args: argparse.Namespace) -> int:
 
 def workspace_words(state: RunState, records: list[dict[str, Any]]) -> str:
     """Where the run works, how far its workspace got, and its setup commands' output (from the trace)."""
-    from tether.vocab.text import clean
-
     ws = state.run_workspace
     assert ws is not None
     where = f"{ws.kind} {ws.path or '(not made yet)'}" + (f" on {ws.branch}" if ws.branch else "")
@@ -173,6 +159,34 @@ def workspace_words(state: RunState, records: list[dict[str, Any]]) -> str:
         out.append(f"setup: {record.get('command')}  ({said}, {record.get('ms', 0):.0f} ms)")
         out += [f"  | {line}" for line in str(record.get("output") or "").rstrip("\n").splitlines()]
     return clean("\n".join(out))
+
+
+def rewind_lines(state: object, records: list[dict], *, everything: bool) -> list[str]:
+    """What ``tether show`` says of a run's fork and rewinds; with ``everything``, the messages each cut."""
+    out: list[str] = []
+    origin = getattr(state, "forked_from", None)
+    if origin:
+        made = [r.get("fork") for r in records if r.get("kind") == "agent_session" and r.get("fork")]
+        how = {"session/fork": ", made by session/fork of the agent's session",
+               "told": ", a new session of the agent told in words"}.get(str(made[0]) if made else "", "")
+        out.append(f"forked from {origin.get('run_id')} at checkpoint {origin.get('step')} "
+                   f"(its first {origin.get('messages')} messages{how})")
+    cut = {r.get("rewind"): r.get("cut") or [] for r in records if r.get("kind") == "rewound"}
+    for r in getattr(state, "rewinds", None) or ():
+        when = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(r.get("at") or 0))
+        what = (f"rewind {r['id']}: undid rewind {r['undoes']}" if r.get("kind") == "undo"
+                else f"rewind {r['id']}: back to checkpoint {r.get('to')}")
+        pending = "" if r.get("stage") == "restored" else " (cut short: tether rewind finishes it)"
+        out.append(f"{what} at {when}" + (f" by {r['by']}" if r.get("by") else "")
+                   + f", {r.get('cut', 0)} messages cut after message {r.get('cut_at')}" + pending
+                   + ("" if everything or not r.get("cut") else f" (tether show {getattr(state, 'run_id', '')} --all)"))
+        if everything:
+            for message in cut.get(r["id"], []):
+                text = message.get("content") or ", ".join(
+                    f"{(c.get('function') or {}).get('name')}({(c.get('function') or {}).get('arguments')})"
+                    for c in message.get("tool_calls") or ())
+                out.append(f"  (rewound) [{message.get('role')}] {text}")
+    return out
 
 
 async def trace(args: argparse.Namespace) -> int:
@@ -195,16 +209,12 @@ async def watch(args: argparse.Namespace) -> int:
     """Follow a run (or, with --all, every run) as its events are written, by whichever
     process runs it: its last trace lines first, then each new one, worded as in the
     console's trace pane. Ends when the run stops, and Ctrl-C ends it (exit 0)."""
-    import signal
-
     stop = asyncio.Event()  # Ctrl-C ends the watch quietly, from here on
     loop = asyncio.get_running_loop()
     loop.add_signal_handler(signal.SIGINT, stop.set)
     if isinstance(sys.stdout, output.Output):  # and so does its reader going away (| head)
         sys.stdout.on_close.append(stop.set)
     try:
-        from tether.vocab.text import clean
-
         def note(text: str) -> None:
             print(clean(text), file=sys.stderr, flush=True)
 
@@ -235,22 +245,4 @@ async def watch(args: argparse.Namespace) -> int:
         loop.remove_signal_handler(signal.SIGINT)
 
 
-async def export_otel(args: argparse.Namespace) -> int:
-    """``tether export-otel RUN_ID [--store URL|DIR] [--otlp URL] [--capture-content] [--timeout S]``."""
-    from tether.observe.otel.replay import OtelExportError, export_run
-    from tether.observe.otel.settings import capture_content_from_env, shown_url, traces_endpoint
-
-    store = context.store_of(args)
-    endpoint = traces_endpoint(getattr(args, "otlp", None))
-    capture = bool(getattr(args, "capture_content", False)) or capture_content_from_env()
-    try:
-        count = await asyncio.to_thread(export_run, store, args.run_id, endpoint, capture_content=capture,
-                                        timeout=getattr(args, "timeout", None))
-    except OtelExportError as exc:
-        print(f"tether: {exc}", file=sys.stderr)
-        return 1
-    print(f"exported {count} spans of run {args.run_id} to {shown_url(endpoint)}")
-    return 0
-
-
-COMMANDS = {"runs": runs, "show": show, "trace": trace, "watch": watch, "export-otel": export_otel}
+COMMANDS = {"runs": runs, "show": show, "trace": trace, "watch": watch}

@@ -10,16 +10,23 @@ import json
 import os
 import sys
 
+from tether.actions.workspace import discard_question, discard_run, merge_run
 from tether.vocab.state import RunState, RunWorkspace, StateError
+from tether.vocab.text import clean
+from tether.store.private import default_home
 from tether.store.protocol import call
 from tether.tui.cli import context
 from tether.tui.cli.parser import UsageError
+from tether.workspaces import merging
+from tether.workspaces.changes import changes, diff as unified, stat_words
+from tether.workspaces.compare import compare
+from tether.workspaces.git import GitError
+from tether.workspaces.lifecycle import LIVE_STAGES, usable
+from tether.workspaces.survey import survey
 
 
-def _made(state: RunState) -> RunWorkspace:
+def workspace_made(state: RunState) -> RunWorkspace:
     """The run's workspace, made and here, or a StateError in words."""
-    from tether.workspaces.lifecycle import LIVE_STAGES, usable
-
     ws = state.run_workspace
     if ws is None:
         raise StateError(f"run {state.run_id} has no workspace of its own: its agent works in its folder "
@@ -32,13 +39,9 @@ def _made(state: RunState) -> RunWorkspace:
 
 async def diff(args: argparse.Namespace) -> int:
     """``tether diff RUN [--stat] [PATH...] [--json]``: against the workspace's base."""
-    from tether.vocab.text import clean
-    from tether.workspaces.changes import changes, diff as unified
-    from tether.workspaces.git import GitError
-
     store = context.store_of(args)
     state = await call(store, store.load, args.run_id)
-    ws = _made(state)
+    ws = workspace_made(state)
     if len(args.paths) == 1 and await call(store, store.exists, args.paths[0]):  # tether diff RUN RUN2
         return await _compare(args, state, await call(store, store.load, args.paths[0]))
     paths = tuple(args.paths)
@@ -60,7 +63,6 @@ async def diff(args: argparse.Namespace) -> int:
         if not text:
             print(f"run {state.run_id}: no changes" + (f" to {', '.join(paths)}" if paths else ""), file=sys.stderr)
         return 0
-    from tether.workspaces.changes import stat_words
 
     width = max((len(_counts(f.added, f.deleted)) for f in files), default=0)
     for f in files:
@@ -71,14 +73,9 @@ async def diff(args: argparse.Namespace) -> int:
 
 async def _compare(args: argparse.Namespace, state: RunState, other: RunState) -> int:
     """``tether diff RUN RUN2``: what each changed from its base, and where they differ."""
-    from tether.vocab.text import clean
-    from tether.workspaces.changes import stat_words
-    from tether.workspaces.compare import compare
-    from tether.workspaces.git import GitError
-
     names = (state.run_id, other.run_id)
     try:
-        found = await compare(_made(state), _made(other), names=names, text=not args.stat)
+        found = await compare(workspace_made(state), workspace_made(other), names=names, text=not args.stat)
     except GitError as exc:
         raise StateError(f"runs {names[0]} and {names[1]}: {exc}") from None
     if args.json:
@@ -108,18 +105,14 @@ async def workspaces(args: argparse.Namespace) -> int:
     """``tether workspaces [--json]``: every run's workspace, and what no run owns."""
     if getattr(args, "action", None) == "prune":
         return await prune(args)
-    from tether.harness import tether_home
-    from tether.vocab.text import clean
-    from tether.workspaces.survey import survey
 
     store = context.store_of(args)
     summaries = await call(store, store.summaries)
-    found = await survey(summaries, tether_home() / "workspaces")
+    found = await survey(summaries, default_home() / "workspaces")
     if args.json:
         print(json.dumps({"workspaces": [r.to_dict() for r in found.rows],
                           "strays": [s.to_dict() for s in found.strays]}))
         return 0
-    from tether.workspaces.changes import stat_words
 
     lines = []
     for row in found.rows:
@@ -164,9 +157,6 @@ def _age(seconds: float | None) -> str:
 
 async def discard(args: argparse.Namespace) -> int:
     """``tether discard RUN [--yes]``: its workspace and branch removed, its transcript kept."""
-    from tether.vocab.text import clean
-    from tether.actions.workspace import discard_run
-
     await context.may_operate(args, "discard")
     store = context.store_of(args)
     state = await call(store, store.load, args.run_id)
@@ -187,9 +177,6 @@ async def discard(args: argparse.Namespace) -> int:
 
 def _agreed(state: RunState) -> bool:
     """Ask on the terminal (or read the answer from stdin): y removes it."""
-    from tether.vocab.text import clean
-    from tether.actions.workspace import discard_question
-
     sys.stderr.write(clean(discard_question(state) + " [y/N] ", keep_newlines=False))
     sys.stderr.flush()
     answer = sys.stdin.readline()
@@ -202,10 +189,6 @@ async def merge(args: argparse.Namespace) -> int:
     """``tether merge RUN [--into BRANCH] [--squash]``: the run's work put to the rules and to
     people as the call ``merge``; merged when approved (by a rule at once, or later by ``tether
     approve``). A merge cut short by a crash is finished."""
-    from tether.vocab.text import clean
-    from tether.workspaces import merging
-    from tether.actions.workspace import merge_run
-
     await context.may_operate(args, "merge")
     store = context.store_of(args)
     state, words = await merge_run(store, args.run_id, into=args.into, squash=args.squash, by=context.who(args))
@@ -216,17 +199,13 @@ async def merge(args: argparse.Namespace) -> int:
 async def prune(args: argparse.Namespace) -> int:
     """``tether workspaces prune [--merged] [--older-than AGE] [--yes]``: discard the workspaces
     of the runs that are not running and match (merged; not touched for AGE)."""
-    from tether.harness import tether_home
-    from tether.vocab.text import clean
-    from tether.workspaces.survey import survey
-
     if not args.merged and args.older_than is None:
         raise UsageError("tether workspaces prune needs --merged, --older-than AGE or both: it removes nothing "
                          "without being told which")
     await context.may_operate(args, "workspaces prune")
     store = context.store_of(args)
     summaries = await call(store, store.summaries)
-    found = await survey(summaries, tether_home() / "workspaces")
+    found = await survey(summaries, default_home() / "workspaces")
     chosen = []
     for row in found.rows:
         if row.stage in ("discarded", "planned") or row.status == "running":
