@@ -18,6 +18,7 @@ from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tether.vocab import people
+from tether.approvals import budget_ask
 from tether.approvals.deadlines import lapse
 from tether.approvals.holding import late_words, too_late
 from tether.vocab.cancel import CancelSignal
@@ -168,8 +169,6 @@ class Controls:
 
 def apply_decision(state: RunState, request: ControlRequest) -> Any:
     """A decision, made on the run's state: the event that records it."""
-    from tether.approvals import budget_ask
-
     if budget_ask.waits_on_budget(state):  # a spent fleet budget's call, not the model's
         return budget_ask.decide(state, request)
     if request.kind == "approve":
@@ -215,8 +214,6 @@ def vet_decision(tools: dict[str, Tool] | None, state: RunState, request: Contro
                 "permission requests only")
     if request.kind != "approve":
         return None
-    from tether.approvals import budget_ask
-
     if budget_ask.waits_on_budget(state):
         return budget_ask.check_amount(request.args)
     if request.args is not None:

@@ -41,24 +41,30 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from tether.approvals import Call, run_source
+import jsonschema
+
+from tether.approvals import Call, budget_ask, run_source
 from tether.approvals.holding import deadline_of, overdue, verdict_of
+from tether.vocab.budget_call import BUDGET
 from tether.vocab.cancel import CancelSignal, RunCancelled
 from tether.vocab.events import (
     ApprovalDecision, ApprovalRequired, Event, EventSink, RunStarted, TextDelta, ToolResult, ToolStart, Turn,
 )
 from tether.run.controls import vet_decision
 from tether.run.driver import RunDriver
-from tether.approvals.decisions import DEADLINE, approve, close_on_stop, reject, reported_validator
+from tether.approvals.decisions import (
+    DEADLINE, approve, approved_words, close_on_stop, declined_words, reject, reported_validator,
+)
 from tether.vocab.prices import price_for
 from tether.vocab.state import (
     AgentRef, Cancelled, Decision, Interruption, Limits, MaxBudget, MaxTurns, NeedsApproval, Policies, Pricing,
     RunState, StateError, Status, args_hash, new_run_id,
 )
+from tether.store.control import ControlReply, ControlRequest
+from tether.store.protocol import call
 
 if TYPE_CHECKING:
     from tether.run.controls import Controls
-    from tether.store.control import ControlReply, ControlRequest
     from tether.store.protocol import Store
 
 
@@ -242,9 +248,6 @@ class TrackedRun:
         (:mod:`tether.approvals.budget_ask`): approved, it returns; rejected, the words. A report
         of what already happened (:meth:`after_the_fact`: Claude Code's hooks, a report relayed
         from another process) cannot be held: the budget ends the run as ``stop`` does."""
-        from tether.approvals import budget_ask
-        from tether.vocab.budget_call import BUDGET
-
         st, store = self.state, self.harness.store
         if self._past:
             reached, levels = await asyncio.to_thread(fleet.before_call, store, st)
@@ -431,8 +434,6 @@ class TrackedRun:
     async def _reported(self, request: ControlRequest) -> ControlReply:
         """Apply what another reporter sent through the run's control channel because this
         process held the run (:func:`report_into`): its calls of this API, in order."""
-        from tether.store.control import ControlReply
-
         try:
             ops = json.loads(request.text)
             if not isinstance(ops, list) or not all(isinstance(op, dict) for op in ops):
@@ -497,8 +498,6 @@ class TrackedRun:
         if kind == "approve":
             st.approvals[call_id] = Decision(call_id, "approved", args_hash(raw), text, by, tool=tool, rule=rule,
                                              asked_at=asked_at)
-            from tether.approvals.decisions import approved_words
-
             event: Event = ApprovalDecision(run_id=st.run_id, call_id=call_id, tool=tool, verdict="approved",
                                             text=approved_words(text, by), by=by, rule=rule)
         else:
@@ -543,10 +542,7 @@ async def report_into(store: Store, run_id: str, ops: Sequence[Mapping[str, Any]
     ``{"op": "tool_finished", "call_id", "output", "ok", "error"}``), appended to the run's
     control channel, so nothing is lost: the process that holds the run applies them when
     told (its answer is returned), or the next one to hold it does (None: nobody answered)."""
-    from tether.store import control
-    from tether.store.protocol import call
-
-    request = control.ControlRequest("report", json.dumps(list(ops), default=str), by=by)
+    request = ControlRequest("report", json.dumps(list(ops), default=str), by=by)
     owner = await call(store, store.owner, run_id)
     address = owner.control if owner is not None and owner.alive and not owner.kept else None
     return await store.deliver(run_id, request, address)  # appended, and the holder told (the store's way)
@@ -638,8 +634,6 @@ def _checked_schema(tool: str, schema: Mapping[str, Any] | None) -> dict[str, An
     words, for one that is no JSON schema (it would check nothing)."""
     if schema is None:
         return None
-    import jsonschema
-
     if not isinstance(schema, Mapping):
         raise ValueError(f"the schema of {tool}'s arguments must be a JSON schema (a mapping), "
                          f"not {type(schema).__name__}")
@@ -666,8 +660,6 @@ def _parsed(raw: str) -> dict[str, Any]:
 
 
 def _approval(decision: Decision) -> Approval:
-    from tether.approvals.decisions import approved_words, declined_words
-
     approved = decision.verdict == "approved"
     words = approved_words(decision.text, decision.by) if approved else declined_words(decision.text, decision.by)
     return Approval(approved, words, decision.by, _parsed(decision.args) if decision.args else None)

@@ -10,10 +10,10 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-CEILING = 2.94
+CEILING = 2.74
 """Imports inside functions per 1,000 lines of core/ and tui/: lower it as they go."""
 
-REASONED = ("core/agents", "core/approvals", "core/demo", "core/models", "core/notify", "core/observe", "core/store",
+REASONED = ("core/agents", "core/approvals", "core/demo", "core/models", "core/notify", "core/observe", "core/run", "core/store",
             "core/workers", "core/workspaces", "core/acp/probe.py", "core/acp/server.py", "core/vocab",
             "tui/cli/agents.py", "tui/cli/agents_doctor.py", "tui/cli/approvals.py", "tui/cli/console.py",
             "tui/cli/costs.py", "tui/cli/demo_merge.py", "tui/cli/lab.py", "tui/cli/run.py", "tui/cli/__init__.py",
