@@ -15,7 +15,7 @@ from tether.harness import Harness
 from tether.demo.provider.scenarios import DESTRUCTIVE_DECLINED
 from tether.vocab.state import Cancelled, MaxBudget, Status
 from tether.tui.widgets.cost_meter import TurnsSparkline
-from tether.tui.cli.demo import REJECTION, STEPS, Caption, Tour
+from tether.tui.cli.tour import REJECTION, STEPS, Caption, Tour
 from tether.demo.agents import DEMO
 
 from tests.support import SIZE, finish, make_app, settle, shown, transcript, wait_for

@@ -29,7 +29,8 @@ from tether.demo.provider.server import running_app
 from tether.vocab.state import Cancelled, Status
 from tether.store.trace import read_trace
 from tether.tui.screens.dialogs import ApproveDialog
-from tether.tui.cli.demo import ACP_AGENTS, ACP_REJECTION, ACP_STEPS, CODEX_REJECTION, AcpTour, Caption, run_demo
+from tether.tui.cli.demo import run_demo
+from tether.tui.cli.tour import ACP_AGENTS, ACP_REJECTION, ACP_STEPS, CODEX_REJECTION, AcpTour, Caption
 
 from tests.acp import installed as agents
 from tests.acp.procs import alive_in

@@ -22,8 +22,9 @@ from tether.demo.acp import GREET_AFTER, GREET_BEFORE, GREET_POLITE, MERGE_TASKS
 from tether.demo.provider.coding import ScriptedEndpoint
 from tether.demo.provider.server import running_app
 from tether.vocab.state import Status
-from tether.tui.cli.demo import Caption, run_demo
+from tether.tui.cli.demo import run_demo
 from tether.tui.cli.demo_merge import MERGE_STEPS, MergeTour
+from tether.tui.cli.tour import Caption
 
 from tests.acp import installed as agents
 from tests.acp.procs import alive_in

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tether.tui.cli.demo import STEPS
+from tether.tui.cli.tour import STEPS
 
 from tests.support import REPO, Terminal, processes_with
 

@@ -24,7 +24,7 @@ from textual.pilot import Pilot
 from textual.screen import ModalScreen
 
 from tether.vocab.state import Status
-from tether.tui.cli.demo import AcpTour, Step
+from tether.tui.cli.tour import AcpTour, Step
 from tether.tui.screens.dialogs import ApproveDialog
 from tether.tui.screens.rules import ConfirmDialog
 from tether.tui.screens.workspace import MergeDialog, OutcomeDialog
