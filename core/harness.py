@@ -21,7 +21,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from tether.store import control, operate
+from tether.actions import adopting, control as actions
+from tether.store import control
 from tether.agents.agent import Agent, AgentError, changed_tools
 from tether.vocab.cancel import CancelSignal
 from tether.models.client import without_credentials
@@ -29,7 +30,7 @@ from tether.agents.endpoints import Endpoints
 from tether.models.base import ChatModel
 from tether.vocab.events import EventSink, TelemetryDropped
 from tether.approvals.decisions import already_decided
-from tether.run.driver import Operation, RunDriver
+from tether.run.driver import Operation, Outcome, RunDriver
 from tether.run.loop import LoopEnv, RunLoop
 from tether.vocab.state import (
     Limits, NeedsApproval, Policies, Pricing, RunState, StateError, Status, create_new, new_run_id,
@@ -60,19 +61,6 @@ log = logging.getLogger(__name__)
 
 def tether_home() -> Path:
     return Path(os.environ.get("TETHER_HOME") or Path.home() / ".local" / "share" / "tether")
-
-
-@dataclass
-class Outcome:
-    """What one operation on a run did in this process."""
-
-    state: RunState
-    tool_runs: list[dict[str, Any]] = field(default_factory=list)
-    ms: float = 0.0
-
-    @property
-    def status(self) -> Status:
-        return self.state.status
 
 
 class Harness:
@@ -343,7 +331,7 @@ class Harness:
                 add_follow_up(state, message)
             return []
 
-        return await self._operate(run_id, Operation(raise_limits, signal, sinks, wait_for_decision,
+        return await self.operate(run_id, Operation(raise_limits, signal, sinks, wait_for_decision,
                                                      follow_up=message is not None, acp_session=acp_session))
 
     resume = run
@@ -362,8 +350,9 @@ class Harness:
         refused (:class:`~tether.approvals.decisions.TooLate`), the deadline applied instead;
         ``decided_at``: when it was made, if before now (a queue worker's)."""
         request = control.ControlRequest("approve", note, call_id=call_id, by=by, args=args, rule=rule,
-                                         account=await self.account(account, rule=rule), unchecked=unchecked)
-        return await self._decided(run_id, request, signal, sinks, wait_for_decision, decided_at)
+                                         account=account, unchecked=unchecked, **_at(decided_at))
+        return await adopting.adopt(self, run_id, request, signal=signal, sinks=sinks,
+                                    wait_for_decision=wait_for_decision)
 
     async def reject(self, run_id: str, reason: str = "", *, call_id: str | None = None, by: str = "operator",
                      rule: str | None = None, signal: CancelSignal | None = None, sinks: Sequence[EventSink] = (),
@@ -371,37 +360,14 @@ class Harness:
                      decided_at: float | None = None) -> Outcome:
         """Decline the waiting call, in words in its result slot, then go on (refused after its
         deadline, as :meth:`approve` is)."""
-        request = control.ControlRequest("reject", reason, call_id=call_id, by=by, rule=rule,
-                                         account=await self.account(account, rule=rule))
-        return await self._decided(run_id, request, signal, sinks, wait_for_decision, decided_at)
+        request = control.ControlRequest("reject", reason, call_id=call_id, by=by, rule=rule, account=account,
+                                         **_at(decided_at))
+        return await adopting.adopt(self, run_id, request, signal=signal, sinks=sinks,
+                                    wait_for_decision=wait_for_decision)
 
     async def account(self, given: str | None = None, *, rule: str | None = None) -> str | None:
-        """The account a decision counts as (:mod:`tether.vocab.people`): ``given`` (a web login's),
-        none for a rule's, else this process's on the store (:meth:`Store.account`)."""
-        return given if given is not None or rule is not None else await call(self.store, self.store.account)
-
-    async def _decided(self, run_id: str, request: control.ControlRequest, signal: CancelSignal | None,
-                       sinks: Sequence[EventSink], wait_for_decision: float | None,
-                       decided_at: float | None) -> Outcome:
-        from tether.integrations.paused import decide_paused, paused_program
-
-        request = request if decided_at is None else replace(request, ts=decided_at)
-
-        state = await call(self.store, self.store.load, run_id)
-        if budget_ask.waits_on_budget(state):  # a spent "ask" fleet budget: decided here, then the run goes on
-            state, goes_on = await budget_ask.decided(self.store, run_id, request, [*self.sinks, *sinks])
-            if not goes_on:
-                return Outcome(state, [], 0.0)
-            return await self._operate(run_id, Operation(_nothing, signal, sinks, wait_for_decision))
-        if merging.waits_on_merge(state) or merging.merging(state):
-            started = time.perf_counter()
-            final, _ = await merging.decide(self.store, run_id, request)
-            return Outcome(final, [], (time.perf_counter() - started) * 1000)
-        if paused_program(state):
-            started = time.perf_counter()
-            final = await decide_paused(self, run_id, request, sinks)
-            return Outcome(final, [], (time.perf_counter() - started) * 1000)
-        return await self._operate(run_id, Operation(_nothing, signal, sinks, wait_for_decision, decision=request))
+        """The account a decision counts as (:func:`tether.actions.adopting.account_of`)."""
+        return await adopting.account_of(self.store, given, rule=rule)
 
     @contextlib.asynccontextmanager
     async def track(self, name: str, task: str = "", *, source: str = "program", model: str = "",
@@ -440,12 +406,9 @@ class Harness:
     async def stop(self, run_id: str, reason: str = STOP_REASON, *, by: str = "operator") -> control.ControlReply:
         """Stop a run whichever process runs it: its signal fires, and the tool it is running is
         cut off in words, or the call it waits a decision for is declined in words. The reply
-        says what happened, in words (nothing to stop, orphaned...). The fronts stop through
-        :func:`tether.actions.control.stop`, which reaches a queue worker's workflow too."""
-        stopped = self.stop_here(run_id, reason, by)
-        if stopped is not None:
-            return stopped
-        return await self.request(run_id, control.ControlRequest("stop", reason, by=by))
+        says what happened, in words (nothing to stop, orphaned...); a queue worker's workflow
+        that waits for a decision on it is reached too (:func:`tether.actions.control.stop`)."""
+        return await actions.stop(self.store, run_id, reason, by=by, here=self.stop_here)
 
     def stop_here(self, run_id: str, reason: str, by: str) -> control.ControlReply | None:
         """Stop the run at once if this process drives it (its signal fires); None if it does not."""
@@ -461,21 +424,21 @@ class Harness:
                      by: str = "operator", option: str | None = None, silent: bool = False, args: str | None = None,
                      scope: str | None = None, account: str | None = None,
                      unchecked: bool = False) -> control.ControlReply:
-        """Deliver an approval or a rejection to the process that holds the run waiting for
-        one (``wait_for_decision``). A run nobody holds is decided with :meth:`approve` or
+        """Deliver an approval or a rejection to whoever holds the run waiting for one (its
+        process, ``wait_for_decision``, or a queue worker's workflow:
+        :func:`tether.actions.control.decide`). A run nobody holds is decided with :meth:`approve` or
         :meth:`reject`, in this process. ``args``: an approval's edited arguments (JSON;
         ``unchecked`` as for :meth:`approve`); ``scope``: for an ACP agent's "always" option,
         the scope of the rule Tether keeps."""
         kind = "approve" if verdict in ("approve", "approved") else "reject"
-        return await self.request(run_id, control.ControlRequest(kind, text, call_id=call_id, by=by, option=option,
-                                                                 silent=silent, args=args, scope=scope,
-                                                                 account=await self.account(account),
-                                                                 unchecked=unchecked))
+        return await actions.decide(self.store, run_id, control.ControlRequest(
+            kind, text, call_id=call_id, by=by, option=option, silent=silent, args=args, scope=scope,
+            account=await self.account(account), unchecked=unchecked))
 
     async def request(self, run_id: str, request: control.ControlRequest) -> control.ControlReply:
         """Append ``request`` to the run's control channel and have its process act on it
-        (:func:`tether.store.operate.request`)."""
-        return await operate.request(self.store, run_id, request)
+        (:func:`tether.actions.control.request`)."""
+        return await actions.request(self.store, run_id, request)
 
     def note_dropped(self, run_id: str, spans: int) -> None:
         """Say in a run's trace that telemetry about it was dropped (a collector down or slow):
@@ -494,7 +457,7 @@ class Harness:
         await self._control.start()
         return self._control
 
-    async def _operate(self, run_id: str, operation: Operation) -> Outcome:
+    async def operate(self, run_id: str, operation: Operation) -> Outcome:
         """Hold the run ``run_id`` and do ``operation`` on it: its driver (Tether's loop, or an ACP
         agent's process) takes the turns until it stops; the run is let go however it ends."""
         if not encoding_loaded():
@@ -592,7 +555,7 @@ class Harness:
 
     def _hold(self, state: RunState, emit: Callable[[Any], None], signal: CancelSignal) -> None:
         """The run is driven here now: its events go through ``emit``, views see it live, a
-        Stop in this process reaches ``signal``. :meth:`_operate` lets go of all three."""
+        Stop in this process reaches ``signal``. :meth:`operate` lets go of all three."""
         self._emitters[state.run_id] = emit
         self.live[state.run_id] = state
         self._signals[state.run_id] = signal
@@ -652,8 +615,6 @@ class Harness:
         """The fleet budgets before a model call (tether.approvals.budgets): their levels reached
         go into the run's trace (the notifications send them), a reached one stops the run or
         asks (``asked``: the budget call it waited on before; ``settle``: charge only)."""
-        from tether.approvals import budget_ask
-
         return await budget_ask.check(self.fleet, self.store, state, self._rules, self._emitters.get(state.run_id),
                                       asked, settle=settle)
 
@@ -681,9 +642,9 @@ class Harness:
                        secrets=self.secrets(agent), child_model=child_model, live=self.live)
 
 
-def _nothing(state: RunState) -> list[Any]:
-    """An operation that changes nothing before the run goes on (a decision does, in its own way)."""
-    return []
+def _at(decided_at: float | None) -> dict[str, float]:
+    """A decision's time, when it was made before now (a queue worker's)."""
+    return {} if decided_at is None else {"ts": decided_at}
 
 
 def _goes_on(state: RunState, operation: Operation) -> None:

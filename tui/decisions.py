@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from typing import Any
@@ -23,10 +22,11 @@ from textual.message_pump import MessagePump
 from textual.screen import Screen
 from textual.worker import Worker
 
-from tether.actions import control
+from tether.actions import adopting, control
+from tether.actions.rules import decides_now
 from tether.agents.config import Config
 from tether.agents.sets import known_agents
-from tether.approvals import Call, Checked, DecisionQuery, Rule, run_source
+from tether.approvals import Checked, DecisionQuery, Rule
 from tether.harness import Harness
 from tether.vocab.state import NeedsApproval
 from tether.store.control import ControlReply, ControlRequest
@@ -63,8 +63,8 @@ class DecisionActions(MessagePump):
 
     def _adopt(self, rid: str, request: ControlRequest) -> Worker[Any]:
         """This console takes the run nobody holds, decides, and goes on with it
-        (:func:`tether.actions.control.adopt`)."""
-        return self._launch(rid, lambda sig: control.adopt(self.harness, rid, request, signal=sig, sinks=[self._sink]),
+        (:func:`tether.actions.adopting.adopt`)."""
+        return self._launch(rid, lambda sig: adopting.adopt(self.harness, rid, request, signal=sig, sinks=[self._sink]),
                             deciding=request.call_id or "")
 
     def _here(self, rid: str, request: ControlRequest) -> Worker[Any]:
@@ -202,26 +202,9 @@ class DecisionActions(MessagePump):
         if rule is None:
             return
         st = self.states.get(rid)
-        try:
-            args = json.loads(waiting.args)
-        except ValueError:
-            args = {}
-        agent = (st.agent.name if st.agent is not None else st.model) if st is not None else ""
-        source = run_source(st) if st is not None else "tether"
-        missed = rule.misses(Call(waiting.tool_name, args if isinstance(args, dict) else {}, agent, source, rid))  # type: ignore[arg-type]
-        if missed is not None:
-            self.notify(f"rule {rule.id} does not fit this call ({missed}): it still waits for a decision",
-                        title=f"{one_line(rid, 60)}", severity="warning", markup=False, timeout=15)
-            return
-        if rule.effect == "ask":  # an ask decides nothing: it holds the calls it fits for people
-            self.notify(f"rule {rule.id} asks for people ({rule.describe()}): it decides nothing by itself, so "
-                        "this call still waits for a decision",
-                        title=f"{one_line(rid, 60)}", severity="warning", markup=False, timeout=15)
-            return
-        if rule.effect == "allow" and waiting.needed > 1:  # a rule is not a person
-            self.notify(f"rule {rule.id} is saved, but a rule does not count as a person: this call needs "
-                        f"{waiting.needed} people, so it still waits for them",
-                        title=f"{one_line(rid, 60)}", severity="warning", markup=False, timeout=15)
+        refused = None if st is None else decides_now(rule, st, waiting)
+        if refused is not None:
+            self.notify(refused, title=f"{one_line(rid, 60)}", severity="warning", markup=False, timeout=15)
             return
         if not self.can_decide(rid):
             return

@@ -7,11 +7,13 @@ workers call these and nothing below them (an import contract in pyproject.toml 
 to it). Each action finds the run's route once: a queue worker's workflow that waits for it
 (PostgreSQL), the process that holds the run (through the store's control channel,
 :mod:`tether.store.operate`), or, when nobody holds it, this process, which adopts the run
-and goes on with it (:func:`tether.actions.control.adopt`). The rules, the decision
+and goes on with it (:mod:`tether.actions.adopting`, which finds that run's route: a
+spent budget's ask, a merge, a paused program's run, or its own driver). The rules, the decision
 deadline and the two-person check are then applied where the run is held
 (:mod:`tether.run.controls`), the same whichever front asked.
 
-- :mod:`tether.actions.control`: Stop, decide, follow up, and adopting a run nobody holds.
+- :mod:`tether.actions.control`: Stop, decide and follow up, whoever holds the run.
+- :mod:`tether.actions.adopting`: a decision on a run nobody holds, made here.
 - :mod:`tether.actions.rules`: a new rule deciding the calls already waiting.
 - :mod:`tether.actions.deadlines`: the passed deadlines of runs no process holds.
 - :mod:`tether.actions.takeback`: rewind and fork.

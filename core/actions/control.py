@@ -8,7 +8,7 @@ Each finds the run's route once, in this order:
 2. the process that holds the run, through the store's control channel
    (:func:`tether.store.operate.request`), which refuses in words what no process could act on;
 3. nobody: a decision is made here, this process adopting the run and going on with it
-   (:func:`adopt`); a Stop is refused in words (nothing runs).
+   (:func:`tether.actions.adopting.adopt`); a Stop is refused in words (nothing runs).
 
 The process that holds the run (or adopts it) applies the rules, the decision deadline and
 the two-person check as it takes the decision (:func:`tether.run.controls.take_decision`),
@@ -72,7 +72,7 @@ async def answered(store: Store, run_id: str, what: ControlRequest, owner: Owner
 async def deliver(store: Store, run_id: str, request: ControlRequest) -> ControlReply | None:
     """Hand a decision to whoever holds the run waiting for it: a queue worker's workflow
     (PostgreSQL), else the process that holds the run. None when nobody holds it: then the
-    decision is the caller's to make on the run itself (:func:`adopt`)."""
+    decision is the caller's to make on the run itself (:func:`tether.actions.adopting.adopt`)."""
     if store.workers:
         queued = await _worker_decide(store, run_id, request)
         if queued is not None:
@@ -83,19 +83,12 @@ async def deliver(store: Store, run_id: str, request: ControlRequest) -> Control
     return None
 
 
-async def adopt(harness: Any, run_id: str, request: ControlRequest, *, signal: Any = None,
-                sinks: Sequence[Any] = (), wait_for_decision: float | None = None,
-                decided_at: float | None = None) -> Any:
-    """Nobody holds the run: this process takes it, makes the decision ``request`` carries
-    (refused in words if another process took it first, or after the call's deadline), and
-    goes on with it (:meth:`tether.harness.Harness.approve`, ``reject``); the outcome.
-    ``decided_at``: when the decision was made, if before now (a queue worker's)."""
-    common = dict(call_id=request.call_id, by=request.by, rule=request.rule, signal=signal, sinks=sinks,
-                  wait_for_decision=wait_for_decision, account=request.account, decided_at=decided_at)
-    if request.kind == "approve":
-        edit = {"args": request.args, "unchecked": request.unchecked} if request.args is not None else {}
-        return await harness.approve(run_id, request.text, **common, **edit)
-    return await harness.reject(run_id, request.text, **common)
+async def decide(store: Store, run_id: str, request: ControlRequest) -> ControlReply:
+    """Hand a decision to whoever holds the run waiting for it (:func:`deliver`); refused in
+    words, changing nothing, when nobody does (the caller may then adopt the run:
+    :func:`tether.actions.adopting.adopt`)."""
+    delivered = await deliver(store, run_id, request)
+    return delivered if delivered is not None else await operate.request(store, run_id, request)
 
 
 async def _worker_decide(store: Store, run_id: str, request: ControlRequest) -> ControlReply | None:

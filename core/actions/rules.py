@@ -50,6 +50,32 @@ def call_of(state: RunState, waiting: NeedsApproval) -> Call:
                 state.run_id)
 
 
+def held_back(rule: Rule, waiting: NeedsApproval, now: float) -> str | None:
+    """Why ``rule`` (an allow or a deny), which fits ``waiting``, still does not decide it, in
+    words; None when it does: a rule made after the call's deadline is as late as a person
+    (the deadline decides), and an allow does not stand in for the people a two-person call
+    needs."""
+    if too_late(waiting, now):
+        return f"its decision deadline has passed: the deadline decides it ({waiting.on_deadline}), not a rule"
+    if rule.effect == "allow" and waiting.needed > 1:
+        return f"a rule does not count as a person: the call needs {waiting.needed} people, so it waits for them"
+    return None
+
+
+def decides_now(rule: Rule, state: RunState, waiting: NeedsApproval, now: float | None = None) -> str | None:
+    """Why ``rule``, made from the call ``waiting`` in ``state`` (the console's rule made from
+    a call), does not decide that call now, in words; None when its decision goes the way a
+    person's does."""
+    missed = rule.misses(call_of(state, waiting))
+    if missed is not None:
+        return f"rule {rule.id} does not fit this call ({missed}): it still waits for a decision"
+    if rule.effect == "ask":  # an ask decides nothing: it holds the calls it fits for people
+        return (f"rule {rule.id} asks for people ({rule.describe()}): it decides nothing by itself, so this call "
+                "still waits for a decision")
+    held = held_back(rule, waiting, time.time() if now is None else now)
+    return None if held is None else f"rule {rule.id} is saved, but {held}; this call still waits for a decision"
+
+
 async def apply_to_waiting(store: Store, rule: Rule) -> list[Applied]:
     """Deliver ``rule``'s decision to every call on the store that waits for one and that
     the store's rules, ``rule`` among them, now leave to ``rule`` (an allow or a deny): to
@@ -75,14 +101,10 @@ async def apply_to_waiting(store: Store, rule: Rule) -> list[Applied]:
         if verdict is None or verdict.rule.id != rule.id:
             continue
         what = f"{waiting.tool_name} ({waiting.call_id}) in {state.run_id}"
-        if too_late(waiting, time.time()):  # a rule made after the deadline is as late as a person
+        held = held_back(rule, waiting, time.time())
+        if held is not None:
             out.append(Applied(state.run_id, waiting.call_id, waiting.tool_name, False,
-                               f"{rule.id} fits {what}, but its decision deadline has passed: the deadline "
-                               f"decides it ({waiting.on_deadline}), not a rule"))
-            continue
-        if rule.effect == "allow" and waiting.needed > 1:
-            out.append(Applied(state.run_id, waiting.call_id, waiting.tool_name, False,
-                               f"{rule.id} fits {what}, which needs {waiting.needed} people: left for them"))
+                               f"{rule.id} fits {what}, but {held}"))
             continue
         kind = "approve" if rule.effect == "allow" else "reject"
         request = ControlRequest(kind, rule.note(), call_id=waiting.call_id, by=f"rule {rule.id}", rule=rule.id)

@@ -32,6 +32,12 @@ Checkpoint = Callable[[RunState, str, str], Awaitable[Event | None]]
 or None when nothing changed (:func:`tether.workspaces.checkpoints.after_change_hook`)."""
 
 
+def unchanged(state: RunState) -> list[Any]:
+    """What an operation that changes nothing before the run goes on prepares (a decision
+    changes it in its own way)."""
+    return []
+
+
 @dataclass
 class Operation:
     """One operation on a run (a start, a resume, a decision, a follow-up), as the harness hands
@@ -43,13 +49,27 @@ class Operation:
     ``decision`` one to apply first; ``follow_up`` whether the operator's next words were added (an
     ended run goes on from them); ``acp_session`` an ACP agent's process started for it already."""
 
-    prepare: Callable[[RunState], list[Any]]
+    prepare: Callable[[RunState], list[Any]] = unchanged
     signal: CancelSignal | None = None
     sinks: Sequence[EventSink] = ()
     wait_for_decision: float | None = None
     decision: ControlRequest | None = None
     follow_up: bool = False
     acp_session: Any = None
+
+
+@dataclass
+class Outcome:
+    """What one operation on a run did in this process: the run as it stopped, the tool calls
+    it ran, and how long it took."""
+
+    state: RunState
+    tool_runs: list[dict[str, Any]] = field(default_factory=list)
+    ms: float = 0.0
+
+    @property
+    def status(self) -> Status:
+        return self.state.status
 
 
 @dataclass

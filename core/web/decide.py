@@ -2,7 +2,7 @@
 
 A decision is first handed to whoever holds the run waiting for it (a queue worker's
 workflow, or the process that runs it: :func:`tether.actions.control.deliver`). When
-nobody holds it, this server goes on with the run itself (:func:`tether.actions.control.adopt`),
+nobody holds it, this server goes on with the run itself (:func:`tether.actions.adopting.adopt`),
 as ``tether approve`` does in its own process, and as the console does: the run's lock
 decides who wins, and the loser is told in words.
 
@@ -19,7 +19,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from tether.actions import control
+from tether.actions import adopting, control
 from tether.vocab.cancel import CancelSignal
 from tether.approvals.decisions import already_decided
 from tether.store.control import ControlReply, ControlRequest
@@ -112,7 +112,7 @@ class Decider:
                 recorded.set_result(event)
 
         signal = CancelSignal()
-        task = asyncio.create_task(control.adopt(self.harness, run_id, request, signal=signal, sinks=[sink]),
+        task = asyncio.create_task(adopting.adopt(self.harness, run_id, request, signal=signal, sinks=[sink]),
                                    name=f"tether serve: run {run_id}")
         self._runs[run_id] = (task, signal)
         task.add_done_callback(lambda t: self._ended(run_id, t))

@@ -13,7 +13,7 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
-from tether.actions import control
+from tether.actions import adopting
 from tether.integrations import on_workers as programs
 from tether.store.control import ControlRequest
 from tether.vocab.events import WorkerNote
@@ -83,7 +83,7 @@ def _operation(harness: Harness, state: RunState, decision: dict[str, Any] | Non
             and state.interruption.call_id == decision.get("call_id") \
             and state.interruption.call_id not in state.approvals:
         request = ControlRequest.from_dict(decision)  # as the decider sent it (tether.workers.decide)
-        return lambda: control.adopt(harness, run_id, request, decided_at=decision.get("ts"))
+        return lambda: adopting.adopt(harness, run_id, request)  # decided at its ts, before now
     return None
 
 async def _unbuildable(worker: Host, state: RunState, why: str) -> dict[str, Any]:

@@ -77,7 +77,7 @@ def test_no_function_of_the_driver_takes_more_than_seven_parameters() -> None:
 
 @pytest.mark.parametrize("module, function", [
     ("acp/drive.py", "drive_acp"),
-    ("harness.py", "Harness._operate"),
+    ("harness.py", "Harness.operate"),
     ("run/loop.py", "RunLoop.__init__"),
     ("run/tracked.py", "TrackedRun.__init__"),
     ("acp/run.py", "AcpRun.__init__"),

@@ -27,7 +27,7 @@ async def reject(args: argparse.Namespace) -> int:
 async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
     """Decide the run's waiting call: delivered to whoever holds the run waiting for a
     decision (a queue worker's workflow, or a process), if anyone does; otherwise made here,
-    and the run goes on in this process (:mod:`tether.actions.control`). Only then is the
+    and the run goes on in this process (:mod:`tether.actions.adopting`). Only then is the
     harness built (and the run's agent with it): a decision that a process takes needs neither."""
     edited = _edited_args(getattr(args, "args", None))
     unchecked = bool(getattr(args, "unchecked", False))
@@ -55,11 +55,12 @@ async def _decide(args: argparse.Namespace, verdict: str, text: str) -> int:
                          f"{args.run_id} now")
     # lazy: the harness (and the run's agent), only when no process takes the decision
     # (tests/processes/test_cold_start.py::test_a_decision_for_a_process_that_waits_for_it_loads_no_harness)
+    from tether.actions import adopting
     from tether.tui.cli import running
 
     async with running.harness_for(args) as harness:
-        outcome = await control.adopt(harness, args.run_id, request, signal=await running.stop_signal(args),
-                                      wait_for_decision=running.waiting(args))
+        outcome = await adopting.adopt(harness, args.run_id, request, signal=await running.stop_signal(args),
+                                       wait_for_decision=running.waiting(args))
     return running.emit_outcome(args, outcome)
 
 
