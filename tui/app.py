@@ -16,11 +16,11 @@ store's control channel, and when it runs a run itself it is one more owner. Its
   applies to the selected run (the keys greyed out, the command palette). The store is
   followed by a collaborator the app makes and hands what it needs,
   :class:`~tether.tui.following.StoreFollowing` (the events in; it makes the pump and the
-  store client); so are :class:`~tether.tui.workspace_actions.WorkspaceActions` (merge,
+  store client); so are :class:`~tether.tui.views.ConsoleViews` (the widgets brought up to
+  date, the selection), :class:`~tether.tui.workspace_actions.WorkspaceActions` (merge,
   discard) and :class:`~tether.tui.timeline.CheckpointTimeline` (the Changes pane's
-  checkpoints), which the app's keys call; the rest of the app is still mixed in, one
-  concern a module: :mod:`tether.tui.views` (the widgets brought up to date, the selection),
-  :mod:`tether.tui.run_actions` (start, stop, resume, follow up, quit) and
+  checkpoints), which the app's keys and handlers call; the rest of the app is still mixed
+  in, one concern a module: :mod:`tether.tui.run_actions` (start, stop, resume, follow up, quit) and
   :mod:`tether.tui.decisions` (approve, reject, edit, rules, the record of decisions);
 * the screens (:mod:`tether.tui.screens`: the main screen, the dialogs) and the widgets
   (:mod:`tether.tui.widgets`), over the Textual-free state (:mod:`tether.tui.state`).
@@ -51,6 +51,7 @@ from textual import on
 from textual.app import App, SystemCommand
 from textual.binding import Binding
 from textual.screen import Screen
+from textual.widgets import OptionList
 from textual.worker import Worker
 
 from tether.agents.config import Config
@@ -72,7 +73,7 @@ from tether.tui.screens.rules import RulesScreen
 from tether.tui.state.options import ConsoleOptions
 from tether.tui.state.pump import EventPump
 from tether.tui.run_actions import RunActions
-from tether.tui.screens.console import ConsoleScreen
+from tether.tui.screens.console import ConsoleScreen, Flush
 from tether.tui.state.store_client import StoreClient
 from tether.tui.state.text import one_line
 from tether.tui.timeline import TIMELINE_ACTIONS, CheckpointTimeline
@@ -83,7 +84,7 @@ YOUNG_GC_THRESHOLD = 10_000  # allocations between young collections while the c
 OWNER_CHECK_S = 1.0  # how often the locks of runs other processes hold are asked whether they live
 
 
-class TetherApp(DecisionActions, RunActions, ConsoleViews, App[int]):
+class TetherApp(DecisionActions, RunActions, App[int]):
     """The console. Its parts are mixed in before ``App`` so that their handlers and actions
     are the app's own, and Textual's CSS and bindings see one app class, as before."""
 
@@ -127,18 +128,14 @@ class TetherApp(DecisionActions, RunActions, ConsoleViews, App[int]):
         self.pump: EventPump = self.following.pump
         self.client: StoreClient = self.following.client
         self.workspace = WorkspaceActions(self, self.harness.store, self.model, self.pump, self.operator)
+        self.views = ConsoleViews(self, self.model, self.pump, self.client, options)
         self.timeline = CheckpointTimeline(self, self.harness.store, self.harness.workspaces_dir, self.model,
                                            self.pump, self.operator, took=self.workspace.took,
                                            outcome=self.workspace.outcome)
         self._watch_task: asyncio.Task[None] | None = None
         self._quitting = False
-        self._bindings_dirty = True
-        self._applies: tuple[Any, ...] = (None, None, None, None)
         self._console_up = False
         self._console_screen: ConsoleScreen
-        self._transcript_view: TranscriptView
-        self._trace_view: TraceView
-        self.alerts: list[str] = []  # what the operator was alerted to (bell and notification), in words
         self._gc_thresholds: tuple[int, ...] = ()
 
     # ---- the model's state, as the views and the tests read it ---------------------------
@@ -184,19 +181,24 @@ class TetherApp(DecisionActions, RunActions, ConsoleViews, App[int]):
     def events_seen(self) -> int:
         return self.pump.events_seen
 
+    @property
+    def alerts(self) -> list[str]:
+        """What the operator was alerted to (bell and notification), in words."""
+        return self.views.alerts
+
     # ---- what following the store asks of the console (tether.tui.following.ConsoleHost) ----
     @property
     def rules_shown(self) -> bool:
         return isinstance(self.screen, RulesScreen)
 
     def keys_changed(self) -> None:
-        self._bindings_dirty = True
+        self.views.keys_dirty = True
 
     def refresh_selected(self) -> None:
-        self._refresh_detail()
+        self.views.refresh_detail()
 
     def refresh_subtitle(self) -> None:
-        self._refresh_subtitle()
+        self.views.refresh_subtitle()
 
     async def reload_rules(self) -> None:
         await self._reload_rules()
@@ -227,9 +229,7 @@ class TetherApp(DecisionActions, RunActions, ConsoleViews, App[int]):
     def console_ready(self) -> None:
         """The console screen is composed: list the runs on the store, follow it, start the --start runs."""
         self._console_up = True
-        screen = self.console_screen
-        self._transcript_view = screen.query_one(TranscriptView)
-        self._trace_view = screen.query_one(TraceView)
+        self.views.attach(self.console_screen)
         if not self.client.blocking:
             self.following.reload_runs()
         if self.options.watch or self.client.blocking:
@@ -252,7 +252,7 @@ class TetherApp(DecisionActions, RunActions, ConsoleViews, App[int]):
         elif self.states and self.selected is None:
             self.select(self.model.ordered_ids()[-1])
         if self.selected is None:
-            self._refresh_detail()
+            self.views.refresh_detail()
         self.show_events()
         self.query_one("#runs", RunsList).focus()
         # What exists now (modules, widgets, the rank file) lives as long as the console:
@@ -285,6 +285,61 @@ class TetherApp(DecisionActions, RunActions, ConsoleViews, App[int]):
         gc.unfreeze()
         if self._gc_thresholds:
             gc.set_threshold(*self._gc_thresholds)
+
+    # ---- the views (tether.tui.views): attributes down, the widgets' messages up ------------
+    def on_flush(self, message: Flush) -> None:
+        self.views.flush()
+
+    def show_events(self) -> None:
+        """Bring the views up to date with every event collected so far, now."""
+        self.views.show_events()
+
+    def select(self, rid: str | None) -> None:
+        self.views.select(rid)
+
+    def follow_changes(self) -> None:
+        self.views.follow_changes()
+
+    @property
+    def transcript_view(self) -> TranscriptView:
+        """The transcript view (of the selected run)."""
+        return self.views.transcript_view
+
+    @property
+    def trace_view(self) -> TraceView:
+        """The trace view (of the selected run)."""
+        return self.views.trace_view
+
+    @property
+    def changes_pane(self) -> ChangesPane:
+        return self.views.changes_pane
+
+    @property
+    def changes_shown(self) -> bool:
+        return self.views.changes_shown
+
+    def action_changes(self) -> None:
+        self.views.toggle_changes()
+
+    @on(ChangesPane.Read)
+    def _changes_read(self, event: ChangesPane.Read) -> None:
+        self.views.changes_read(event)
+
+    @on(RunsList.Highlighted, "#runs")
+    def _run_highlighted(self, event: RunsList.Highlighted) -> None:
+        self.views.run_highlighted(event)
+
+    @on(OptionList.OptionHighlighted, "#approvals")
+    def _approval_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        self.views.approval_highlighted()
+
+    @on(OptionList.OptionSelected, "#approvals")
+    def _approval_chosen(self, event: OptionList.OptionSelected) -> None:
+        if self.views.approval_chosen():
+            self.action_approve()
+
+    def on_descendant_focus(self, event: Any) -> None:
+        self.views.focused(getattr(event, "widget", None))
 
     # ---- trace buffers ---------------------------------------------------------------
     def trace_lines(self, rid: str) -> list[str]:

@@ -126,7 +126,7 @@ class RunActions(MessagePump):
         if signal is None or root not in self.active:
             return False
         signal.cancel(reason, self.operator, stop=True)
-        self._bindings_dirty = True
+        self.keys_changed()
         return True
 
     def request_stop(self, rid: str, reason: str = STOP_REASON) -> Worker[Any]:
@@ -134,7 +134,7 @@ class RunActions(MessagePump):
         reply's words are shown."""
         root = self.root_of(rid)
         self.model.stopping.add(root)
-        self._bindings_dirty = True
+        self.keys_changed()
         self._mark(root)
         return self.run_worker(self._control(root, lambda: control.stop(self.harness.store, root, reason,
                                                                         by=self.operator, here=self.harness.stop_here),
@@ -155,7 +155,7 @@ class RunActions(MessagePump):
             reply = ControlReply(False, f"{type(exc).__name__}: {exc}")
         finally:
             self.model.stopping.discard(rid)
-            self._bindings_dirty = True
+            self.keys_changed()
             self._mark(rid, structure=True)
         if reply is None:
             return None
@@ -172,7 +172,7 @@ class RunActions(MessagePump):
         worker = self.run_worker(self._drive(rid, op, signal, shown, deciding), name=f"run {rid}", group="runs",
                                  exit_on_error=False, description=f"runs {rid}")
         self.active[rid] = worker
-        self._bindings_dirty = True
+        self.keys_changed()
         self._mark(rid, structure=True)
         return worker
 
@@ -211,7 +211,7 @@ class RunActions(MessagePump):
             self.client.released(rid)
             with contextlib.suppress(Exception):
                 self.model.set_owner(rid, await call(self.harness.store, self.harness.store.owner, rid))
-            self._bindings_dirty = True
+            self.keys_changed()
             self._mark(rid, structure=True)
 
     async def _decided_elsewhere(self, rid: str, call_id: str) -> str | None:

@@ -1,7 +1,9 @@
 """The views: from the model to the widgets, and the selection.
 
-A part of :class:`~tether.tui.app.TetherApp` (mixed into it, so the Textual hooks and
-``@on`` handlers here are the app's). Attributes down: the model and the pump's trace
+A collaborator of :class:`~tether.tui.app.TetherApp`, made by it with the model, the pump,
+the store client and the options, and the app as the :class:`ViewsHost` it asks for the
+screen, timers and notifications; the app's handlers of the widgets' messages call it.
+Attributes down: the model and the pump's trace
 buffers are read, and each widget is handed what it shows, only what changed, on the
 :class:`~tether.tui.screens.console.Flush` the pump posts (at most every ``FLUSH_INTERVAL_S``, at once
 for a start, a stop or an approval). Messages up: the runs list and the approvals pane say
@@ -12,14 +14,16 @@ for approval, a budget crossed) are said here, once each, as the model finds the
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+from urllib.parse import urlsplit
 
 from rich.text import Text
-from textual import on
 from textual.css.query import NoMatches
-from textual.message_pump import MessagePump
-from textual.widgets import OptionList, Static
+from textual.message import Message
+from textual.timer import Timer
+from textual.widget import Widget
+from textual.widgets import Static
 
 from tether.acp.config import config_words
 from tether.approvals import run_source
@@ -37,7 +41,7 @@ from tether.tui.widgets.transcript import TranscriptView, plan_text
 from tether.tui.state.model import ConsoleModel, agent_label, count, is_acp
 from tether.tui.state.options import ConsoleOptions
 from tether.tui.state.pump import EventPump
-from tether.tui.screens.console import Flush, Shown
+from tether.tui.screens.console import ConsoleScreen, Shown
 from tether.tui.state.store_client import StoreClient
 from tether.tui.state.text import badge, clean, money, one_line
 
@@ -45,8 +49,6 @@ from tether.tui.state.text import badge, clean, money, one_line
 def store_label(where: str) -> str:
     """A store's URL as the header shows it, short: ``user@host:port/db``, from the URL
     without its password (``tether.store.postgres.connection.redact``), and without its query."""
-    from urllib.parse import urlsplit
-
     try:
         parts = urlsplit(where)
         if not parts.scheme.startswith("postgres"):
@@ -58,19 +60,56 @@ def store_label(where: str) -> str:
         return "the database"
 
 
-class ConsoleViews(MessagePump):
-    """The views' half of the app. A :class:`MessagePump` only so that Textual collects its
-    ``@on`` handlers; it is mixed into :class:`~tether.tui.app.TetherApp`, never made alone."""
+class ViewsHost(Protocol):
+    """What the views ask of the console (the app is one)."""
 
-    options: ConsoleOptions
-    model: ConsoleModel
-    pump: EventPump
-    client: StoreClient
+    @property
+    def console_up(self) -> bool: ...  # the console screen is composed
 
-    def on_flush(self, message: Flush) -> None:
+    @property
+    def console_screen(self) -> ConsoleScreen: ...
+
+    def set_timer(self, delay: float, callback: Callable[[], Any]) -> Timer: ...
+
+    def call_after_refresh(self, callback: Callable[..., Any], *args: Any) -> bool: ...
+
+    def post_message(self, message: Message) -> bool: ...
+
+    def bell(self) -> None: ...
+
+    def notify(self, message: str, **how: Any) -> None: ...  # App.notify: title, severity, markup, timeout
+
+
+class ConsoleViews:
+    """The views, for one console."""
+
+    def __init__(self, host: ViewsHost, model: ConsoleModel, pump: EventPump, client: StoreClient,
+                 options: ConsoleOptions) -> None:
+        self.host = host
+        self.model = model
+        self.pump = pump
+        self.client = client
+        self.options = options
+        self.keys_dirty = True  # what applies to the selected run may have changed: the keys are looked at again
+        self._applies: tuple[Any, ...] = (None, None, None, None)
+        self.alerts: list[str] = []  # what the operator was alerted to (bell and notification), in words
+        self._transcript_view: TranscriptView
+        self._trace_view: TraceView
+
+    def attach(self, screen: ConsoleScreen) -> None:
+        """The console screen is composed: its transcript and trace views, kept."""
+        self._transcript_view = screen.query_one(TranscriptView)
+        self._trace_view = screen.query_one(TraceView)
+
+    @property
+    def console_screen(self) -> ConsoleScreen:
+        return self.host.console_screen
+
+    def flush(self) -> None:
+        """The pump asked for a refresh: now, or when the flush interval is up."""
         wait = self.pump.wait_s()
         if wait > 0:
-            self.set_timer(wait, self.show_events)
+            self.host.set_timer(wait, self.show_events)
         else:
             self.show_events()
 
@@ -85,12 +124,12 @@ class ConsoleViews(MessagePump):
     def _flush_views(self) -> None:
         if self.pump.urgent:  # a run started or stopped, or waits for the operator: show it now
             self._paint_now()
-        if not self._console_up:
+        if not self.host.console_up:
             self.pump.flush_pending = False
             return
         drained = self.pump.drain()
         for rid in drained.stopped:
-            self.call_after_refresh(self._shown, "stopped", rid)
+            self.host.call_after_refresh(self._shown, "stopped", rid)
         screen = self.console_screen
         self._refresh_runs_list(drained.dirty, structure=drained.structure)
         if drained.approvals:
@@ -98,13 +137,13 @@ class ConsoleViews(MessagePump):
             self._alert_approvals()
         if drained.dirty:
             self._alert_budgets(drained.dirty)
-        sel = self.selected
+        sel = self.model.selected
         if sel is not None and (sel in drained.dirty or sel in drained.traced):
-            self._refresh_detail()
-        if drained.status_changed or drained.structure or self._bindings_dirty:
-            self._bindings_dirty = False
+            self.refresh_detail()
+        if drained.status_changed or drained.structure or self.keys_dirty:
+            self.keys_dirty = False
             self._refresh_bindings_if_changed()
-            self._refresh_subtitle()
+            self.refresh_subtitle()
 
     # ---- alerts ------------------------------------------------------------------------------
     def _alert_approvals(self) -> None:
@@ -112,11 +151,11 @@ class ConsoleViews(MessagePump):
         fresh = self.model.new_approvals()
         if not fresh:
             return
-        self.bell()
+        self.host.bell()
         for p in fresh:
             words = f"{one_line(p.tool, 40)} {one_line(p.args, 160)}"
             self.alerts.append(f"approval: {p.run_id}: {words}")
-            self.notify(words, title=f"{one_line(p.run_id, 60)} waits for approval", severity="warning",
+            self.host.notify(words, title=f"{one_line(p.run_id, 60)} waits for approval", severity="warning",
                         markup=False, timeout=15)
 
     def _alert_budgets(self, dirty: Iterable[str]) -> None:
@@ -124,7 +163,7 @@ class ConsoleViews(MessagePump):
             words = (f"spent {money(st.cost_usd)} of its {money(st.limits.budget_usd)} budget "
                      f"({level:.0%})")
             self.alerts.append(f"budget {level:.0%}: {rid}")
-            self.notify(words, title=f"{one_line(rid, 60)}: budget {level:.0%}",
+            self.host.notify(words, title=f"{one_line(rid, 60)}: budget {level:.0%}",
                         severity="error" if level >= 1 else "warning", markup=False, timeout=10)
 
     def _refresh_runs_list(self, dirty: set[str] | None = None, *, structure: bool = False) -> None:
@@ -132,7 +171,7 @@ class ConsoleViews(MessagePump):
         runs = self.console_screen.query_one("#runs", RunsList)
         if structure:
             order = model.ordered_ids()
-            runs.set_rows([model.row(r) for r in order], self.selected)
+            runs.set_rows([model.row(r) for r in order], model.selected)
         else:
             targets = set(runs.order) if dirty is None else {r for d in dirty for r in (d, model.root_of(d))}
             for rid in targets:
@@ -241,20 +280,21 @@ class ConsoleViews(MessagePump):
         """The trace view (of the selected run)."""
         return self._trace_view
 
-    def _refresh_detail(self) -> None:
+    def refresh_detail(self) -> None:
+        """The selected run's header and panes, now."""
         screen = self.console_screen
-        rid = self.selected
+        rid = self.model.selected
         header = screen.query_one("#run-header", Static)
         transcript, trace = self.transcript_view, self.trace_view
         cost = screen.query_one("#cost", CostMeter)
-        if rid is None or rid not in self.states:
+        if rid is None or rid not in self.model.states:
             self._update_static(header, Text("No run selected. Press n to start one.", style="dim"))
             transcript.show(None)
             trace.show(None, ())
             cost.show(None)
             self.follow_changes()
             return
-        st = self.states[rid]
+        st = self.model.states[rid]
         buffer = self.pump.buffer(rid)  # first: a run's history may hold its agent's notes
         notes = self.model.agent_notes.get(rid)
         self._update_static(header, self._header_text(rid))
@@ -267,36 +307,35 @@ class ConsoleViews(MessagePump):
     def follow_changes(self) -> None:
         """Hand the selected run to every pane of the run (:class:`~tether.tui.widgets.run_pane.RunPane`,
         the Changes pane among them): each follows it if it is shown and not following it yet."""
-        if not self._console_up:  # type: ignore[attr-defined]
+        if not self.host.console_up:
             return
         rid = self.model.selected
         st = self.model.states.get(rid) if rid is not None else None
-        for pane in self.console_screen.query(RunPane):  # type: ignore[attr-defined]
+        for pane in self.console_screen.query(RunPane):
             pane.show_run(rid, st)
 
     @property
     def changes_pane(self) -> ChangesPane:
-        return self.console_screen.query_one("#changes", ChangesPane)  # type: ignore[attr-defined]
+        return self.console_screen.query_one("#changes", ChangesPane)
 
     @property
     def changes_shown(self) -> bool:
         return bool(self.changes_pane.display)
 
-    def action_changes(self) -> None:
+    def toggle_changes(self) -> None:
         """Show the selected run's changes in place of its trace, or the trace again."""
         shown = self.changes_pane.toggle()
-        self.console_screen.query_one("#traces").display = not shown  # type: ignore[attr-defined]
+        self.console_screen.query_one("#traces").display = not shown
         if shown:
             self.follow_changes()
 
-    @on(ChangesPane.Read)
-    def _changes_read(self, event: ChangesPane.Read) -> None:
+    def changes_read(self, event: ChangesPane.Read) -> None:
         """The runs list shows what the pane read, not only what the last operation kept."""
         ws = event.workspace
         if ws.changes is None or any(ws.changes.get(k) != v for k, v in event.counts.items()):
             ws.changes = {**event.counts, "at": time.time()}
             self.pump.mark(event.run_id)
-        self.post_message(Shown("changes", event.run_id))
+        self.host.post_message(Shown("changes", event.run_id))
 
     @staticmethod
     def _update_static(widget: Static, text: Text) -> None:
@@ -305,7 +344,7 @@ class ConsoleViews(MessagePump):
             widget._tether_last = text  # type: ignore[attr-defined]
             widget.update(text, layout=False)  # fixed height: a layout pass would be wasted
 
-    def _refresh_subtitle(self) -> None:
+    def refresh_subtitle(self) -> None:
         runs, running = self.model.counts()
         waiting = len(self.console_screen.query_one("#approvals", ApprovalsPane).items)
         queue = self.model.queue
@@ -320,9 +359,9 @@ class ConsoleViews(MessagePump):
 
     # ---- selection ------------------------------------------------------------------------
     def select(self, rid: str | None) -> None:
-        if rid is None or rid not in self.states:
+        if rid is None or rid not in self.model.states:
             return
-        changed = rid != self.selected
+        changed = rid != self.model.selected
         self.model.selected = rid
         if self.model.needs_load(rid):  # a run listed from its summary: its transcript now
             self.client.load(rid)
@@ -332,45 +371,46 @@ class ConsoleViews(MessagePump):
             self._refresh_runs_list(structure=True)
         runs.select(rid)
         if changed:
-            self._refresh_detail()
+            self.refresh_detail()
             self._refresh_bindings_if_changed()
-            self.call_after_refresh(self._shown, "selected", rid)
+            self.host.call_after_refresh(self._shown, "selected", rid)
 
     def _refresh_bindings_if_changed(self) -> None:
-        rid = self.selected
+        rid = self.model.selected
         applies = (rid, *self.model.applies(rid))
         if applies[1:] != self._applies[1:]:
             self.console_screen.refresh_bindings()
         self._applies = applies
 
     def _shown(self, what: str, rid: str) -> None:
-        self.post_message(Shown(what, rid))
+        self.host.post_message(Shown(what, rid))
 
-    @on(RunsList.Highlighted, "#runs")
-    def _run_highlighted(self, event: RunsList.Highlighted) -> None:
+    def run_highlighted(self, event: RunsList.Highlighted) -> None:
+        """The runs list moved: the selection follows, painted at once."""
         self.select(event.run_id)
         event.runs_list.show_cursor()  # in the same frame as the run it moved to
         self._paint_now()
 
     def _paint_now(self) -> None:
         """Paint the change being made as soon as it reaches the screen (see ConsoleScreen)."""
-        if self._console_up:
+        if self.host.console_up:
             self.console_screen.paint_when_settled = True
 
-    @on(OptionList.OptionHighlighted, "#approvals")
-    def _approval_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+    def approval_highlighted(self) -> None:
+        """A call moved to in the approvals pane, while it has the focus: its run is selected."""
         pane = self.console_screen.query_one("#approvals", ApprovalsPane)
         if pane.has_focus and pane.current is not None:
             self.select(pane.current.run_id)
 
-    @on(OptionList.OptionSelected, "#approvals")
-    def _approval_chosen(self, event: OptionList.OptionSelected) -> None:
+    def approval_chosen(self) -> bool:
+        """A call chosen in the approvals pane: its run is selected; True when there was one."""
         pane = self.console_screen.query_one("#approvals", ApprovalsPane)
-        if pane.current is not None:
-            self.select(pane.current.run_id)
-            self.action_approve()
+        if pane.current is None:
+            return False
+        self.select(pane.current.run_id)
+        return True
 
-    def on_descendant_focus(self, event: Any) -> None:
-        widget = getattr(event, "widget", None)
+    def focused(self, widget: Widget | None) -> None:
+        """The focus moved to ``widget``: the approvals pane selects the run of its call."""
         if isinstance(widget, ApprovalsPane) and widget.current is not None:
             self.select(widget.current.run_id)
