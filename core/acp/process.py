@@ -76,7 +76,8 @@ def resolve_command(command: Sequence[str], env: Mapping[str, str]) -> list[str]
 def agent_environment(env: Mapping[str, str] | None) -> dict[str, str]:
     """The ``acp`` package's trimmed environment (HOME, PATH, …) plus what the caller passes:
     an agent does not see Tether's secrets unless its agent file names them."""
-    from acp.transports import default_environment  # here: importing acp loads its whole schema
+    # lazy: importing acp loads its whole schema, and tether agents resolves commands with its answers kept (test_cold_start)
+    from acp.transports import default_environment
 
     merged = default_environment()
     merged.update(env or {})

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import difflib
 import json
 import logging
 import os
@@ -975,8 +976,6 @@ def _option_for(request: PermissionRequest, approved: bool, chosen: str | None) 
 def _diff_text(request: PermissionRequest, workspace: Path | None) -> str:
     """The change a permission request proposes, as a unified diff per file, its paths
     relative to the workspace where they are inside it (``b/out.txt``, as git shows them)."""
-    import difflib
-
     def shown(path: str) -> str:
         with contextlib.suppress(ValueError):
             if workspace is not None:

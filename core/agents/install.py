@@ -1,6 +1,6 @@
 """``tether agents add NAME``: a known ACP agent, installed pinned from the npm registry into
 Tether's home, and the agent file entry that runs it (``tether agents --check`` reads the pins
-back: :mod:`tether.agents.doctor`).
+back: :mod:`tether.acp.doctor`).
 
 Each agent gets a folder of its own, ``$TETHER_HOME/agents/NAME``: the npm prefix
 (``node_modules``) and ``home``, the HOME and XDG folders it runs with (nothing of the

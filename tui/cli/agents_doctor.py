@@ -1,5 +1,5 @@
 """``tether agents add NAME`` and ``tether agents --check`` (:mod:`tether.agents.install`,
-:mod:`tether.agents.doctor`)."""
+:mod:`tether.acp.doctor`)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 from tether.tui.cli import context
 from tether.agents.configfile import find_config
-from tether.agents.doctor import check_agents
+from tether.acp.doctor import check_agents
 from tether.agents.install import InstallError, KNOWN, add
 from tether.harness import tether_home
 from tether.vocab.text import clean

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from tether.acp.errors import AcpError
 from tether.agents.install import KNOWN, installed_version
 from tether.agents import sandbox
 from tether.agents.agent import AgentError
@@ -108,9 +109,8 @@ async def _reachable(url: str, timeout_s: float) -> str | None:
 
 async def _starts(argv: Any, env: dict[str, str], folder: Path, timeout_s: float) -> bool:
     """Whether the agent answers ``initialize`` outside any sandbox."""
-    # lazy: tether.acp imports tether.agents at module level (rooms one way: tests/unit/test_rooms.py)
+    # lazy: tether agents imports the doctor and, its answers kept, loads no acp schema (test_cold_start)
     from tether.acp.client import AcpSession
-    from tether.acp.errors import AcpError
 
     session = AcpSession(argv, workspace=folder, env=env, init_timeout_s=timeout_s)
     try:
@@ -123,9 +123,8 @@ async def _starts(argv: Any, env: dict[str, str], folder: Path, timeout_s: float
 
 
 async def _check_one(config: Any, name: str, timeout_s: float) -> Finding:
-    # lazy: tether.acp imports tether.agents at module level (rooms one way: tests/unit/test_rooms.py)
+    # lazy: tether agents imports the doctor and, its answers kept, loads no acp schema (test_cold_start)
     from tether.acp.client import AcpSession
-    from tether.acp.errors import AcpError
 
     found = Finding(name)
     entry = config.data.agents[name]
