@@ -54,6 +54,7 @@ from tether.agents.mcp.server import MCPServer
 from tether.agents.sandbox import SandboxUnavailable, available_backend
 from tether.agents.workspace import find_repo
 from tether.vocab.prices import configured
+from tether.vocab.rules import RuleError, parse_duration
 
 find_config = configfile.find_config  # where callers have always found it
 
@@ -123,9 +124,6 @@ class AgentEntry(_Entry):
     @classmethod
     def _duration(cls, value: str | None) -> str | None:
         if value is not None:
-            # lazy: tether.approvals imports tether.agents at module level (rooms one way: tests/unit/test_rooms.py)
-            from tether.approvals import RuleError, parse_duration
-
             try:
                 parse_duration(value)
             except RuleError as exc:
@@ -356,9 +354,6 @@ class Config:
         servers = [self.mcp_server(server, where=f"{where}.mcp") for server in entry.mcp]
         limits = Limits(max_turns=entry.max_turns, budget_usd=entry.budget_usd, budget_mode=entry.budget_mode,
                         max_tokens=entry.max_tokens)
-        # lazy: tether.approvals imports tether.agents at module level (rooms one way: tests/unit/test_rooms.py)
-        from tether.approvals import parse_duration
-
         policies = Policies(tool_errors=entry.tool_errors, triage=entry.triage, dedupe=entry.dedupe,
                             auto_approve=list(entry.auto_approve),
                             decision_deadline_s=parse_duration(entry.decision_deadline)

@@ -27,6 +27,7 @@ import time
 from dataclasses import dataclass
 from typing import Literal
 
+from tether.vocab.rules import format_duration
 from tether.store.protocol import Store
 from tether.notify.storage import storage_for
 
@@ -129,8 +130,6 @@ def _check(store: Store, claim: LinkClaim, nonce: str, issued: float) -> None:
     if spent is not None:
         _refuse_used(claim, spent.at, spent.by)
     if time.time() >= claim.expires_at:
-        from tether.approvals import format_duration
-
         raise LinkRefused(f"this link expired at {_when(claim.expires_at)} (links work for "
                           f"{format_duration(claim.expires_at - issued)}): it decides nothing; decide on the "
                           f"approvals page, or with tether {claim.action} {claim.run_id}", "expired")

@@ -1,6 +1,10 @@
 """One MCP server, live: the supervisor task that alone enters and leaves the SDK's client
 (start, restart, stop), and the calls sent on its session from whichever task runs them.
 Also the words for what went wrong, from the server's stderr and the launcher's lines.
+
+It imports the MCP SDK at module level: it is loaded only through
+:mod:`tether.agents.mcp.catalog`, which the harness imports when an agent names an MCP server,
+so the quick commands never load ``mcp`` (tests/processes/test_cold_start.py).
 """
 
 from __future__ import annotations
@@ -19,6 +23,13 @@ from contextlib import AsyncExitStack
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
+import anyio
+import anyio.lowlevel
+from mcp import Client
+from mcp.client.stdio import StdioServerParameters, stdio_client
+from mcp.shared.exceptions import MCPError
+from mcp_types import CONNECTION_CLOSED, Implementation
+
 from tether.agents.mcp.server import MCPServer, MCPStartError
 from tether.agents.sandbox import Sandbox
 from tether.agents.tools.base import ToolContext
@@ -26,8 +37,6 @@ from tether.agents.tool_errors import ToolError
 from tether.vocab.cancel import RunCancelled
 
 if TYPE_CHECKING:
-    import anyio
-    from mcp import Client
     from mcp_types import CallToolResult
     from mcp_types import Tool as ListedTool
 
@@ -89,10 +98,6 @@ class _Link:
 
     async def call(self, name: str, args: dict[str, Any], ctx: ToolContext, phase: list[str]) -> CallToolResult:
         """Send ``tools/call`` on the live session, starting the server again first if it died."""
-        # lazy: the mcp package loads only when an MCP server is used (tests/processes/test_cold_start.py keeps it out of the quick commands)
-        from mcp.shared.exceptions import MCPError
-        from mcp_types import CONNECTION_CLOSED
-
         if asyncio.get_running_loop() is not self._loop:
             raise ToolError(f"the MCP server {self.spec.name} belongs to another event loop; "
                             "its tools can only be called from the loop that started it")
@@ -170,10 +175,6 @@ class _Link:
 
     async def _session(self, attempt: asyncio.Future[list[ListedTool]]) -> None:
         """Start the server, serve calls until told to close, then close it (all in this task)."""
-        # lazy: anyio comes with mcp, loaded only when an MCP server starts (tests/processes/test_cold_start.py)
-        import anyio
-        import anyio.lowlevel
-
         self._close.clear()
         self._stdout_noise = None
         self._ended = self._loop.create_future()
@@ -224,11 +225,6 @@ class _Link:
         attempt.set_exception(self._start_error(why, tail))
 
     async def _connect(self, stack: AsyncExitStack) -> Client:
-        # lazy: the mcp package loads only when an MCP server is used (tests/processes/test_cold_start.py keeps it out of the quick commands)
-        from mcp import Client
-        from mcp.client.stdio import StdioServerParameters, stdio_client
-        from mcp_types import Implementation
-
         info = Implementation(name="tether", version=_version())
         spec = self.spec
 
@@ -254,10 +250,6 @@ class _Link:
 
     # -- words -----------------------------------------------------------------------------
     def _why(self, failure: BaseException) -> str:
-        # lazy: the mcp package loads only when an MCP server is used (tests/processes/test_cold_start.py keeps it out of the quick commands)
-        from mcp.shared.exceptions import MCPError
-        from mcp_types import CONNECTION_CLOSED
-
         leaves = [e for e in _leaves(failure) if not isinstance(e, asyncio.CancelledError)] or [failure]
         exc = next((e for e in leaves if isinstance(e, MCPError)), leaves[0])
         if isinstance(exc, MCPError):

@@ -151,10 +151,7 @@ class Tool(ABC):
             return _validator(type(self))
         cached = self.__dict__.get("_validator")
         if cached is None:
-            # lazy: jsonschema loads at the first check, not at start-up (tests/processes/test_cold_start.py: stop and runs load none)
-            import jsonschema  # at the first check, not at start-up: many commands check no arguments
-
-            cached = self.__dict__["_validator"] = jsonschema.Draft202012Validator(self.parameters)
+            cached = self.__dict__["_validator"] = _checker(self.parameters)
         return cached
 
     def schema(self) -> dict[str, Any]:
@@ -182,7 +179,11 @@ def schema_problem(validator: jsonschema.protocols.Validator, args: dict[str, An
 @functools.cache
 def _validator(tool_class: type[Tool]) -> jsonschema.Draft202012Validator:
     # Building a validator costs far more than a check, and every run of every tool needs one.
+    return _checker(tool_class.parameters)
+
+
+def _checker(parameters: dict[str, Any]) -> jsonschema.Draft202012Validator:
     # lazy: jsonschema loads at the first check, not at start-up (tests/processes/test_cold_start.py: stop and runs load none)
     import jsonschema
 
-    return jsonschema.Draft202012Validator(tool_class.parameters)
+    return jsonschema.Draft202012Validator(parameters)
