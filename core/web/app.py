@@ -24,12 +24,13 @@ from aiohttp import web
 
 from tether.store.protocol import call
 from tether.web import auth, costs, links, pages, workspace_actions
+from tether.web.console import ConsoleSettings, console_app
 from tether.web.decide import Decider
 from tether.web.live import Hub
 from tether.web.sessions import Session, Sessions, Throttle
 from tether.web.settings import ServeSettings
 from tether.web.users import UserBook
-from tether.notify import run_sender, sender_status
+from tether.notify import load_channels, run_sender, sender_status
 
 log = logging.getLogger(__name__)
 
@@ -134,12 +135,7 @@ async def _sending(app: web.Application, *, channels: list[Any]) -> AsyncIterato
 
 
 def _channels(settings: ServeSettings) -> list[Any]:
-    """The ``[notify.*]`` tables of the agent file, checked (none without tether.notify)."""
-    try:
-        from tether.notify import load_channels
-    except ImportError as exc:
-        log.info("tether serve: notifications are not available here (%s)", exc)
-        return []
+    """The ``[notify.*]`` tables of the agent file, checked."""
     return load_channels(settings.config_path)
 
 
@@ -171,11 +167,6 @@ def store_spec(settings: ServeSettings) -> str:
 
 
 def _mount_console(app: web.Application, settings: ServeSettings) -> None:
-    try:
-        from tether.web.console import ConsoleSettings, console_app
-    except ImportError as exc:
-        log.info("tether serve: the console in a browser is not available here (%s)", exc)
-        return
     config = settings.config_path
     app.add_subapp("/console/", console_app(ConsoleSettings(store=store_spec(settings), public_url=settings.base_url,
                                                             operator_of=operator_of, config=config)))

@@ -20,6 +20,8 @@ import signal
 import sys
 from typing import Any
 
+from aiohttp import web
+
 from tether.store.protocol import Store
 from tether.web.settings import ServeSettings, check_public_url, trusted_proxies
 from tether.web.accesslog import AccessLogger
@@ -57,9 +59,6 @@ def serve_command(args: argparse.Namespace, store: Store, harness_of: Any) -> in
 
 
 async def _serve(settings: ServeSettings, harness_of: Any) -> int:
-    from aiohttp import web
-
-
     if not logging.getLogger().handlers:  # a server says what it serves, one line a request, on stderr
         logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s: %(message)s")
     stop = asyncio.Event()

@@ -197,6 +197,7 @@ class UserBook:
 def _ensure_table(store: Tables, conn: Any) -> None:
     """``web_users``, made if it is missing; a role that may not make it (the watcher's)
     reads it once the operator's role has (or finds no users, and says so at login)."""
+    # lazy: psycopg comes with the [postgres] extra only, and a file store's users need none (test_wheel)
     import psycopg
 
     if conn.execute("SELECT to_regclass(%s)", (f"{store.schema}.web_users",)).fetchone()[0] is not None:
