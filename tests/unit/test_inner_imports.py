@@ -10,12 +10,11 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-CEILING = 2.46
+CEILING = 2.06
 """Imports inside functions per 1,000 lines of core/ and tui/: lower it as they go."""
 
-REASONED = ("core/agents", "core/approvals", "core/demo", "core/models", "core/notify", "core/observe", "core/run", "core/store",
-            "core/workers", "core/workspaces", "core/acp/probe.py", "core/acp/server.py", "core/vocab",
-            "tui/cli")
+REASONED = ("core/acp", "core/agents", "core/approvals", "core/demo", "core/models", "core/notify", "core/observe",
+            "core/run", "core/store", "core/web", "core/workers", "core/workspaces", "core/vocab", "tui/cli")
 """The folders where every import inside a function says why; the rest join as they are done."""
 
 NOT_YET = ("core/notify/links.py", "core/workers/decide.py")
