@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Literal
 
-from tether.actions import adopting, control as actions
-from tether.store import control
+from tether.actions import adopting
+from tether.store import control, operate
 from tether.agents.agent import Agent, AgentError, changed_tools
 from tether.vocab.cancel import CancelSignal
 from tether.models.client import without_credentials
@@ -406,9 +406,13 @@ class Harness:
     async def stop(self, run_id: str, reason: str = STOP_REASON, *, by: str = "operator") -> control.ControlReply:
         """Stop a run whichever process runs it: its signal fires, and the tool it is running is
         cut off in words, or the call it waits a decision for is declined in words. The reply
-        says what happened, in words (nothing to stop, orphaned...); a queue worker's workflow
-        that waits for a decision on it is reached too (:func:`tether.actions.control.stop`)."""
-        return await actions.stop(self.store, run_id, reason, by=by, here=self.stop_here)
+        says what happened, in words (nothing to stop, orphaned...). The fronts stop through
+        :func:`tether.actions.control.stop`, which reaches a queue worker's workflow too: the
+        queue workers drive runs with a harness, so the harness does not reach them."""
+        stopped = self.stop_here(run_id, reason, by)
+        if stopped is not None:
+            return stopped
+        return await self.request(run_id, control.ControlRequest("stop", reason, by=by))
 
     def stop_here(self, run_id: str, reason: str, by: str) -> control.ControlReply | None:
         """Stop the run at once if this process drives it (its signal fires); None if it does not."""
@@ -424,21 +428,21 @@ class Harness:
                      by: str = "operator", option: str | None = None, silent: bool = False, args: str | None = None,
                      scope: str | None = None, account: str | None = None,
                      unchecked: bool = False) -> control.ControlReply:
-        """Deliver an approval or a rejection to whoever holds the run waiting for one (its
-        process, ``wait_for_decision``, or a queue worker's workflow:
-        :func:`tether.actions.control.decide`). A run nobody holds is decided with :meth:`approve` or
+        """Deliver an approval or a rejection to the process that holds the run waiting for
+        one (``wait_for_decision``; the fronts use :func:`tether.actions.control.decide`, which
+        reaches a queue worker's workflow too). A run nobody holds is decided with :meth:`approve` or
         :meth:`reject`, in this process. ``args``: an approval's edited arguments (JSON;
         ``unchecked`` as for :meth:`approve`); ``scope``: for an ACP agent's "always" option,
         the scope of the rule Tether keeps."""
         kind = "approve" if verdict in ("approve", "approved") else "reject"
-        return await actions.decide(self.store, run_id, control.ControlRequest(
+        return await self.request(run_id, control.ControlRequest(
             kind, text, call_id=call_id, by=by, option=option, silent=silent, args=args, scope=scope,
             account=await self.account(account), unchecked=unchecked))
 
     async def request(self, run_id: str, request: control.ControlRequest) -> control.ControlReply:
         """Append ``request`` to the run's control channel and have its process act on it
-        (:func:`tether.actions.control.request`)."""
-        return await actions.request(self.store, run_id, request)
+        (:func:`tether.store.operate.request`)."""
+        return await operate.request(self.store, run_id, request)
 
     def note_dropped(self, run_id: str, spans: int) -> None:
         """Say in a run's trace that telemetry about it was dropped (a collector down or slow):

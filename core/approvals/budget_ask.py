@@ -11,7 +11,8 @@ the run, ``--ask budget --approvals 2`` wants two people), and so does a deadlin
 rule's, else the run's ``decision_deadline_s``): at it the call is escalated once, or the run
 stops with the call declined (``stop``), or the call is rejected (``reject``), which ends the
 run as a budget exit, as a person's rejection does. Like the merge
-(:mod:`tether.workspaces.merging`), the decision is taken on the saved run, then the run goes on.
+(:mod:`tether.workspaces.merging`), the decision is taken on the saved run, then the run goes on
+(:mod:`tether.actions.adopting`, through the run's driver).
 """
 
 from __future__ import annotations
@@ -28,9 +29,7 @@ from tether.approvals.holding import deadline_of, overdue, verdict_of
 from tether.vocab.rules import Call
 from tether.vocab.events import ApprovalDecision, ApprovalRequired
 from tether.vocab.state import Cancelled, Decision, NeedsApproval, RunState, StateError, Status, args_hash
-from tether.approvals.deadlines import lapse
-from tether.approvals.decisions import DEADLINE, TooLate, close_on_stop
-from tether.store.hold import open_run, release
+from tether.approvals.decisions import DEADLINE, close_on_stop
 import asyncio
 
 
@@ -193,35 +192,3 @@ async def check(fleet: Any, store: Store, state: RunState, rules: Any, emit: Any
             return asked  # the same call, waited on again (its deadline counts from its asking)
         return await ask(*reached, state, rules, emit)
     return reached
-
-
-async def decided(store: Store, run_id: str, request: Any, sinks: Any = ()) -> tuple[RunState, bool]:
-    """:func:`decide` on the saved run (held while it is made), its events in its trace: the
-    run as it then is, and whether it goes on (approved by as many people as it needs)."""
-
-
-    state, handle = await open_run(store, run_id)
-    trace = handle.trace(())
-    late: TooLate | None = None
-    try:
-        if not waits_on_budget(state):
-            raise StateError(f"run {run_id} no longer waits on its budget call (status {state.status.value})")
-        lapsed = lapse(state, at=request.ts)  # made after its deadline: the deadline's instead, not this
-        events = [] if lapsed is None else list(lapsed.events)
-        if lapsed is not None and not lapsed.waits:
-            late = TooLate(lapsed.words)
-        else:
-            events.append(decide(state, request))
-        for event in events:
-            trace.write(event)
-        await handle.asave(state)
-        for event in events:  # (the web page answers once its decision is recorded)
-            for sink in sinks:
-                sink(event)
-    finally:
-        trace.close()
-        await release(handle)
-    if late is not None:
-        raise late
-    decision = state.approvals[state.interruption.call_id] if isinstance(state.interruption, NeedsApproval) else None
-    return state, decision is not None and (decision.verdict == "rejected" or decision.complete)

@@ -13,6 +13,7 @@ from tether.run.tracked import RunEnded, Stopped
 if TYPE_CHECKING:
     from tether.run.tracked import TrackedRun
     from tether.store.protocol import Store
+    from pathlib import Path
 
 
 class Tracker(Protocol):
@@ -22,6 +23,7 @@ class Tracker(Protocol):
     them (:func:`tether.integrations.openai_agents.resume`)."""
 
     store: Store
+    workspaces_dir: Path
 
     def track(self, name: str, task: str = "", **options: Any) -> contextlib.AbstractAsyncContextManager[TrackedRun]:
         ...

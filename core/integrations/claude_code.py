@@ -60,7 +60,7 @@ from typing import TYPE_CHECKING, Any
 from tether.integrations import claude_code_words as talk
 
 if TYPE_CHECKING:
-    from tether.harness import Harness
+    from tether.integrations._common import Tracker
     from tether.store.protocol import Store
     from tether.vocab.state import RunState
     from tether.run.tracked import TrackedRun
@@ -279,7 +279,7 @@ async def _current_run(store: Store, first: str) -> str | None:
     return latest
 
 
-async def _open(harness: Harness, store: Store, policy: Policy, payload: dict[str, Any], run_id: str | None) -> str:
+async def _open(harness: Tracker, store: Store, policy: Policy, payload: dict[str, Any], run_id: str | None) -> str:
     """Open the session's run, or go on with it: a session resumed after its run ended (or
     failed) gets the next run; one resumed after a Stop goes on in the stopped run, since its
     user started it again (a compaction or a clear does not)."""
@@ -336,7 +336,7 @@ def _keep(run: TrackedRun, event: str) -> None:
         run.state.agent = replace(agent, spec={**agent.spec, "keeper": record, "pid": pid, "host": record["host"]})
 
 
-async def _reporting(harness: Harness, policy: Policy, run_id: str, payload: dict[str, Any], until: float,
+async def _reporting(harness: Tracker, policy: Policy, run_id: str, payload: dict[str, Any], until: float,
                      handler: Callable[[TrackedRun], Awaitable[dict[str, Any] | None]]) -> dict[str, Any] | None:
     """Attach to the run and report into it; while another hook of the session holds it, hand
     the report to that hook (:func:`_relay`), or, for a ``PreToolUse``, wait for the run. A Stop or a limit that ends the run there is answered as the hook must; so is a run

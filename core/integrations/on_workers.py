@@ -23,16 +23,26 @@ from __future__ import annotations
 import importlib
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
+from tether.integrations._common import Tracker
 from tether.vocab.state import NeedsApproval, RunState, StateError
-
-if TYPE_CHECKING:
-    from tether.harness import Harness
 
 QUEUE = "tether-programs"
 """The queue of the paused program runs; every worker listens to it."""
 SAVED = "openai_agents"  # the key of the saved RunState in the run's agent record (openai_agents.SAVED)
+
+
+class Decides(Tracker, Protocol):
+    """What a worker's harness is to a program's run (:class:`tether.Harness`): a tracker that
+    also decides a call of a run nobody holds. Typed here, so that the integrations import
+    nothing of the harness, which imports the operator actions, which go on with such runs."""
+
+    async def approve(self, run_id: str, note: str = "", **options: Any) -> Any:
+        ...
+
+    async def reject(self, run_id: str, reason: str = "", **options: Any) -> Any:
+        ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,7 +78,7 @@ def builds(state: RunState) -> None:
         raise StateError(f"the openai-agents agent {saved['agent']} cannot be built here: {exc}") from None
 
 
-def operation(harness: Harness, state: RunState,
+def operation(harness: Decides, state: RunState,
               decision: dict[str, Any] | None) -> Callable[[], Awaitable[Went]] | None:
     """What a worker's drive step does with a program's run: record the decision it was sent
     and go on from the saved state; go on at once when the decision was recorded before a

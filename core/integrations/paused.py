@@ -13,6 +13,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from tether.run.controls import take_decision, vet_decision
+from tether.run.driver import RunDriver
 from tether.store.hold import open_run, release
 from tether.vocab.state import NeedsApproval, RunState, StateError
 from tether.store.protocol import call
@@ -40,12 +41,11 @@ async def decide_paused(harness: Tracker, run_id: str, request: ControlRequest,
     try:
         # an edit is checked against the schema its program reported
         taken, refused = take_decision(state, request, lambda: vet_decision(None, state, request))
-        trace = handle.trace(())
-        for event in taken:
-            trace.write(event)
-        trace.close()
-        if taken:
-            await handle.asave(state)
+        run = RunDriver(state, handle, handle.trace(()))
+        try:
+            await run.record(taken)
+        finally:
+            run.trace.close()
     finally:
         await release(handle)
     if refused is not None:

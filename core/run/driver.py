@@ -87,12 +87,17 @@ class RunDriver:
     after_change: Checkpoint | None = None
     _saving: asyncio.Lock = field(default_factory=asyncio.Lock, init=False, repr=False)
 
-    def emit(self, event: Event) -> None:
-        """The event into the run's trace (when it is traced) and to each sink; a sink that
-        fails is logged, never raised: a broken view must not break the run it is watching."""
+    def emit(self, event: Event, *, tell: bool = True) -> None:
+        """The event into the run's trace (when it is traced) and to each sink (``tell``); a
+        sink that fails is logged, never raised: a broken view must not break the run it is
+        watching."""
         event.run_id = self.state.run_id
         if event.traced:
             self.trace.write(event)
+        if tell:
+            self._tell(event)
+
+    def _tell(self, event: Event) -> None:
         for sink in self.sinks:
             try:
                 sink(event)
@@ -109,13 +114,18 @@ class RunDriver:
             await self.handle.asave(self.state)
             faultpoints.boundary("after_save")
 
-    async def record(self, events: Sequence[Event]) -> None:
+    async def record(self, events: Sequence[Event], *, told_once_saved: bool = False) -> None:
         """Emit ``events``, made on the state outside the driver (a decision, a deadline, a
-        Stop of a run that waits), and save the state they describe; nothing when none."""
+        Stop of a run that waits), and save the state they describe; nothing when none.
+        ``told_once_saved``: the sinks see them only after the save (a web page answers a
+        decision once it is recorded); the trace has them before, as always."""
         for event in events:
-            self.emit(event)
+            self.emit(event, tell=not told_once_saved)
         if events:
             await self.save()
+        if told_once_saved:
+            for event in events:
+                self._tell(event)
 
     async def checkpoint(self, call_id: str, tool: str) -> Event | None:
         """A checkpoint of the run's own workspace after ``call_id`` of ``tool`` (or a label),
@@ -140,4 +150,14 @@ class RunDriver:
         """The run's end, one of its five exits: set, emitted and saved."""
         self.stop(status, reason, interruption, error=error)
         await self.save()
+        return self.state
+
+    def finish_blocking(self, status: Status, reason: str, *, error: str | None = None) -> RunState:
+        """:meth:`finish` from a thread without an event loop (a queue worker parks a run it
+        cannot drive: :mod:`tether.workers.recovery`), saved with the store's blocking save."""
+        self.stop(status, reason, error=error)
+        self.state.updated_at = time.time()
+        faultpoints.boundary("before_save")
+        self.handle.save(self.state)
+        faultpoints.boundary("after_save")
         return self.state

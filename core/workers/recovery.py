@@ -17,7 +17,8 @@ import socket
 import time
 from typing import TYPE_CHECKING, Any
 
-from tether.vocab.events import WorkerNote, run_stopped
+from tether.run.driver import RunDriver
+from tether.vocab.events import WorkerNote
 from tether.vocab.state import StateError, Status
 from tether.workers.database import _lock_seed
 from tether.workers.names import DBOS_SCHEMA, DEMO_QUEUE, WORKFLOW, isolated, queue_for
@@ -131,12 +132,12 @@ def _park(worker: Host, run_id: str, reason: str) -> bool:
     try:
         if state.status is not Status.RUNNING:
             return False
-        state.status, state.interruption, state.error = Status.FAILED, None, reason
-        state.updated_at = time.time()
-        trace = handle.trace()
-        trace.write(WorkerNote(run_id=run_id, worker=worker.executor_id, text=reason))
-        trace.write(run_stopped(state, reason))
-        handle.save(state)
+        run = RunDriver(state, handle, handle.trace())
+        try:
+            run.emit(WorkerNote(run_id=run_id, worker=worker.executor_id, text=reason))
+            run.finish_blocking(Status.FAILED, reason, error=reason)
+        finally:
+            run.trace.close()
     finally:
         handle.release()
     # After the save: a cancel that did not happen leaves a failed run, which the next

@@ -38,12 +38,11 @@ def test_run_stopped_is_built_in_one_place() -> None:
 
 
 def test_drivers_stop_runs_through_the_driver() -> None:
-    """Tether's loop, ACP runs and programs' runs end with ``RunDriver.finish``; the event is
-    otherwise made only where a run nobody drives is ended (a deadline, a Stop of a run saved
-    waiting, a worker that parks a run)."""
-    assert set(_sites("run_stopped")) == {
-        "run/driver.py", "approvals/decisions.py", "approvals/deadlines.py", "workers/recovery.py",
-    }
+    """Tether's loop, ACP runs, programs' runs and a queue worker that parks a run end them with
+    ``RunDriver.finish`` (or ``finish_blocking``); the event is otherwise made only among the
+    events of a run nobody drives that ends (a deadline, a Stop of a run saved waiting), which
+    the driver records."""
+    assert set(_sites("run_stopped")) == {"run/driver.py", "approvals/decisions.py", "approvals/deadlines.py"}
 
 
 def _parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> list[str]:
