@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
-from tether.store.protocol import Store
+from tether.store.protocol import Store, Tables
 from tether.store.private import PRIVATE_FILE, private_dirs, private_file
 
 KEY_FILE = ".notify.key"
@@ -303,19 +303,13 @@ NOTIFY_TABLES = ("notify_key", "notify_links", "notify_ledger", "notify_status",
 _LEASE_CLASS = 0x7E7F
 
 
-def _connection() -> Any:
-    """The PostgreSQL store's connection module, for the sender's lease on that store."""
-    # lazy: optional dependency (psycopg, the [postgres] extra): the base install's console imports this module
-    from tether.store.postgres import connection
-
-    return connection
-
-
 class PgStorage:
     """A PostgreSQL store's notification tables (see the module)."""
 
     def __init__(self, store: Store) -> None:
-        self.store = store
+        tables = store.tables()
+        assert tables is not None  # storage_for: a store without a folder has tables
+        self.store: Tables = tables
         self._key: bytes | None = None
         self._ready = False
 
@@ -324,7 +318,7 @@ class PgStorage:
         # lazy: optional dependency (the PostgreSQL store's extra; tests/processes/test_cold_start.py keeps it out of the quick commands)
         from psycopg import sql
 
-        with self.store._conn() as conn:
+        with self.store.connection() as conn:
             if not self._ready:
                 with conn.transaction():
                     conn.execute("SELECT pg_advisory_xact_lock(%s)", (_LEASE_CLASS,))
@@ -376,7 +370,7 @@ class PgStorage:
                                           "DO UPDATE SET record = EXCLUDED.record"), (channel, json.dumps(record)))
 
     def status_all(self) -> list[dict[str, Any]]:
-        with self.store._conn() as conn:  # no tables made by asking: a watcher's role may not make them
+        with self.store.connection() as conn:  # no tables made by asking: a watcher's role may not make them
             if conn.execute("SELECT to_regclass(%s)", (f"{self.store.schema}.notify_status",)).fetchone()[0] is None:
                 return []
             rows = conn.execute(self.store.q("SELECT record::text FROM {s}.notify_status ORDER BY channel")).fetchall()
@@ -413,8 +407,7 @@ class PgLease:
                 return True
             with self.storage._conn():
                 pass  # the tables, made on the store's own connection
-            pg = _connection()
-            conn = pg.connect(self.store.url, pg.SESSION_SETTINGS)
+            conn = self.store.session()
             got = conn.execute("SELECT pg_try_advisory_lock(%s, %s)", self._key()).fetchone()[0]
             if not got:
                 conn.close()
@@ -429,7 +422,7 @@ class PgLease:
 
     def _held(self) -> Any:
         if self._conn is None or self._conn.closed or self._conn.broken:
-            raise _connection().StoreUnavailable(f"{self.store.where}: the sender's lease was lost with its connection")
+            raise self.store.unavailable(f"{self.store.where}: the sender's lease was lost with its connection")
         return self._conn
 
     def ledger_get(self, channel: str, key: str) -> Sent | None:
@@ -464,9 +457,7 @@ class PgLease:
             with contextlib.suppress(Exception):
                 conn.close()
             self._conn = None
-            pg = _connection()
-            raise pg.StoreUnavailable(f"{self.store.where}: the sender's lease was lost "
-                                      f"({pg.clean(exc, self.store.url)})") from None
+            raise self.store.unavailable(f"{self.store.where}: the sender's lease was lost", exc) from None
 
     def release(self) -> None:
         with self._lock:

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from tether.vocab.rules import Rule
     from tether.vocab.events import Event
     from tether.vocab.ledger import LedgerEntry
-    from tether.vocab.state import RunState
+    from tether.vocab.state import RunState, StateError
     from tether.store.changes import RunChange
     from tether.store.costs import CostQuery, CostRow
     from tether.store.feed import StoreFeed
@@ -157,6 +157,15 @@ class Tables(Protocol):
 
     def connection(self) -> AbstractContextManager[Any]:
         """A connection from the store's pool (psycopg's), for one thread at a time."""
+
+    def session(self) -> Any:
+        """A connection of its own (psycopg's), outside the pool, with the store's session
+        settings, open until the caller closes it: for a lock that lasts as long as its
+        session (the notifications sender's lease)."""
+
+    def unavailable(self, words: str, exc: BaseException | None = None) -> StateError:
+        """The store's error for a database it could not use (a lost session): ``words``,
+        then ``exc``'s message with no password in it."""
 
 
 class TraceSource(Protocol):

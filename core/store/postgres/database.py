@@ -20,7 +20,9 @@ import psycopg
 from psycopg import sql
 
 from tether.vocab.state import StateError
-from tether.store.postgres.connection import POOL_SIZE, Pool, StoreUnavailable, clean, redact
+from tether.store.postgres.connection import (
+    POOL_SIZE, SESSION_SETTINGS, Pool, StoreUnavailable, clean, connect, redact,
+)
 from tether.store.postgres.flushes import Flushes
 from tether.store.postgres.locks import HELD, Holds
 from tether.store.postgres.rows import check_id, owner_of
@@ -121,6 +123,13 @@ class Database:
     def connection(self) -> contextlib.AbstractContextManager[psycopg.Connection]:
         """:meth:`_conn`, for another room's rows (:class:`tether.store.protocol.Tables`)."""
         return self._conn()
+
+    def session(self) -> psycopg.Connection:
+        """A connection outside the pool, with the session settings (:class:`tether.store.protocol.Tables`)."""
+        return connect(self.url, SESSION_SETTINGS)
+
+    def unavailable(self, words: str, exc: BaseException | None = None) -> StoreUnavailable:
+        return StoreUnavailable(words if exc is None else f"{words} ({clean(exc, self.url)})")
 
     def ensure_schema(self, conn: psycopg.Connection) -> None:
         """Make the tables if they are missing (:func:`tether.store.postgres.schema.ensure_schema`)."""
