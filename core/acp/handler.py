@@ -103,7 +103,7 @@ class ClientHandler:
         except OutsideWorkspace as exc:
             # The file as it is before the agent hears "refused": an agent that does its own
             # file I/O may write it next (tether.acp.escapes).
-            seen = await asyncio.to_thread(refused_write, self.workspace.resolve(path))
+            seen = await asyncio.to_thread(refused_write, self.workspace.resolve(path), content)
             self._emit(FileRefused("write", path, str(exc), seen))
             raise
         except RequestError as exc:

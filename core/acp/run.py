@@ -79,6 +79,10 @@ from tether.run.driver import RunDriver
 WRITE_GRACE_S = 2.0
 WRITE_GRACE_LOOKS = 20
 
+# A file's mtime is the kernel's coarse clock, which may lag time.time_ns() by a tick: a file the
+# agent wrote just after its turn began must not look older than the turn.
+MTIME_SLACK_NS = 1_000_000_000
+
 log = logging.getLogger(__name__)
 
 # What a stop reason means for the run (ACP's StopReason against the run contract).
@@ -172,6 +176,7 @@ class AcpRun:
         self._calls: dict[str, _Call] = {}
         self._refused: list[RefusedWrite] = []  # writes refused as outside the workspace, not yet seen written
         self._reported: dict[str, str] = {}  # of those, the paths a call then reported written: its id
+        self._turn_began_ns = 0  # wall clock, less the slack: a refused file changed since is this turn's
         self._looking: set[asyncio.Future[None]] = set()  # looks at the disk for them, under way
         self._text: list[str] = []
         self._thought: list[str] = []
@@ -365,6 +370,7 @@ class AcpRun:
         self._turn_usage_seen = False
         self._priced = [0, 0]
         started = time.perf_counter()
+        self._turn_began_ns = time.time_ns() - MTIME_SLACK_NS
         turn = asyncio.ensure_future(session.prompt(prompt))
         stopped = asyncio.ensure_future(self.signal.wait())
         cancelling: asyncio.Task[bool] | None = None
@@ -772,7 +778,7 @@ class AcpRun:
 
     async def _look_at(self, refused: list[RefusedWrite], call_id: str | None) -> list[RefusedWrite]:
         """A warning for each refused write the agent made itself; returns the others."""
-        written = await asyncio.to_thread(lambda: [r for r in refused if wrote_itself(r)])
+        written = await asyncio.to_thread(lambda: [r for r in refused if wrote_itself(r, self._turn_began_ns)])
         for write in written:
             self.emit(RunWarning(run_id=self.state.run_id, text=warning_words(write, self._workspace()),
                                  call_id=call_id, path=write.path))

@@ -29,8 +29,9 @@ Modes (the prompt's text may add ``SLOW``: stream until cancelled; in ``normal``
   ``ESCAPE_PATH`` (outside the workspace) through the client, which is refused, then the file
   written by the agent itself and the call reported a success; with ``PRETEND`` in the prompt,
   the success is reported but nothing is written; with ``LATE``, it is written 0.3 s after the
-  turn ended (as OpenCode's own write landed on a loaded host); where it cannot write (a
-  sandbox), the call fails with the system's words;
+  turn ended (as OpenCode's own write landed on a loaded host); with ``FIRST``, it is written
+  before the client is asked (OpenCode's own write landed first on a loaded host); where it
+  cannot write (a sandbox), the call fails with the system's words;
 - ``sessions``: ``normal``, advertising ``loadSession`` and ``sessionCapabilities`` list,
   resume and close, and the session modes ``ask`` and ``auto``; every session method it is
   sent (and the client's ``fs`` capability) is a JSON line in the file ``$FAKE_AGENT_LOG``;
@@ -356,6 +357,9 @@ class FakeAgent:
         await self._say(sid, acp.update_tool_call("call_w", title=path.lstrip("/"), status="in_progress",
                                                   locations=[schema.ToolCallLocation(path=path)],
                                                   raw_input={"filePath": path, "content": ESCAPE_TEXT}))
+        if "FIRST" in text:  # its own write lands before it asks the client
+            Path(path).parent.mkdir(parents=True, exist_ok=True)
+            Path(path).write_text(ESCAPE_TEXT)
         try:
             await self.client.write_text_file(session_id=sid, path=path, content=ESCAPE_TEXT)
         except acp.RequestError:
@@ -364,7 +368,7 @@ class FakeAgent:
                     Path(path).parent.mkdir(parents=True, exist_ok=True)
                     Path(path).write_text(ESCAPE_TEXT)
                 asyncio.get_running_loop().call_later(0.3, late)
-            elif "PRETEND" not in text:  # the client refused: write it anyway, as OpenCode does
+            elif "PRETEND" not in text and "FIRST" not in text:  # the client refused: write it anyway, as OpenCode does
                 try:
                     Path(path).parent.mkdir(parents=True, exist_ok=True)
                     Path(path).write_text(ESCAPE_TEXT)

@@ -275,6 +275,29 @@ async def test_a_refused_write_the_agent_makes_itself_after_its_turn_ended_is_st
     assert warning["call_id"] == "call_w" and warning["path"] == str(escaped)
 
 
+async def test_a_refused_write_the_agent_made_before_asking_the_client_is_still_a_warning(
+        tmp_path: Path, acp_workspace: Path):
+    """OpenCode's own write landed before its request to the client was served (a loaded host):
+    the file was already there at the refusal, holding what the agent asked to write. It is
+    the agent's write all the same, and the warning says so; a file that held that content
+    before the turn began is not the agent's doing, and nothing is said."""
+    escaped = (acp_workspace / ESCAPE_PATH).resolve()
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
+        outcome = await harness.start(agent(acp_workspace, "write-itself"), "FIRST write outside")
+        trace = list(read_trace(tmp_path / "runs" / outcome.state.run_id / "trace.jsonl"))
+        os.utime(escaped, ns=(escaped.stat().st_atime_ns, escaped.stat().st_mtime_ns - 3_600_000_000_000))
+        again = await harness.start(agent(acp_workspace, "write-itself"), "PRETEND to write, it is there")
+        quiet = list(read_trace(tmp_path / "runs" / again.state.run_id / "trace.jsonl"))
+    assert outcome.state.status is Status.COMPLETED, outcome.state.error
+    kinds = [r["kind"] for r in trace]
+    assert kinds.index("file_write") < kinds.index("tool_result") < kinds.index("warning") < kinds.index("turn")
+    [warning] = [r for r in trace if r["kind"] == "warning"]
+    assert warning["call_id"] == "call_w" and warning["path"] == str(escaped)
+    assert warning["text"].startswith(f"the agent wrote {escaped} itself, outside the workspace {acp_workspace}")
+    assert [r for r in quiet if r["kind"] == "file_write" and r["refused"]], "the second write was refused too"
+    assert not [r for r in quiet if r["kind"] == "warning"], "an hour-old file with that content: no warning"
+
+
 async def test_a_call_keeps_one_name_and_shows_the_input_that_came_after_its_start(
         tmp_path: Path, acp_workspace: Path):
     """OpenCode starts a call ``write`` with ``{}`` and names it by its file's path later: the
