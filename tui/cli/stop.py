@@ -1,5 +1,5 @@
 """``tether stop``: a Stop for a run. On the file store, a run whose process lives here is sent
-its Stop with the standard library alone (:func:`tether.store.spec.quick_stop`), which is why
+its Stop with the standard library alone (:func:`tether.store.where.quick_stop`), which is why
 it starts in a fraction of ``run``'s time (docs/performance.md, "Cold start"); any other run
 takes the full path, through the store and the control channel (:mod:`tether.tui.cli.control`)."""
 
@@ -9,7 +9,7 @@ import argparse
 from typing import Any
 
 from tether.store.operator import operator_name
-from tether.store.spec import quick_stop
+from tether.store.where import quick_stop
 from tether.tui.cli import output
 
 STOPPED = "stopped from the command line"

@@ -29,7 +29,6 @@ from typing import TYPE_CHECKING, Any, TextIO
 from tether.vocab.state import RunExists, RunState, StateError, Status
 from tether.store.costs import aggregate, dearest_of
 from tether.store.files.control import append, read_from
-from tether.store.files.feed import FileFeed
 from tether.store.files.handle import RunHandle, decision_records
 from tether.store.files.index import IndexUnavailable, RunIndex
 from tether.store.files.journal import commit_bytes, header_of, read_journal
@@ -38,7 +37,6 @@ from tether.store.files.layout import JOURNAL_FILE, NOT_A_RUN, TRACE_FILE, open_
 from tether.store.files.lock import lock_held, owner_record
 from tether.store.files.tail import TraceTail
 from tether.store.files.rules import RulesFile
-from tether.store.files.watch import RunWatcher, follow_all, follow_run
 from tether.store.operator import mark_starter, os_account
 from tether.store.owner import Owner, kept_owner
 from tether.store.summary import JournalKey, Liveness, RunSummary
@@ -50,6 +48,8 @@ if TYPE_CHECKING:
     from collections.abc import Iterator
 
     from tether.store.costs import CostQuery, CostRow
+    from tether.store.files.feed import FileFeed
+    from tether.store.files.watch import RunWatcher
     from tether.vocab.audit import DecisionQuery, DecisionRecord
     from tether.vocab.rules import Rule
     from tether.vocab.events import Event
@@ -323,7 +323,6 @@ class RunStore:
         directory scan first (that is most of a listing's time at 100,000 runs; a row a crash kept
         out is written by the next listing). Without an index, it is built first, as
         :meth:`summaries` does; an index that cannot be used makes this read the summaries."""
-
         if not self.index.path.exists():
             self._refreshed(None, rows_wanted=False)
         try:
@@ -334,7 +333,6 @@ class RunStore:
 
     def dearest(self, query: CostQuery, limit: int = 10) -> list[RunSummary]:
         """The dearest runs from the index as it stands, as :meth:`costs` reads it."""
-
         if not self.index.path.exists():
             self._refreshed(None, rows_wanted=False)
         try:
@@ -348,7 +346,6 @@ class RunStore:
         an exclusive lock on its file (``budgets/KEY``): two processes charging at once are
         counted one after the other. A new period's spend starts at ``seed()`` (what the runs
         made in it have cost so far)."""
-
         folder = self.root / "budgets"
         folder.mkdir(parents=True, exist_ok=True)
         fd = open_private(folder / key.replace("/", "_"), os.O_RDWR | os.O_CREAT)
@@ -372,24 +369,20 @@ class RunStore:
     def control_server(self) -> ControlServer:
         """A Unix socket of this process's (:mod:`tether.store.unix`): the runs' owners here
         are on this host, as their files are."""
-
         return ControlServer()
 
     async def deliver(self, run_id: str, request: ControlRequest, address: str | None) -> ControlReply | None:
         """Append ``request`` to the run's ``control.jsonl``, then poke the owner's socket."""
-
         self.control_append(run_id, request)
         return await deliver(address, run_id, request.id) if address else None
 
     def read_trace(self, run_id: str, after_seq: int = 0) -> Iterator[dict[str, Any]]:
-
         records = read_trace(self.run_dir(run_id) / TRACE_FILE)
         if after_seq <= 0:
             return records
         return (r for r in records if isinstance(r.get("seq"), int) and r["seq"] > after_seq)
 
     def append_event(self, run_id: str, event: Event) -> None:
-
         path = self.run_dir(run_id) / TRACE_FILE
         private_file(path)
         trace = TraceWriter(path)
@@ -410,6 +403,9 @@ class RunStore:
         return None
 
     def feed(self) -> FileFeed:
+        # lazy: inotify (watchfiles) and the followers load for tether watch, the console and serve, not for
+        # tether runs, stop or approve, which open this store too (docs/performance.md, "Cold start")
+        from tether.store.files.feed import FileFeed
 
         return FileFeed(self, self.root)
 
@@ -418,8 +414,6 @@ class RunStore:
 
     def trace_digests(self, run_ids: list[str], digest: Callable[[Iterator[dict[str, Any]]], tuple[list[Any], float]],
                       ) -> dict[str, tuple[list[Any], float]]:
-
-
         try:
             cached = self.index.traces()
         except IndexUnavailable:
@@ -450,18 +444,27 @@ class RunStore:
         return self.run_dir(run_id) / TRACE_FILE
 
     def watch(self) -> RunWatcher:
+        # lazy: inotify (watchfiles) and the followers load for tether watch, the console and serve, not for
+        # tether runs, stop or approve, which open this store too (docs/performance.md, "Cold start")
+        from tether.store.files.watch import RunWatcher
 
         return RunWatcher(self.root)
 
     async def follow_run(self, run_id: str, out: TextIO, *, stop_event: asyncio.Event | None = None,
                          backlog: int = 20, timings: bool = True, on_ready: Callable[[], None] | None = None,
                          ) -> dict[str, Any] | None:
+        # lazy: inotify (watchfiles) and the followers load for tether watch, the console and serve, not for
+        # tether runs, stop or approve, which open this store too (docs/performance.md, "Cold start")
+        from tether.store.files.watch import follow_run
 
         return await follow_run(self.root, run_id, out, stop_event=stop_event, backlog=backlog, timings=timings,
                                 on_ready=on_ready)
 
     async def follow_all(self, out: TextIO, *, stop_event: asyncio.Event | None = None, backlog: int = 20,
                          timings: bool = True, on_ready: Callable[[], None] | None = None) -> None:
+        # lazy: inotify (watchfiles) and the followers load for tether watch, the console and serve, not for
+        # tether runs, stop or approve, which open this store too (docs/performance.md, "Cold start")
+        from tether.store.files.watch import follow_all
 
         await follow_all(self.root, out, stop_event=stop_event, backlog=backlog, timings=timings, on_ready=on_ready)
 
