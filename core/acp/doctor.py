@@ -28,13 +28,16 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from tether.acp.errors import AcpError
 from tether.agents.install import KNOWN, installed_version
 from tether.agents import sandbox
 from tether.agents.agent import AgentError
+
+if TYPE_CHECKING:
+    from tether.acp.client import AcpSession
 
 __all__ = ["Finding", "check_agents", "endpoints_of"]
 
@@ -107,12 +110,17 @@ async def _reachable(url: str, timeout_s: float) -> str | None:
     return None
 
 
-async def _starts(argv: Any, env: dict[str, str], folder: Path, timeout_s: float) -> bool:
-    """Whether the agent answers ``initialize`` outside any sandbox."""
+def _session(argv: Any, folder: Path, env: dict[str, str], timeout_s: float, **options: Any) -> AcpSession:
+    """The probe's session with the agent, in ``folder`` (not started)."""
     # lazy: tether agents imports the doctor and, its answers kept, loads no acp schema (test_cold_start)
     from tether.acp.client import AcpSession
 
-    session = AcpSession(argv, workspace=folder, env=env, init_timeout_s=timeout_s)
+    return AcpSession(argv, workspace=folder, env=env, init_timeout_s=timeout_s, **options)
+
+
+async def _starts(argv: Any, env: dict[str, str], folder: Path, timeout_s: float) -> bool:
+    """Whether the agent answers ``initialize`` outside any sandbox."""
+    session = _session(argv, folder, env, timeout_s)
     try:
         await session.start()
         return True
@@ -123,9 +131,6 @@ async def _starts(argv: Any, env: dict[str, str], folder: Path, timeout_s: float
 
 
 async def _check_one(config: Any, name: str, timeout_s: float) -> Finding:
-    # lazy: tether agents imports the doctor and, its answers kept, loads no acp schema (test_cold_start)
-    from tether.acp.client import AcpSession
-
     found = Finding(name)
     entry = config.data.agents[name]
     argv = list(entry.acp or [])
@@ -169,8 +174,8 @@ async def _check_one(config: Any, name: str, timeout_s: float) -> Finding:
             except sandbox.SandboxUnavailable as exc:
                 found.problems.append(("sandbox", f"{exc}; fix: install what it names, or set sandbox = \"none\""))
                 return found
-        session = AcpSession(agent.acp.argv, workspace=Path(folder), env=env, init_timeout_s=timeout_s,
-                             fs=agent.acp.fs, sandbox=box, model=agent.acp.model)
+        session = _session(agent.acp.argv, Path(folder), env, timeout_s, fs=agent.acp.fs, sandbox=box,
+                           model=agent.acp.model)
         started = time.perf_counter()
         try:
             info = await session.start()
