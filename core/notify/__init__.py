@@ -6,7 +6,7 @@
 * :mod:`tether.notify.links`: signed links that approve or reject once (:func:`issue_link`,
   :func:`read_link`, :func:`spend_link`);
 * :mod:`tether.notify.storage`: what is kept on the store (the key, spent links, the lease,
-  the ledger, the status);
+  the ledger, the status), with :mod:`tether.notify.pg_storage` for a PostgreSQL store;
 * :mod:`tether.notify.sender`: the one sender per store (:func:`run_sender`, :func:`sender_status`);
 * :mod:`tether.notify.command`: ``tether notify``.
 """

@@ -17,7 +17,7 @@ from aiohttp import web
 from tether.notify import NotifyChannel, run_sender
 from tether.notify.channels import channel_of
 from tether.notify.sender import SenderSettings
-from tether.notify.storage import NOTIFY_TABLES
+from tether.notify.pg_storage import NOTIFY_TABLES
 
 QUICK = SenderSettings(first_retry_s=0.05, max_retry_s=0.2, give_up_after=4, liveness_every_s=0.2,
                        lease_every_s=0.1, timeout_s=5.0, cursor_every_s=0.0)
