@@ -152,7 +152,8 @@ class MergeTour(AcpTour):
 
     async def _outcome(self, pilot: Pilot[Any]) -> None:
         app: Any = pilot.app
-        await self._until(pilot, lambda: isinstance(app.screen, OutcomeDialog), "the outcome")
+        await self._until(pilot, lambda: isinstance(app.screen, OutcomeDialog) and bool(app.screen.query("#outcome-words")),
+                          "the outcome")  # pushed, and composed
         app.clear_notifications()
         screen = app.screen
         self.outcomes.append((str(screen.query_one(".dialog-title").render()),
