@@ -72,6 +72,7 @@ from tether.vocab.state import (
 )
 from tether.workspaces.lifecycle import WorkspaceError
 from tether.run.driver import RunDriver
+from tether.store.control import ControlRequest
 
 # An agent that reports a refused write done (OpenCode: "Wrote file successfully.") writes the file
 # itself, and on a loaded host the write can land after the call's report and even after the turn's
@@ -131,6 +132,17 @@ class AcpRunOptions:
     rules: Rules | None = None
     ready: Callable[[], Awaitable[str | None]] | None = None
     fleet: FleetCheck | None = None
+
+
+@dataclass(frozen=True)
+class Tally:
+    """How a decision on an agent's permission request was reached: when it was asked, and for
+    a call that needs more than one person, who approved it (names, and their accounts)."""
+
+    asked_at: float | None = None
+    approvers: Sequence[str] = ()
+    needed: int = 1
+    accounts: Sequence[str] = ()
 
 
 @dataclass
@@ -450,8 +462,9 @@ class AcpRun:
         if verdict is not None and verdict.effect != "ask":  # a standing rule decides, at once
             rule = verdict.rule
             note = rule.note()
-            await self._answer(request, key, tool, "approve" if rule.effect == "allow" else "reject", note,
-                               f"rule {rule.id}", rule=rule.id, asked_at=asked_at)
+            kind = "approve" if rule.effect == "allow" else "reject"
+            await self._answer(request, key, tool, ControlRequest(kind, note, by=f"rule {rule.id}", rule=rule.id),
+                               Tally(asked_at))
             return
         ask = verdict.rule if verdict is not None else None
         needed = ask.approvals if ask is not None else 1
@@ -474,7 +487,8 @@ class AcpRun:
                     self.emit(step.event)
                     continue
                 if step.action == "reject":
-                    await self._answer(request, key, tool, "reject", step.words, DEADLINE, asked_at=asked_at)
+                    await self._answer(request, key, tool, ControlRequest("reject", step.words, by=DEADLINE),
+                                       Tally(asked_at))
                     return
                 self.signal.cancel(step.words, DEADLINE)
             if decision is None:  # a Stop (or the deadline): the turn is cancelled, and this request with it
@@ -496,9 +510,7 @@ class AcpRun:
             break
         approvers = [*waiting.approvers, decision.by] if waiting.needed > 1 and decision.kind == "approve" else []
         accounts = [*people.padded(waiting.approvers, waiting.accounts), decision.account or ""] if approvers else []
-        await self._answer(request, key, tool, decision.kind, decision.text, decision.by, option=decision.option,
-                           silent=decision.silent, asked_at=asked_at, approvers=approvers, needed=waiting.needed,
-                           account=decision.account, accounts=accounts)
+        await self._answer(request, key, tool, decision, Tally(asked_at, approvers, waiting.needed, accounts))
         chosen = request.option_by_id(decision.option) if decision.option else None
         if chosen is not None and chosen.kind.endswith("_always"):
             await self._always(request, tool, chosen, decision)
@@ -537,13 +549,14 @@ class AcpRun:
             return False
         return deciding.result()
 
-    async def _answer(self, request: PermissionRequest, key: str, tool: str, kind: str, text: str, by: str, *,
-                      option: str | None = None, silent: bool = False, rule: str | None = None,
-                      asked_at: float | None = None, approvers: list[str] | None = None, needed: int = 1,
-                      account: str | None = None, accounts: list[str] | None = None) -> None:
-        """Answer the agent with the option for the verdict, and record the decision."""
+    async def _answer(self, request: PermissionRequest, key: str, tool: str, decision: ControlRequest,
+                      tally: Tally) -> None:
+        """Answer the agent with the option for ``decision`` (a person's, a rule's or the
+        deadline's), and record it with its ``tally``."""
         st = self.state
-        approved = kind == "approve"
+        text, by, rule, option = decision.text, decision.by, decision.rule, decision.option
+        asked_at, approvers, needed, accounts = tally.asked_at, tally.approvers, tally.needed, tally.accounts
+        approved = decision.kind == "approve"
         words = approved_words(text, by) if approved else declined_words(text, by)
         try:
             request.decide(_option_for(request, approved, option), tool_call_id=request.tool_call_id,
@@ -551,12 +564,12 @@ class AcpRun:
         except (ValueError, AcpError) as exc:  # already answered (the agent withdrew it): say so, decide nothing
             words = f"{words} (not delivered: {exc})"
         st.approvals[key] = Decision(key, "approved" if approved else "rejected", request.args_hash, text, by,
-                                     used=True, tool=tool, rule=rule, approvers=approvers or [], needed=needed,
-                                     asked_at=asked_at, account=account,
-                                     accounts=accounts if accounts and any(accounts) else [])
+                                     used=True, tool=tool, rule=rule, approvers=list(approvers), needed=needed,
+                                     asked_at=asked_at, account=decision.account,
+                                     accounts=list(accounts) if any(accounts) else [])
         if not approved:
             st.failed_calls.append(request.tool_call_id)
-            if not silent:
+            if not decision.silent:
                 self._rejections.append(words)
         self.emit(ApprovalDecision(run_id=st.run_id, call_id=key, tool=tool,
                                    verdict="approved" if approved else "rejected", text=words, by=by, rule=rule,

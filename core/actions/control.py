@@ -83,21 +83,11 @@ async def deliver(store: Store, run_id: str, request: ControlRequest) -> Control
     return None
 
 
-async def decide(store: Store, run_id: str, request: ControlRequest) -> ControlReply:
-    """Hand a decision to whoever holds the run waiting for it (:func:`deliver`); refused in
-    words, changing nothing, when nobody does (the caller may then adopt the run:
-    :func:`tether.actions.adopting.adopt`)."""
-    delivered = await deliver(store, run_id, request)
-    return delivered if delivered is not None else await operate.request(store, run_id, request)
-
-
 async def _worker_decide(store: Store, run_id: str, request: ControlRequest) -> ControlReply | None:
     """:func:`tether.workers.decide.decide`: the decision sent to the workflow that waits for it, if one does."""
     from tether.workers import decide as workers  # the workers' modules (DBOS) only for a store with workers
 
-    return await workers.decide(store, run_id, "approve" if request.kind == "approve" else "reject", request.text,
-                               by=request.by, call_id=request.call_id, args=request.args, rule=request.rule,
-                               account=request.account, unchecked=request.unchecked)
+    return await workers.decide(store, run_id, request)
 
 
 async def follow_up(harness: Any, run_id: str, message: str, *, signal: Any = None, sinks: Sequence[Any] = (),

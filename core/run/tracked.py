@@ -313,8 +313,9 @@ class TrackedRun:
         if verdict is not None and verdict.effect != "ask":
             rule = verdict.rule
             note = rule.note()
-            return await self._decided(call_id, tool, raw, "approve" if rule.effect == "allow" else "reject",
-                                       note, f"rule {rule.id}", rule=rule.id, asked_at=asked_at)
+            kind = "approve" if rule.effect == "allow" else "reject"
+            return await self._decided(call_id, tool, raw, ControlRequest(kind, note, by=f"rule {rule.id}",
+                                                                          rule=rule.id), asked_at)
         ask = verdict.rule if verdict is not None else None
         deadline_s, on_deadline = deadline_of(ask, st.policies)
         why = f"{tool} needs approval: " + (f"{ask.cited()} asks for it" if ask is not None
@@ -340,7 +341,8 @@ class TrackedRun:
                     await self._close(call_id, step.words, DEADLINE, asked_at)
                     self.signal.cancel(step.words, DEADLINE)
                     raise self._stopped()
-                return await self._decided(call_id, tool, raw, "reject", step.words, DEADLINE, asked_at=asked_at)
+                return await self._decided(call_id, tool, raw, ControlRequest("reject", step.words, by=DEADLINE),
+                                           asked_at)
             st.status, st.interruption = Status.INTERRUPTED, waiting
             if decision.kind == "approve":
                 event = _on_its_call(st, call_id, lambda: approve(st, call_id, decision.text, decision.by,
@@ -491,11 +493,12 @@ class TrackedRun:
         self.driver.emit(_on_its_call(st, call_id, lambda: close_on_stop(st, call_id, reason, by, asked_at=asked_at)))
         await self.driver.save()
 
-    async def _decided(self, call_id: str, tool: str, raw: str, kind: str, text: str, by: str, *,
-                       rule: str | None = None, asked_at: float | None = None) -> Approval:
-        """A decision nobody had to wait for (a rule) or nobody made (the deadline)."""
+    async def _decided(self, call_id: str, tool: str, raw: str, decision: ControlRequest,
+                       asked_at: float | None = None) -> Approval:
+        """A decision nobody had to wait for (a rule's) or nobody made (the deadline's)."""
         st = self.state
-        if kind == "approve":
+        text, by, rule = decision.text, decision.by, decision.rule
+        if decision.kind == "approve":
             st.approvals[call_id] = Decision(call_id, "approved", args_hash(raw), text, by, tool=tool, rule=rule,
                                              asked_at=asked_at)
             event: Event = ApprovalDecision(run_id=st.run_id, call_id=call_id, tool=tool, verdict="approved",

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether.workers.recovery import MAX_RECOVERIES
-from tether.workers.submit import submit
+from tether.workers.submit import Submission, submit
 from tether.workers.worker import Worker
 from tether.agents.config import find_config, load_config
 from tether.approvals.commands import deadline_policy
@@ -68,9 +68,10 @@ def submit_command(args: Any, agent_sets: Sequence[AgentSet] = ()) -> int:
     config = load_config(path) if path is not None else None
 
     deadline = deadline_policy(getattr(args, "decision_deadline", None), getattr(args, "on_deadline", None))
-    state, queue = submit(url, args.agent, args.prompt, config=config, run_id=args.run_id, base_url=args.base_url,
-                          auto_approve=args.auto_approve, workspace=args.workspace, deadline=deadline,
-                          agent_sets=agent_sets, operator_name=getattr(args, "who", None))
+    state, queue = submit(url, Submission(args.agent, args.prompt, run_id=args.run_id, base_url=args.base_url,
+                                          auto_approve=args.auto_approve, workspace=args.workspace, deadline=deadline,
+                                          operator_name=getattr(args, "who", None)),
+                          config=config, agent_sets=agent_sets)
     if args.json:
         print(json.dumps({"run_id": state.run_id, "queue": queue, "agent": args.agent, "status": "queued"}))
     else:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tether.store.protocol import Store
@@ -27,19 +28,17 @@ if TYPE_CHECKING:
     from tether.vocab.events import Event
     from tether.store.postgres.store import PgStore
 
-async def decide(store: Store, run_id: str, verdict: str, text: str = "", *, by: str = "operator",
-                 call_id: str | None = None, args: str | None = None, rule: str | None = None,
-                 account: str | None = None, unchecked: bool = False) -> ControlReply | None:
+async def decide(store: Store, run_id: str, request: ControlRequest) -> ControlReply | None:
     """Approve or reject the call a worker-run run waits on, from any process: the decision
     is recorded in the run's control channel (first come, first served: a second decider is
     told who decided) and sent to the run's workflow as a DBOS message, which waits for it
     durably (a worker that dies meanwhile does not lose it). None when no workflow waits for
     the run (a file store, a run that is not a worker's, or one a process holds): decide the
-    usual way then. ``unchecked``: a program's run's edit taken without a schema to check it."""
+    usual way then. ``request``: an approval (its edited ``args``, ``unchecked``: a program's
+    run's edit taken without a schema to check it) or a rejection."""
     if not store.workers:
         return None
-    return await asyncio.to_thread(_decide, store, run_id, verdict, text, by, call_id, args, rule, account,
-                                   unchecked)
+    return await asyncio.to_thread(_decide, store, run_id, request)
 
 
 async def stop_waiting(store: Store, run_id: str, request: ControlRequest) -> ControlReply | None:
@@ -99,10 +98,8 @@ def enqueue_paused(store: PgStore, run_id: str) -> bool:
     return True
 
 
-def _decide(store: PgStore, run_id: str, verdict: str, text: str, by: str, call_id: str | None,
-            args: str | None = None, rule: str | None = None, account: str | None = None,
-            unchecked: bool = False) -> ControlReply | None:
-    kind = "approve" if verdict in ("approve", "approved") else "reject"
+def _decide(store: PgStore, run_id: str, request: ControlRequest) -> ControlReply | None:
+    kind, call_id, args, by = request.kind, request.call_id, request.args, request.by
     if _workflow_status(store, run_id) not in ("PENDING", "ENQUEUED") and not enqueue_paused(store, run_id):
         return None
     owner = store.owner(run_id)
@@ -122,15 +119,14 @@ def _decide(store: PgStore, run_id: str, verdict: str, text: str, by: str, call_
         return ControlReply(False, already_decided(earlier))
     if too_late(waiting, time.time()):
         return None  # not the workflow's: the deciding process applies the deadline and says so
-    mine = ControlRequest(kind, text, call_id=waiting.call_id, by=by, args=args, rule=rule, account=account,
-                          unchecked=unchecked)
+    mine = replace(request, call_id=waiting.call_id)
     repeat = repeated(waiting, mine)
     if repeat is not None:
         return ControlReply(False, repeat)
     if kind == "approve" and args is not None and programs.is_program(state):
         # Checked here, against the schema its program reported, before the worker is told:
         # a refused edit is said to the operator, not found later in a worker's trace.
-        problem = check_edit(None, state, waiting.call_id, args, unchecked=unchecked)
+        problem = check_edit(None, state, waiting.call_id, args, unchecked=request.unchecked)
         if problem:
             return ControlReply(False, problem)
     store.control_append(run_id, mine)

@@ -14,7 +14,7 @@ from tether.workers.names import APP_VERSION, WORKFLOW, queue_of_run
 from tether.agents.sets import known_agents, set_of
 from tether.harness import Harness, tether_home
 from tether.store.postgres.store import PgStore
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 if TYPE_CHECKING:
     from tether.agents.config import Config
@@ -46,16 +46,30 @@ def enqueue(url: str, state: RunState, dbos_client: Any = None) -> str:
 
 
 
-def submit(url: str, agent_name: str, prompt: str | None = None, *, config: Config | None = None,
-           run_id: str | None = None, base_url: str | None = None, auto_approve: list[str] | None = None,
-           workspace: Path | None = None, deadline: dict[str, Any] | None = None,
-           agent_sets: Sequence[AgentSet] = (), operator_name: str | None = None) -> tuple[RunState, str]:
-    """Create a run of ``agent_name`` (from the agent file, else one of ``agent_sets``: the CLI
-    gives the demo's scenarios) in the store at ``url`` and put it on its agent's queue; returns
-    the run and the queue. The agent is built here once, so that the run saves its reference
-    (a worker rebuilds it)."""
+@dataclass(frozen=True)
+class Submission:
+    """A run to put on a queue (``tether submit``): the agent's name, its task (None: the
+    agent's default), and the run's own options: its id, ``base_url`` for an agent set's
+    agent, calls approved at once, the agent sets' workspace, a decision deadline policy
+    (``--decision-deadline``, ``--on-deadline``), and the operator's name it records."""
+
+    agent_name: str
+    prompt: str | None = None
+    run_id: str | None = None
+    base_url: str | None = None
+    auto_approve: list[str] | None = None
+    workspace: Path | None = None
+    deadline: dict[str, Any] | None = None
+    operator_name: str | None = None
 
 
+def submit(url: str, submission: Submission, *, config: Config | None = None,
+           agent_sets: Sequence[AgentSet] = ()) -> tuple[RunState, str]:
+    """Create a run of ``submission.agent_name`` (from the agent file, else one of
+    ``agent_sets``: the CLI gives the demo's scenarios) in the store at ``url`` and put it on
+    its agent's queue; returns the run and the queue. The agent is built here once, so that
+    the run saves its reference (a worker rebuilds it)."""
+    agent_name, base_url, workspace = submission.agent_name, submission.base_url, submission.workspace
     if config is not None and agent_name in config.names:
         agent = config.agent(agent_name)
         if base_url:
@@ -67,13 +81,13 @@ def submit(url: str, agent_name: str, prompt: str | None = None, *, config: Conf
         raise ValueError(f"no agent {agent_name!r} (agents: {known})")
     store = PgStore(url)
     try:
-        harness = Harness(store=store, config=config, agent_sets=agent_sets, operator_name=operator_name)
+        harness = Harness(store=store, config=config, agent_sets=agent_sets, operator_name=submission.operator_name)
         policies = agent.policies
-        if auto_approve:
-            policies = replace(policies, auto_approve=list(auto_approve))
-        if deadline:  # --decision-deadline / --on-deadline
-            policies = replace(policies, **deadline)
-        state = harness.create(agent, prompt, run_id=run_id, policies=policies)
+        if submission.auto_approve:
+            policies = replace(policies, auto_approve=list(submission.auto_approve))
+        if submission.deadline:  # --decision-deadline / --on-deadline
+            policies = replace(policies, **submission.deadline)
+        state = harness.create(agent, submission.prompt, run_id=submission.run_id, policies=policies)
         queue = enqueue(url, state)
     finally:
         store.close()

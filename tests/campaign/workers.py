@@ -145,9 +145,10 @@ class WorkerCampaign:
         waiting = state.interruption
         if isinstance(waiting, NeedsApproval) and state.status is Status.INTERRUPTED \
                 and (run_id, waiting.call_id) not in self._decided:
+            from tether.store.control import ControlRequest
             from tether.workers.decide import _decide
 
-            reply = _decide(self.store, run_id, "approve", "", "campaign", None)
+            reply = _decide(self.store, run_id, ControlRequest("approve", by="campaign"))
             if reply is not None:
                 self._decided.add((run_id, waiting.call_id))
         return False

@@ -25,7 +25,7 @@ from tether.workers.decide import decide, stop_waiting
 from tether.workers.names import DEMO_QUEUE
 from tether.workers.recovery import GAVE_UP
 from tether.demo.agents import DEMO
-from tether.workers.submit import submit
+from tether.workers.submit import Submission, submit
 from tether.workers.view import _workflow_status, queue_view
 from tether.store.postgres.store import PgStore
 from tether.demo.provider import create_app
@@ -308,7 +308,7 @@ def test_an_approval_waits_durably_through_a_workers_death(fleet: Fleet, store: 
     assert state.status is Status.COMPLETED and not (workspace / "access.log").exists()
     assert [d.by for d in state.approvals.values()] == ["alice"]
     assert counter.requests["approve"] == 3
-    late = asyncio.run(decide(store, run_id, "approve", by="carol"))
+    late = asyncio.run(decide(store, run_id, control.ControlRequest("approve", by="carol")))
     assert late is None or not late.ok
 
 
@@ -330,7 +330,8 @@ def test_a_stop_ends_a_workflows_wait_and_the_run_with_its_call_declined(fleet: 
     assert state.status is Status.INTERRUPTED and state.interruption == Cancelled("not today", "tester")
     assert (state.approvals["call_1_0"].verdict, state.approvals["call_1_0"].by) == ("rejected", "tester")
     assert run_id not in queue_view(store).executors
-    assert asyncio.run(decide(store, run_id, "approve", by="alice")) is None  # no workflow waits for it now
+    # no workflow waits for it now
+    assert asyncio.run(decide(store, run_id, control.ControlRequest("approve", by="alice"))) is None
 
 
 def test_an_approval_after_the_deadline_of_a_run_in_the_queue_is_refused(fleet: Fleet, store: PgStore, provider,
@@ -346,7 +347,7 @@ def test_an_approval_after_the_deadline_of_a_run_in_the_queue_is_refused(fleet: 
              and queue_view(store).executors.get(run_id), "the workflow to wait for the decision", 60)
     deadline_at = store.load(run_id).interruption.deadline_at
     wait_for(lambda: time.time() > deadline_at, "the deadline to pass", 30)
-    assert asyncio.run(decide(store, run_id, "approve", by="carol")) is None  # not for the workflow
+    assert asyncio.run(decide(store, run_id, control.ControlRequest("approve", by="carol"))) is None  # not the workflow's
     late = fleet.tether("approve", run_id, "--store", fleet.url, "--as", "carol")
     assert late.returncode == 2 and "too late: the decision deadline of delete_file" in late.stderr, late.stderr
     state = store.load(run_id)
@@ -502,10 +503,10 @@ def test_concurrency_is_each_workers_own_across_its_queues(fleet: Fleet, store: 
     base, _ = provider
     config, modules = _agent_file(tmp_path, base, {"sleepy": ("wsleepy", SLEEPY_TOOLS)})
     monkeypatch.syspath_prepend(str(modules))
-    runs = [submit(fleet.url, "slow", base_url=f"{base}/cc{i}/v1", workspace=tmp_path / "ws", agent_sets=(DEMO,))[0].run_id
-            for i in range(6)]
+    runs = [submit(fleet.url, Submission("slow", base_url=f"{base}/cc{i}/v1", workspace=tmp_path / "ws"),
+                   agent_sets=(DEMO,))[0].run_id for i in range(6)]
     agents = load_config(config)
-    runs += [submit(fleet.url, "sleepy", "what went wrong?", config=agents)[0].run_id for _ in range(4)]
+    runs += [submit(fleet.url, Submission("sleepy", "what went wrong?"), config=agents)[0].run_id for _ in range(4)]
     one = fleet.start("--concurrency", "1")
     two = fleet.start("--concurrency", "2", "--config", str(config), pythonpath=[str(modules)])
     limits = {one.executor_id: 1, two.executor_id: 2}
@@ -582,10 +583,10 @@ def test_a_run_that_kills_every_worker_that_takes_it_is_parked_as_failed(fleet: 
 
     top_up()
     # Five runs in an 8 s tool on three workers of two slots: the one slot left is beside one.
-    bystanders = [submit(pg_url, "sleepy", "what went wrong?", config=agents)[0].run_id for _ in range(5)]
+    bystanders = [submit(pg_url, Submission("sleepy", "what went wrong?"), config=agents)[0].run_id for _ in range(5)]
     wait_for(lambda: sum(1 for o in store.owners(bystanders).values() if o is not None and o.alive) == 5,
              "the workers to take the five runs", 30)
-    killer = submit(pg_url, "crasher", "list the files", config=agents)[0].run_id
+    killer = submit(pg_url, Submission("crasher", "list the files"), config=agents)[0].run_id
 
     def parked() -> bool:
         top_up()
