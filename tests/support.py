@@ -371,11 +371,12 @@ class Terminal:
 _ONE_CLI_AT_A_TIME = threading.Lock()
 
 
-def cli_here(*args: str, env: Mapping[str, str] | None = None,
-             cwd: Path | str | None = None) -> subprocess.CompletedProcess[str]:
+def cli_here(*args: str, env: Mapping[str, str] | None = None, cwd: Path | str | None = None,
+             stdin: str = "") -> subprocess.CompletedProcess[str]:
     """``tether ARGS`` by the CLI's own ``main`` in this process, as a child process would run
-    it (``env``, if given, its whole environment; ``cwd`` its folder): the exit code, stdout
-    and stderr, as :func:`subprocess.run` gives them. The same parser, store and words,
+    it (``env``, if given, its whole environment; ``cwd`` its folder; ``stdin`` what a pipe
+    would give it, not a terminal): the exit code, stdout and stderr, as
+    :func:`subprocess.run` gives them. The same parser, store and words,
     without a process start-up (imports, a second or more each on a loaded machine). A test
     that drives a real ``tether`` process from another one stays real where the test is about
     processes; this is for the commands that ask or decide beside it. Not for the commands
@@ -390,9 +391,9 @@ def cli_here(*args: str, env: Mapping[str, str] | None = None,
         pass
     else:  # from a coroutine, blocking it as subprocess.run would: main's own loop needs another thread
         with ThreadPoolExecutor(1) as pool:
-            return pool.submit(cli_here, *args, env=env, cwd=cwd).result()
+            return pool.submit(cli_here, *args, env=env, cwd=cwd, stdin=stdin).result()
     with _ONE_CLI_AT_A_TIME:
-        saved_env, saved_cwd = dict(os.environ), os.getcwd()
+        saved_env, saved_cwd, saved_stdin = dict(os.environ), os.getcwd(), sys.stdin
         out, err = io.StringIO(), io.StringIO()
         try:
             if env is not None:
@@ -400,12 +401,14 @@ def cli_here(*args: str, env: Mapping[str, str] | None = None,
                 os.environ.update(env)
             if cwd is not None:
                 os.chdir(cwd)
+            sys.stdin = io.StringIO(stdin)
             with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
                 try:
                     code = cli.main(list(args))
                 except SystemExit as exc:  # argparse's own refusals (and --help)
                     code = exc.code if isinstance(exc.code, int) else int(exc.code is not None)
         finally:
+            sys.stdin = saved_stdin
             os.chdir(saved_cwd)
             if env is not None:
                 os.environ.clear()

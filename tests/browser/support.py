@@ -22,6 +22,7 @@ import uvicorn
 
 from tether.models.processes import free_port
 from tether.demo.provider.app import create_app
+from tests.support import cli_here
 
 CAP_S = 60.0  # how long a test waits for a condition before it fails
 PASSWORDS = {"ana": "green tea at dawn", "bob": "seven blue kites", "walt": "quiet river stones"}
@@ -155,7 +156,7 @@ def tether_env(home: Path) -> dict[str, str]:
 class Served:
     """``tether serve`` as a real process on a free loopback port, over a temp file store,
     with the users of :data:`PASSWORDS` (``walt`` a watcher) added the way an operator does
-    (``tether serve --add-user NAME``, the password on stdin)."""
+    (``tether serve --add-user NAME``, the password on stdin), by the CLI's own ``main``."""
 
     def __init__(self, tmp: Path, provider_url: str, *, config: Path | None = None) -> None:
         self.tmp = tmp
@@ -167,11 +168,11 @@ class Served:
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = tether_env(tmp / "home")
         self.runs_started: list[subprocess.Popen[bytes]] = []
-        for name, password in PASSWORDS.items():
+        for name, password in PASSWORDS.items():  # in this process: tests/web/test_serve_command.py starts one
             extra = ["--read-only"] if name == "walt" else []
-            done = subprocess.run(self.command("serve", "--add-user", name, *extra, "--store", str(self.runs)),
-                                  input=password.encode(), capture_output=True, env=self.env, cwd=tmp, timeout=CAP_S)
-            assert done.returncode == 0, done.stderr.decode()
+            done = cli_here("serve", "--add-user", name, *extra, "--store", str(self.runs), stdin=password,
+                            env=self.env, cwd=tmp)
+            assert done.returncode == 0, done.stderr
         self.log = tmp / "serve.log"
         args = ["serve", "--port", str(self.port), "--store", str(self.runs), "--public-url", self.url]
         if config is not None:
@@ -200,6 +201,11 @@ class Served:
                                 env=self.env, cwd=self.tmp)
         self.runs_started.append(proc)
         return proc
+
+    def tether_here(self, *args: str) -> tuple[int, str, str]:
+        """``tether ARGS`` on this server's home and folder, in this process (no start-up)."""
+        done = cli_here(*args, env=self.env, cwd=self.tmp)
+        return done.returncode, done.stdout, done.stderr
 
     def tether(self, *args: str) -> tuple[int, str, str]:
         done = subprocess.run(self.command(*args), capture_output=True, env=self.env, cwd=self.tmp, timeout=CAP_S)

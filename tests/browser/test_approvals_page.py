@@ -25,7 +25,7 @@ def _shown(page: Any, run: Any, run_id: str) -> Any:
 
 
 def _decisions(served: Served) -> list[dict[str, Any]]:
-    code, out, err = served.tether("decisions", "--store", str(served.runs), "--json")
+    code, out, err = served.tether_here("decisions", "--store", str(served.runs), "--json")
     assert code == 0, err
     return json.loads(out)
 
@@ -115,7 +115,7 @@ def test_a_page_left_open_goes_to_the_login_when_its_user_is_removed(served: Ser
     log_in(phone, served.url, "bob")
     expect(phone.get_by_test_id("approvals")).to_be_visible()
     expect(phone.locator("body")).to_have_attribute("data-live", "yes")  # following /events
-    code, out, err = served.tether("serve", "--remove-user", "bob", "--store", str(served.runs))  # another process
+    code, out, err = served.tether_here("serve", "--remove-user", "bob", "--store", str(served.runs))  # from outside the server
     assert code == 0, err
     expect(phone.get_by_test_id("login-form")).to_be_visible(timeout=CAP_S * 1000)  # nobody touched the page
     phone.goto(served.url + "/")

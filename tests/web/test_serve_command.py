@@ -13,7 +13,7 @@ from pathlib import Path
 
 import aiohttp
 
-from tests.support import exited, reaped
+from tests.support import cli_here_async, exited, reaped
 from tests.web.conftest import PAGE, login
 
 CAP_S = 60.0
@@ -33,6 +33,13 @@ async def tether(tmp_path: Path, *args: str, stdin: str = "") -> tuple[int, str,
     return proc.returncode or 0, out.decode(), err.decode()
 
 
+async def tether_here(tmp_path: Path, *args: str, stdin: str = "") -> tuple[int, str, str]:
+    """The same command by the CLI's own ``main`` in this process: where the test is not about
+    a process of its own (one real ``--add-user`` reads its password from a pipe)."""
+    done = await cli_here_async(*args, env=env(tmp_path), stdin=stdin)
+    return done.returncode, done.stdout, done.stderr
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -43,7 +50,8 @@ async def test_users_are_managed_from_the_command_line_and_bad_input_is_refused_
     code, out, err = await tether(tmp_path, "serve", "--add-user", "ana", stdin=PASSWORD + "\n")
     assert code == 0, err
     assert out.startswith("added ana: an operator, on ")
-    code, out, _ = await tether(tmp_path, "serve", "--add-user", "walt", "--read-only", stdin="quiet river stones\n")
+    code, out, _ = await tether_here(tmp_path, "serve", "--add-user", "walt", "--read-only",
+                                     stdin="quiet river stones\n")
     assert code == 0 and "added walt: a watcher" in out
     for args, stdin, words in ((("--add-user", "bob"), "short\n", "use at least 10"),
                                (("--add-user", "bob"), "\n", "the password is empty"),
@@ -55,19 +63,19 @@ async def test_users_are_managed_from_the_command_line_and_bad_input_is_refused_
                                 "--trust-proxy takes the address or network of a reverse proxy in front of this "
                                 "server (127.0.0.1, 10.0.0.0/8, ::1), not 'localhost'"),
                                (("--session-hours", "nan"), "", "must be a finite number of hours above 0")):
-        code, _, err = await tether(tmp_path, "serve", *args, stdin=stdin)
+        code, _, err = await tether_here(tmp_path, "serve", *args, stdin=stdin)
         assert code == 2 and words in err, (args, err)
         assert "Traceback" not in err
-    code, out, _ = await tether(tmp_path, "serve", "--users")
+    code, out, _ = await tether_here(tmp_path, "serve", "--users")
     assert code == 0 and out.split() == ["ana", "operator", "walt", "watcher"]
-    code, out, _ = await tether(tmp_path, "serve", "--remove-user", "walt")
+    code, out, _ = await tether_here(tmp_path, "serve", "--remove-user", "walt")
     assert code == 0 and "removed walt" in out
     stored = (tmp_path / "runs" / "users.json").read_text()
     assert PASSWORD not in stored and "walt" not in stored
 
 
 async def test_a_run_waiting_in_another_process_is_approved_through_the_server_and_sigterm_ends_it(tmp_path: Path):
-    assert (await tether(tmp_path, "serve", "--add-user", "ana", stdin=PASSWORD))[0] == 0
+    assert (await tether_here(tmp_path, "serve", "--add-user", "ana", stdin=PASSWORD))[0] == 0
     port = free_port()
     server = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.tui.cli", "serve", "--port", str(port),
                                                   env=env(tmp_path), stdout=asyncio.subprocess.PIPE,
@@ -110,8 +118,8 @@ async def test_a_run_waiting_in_another_process_is_approved_through_the_server_a
 async def test_a_user_removed_from_the_command_line_is_logged_out_of_the_running_server_at_once(tmp_path: Path):
     from tests.web.test_login import ended_words
 
-    assert (await tether(tmp_path, "serve", "--add-user", "bob", stdin="seven blue kites\n"))[0] == 0
-    assert (await tether(tmp_path, "serve", "--add-user", "ana", stdin=PASSWORD))[0] == 0
+    assert (await tether_here(tmp_path, "serve", "--add-user", "bob", stdin="seven blue kites\n"))[0] == 0
+    assert (await tether_here(tmp_path, "serve", "--add-user", "ana", stdin=PASSWORD))[0] == 0
     port = free_port()
     server = await asyncio.create_subprocess_exec(sys.executable, "-m", "tether.tui.cli", "serve", "--port", str(port),
                                                   env=env(tmp_path), stdout=asyncio.subprocess.PIPE,
@@ -125,7 +133,7 @@ async def test_a_user_removed_from_the_command_line_is_logged_out_of_the_running
             assert (await login(ana, "ana", PASSWORD)).status == 303
             async with bob.get("/events") as stream:
                 assert (await stream.content.readline()).startswith(b"retry:")
-                code, out, err = await tether(tmp_path, "serve", "--remove-user", "bob")  # another process
+                code, out, err = await tether_here(tmp_path, "serve", "--remove-user", "bob")  # beside the server
                 assert code == 0, err
                 assert "removed bob from" in out and "their open pages end within seconds" in out
                 assert await ended_words(stream) == "bob is no longer a user of this store: log in again"
