@@ -43,6 +43,7 @@ from urllib.parse import quote
 
 import httpx
 
+from tether.actions.deadlines import apply_due
 from tether.notify import kinds
 from tether.notify.channels import NotifyChannel, load_channels
 from tether.notify.links import issue_link, link_url
@@ -334,9 +335,6 @@ class _Sender:
         """A waiting call's deadline passed: apply it, as ``tether runs`` would, to the runs
         no process holds (a live owner applies its own). An escalation is the notification
         channel's to send, so its sender does not wait for someone to list the runs."""
-        # lazy: tether.actions imports tether.notify at module level (rooms one way: tests/unit/test_rooms.py)
-        from tether.actions.deadlines import apply_due
-
         try:
             for words in apply_due(self.store):
                 log.info("deadline: %s", words)
