@@ -3,16 +3,18 @@ into a clean venv, and from that venv, away from the checkout, ``tether --help``
 run plan`` and the console work: the tokenizer's rank file, the TCSS and the demo data are
 all inside the wheel.
 
-One build and one install serve the module (they are its slow part: about 20 s, most of it
-pip). The build runs without isolation, with the test extra's setuptools, wheel and build, on
-a copy of the checkout's files, so nothing is written into the checkout and no stale
-``build/`` there can leak into the wheel.
+One build and one install serve the session, whichever xdist workers run these tests (they
+are their slow part, most of it pip). The build runs without isolation, with the test extra's
+setuptools, wheel and build, on a copy of the checkout's files, so nothing is written into the
+checkout and no stale ``build/`` there can leak into the wheel.
 """
 
 from __future__ import annotations
 
+import fcntl
 import os
 import re
+import shutil
 import subprocess
 import sys
 import uuid
@@ -52,9 +54,7 @@ def _checked(argv: list[str], cwd: Path) -> None:
     assert done.returncode == 0, f"{' '.join(argv)} exited {done.returncode}:\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
 
 
-@pytest.fixture(scope="module")
-def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
-    root = tmp_path_factory.mktemp("wheel")
+def _build_and_install(root: Path) -> None:
     # What a clean clone holds, plus files not yet added (git's ignore rules leave out .venv,
     # build/, *.egg-info and the like).
     listed = subprocess.run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
@@ -65,14 +65,35 @@ def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
         if file.is_file():  # a tracked file deleted in the work tree is listed too
             (source / name).parent.mkdir(parents=True, exist_ok=True)
             (source / name).write_bytes(file.read_bytes())
-    dist = root / "dist"
-    _checked([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(dist)], source)
-    [wheel] = dist.glob("tether-*.whl")
+    _checked([sys.executable, "-m", "build", "--wheel", "--no-isolation", "--outdir", str(root / "dist")], source)
     venv = root / "venv"
-    _checked([sys.executable, "-m", "venv", str(venv)], root)
-    _checked([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", str(wheel)], root)
-    (root / "elsewhere").mkdir()
-    return Installed(wheel=wheel, source=source, venv=venv, home=root / "home", cwd=root / "elsewhere")
+    # A venv without pip of its own, installed into by this pip (--python): the same resolve
+    # and install of the wheel and every dependency, without seeding pip into the venv first.
+    _checked([sys.executable, "-m", "venv", "--without-pip", str(venv)], root)
+    [wheel] = (root / "dist").glob("tether-*.whl")
+    _checked([sys.executable, "-m", "pip", "--python", str(venv / "bin" / "python"), "install", "-q", str(wheel)],
+             root)
+    (root / "installed").touch()
+
+
+@pytest.fixture(scope="module")
+def installed(tmp_path_factory: pytest.TempPathFactory) -> Installed:
+    """One build and install for the session: under xdist, whichever worker comes first makes
+    them in the session's shared temporary folder while the others wait on its lock, then each
+    worker has a home and a folder of its own beside them."""
+    mine = tmp_path_factory.mktemp("wheel")
+    shared = tmp_path_factory.getbasetemp().parent if os.environ.get("PYTEST_XDIST_WORKER") else mine
+    root = shared / "wheel-installed"
+    with open(shared / "wheel.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # released when the file closes
+        if not (root / "installed").exists():
+            shutil.rmtree(root, ignore_errors=True)  # a build cut short by a failure is made again
+            root.mkdir()
+            _build_and_install(root)
+    [wheel] = (root / "dist").glob("tether-*.whl")
+    (mine / "elsewhere").mkdir()
+    return Installed(wheel=wheel, source=root / "source", venv=root / "venv", home=mine / "home",
+                     cwd=mine / "elsewhere")
 
 
 def test_the_wheel_holds_every_file_of_the_package(installed: Installed) -> None:
