@@ -61,8 +61,21 @@ import sys
 from pathlib import Path
 from typing import Any, cast
 
-import acp
-from acp import schema
+if __name__ == "__main__":
+    # As the agent's own process only (the tests import this module's constants): the SDK's
+    # schema is ~270 pydantic models, each built (its fields' docstrings read from source) as
+    # acp.schema is imported, most of this process's start-up, paid at each of the suite's 100+
+    # starts. Here a model is built when first used and the field docstrings (descriptions in a
+    # JSON schema, never validation) are not read: the SDK's own models still make and check
+    # every frame.
+    import pydantic
+    from pydantic._internal import _fields
+
+    pydantic.BaseModel.model_config["defer_build"] = True
+    _fields._update_fields_from_docstrings = lambda *args, **kwargs: None
+
+import acp  # noqa: E402 (after the settings above)
+from acp import schema  # noqa: E402
 
 WRITE_NAME = "out.txt"
 ESCAPE_PATH = Path("..") / "outside" / "escaped.txt"
@@ -432,3 +445,9 @@ def main() -> None:
 
 if __name__ == "__main__":
     main()
+    # Its stdin has ended and its loop is done: the interpreter's own ending would then spend
+    # most of a second collecting the SDK's objects (past Tether's short wait for an agent to
+    # exit by itself, so a SIGTERM would end it instead), and there is nothing left to run.
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)

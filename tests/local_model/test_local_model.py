@@ -71,7 +71,9 @@ def test_cost_is_the_sum_of_the_turns_recomputed_from_tokens(result: dict[str, A
         recomputed = sum(pricing.cost(t["prompt_tokens"], t["completion_tokens"]) for t in turns)
         assert row["cost_usd"] == pytest.approx(recomputed, abs=1e-8)
         assert (row["cost_usd"] > 0) == (row["turns"] > 0)
-    assert result["totals"]["cost_usd"] > 0
+    # No turn at all (a host so loaded that both tasks timed out before a first answer) is
+    # said with the tasks' exits, not as a bare 0.0.
+    assert result["totals"]["cost_usd"] > 0, [(r["task"], r["status"], r["turns"], r["answer"]) for r in result["tasks"]]
 
 
 def test_trace_ends_with_run_stopped(result: dict[str, Any]) -> None:
