@@ -263,11 +263,13 @@ SIZE = (160, 45)
 
 # from tests/console/test_tui.py
 async def wait_for(pilot: Pilot[Any], predicate: Callable[[], bool], what: str, cap: float = CAP_S) -> None:
+    # Each look also lays out and paints the screen if anything changed (Pilot.pause), so a
+    # short interval spends the test's CPU on repaints nobody reads; the app runs meanwhile.
     deadline = time.monotonic() + cap
     while not predicate():
         if time.monotonic() > deadline:
             pytest.fail(f"timed out after {cap:g} s waiting for {what}")
-        await pilot.pause(0.01)
+        await pilot.pause(0.05)
 
 
 # from tests/console/test_tui.py
