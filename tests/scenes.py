@@ -28,7 +28,8 @@ from textual.pilot import Pilot
 
 from tether.vocab.state import Limits, Status
 from tether.tui.app import TetherApp
-from tether.tui.screens.dialogs import ApproveDialog, NewRunRequest, RejectDialog
+from tether.tui.screens.decision import ApproveDialog, RejectDialog
+from tether.tui.screens.new_run import NewRunRequest
 
 from tests.support import still_console
 
@@ -103,7 +104,7 @@ def _has_line(app: TetherApp, rid: str, text: str) -> Callable[[], bool]:
 
 
 async def _reject(pilot: Pilot[Any]) -> None:
-    _app(pilot).reject_run("destructive-1", "access.log is still needed")
+    _app(pilot).decisions.reject_run("destructive-1", "access.log is still needed")
 
 
 async def _reject_in_the_dialog(pilot: Pilot[Any]) -> None:

@@ -13,15 +13,18 @@ store's control channel, and when it runs a run itself it is one more owner. Its
   their traces by :mod:`tether.tui.state.store_client`), dispatched by event class into the
   model and the trace buffers, with the flush throttle;
 * this app, the shell: the options, the parts made and wired, start-up and shut-down, what
-  applies to the selected run (the keys greyed out, the command palette). The store is
-  followed by a collaborator the app makes and hands what it needs,
-  :class:`~tether.tui.following.StoreFollowing` (the events in; it makes the pump and the
-  store client); so are :class:`~tether.tui.views.ConsoleViews` (the widgets brought up to
-  date, the selection), :class:`~tether.tui.workspace_actions.WorkspaceActions` (merge,
-  discard) and :class:`~tether.tui.timeline.CheckpointTimeline` (the Changes pane's
-  checkpoints), which the app's keys and handlers call; the rest of the app is still mixed
-  in, one concern a module: :mod:`tether.tui.run_actions` (start, stop, resume, follow up, quit) and
-  :mod:`tether.tui.decisions` (approve, reject, edit, rules, the record of decisions);
+  applies to the selected run (the keys greyed out, the command palette). Each concern is
+  a collaborator the app makes and hands what it needs, with itself as the host it asks
+  the screen of (a Protocol in the collaborator's module), never a mixin:
+  :class:`~tether.tui.following.StoreFollowing` (the store followed, the events in; it
+  makes the pump and the store client), :class:`~tether.tui.views.ConsoleViews` (the
+  widgets brought up to date, the selection), :class:`~tether.tui.run_actions.RunActions`
+  (start, stop, resume, follow up), :class:`~tether.tui.decisions.DecisionActions`
+  (approve, reject, edit, rules, the record of decisions),
+  :class:`~tether.tui.workspace_actions.WorkspaceActions` (merge, discard) and
+  :class:`~tether.tui.timeline.CheckpointTimeline` (the Changes pane's checkpoints). The
+  keys' actions and the handlers of the widgets' and screens' messages are the app's, and
+  call them;
 * the screens (:mod:`tether.tui.screens`: the main screen, the dialogs) and the widgets
   (:mod:`tether.tui.widgets`), over the Textual-free state (:mod:`tether.tui.state`).
   Attributes down (the app reads the model and hands each widget what it shows), messages
@@ -55,6 +58,7 @@ from textual.widgets import OptionList
 from textual.worker import Worker
 
 from tether.agents.config import Config
+from tether.observe.cost_figures import load_figures
 from tether.harness import Harness
 from tether.vocab.cancel import CancelSignal
 from tether.vocab.events import Event
@@ -62,13 +66,15 @@ from tether.vocab.state import RunState
 from tether.store.control import operator_name
 from tether.tui.widgets.approvals import Pending
 from tether.tui.widgets.changes import ChangesPane
-from tether.tui.screens.dialogs import HelpScreen, NewRunRequest
+from tether.tui.screens.help import HelpScreen
+from tether.tui.screens.new_run import NewRunRequest
 from tether.tui.widgets.runs_list import RunsList
 from tether.tui.widgets.trace_view import TraceView
 from tether.tui.widgets.transcript import TranscriptView
 from tether.tui.decisions import DecisionActions
 from tether.tui.following import StoreFollowing
 from tether.tui.state.model import ConsoleModel
+from tether.tui.screens.decisions import DecisionsScreen
 from tether.tui.screens.rules import RulesScreen
 from tether.tui.state.options import ConsoleOptions
 from tether.tui.state.pump import EventPump
@@ -84,9 +90,10 @@ YOUNG_GC_THRESHOLD = 10_000  # allocations between young collections while the c
 OWNER_CHECK_S = 1.0  # how often the locks of runs other processes hold are asked whether they live
 
 
-class TetherApp(DecisionActions, RunActions, App[int]):
-    """The console. Its parts are mixed in before ``App`` so that their handlers and actions
-    are the app's own, and Textual's CSS and bindings see one app class, as before."""
+class TetherApp(App[int]):
+    """The console. Its parts are collaborators it makes and hands what they need (attributes
+    down); the keys' actions and the handlers of the widgets' and screens' messages (messages
+    up) are the app's, and call them."""
 
     CSS_PATH = Path(__file__).with_name("app.tcss")  # absolute: subclasses elsewhere find it too
     TITLE = "Tether"
@@ -112,7 +119,8 @@ class TetherApp(DecisionActions, RunActions, App[int]):
         self._owns_store = options.store is not None and harness is None
         if self._owns_harness and (options.otlp or any(os.environ.get(name) for name in (
                 "OTEL_EXPORTER_OTLP_ENDPOINT", "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT"))):
-            from tether.observe.otel.sink import otel_sink_from_env  # the exporter is imported only when asked for
+            # lazy: OpenTelemetry's exporter, imported only when asked for
+            from tether.observe.otel.sink import otel_sink_from_env
 
             sink = otel_sink_from_env(options.otlp, on_dropped=self.harness.note_dropped,
                                       state_of=self.harness.live.get, secrets=self.harness.secrets())
@@ -121,17 +129,20 @@ class TetherApp(DecisionActions, RunActions, App[int]):
         # What the console derives from its options, kept beside them:
         self.config: Config | None = options.config if options.config is not None else self.harness.config
         self.adhoc_workspace = Path(options.workspace) if options.workspace is not None else Path.cwd()
-        self.operator = options.operator or operator_name()
+        operator = options.operator or operator_name()
         # the parts: the model (what the console knows), the pump (events in), the store client
-        self.model = ConsoleModel(driving=self.harness.live, operator=self.operator)
+        self.model = ConsoleModel(driving=self.harness.live, operator=operator)
         self.following = StoreFollowing(self, self.harness.store, self.model, options)
         self.pump: EventPump = self.following.pump
         self.client: StoreClient = self.following.client
-        self.workspace = WorkspaceActions(self, self.harness.store, self.model, self.pump, self.operator)
         self.views = ConsoleViews(self, self.model, self.pump, self.client, options)
+        self.runs = RunActions(self, self.harness, self.model, self.pump, self.client, options, config=self.config,
+                               adhoc_workspace=self.adhoc_workspace, sink=self._sink)
+        self.decisions = DecisionActions(self, self.harness, self.model, options, self.runs, config=self.config,
+                                         trace_path=self.following.trace_path)
+        self.workspace = WorkspaceActions(self, self.harness.store, self.model, self.pump)
         self.timeline = CheckpointTimeline(self, self.harness.store, self.harness.workspaces_dir, self.model,
-                                           self.pump, self.operator, took=self.workspace.took,
-                                           outcome=self.workspace.outcome)
+                                           self.pump, took=self.workspace.took, outcome=self.workspace.outcome)
         self._watch_task: asyncio.Task[None] | None = None
         self._quitting = False
         self._console_up = False
@@ -139,6 +150,15 @@ class TetherApp(DecisionActions, RunActions, App[int]):
         self._gc_thresholds: tuple[int, ...] = ()
 
     # ---- the model's state, as the views and the tests read it ---------------------------
+    @property
+    def operator(self) -> str:
+        """Who decides at this console (the model keeps it: every part reads it there)."""
+        return self.model.operator
+
+    @operator.setter
+    def operator(self, name: str) -> None:
+        self.model.operator = name
+
     @property
     def states(self) -> dict[str, RunState]:
         return self.model.states
@@ -201,17 +221,11 @@ class TetherApp(DecisionActions, RunActions, App[int]):
         self.views.refresh_subtitle()
 
     async def reload_rules(self) -> None:
-        await self._reload_rules()
+        await self.decisions.reload_rules()
 
     # ---- the event sink (the harness calls it from the run's loop: kept cheap), the store followed
     def _sink(self, event: Event) -> None:
         self.pump.sink(event)
-
-    def _mark(self, run_id: str | None = None, *, structure: bool = False) -> None:
-        self.pump.mark(run_id, structure=structure)
-
-    def _trace_path(self, rid: str) -> Path | None:
-        return self.client.trace_path(rid)
 
     async def store_ready(self) -> None:
         """Wait until the console follows the store: what is written from then on is seen."""
@@ -419,6 +433,75 @@ class TetherApp(DecisionActions, RunActions, App[int]):
                 yield SystemCommand(f"Go to {one_line(p.run_id, 40)}", f"waiting for approval of {p.tool}",
                                     lambda r=p.run_id: self.select(r), discover=False)
 
+    # ---- runs: start, stop, resume, follow up, quit (tether.tui.run_actions) ------------------
+    def create_run(self, request: NewRunRequest, *, run_id: str | None = None, start: bool = True) -> str:
+        """Make a run of the agent ``request`` names (and start it)."""
+        return self.runs.create_run(request, run_id=run_id, start=start)
+
+    def start_run(self, rid: str, *, max_turns: int | None = None, budget_usd: float | None = None,
+                  message: str | None = None) -> Worker[Any]:
+        return self.runs.start_run(rid, max_turns=max_turns, budget_usd=budget_usd, message=message)
+
+    async def stop_all(self) -> None:
+        """Stop every run this console drives and wait for their workers."""
+        await self.runs.stop_all()
+
+    def action_stop(self) -> None:
+        self.runs.stop()
+
+    def action_new_run(self) -> None:
+        self.runs.new_run()
+
+    def action_resume(self) -> None:
+        self.runs.resume()
+
+    def action_follow_up(self) -> None:
+        self.runs.follow_up()
+
+    async def action_quit(self) -> None:
+        """Stop running runs cleanly (fire their signals, wait for their workers so the
+        state is saved), then exit. Runs waiting for approval just stay on disk; runs other
+        processes run go on."""
+        if self._quitting:
+            return
+        self._quitting = True
+        await self.runs.stop_for_quit()
+        if self._owns_harness:
+            await self.harness.aclose()
+        self.exit(0)
+
+    # ---- decisions, the rules and the record (tether.tui.decisions) ---------------------------
+    def action_approve(self) -> None:
+        self.decisions.approve()
+
+    def action_reject(self) -> None:
+        self.decisions.reject()
+
+    def action_edit(self) -> None:
+        self.decisions.edit()
+
+    def action_rules(self) -> None:
+        self.decisions.show_rules()
+
+    def action_decisions(self) -> None:
+        self.decisions.show_decisions()
+
+    @on(RulesScreen.Add)
+    def _add_rule(self) -> None:
+        self.decisions.add_rule()
+
+    @on(RulesScreen.Remove)
+    def _remove_rule(self, message: RulesScreen.Remove) -> None:
+        self.decisions.remove_rule(message.rule)
+
+    @on(DecisionsScreen.Query)
+    def _decisions_asked(self, message: DecisionsScreen.Query) -> None:
+        self.decisions.decisions_asked(message.query)
+
+    @on(DecisionsScreen.Chosen)
+    def _decision_chosen(self, message: DecisionsScreen.Chosen) -> None:
+        self.decisions.decision_chosen(message.run_id)
+
     # ---- merge and discard (tether.tui.workspace_actions) -----------------------------------
     def can_merge(self, rid: str) -> bool:
         return self.workspace.can_merge(rid)
@@ -455,7 +538,7 @@ class TetherApp(DecisionActions, RunActions, App[int]):
 
     def action_costs(self) -> None:
         """``$``: what the fleet cost (tether.tui.screens.costs)."""
-        from tether.observe.cost_figures import load_figures
+        # lazy: the Costs screen loads plotext (its bar charts), only when $ is pressed
         from tether.tui.screens.costs import CostsScreen
 
         if not isinstance(self.screen, CostsScreen):
@@ -463,7 +546,7 @@ class TetherApp(DecisionActions, RunActions, App[int]):
             self.push_screen(CostsScreen(lambda: asyncio.to_thread(load_figures, harness.store, harness.fleet)))
 
     def on_costs_screen_chosen(self, message: Any) -> None:
-        from tether.tui.screens.costs import CostsScreen
+        from tether.tui.screens.costs import CostsScreen  # lazy: plotext, as above (loaded: the screen is up)
 
         if message.run_id in self.states:
             if isinstance(self.screen, CostsScreen):

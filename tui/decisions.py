@@ -1,8 +1,11 @@
 """The operator's decisions: approve, reject, approve with edited arguments, and the
 standing rules and the record of decisions (:mod:`tether.approvals`).
 
-A part of :class:`~tether.tui.app.TetherApp` (mixed into it: the ``action_*`` names are the
-keys' and the command palette's). A decision goes the way every front's goes
+A collaborator of :class:`~tether.tui.app.TetherApp`, made by it with the harness, the
+model, the options, the agent file and the run actions (a :class:`RunLauncher`: a run this
+console goes on with is launched there), and the app as the :class:`DecisionsHost` it asks
+for dialogs, workers, notifications and the selection; the app's keys, the command palette
+and the handlers of the rules and decisions screens' messages call it. A decision goes the way every front's goes
 (:mod:`tether.actions.control`): to the queue worker's workflow that waits for it; to the
 process that holds the run, through the store's control channel; or here, when nobody holds
 the run, and this console goes on with it. A rule made from a call decides that call by the
@@ -15,10 +18,9 @@ import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
-from typing import Any
+from pathlib import Path
+from typing import Any, Protocol
 
-from textual import on
-from textual.message_pump import MessagePump
 from textual.screen import Screen
 from textual.worker import Worker
 
@@ -27,15 +29,16 @@ from tether.actions.rules import decides_now
 from tether.agents.config import Config
 from tether.agents.sets import known_agents
 from tether.approvals import Checked, DecisionQuery, Rule
-from tether.harness import Harness
+from tether.harness import Harness, Outcome
+from tether.vocab.cancel import CancelSignal
+from tether.vocab.events import Event
 from tether.vocab.state import NeedsApproval
 from tether.store.control import ControlReply, ControlRequest
 from tether.store.trace import tail_records
 from tether.store.protocol import call
 from tether.tui.screens.args_editor import ArgsEditor
-from tether.tui.screens.decision import ACP_NO_EDIT
+from tether.tui.screens.decision import ACP_NO_EDIT, ApproveDialog, DecisionAnswer, RejectDialog
 from tether.tui.screens.decisions import DecisionsScreen
-from tether.tui.screens.dialogs import ApproveDialog, DecisionAnswer, RejectDialog
 from tether.tui.screens.rule_editor import RuleContext, RuleEditor
 from tether.tui.screens.rules import ConfirmDialog, RulesScreen
 from tether.tui.state.model import ConsoleModel, agents_own_call, is_acp
@@ -43,29 +46,65 @@ from tether.tui.state.options import ConsoleOptions
 from tether.tui.state.text import one_line
 
 
-class DecisionActions(MessagePump):
-    """The decisions' half of the app. A :class:`MessagePump` only so that Textual collects
-    its ``@on`` handlers; it is mixed into :class:`~tether.tui.app.TetherApp`, never made alone."""
+class DecisionsHost(Protocol):
+    """What deciding asks of the console (the app is one)."""
 
-    options: ConsoleOptions
-    harness: Harness
-    model: ConsoleModel
-    config: Config | None
-    operator: str
+    @property
+    def screen(self) -> Screen[Any]: ...  # the screen on top
+
+    def notify(self, message: str, **how: Any) -> None: ...  # App.notify: title, severity, markup, timeout
+
+    def run_worker(self, work: Any, **how: Any) -> Worker[Any]: ...  # App.run_worker: name, group, exclusive
+
+    def push_screen(self, screen: Screen[Any], callback: Callable[[Any], None] | None = None) -> Any: ...
+
+    def select(self, rid: str | None) -> None: ...
+
+
+class RunLauncher(Protocol):
+    """What deciding asks of the run actions (:class:`~tether.tui.run_actions.RunActions` is one)."""
+
+    @property
+    def sink(self) -> Callable[[Event], None]: ...  # the event sink of the runs this console drives
+
+    def launch(self, rid: str, op: Callable[[CancelSignal], Awaitable[Outcome]], *,
+               deciding: str | None = None) -> Worker[Any]: ...
+
+    async def control(self, rid: str, op: Callable[[], Awaitable[ControlReply | None]],
+                      what: str) -> ControlReply | None: ...
+
+    def refused(self, what: str) -> bool: ...  # this console may only watch the store: said, and True
+
+
+class DecisionActions:
+    """Approve, reject, edit, the rules and the record, for one console."""
+
+    def __init__(self, host: DecisionsHost, harness: Harness, model: ConsoleModel, options: ConsoleOptions,
+                 runs: RunLauncher, *, config: Config | None, trace_path: Callable[[str], Path | None]) -> None:
+        """``config``: the agent file; ``trace_path``: where a run's trace is read (an ACP
+        call's ask not seen yet is in it)."""
+        self.host = host
+        self.harness = harness
+        self.model = model
+        self.options = options
+        self.runs = runs
+        self.config = config
+        self.trace_path = trace_path
 
     def approve_run(self, rid: str, note: str = "", call_id: str | None = None, args: str | None = None) -> Worker[Any]:
         """Approve the call of a run nobody holds: this console takes the run and goes on with it.
         ``args``: the operator's edited arguments (JSON)."""
-        return self._adopt(rid, ControlRequest("approve", note, call_id=call_id, by=self.operator, args=args))
+        return self._adopt(rid, ControlRequest("approve", note, call_id=call_id, by=self.model.operator, args=args))
 
     def reject_run(self, rid: str, reason: str = "", call_id: str | None = None) -> Worker[Any]:
-        return self._adopt(rid, ControlRequest("reject", reason, call_id=call_id, by=self.operator))
+        return self._adopt(rid, ControlRequest("reject", reason, call_id=call_id, by=self.model.operator))
 
     def _adopt(self, rid: str, request: ControlRequest) -> Worker[Any]:
         """This console takes the run nobody holds, decides, and goes on with it
         (:func:`tether.actions.adopting.adopt`)."""
-        return self._launch(rid, lambda sig: adopting.adopt(self.harness, rid, request, signal=sig, sinks=[self._sink]),
-                            deciding=request.call_id or "")
+        return self.runs.launch(rid, lambda sig: adopting.adopt(self.harness, rid, request, signal=sig,
+                                                                sinks=[self.runs.sink]),
+                                deciding=request.call_id or "")
 
     def _here(self, rid: str, request: ControlRequest) -> Worker[Any]:
         if request.kind == "approve":
@@ -81,12 +120,13 @@ class DecisionActions(MessagePump):
         once, or reject once); ``args``: edited arguments; ``scope``: for an "always" option,
         the scope of the rule Tether keeps of it."""
         kind = "approve" if verdict in ("approve", "approved") else "reject"
-        request = ControlRequest(kind, text, call_id=call_id, by=self.operator, option=option, args=args, scope=scope)
+        request = ControlRequest(kind, text, call_id=call_id, by=self.model.operator, option=option, args=args,
+                                 scope=scope)
         return self._deliver(rid, request, self._here)
 
     def _deliver(self, rid: str, request: ControlRequest, here: Callable[[str, ControlRequest], object]) -> Worker[Any]:
-        return self.run_worker(self._control(rid, self._delivery(rid, request, here), _verb(request)),
-                               name=f"decide {rid}", group="control", exit_on_error=False)
+        return self.host.run_worker(self.runs.control(rid, self._delivery(rid, request, here), _verb(request)),
+                                    name=f"decide {rid}", group="control", exit_on_error=False)
 
     def _delivery(self, rid: str, request: ControlRequest,
                   here: Callable[[str, ControlRequest], object]) -> Callable[[], Awaitable[ControlReply | None]]:
@@ -101,35 +141,38 @@ class DecisionActions(MessagePump):
 
         return deliver
 
-    def action_approve(self) -> None:
+    def approve(self) -> None:
+        """``a``: the approve dialog on the selected run's waiting call."""
         self._decide(ApproveDialog, "approve")
 
-    def action_reject(self) -> None:
+    def reject(self) -> None:
+        """``r``: the reject dialog on the selected run's waiting call."""
         self._decide(RejectDialog, "reject")
 
     def _decide(self, dialog: Callable[..., Screen[Any]], verdict: str) -> None:
         """Open ``dialog`` on the selected run's waiting call; apply the note or reason it
         returns (with edited arguments, or a rule to save that decides it): delivered to
         the process waiting for it, or here."""
-        rid = self.selected
-        if not rid or not self.can_decide(rid) or self.refused("Approve" if verdict == "approve" else "Reject"):
+        rid = self.model.selected
+        what = "Approve" if verdict == "approve" else "Reject"
+        if not rid or not self.model.can_decide(rid) or self.runs.refused(what):
             return
-        waiting = self.states[rid].interruption
+        waiting = self.model.states[rid].interruption
         if not isinstance(waiting, NeedsApproval):
             return
         ask = self.model.ask_of(rid, waiting.call_id)
-        if ask is None and is_acp(self.states[rid]):  # not seen yet: its trace has it
-            path = self._trace_path(rid)
+        if ask is None and is_acp(self.model.states[rid]):  # not seen yet: its trace has it
+            path = self.trace_path(rid)
             if path is not None:
                 self.model.take_history(rid, tail_records(path))
                 ask = self.model.ask_of(rid, waiting.call_id)
 
         def done(answer: DecisionAnswer | str | None) -> None:
-            if answer is None or not self.can_decide(rid):
+            if answer is None or not self.model.can_decide(rid):
                 return
             if isinstance(answer, DecisionAnswer) and answer.rule is not None:
-                self.run_worker(self._rule_decides(rid, waiting, answer.rule, answer.option), name=f"rule {rid}",
-                                group="control", exit_on_error=False)
+                self.host.run_worker(self._rule_decides(rid, waiting, answer.rule, answer.option), name=f"rule {rid}",
+                                     group="control", exit_on_error=False)
                 return
             if isinstance(answer, DecisionAnswer):
                 self.deliver_decision(rid, "approve" if answer.args is not None else verdict, answer.text,
@@ -137,42 +180,43 @@ class DecisionActions(MessagePump):
             else:
                 self.deliver_decision(rid, verdict, answer, waiting.call_id)
 
-        self.push_screen(dialog(rid, waiting, grace_s=self.options.grace_s, ask=ask,
-                                acp=agents_own_call(self.states[rid]), rules=self.rule_context(rid)), done)
+        self.host.push_screen(dialog(rid, waiting, grace_s=self.options.grace_s, ask=ask,
+                                     acp=agents_own_call(self.model.states[rid]), rules=self.rule_context(rid)), done)
 
-    def action_edit(self) -> None:
+    def edit(self) -> None:
         """Approve the selected run's waiting call with edited arguments (``e``)."""
-        rid = self.selected
-        if not rid or not self.can_decide(rid) or self.refused("Edit and approve"):
+        rid = self.model.selected
+        if not rid or not self.model.can_decide(rid) or self.runs.refused("Edit and approve"):
             return
-        waiting = self.states[rid].interruption
+        waiting = self.model.states[rid].interruption
         if not isinstance(waiting, NeedsApproval):
             return
-        if agents_own_call(self.states[rid]):
-            self.notify(ACP_NO_EDIT, title="Edit and approve: refused", severity="warning", markup=False, timeout=10)
+        if agents_own_call(self.model.states[rid]):
+            self.host.notify(ACP_NO_EDIT, title="Edit and approve: refused", severity="warning", markup=False,
+                             timeout=10)
             return
 
         def done(answer: tuple[str, str | None] | None) -> None:
-            if answer is not None and self.can_decide(rid):
+            if answer is not None and self.model.can_decide(rid):
                 note, args = answer
                 self.deliver_decision(rid, "approve", note, waiting.call_id, args=args)
 
-        self.push_screen(ArgsEditor(rid, waiting), done)
+        self.host.push_screen(ArgsEditor(rid, waiting), done)
 
     # ---- standing rules and the record of decisions (tether.approvals) ------------------------------
     def rule_context(self, rid: str | None = None) -> RuleContext:
         """What the rule editor checks a rule against: the tools of ``rid``'s agent (none
         known for an ACP agent, whose tools are its own), and the agents known here."""
-        st = self.states.get(rid) if rid else None
+        st = self.model.states.get(rid) if rid else None
         agents = set(self.config.names if self.config is not None else ())
         agents |= set(known_agents(self.harness.agent_sets))
-        agents |= {s.agent.name for s in self.states.values() if s.agent is not None}
+        agents |= {s.agent.name for s in self.model.states.values() if s.agent is not None}
         tools = None
         if st is not None and not is_acp(st):
             with contextlib.suppress(Exception):  # an agent that cannot be rebuilt: no warning about tools
                 tools = {t.name: t.parameters for t in self.harness.agent_of(st).tool_list}
         agent = (st.agent.name if st.agent is not None else st.model) if st is not None else None
-        return RuleContext(self.operator, tools, tuple(sorted(agents)), run_id=rid if st is not None else None,
+        return RuleContext(self.model.operator, tools, tuple(sorted(agents)), run_id=rid if st is not None else None,
                            agent=agent)
 
     async def _save_rule(self, checked: Checked) -> Rule | None:
@@ -184,15 +228,16 @@ class DecisionActions(MessagePump):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            self.notify(one_line(exc, 400), title="the rule was not saved", severity="error", markup=False,
-                        timeout=15)
+            self.host.notify(one_line(exc, 400), title="the rule was not saved", severity="error", markup=False,
+                             timeout=15)
             return None
         words = f"rule {rule.id}: {rule.describe()} ({rule.reason})"
         if checked.warnings:
             words += "\n" + "\n".join(f"warning: {w}" for w in checked.warnings)
-        self.notify(words, title=f"rule {rule.id} saved", severity="warning" if checked.warnings else "information",
-                    markup=False, timeout=15)
-        await self._reload_rules()
+        self.host.notify(words, title=f"rule {rule.id} saved",
+                         severity="warning" if checked.warnings else "information",
+                         markup=False, timeout=15)
+        await self.reload_rules()
         return rule
 
     async def _rule_decides(self, rid: str, waiting: NeedsApproval, checked: Checked, option: str | None) -> None:
@@ -201,30 +246,31 @@ class DecisionActions(MessagePump):
         rule = await self._save_rule(checked)
         if rule is None:
             return
-        st = self.states.get(rid)
+        st = self.model.states.get(rid)
         refused = None if st is None else decides_now(rule, st, waiting)
         if refused is not None:
-            self.notify(refused, title=f"{one_line(rid, 60)}", severity="warning", markup=False, timeout=15)
+            self.host.notify(refused, title=f"{one_line(rid, 60)}", severity="warning", markup=False, timeout=15)
             return
-        if not self.can_decide(rid):
+        if not self.model.can_decide(rid):
             return
         verdict, by = ("approve" if rule.effect == "allow" else "reject"), f"rule {rule.id}"
         request = ControlRequest(verdict, rule.reason, call_id=waiting.call_id, by=by, rule=rule.id, option=option)
 
         def here(rid: str, _: ControlRequest) -> None:  # nobody holds it: this console's loop reads the store's rules
-            self._launch(rid, lambda sig: self.harness.run(rid, signal=sig, sinks=[self._sink]),
-                         deciding=waiting.call_id)
+            self.runs.launch(rid, lambda sig: self.harness.run(rid, signal=sig, sinks=[self.runs.sink]),
+                             deciding=waiting.call_id)
 
-        await self._control(rid, self._delivery(rid, request, here), _verb(request))
+        await self.runs.control(rid, self._delivery(rid, request, here), _verb(request))
 
-    def action_rules(self) -> None:
-        if not isinstance(self.screen, RulesScreen):
-            self.push_screen(RulesScreen())
-            self.run_worker(self._reload_rules(), name="rules", group="rules", exclusive=True, exit_on_error=False)
+    def show_rules(self) -> None:
+        """``L``: the rules screen, with the store's rules."""
+        if not isinstance(self.host.screen, RulesScreen):
+            self.host.push_screen(RulesScreen())
+            self.host.run_worker(self.reload_rules(), name="rules", group="rules", exclusive=True, exit_on_error=False)
 
-    async def _reload_rules(self) -> None:
+    async def reload_rules(self) -> None:
         """The store's rules onto the rules screen, when it is up."""
-        screen = self.screen
+        screen = self.host.screen
         if not isinstance(screen, RulesScreen):
             return
         store = self.harness.store
@@ -233,34 +279,34 @@ class DecisionActions(MessagePump):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            self.notify(one_line(exc, 400), title="the rules could not be read", severity="error", markup=False)
+            self.host.notify(one_line(exc, 400), title="the rules could not be read", severity="error", markup=False)
             return
         if screen.is_attached:
             screen.show(rules)
 
-    @on(RulesScreen.Add)
-    def _add_rule(self) -> None:
-        if self.refused("Add a rule"):
+    def add_rule(self) -> None:
+        """The rules screen's Add: the rule editor, then the rule saved."""
+        if self.runs.refused("Add a rule"):
             return
 
         def done(checked: Checked | None) -> None:
             if checked is not None:
-                self.run_worker(self._save_rule(checked), name="add rule", group="control", exit_on_error=False)
+                self.host.run_worker(self._save_rule(checked), name="add rule", group="control", exit_on_error=False)
 
-        self.push_screen(RuleEditor(self.rule_context()), done)
+        self.host.push_screen(RuleEditor(self.rule_context()), done)
 
-    @on(RulesScreen.Remove)
-    def _remove_rule(self, message: RulesScreen.Remove) -> None:
-        if self.refused("Remove a rule"):
+    def remove_rule(self, rule: Rule) -> None:
+        """The rules screen's Remove: asks first, then the rule removed."""
+        if self.runs.refused("Remove a rule"):
             return
-        rule = message.rule
 
         def done(yes: bool | None) -> None:
             if yes:
-                self.run_worker(self._rule_removed(rule.id), name="remove rule", group="control", exit_on_error=False)
+                self.host.run_worker(self._rule_removed(rule.id), name="remove rule", group="control",
+                                     exit_on_error=False)
 
-        self.push_screen(ConfirmDialog(f"Remove rule {rule.id}?", f"{rule.describe()} ({rule.reason}; {rule.by})"),
-                         done)
+        self.host.push_screen(ConfirmDialog(f"Remove rule {rule.id}?", f"{rule.describe()} ({rule.reason}; {rule.by})"),
+                              done)
 
     async def _rule_removed(self, rule_id: str) -> None:
         store = self.harness.store
@@ -269,19 +315,21 @@ class DecisionActions(MessagePump):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            self.notify(one_line(exc, 400), title=f"rule {rule_id} was not removed", severity="error", markup=False)
+            self.host.notify(one_line(exc, 400), title=f"rule {rule_id} was not removed", severity="error",
+                             markup=False)
             return
-        self.notify(f"{rule.describe()} ({rule.reason})", title=f"rule {rule.id} removed", markup=False)
-        await self._reload_rules()
+        self.host.notify(f"{rule.describe()} ({rule.reason})", title=f"rule {rule.id} removed", markup=False)
+        await self.reload_rules()
 
-    def action_decisions(self) -> None:
-        if not isinstance(self.screen, DecisionsScreen):
-            self.push_screen(DecisionsScreen())  # it asks for its decisions when it mounts
+    def show_decisions(self) -> None:
+        """``D``: the record of decisions (it asks for its decisions when it mounts)."""
+        if not isinstance(self.host.screen, DecisionsScreen):
+            self.host.push_screen(DecisionsScreen())  # it asks for its decisions when it mounts
 
-    @on(DecisionsScreen.Query)
-    def _decisions_asked(self, message: DecisionsScreen.Query) -> None:
-        self.run_worker(self._load_decisions(message.query), name="decisions", group="decisions", exclusive=True,
-                        exit_on_error=False)
+    def decisions_asked(self, query: DecisionQuery) -> None:
+        """The record's screen asked for the decisions ``query`` finds."""
+        self.host.run_worker(self._load_decisions(query), name="decisions", group="decisions", exclusive=True,
+                             exit_on_error=False)
 
     async def _load_decisions(self, query: DecisionQuery) -> None:
         store = self.harness.store
@@ -290,21 +338,22 @@ class DecisionActions(MessagePump):
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            self.notify(one_line(exc, 400), title="the decisions could not be read", severity="error", markup=False)
+            self.host.notify(one_line(exc, 400), title="the decisions could not be read", severity="error",
+                             markup=False)
             return
-        screen = self.screen
+        screen = self.host.screen
         if isinstance(screen, DecisionsScreen):
             screen.show(records, query)
 
-    @on(DecisionsScreen.Chosen)
-    def _decision_chosen(self, message: DecisionsScreen.Chosen) -> None:
-        if message.run_id not in self.states:
-            self.notify(f"run {message.run_id} is not on this console's list (it may have been removed)",
-                        severity="warning", markup=False)
+    def decision_chosen(self, run_id: str) -> None:
+        """A decision chosen in the record: its run is selected, on the main screen."""
+        if run_id not in self.model.states:
+            self.host.notify(f"run {run_id} is not on this console's list (it may have been removed)",
+                             severity="warning", markup=False)
             return
-        if isinstance(self.screen, DecisionsScreen):
-            self.screen.dismiss(None)
-        self.select(message.run_id)
+        if isinstance(self.host.screen, DecisionsScreen):
+            self.host.screen.dismiss(None)
+        self.host.select(run_id)
 
 
 def _verb(request: ControlRequest) -> str:

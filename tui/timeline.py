@@ -6,10 +6,11 @@ rewinds the run to the one shown, after a confirmation (docs/checkpoints.md).
 the live view. The checkpoints are read with git (:func:`tether.workspaces.checkpoints.listing`)
 when the timeline is first entered for a run. The rewind is ``tether rewind``'s own operation
 (:func:`tether.workspaces.rewinding.rewind_run`): a run a process holds is refused in words,
-and its result is said in a dialog. A collaborator of :class:`~tether.tui.app.TetherApp`, made by it
-with the store, the model, the pump and the operator, what a merge's result is said with (``took``,
-``outcome``), and the app as the :class:`TimelineHost` it asks for the Changes pane, dialogs,
-workers and notifications; the app's arrow and ``B`` actions call it.
+and its result is said in a dialog. A collaborator of :class:`~tether.tui.app.TetherApp`,
+made by it with the store, the model (the operator's name among what it knows) and the pump,
+what a merge's result is said with (``took``, ``outcome``), and the app as the
+:class:`TimelineHost` it asks for the Changes pane, dialogs, workers and notifications; the
+app's arrow and ``B`` actions call it.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ class CheckpointTimeline:
     """The Changes pane's checkpoints, for one console."""
 
     def __init__(self, host: TimelineHost, store: Store, workspaces_dir: Path, model: ConsoleModel,
-                 pump: EventPump, operator: str, *, took: Callable[[RunState], None],
+                 pump: EventPump, *, took: Callable[[RunState], None],
                  outcome: Callable[..., None]) -> None:
         """``took``: the run as an operation left it, on the screen now; ``outcome(title, words,
         ok=True)``: an operation's result, in a dialog (the merge's, as the workspace actions say it)."""
@@ -66,7 +67,6 @@ class CheckpointTimeline:
         self.workspaces_dir = workspaces_dir
         self.model = model
         self.pump = pump
-        self.operator = operator
         self._took = took
         self._outcome = outcome
         self._timeline: list[Checkpoint] | None = None
@@ -171,7 +171,7 @@ class CheckpointTimeline:
 
     async def _rewind(self, rid: str, step: int) -> None:
         try:
-            state, said = await takeback.rewind(self.store, rid, to=step, by=self.operator)
+            state, said = await takeback.rewind(self.store, rid, to=step, by=self.model.operator)
         except asyncio.CancelledError:
             raise
         except (StateError, OSError) as exc:

@@ -156,7 +156,7 @@ class ConsoleViews:
             words = f"{one_line(p.tool, 40)} {one_line(p.args, 160)}"
             self.alerts.append(f"approval: {p.run_id}: {words}")
             self.host.notify(words, title=f"{one_line(p.run_id, 60)} waits for approval", severity="warning",
-                        markup=False, timeout=15)
+                             markup=False, timeout=15)
 
     def _alert_budgets(self, dirty: Iterable[str]) -> None:
         for rid, level, st in self.model.budget_crossings(dirty):
@@ -164,7 +164,7 @@ class ConsoleViews:
                      f"({level:.0%})")
             self.alerts.append(f"budget {level:.0%}: {rid}")
             self.host.notify(words, title=f"{one_line(rid, 60)}: budget {level:.0%}",
-                        severity="error" if level >= 1 else "warning", markup=False, timeout=10)
+                             severity="error" if level >= 1 else "warning", markup=False, timeout=10)
 
     def _refresh_runs_list(self, dirty: set[str] | None = None, *, structure: bool = False) -> None:
         model = self.model

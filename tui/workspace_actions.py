@@ -5,8 +5,9 @@ A merge is checked (conflicts by a dry run, a target checked out with changes th
 write over, the agent file's checks) and put to the rules and to people as the call
 ``merge``: the run then waits in the approvals pane like any call, and ``a`` there merges it.
 A discard asks first. A collaborator of :class:`~tether.tui.app.TetherApp`, made by it with
-the store, the model, the pump and the operator, and the app as the :class:`WorkspaceHost`
-it asks for dialogs, workers and notifications; the app's ``M`` and ``X`` actions call it."""
+the store, the model (the operator's name among what it knows) and the pump, and the app as
+the :class:`WorkspaceHost` it asks for dialogs, workers and notifications; the app's ``M``
+and ``X`` actions call it."""
 
 from __future__ import annotations
 
@@ -45,13 +46,11 @@ class WorkspaceHost(Protocol):
 class WorkspaceActions:
     """Merge and discard, for one console."""
 
-    def __init__(self, host: WorkspaceHost, store: Store, model: ConsoleModel, pump: EventPump,
-                 operator: str) -> None:
+    def __init__(self, host: WorkspaceHost, store: Store, model: ConsoleModel, pump: EventPump) -> None:
         self.host = host
         self.store = store
         self.model = model
         self.pump = pump
-        self.operator = operator
 
     def can_merge(self, rid: str) -> bool:
         """A worktree's run, made, that nothing runs now and that waits for no decision."""
@@ -80,7 +79,7 @@ class WorkspaceActions:
     async def _merge(self, rid: str, request: MergeRequest) -> None:
         try:
             state, words = await merge_run(self.store, rid, into=request.into, squash=request.squash,
-                                           by=self.operator)
+                                           by=self.model.operator)
         except asyncio.CancelledError:
             raise
         except (StateError, OSError) as exc:
@@ -113,7 +112,7 @@ class WorkspaceActions:
 
     async def _discard(self, rid: str) -> None:
         try:
-            state, words = await discard_run(self.store, rid, by=self.operator)
+            state, words = await discard_run(self.store, rid, by=self.model.operator)
         except asyncio.CancelledError:
             raise
         except (StateError, OSError) as exc:

@@ -57,7 +57,7 @@ from tether.demo.agents import ScanArchive
 from tether.tui.app import TetherApp
 from tether.tui.state.options import ConsoleOptions
 from tether.tui.screens.console import Shown
-from tether.tui.screens.dialogs import NewRunRequest
+from tether.tui.screens.new_run import NewRunRequest
 
 STORE_RUNS = 10_000
 TARGET_USABLE_S = 2.0

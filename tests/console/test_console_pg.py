@@ -22,7 +22,7 @@ from tether.store.postgres.store import PgStore
 from tether.vocab.state import Cancelled, RunState, Status
 from tether.tui.app import TetherApp
 from tether.tui.run_actions import STOP_REASON
-from tether.tui.screens.dialogs import ApproveDialog
+from tether.tui.screens.decision import ApproveDialog
 from tests.support import (
     SIZE,
     children_of,
@@ -248,7 +248,7 @@ async def test_a_new_run_from_a_console_on_postgresql_is_saved_and_run_off_the_l
         pg: PgStore, pg_url: str, tmp_path: Path, on_loop: list[str]):
     from textual.widgets import Input, Select
 
-    from tether.tui.screens.dialogs import NewRunDialog
+    from tether.tui.screens.new_run import NewRunDialog
 
     app = console(tmp_path, pg_url)
     async with app.run_test(size=SIZE) as pilot:

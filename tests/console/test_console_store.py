@@ -18,7 +18,8 @@ from typing import Any
 from tether.vocab.state import Cancelled, Status
 from tether.tui.app import TetherApp
 from tether.tui.run_actions import STOP_REASON
-from tether.tui.screens.dialogs import ApproveDialog, ResumeDialog
+from tether.tui.screens.decision import ApproveDialog
+from tether.tui.screens.resume import ResumeDialog
 
 from tests.support import (
     SIZE,
@@ -138,8 +139,8 @@ async def test_two_consoles_approving_one_call_at_once_make_one_decision(tmp_pat
                                "both consoles to see the waiting process", CAP_S)
                 app.select("d2")
                 assert app.check_action("approve", ()) is True
-            both = [first.deliver_decision("d2", "approve", "mine", call_id="call_1_0"),
-                    second.deliver_decision("d2", "approve", "no, mine", call_id="call_1_0")]
+            both = [first.decisions.deliver_decision("d2", "approve", "mine", call_id="call_1_0"),
+                    second.decisions.deliver_decision("d2", "approve", "no, mine", call_id="call_1_0")]
             await asyncio.wait_for(asyncio.gather(*(w.wait() for w in both)), CAP_S)
             code, out = await ended(run)
         assert code == 0, out
@@ -222,8 +223,8 @@ async def test_two_consoles_approving_a_run_nobody_holds_make_one_decision(tmp_p
         for app in (first, second):
             app.select("w2")
             assert app.check_action("approve", ()) is True and not app.model.held_elsewhere("w2")
-        both = [first.approve_run("w2", "mine", call_id="call_1_0"),
-                second.approve_run("w2", "no, mine", call_id="call_1_0")]
+        both = [first.decisions.approve_run("w2", "mine", call_id="call_1_0"),
+                second.decisions.approve_run("w2", "no, mine", call_id="call_1_0")]
         await asyncio.wait_for(asyncio.gather(*(w.wait() for w in both)), CAP_S)
         decisions = {app.operator: app.states["w2"].approvals.get("call_1_0") for app in (first, second)}
         winner = next(name for name, d in decisions.items() if d is not None and d.by == name)

@@ -20,7 +20,7 @@ from tether.vocab.state import Cancelled, Status
 from tether.tui.run_actions import STOP_REASON
 from tests.campaign.server import CountingApp, serving
 from tests.workerproc import Fleet, clean_slate
-from tether.tui.screens.dialogs import ApproveDialog
+from tether.tui.screens.decision import ApproveDialog
 from tests.support import SIZE, finish, header, notices, open_armed, shown, still_console, wait_for
 
 CAP_S = 90.0

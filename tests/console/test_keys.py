@@ -25,9 +25,11 @@ from tether.tui.app import TetherApp
 from tether.tui.screens.args_editor import ArgsEditor
 from tether.tui.screens.costs import CostsScreen
 from tether.tui.screens.decisions import DecisionsScreen
-from tether.tui.screens.dialogs import (
-    HELP_KEYS, ApproveDialog, FollowUpDialog, HelpScreen, NewRunDialog, RejectDialog, ResumeDialog,
-)
+from tether.tui.screens.decision import ApproveDialog, RejectDialog
+from tether.tui.screens.follow_up import FollowUpDialog
+from tether.tui.screens.help import HELP_KEYS, HelpScreen
+from tether.tui.screens.new_run import NewRunDialog
+from tether.tui.screens.resume import ResumeDialog
 from tether.tui.screens.rule_editor import RuleEditor
 from tether.tui.screens.rules import ConfirmDialog, RulesScreen
 from tether.tui.widgets.transcript import TranscriptView

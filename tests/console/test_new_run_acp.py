@@ -21,7 +21,7 @@ from tether.agents.config import load_config
 from tether.store.trace import read_trace
 from tether.vocab.state import Status
 from tether.tui.app import TetherApp
-from tether.tui.screens.dialogs import NewRunDialog
+from tether.tui.screens.new_run import NewRunDialog
 from tests.support import REPO, SIZE, finish, make_app, processes_with, settle, transcript, wait_for
 
 FAKE_AGENT = REPO / "tests" / "acp" / "fake_agent.py"

@@ -15,7 +15,7 @@ from textual.widgets import Input, Select, Static
 
 from tether.vocab.state import Status
 from tether.tui.app import TetherApp
-from tether.tui.screens.dialogs import NewRunDialog
+from tether.tui.screens.new_run import NewRunDialog
 from tests.support import SIZE, finish, home, make_app, settle, wait_for  # noqa: F401 (home: a fixture)
 
 
@@ -92,7 +92,7 @@ async def test_the_isolation_chosen_in_the_dialog_is_the_runs_own_workspace(tmp_
     that is no repository refused in words (issue 38, item 1)."""
     import subprocess
 
-    from tether.tui.screens.dialogs import ISOLATIONS
+    from tether.tui.screens.new_run import ISOLATIONS
     from tests.support import notices
 
     folder = tmp_path / "workspace"

@@ -9,7 +9,7 @@ from pathlib import Path
 from rich.text import Text
 from textual.widgets import Static
 
-from tether.tui.screens.dialogs import NewRunRequest
+from tether.tui.screens.new_run import NewRunRequest
 from tether.tui.widgets.run_pane import RunPane
 from tether.vocab.state import RunState
 from tests.support import SIZE, make_app, wait_for

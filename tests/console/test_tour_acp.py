@@ -28,7 +28,7 @@ from tether.demo.provider.coding import ScriptedEndpoint
 from tether.demo.provider.server import running_app
 from tether.vocab.state import Cancelled, Status
 from tether.store.trace import read_trace
-from tether.tui.screens.dialogs import ApproveDialog
+from tether.tui.screens.decision import ApproveDialog
 from tether.tui.cli.demo import run_demo
 from tether.tui.cli.tour import ACP_AGENTS, ACP_REJECTION, ACP_STEPS, CODEX_REJECTION, AcpTour, Caption
 

@@ -21,9 +21,11 @@ from tether.tui.app import TetherApp
 from tether.tui.cli.console import run_console
 from tether.tui.run_actions import STOP_REASON
 from tether.tui.widgets.approvals import ApprovalsPane
-from tether.tui.screens.dialogs import (
-    ApproveDialog, FollowUpDialog, HelpScreen, NewRunDialog, NewRunRequest, RejectDialog, ResumeDialog,
-)
+from tether.tui.screens.decision import ApproveDialog, RejectDialog
+from tether.tui.screens.follow_up import FollowUpDialog
+from tether.tui.screens.help import HelpScreen
+from tether.tui.screens.new_run import NewRunDialog, NewRunRequest
+from tether.tui.screens.resume import ResumeDialog
 from tether.tui.widgets.runs_list import RunsList
 from tether.tui.state.text import clean
 
@@ -349,7 +351,7 @@ async def test_several_runs_at_once_and_a_subagent_under_its_parent(tmp_path: Pa
                                           for r, s in app.states.items() if s.model != "slow"),
                        "research and plan to finish while slow runs")
         assert slow in app.active  # still running: the runs are concurrent
-        app.stop_run(slow)
+        app.runs.stop_run(slow)
         await settle(pilot, app)
         research = next(r for r, s in app.states.items() if s.model == "research")
         children = [r for r, s in app.states.items() if s.parent_run_id == research]

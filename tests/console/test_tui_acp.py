@@ -30,7 +30,8 @@ from tether.tui.app import TetherApp
 from tether.tui.run_actions import STOP_REASON
 from tether.tui.widgets.approvals import ApprovalsPane
 from tether.tui.widgets.cost_meter import CostMeter, numbers, spark_caption, unreported_turns
-from tether.tui.screens.dialogs import ApproveDialog, NewRunDialog, NewRunRequest, RejectDialog
+from tether.tui.screens.decision import ApproveDialog, RejectDialog
+from tether.tui.screens.new_run import NewRunDialog, NewRunRequest
 from tether.tui.widgets.transcript import plan_text
 from tether.tui.state.model import ConsoleModel
 from tests.support import (CAP_S, REPO, SIZE, finish, make_app, open_armed, processes_with, reaped, settle,

@@ -9,7 +9,7 @@ from pathlib import Path
 
 from tether.vocab.state import Status
 from tether.tui.state.agent_notes import AgentNotes
-from tether.tui.screens.dialogs import NewRunRequest
+from tether.tui.screens.new_run import NewRunRequest
 from tests.console.test_tui_acp_slash import agent_file
 from tests.support import SIZE, finish, make_app, processes_with, settle, transcript, wait_for
 

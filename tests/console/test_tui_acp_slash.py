@@ -14,7 +14,9 @@ from textual.widgets import Input
 
 from tether.agents.config import Config, load_config
 from tether.vocab.state import Status
-from tether.tui.screens.dialogs import ApproveDialog, FollowUpDialog, NewRunRequest
+from tether.tui.screens.decision import ApproveDialog
+from tether.tui.screens.follow_up import FollowUpDialog
+from tether.tui.screens.new_run import NewRunRequest
 from tether.tui.widgets.slash import SlashCommands
 from tests.console.test_tui_acp import fake_agent, screen_text, waits
 from tests.support import SIZE, cli_here_async, finish, make_app, open_armed, processes_with, settle, wait_for

@@ -28,7 +28,8 @@ from tether.vocab.state import Limits, Status
 from tether.store.files.layout import JOURNAL_FILE
 from tether.tui.cli import console
 from tether.tui.app import TetherApp
-from tether.tui.screens.dialogs import NewRunDialog, NewRunRequest, ResumeDialog
+from tether.tui.screens.new_run import NewRunDialog, NewRunRequest
+from tether.tui.screens.resume import ResumeDialog
 from tether.tui.widgets.runs_list import RunsList
 from tether.demo.agents import DEMO
 from tests.endpoints import call, completion, scripted_app

@@ -36,9 +36,9 @@ from tether.agents.tools.builtin import WriteFile
 from tether.tui.app import TetherApp
 from tether.tui.widgets.approval_view import deadline_words, preview_body, tally_words
 from tether.tui.screens.args_editor import ArgsEditor
-from tether.tui.screens.decision import ACP_NO_EDIT
+from tether.tui.screens.decision import ACP_NO_EDIT, ApproveDialog, RejectDialog
 from tether.tui.screens.decisions import DecisionsScreen
-from tether.tui.screens.dialogs import ApproveDialog, NewRunRequest, RejectDialog
+from tether.tui.screens.new_run import NewRunRequest
 from tether.tui.widgets.key_bar import KeyBar
 from tether.tui.screens.rule_editor import RuleContext, RuleEditor, where_lines
 from tether.tui.screens.rules import ConfirmDialog, RulesScreen
@@ -762,7 +762,7 @@ async def test_the_decisions_screen_lists_a_decision_and_goes_to_its_run(tmp_pat
     app = make_app(tmp_path, grace_s=0)
     async with app.run_test(size=SIZE) as pilot:
         await destructive_waiting(pilot, app)
-        app.approve_run(RID, "disk is full", call_id="call_1_0")
+        app.decisions.approve_run(RID, "disk is full", call_id="call_1_0")
         await settle(pilot, app, "the approved run to finish")
         app.create_run(NewRunRequest("plan"), run_id="plan-1")  # selected elsewhere when the decision is chosen
         await settle(pilot, app)

@@ -94,7 +94,7 @@ async def test_the_highlighted_files_diff_updates_as_it_is_written(home: Path, r
 async def test_a_run_without_a_workspace_says_so_in_words(tmp_path: Path) -> None:
     app = make_app(tmp_path)
     async with app.run_test(size=SIZE) as pilot:
-        from tether.tui.screens.dialogs import NewRunRequest
+        from tether.tui.screens.new_run import NewRunRequest
 
         rid = app.create_run(NewRunRequest("plan"), run_id="plan-a")
         await wait_for(pilot, lambda: not app.active, "the run to end")

@@ -11,7 +11,7 @@ from textual.widgets import DataTable, Static
 from textual_plotext import PlotextPlot
 
 from tether.tui.screens.costs import CostsScreen
-from tether.tui.screens.dialogs import NewRunRequest
+from tether.tui.screens.new_run import NewRunRequest
 from tests.support import SIZE, finish, make_app, settle, wait_for
 
 

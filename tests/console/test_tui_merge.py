@@ -9,7 +9,7 @@ from pathlib import Path
 from textual.widgets import Button, Input, Static
 
 from tether.vocab.state import NeedsApproval, Status
-from tether.tui.screens.dialogs import ApproveDialog
+from tether.tui.screens.decision import ApproveDialog
 from tether.tui.screens.rules import ConfirmDialog
 from tether.tui.screens.workspace import MergeDialog, OutcomeDialog
 from tests.console.test_tui_changes import a_run, shell

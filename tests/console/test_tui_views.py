@@ -22,7 +22,7 @@ from textual.selection import Selection
 
 from tether.vocab.state import Limits, Status
 from tests.support import SIZE, finish, make_app, settle, wait_for
-from tether.tui.screens.dialogs import NewRunRequest
+from tether.tui.screens.new_run import NewRunRequest
 from tether.tui.widgets.runs_list import COLUMNS, RunRow, RunsList, row_text
 from tether.tui.widgets.transcript import TranscriptView
 

@@ -283,7 +283,7 @@ async def test_a_bash_call_denied_from_tether_reject_reaches_the_model_in_its_wo
 
 async def test_a_bash_call_approved_from_a_console_runs(place: Place):
     from tests.support import SIZE, finish, make_app, open_armed, wait_for
-    from tether.tui.screens.dialogs import ApproveDialog
+    from tether.tui.screens.decision import ApproveDialog
 
     install(place)
     app = make_app(place.runs.parent, operator="bob")

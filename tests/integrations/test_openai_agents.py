@@ -24,7 +24,7 @@ from tether.approvals.decisions import approved_words, declined_words
 from tether.demo.provider.scenarios import TICKET_CLOSED, TICKET_KEPT
 from tether.vocab.state import Cancelled, Limits, NeedsApproval, Pricing, Status
 from tether.store.trace import read_trace
-from tether.tui.screens.dialogs import ApproveDialog
+from tether.tui.screens.decision import ApproveDialog
 from tether.demo.agents import DEMO
 
 from tests.integrations.programs import ROOT, Recording, environment, finished, line_with, program, tether, waiting

@@ -27,7 +27,7 @@ from tether.vocab.state import Status
 from tests.support import SIZE, finish, settle, still_console
 from tether.tui.app import TetherApp
 from tether.tui.cli.console import run_console
-from tether.tui.screens.dialogs import NewRunRequest
+from tether.tui.screens.new_run import NewRunRequest
 
 
 CAP_S = 30.0

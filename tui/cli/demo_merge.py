@@ -25,7 +25,7 @@ from textual.screen import ModalScreen
 
 from tether.vocab.state import Status
 from tether.tui.cli.tour import AcpTour, Step
-from tether.tui.screens.dialogs import ApproveDialog
+from tether.tui.screens.decision import ApproveDialog
 from tether.tui.screens.rules import ConfirmDialog
 from tether.tui.screens.workspace import MergeDialog, OutcomeDialog
 from tether.agents.config import load_config

@@ -31,7 +31,8 @@ from textual.widgets import Input, Select, Static
 
 from tether.demo.acp import EDIT_PROMPT, EXPLAIN_PROMPT, PACKAGE_PROMPT, TEST_PROMPT, WRITE_PROMPT
 from tether.vocab.state import MaxBudget, NeedsApproval, Status
-from tether.tui.screens.dialogs import ApproveDialog, NewRunDialog, RejectDialog
+from tether.tui.screens.decision import ApproveDialog, RejectDialog
+from tether.tui.screens.new_run import NewRunDialog
 
 __all__ = ["ACP_STEPS", "STEPS", "AcpTour", "Caption", "Step", "Tour", "TourError"]
 

@@ -25,6 +25,34 @@ def kv(key: str, value: str, style: str = "") -> Text:
     return out
 
 
+def parse_int(text: str, what: str) -> int | None:
+    """A form's whole number of at least 1 (blank: None); a ValueError says what is wrong, in words."""
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{what} must be a whole number, not {text!r}") from None
+    if value < 1:
+        raise ValueError(f"{what} must be at least 1")
+    return value
+
+
+def parse_money(text: str, what: str) -> float | None:
+    """A form's amount in dollars, more than zero (blank: None; a leading ``$`` is allowed)."""
+    text = text.strip().lstrip("$")
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"{what} must be an amount in dollars, not {text!r}") from None
+    if value <= 0:
+        raise ValueError(f"{what} must be more than zero")
+    return value
+
+
 class Dialog(ModalScreen[Any]):
     """Common frame: Esc cancels, and a key bar at the bottom shows the dialog's own keys
     (over the console's, which do not apply while a dialog is up)."""

@@ -13,6 +13,7 @@ from textual.containers import Grid, Horizontal, Vertical
 from textual.widgets import Button, Input, Label, Static
 
 from tether.vocab.state import RunState
+from tether.workspaces.changes import stat_words
 from tether.tui.screens.forms import Dialog, FormDialog, FormSelect, kv
 from tether.tui.state.text import clean, one_line
 
@@ -34,8 +35,6 @@ class MergeDialog(FormDialog):
         self.state = state
 
     def compose(self) -> ComposeResult:
-        from tether.workspaces.changes import stat_words
-
         st = self.state
         ws = st.run_workspace
         assert ws is not None

@@ -25,6 +25,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
+from tether.approvals.budget_ask import waits_on_budget
+from tether.harness import ADHOC_AGENT
 from tether.vocab.cancel import CancelSignal
 from tether.vocab.events import Event
 from tether.store.summary import RunSummary
@@ -34,6 +36,7 @@ from tether.run.tracked import program_of
 from tether.tui.state.agent_notes import NOTE_KINDS, TRACKED_KINDS, AgentNotes, Ask
 from tether.tui.state.rows import Pending, RunRow
 from tether.tui.state.text import badge_key, one_line, stop_reason
+from tether.workspaces.changes import stat_words
 
 BUDGET_ALERTS = (0.8, 1.0)  # fractions of a run's budget at which the operator is told, once each
 
@@ -78,8 +81,6 @@ def _listed_workspace(listed: dict[str, Any] | None) -> RunWorkspace | None:
 def changed_words(state: RunState) -> str:
     """``+12 −3 in 4 files`` for a run with a workspace of its own whose changes were read
     ("" for one without, or not read yet)."""
-    from tether.workspaces.changes import stat_words
-
     ws = state.run_workspace
     if ws is None or not ws.changes or ws.stage == "discarded":
         return ""
@@ -95,8 +96,6 @@ def lineage_words(state: RunState) -> str:
 def agent_label(state: RunState) -> str:
     """What a run is listed as: its agent's name, or its model for a demo scenario (the
     scenario; a subagent's script) and for a run made from a model alone (``--base-url``)."""
-    from tether.harness import ADHOC_AGENT
-
     ref = state.agent
     if ref is None or ref.source == "demo" or (ref.name == ADHOC_AGENT and ref.source == "library"):
         return state.model
@@ -112,8 +111,6 @@ def is_acp(state: RunState | None) -> bool:
 def agents_own_call(state: RunState | None) -> bool:
     """An ACP agent's run waiting on its agent's own call, whose arguments cannot be edited
     (not on a fleet budget's call, whose amount can be: tether.approvals.budget_ask)."""
-    from tether.approvals.budget_ask import waits_on_budget
-
     return is_acp(state) and not (state is not None and waits_on_budget(state))
 
 

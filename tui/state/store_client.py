@@ -404,6 +404,7 @@ class StoreClient:
     def _queue(self) -> QueueInfo | None:
         """The workers' queue (None: their module is not installed here: asked once)."""
         try:
+            # lazy: the workers' module loads psycopg, and may not be installed here (then asked once)
             from tether.workers.view import queue_view
         except ImportError:
             self._no_workers = True
@@ -414,6 +415,7 @@ class StoreClient:
     async def check_notifications(self) -> bool:
         """Read the notification sender's failures from the store (whichever process sends);
         True when what the header shows changed."""
+        # lazy: tether.notify (its store of notices, sqlite3) at the first check, not at the console's start
         from tether.notify import sender_status
 
         if self._closed:

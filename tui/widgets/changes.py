@@ -34,7 +34,8 @@ from tether.tui.state.text import clean, one_line
 from tether.tui.widgets.approval_view import diff_text
 from tether.tui.widgets.run_pane import RunPane
 from tether.vocab.state import RunState, RunWorkspace
-from tether.workspaces.changes import Changes, FileChange
+from tether.workspaces.changes import Changes, FileChange, diff
+from tether.workspaces.git import GitError
 
 STATUS_MARKS = {"added": ("A", "green"), "changed": ("M", "yellow"), "deleted": ("D", "red")}
 
@@ -156,7 +157,7 @@ class ChangesPane(RunPane):
                 await task
 
     async def _follow(self, rid: str, ws: RunWorkspace) -> None:
-        from tether.workspaces.git import GitError
+        # lazy: the live reading loads watchfiles and multiprocessing, only once the pane is shown
         from tether.workspaces.live import live_changes
 
         try:
@@ -171,15 +172,11 @@ class ChangesPane(RunPane):
             self.show_words(rid, f"The changes could not be read: {one_line(exc, 300)}")
 
     async def _read_diff(self, rid: str, ws: RunWorkspace, path: str) -> None:
-        from tether.workspaces.changes import diff
-
         text = await diff(ws, (path,))
         if self.run_id == rid:
             self.show_diff(path, text, rid)
 
     async def _one_diff(self, rid: str, ws: RunWorkspace, path: str) -> None:
-        from tether.workspaces.git import GitError
-
         try:
             await self._read_diff(rid, ws, path)
         except (GitError, OSError) as exc:

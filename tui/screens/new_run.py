@@ -1,9 +1,7 @@
-"""Keyboard-driven dialogs: approve, reject (:mod:`.decision`), new run, resume with raised limits, help.
-
-Every dialog dismisses with a value (or ``None`` when cancelled with Esc); the app acts on
-it. The approve and reject dialogs ignore Enter for a short grace period after they open,
-so a stray Enter meant for something else cannot approve a deletion.
-"""
+"""The New run dialog (``n``): an agent of the agent file or a demo scenario (or, with
+``--base-url``, a model at that endpoint), its task, limits and policies, its isolation; for an
+ACP agent, a session of its own to go on from, its mode and its model (asked of the agent
+while the dialog is up). It dismisses with a :class:`NewRunRequest`, or None (Esc)."""
 
 from __future__ import annotations
 
@@ -12,27 +10,17 @@ from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-from rich.table import Table
 from rich.text import Text
 from textual import on
 from textual.app import ComposeResult
-from textual.binding import Binding
-from textual.containers import Grid, Horizontal, Vertical
-from textual.widgets import Button, Input, Label, Select, Static
+from textual.containers import Grid, Vertical
+from textual.widgets import Input, Label, Select, Static
 
-from tether.vocab.state import Limits, Policies, RunState, Status
-from tether.tui.screens.decision import GRACE_S, ApproveDialog, DecisionAnswer, RejectDialog
-from tether.tui.screens.forms import Dialog, FormDialog, FormSelect, kv
+from tether.vocab.state import Limits, Policies
+from tether.tui.screens.forms import FormDialog, FormSelect, parse_int, parse_money
 from tether.tui.state.choices import AgentChoice
-from tether.tui.widgets.slash import SlashCommands, suggester
-from tether.tui.state.text import clean, money, one_line, stop_reason
+from tether.tui.state.text import clean, one_line
 
-__all__ = [  # the decision dialogs live in .decision; the app and the tests find every dialog here
-    "GRACE_S", "AgentChoice", "ApproveDialog", "DecisionAnswer", "FollowUpDialog", "HelpScreen", "NewRunDialog",
-    "NewRunRequest", "RejectDialog", "ResumeDialog", "ResumeRequest",
-]
-
-# ---- new run -------------------------------------------------------------------
 
 @dataclass
 class NewRunRequest:
@@ -81,32 +69,6 @@ def _matching(wanted: str | None, values: Sequence[tuple[str, str]]) -> str | No
 ISOLATIONS = [("none: in the agent's own folder", "none"), ("worktree: a git worktree of its own", "worktree"),
               ("copy: a copy of the agent's folder", "copy")]
 """Where a run works (``run --isolate``; docs/workspaces.md), as the New run dialog offers it."""
-
-
-def _parse_int(text: str, what: str) -> int | None:
-    text = text.strip()
-    if not text:
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{what} must be a whole number, not {text!r}") from None
-    if value < 1:
-        raise ValueError(f"{what} must be at least 1")
-    return value
-
-
-def _parse_money(text: str, what: str) -> float | None:
-    text = text.strip().lstrip("$")
-    if not text:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"{what} must be an amount in dollars, not {text!r}") from None
-    if value <= 0:
-        raise ValueError(f"{what} must be more than zero")
-    return value
 
 
 def _fields(choice: AgentChoice) -> dict[str, str]:
@@ -268,6 +230,7 @@ class NewRunDialog(FormDialog):
         models: list[tuple[str | Text, str]] = [("the agent's own", AGENTS_OWN)]
         mode = model = AGENTS_OWN
         if offer is not None:
+            # lazy: the acp package, loaded only once an ACP agent's offer is in (the run's action asked it)
             from tether.acp.offer import session_words
 
             if offer.adopts:
@@ -339,8 +302,8 @@ class NewRunDialog(FormDialog):
         choice = self.choice
         if choice.problem:
             raise ValueError(choice.problem)
-        max_turns = _parse_int(self.query_one("#max-turns", Input).value, "max turns")
-        budget = _parse_money(self.query_one("#budget", Input).value, "budget")
+        max_turns = parse_int(self.query_one("#max-turns", Input).value, "max turns")
+        budget = parse_money(self.query_one("#budget", Input).value, "budget")
         if max_turns is None and budget is None:
             raise ValueError("give a turn cap or a budget: a run with neither can run forever")
         mode = self.query_one("#budget-mode", Select).value
@@ -369,168 +332,3 @@ class NewRunDialog(FormDialog):
         if choice.kind == "agent":
             return NewRunRequest(choice.model, prompt, limits, policies, agent=choice.name, isolation=isolation)
         return NewRunRequest(choice.name, prompt, limits, policies, isolation=isolation)
-
-
-# ---- resume with raised limits ---------------------------------------------------
-
-@dataclass
-class ResumeRequest:
-    max_turns: int | None
-    budget_usd: float | None
-
-
-class ResumeDialog(FormDialog):
-    def __init__(self, state: RunState, reason: str | None = None) -> None:
-        super().__init__()
-        self.state = state
-        self.reason = reason
-
-    def suggested(self) -> tuple[str, str]:
-        st, limits = self.state, self.state.limits
-        turns = limits.max_turns
-        budget = limits.budget_usd
-        if st.status is Status.MAX_TURNS_EXCEEDED and turns is not None:
-            turns = max(turns * 2, st.turns + 1)
-        if st.status is Status.BUDGET_EXCEEDED and budget is not None:
-            budget = round(max(budget * 2, st.cost_usd * 1.5), 4)
-        return ("" if turns is None else str(turns)), ("" if budget is None else f"{budget:g}")
-
-    def compose(self) -> ComposeResult:
-        st = self.state
-        turns, budget = self.suggested()
-        with Vertical(classes="dialog", id="resume"):
-            yield Label(Text(f"Resume {one_line(st.run_id, 60)}", style="bold"), classes="dialog-title")
-            yield Static(kv("stopped", f"{st.status.value}: "
-                             + (self.reason or stop_reason(st, live=False))))
-            cap = "no turn cap" if st.limits.max_turns is None else f"a cap of {st.limits.max_turns}"
-            of_budget = ("no budget" if st.limits.budget_usd is None
-                         else f"a budget of {money(st.limits.budget_usd)}")
-            yield Static(kv("so far", f"{st.turns} turn{'' if st.turns == 1 else 's'} ({cap}), "
-                             f"{money(st.cost_usd)} spent ({of_budget})"))
-            if st.status in (Status.MAX_TURNS_EXCEEDED, Status.BUDGET_EXCEEDED):
-                yield Static(Text("Each extra turn resends the whole transcript: the turns you add cost more "
-                                  "than the turns before them.", style="dim"))
-            with Grid(classes="form"):
-                yield Label("Max turns")
-                yield Input(value=turns, placeholder="blank: keep", id="max-turns")
-                yield Label("Budget (USD)")
-                yield Input(value=budget, placeholder="blank: keep", id="budget")
-            yield from self.form_footer("Resume", "Enter resumes · Esc cancels")
-
-    def on_mount(self) -> None:
-        target = "#budget" if self.state.status is Status.BUDGET_EXCEEDED else "#max-turns"
-        self.query_one(target, Input).focus()
-
-    def request(self) -> ResumeRequest:
-        st = self.state
-        max_turns = _parse_int(self.query_one("#max-turns", Input).value, "max turns")
-        budget = _parse_money(self.query_one("#budget", Input).value, "budget")
-        if st.status is Status.MAX_TURNS_EXCEEDED and (max_turns or 0) <= st.turns:
-            raise ValueError(f"raise max turns above the {st.turns} turns already taken")
-        if st.status is Status.BUDGET_EXCEEDED and (budget or 0) <= st.cost_usd:
-            raise ValueError(f"raise the budget above the {money(st.cost_usd)} already spent")
-        return ResumeRequest(max_turns, budget)
-
-
-# ---- a follow-up ------------------------------------------------------------------
-
-class FollowUpDialog(FormDialog):
-    """The operator's next words to the agent of a run that is not running: a conversation,
-    not only a task (a completed run goes on from them)."""
-
-    def __init__(self, state: RunState, commands: Sequence[dict[str, str]] = ()) -> None:
-        super().__init__()
-        self.state = state
-        self.commands = list(commands)  # an ACP agent's slash commands (tether.tui.widgets.slash)
-
-    def compose(self) -> ComposeResult:
-        st = self.state
-        with Vertical(classes="dialog", id="follow-up"):
-            yield Label(Text(f"Follow up on {one_line(st.run_id, 60)}", style="bold"), classes="dialog-title")
-            yield Static(kv("now", f"{st.status.value}: {stop_reason(st, live=False)}"))
-            hint = "what to tell the agent next" + (" (/ lists its commands)" if self.commands else "")
-            yield Input(placeholder=hint, id="message", suggester=suggester(self.commands), select_on_focus=False)
-            if self.commands:
-                yield SlashCommands(self.commands, id="slash-commands")
-            yield from self.form_footer("Send", "Enter sends · Esc cancels" + (
-                " · / then Tab picks a command" if self.commands else ""))
-
-    @on(Input.Changed, "#message")
-    def _typed(self, event: Input.Changed) -> None:
-        for box in self.query(SlashCommands):
-            box.narrow(event.value)
-
-    def on_mount(self) -> None:
-        self.query_one("#message", Input).focus()
-
-    def request(self) -> str:
-        text = self.query_one("#message", Input).value.strip()
-        if not text:
-            raise ValueError("type what to tell the agent")
-        return text
-
-
-# ---- help ------------------------------------------------------------------------
-
-HELP_KEYS = (
-    ("s", "Stop the selected run, whichever process runs it: fires its signal, even inside a running "
-          "tool (scan_archive)."),
-    ("m", "Follow up on the selected run that is not running: your next words to its agent, and the run "
-          "goes on from them (a completed run too; an ACP agent's session is loaded again)."),
-    ("a", "Approve the selected run's pending call (a dialog shows tool, arguments, what it would change); a process "
-          "waiting for the decision gets it. An ACP agent's request shows its diff and its options: Enter "
-          "allows once, a button picks another (allow always)."),
-    ("e", "Approve the pending call with edited arguments (JSON): the tool runs with yours and the model reads "
-          "that they changed. In the Approve dialog too: e off the Note field, ctrl+e anywhere. Not for an ACP "
-          "agent's call."),
-    ("r", "Reject it: the reason is written into the transcript in words; nothing is done. Approve and Reject "
-          "also offer \"Always allow…\" and \"Always deny…\": a standing rule made from the call."),
-    ("L", "The standing rules: list, add (a), remove (d). Each decides at once the calls it fits."),
-    ("D", "Every decision on the store, newest first: who (a person or a rule), when, how long it waited; "
-          "Enter goes to its run."),
-    ("$", "What the runs cost: spend per day over 30 days, by agent and by model as bars, the fleet budgets; "
-          "Enter goes to a row's dearest run."),
-    ("n", "New run: an agent (the agent file's, or a demo scenario), its task, turn cap, budget "
-          "and mode, tool-error policy, dedupe, isolation (none, worktree, copy)."),
-    ("R", "Resume a run stopped by its turn cap, its budget or Stop, with raised limits; adopt an "
-          "orphaned run."),
-    ("c", "The selected run's changes in its own workspace, in place of its trace: the files added, changed and "
-          "deleted with their +/- lines, and the highlighted file's diff, as the run writes them. c again: the trace."),
-    ("M", "Merge the selected run's work into a branch: checked (conflicts, a target with changes it would write "
-          "over, the agent file's checks), then a decision in the approvals like any call; merged when approved."),
-    ("X", "Discard the selected run's workspace and its branch (asks first); its transcript stays."),
-    ("← →", "In the Changes pane: move between the run's checkpoints (← from the live view: the last one), each "
-            "step's files and diff; → past the last: live again."),
-    ("B", "On a checkpoint shown: rewind the run to it, workspace and transcript (asks first; tether rewind RUN "
-          "--undo brings it back)."),
-    ("F", "On a checkpoint shown: fork the run there, a new run with its workspace and transcript up to it."),
-    ("t", "On the transcript: unfold (or fold) an ACP agent's thoughts."),
-    ("↑ ↓", "Select a run (the mouse works too)."),
-    ("Tab", "Move between panes: runs, approvals, transcript, trace."),
-    ("ctrl+p", "Command palette: every action above, by name."),
-    ("F1", "This help."),
-    ("q, ctrl+q", "Quit: running runs are stopped and saved first; runs waiting for approval stay on disk."),
-)
-
-
-class HelpScreen(Dialog):
-    BINDINGS = [Binding("escape,f1,q", "cancel", "Close", id="help.close")]
-
-    def compose(self) -> ComposeResult:
-        keys = Table.grid(padding=(0, 2))
-        keys.add_column(style="bold cyan", no_wrap=True)
-        keys.add_column()
-        for key, what in HELP_KEYS:
-            keys.add_row(key, what)
-        with Vertical(classes="dialog", id="help"):
-            yield Label(Text("Tether console", style="bold"), classes="dialog-title")
-            yield Static(keys)
-            yield Static(Text("\nGreyed-out keys in the footer do not apply to the selected run. Runs live on "
-                              "disk: quit at any time and the console shows them again, approvals included.",
-                              style="dim"))
-            with Horizontal(classes="buttons"):
-                yield Button("Close", id="close")
-
-    @on(Button.Pressed, "#close")
-    def _close(self) -> None:
-        self.dismiss(None)
