@@ -23,7 +23,8 @@ from typing import Any, Literal
 
 from tether.actions import adopting
 from tether.store import control, operate
-from tether.agents.agent import Agent, AgentError, changed_tools
+from tether.agents.agent import Agent, AgentError, changed_tools, tool_hashes
+from tether.agents.configfile import ConfigError
 from tether.vocab.cancel import CancelSignal
 from tether.models.client import without_credentials
 from tether.agents.endpoints import Endpoints
@@ -47,12 +48,14 @@ from tether.run.controls import (
 from tether.store.hold import heartbeat, open_run, release
 from tether.vocab.prices import price_for
 from tether.approvals import budget_ask, budgets
+from tether.run.spawn import spawner
+from tether.run.track import track
 from tether.run.tracked import TrackedRun, Tracking
 from tether.agents.sample import ensure_sample
 from tether.agents.sets import AgentSet, known_agents, set_of
 from tether.agents.workspace import Workspace
 from tether.agents.sandbox import SandboxUnavailable, for_agent
-from tether.workspaces import checkpoints, lifecycle, merging
+from tether.workspaces import checkpoints, lifecycle, merging, tracked
 
 ADHOC_AGENT = "default"
 """The name of the agent made from ``--base-url``/``--model`` alone: the file tools, no more."""
@@ -175,8 +178,6 @@ class Harness:
         """Rebuild the agent a run was made with: the one this process was given, else its
         agent file, else its agent set, else its saved definition. Raises :class:`StateError`
         in words."""
-        from tether.agents.configfile import ConfigError
-
         ref = state.agent
         if ref is not None and ref.spec.get("program"):
             raise StateError(f"run {state.run_id} was reported by a program ({ref.spec['program']}, agent {ref.name}): "
@@ -192,7 +193,8 @@ class Harness:
             return known
         try:
             if ref.source == "config" and ref.config and Path(ref.config).is_file():
-                from tether.agents.config import load_config  # the file's checker (pydantic): only for an agent file's run
+                # lazy: the agent file's checker loads pydantic, only for an agent file's run
+                from tether.agents.config import load_config
 
                 config = self.config if self.config is not None and str(self.config.path) == ref.config \
                     else load_config(ref.config)
@@ -234,7 +236,8 @@ class Harness:
                 raise AgentError(f"a run that goes on in agent {agent.name}'s session {adopt} works in the agent's "
                                  "own folder, where the session is: it cannot have a workspace of its own")
             isolation = "none"  # whatever the agent's own isolation: the session is in the agent's folder
-            from tether.acp.sessions import ADOPTED  # only then: the acp package is slow to import
+            # lazy: the acp package is slow to import, and only an ACP agent's run needs it
+            from tether.acp.sessions import ADOPTED
         self._agents[(agent.name, agent.ref().fingerprint)] = agent
         endpoint = agent.base_url or (self.base_url if self._of_a_set(agent) else None)
         prefix = agent.name.replace("/", "_")[:24]
@@ -293,12 +296,14 @@ class Harness:
         is an AgentError naming the agent, before any run exists. The caller closes it. A run
         with a workspace of its own (``isolation``, else the agent's) starts its agent there,
         once it is made: only the command is looked for now, and None is returned."""
+        # lazy: the acp package is slow to import, and only an ACP agent's run needs it
         from tether.acp import AcpError
         from tether.acp.run import session_for
 
         where = f"{agent.config}: agents.{agent.name}.acp" if agent.config else f"agent {agent.name}"
         try:
             if (agent.isolation.kind if isolation is None else isolation) != "none":
+                # lazy: the acp package, as above
                 from tether.acp.process import agent_environment, resolve_command
 
                 assert agent.acp is not None
@@ -386,9 +391,6 @@ class Harness:
         ends it in a known way and is not raised out of it; any other exception fails the run
         and is raised. ``run.workspace`` is ``workspace``, or with ``isolation`` (``worktree``,
         ``copy``) a workspace of the run's own made from it (:mod:`tether.workspaces.tracked`)."""
-        from tether.run.track import track
-        from tether.workspaces import tracked
-
         planned = tracked.plan(workspace, isolation)  # before any run is made: ValueError in words
         server = await self._control_server()
         pricing = pricing or await asyncio.to_thread(price_for, model or name, self.config)  # genai-prices' import
@@ -480,6 +482,7 @@ class Harness:
             trace = handle.trace(self.secrets(agent))
             run = RunDriver(state, handle, trace, [*self.sinks, *operation.sinks])
             if agent.acp is not None:
+                # lazy: the acp package is slow to import, and only an ACP agent's run needs it
                 from tether.acp.drive import AcpHost, drive_acp
 
                 final, tool_runs = await drive_acp(run, agent, signal, controls, operation, AcpHost(
@@ -507,6 +510,7 @@ class Harness:
         async with contextlib.AsyncExitStack() as stack:
             failure: str | None = None
             if agent.mcp_servers:
+                # lazy: the MCP SDK, only for an agent with MCP servers (test_cold_start keeps mcp out of the others)
                 from tether.agents.mcp.catalog import mcp_tools
                 from tether.agents.mcp.server import MCPStartError
 
@@ -575,8 +579,6 @@ class Harness:
             raise StateError(f"run {state.run_id} cannot go on with agent {ref.name} as it is now: "
                              + "; ".join(problems) + ". Nothing was changed: restore the tool, "
                              "or start a new run")
-        from tether.agents.agent import tool_hashes
-
         new = {name: digest for name, digest in tool_hashes(tools.values()).items() if name not in ref.tools}
         if new:
             state.agent = replace(ref, tools={**ref.tools, **new})
@@ -627,6 +629,7 @@ class Harness:
         return await call(self.store, self.store.rules)
 
     def _rules_access(self) -> Any:
+        # lazy: the acp package is slow to import, and only an ACP agent's run needs it
         from tether.acp.run import Rules
 
         async def add(rule: Any) -> Any:
@@ -637,8 +640,6 @@ class Harness:
     def _spawner(self, agent: Agent, client: ChatModel, tools: dict[str, Tool], sinks: list[EventSink],
                  root: str | None) -> Any:
         """``sinks``: the operation's own; the harness's are added by :meth:`_env`, once. ``root``: the parent's."""
-        from tether.run.spawn import spawner
-
         def child_model(model: str) -> str | None:
             return next((m for s in self.agent_sets if (m := s.child_model(model))), None)
 

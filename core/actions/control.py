@@ -48,7 +48,8 @@ async def stop(store: Store, run_id: str, reason: str, *, by: str, here: StopHer
         raise NoRun(f"no run {run_id} in {store.where}")
     request = ControlRequest("stop", reason, by=by)
     if store.workers:
-        from tether.workers import decide as workers  # a worker's workflow may wait for a decision on the run
+        # lazy: DBOS's modules, only for a store with workers (tether stop's cold start, test_cold_start)
+        from tether.workers import decide as workers
 
         waiting = await workers.stop_waiting(store, run_id, request)
         if waiting is not None:
@@ -85,7 +86,8 @@ async def deliver(store: Store, run_id: str, request: ControlRequest) -> Control
 
 async def _worker_decide(store: Store, run_id: str, request: ControlRequest) -> ControlReply | None:
     """:func:`tether.workers.decide.decide`: the decision sent to the workflow that waits for it, if one does."""
-    from tether.workers import decide as workers  # the workers' modules (DBOS) only for a store with workers
+    # lazy: DBOS's modules, only for a store with workers (tether stop's cold start, test_cold_start)
+    from tether.workers import decide as workers
 
     return await workers.decide(store, run_id, request)
 

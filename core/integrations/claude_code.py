@@ -242,6 +242,7 @@ def _ours(entry: Any) -> bool:
 
 
 async def _answer(payload: dict[str, Any], policy: Policy, started: float) -> dict[str, Any] | None:
+    # lazy: a hook loads Tether only as it needs it; SessionEnd's detaches first (see the module)
     from tether.harness import Harness
     from tether.store.spec import open_store
 
@@ -269,7 +270,7 @@ async def _answer(payload: dict[str, Any], policy: Policy, started: float) -> di
 
 async def _current_run(store: Store, first: str) -> str | None:
     """The session's run: the last of ``claude-<id>``, ``claude-<id>-2``... on the store."""
-    from tether.store.protocol import call
+    from tether.store.protocol import call  # lazy: hooks load Tether as they need it
 
     if not await call(store, store.exists, first):
         return None
@@ -283,6 +284,7 @@ async def _open(harness: Tracker, store: Store, policy: Policy, payload: dict[st
     """Open the session's run, or go on with it: a session resumed after its run ended (or
     failed) gets the next run; one resumed after a Stop goes on in the stopped run, since its
     user started it again (a compaction or a clear does not)."""
+    # lazy: a hook loads Tether only as it needs it; SessionEnd's detaches first (see the module)
     from tether.store.protocol import call
     from tether.vocab.state import Limits, Policies
 
@@ -311,6 +313,7 @@ async def _open(harness: Tracker, store: Store, policy: Policy, payload: dict[st
         if run.state.agent is not None:
             run.state.agent = replace(run.state.agent, spec={k: v for k, v in spec.items() if v})
         _keep(run, "SessionStart")
+        # lazy: a hook loads Tether only as it needs it; SessionEnd's detaches first (see the module)
         from tether.workspaces import tracked  # its cwd, for tether diff: the files as they are now
 
         await tracked.record_folder(run, payload.get("cwd"), harness.workspaces_dir)
@@ -322,7 +325,7 @@ def _keep(run: TrackedRun, event: str) -> None:
     on this host the run is live between hooks, and once it is gone without a ``SessionEnd``
     the run is orphaned. Each hook checks it, as a resumed session is a new process.
     ``SessionEnd``'s hook runs detached, its parent gone: it keeps what the run has."""
-    from tether.store import keeper
+    from tether.store import keeper  # lazy: hooks load Tether as they need it
 
     agent = run.state.agent
     pid = _claude_pid() if event != "SessionEnd" else None
@@ -341,6 +344,7 @@ async def _reporting(harness: Tracker, policy: Policy, run_id: str, payload: dic
     """Attach to the run and report into it; while another hook of the session holds it, hand
     the report to that hook (:func:`_relay`), or, for a ``PreToolUse``, wait for the run. A Stop or a limit that ends the run there is answered as the hook must; so is a run
     that ended before (attaching would start it again)."""
+    # lazy: a hook loads Tether only as it needs it; SessionEnd's detaches first (see the module)
     from tether.store.protocol import call
     from tether.vocab.state import StateError
     from tether.run.tracked import RunEnded
@@ -387,7 +391,7 @@ async def _relay(store: Store, run_id: str, event: str, payload: dict[str, Any])
     """Hand this hook's report to the hook that holds the run (:func:`tether.run.tracked.report_into`):
     it adds it, or, if it lets go first, the next hook to hold the run does. The model's text
     and usage are read from the transcript by the next hook that holds the run."""
-    from tether.run.tracked import report_into
+    from tether.run.tracked import report_into  # lazy: hooks load Tether as they need it
 
     ops: list[dict[str, Any]] = []
     if event == "UserPromptSubmit" and isinstance(payload.get("prompt"), str) and payload["prompt"]:
@@ -407,7 +411,7 @@ def _going(state: RunState) -> bool:
     """Whether the session's hooks go on reporting into the run: it runs, or a hook died while
     a call waited (Claude Code's timeout, or its user pressing Esc) and the call's wait ended
     with it."""
-    from tether.vocab.state import NeedsApproval, Status
+    from tether.vocab.state import NeedsApproval, Status  # lazy: hooks load Tether as they need it
 
     return state.status is Status.RUNNING or (state.status is Status.INTERRUPTED
                                               and isinstance(state.interruption, NeedsApproval))
@@ -415,7 +419,7 @@ def _going(state: RunState) -> bool:
 
 def _honour_a_stop(run: TrackedRun) -> None:
     """Raise the Stop the run's signal carries: a run kept open must not outlive it."""
-    from tether.run.tracked import Stopped
+    from tether.run.tracked import Stopped  # lazy: hooks load Tether as they need it
 
     if run.signal.cancelled:
         raise Stopped(run.signal.reason or "stopped", run.signal.by)
@@ -471,7 +475,7 @@ async def _reported(run: TrackedRun, payload: dict[str, Any], policy: Policy, un
     """``PostToolUse`` and ``Stop``: all they report has happened (:func:`_what_happened`);
     at a ``Stop`` (a turn's end), what the session has changed, for ``tether runs``."""
     if payload.get("hook_event_name") == "Stop":
-        from tether.workspaces import tracked
+        from tether.workspaces import tracked  # lazy: hooks load Tether as they need it
 
         await tracked.note(run)
     return None
@@ -479,7 +483,7 @@ async def _reported(run: TrackedRun, payload: dict[str, Any], policy: Policy, un
 
 async def _session_end(run: TrackedRun, payload: dict[str, Any], policy: Policy,
                        until: float) -> dict[str, Any] | None:
-    from tether.workspaces import tracked
+    from tether.workspaces import tracked  # lazy: hooks load Tether as they need it
 
     await tracked.note(run)
     await run.answer("")

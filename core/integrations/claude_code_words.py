@@ -85,6 +85,7 @@ def after_the_end(event: str, state: RunState) -> dict[str, Any] | None:
     that completed or failed (its bookkeeping) never stops the user's work."""
     if not state.status.resumable:
         return None
+    # lazy: Claude Code's hooks load Tether only as they need it (tether.integrations.claude_code)
     from tether.vocab.state import Status
 
     interruption, limits = state.interruption, state.limits
@@ -97,6 +98,7 @@ def after_the_end(event: str, state: RunState) -> dict[str, Any] | None:
 
 
 def ended_words(run_id: str, reason: str, by: str | None, interruption: Any) -> str:
+    # lazy: Claude Code's hooks load Tether only as they need it (tether.integrations.claude_code)
     from tether.vocab.state import Cancelled
 
     reason = reason.strip().rstrip(".")

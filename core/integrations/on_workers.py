@@ -25,7 +25,9 @@ from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tether.agents.agent import resolve_ref
 from tether.integrations._common import Tracker
+from tether.store.protocol import call
 from tether.vocab.state import NeedsApproval, RunState, StateError
 
 QUEUE = "tether-programs"
@@ -65,8 +67,6 @@ def paused(state: RunState) -> bool:
 
 def builds(state: RunState) -> None:
     """Raise :class:`StateError`, in words, unless this process can go on with the run."""
-    from tether.agents.agent import resolve_ref
-
     saved = state.agent.spec.get(SAVED) if state.agent is not None else None
     if not isinstance(saved, dict) or not saved.get("agent"):
         raise StateError(f"run {state.run_id} is a program's run that is not paused with its state saved: "
@@ -90,8 +90,8 @@ def operation(harness: Decides, state: RunState,
     run_id = state.run_id
     if waiting.call_id in state.approvals and state.approvals[waiting.call_id].complete:
         async def go_on() -> Went:
+            # lazy: the openai-agents SDK, only on a worker that goes on with a program's run (see the module)
             from tether.integrations.openai_agents import resume
-            from tether.store.protocol import call
 
             await resume(harness, run_id)
             return Went(await call(harness.store, harness.store.load, run_id))

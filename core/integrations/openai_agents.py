@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from agents import Agent, ModelSettings, RunConfig, RunHooks, Runner, RunState
+from agents.models import get_default_model
 
 from tether.agents.agent import resolve_ref
 from tether.integrations import Supervised, Supervision
@@ -291,8 +292,6 @@ def _with_usage(run_config: RunConfig | None) -> RunConfig:
 def _model_name(agent: Any, run_config: RunConfig | None) -> str:
     model = (run_config.model if run_config is not None and run_config.model else None) or agent.model
     if model is None:
-        from agents.models import get_default_model
-
         return get_default_model()
     if isinstance(model, str):
         return model

@@ -35,6 +35,7 @@ async def decide_paused(harness: Tracker, run_id: str, request: ControlRequest,
                         sinks: Sequence[EventSink]) -> RunState:
     """Record the decision on the paused run, then go on with it from its saved state
     (:func:`tether.integrations.openai_agents.resume`); the run as it then stopped."""
+    # lazy: the openai-agents SDK, only for a paused program's run (tether.actions.adopting imports this)
     from tether.integrations.openai_agents import resume
 
     state, handle = await open_run(harness.store, run_id)

@@ -22,7 +22,7 @@ from tether.vocab.state import NeedsApproval, RunState, StateError, Status
 from tether.store.control import ControlReply, ControlRequest
 from tether.workers.database import _db_words, client, close_client
 from tether.workers.names import DECISION_TOPIC
-from tether.workers.view import _workflow_status
+from tether.workers.view import _workflow_status, queue_view
 
 if TYPE_CHECKING:
     from tether.vocab.events import Event
@@ -83,8 +83,8 @@ def _stop_waiting(store: PgStore, run_id: str, request: ControlRequest) -> Contr
 def enqueue_paused(store: PgStore, run_id: str) -> bool:
     """Put a paused program run that no process holds on the worker queue, for the decision
     about to be sent to it (blocking). False when it is not one (or a process holds it)."""
+    # lazy: submit builds runs with a harness, which a decision sent to a workflow does without
     from tether.workers.submit import enqueue
-    from tether.workers.view import queue_view
 
     owner = store.owner(run_id)
     if owner is not None and owner.alive:

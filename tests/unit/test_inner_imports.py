@@ -10,14 +10,15 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-CEILING = 1.85
+CEILING = 1.68
 """Imports inside functions per 1,000 lines of core/ and tui/: lower it as they go."""
 
-REASONED = ("core/acp", "core/agents", "core/approvals", "core/demo", "core/models", "core/notify", "core/observe",
-            "core/run", "core/store", "core/web", "core/workers", "core/workspaces", "core/vocab", "tui")
+REASONED = ("core/acp", "core/actions", "core/agents", "core/approvals", "core/demo", "core/harness.py",
+            "core/integrations", "core/models", "core/notify", "core/observe", "core/run", "core/store", "core/web",
+            "core/workers", "core/workspaces", "core/vocab", "tui")
 """The folders where every import inside a function says why; the rest join as they are done."""
 
-NOT_YET = ("core/notify/links.py", "core/workers/decide.py")
+NOT_YET = ("core/notify/links.py",)
 """Files of those folders another change is reshaping (the operator actions): they join after it."""
 
 
