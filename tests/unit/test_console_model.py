@@ -12,6 +12,9 @@ from tether.vocab.state import Cancelled, Decision, Limits, NeedsApproval, RunSt
 from tether.store.owner import Owner
 from tether.tui.state.model import ConsoleModel, stub_state
 from tether.tui.state.pump import FLUSH_INTERVAL_S, EventPump
+from tether.tui.state.store_client import StoreClient
+from tether.store.changes import JOURNAL, RunChange
+from tether.store.files.store import RunStore
 
 WAITING = NeedsApproval(call_id="c1", tool_name="delete_file", args='{"path":"a.log"}', why="deletes a file")
 ALIVE = Owner(pid=42, host="box", user="eve", since=1000.0, heartbeat=1057.0, alive=True)
@@ -209,3 +212,25 @@ def test_the_header_names_a_database_store_without_its_password() -> None:
     assert store_label(redact("postgresql://ops:s3cret@db.example:5433/tether?password=other")) == \
         "ops@db.example:5433/tether"
     assert "s3cret" not in store_label(redact("postgres://ops:s3cret@db/tether"))
+
+
+async def test_a_run_of_ours_left_waiting_and_finished_by_a_short_lived_process_is_read_again(tmp_path) -> None:
+    """The console drove a run until it waited for a second person; that person's ``tether
+    approve`` took it, finished it and let go before the console saw it held. The journal's
+    change is read, not taken for the console's own last save: the run shows completed."""
+    store = RunStore(tmp_path / "runs")
+    waiting = state("r", Status.INTERRUPTED, interruption=WAITING)
+    store.create(waiting)
+    model = model_with(waiting)
+    model.ours.add("r")  # the console drove it, and let go of it when it waited
+    client = StoreClient(store, model, EventPump(model, request_flush=lambda: None, trace_path=lambda rid: None,
+                                                 timings=False))
+    try:
+        finished, handle = store.open("r")  # the other process, its owner never seen here
+        finished.status, finished.interruption = Status.COMPLETED, None
+        handle.save(finished)
+        handle.release()
+        await client.apply([RunChange("r", frozenset({JOURNAL}))])
+    finally:
+        await client.aclose()
+    assert model.states["r"].status is Status.COMPLETED

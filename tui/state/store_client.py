@@ -29,7 +29,7 @@ from typing import Any, TypeVar
 
 from tether.store.protocol import Store
 from tether.store.summary import RunSummary
-from tether.vocab.state import RunState, StateError
+from tether.vocab.state import NeedsApproval, RunState, StateError, Status
 from tether.store.owner import Owner
 from tether.store.trace import event_from_record
 from tether.store.feed import Listing, StoreFeed
@@ -274,16 +274,21 @@ class StoreClient:
             if model.is_driven(rid):
                 continue
             journal = trace = None
+            # Our own run's last saves and trace lines: its state is the one we drove. Not a run
+            # of ours we left waiting for a decision: a short-lived ``tether approve`` may have
+            # taken it, finished it and let go before its owner was ever seen here.
+            ours = rid in model.ours and not model.held_elsewhere(rid) and rid in model.states \
+                and not _waits(model.states[rid])
             if JOURNAL in change or NEW in change:
-                if rid in model.ours and not model.held_elsewhere(rid) and rid in model.states:
-                    journal = "ours"  # our own run's last saves: its state is the one we drove
+                if ours:
+                    journal = "ours"
                 elif rid in model.stubs and not feed.following(rid) and not model.held_elsewhere(rid) \
                         and rid != model.selected:
                     journal = "summary"  # listed, not shown: its summary will do
                 else:
                     journal = "follow"
             if TRACE in change:
-                trace = "ours" if rid in model.ours and not model.held_elsewhere(rid) else "read"
+                trace = "ours" if ours else "read"
             plan.append((rid, journal, trace))
         results = await self._io(self._read, plan) if plan else []
         for (rid, journal, trace), (got, records) in zip(plan, results):
@@ -455,6 +460,10 @@ class StoreClient:
     def close(self) -> None:
         self._closed = True
         self.feed.close()
+
+
+def _waits(state: RunState) -> bool:
+    return state.status is Status.INTERRUPTED and isinstance(state.interruption, NeedsApproval)
 
 
 def _where(state: object) -> tuple[object, object]:
