@@ -5,11 +5,29 @@ from the terminal does with their phone (issue 26, item 4)."""
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
+import pytest
 from playwright.sync_api import expect
 
 from tests.browser.support import CAP_S, RecordingProvider, Served, alive, finished, log_in, until
+
+
+@pytest.fixture(scope="module")
+def shared(browser: Any, tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Served, RecordingProvider]]:
+    """One ``tether serve`` (and its provider) for the tests that leave its users as they
+    found them, each with runs of its own names and a page of its own; the test that
+    removes a user has a server of its own."""
+    provider = RecordingProvider()
+    try:
+        server = Served(tmp_path_factory.mktemp("served"), provider.url)
+        try:
+            yield server, provider
+        finally:
+            server.stop()
+    finally:
+        provider.close()
 
 
 def _card(page: Any, run_id: str) -> Any:
@@ -30,7 +48,8 @@ def _decisions(served: Served) -> list[dict[str, Any]]:
     return json.loads(out)
 
 
-def test_no_page_works_without_a_login(served: Served, phone: Any):
+def test_no_page_works_without_a_login(shared: tuple[Served, RecordingProvider], phone: Any):
+    served = shared[0]
     for path in ("/", "/runs/r1", "/console/"):
         phone.goto(served.url + path)
         expect(phone.get_by_test_id("login-form")).to_be_visible()
@@ -44,7 +63,8 @@ def test_no_page_works_without_a_login(served: Served, phone: Any):
     expect(phone.get_by_test_id("approvals")).to_have_count(0)
 
 
-def test_a_waiting_run_appears_live_and_a_phone_approves_it(served: Served, phone: Any):
+def test_a_waiting_run_appears_live_and_a_phone_approves_it(shared: tuple[Served, RecordingProvider], phone: Any):
+    served = shared[0]
     log_in(phone, served.url, "ana")
     expect(phone.get_by_test_id("approvals")).to_be_visible()
     expect(_card(phone, "r1")).to_have_count(0)
@@ -60,8 +80,9 @@ def test_a_waiting_run_appears_live_and_a_phone_approves_it(served: Served, phon
     assert decided and decided[-1]["by"] == "ana" and decided[-1]["verdict"] == "approved", decided
 
 
-def test_a_reason_given_on_the_phone_is_what_the_model_reads(served: Served, phone: Any,
-                                                             provider: RecordingProvider):
+def test_a_reason_given_on_the_phone_is_what_the_model_reads(shared: tuple[Served, RecordingProvider],
+                                                             phone: Any):
+    served, provider = shared
     run = served.run("destructive", "r2", "--wait-for-decision")
     log_in(phone, served.url, "ana")
     card = _shown(phone, run, "r2")
@@ -76,7 +97,8 @@ def test_a_reason_given_on_the_phone_is_what_the_model_reads(served: Served, pho
     assert decided[-1]["by"] == "ana" and decided[-1]["verdict"] == "rejected", decided
 
 
-def test_stop_on_the_run_page_stops_a_running_run(served: Served, phone: Any):
+def test_stop_on_the_run_page_stops_a_running_run(shared: tuple[Served, RecordingProvider], phone: Any):
+    served = shared[0]
     run = served.run("slow", "s1")
     log_in(phone, served.url, "ana")
     trace = served.runs / "s1" / "trace.jsonl"
@@ -91,7 +113,9 @@ def test_stop_on_the_run_page_stops_a_running_run(served: Served, phone: Any):
     expect(phone.get_by_test_id("stop")).to_have_count(0)
 
 
-def test_a_watcher_sees_the_approval_but_cannot_decide_it(served: Served, phone: Any, new_phone: Any):
+def test_a_watcher_sees_the_approval_but_cannot_decide_it(shared: tuple[Served, RecordingProvider], phone: Any,
+                                                          new_phone: Any):
+    served = shared[0]
     run = served.run("destructive", "r3", "--wait-for-decision")
     log_in(phone, served.url, "walt")
     card = _shown(phone, run, "r3")
@@ -115,7 +139,7 @@ def test_a_page_left_open_goes_to_the_login_when_its_user_is_removed(served: Ser
     log_in(phone, served.url, "bob")
     expect(phone.get_by_test_id("approvals")).to_be_visible()
     expect(phone.locator("body")).to_have_attribute("data-live", "yes")  # following /events
-    code, out, err = served.tether_here("serve", "--remove-user", "bob", "--store", str(served.runs))  # from outside the server
+    code, out, err = served.tether_here("serve", "--remove-user", "bob", "--store", str(served.runs))  # not the server
     assert code == 0, err
     expect(phone.get_by_test_id("login-form")).to_be_visible(timeout=CAP_S * 1000)  # nobody touched the page
     phone.goto(served.url + "/")
