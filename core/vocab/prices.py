@@ -16,8 +16,8 @@ by a command that prices nothing.
 from __future__ import annotations
 
 import functools
+import sys
 from dataclasses import dataclass, replace
-from importlib.metadata import PackageNotFoundError, version
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -110,10 +110,10 @@ def _base(price: Any) -> float:
 
 @functools.lru_cache(maxsize=1)
 def _version() -> str:
-    try:
-        return version("genai-prices")
-    except PackageNotFoundError:  # pragma: no cover
-        return "(not installed)"
+    """genai-prices' version, from the package :func:`_lookup` imported (None there: it is not
+    installed). Not importlib.metadata: loading it at import cost every ``tether`` process's start."""
+    package = sys.modules.get("genai_prices")
+    return "(not installed)" if package is None else str(getattr(package, "__version__", "(unknown version)"))
 
 
 def price_for(model: str, config: Any = None, base_url: str | None = None) -> Pricing:
