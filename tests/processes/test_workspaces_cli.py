@@ -4,7 +4,6 @@ finishes it or says so (docs/workspaces.md)."""
 
 from __future__ import annotations
 
-import io
 import json
 import subprocess
 from pathlib import Path
@@ -108,14 +107,12 @@ def test_worktrees_and_folders_no_run_owns_are_reported_and_so_is_a_workspace_go
 
 
 def test_discard_asks_first_then_removes_the_workspace_and_branch_and_keeps_the_transcript(
-        home: Path, repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+        home: Path, repo: Path) -> None:
     assert cli_here(*isolated(repo, home)).returncode == 0
-    monkeypatch.setattr("sys.stdin", io.StringIO("n\n"))
-    kept = cli_here("discard", RUN, *where(home))
+    kept = cli_here("discard", RUN, *where(home), stdin="n\n")
     assert kept.returncode == 1 and "Remove" in kept.stderr and "nothing was removed" in kept.stderr
     assert workspace_of(home).is_dir()
-    monkeypatch.setattr("sys.stdin", io.StringIO(""))
-    unasked = cli_here("discard", RUN, *where(home))
+    unasked = cli_here("discard", RUN, *where(home), stdin="")
     assert unasked.returncode == 2 and "give --yes" in unasked.stderr and workspace_of(home).is_dir()
 
     done = cli_here("discard", RUN, "--yes", *where(home))
