@@ -213,7 +213,7 @@ async def test_the_model_slash_commands_shell_output_and_a_restart_on_the_real_a
         if name == "claude":
             assert "from-the-shell" in "".join(r["data"] or "" for r in outputs) and outputs[-1]["exit_code"] == 0
 
-    assert restarted_run.status is Status.COMPLETED, restarted_run.error
+    assert restarted_run.status is Status.COMPLETED, (restarted_run.error, restarted_run.interruption, [(r["kind"], r.get("text") or r.get("finish_reason") or r.get("reason")) for r in trace])
     assert "call it other.txt" in said_to_model(endpoint)
     warnings = [r["text"] for r in trace if r["kind"] == "warning"]
     restarted = [w for w in warnings if "process had ended between turns (it was killed by signal 9): Tether "
