@@ -700,6 +700,9 @@ class AcpRun:
                 self.emit(FileWrite(run_id=st.run_id, path=path, size=0, refused=reason))
                 if outside is not None:
                     self._refused.append(outside)
+                    done = self._reported_done(path, outside.path)
+                    if done is not None:  # the call said it was done before its request came (OpenCode, loaded)
+                        self._look(done)
             case ConfigOptions(options=options, source=source):
                 self.emit(AgentConfig(run_id=st.run_id, options=[dict(o) for o in options], source=source))
             case BadFrame(count=count, sample=sample) if count in (1, 10, 100):
@@ -773,6 +776,13 @@ class AcpRun:
         task = asyncio.ensure_future(take())
         self._looking.add(task)
         task.add_done_callback(self._looking.discard)
+
+    def _reported_done(self, *paths: str) -> str | None:
+        """The last call the agent reported completed whose input names one of ``paths``."""
+        for call in reversed(list(self._calls.values())):
+            if call.status == "completed" and any(json.dumps(p)[1:-1] in call.args for p in paths):
+                return call.call_id
+        return None
 
     def _look(self, call_id: str) -> None:
         """Look at the disk for the writes refused so far, off the loop: each one the agent

@@ -30,7 +30,8 @@ Modes (the prompt's text may add ``SLOW``: stream until cancelled; in ``normal``
   written by the agent itself and the call reported a success; with ``PRETEND`` in the prompt,
   the success is reported but nothing is written; with ``LATE``, it is written 0.3 s after the
   turn ended (as OpenCode's own write landed on a loaded host); with ``FIRST``, it is written
-  before the client is asked (OpenCode's own write landed first on a loaded host); where it
+  before the client is asked (OpenCode's own write landed first on a loaded host); with
+  ``AFTER``, written and reported done before the client is asked; where it
   cannot write (a sandbox), the call fails with the system's words;
 - ``sessions``: ``normal``, advertising ``loadSession`` and ``sessionCapabilities`` list,
   resume and close, and the session modes ``ask`` and ``auto``; every session method it is
@@ -54,6 +55,7 @@ Modes (the prompt's text may add ``SLOW``: stream until cancelled; in ``normal``
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -370,9 +372,16 @@ class FakeAgent:
         await self._say(sid, acp.update_tool_call("call_w", title=path.lstrip("/"), status="in_progress",
                                                   locations=[schema.ToolCallLocation(path=path)],
                                                   raw_input={"filePath": path, "content": ESCAPE_TEXT}))
-        if "FIRST" in text:  # its own write lands before it asks the client
+        if "FIRST" in text or "AFTER" in text:  # its own write lands before it asks the client
             Path(path).parent.mkdir(parents=True, exist_ok=True)
             Path(path).write_text(ESCAPE_TEXT)
+        if "AFTER" in text:  # and it reports the call done before it asks
+            await self._say(sid, acp.update_tool_call("call_w", title=path.lstrip("/"), status="completed",
+                                                      content=[acp.tool_content(acp.text_block("Wrote file successfully."))]))
+            with contextlib.suppress(acp.RequestError):
+                await self.client.write_text_file(session_id=sid, path=path, content=ESCAPE_TEXT)
+            await self._say(sid, acp.update_agent_message_text("The file is written."))
+            return schema.PromptResponse(stop_reason="end_turn")
         try:
             await self.client.write_text_file(session_id=sid, path=path, content=ESCAPE_TEXT)
         except acp.RequestError:

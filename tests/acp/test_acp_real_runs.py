@@ -111,7 +111,8 @@ async def test_a_file_the_agent_writes_itself_outside_its_workspace_is_a_warning
     assert final.status is Status.COMPLETED, final.error
     assert outside.read_text() == "escape attempt", "OpenCode wrote it itself"
     kinds = [r["kind"] for r in trace]
-    assert kinds.index("file_write") < kinds.index("tool_result") < kinds.index("warning") < kinds.index("turn")
+    # OpenCode asks Tether to write before or after it reports the call done, by its own timing.
+    assert max(kinds.index("file_write"), kinds.index("tool_result")) < kinds.index("warning") < kinds.index("turn")
     [refused] = [r for r in trace if r["kind"] == "file_write"]
     assert refused["refused"] and refused["path"] == str(outside)
     [start] = [r for r in trace if r["kind"] == "tool_start"]

@@ -298,6 +298,21 @@ async def test_a_refused_write_the_agent_made_before_asking_the_client_is_still_
     assert not [r for r in quiet if r["kind"] == "warning"], "an hour-old file with that content: no warning"
 
 
+async def test_a_refused_write_asked_after_the_call_was_reported_done_is_a_warning_on_that_call(
+        tmp_path: Path, acp_workspace: Path):
+    """OpenCode on a loaded host: its own write, the call reported done, and only then its
+    request to the client, refused. The warning is on the call whose input named the file."""
+    escaped = (acp_workspace / ESCAPE_PATH).resolve()
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
+        outcome = await harness.start(agent(acp_workspace, "write-itself"), "AFTER write outside")
+        trace = list(read_trace(tmp_path / "runs" / outcome.state.run_id / "trace.jsonl"))
+    assert outcome.state.status is Status.COMPLETED, outcome.state.error
+    kinds = [r["kind"] for r in trace]
+    assert kinds.index("tool_result") < kinds.index("file_write") < kinds.index("warning") < kinds.index("turn")
+    [warning] = [r for r in trace if r["kind"] == "warning"]
+    assert warning["call_id"] == "call_w" and warning["path"] == str(escaped)
+
+
 async def test_a_call_keeps_one_name_and_shows_the_input_that_came_after_its_start(
         tmp_path: Path, acp_workspace: Path):
     """OpenCode starts a call ``write`` with ``{}`` and names it by its file's path later: the
