@@ -209,7 +209,8 @@ class TetherApp(App[int]):
     # ---- what following the store asks of the console (tether.tui.following.ConsoleHost) ----
     @property
     def rules_shown(self) -> bool:
-        return isinstance(self.screen, RulesScreen)
+        # A timer's look at the store can land while the app closes, its screens already gone.
+        return bool(self.screen_stack) and isinstance(self.screen, RulesScreen)
 
     def keys_changed(self) -> None:
         self.views.keys_dirty = True
