@@ -41,7 +41,7 @@ test: export PYTHONDONTWRITEBYTECODE =
 test: $(VENV)/.installed-test $(VENV)/.installed-local agents chromium bubblewrap
 	$(BIN)/python -m tests.layers
 	$(BIN)/vulture core/ tui/ .vulture_whitelist.py
-	$(BIN)/python -m pytest -q -n 4 -m "not serial"
+	$(BIN)/python -m pytest -q -n 4 --dist worksteal -m "not serial"
 	$(BIN)/python -m pytest -q -m serial
 
 # Real agents for tests/acp (issue 30) and tests/integrations (issue 29), pinned, in an ignored

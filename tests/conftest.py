@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import gc
+import sys
+import types
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -101,7 +104,9 @@ def pg_url(pg_server) -> str:
 
 
 # ``make test`` runs the tests on several workers (pytest-xdist). The slowest files go first,
-# so the end of the run is not one long test on one worker while the others idle.
+# so the end of the run is not one long test on one worker while the others idle; and the
+# workers steal (``--dist worksteal``): xdist's default hands each worker a quarter of its share
+# at once, consecutive tests, so one worker kept the slow files' tail while the others idled.
 SLOW_FIRST = (
     "tests/local_model/", "tests/console/test_console_workers.py", "tests/campaign/", "tests/console/test_tour",
     "tests/processes/test_worker", "tests/processes/test_wheel.py", "tests/integrations/", "tests/acp/test_acp_server.py",
@@ -117,3 +122,19 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         return next((i for i, prefix in enumerate(SLOW_FIRST) if item.nodeid.startswith(prefix)), len(SLOW_FIRST))
 
     items.sort(key=rank)  # stable: within a rank, and for the rest, the order of collection
+
+
+# The console freezes the heap it starts with (tether.tui.app, console_ready) after a full
+# collection, which in a console process is its modules and widgets. In a test worker it is
+# also the whole collected suite (390,000 objects): each Pilot app's start then spent 0.3
+# CPU-s collecting it. The apps the tests start collect the young generations only; the
+# freeze, its undoing and the thresholds are the console's own.
+_TEST_GC = types.SimpleNamespace(collect=lambda *_: gc.collect(1), freeze=gc.freeze, unfreeze=gc.unfreeze,
+                                 get_threshold=gc.get_threshold, set_threshold=gc.set_threshold)
+
+
+@pytest.fixture(autouse=True)
+def _console_collects_young(monkeypatch: pytest.MonkeyPatch) -> None:
+    app = sys.modules.get("tether.tui.app")  # imported with a test module that starts the console
+    if app is not None:
+        monkeypatch.setattr(app, "gc", _TEST_GC)
