@@ -22,7 +22,8 @@ from pathlib import Path
 from typing import Any, Literal
 
 from tether.actions import adopting
-from tether.store import control, operate
+from tether.actions import control as actions
+from tether.store import control
 from tether.agents.agent import Agent, AgentError, changed_tools, tool_hashes
 from tether.agents.configfile import ConfigError
 from tether.vocab.cancel import CancelSignal
@@ -406,15 +407,11 @@ class Harness:
         self._signals.pop(run_id, None)
 
     async def stop(self, run_id: str, reason: str = STOP_REASON, *, by: str = "operator") -> control.ControlReply:
-        """Stop a run whichever process runs it: its signal fires, and the tool it is running is
-        cut off in words, or the call it waits a decision for is declined in words. The reply
-        says what happened, in words (nothing to stop, orphaned...). The fronts stop through
-        :func:`tether.actions.control.stop`, which reaches a queue worker's workflow too: the
-        queue workers drive runs with a harness, so the harness does not reach them."""
-        stopped = self.stop_here(run_id, reason, by)
-        if stopped is not None:
-            return stopped
-        return await self.request(run_id, control.ControlRequest("stop", reason, by=by))
+        """Stop a run whichever process runs it (:func:`tether.actions.control.stop`, as every
+        front does): this one, a queue worker's workflow that waits for a decision on it, or the
+        process that holds it, whose tool is cut off in words, or whose waiting call is declined
+        in words. The reply says what happened, in words (nothing to stop, orphaned...)."""
+        return await actions.stop(self.store, run_id, reason, by=by, here=self.stop_here)
 
     def stop_here(self, run_id: str, reason: str, by: str) -> control.ControlReply | None:
         """Stop the run at once if this process drives it (its signal fires); None if it does not."""
@@ -430,21 +427,22 @@ class Harness:
                      by: str = "operator", option: str | None = None, silent: bool = False, args: str | None = None,
                      scope: str | None = None, account: str | None = None,
                      unchecked: bool = False) -> control.ControlReply:
-        """Deliver an approval or a rejection to the process that holds the run waiting for
-        one (``wait_for_decision``; the fronts use :func:`tether.actions.control.decide`, which
-        reaches a queue worker's workflow too). A run nobody holds is decided with :meth:`approve` or
-        :meth:`reject`, in this process. ``args``: an approval's edited arguments (JSON;
+        """Deliver an approval or a rejection to whoever holds the run waiting for one
+        (:func:`tether.actions.control.deliver`): a queue worker's workflow, or the process that
+        holds it (``wait_for_decision``). A run nobody holds is refused in words: it is decided
+        with :meth:`approve` or :meth:`reject`, in this process. ``args``: an approval's edited arguments (JSON;
         ``unchecked`` as for :meth:`approve`); ``scope``: for an ACP agent's "always" option,
         the scope of the rule Tether keeps."""
         kind = "approve" if verdict in ("approve", "approved") else "reject"
-        return await self.request(run_id, control.ControlRequest(
-            kind, text, call_id=call_id, by=by, option=option, silent=silent, args=args, scope=scope,
-            account=await self.account(account), unchecked=unchecked))
+        request = control.ControlRequest(kind, text, call_id=call_id, by=by, option=option, silent=silent, args=args,
+                                         scope=scope, account=await self.account(account), unchecked=unchecked)
+        delivered = await actions.deliver(self.store, run_id, request)
+        return delivered if delivered is not None else await self.request(run_id, request)
 
     async def request(self, run_id: str, request: control.ControlRequest) -> control.ControlReply:
         """Append ``request`` to the run's control channel and have its process act on it
-        (:func:`tether.store.operate.request`)."""
-        return await operate.request(self.store, run_id, request)
+        (:func:`tether.actions.control.request`)."""
+        return await actions.request(self.store, run_id, request)
 
     def note_dropped(self, run_id: str, spans: int) -> None:
         """Say in a run's trace that telemetry about it was dropped (a collector down or slow):

@@ -22,6 +22,7 @@ from tether.vocab.state import NeedsApproval, RunState, StateError, Status
 from tether.store.control import ControlReply, ControlRequest
 from tether.workers.database import _db_words, client, close_client
 from tether.workers.names import DECISION_TOPIC
+from tether.workers.queue import enqueue
 from tether.workers.view import _workflow_status, queue_view
 
 if TYPE_CHECKING:
@@ -83,9 +84,6 @@ def _stop_waiting(store: PgStore, run_id: str, request: ControlRequest) -> Contr
 def enqueue_paused(store: PgStore, run_id: str) -> bool:
     """Put a paused program run that no process holds on the worker queue, for the decision
     about to be sent to it (blocking). False when it is not one (or a process holds it)."""
-    # lazy: submit builds runs with a harness, which a decision sent to a workflow does without
-    from tether.workers.submit import enqueue
-
     owner = store.owner(run_id)
     if owner is not None and owner.alive:
         return False  # its program waits with it: the decision reaches it there

@@ -8,9 +8,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from tether.vocab.state import RunState, StateError
-from tether.workers.database import _db_words, client, close_client, ensure_dbos_schema
-from tether.workers.names import APP_VERSION, WORKFLOW, queue_of_run
+from tether.vocab.state import RunState
+from tether.workers.queue import enqueue
 from tether.agents.sets import known_agents, set_of
 from tether.harness import Harness, tether_home
 from tether.store.postgres.store import PgStore
@@ -19,32 +18,6 @@ from dataclasses import dataclass, replace
 if TYPE_CHECKING:
     from tether.agents.config import Config
     from tether.agents.sets import AgentSet
-
-def enqueue(url: str, state: RunState, dbos_client: Any = None) -> str:
-    """Put an existing run on its agent's queue; the workflow id is the run id, so doing it
-    twice gives the same workflow. Returns the queue's name. ``dbos_client`` (from
-    :func:`~tether.workers.database.client`) saves a connection per call when enqueueing many."""
-    # lazy: optional dependency (the [workers] extra; tests/processes/test_cold_start.py keeps DBOS out of the quick commands)
-    from dbos import EnqueueOptions
-
-    queue = queue_of_run(state)
-    own = dbos_client is None
-    if own:
-        ensure_dbos_schema(url)
-        dbos_client = client(url)
-    try:
-        options: EnqueueOptions = {"workflow_name": WORKFLOW, "queue_name": queue, "workflow_id": state.run_id,
-                                   "app_version": APP_VERSION}
-        dbos_client.enqueue(options, state.run_id)
-    except Exception as exc:
-        raise StateError(_db_words(exc, url, f"run {state.run_id} was created but could not be queued "
-                                   f"(tether resume {state.run_id} runs it here)")) from None
-    finally:
-        if own:
-            close_client(dbos_client)
-    return queue
-
-
 
 @dataclass(frozen=True)
 class Submission:

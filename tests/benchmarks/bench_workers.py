@@ -115,7 +115,7 @@ def measure(url: str, root: Path, base_url: str, workers: int, concurrency: int,
     import psycopg
 
     from tether.demo import agents as demo
-    from tether.workers import database, submit
+    from tether.workers import database, queue
     from tether.harness import Harness
     from tether.store.postgres.store import PgStore
 
@@ -139,7 +139,7 @@ def measure(url: str, root: Path, base_url: str, workers: int, concurrency: int,
                 cpu_before = cpu_s(pids)
                 started = time.perf_counter()
                 for state in states:
-                    submit.enqueue(url, state, client)
+                    queue.enqueue(url, state, client)
                 wait_for(lambda: _done(conn) >= runs, f"{runs} runs to end", 900, 0.02)
                 if waiting:
                     assert _waiting(conn) == waiting, "a waiting run's workflow ended while the others ran"
@@ -166,10 +166,10 @@ def _leave_waiting(url: str, client, harness, agent, n: int) -> None:  # type: i
     """Queue ``n`` runs that stop for an approval, and wait until every one's workflow waits."""
     import psycopg
 
-    from tether.workers import submit
+    from tether.workers import queue
 
     for state in [harness.create(agent) for _ in range(n)]:
-        submit.enqueue(url, state, client)
+        queue.enqueue(url, state, client)
     with psycopg.connect(url, autocommit=True) as conn:
         wait_for(lambda: _waiting(conn) >= n, f"{n} runs to wait for approval", 1800, 0.5)
 

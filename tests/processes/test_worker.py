@@ -21,6 +21,7 @@ import pytest
 from tether.store import control, operate
 from tether.workers import worker
 from tether.workers.database import client, close_client
+from tether.harness import Harness
 from tether.workers.decide import decide, stop_waiting
 from tether.workers.names import DEMO_QUEUE
 from tether.workers.recovery import GAVE_UP
@@ -377,9 +378,15 @@ def test_a_run_waiting_for_a_decision_holds_no_slot(fleet: Fleet, store: PgStore
 
 
 def test_a_stop_for_a_queued_run_stops_it_before_its_first_turn(fleet: Fleet, store: PgStore, provider):
+    """A program's ``Harness.stop`` reaches the queue as every front's Stop does (tether.actions)."""
     base, counter = provider
     run_id = fleet.submit("plan", "--base-url", f"{base}/stop-queued/v1")
-    reply = asyncio.run(stop_waiting(store, run_id, control.ControlRequest("stop", "never mind", by="tester")))
+
+    async def stop() -> control.ControlReply:
+        async with Harness(store=store) as harness:
+            return await harness.stop(run_id, "never mind", by="tester")
+
+    reply = asyncio.run(stop())
     assert reply is not None and reply.ok and "waits in the worker queue" in reply.words
     fleet.start()
     wait_for(lambda: _workflow_status(store, run_id) == "SUCCESS", "the worker to take and stop it", 60)

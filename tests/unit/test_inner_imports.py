@@ -10,7 +10,7 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 
-CEILING = 1.68
+CEILING = 1.66
 """Imports inside functions per 1,000 lines of core/ and tui/: lower it as they go."""
 
 REASONED = ("core", "tui")

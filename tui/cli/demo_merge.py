@@ -23,7 +23,6 @@ from typing import Any
 from textual.pilot import Pilot
 from textual.screen import ModalScreen
 
-from tether.vocab.state import Status
 from tether.tui.cli.tour import AcpTour, Step
 from tether.tui.screens.decision import ApproveDialog
 from tether.tui.screens.rules import ConfirmDialog
@@ -114,18 +113,8 @@ class MergeTour(AcpTour):
 
     async def _allow(self, pilot: Pilot[Any], rid: str, who: str) -> None:
         """The run's write asked for, allowed from the approval dialog, and the run finished."""
-        app: Any = pilot.app
         await self._until_run(pilot, rid, lambda: self._asks(pilot, rid), f"{who} to ask to write greet.py")
-        await self.read(pilot, 0.6)
-        await pilot.press("a")
-        await self._until(pilot, lambda: isinstance(app.screen, ApproveDialog) and app.screen.armed,
-                          "the approval dialog")
-        self._show_caption(app.screen)
-        await self.read(pilot, 1.2)
-        await pilot.press("enter")
-        await self._until_run(pilot, rid, lambda: self._ended(pilot, rid, Status.COMPLETED),
-                              f"{who} to write greet.py and finish")
-        await self.read(pilot)
+        await self.approve(pilot, rid, f"{who} to write greet.py and finish", reading=1.2)
 
     async def _diff_shows(self, pilot: Pilot[Any], text: str, what: str) -> None:
         await self._until(pilot, lambda: text in self.diff_shown(pilot), what)

@@ -371,9 +371,9 @@ class AcpTour(Tour):
         await self._until(pilot, lambda: self._ended(pilot, explain, Status.INTERRUPTED), "OpenCode to stop")
         await self.read(pilot, 1.5)
 
-    async def approve(self, pilot: Pilot[Any], rid: str, what: str) -> None:
-        """``a`` on run ``rid``: the dialog with the agent's diff, read, then Enter allows it once;
-        then the run's end (``what`` names it)."""
+    async def approve(self, pilot: Pilot[Any], rid: str, what: str, *, reading: float = 2.5) -> None:
+        """``a`` on run ``rid``: the dialog with the agent's diff, read (``reading`` paces), then
+        Enter allows it once; then the run's end (``what`` names it)."""
         app: Any = pilot.app
         app.select(rid)
         await self.read(pilot, 0.6)
@@ -384,7 +384,7 @@ class AcpTour(Tour):
         await self._until(pilot, lambda: isinstance(app.screen, ApproveDialog) and app.screen.armed,
                           "the approval dialog")
         self._show_caption(app.screen)
-        await self.read(pilot, 2.5)
+        await self.read(pilot, reading)
         await pilot.press("enter")
         await self._until_run(pilot, rid, lambda: self._ended(pilot, rid, Status.COMPLETED), what)
         await self.read(pilot, 1.5)
