@@ -37,12 +37,15 @@ run: $(VENV)/.installed
 # Bytecode caches are written (git ignores them) even where PYTHONDONTWRITEBYTECODE is set:
 # the tests start hundreds of tether processes, each of which would otherwise compile the
 # package from source again, and each worker would rewrite every test module's asserts.
+# The tests marked serial run alone after the rest, collected from their own files only
+# (tests/unit/test_serial_files.py fails when a serial test is elsewhere).
+SERIAL_TESTS = tests/console/test_tui_snapshots.py tests/processes/test_demo.py
 test: export PYTHONDONTWRITEBYTECODE =
 test: $(VENV)/.installed-test $(VENV)/.installed-local agents chromium bubblewrap
 	$(BIN)/python -m tests.layers
 	$(BIN)/vulture core/ tui/ .vulture_whitelist.py
 	$(BIN)/python -m pytest -q -n 4 --dist worksteal -m "not serial"
-	$(BIN)/python -m pytest -q -m serial
+	$(BIN)/python -m pytest -q -m serial $(SERIAL_TESTS)
 
 # Real agents for tests/acp (issue 30) and tests/integrations (issue 29), pinned, in an ignored
 # folder of the checkout: OpenCode, Qwen Code, the Node 22 Qwen Code needs, and Claude Code (a
