@@ -204,28 +204,34 @@ def check_edit(tools: dict[str, Tool] | None, state: RunState, call_id: str | No
     return None if problem is None else f"the edited arguments do not fit {name}: {problem}; nothing was decided"
 
 
+class NotASchema(ValueError):
+    """A schema a program reported is no JSON schema (jsonschema's words): it would check nothing."""
+
+
 def reported_validator(schema: dict[str, Any]) -> jsonschema.protocols.Validator:
     """The checker of a schema a program reported (its ``$schema``'s draft, else 2020-12, as
-    for Tether's own tools); jsonschema's ``SchemaError`` when it is no JSON schema."""
+    for Tether's own tools); :class:`NotASchema` when it is no JSON schema."""
     # lazy: jsonschema loads at the first check, not at start-up (tests/processes/test_cold_start.py: stop and runs load none)
     import jsonschema
 
     kind = jsonschema.validators.validator_for(schema, default=jsonschema.Draft202012Validator)
-    kind.check_schema(schema)
+    try:
+        kind.check_schema(schema)
+    except jsonschema.exceptions.SchemaError as exc:
+        raise NotASchema(exc.message) from None
     return kind(schema)
 
 
 def _reported_schema_problem(schema: dict[str, Any], args: dict[str, Any]) -> str | None:
     """How ``args`` break a schema a program reported (:func:`schema_problem`), or None. A
     schema that is no JSON schema is said so: it checks nothing."""
-    # lazy: jsonschema loads at the first check, not at start-up (tests/processes/test_cold_start.py: stop and runs load none)
-    import jsonschema
+    # lazy: jsonschema's (referencing) loads at the first check, not at start-up (tests/processes/test_cold_start.py)
     from referencing.exceptions import Unresolvable
 
     try:
         return schema_problem(reported_validator(schema), args)
-    except jsonschema.exceptions.SchemaError as exc:
-        return f"the schema its program reported is not a JSON schema ({exc.message})"
+    except NotASchema as exc:
+        return f"the schema its program reported is not a JSON schema ({exc})"
     except Unresolvable as exc:  # a $ref that points nowhere
         return f"the schema its program reported cannot be read ({exc})"
 

@@ -41,8 +41,6 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-import jsonschema
-
 from tether.approvals import Call, budget_ask, run_source
 from tether.approvals.holding import deadline_of, overdue, verdict_of
 from tether.vocab.budget_call import BUDGET
@@ -53,7 +51,7 @@ from tether.vocab.events import (
 from tether.run.controls import vet_decision
 from tether.run.driver import RunDriver
 from tether.approvals.decisions import (
-    DEADLINE, approve, approved_words, close_on_stop, declined_words, reject, reported_validator,
+    DEADLINE, approve, approved_words, close_on_stop, declined_words, reject, NotASchema, reported_validator,
 )
 from tether.vocab.prices import price_for
 from tether.vocab.state import (
@@ -643,8 +641,8 @@ def _checked_schema(tool: str, schema: Mapping[str, Any] | None) -> dict[str, An
     reported = json.loads(json.dumps(dict(schema), default=str))  # kept with the run: plain JSON
     try:
         reported_validator(reported)
-    except jsonschema.exceptions.SchemaError as exc:
-        raise ValueError(f"the schema of {tool}'s arguments is not a JSON schema: {exc.message}") from None
+    except NotASchema as exc:
+        raise ValueError(f"the schema of {tool}'s arguments is not a JSON schema: {exc}") from None
     return reported
 
 
