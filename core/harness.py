@@ -430,9 +430,9 @@ class Harness:
         """Deliver an approval or a rejection to whoever holds the run waiting for one
         (:func:`tether.actions.control.deliver`): a queue worker's workflow, or the process that
         holds it (``wait_for_decision``). A run nobody holds is refused in words: it is decided
-        with :meth:`approve` or :meth:`reject`, in this process. ``args``: an approval's edited arguments (JSON;
-        ``unchecked`` as for :meth:`approve`); ``scope``: for an ACP agent's "always" option,
-        the scope of the rule Tether keeps."""
+        with :meth:`approve` or :meth:`reject`, in this process. ``args``: an approval's edited
+        arguments (JSON; ``unchecked`` as for :meth:`approve`); ``scope``: for an ACP agent's
+        "always" option, the scope of the rule Tether keeps."""
         kind = "approve" if verdict in ("approve", "approved") else "reject"
         request = control.ControlRequest(kind, text, call_id=call_id, by=by, option=option, silent=silent, args=args,
                                          scope=scope, account=await self.account(account), unchecked=unchecked)
