@@ -38,12 +38,14 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TextIO, TypeVar, runtime_checkable
 
+from tether.vocab.state import StateError
+
 if TYPE_CHECKING:
     from tether.vocab.audit import DecisionQuery, DecisionRecord
     from tether.vocab.rules import Rule
     from tether.vocab.events import Event
     from tether.vocab.ledger import LedgerEntry
-    from tether.vocab.state import RunState, StateError
+    from tether.vocab.state import RunState
     from tether.store.changes import RunChange
     from tether.store.costs import CostQuery, CostRow
     from tether.store.feed import StoreFeed
@@ -56,6 +58,12 @@ T = TypeVar("T")
 
 class SaveError(Exception):
     """A save failed (disk full, I/O error, the database gone). The previous saved state is intact."""
+
+
+class StoreUnavailable(StateError):
+    """The database could not be reached or used (the message never holds a password). Here,
+    not in the PostgreSQL store, so that code which waits for a database to come back (a
+    worker's drive step) knows the error without importing the store that raises it."""
 
 
 @runtime_checkable
@@ -145,15 +153,34 @@ class Changes(Protocol):
 
 class Tables(Protocol):
     """A store's database, for a room that keeps rows of its own beside the runs (the web's
-    users): :meth:`Store.tables`."""
+    users, the queue workers' tables): :meth:`Store.tables`."""
 
     schema: str
+
+    held: str
+    """SQL that selects the keys of the advisory locks held now in the database (the runs'
+    owners', the workers'), for a query that tells the living from the dead beside them."""
+
+    lock_seed: int
+    """The seed of ``hashtextextended`` for the store's lock keys (``{seed}`` in :meth:`q`),
+    so that a room's own locks (a worker's) are taken apart from other programs' hashes."""
+
+    roles_sql: str
+    """The script that makes the database's roles and schemas (``roles.sql``), for an error
+    to name when a role lacks a right that only a superuser can give."""
 
     @property
     def where(self) -> str: ...
 
     def q(self, text: str) -> Any:
-        """``text`` (SQL) with ``{s}`` as the store's schema."""
+        """``text`` (SQL) with ``{s}`` as the store's schema and ``{seed}`` as :attr:`lock_seed`."""
+
+    def ensure_schema(self, conn: Any) -> None:
+        """Make the store's tables on ``conn`` if they are missing: a room that makes tables of
+        its own beside them, on a session of its own (a worker's), does so first."""
+
+    def words(self, exc: BaseException) -> str:
+        """``exc``'s message in one line, with no password in it, for an error of the room's."""
 
     def connection(self) -> AbstractContextManager[Any]:
         """A connection from the store's pool (psycopg's), for one thread at a time."""
@@ -163,7 +190,7 @@ class Tables(Protocol):
         settings, open until the caller closes it: for a lock that lasts as long as its
         session (the notifications sender's lease)."""
 
-    def unavailable(self, words: str, exc: BaseException | None = None) -> StateError:
+    def unavailable(self, words: str, exc: BaseException | None = None) -> StoreUnavailable:
         """The store's error for a database it could not use (a lost session): ``words``,
         then ``exc``'s message with no password in it."""
 

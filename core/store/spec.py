@@ -24,13 +24,17 @@ if TYPE_CHECKING:
 __all__ = ["is_database", "open_store"]
 
 
-def open_store(spec: str | Path | None = None) -> Store:
+def open_store(spec: str | Path | None = None, *, pool_size: int | None = None) -> Store:
     """The run store ``spec`` names: a ``postgresql://``/``postgres://`` URL gives a
     :class:`tether.store.postgres.store.PgStore` (psycopg is imported only then), anything else is a
     directory of the file store. None: ``$TETHER_STORE``, else ``$TETHER_HOME/runs``.
 
+    ``pool_size``: the most connections a database's store keeps for its reads and saves (a
+    queue worker sizes it to its ``--concurrency``); None is ``$TETHER_PG_POOL``'s. The file
+    store has no connections, and no use for it.
+
     Nothing is connected here: a server that cannot be reached, or refuses the password,
-    is a :class:`tether.store.postgres.connection.StoreUnavailable` (a StateError, in one line,
+    is a :class:`tether.store.protocol.StoreUnavailable` (a StateError, in one line,
     without the password) on the first call. A URL of another scheme, or a missing psycopg, is a
     StateError in words."""
     root = files_root(spec)
@@ -44,6 +48,6 @@ def open_store(spec: str | Path | None = None) -> Store:
             from tether.store.postgres.store import PgStore
         except ImportError:
             raise StateError("a postgresql:// store needs psycopg: pip install 'tether[postgres]'") from None
-        return PgStore(url)
+        return PgStore(url, pool_size=pool_size)
     scheme = str(spec).split("://", 1)[0]
     raise StateError(f"unknown kind of store {scheme}://...: give a directory, or a postgresql:// URL")

@@ -8,12 +8,13 @@ pool sizes that keep a fleet of workers under the server's connection limit are 
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tether.vocab.state import StateError
 from tether.workers.names import APP_NAME, DBOS_SCHEMA
-from tether.store.postgres.connection import clean, redact
-from tether.store.postgres.schema import LOCK_SEED, ROLES_SQL
+
+if TYPE_CHECKING:
+    from tether.store.protocol import Store, Tables
 
 def _sa_url(url: str) -> str:
     return re.sub(r"^postgres(ql)?://", "postgresql+psycopg://", url)
@@ -43,13 +44,24 @@ def _engine(url: str, pool_size: int = 4, overflow: int | None = None) -> Any:
                                                            "connect_timeout": 10})
 
 
-def ensure_dbos_schema(url: str) -> None:
-    """DBOS's tables in the schema ``dbos`` (made by ``roles.sql``, :data:`tether.store.postgres.schema.ROLES_SQL`): created
-    or migrated by DBOS itself, once, however many submitters or workers start together."""
+def database(store: Store) -> Tables:
+    """The store's database, which the workers keep their tables in beside the runs and DBOS
+    its own: a store without one (the file store) has no workers, and says so in words."""
+    tables = store.tables()
+    if tables is None:
+        raise StateError(f"{store.where} has no worker queue: workers need the PostgreSQL store")
+    return tables
+
+
+def ensure_dbos_schema(store: Store) -> None:
+    """DBOS's tables in the schema ``dbos`` (made by ``roles.sql``, :attr:`Tables.roles_sql
+    <tether.store.protocol.Tables.roles_sql>`): created or migrated by DBOS itself, once,
+    however many submitters or workers start together."""
     # lazy: optional dependency (the [workers] extra; tests/processes/test_cold_start.py keeps DBOS out of the quick commands)
     from dbos._serialization import DefaultSerializer
     from dbos._sys_db import SystemDatabase
 
+    url = store.spec
     engine = _engine(url, pool_size=1)
     try:
         sys_db = SystemDatabase.create(system_database_url=_sa_url(url), engine_kwargs={}, engine=engine,
@@ -59,16 +71,17 @@ def ensure_dbos_schema(url: str) -> None:
         finally:
             sys_db.destroy()
     except Exception as exc:
-        raise StateError(_db_words(exc, url, "cannot prepare the worker queue's tables")) from None
+        raise StateError(_db_words(exc, store, "cannot prepare the worker queue's tables")) from None
     finally:
         engine.dispose()
 
 
-def _db_words(exc: BaseException, url: str, what: str) -> str:
-    text = clean(exc, url).splitlines()[0] if str(exc).strip() else type(exc).__name__
+def _db_words(exc: BaseException, store: Store, what: str) -> str:
+    tables = database(store)
+    text = tables.words(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
     if "permission denied for database" in text or "permission denied for schema" in text:
-        text += f" (the operator role needs the schema dbos: run the lines for it in {ROLES_SQL} as a superuser)"
-    return f"{redact(url)}: {what}: {text}"
+        text += f" (the operator role needs the schema dbos: run the lines for it in {tables.roles_sql} as a superuser)"
+    return f"{store.where}: {what}: {text}"
 
 
 def client(url: str) -> Any:
@@ -111,8 +124,4 @@ ran, when it was last seen alive (its heartbeat, on the database's clock), who f
 and when, and the run's transcript length then. The deaths of a run that count toward
 :data:`~tether.workers.recovery.MAX_RECOVERIES` are its rows with the transcript's present length (``run_created``
 tells a run from an earlier one of the same id)."""
-
-
-def _lock_seed() -> int:
-    return LOCK_SEED
 

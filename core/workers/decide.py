@@ -27,7 +27,6 @@ from tether.workers.view import _workflow_status, queue_view
 
 if TYPE_CHECKING:
     from tether.vocab.events import Event
-    from tether.store.postgres.store import PgStore
 
 async def decide(store: Store, run_id: str, request: ControlRequest) -> ControlReply | None:
     """Approve or reject the call a worker-run run waits on, from any process: the decision
@@ -53,7 +52,7 @@ async def stop_waiting(store: Store, run_id: str, request: ControlRequest) -> Co
     return await asyncio.to_thread(_stop_waiting, store, run_id, request)
 
 
-def _stop_waiting(store: PgStore, run_id: str, request: ControlRequest) -> ControlReply | None:
+def _stop_waiting(store: Store, run_id: str, request: ControlRequest) -> ControlReply | None:
     status = _workflow_status(store, run_id)
     if status not in ("PENDING", "ENQUEUED", "DELAYED"):
         return None
@@ -81,7 +80,7 @@ def _stop_waiting(store: PgStore, run_id: str, request: ControlRequest) -> Contr
                         "the worker queue for a decision, is declined in words, and its worker stops waiting")
 
 
-def enqueue_paused(store: PgStore, run_id: str) -> bool:
+def enqueue_paused(store: Store, run_id: str) -> bool:
     """Put a paused program run that no process holds on the worker queue, for the decision
     about to be sent to it (blocking). False when it is not one (or a process holds it)."""
     owner = store.owner(run_id)
@@ -92,11 +91,11 @@ def enqueue_paused(store: PgStore, run_id: str) -> bool:
         return False
     if not any(w.alive and programs.QUEUE in w.queues for w in queue_view(store).workers.values()):
         return False  # no worker serves the store now: the deciding process goes on with it
-    enqueue(store.url, state)
+    enqueue(store, state)
     return True
 
 
-def _decide(store: PgStore, run_id: str, request: ControlRequest) -> ControlReply | None:
+def _decide(store: Store, run_id: str, request: ControlRequest) -> ControlReply | None:
     kind, call_id, args, by = request.kind, request.call_id, request.args, request.by
     if _workflow_status(store, run_id) not in ("PENDING", "ENQUEUED") and not enqueue_paused(store, run_id):
         return None
@@ -140,14 +139,14 @@ def _decide(store: PgStore, run_id: str, request: ControlRequest) -> ControlRepl
                         f"goes on with run {run_id}")
 
 
-def _send(store: PgStore, run_id: str, request: ControlRequest, failed: str) -> None:
+def _send(store: Store, run_id: str, request: ControlRequest, failed: str) -> None:
     """Send ``request`` to the run's workflow, which waits for it (blocking); ``failed`` says
     what a database error left undone."""
-    dbos_client = client(store.url)
+    dbos_client = client(store.spec)
     try:
         dbos_client.send(run_id, _message(request), DECISION_TOPIC, idempotency_key=f"{run_id}:{request.id}")
     except Exception as exc:
-        raise StateError(_db_words(exc, store.url, failed)) from None
+        raise StateError(_db_words(exc, store, failed)) from None
     finally:
         close_client(dbos_client)
 

@@ -12,14 +12,15 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from tether.harness import Harness
-    from tether.store.postgres.store import PgStore
+    from tether.store.protocol import Store, Tables
 
 
 class Host(Protocol):
     executor_id: str
     concurrency: int  # runs at once in this process, across its queues (--concurrency)
     max_recoveries: int  # deaths a run may cause before it is parked as failed
-    store: PgStore
+    store: Store
+    tables: Tables  # the store's database: workers exist on PostgreSQL alone (Store.workers)
     claiming: threading.Lock  # one claim at a time in this process, whatever the queue
     waiting: set[str]  # runs whose workflow waits here for a decision: they hold no slot
 

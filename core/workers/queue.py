@@ -7,17 +7,20 @@ decisions through :mod:`tether.actions` (a harness here would make that a circle
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tether.vocab.state import RunState, StateError
 from tether.workers.database import _db_words, client, close_client, ensure_dbos_schema
 from tether.workers.names import APP_VERSION, WORKFLOW, queue_of_run
 
+if TYPE_CHECKING:
+    from tether.store.protocol import Store
+
 __all__ = ["enqueue"]
 
 
-def enqueue(url: str, state: RunState, dbos_client: Any = None) -> str:
-    """Put an existing run on its agent's queue; the workflow id is the run id, so doing it
+def enqueue(store: Store, state: RunState, dbos_client: Any = None) -> str:
+    """Put an existing run of ``store`` on its agent's queue; the workflow id is the run id, so doing it
     twice gives the same workflow. Returns the queue's name. ``dbos_client`` (from
     :func:`~tether.workers.database.client`) saves a connection per call when enqueueing many."""
     # lazy: optional dependency (the [workers] extra; tests/processes/test_cold_start.py keeps DBOS out of the quick commands)
@@ -26,14 +29,14 @@ def enqueue(url: str, state: RunState, dbos_client: Any = None) -> str:
     queue = queue_of_run(state)
     own = dbos_client is None
     if own:
-        ensure_dbos_schema(url)
-        dbos_client = client(url)
+        ensure_dbos_schema(store)
+        dbos_client = client(store.spec)
     try:
         options: EnqueueOptions = {"workflow_name": WORKFLOW, "queue_name": queue, "workflow_id": state.run_id,
                                    "app_version": APP_VERSION}
         dbos_client.enqueue(options, state.run_id)
     except Exception as exc:
-        raise StateError(_db_words(exc, url, f"run {state.run_id} was created but could not be queued "
+        raise StateError(_db_words(exc, store, f"run {state.run_id} was created but could not be queued "
                                    f"(tether resume {state.run_id} runs it here)")) from None
     finally:
         if own:

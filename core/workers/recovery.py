@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from tether.run.driver import RunDriver
 from tether.vocab.events import WorkerNote
 from tether.vocab.state import StateError, Status
-from tether.workers.database import _lock_seed
 from tether.workers.names import DBOS_SCHEMA, DEMO_QUEUE, WORKFLOW, isolated, queue_for
 
 if TYPE_CHECKING:
@@ -46,7 +45,7 @@ def recover(worker: Host, conn: Any, executor: str) -> None:
     # lazy: optional dependency (the [workers] extra; tests/processes/test_cold_start.py keeps DBOS out of the quick commands)
     from dbos import DBOS
 
-    key = conn.execute("SELECT hashtextextended(%s, %s)", (f"tether-worker:{executor}", _lock_seed())).fetchone()[0]
+    key = conn.execute("SELECT hashtextextended(%s, %s)", (f"tether-worker:{executor}", worker.tables.lock_seed)).fetchone()[0]
     if not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
         return  # alive after all, or another worker is recovering it
     try:
@@ -85,16 +84,16 @@ def _death(worker: Host, conn: Any, run_id: str, executor: str) -> str | None:
         return None
     if state.status is not Status.RUNNING:
         return None  # it had stopped (and was saved so) before the worker died
-    row = conn.execute(worker.store.q("SELECT host, pid, heartbeat FROM {s}.workers WHERE executor_id = %s"),
+    row = conn.execute(worker.tables.q("SELECT host, pid, heartbeat FROM {s}.workers WHERE executor_id = %s"),
                        (executor,)).fetchone()
     host, pid, seen = row if row is not None else (owner.host, owner.pid, owner.heartbeat)
     host, pid = host or owner.host, pid or owner.pid
-    conn.execute(worker.store.q(
+    conn.execute(worker.tables.q(
         "INSERT INTO {s}.recoveries (run_id, executor_id, host, pid, last_seen, found, by_executor, run_created, "
         "messages) VALUES (%s, %s, %s, %s, %s, extract(epoch FROM clock_timestamp()), %s, %s, %s) "
         "ON CONFLICT (run_id, executor_id) DO NOTHING"),
         (run_id, executor, host, pid, seen, worker.executor_id, state.created_at, len(state.messages)))
-    deaths = conn.execute(worker.store.q(
+    deaths = conn.execute(worker.tables.q(
         "SELECT executor_id, host, pid, coalesce(last_seen, found) FROM {s}.recoveries WHERE run_id = %s "
         "AND run_created = %s AND messages = %s ORDER BY found, executor_id"),
         (run_id, state.created_at, len(state.messages))).fetchall()
@@ -114,7 +113,7 @@ def _death(worker: Host, conn: Any, run_id: str, executor: str) -> str | None:
               f"tether worker --max-recoveries) no worker takes it again")
     if not _park(worker, run_id, reason):
         return None
-    conn.execute(worker.store.q("UPDATE {s}.recoveries SET parked = true WHERE run_id = %s AND executor_id = %s"),
+    conn.execute(worker.tables.q("UPDATE {s}.recoveries SET parked = true WHERE run_id = %s AND executor_id = %s"),
                  (run_id, executor))
     return "park"
 

@@ -12,7 +12,7 @@ from tether.vocab.state import RunState
 from tether.workers.queue import enqueue
 from tether.agents.sets import known_agents, set_of
 from tether.harness import Harness, tether_home
-from tether.store.postgres.store import PgStore
+from tether.store.spec import open_store
 from dataclasses import dataclass, replace
 
 if TYPE_CHECKING:
@@ -52,7 +52,7 @@ def submit(url: str, submission: Submission, *, config: Config | None = None,
     else:
         known = ", ".join([*(config.names if config is not None else []), *known_agents(agent_sets)])
         raise ValueError(f"no agent {agent_name!r} (agents: {known})")
-    store = PgStore(url)
+    store = open_store(url)
     try:
         harness = Harness(store=store, config=config, agent_sets=agent_sets, operator_name=submission.operator_name)
         policies = agent.policies
@@ -61,7 +61,7 @@ def submit(url: str, submission: Submission, *, config: Config | None = None,
         if submission.deadline:  # --decision-deadline / --on-deadline
             policies = replace(policies, **submission.deadline)
         state = harness.create(agent, submission.prompt, run_id=submission.run_id, policies=policies)
-        queue = enqueue(url, state)
+        queue = enqueue(store, state)
     finally:
         store.close()
     return state, queue

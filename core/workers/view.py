@@ -5,14 +5,10 @@ workers themselves, read from DBOS's table and Tether's workers table by any pro
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
 
 from tether.store.protocol import Store
 from tether.workers.names import DBOS_SCHEMA, WORKFLOW
-from tether.store.postgres.locks import HELD
-
-if TYPE_CHECKING:
-    from tether.store.postgres.store import PgStore
+from tether.workers.database import database
 
 @dataclass(frozen=True)
 class WorkerInfo:
@@ -54,9 +50,10 @@ def queue_view(store: Store) -> QueueView:
 
     if not store.workers:
         return QueueView()
-    with store._conn() as conn:
+    tables = database(store)
+    with tables.connection() as conn:
         present = conn.execute("SELECT to_regclass(%s), to_regclass(%s)",
-                               (f"{DBOS_SCHEMA}.workflow_status", f"{store.schema}.workers")).fetchone()
+                               (f"{DBOS_SCHEMA}.workflow_status", f"{tables.schema}.workers")).fetchone()
         if present[0] is None:
             return QueueView()
         rows = conn.execute(
@@ -64,8 +61,8 @@ def queue_view(store: Store) -> QueueView:
             f"WHERE name = %s AND status IN ('ENQUEUED', 'DELAYED', 'PENDING')", (WORKFLOW,)).fetchall()
         workers = {}
         if present[1] is not None:
-            for executor, host, pid, heartbeat, concurrency, queues, cannot, alive in conn.execute(store.q(
-                    f"SELECT executor_id, host, pid, heartbeat, concurrency, queues, cannot, lock_key IN ({HELD}) "
+            for executor, host, pid, heartbeat, concurrency, queues, cannot, alive in conn.execute(tables.q(
+                    f"SELECT executor_id, host, pid, heartbeat, concurrency, queues, cannot, lock_key IN ({tables.held}) "
                     f"FROM {{s}}.workers")):
                 workers[executor] = WorkerInfo(executor, host, pid, bool(alive), concurrency, heartbeat,
                                                tuple(queues or ()), dict(cannot or {}))
@@ -74,8 +71,8 @@ def queue_view(store: Store) -> QueueView:
     return QueueView(len(queued), queued, executors, workers)
 
 
-def _workflow_status(store: PgStore, run_id: str) -> str | None:
-    with store._conn() as conn:
+def _workflow_status(store: Store, run_id: str) -> str | None:
+    with database(store).connection() as conn:
         if conn.execute("SELECT to_regclass(%s)", (f"{DBOS_SCHEMA}.workflow_status",)).fetchone()[0] is None:
             return None
         row = conn.execute(f"SELECT status FROM {DBOS_SCHEMA}.workflow_status WHERE workflow_uuid = %s",

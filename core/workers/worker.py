@@ -19,7 +19,7 @@ from tether.integrations import on_workers as programs
 from tether.vocab.state import StateError
 from tether.workers import workflow
 from tether.workers.database import (
-    _RECOVERIES_TABLE, _WORKERS_TABLE, _db_words, _engine, _lock_seed, ensure_dbos_schema, pool_size,
+    _RECOVERIES_TABLE, _WORKERS_TABLE, _db_words, _engine, database, ensure_dbos_schema, pool_size,
 )
 from tether.workers.gate import _active_here, _install_gate
 from tether.workers.names import (
@@ -30,9 +30,7 @@ from tether.workers.workflow import _registered
 from tether.harness import Harness, tether_home
 from tether.models.tokens import encoding
 from tether.store.owner import set_owner_command
-from tether.store.postgres.connection import SESSION_SETTINGS, connect
-from tether.store.postgres.locks import HELD
-from tether.store.postgres.store import PgStore
+from tether.store.spec import open_store
 import json
 
 if TYPE_CHECKING:
@@ -68,7 +66,8 @@ class Worker:
         self.config = config
         self.agent_sets = tuple(agent_sets)
         self.executor_id = executor_id or new_executor_id()
-        self.store = PgStore(url, pool_size=pool_size(concurrency))
+        self.store = open_store(url, pool_size=pool_size(concurrency))
+        self.tables = database(self.store)
         self.queues: list[str] = []
         self.cannot: dict[str, str] = {}
         self._harness: Harness | None = None
@@ -115,7 +114,7 @@ class Worker:
         for name, why in self.cannot.items():
             log.warning("agent %s cannot be built in this worker, so its runs are left for workers that can: %s",
                         name, why)
-        ensure_dbos_schema(self.url)
+        ensure_dbos_schema(self.store)
         self._register()
 
         encoding()  # the tokenizer's rank file, loaded now: else the first runs taken all wait for it
@@ -151,19 +150,19 @@ class Worker:
         """Take this worker's liveness lock, on a session of its own for the worker's life,
         and write its row in the workers table."""
 
-        conn = connect(self.url, SESSION_SETTINGS)
-        self.store.ensure_schema(conn)
-        conn.execute(self.store.q(_WORKERS_TABLE))
-        conn.execute(self.store.q(_RECOVERIES_TABLE))
+        conn = self.tables.session()
+        self.tables.ensure_schema(conn)
+        conn.execute(self.tables.q(_WORKERS_TABLE))
+        conn.execute(self.tables.q(_RECOVERIES_TABLE))
         key = conn.execute("SELECT hashtextextended(%s, %s)", (f"tether-worker:{self.executor_id}",
-                                                              _lock_seed())).fetchone()[0]
+                                                              self.tables.lock_seed)).fetchone()[0]
         if not conn.execute("SELECT pg_try_advisory_lock(%s)", (key,)).fetchone()[0]:
             conn.close()
             raise Superseded(f"executor id {self.executor_id} is held by another process (a worker that took "
                              "this one for dead and is recovering its runs)")
 
         now = time.time()
-        conn.execute(self.store.q(
+        conn.execute(self.tables.q(
             "INSERT INTO {s}.workers (executor_id, host, pid, started, heartbeat, concurrency, queues, cannot) "
             "VALUES (%s, %s, %s, %s, extract(epoch FROM clock_timestamp()), %s, %s, %s) ON CONFLICT (executor_id) DO UPDATE SET host = EXCLUDED.host, "
             "pid = EXCLUDED.pid, started = EXCLUDED.started, heartbeat = EXCLUDED.heartbeat, "
@@ -183,7 +182,7 @@ class Worker:
             self._launched = False
         if self._liveness is not None:
             with contextlib.suppress(Exception):
-                self._liveness.execute(self.store.q("DELETE FROM {s}.workers WHERE executor_id = %s"),
+                self._liveness.execute(self.tables.q("DELETE FROM {s}.workers WHERE executor_id = %s"),
                                        (self.executor_id,))
             with contextlib.suppress(Exception):
                 self._liveness.close()
@@ -238,7 +237,7 @@ class Worker:
                 self.superseded = True
                 return
             except Exception as exc:  # the database restarting: say so, and try again next second
-                log.warning("worker %s: %s", self.executor_id, _db_words(exc, self.url, "supervision failed"))
+                log.warning("worker %s: %s", self.executor_id, _db_words(exc, self.store, "supervision failed"))
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(stopping.wait(), SUPERVISE_S)
 
@@ -250,7 +249,7 @@ class Worker:
         try:
             if conn is None or conn.closed or conn.broken:
                 raise psycopg.OperationalError("the session is gone")
-            conn.execute(self.store.q("UPDATE {s}.workers SET heartbeat = extract(epoch FROM clock_timestamp()) "
+            conn.execute(self.tables.q("UPDATE {s}.workers SET heartbeat = extract(epoch FROM clock_timestamp()) "
                                       "WHERE executor_id = %s"), (self.executor_id,))
         except psycopg.OperationalError:
             # The database restarted (or the network dropped us): take the lock again.
@@ -262,13 +261,13 @@ class Worker:
             log.warning("worker %s: the session to %s was lost; the worker's lock is taken again",
                         self.executor_id, self.store.where)
             return
-        dead = [r[0] for r in conn.execute(self.store.q(
+        dead = [r[0] for r in conn.execute(self.tables.q(
             f"SELECT DISTINCT w.executor_id FROM {DBOS_SCHEMA}.workflow_status w "
             f"LEFT JOIN {{s}}.workers k ON k.executor_id = w.executor_id "
             f"WHERE w.status = 'PENDING' AND w.name = %s AND w.executor_id <> %s "
-            f"AND hashtextextended('tether-worker:' || w.executor_id, %s) NOT IN ({HELD}) "
+            f"AND hashtextextended('tether-worker:' || w.executor_id, %s) NOT IN ({self.tables.held}) "
             f"AND coalesce(k.heartbeat, 0) < extract(epoch FROM clock_timestamp()) - %s"),
-            (WORKFLOW, self.executor_id, _lock_seed(), SILENT_S))]
+            (WORKFLOW, self.executor_id, self.tables.lock_seed, SILENT_S))]
         for executor in dead:
             recover(self, conn, executor)
         if self.cannot:

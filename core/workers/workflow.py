@@ -14,8 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from tether.workers import drive as driving
 from tether.workers.names import DECISION_TOPIC, DRIVE_STEP, WORKFLOW
-from tether.store.postgres.connection import StoreUnavailable
-from tether.store.protocol import SaveError
+from tether.store.protocol import SaveError, StoreUnavailable
 
 if TYPE_CHECKING:
     from tether.workers.host import Host

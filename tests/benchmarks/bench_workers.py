@@ -127,11 +127,11 @@ def measure(url: str, root: Path, base_url: str, workers: int, concurrency: int,
         harness = Harness(store=store, agent_sets=(DEMO,))
         agent = demo.agent("plan", root / "ws", base_url=base_url)
         states = [harness.create(agent) for _ in range(runs)]
-        database.ensure_dbos_schema(url)
+        database.ensure_dbos_schema(store)
         client = database.client(url)
         try:
             if waiting:
-                _leave_waiting(url, client, harness, demo.agent("destructive", root / "ws", base_url=base_url),
+                _leave_waiting(store, client, harness, demo.agent("destructive", root / "ws", base_url=base_url),
                                waiting)
             with psycopg.connect(url, autocommit=True) as conn, DbLoad(url) as load:
                 before = load.commits()
@@ -139,7 +139,7 @@ def measure(url: str, root: Path, base_url: str, workers: int, concurrency: int,
                 cpu_before = cpu_s(pids)
                 started = time.perf_counter()
                 for state in states:
-                    queue.enqueue(url, state, client)
+                    queue.enqueue(store, state, client)
                 wait_for(lambda: _done(conn) >= runs, f"{runs} runs to end", 900, 0.02)
                 if waiting:
                     assert _waiting(conn) == waiting, "a waiting run's workflow ended while the others ran"
@@ -162,15 +162,15 @@ def _waiting(conn) -> int:  # type: ignore[no-untyped-def]
         "AND r.summary -> 'interruption' ->> 'callId' IS NOT NULL").fetchone()[0]
 
 
-def _leave_waiting(url: str, client, harness, agent, n: int) -> None:  # type: ignore[no-untyped-def]
+def _leave_waiting(store, client, harness, agent, n: int) -> None:  # type: ignore[no-untyped-def]
     """Queue ``n`` runs that stop for an approval, and wait until every one's workflow waits."""
     import psycopg
 
     from tether.workers import queue
 
     for state in [harness.create(agent) for _ in range(n)]:
-        queue.enqueue(url, state, client)
-    with psycopg.connect(url, autocommit=True) as conn:
+        queue.enqueue(store, state, client)
+    with psycopg.connect(store.spec, autocommit=True) as conn:
         wait_for(lambda: _waiting(conn) >= n, f"{n} runs to wait for approval", 1800, 0.5)
 
 

@@ -22,7 +22,7 @@ from urllib.parse import urlsplit, urlunsplit
 import psycopg
 from psycopg import sql
 
-from tether.vocab.state import StateError
+from tether.store.protocol import StoreUnavailable
 
 CONNECT_TIMEOUT_S = 10
 
@@ -55,10 +55,6 @@ come back, trying once a second, before it gives the run up (orphaned, so resuma
 ``TETHER_PG_RECONNECT_S`` sets it."""
 # The owner's session: keepalives so that a vanished host's lock is dropped within ~25 s.
 SESSION_SETTINGS = {"tcp_keepalives_idle": "10", "tcp_keepalives_interval": "5", "tcp_keepalives_count": "3"}
-
-
-class StoreUnavailable(StateError):
-    """The database could not be reached or used (the message never holds a password)."""
 
 
 def redact(url: str) -> str:

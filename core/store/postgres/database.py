@@ -26,7 +26,9 @@ from tether.store.postgres.connection import (
 from tether.store.postgres.flushes import Flushes
 from tether.store.postgres.locks import HELD, Holds
 from tether.store.postgres.rows import check_id, owner_of
-from tether.store.postgres.schema import IDENT, KEEPER, NOTIFY, composed, dumps, ensure_schema, notice
+from tether.store.postgres.schema import (
+    IDENT, KEEPER, LOCK_SEED, NOTIFY, ROLES_SQL, composed, dumps, ensure_schema, notice,
+)
 
 if TYPE_CHECKING:
     from tether.store.control import ControlRequest
@@ -38,6 +40,9 @@ class Database:
 
     blocking = True
     workers = True  # tether worker --store URL: DBOS's queue, in the same database
+    held = HELD  # the workers' own locks are told alive by it too (tether.workers)
+    lock_seed = LOCK_SEED
+    roles_sql = ROLES_SQL
 
     def __init__(self, url: str, *, schema: str = "tether", pool_size: int | None = None) -> None:
         if not IDENT.match(schema):
@@ -130,6 +135,10 @@ class Database:
 
     def unavailable(self, words: str, exc: BaseException | None = None) -> StoreUnavailable:
         return StoreUnavailable(words if exc is None else f"{words} ({clean(exc, self.url)})")
+
+    def words(self, exc: BaseException) -> str:
+        """``exc`` in one line without the password (:class:`tether.store.protocol.Tables`)."""
+        return clean(exc, self.url)
 
     def ensure_schema(self, conn: psycopg.Connection) -> None:
         """Make the tables if they are missing (:func:`tether.store.postgres.schema.ensure_schema`)."""
