@@ -5,6 +5,7 @@ from the terminal does with their phone (issue 26, item 4)."""
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -82,19 +83,42 @@ def test_a_waiting_run_appears_live_and_a_phone_approves_it(shared: tuple[Served
 
 def test_a_reason_given_on_the_phone_is_what_the_model_reads(shared: tuple[Served, RecordingProvider],
                                                              phone: Any):
+    """The reason typed on the card is what the model reads next; and an update of the list that
+    was on its way as the reason was typed (another run came to wait: a slow network, a loaded
+    host) is not drawn over the card and the words in it."""
     served, provider = shared
     run = served.run("destructive", "r2", "--wait-for-decision")
     log_in(phone, served.url, "ana")
     card = _shown(phone, run, "r2")
+    held: list[Any] = []
+
+    def keep(route: Any) -> None:  # the list's next update, kept on its way
+        held.append(route)
+
+    phone.route("**/fragment/approvals*", keep)
+    other = served.run("destructive", "r2-other", "--wait-for-decision")
+    deadline = time.monotonic() + CAP_S
+    while not held:  # Playwright hands the route over while the page is waited on
+        assert time.monotonic() < deadline, "the page never asked for the list again"
+        phone.wait_for_timeout(50)
     words = "not on a Friday, keep the logs for the audit"
     assert not provider.said(words)
     card.get_by_test_id("reason").fill(words)
+    with phone.expect_response(lambda response: "/fragment/approvals" in response.url):
+        held[0].continue_()
+    phone.unroute("**/fragment/approvals*", keep)  # (the later updates go on their way)
+    phone.evaluate("() => new Promise(done => setTimeout(done, 200))")  # the page has handled the answer
+    expect(card.get_by_test_id("reason")).to_have_value(words)
     card.get_by_test_id("reject").tap()
     summary = finished(run)
     assert summary["code"] == 0, summary
     assert provider.said(words)  # the next request the model got carries the operator's words
     decided = [d for d in _decisions(served) if d.get("run_id") == "r2"]
     assert decided[-1]["by"] == "ana" and decided[-1]["verdict"] == "rejected", decided
+    _shown(phone, other, "r2-other")  # (drawn once the reason was sent) then declined, so nothing is left waiting
+    code, _, err = served.tether_here("reject", "r2-other", "--reason", "not this one", "--store", str(served.runs))
+    assert code == 0, err
+    assert finished(other)["code"] == 0
 
 
 def test_stop_on_the_run_page_stops_a_running_run(shared: tuple[Served, RecordingProvider], phone: Any):

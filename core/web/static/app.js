@@ -20,18 +20,27 @@
     el.className = ok ? "" : "bad";
   }
 
+  // Someone is typing in the list (a reason, edited arguments): it is not drawn again under them.
+  function typing(box) {
+    return box.contains(document.activeElement) && document.activeElement.tagName !== "BUTTON" &&
+      document.activeElement.value;
+  }
+
   function redraw() {
     if (busy) { again = true; return; }
     var box = document.getElementById(target);
     if (!box) return;
-    if (box.contains(document.activeElement) && document.activeElement.tagName !== "BUTTON" &&
-        document.activeElement.value) { again = true; return; }  // someone is typing a reason: not under them
+    if (typing(box)) { again = true; return; }
     busy = true;
     fetch(url, {credentials: "same-origin", headers: {"Accept": "text/html"}}).then(function (r) {
       if (r.status === 401) { window.location.reload(); return null; }
       return r.ok ? r.text() : null;
     }).then(function (html) {
-      if (html !== null && html !== undefined) { box.innerHTML = html; body.setAttribute("data-drawn", String(Date.now())); }
+      if (html === null || html === undefined) return;
+      // Asked for before they began typing, it came after: kept back, like an update that finds them typing.
+      if (typing(box)) { again = true; return; }
+      box.innerHTML = html;
+      body.setAttribute("data-drawn", String(Date.now()));
     }).catch(function () {}).then(function () {
       busy = false;
       if (again) { again = false; setTimeout(redraw, 100); }
