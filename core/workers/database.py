@@ -78,7 +78,7 @@ def ensure_dbos_schema(store: Store) -> None:
 
 def _db_words(exc: BaseException, store: Store, what: str) -> str:
     tables = database(store)
-    text = tables.words(exc).splitlines()[0] if str(exc).strip() else type(exc).__name__
+    text = tables.words(exc)  # one line, its type's name when it has no message
     if "permission denied for database" in text or "permission denied for schema" in text:
         text += f" (the operator role needs the schema dbos: run the lines for it in {tables.roles_sql} as a superuser)"
     return f"{store.where}: {what}: {text}"

@@ -134,7 +134,7 @@ class Database:
         return connect(self.url, SESSION_SETTINGS)
 
     def unavailable(self, words: str, exc: BaseException | None = None) -> StoreUnavailable:
-        return StoreUnavailable(words if exc is None else f"{words} ({clean(exc, self.url)})")
+        return StoreUnavailable(words if exc is None else f"{words} ({self.words(exc)})")
 
     def words(self, exc: BaseException) -> str:
         """``exc`` in one line without the password (:class:`tether.store.protocol.Tables`)."""
