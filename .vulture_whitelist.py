@@ -12,6 +12,9 @@ model_config  # pydantic reads it (core/agents/config.py)
 _.field_title_should_be_set  # pydantic's GenerateJsonSchema hook (core/agents/tools/function.py)
 _.capture_signals  # uvicorn's Server hook, overridden (core/demo/provider/server.py)
 _.should_exit  # uvicorn's Server reads it
+_.pipe_data_received  # asyncio's SubprocessProtocol (core/workspaces/setup.py)
+_.process_exited
+_.connection_lost
 _.highlight  # rich's Highlighter protocol (trace_view.KindHighlighter)
 _.get_default_screen  # Textual App hook
 _.check_action  # Textual App hook

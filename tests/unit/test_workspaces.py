@@ -308,11 +308,19 @@ async def test_a_stop_during_setup_ends_it_and_the_run_is_interrupted_then_setup
 
 
 async def test_what_a_setup_command_leaves_running_is_stopped_with_it(home: Path, repo: Path, tmp_path: Path) -> None:
-    agent = coder(repo, setup=(f"sleep 300 & echo $! > {tmp_path}/daemon.pid",))
+    """A daemon started with ``&`` holds the setup's output open: the run goes on when the
+    command ends, not when the daemon does, and the daemon goes with the command. (The shell
+    lingers a moment so that Tether is already waiting on it when it ends: a wait that also
+    waited for the output to close would see the daemon live out its 20 s and leave its mark.)"""
+    lived = tmp_path / "lived-out"
+    agent = coder(repo, setup=(f"(sleep 20; touch {lived}) & echo $! > {tmp_path}/daemon.pid; echo ready; sleep 0.5",))
     async with harness(home, Scripted("done")) as h:
         out = await h.start(agent, "look")
+        trace = list(h.store.read_trace(out.state.run_id))
     assert out.state.status is Status.COMPLETED
     assert not alive(int((tmp_path / "daemon.pid").read_text()))
+    assert not lived.exists()  # it was stopped, not waited for
+    assert [(r["exit_code"], r["output"].strip()) for r in trace if r["kind"] == "workspace_setup"] == [(0, "ready")]
 
 
 async def test_git_variables_in_tethers_environment_point_no_command_at_another_repository_or_index(
