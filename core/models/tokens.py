@@ -1,7 +1,9 @@
 """Token accounting with the o200k_base encoding, offline.
 
 The rank file ships inside the package (``core/data/o200k_base.tiktoken``) and is
-loaded through tiktoken's own loader, which checks its sha256; nothing is fetched.
+loaded through tiktoken's own loader, which checks its sha256; nothing is fetched. The
+ranks it parses are kept in the user's cache folder, with their own sha256, so that the
+next process reads them instead of parsing the file again.
 
 How a request is rendered for counting
 --------------------------------------
@@ -34,7 +36,12 @@ are cached by their rendering: a request costs in proportion to what is new in i
 
 from __future__ import annotations
 
+import contextlib
+import hashlib
 import json
+import marshal
+import os
+import tempfile
 import threading
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping, Sequence
@@ -67,17 +74,66 @@ def encoding() -> tiktoken.Encoding:
     if _encoding is None:
         with _encoding_lock:
             if _encoding is None:
-                path = rank_file_path()
-                # tiktoken checks the hash too, except when TIKTOKEN_CACHE_DIR is "": check it ourselves.
-                if not tiktoken.load.check_hash(Path(path).read_bytes(), O200K_SHA256):
-                    raise ValueError(f"{path} does not match its sha256 {O200K_SHA256}; reinstall tether")
-                ranks = tiktoken.load.load_tiktoken_bpe(path, expected_hash=O200K_SHA256)
+                ranks = _ranks()
                 # Reuse tiktoken's own definition of o200k_base (split pattern, special
                 # tokens); only where the ranks come from is ours.
                 with mock.patch.object(openai_public, "load_tiktoken_bpe", return_value=ranks):
                     spec = openai_public.o200k_base()
                 _encoding = tiktoken.Encoding(**spec)
     return _encoding
+
+
+def ranks_cache_path() -> Path | None:
+    """Where the rank file's parsed ranks are kept between processes: the user's cache folder
+    (``$XDG_CACHE_HOME``, else ``~/.cache``), named by the rank file's hash and the marshal
+    format; None where there is no home folder."""
+    root = os.environ.get("XDG_CACHE_HOME")
+    try:
+        folder = Path(root) if root else Path.home() / ".cache"
+    except RuntimeError:  # no HOME, and no user in the password database
+        return None
+    return folder / "tether" / f"o200k_base-{O200K_SHA256[:16]}.ranks{marshal.version}"
+
+
+def _ranks() -> dict[bytes, int]:
+    """The ranks of the shipped rank file. Parsing its 200,000 base64 lines is most of what a
+    process pays to count tokens, and every ``tether`` process that runs a model loop pays it:
+    the parsed ranks are kept in the user's cache, with their own SHA-256, and read from
+    there when they are whole. Anything else (no cache, a torn or foreign file, a folder that
+    cannot be written) falls back to tiktoken's loader, which checks the rank file's hash."""
+    cached = ranks_cache_path()
+    if cached is not None:
+        with contextlib.suppress(OSError, ValueError, EOFError, TypeError):
+            blob = cached.read_bytes()
+            digest, payload = blob[:32], blob[32:]
+            if hashlib.sha256(payload).digest() == digest:
+                ranks = marshal.loads(payload)
+                if isinstance(ranks, dict) and ranks:
+                    return ranks
+    path = rank_file_path()
+    # tiktoken checks the hash too, except when TIKTOKEN_CACHE_DIR is "": check it ourselves.
+    if not tiktoken.load.check_hash(Path(path).read_bytes(), O200K_SHA256):
+        raise ValueError(f"{path} does not match its sha256 {O200K_SHA256}; reinstall tether")
+    ranks = tiktoken.load.load_tiktoken_bpe(path, expected_hash=O200K_SHA256)
+    if cached is not None:
+        _keep(cached, ranks)
+    return ranks
+
+
+def _keep(cached: Path, ranks: dict[bytes, int]) -> None:
+    """Write the ranks' cache whole or not at all (a temporary file renamed over it): processes
+    that start together may each write it, and a reader never sees half of one."""
+    payload = marshal.dumps(ranks)
+    with contextlib.suppress(OSError):
+        cached.parent.mkdir(parents=True, exist_ok=True)
+        fd, temporary = tempfile.mkstemp(dir=cached.parent, prefix=".ranks-")
+        try:
+            with os.fdopen(fd, "wb") as f:
+                f.write(hashlib.sha256(payload).digest() + payload)
+            os.replace(temporary, cached)
+        except OSError:
+            with contextlib.suppress(OSError):
+                os.unlink(temporary)
 
 
 def encoding_loaded() -> bool:

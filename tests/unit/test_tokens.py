@@ -15,7 +15,7 @@ import tiktoken.load
 
 import tether.models.tokens
 from tether.demo.provider import create_app
-from tether.models.tokens import O200K_SHA256, TokenCounter, encoding, rank_file_path
+from tether.models.tokens import O200K_SHA256, TokenCounter, encoding, rank_file_path, ranks_cache_path
 
 TOOLS = [
     {
@@ -149,3 +149,54 @@ def test_counter_only_encodes_what_is_new(monkeypatch: pytest.MonkeyPatch) -> No
 
     assert encoded == [RENDERED_MESSAGES[5]]
     assert grown == first + _count(RENDERED_MESSAGES[5]) + MESSAGE_OVERHEAD
+
+
+# ---- the parsed ranks, kept between processes ---------------------------------------------
+
+def _fresh(monkeypatch: pytest.MonkeyPatch, cache: Path) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(cache))
+    monkeypatch.setattr(tether.models.tokens, "_encoding", None)
+
+
+def test_the_parsed_ranks_are_kept_and_the_next_process_reads_them_instead_of_the_file(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    _fresh(monkeypatch, tmp_path / "cache")
+    assert encoding().encode_ordinary("hello world") == [24912, 2375]
+    kept = ranks_cache_path()
+    assert kept is not None and kept.parent == tmp_path / "cache" / "tether" and kept.is_file()
+
+    def no_parse(*args: Any, **kwargs: Any) -> None:
+        raise AssertionError("the rank file was parsed again")
+
+    _fresh(monkeypatch, tmp_path / "cache")
+    monkeypatch.setattr(tiktoken.load, "load_tiktoken_bpe", no_parse)
+    assert encoding().encode_ordinary("hello world") == [24912, 2375]
+
+
+@pytest.mark.parametrize("damage", ["torn", "tampered"])
+def test_a_damaged_cache_is_not_used_and_is_written_again_whole(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path, damage: str) -> None:
+    _fresh(monkeypatch, tmp_path / "cache")
+    encoding()
+    kept = ranks_cache_path()
+    assert kept is not None
+    whole = kept.read_bytes()
+    if damage == "torn":
+        kept.write_bytes(whole[:len(whole) // 2])
+    else:  # a byte of the ranks changed, their digest left as it was
+        tampered = bytearray(whole)
+        tampered[len(whole) // 2] ^= 0x01
+        kept.write_bytes(bytes(tampered))
+    assert kept.read_bytes() != whole
+    _fresh(monkeypatch, tmp_path / "cache")
+    assert encoding().encode_ordinary("hello world") == [24912, 2375]
+    assert kept.read_bytes() == whole
+
+
+def test_a_cache_folder_that_cannot_be_made_costs_nothing_but_the_parse(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("a file where the cache folder would go")
+    _fresh(monkeypatch, blocker)
+    assert encoding().encode_ordinary("hello world") == [24912, 2375]
+    assert blocker.read_text() == "a file where the cache folder would go"
