@@ -464,8 +464,6 @@ class Harness:
     async def operate(self, run_id: str, operation: Operation) -> Outcome:
         """Hold the run ``run_id`` and do ``operation`` on it: its driver (Tether's loop, or an ACP
         agent's process) takes the turns until it stops; the run is let go however it ends."""
-        if not encoding_loaded():
-            await asyncio.to_thread(encoding)  # load the rank file off the event loop, once
         started = time.perf_counter()
         signal = operation.signal or CancelSignal()
         server = await self._control_server()
@@ -503,6 +501,11 @@ class Harness:
         decisions it waits for (``operation.wait_for_decision``); the run as it stopped, and the
         tool calls it ran."""
         state, decision = run.state, operation.decision
+        if not encoding_loaded():
+            # The rank file, loaded off the event loop once: the loop may count a prompt (a
+            # strict budget, an endpoint that omits usage), and so does the embedded provider.
+            # An ACP agent's run counts nothing, and does not pay for it.
+            await asyncio.to_thread(encoding)
         client = self._client_for(agent, state)
         tools = {t.name: t for t in agent.tool_list}
         async with contextlib.AsyncExitStack() as stack:

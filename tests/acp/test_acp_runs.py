@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 
+import tether.models.tokens
 from tether.agents.agent import AcpCommand, Agent, AgentError
 from tether.harness import Harness
 from tether.vocab.state import Cancelled, MaxBudget, NeedsApproval, StateError, Status
@@ -60,6 +61,18 @@ async def test_an_approved_write_lands_and_the_run_is_on_the_store(tmp_path: Pat
     written = next(r for r in trace if r["kind"] == "file_write")
     assert written["path"].endswith(WRITE_NAME) and written["size"] == len(WRITE_TEXT)
     assert not processes_with(str(acp_workspace.parent)), "the agent's process is gone"
+
+
+async def test_an_acp_run_does_not_load_the_tokenizer(tmp_path: Path, acp_workspace: Path,
+                                                      monkeypatch: pytest.MonkeyPatch):
+    """The agent reports its own usage and Tether counts nothing: a process that only runs ACP
+    agents (a worker, `tether run` of one) does not pay for the rank file."""
+    monkeypatch.setattr(tether.models.tokens, "_encoding", None)
+    async with Harness(tmp_path / "runs", agent_sets=(DEMO,)) as harness:
+        state = harness.create(agent(acp_workspace, "shell"), "run it")
+        outcome = await harness.run(state.run_id)
+    assert outcome.state.status is Status.COMPLETED, outcome.state.error
+    assert not tether.models.tokens.encoding_loaded()
 
 
 async def test_a_rejection_reaches_the_agent_as_the_next_prompt(tmp_path: Path, acp_workspace: Path):
