@@ -124,6 +124,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     items.sort(key=rank)  # stable: within a rank, and for the rest, the order of collection
 
 
+def pytest_configure(config: pytest.Config) -> None:
+    # At the end of a session pytest collects the whole heap five times over, to bring out the
+    # exceptions of objects that finalize late (``__del__``). In a test worker that has run
+    # its share of the suite the heap is 600,000 objects and one full collection 1.3 CPU-s:
+    # five in each of the four workers, all at the end of the run, where nothing else overlaps
+    # them. One collection still finalizes every object left in a cycle and reports it.
+    from _pytest.unraisableexception import gc_collect_iterations_key  # pytest's own knob (its pytester sets it)
+
+    config.stash[gc_collect_iterations_key] = 1
+
+
 # The console freezes the heap it starts with (tether.tui.app, console_ready) after a full
 # collection, which in a console process is its modules and widgets. In a test worker it is
 # also the whole collected suite (390,000 objects): each Pilot app's start then spent 0.3
