@@ -29,8 +29,8 @@ from tests.support import cli_here, place, wait_until
 
 NEVER = ("textual", "tether.tui.app", "tether.tui.cli.console", "tether.tui.cli.demo", "opentelemetry",
          "tether.observe.otel", "aiohttp", "tether.web.app", "psycopg", "dbos", "tether.store.postgres",
-         "tether.workers.worker", "mcp", "tether.acp.server")
-"""Loaded by none of the commands below."""
+         "tether.workers.worker", "mcp", "tether.acp.server", "click", "pygments")
+"""Loaded by none of the commands below (click and pygments: httpx's own command line)."""
 
 NOT_TO_ASK = (*NEVER, "pydantic", "jsonschema", "httpx", "tether.harness", "tether.demo", "tether.run.loop",
               "tether.agents.config")
@@ -44,7 +44,7 @@ try:
 except SystemExit as exc:  # --help
     code = exc.code
 with open(sys.argv[1], "w") as out:
-    json.dump({"code": code, "modules": sorted(sys.modules)}, out)
+    json.dump({"code": code, "modules": sorted(k for k, m in sys.modules.items() if m is not None)}, out)
 """
 
 
