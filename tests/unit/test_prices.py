@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,11 +15,12 @@ from tether.agents.config import load_config
 from tether.harness import Harness
 from tether.observe.report import text_summary
 from tether.vocab.prices import explain, price_for
+from tests.support import cli_here
 
 
 def cli(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "tether.tui.cli", *args], capture_output=True, text=True,
-                          cwd=cwd, timeout=60)
+    """``tether ARGS`` by the CLI's own main in this process (a listing: nothing here is about processes)."""
+    return cli_here(*args, cwd=cwd)
 
 
 def agent_file(tmp_path: Path, body: str) -> Path:
