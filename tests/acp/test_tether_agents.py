@@ -147,8 +147,10 @@ async def test_an_agent_that_does_not_answer_holds_up_no_other_and_ctrl_c_ends_i
     pids = tmp_path / "silent.pids"
     config = agent_file(tmp_path / "tether.toml", {"silent": [sys.executable, str(silent), str(pids)],
                                                    "fake": fake_agent("normal")})
+    # faulthandler: a tether agents that outlives its Ctrl+C is made to say where it is (SIGABRT, below)
     proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "tether.tui.cli", "agents", "--timeout", "600", env=environment(tmp_path, config),
+        sys.executable, "-m", "tether.tui.cli", "agents", "--timeout", "600",
+        env={**environment(tmp_path, config), "PYTHONFAULTHANDLER": "1"},
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE)
     try:
         seen: list[str] = []
@@ -163,7 +165,15 @@ async def test_an_agent_that_does_not_answer_holds_up_no_other_and_ctrl_c_ends_i
         agent, child = map(int, pids.read_text().split())
         assert running(agent) and running(child), "the healthy agent was listed while the silent one was asked"
         proc.send_signal(signal.SIGINT)
-        await asyncio.wait_for(proc.wait(), 60)
+        ended = asyncio.ensure_future(proc.wait())
+        done, _ = await asyncio.wait({ended}, timeout=60)
+        if not done and proc.returncode is not None:  # asyncio's wait also waits for its pipes to close
+            pytest.fail(f"tether agents exited {proc.returncode} after its Ctrl+C, but a process it left "
+                        f"holds its output open (agent {agent} running: {running(agent)}, child {child}: {running(child)})")
+        if not done:
+            proc.send_signal(signal.SIGABRT)  # its threads' stacks, on its stderr
+            where = (await asyncio.wait_for(proc.stderr.read(), 30)).decode("utf-8", "replace")
+            pytest.fail(f"tether agents did not end within 60 s of its Ctrl+C; it was at:\n{where[-6000:]}")
     finally:
         if proc.returncode is None:
             proc.kill()
