@@ -11,6 +11,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.acp.conftest import FAKE_AGENT, fake_agent
 from tests.support import cli_here
 
