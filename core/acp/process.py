@@ -35,6 +35,7 @@ _STDERR_TAIL_BYTES = 16 * 1024
 _LAUNCHER_GRACE_S = 0.3  # the launcher's SIGTERM-to-SIGKILL grace for the agent's descendants
 _KILL_AFTER_S = 0.3  # the launcher SIGKILLs an agent that ignores its SIGTERM this long
 _STOP_WAIT_S = 3.0  # then the whole group gets SIGKILL
+_REAP_POLL_S = 0.05  # how often reap looks for the launcher's exit
 
 
 class StderrTail:
@@ -133,9 +134,18 @@ async def _stop(proc: asyncio.subprocess.Process, eof_wait_s: float) -> int | No
 
 async def reap(proc: asyncio.subprocess.Process) -> int | None:
     """Wait for the launcher to end, then SIGKILL whatever is left of its group: right after
-    the leader is reaped, its group id cannot have been reused."""
-    code = await proc.wait()
+    the leader is reaped, its group id cannot have been reused.
+
+    The end is the launcher's exit, not its pipes': asyncio's ``Process.wait()`` (before
+    Python 3.12) also waits for stdout and stderr to close, and a process left in the group
+    holds them open. Waiting for them before the group is killed would wait on that process
+    for as long as it lives."""
+    while proc.returncode is None:  # set as soon as the launcher is reaped, pipes open or not
+        await asyncio.sleep(_REAP_POLL_S)
+    code = proc.returncode
     _signal_group(proc.pid, signal.SIGKILL)
+    with contextlib.suppress(asyncio.TimeoutError):  # a process that left the group keeps them: not waited for
+        await asyncio.wait_for(proc.wait(), _STOP_WAIT_S)
     return code
 
 

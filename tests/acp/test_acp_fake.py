@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import os
 import signal
@@ -330,3 +331,37 @@ async def test_loading_a_session_is_refused_in_words_without_load_session(acp_wo
     async with session("normal", acp_workspace, fake_env, Events()) as s:
         with pytest.raises(AcpError, match="cannot load an earlier session"):
             await s.load_session("fake-1")
+
+
+async def test_reap_ends_what_the_launcher_left_in_its_group_without_waiting_on_its_pipes() -> None:
+    """A process left in the agent's group holds the group's stdout and stderr open. Reaping
+    waits for the leader's exit, then kills the group. It does not wait for the pipes first:
+    asyncio's Process.wait() on Python 3.11 also waits for them, and would wait as long as the
+    process lives (30 s here). The leader lingers a moment, so that the reap is already
+    waiting when it ends."""
+    from tether.acp import process
+
+    proc = await asyncio.create_subprocess_exec(
+        "/bin/sh", "-c", "sleep 30 & echo $!; sleep 0.5; exit 3", stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE, start_new_session=True)
+    assert proc.stdout is not None
+    left = int((await proc.stdout.readline()).decode())
+    try:
+        code = await asyncio.wait_for(process.reap(proc), 20)  # a cap: the old reap waited out the sleep
+        assert code == 3
+        for _ in range(200):  # SIGKILL is sent; its end is the kernel's, a moment later (capped at 10 s)
+            if not alive_in_group(left):
+                break
+            await asyncio.sleep(0.05)
+        assert not alive_in_group(left), "the process left in the group outlived the reap"
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(left, signal.SIGKILL)
+
+
+def alive_in_group(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
