@@ -65,9 +65,9 @@ def _main(args: argparse.Namespace, command: str) -> int:
         if isinstance(done, types.CoroutineType):  # an async command: on an event loop of its own
             # lazy: asyncio, only for an async command: a quick tether stop needs no event loop
             # (tests/processes/test_cold_start.py)
-            import asyncio
+            from tether.tui.cli.interrupt import run_async
 
-            done = asyncio.run(done)
+            done = run_async(done)
         return done
     except Exception as exc:
         code = _refusal_code(exc)
