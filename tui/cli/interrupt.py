@@ -17,8 +17,8 @@ from typing import Any
 
 
 def run_async(command: Coroutine[Any, Any, Any]) -> Any:
-    """``asyncio.run(command)``; a Ctrl+C cancels it and raises KeyboardInterrupt, as
-    asyncio.run's does."""
+    """``asyncio.run(command)``; a Ctrl+C cancels it and raises KeyboardInterrupt, and a
+    second one raises it at once, as asyncio.run's do."""
     return asyncio.run(_interruptible(command))
 
 
@@ -30,6 +30,8 @@ async def _interruptible(command: Coroutine[Any, Any, Any]) -> Any:
 
     def interrupt() -> None:
         nonlocal interrupted
+        if interrupted:  # a second Ctrl+C: out now, as asyncio.run's second one is
+            raise KeyboardInterrupt
         interrupted = True
         if task is not None:
             task.cancel()
