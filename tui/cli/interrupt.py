@@ -1,10 +1,10 @@
 """An async command's event loop, and Ctrl+C that reaches it wherever the signal lands.
 
 asyncio.run's own SIGINT handler is a Python handler: it runs when the main thread next runs
-Python. A SIGINT the kernel hands another thread (asyncio's child watchers, ``to_thread``'s
-workers) while the loop sleeps in ``select`` until a far timer went unseen until that timer:
-``tether agents`` with an agent that never answers kept on for its whole ``--timeout`` after a
-Ctrl+C (tests/acp/test_tether_agents.py). The loop's own signal handler writes to its wakeup
+Python. When the kernel hands the signal to another thread (asyncio's child watchers,
+``to_thread``'s workers) while the loop sleeps in ``select`` until a far timer, nothing runs
+it before that timer: ``tether agents`` with an agent that never answers went on for its
+whole ``--timeout`` after a Ctrl+C (tests/acp/test_tether_agents.py). The loop's own signal handler writes to its wakeup
 pipe from any thread, so the loop wakes and the command is cancelled at once.
 """
 
