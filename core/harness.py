@@ -394,7 +394,8 @@ class Harness:
         ``copy``) a workspace of the run's own made from it (:mod:`tether.workspaces.tracked`)."""
         planned = tracked.plan(workspace, isolation)  # before any run is made: ValueError in words
         server = await self._control_server()
-        pricing = pricing or await asyncio.to_thread(price_for, model or name, self.config)  # genai-prices' import
+        if pricing is None and not attach:  # an attached run has its price: no genai-prices to load
+            pricing = await asyncio.to_thread(price_for, model or name, self.config)
         async with track(self, server, self._hold, self._let_go, Tracking(
                 name, task, source=source, model=model, run_id=run_id, limits=limits, pricing=pricing,
                 policies=policies, attach=attach, keep_open=keep_open, cancel=cancel, sinks=sinks)) as run:

@@ -58,6 +58,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from tether.integrations import claude_code_words as talk
+from tether.lazy import without_httpx_cli
 
 if TYPE_CHECKING:
     from tether.integrations._common import Tracker
@@ -593,5 +594,6 @@ def _policy(args: argparse.Namespace) -> Policy:
     return Policy(args.store, args.deadline, args.matcher, args.name, args.budget, args.max_turns)
 
 
-if __name__ == "__main__":
+if __name__ == "__main__":  # the installed hook's command: a process of its own for each hook
+    without_httpx_cli()
     raise SystemExit(main())

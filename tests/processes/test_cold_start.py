@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -178,3 +179,34 @@ def test_tether_agents_with_every_answer_kept_loads_no_acp_client(tmp_path: Path
     code, modules = _loaded(tmp_path, "agents")
     assert code == 0
     assert _among(modules, ("acp", "tether.acp.client")) == []
+
+
+_HOOK_PROBE = """
+import atexit, json, runpy, sys
+out = sys.argv.pop(1)
+atexit.register(lambda: json.dump(sorted(k for k, m in sys.modules.items() if m is not None), open(out, "w")))
+runpy.run_module("tether.integrations.claude_code", run_name="__main__", alter_sys=True)
+"""
+
+
+def test_a_claude_code_hook_into_an_open_run_loads_neither_httpx_s_cli_nor_the_prices(tmp_path: Path) -> None:
+    """Claude Code waits for each ``PreToolUse`` hook, a process of its own, before the call
+    runs: what a hook loads is paid at every tool call. One that reports into the session's
+    open run needs no price (the run has one) and no command line of httpx's."""
+    env = {**os.environ, "TETHER_HOME": str(tmp_path / "home")}
+    common = {"session_id": "cold", "cwd": str(tmp_path), "transcript_path": str(tmp_path / "t.jsonl")}
+    hooks = [{"hook_event_name": "SessionStart", "source": "startup", **common},
+             {"hook_event_name": "PostToolUse", "tool_name": "Read", "tool_input": {"file_path": "a"},
+              "tool_use_id": "t1", "tool_response": {"ok": True}, **common}]
+    loaded = []
+    for n, payload in enumerate(hooks):
+        out = tmp_path / f"modules-{n}.json"
+        done = subprocess.run([sys.executable, "-c", _HOOK_PROBE, str(out)], input=json.dumps(payload), env=env,
+                              capture_output=True, text=True, timeout=120, cwd=tmp_path)
+        assert done.returncode == 0, done.stderr
+        loaded.append(json.loads(out.read_text()))
+    opened, reported = loaded
+    assert "genai_prices" in opened, "the probe saw no pricing where the run is made"
+    assert _among(reported, ("genai_prices", "click", "pygments")) == []
+    trace = list(RunStore(tmp_path / "home" / "runs").read_trace("claude-cold"))
+    assert [r["call_id"] for r in trace if r["kind"] == "tool_result"] == ["t1"]  # and the hook did its work

@@ -18,13 +18,11 @@ import sys
 import types
 from collections.abc import Sequence
 
+from tether.lazy import without_httpx_cli
 from tether.tui.cli.output import Output
 from tether.tui.cli.parser import USAGE_ERROR, UsageError, build_parser
 
-# httpx imports its own command line (click, rich, pygments) with itself, a third of its
-# import time; no tether command uses it. Marked absent, it is not loaded, and httpx gives
-# ``httpx.main`` a stub that asks for its extra (tests/processes/test_cold_start.py).
-sys.modules.setdefault("httpx._main", None)  # type: ignore[arg-type]
+without_httpx_cli()  # tests/processes/test_cold_start.py holds every command to it
 
 _MODULES = {
     "console": "console", "demo": "demo",
