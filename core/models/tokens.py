@@ -48,7 +48,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
-from unittest import mock
 
 import tiktoken
 import tiktoken.load
@@ -76,9 +75,14 @@ def encoding() -> tiktoken.Encoding:
             if _encoding is None:
                 ranks = _ranks()
                 # Reuse tiktoken's own definition of o200k_base (split pattern, special
-                # tokens); only where the ranks come from is ours.
-                with mock.patch.object(openai_public, "load_tiktoken_bpe", return_value=ranks):
+                # tokens); only where the ranks come from is ours: its loader is swapped for
+                # the one call (unittest.mock would do the same, and load difflib with it).
+                loader = openai_public.load_tiktoken_bpe
+                openai_public.load_tiktoken_bpe = lambda *_, **__: ranks
+                try:
                     spec = openai_public.o200k_base()
+                finally:
+                    openai_public.load_tiktoken_bpe = loader
                 _encoding = tiktoken.Encoding(**spec)
     return _encoding
 
