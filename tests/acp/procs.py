@@ -8,11 +8,12 @@ from pathlib import Path
 
 def alive_in(folder: Path) -> dict[int, str]:
     """Live (not zombie) processes whose working directory is ``folder`` or inside it, with
-    their command lines: an agent and everything it started run in its workspace."""
+    their command lines: an agent and everything it started run in its workspace. The test's
+    own process is not one (a test may work in the folder it checks)."""
     root = folder.resolve()
     found: dict[int, str] = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
+        if not entry.isdigit() or int(entry) == os.getpid():
             continue
         try:
             cwd = Path(os.readlink(f"/proc/{entry}/cwd"))

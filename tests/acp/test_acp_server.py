@@ -1,7 +1,9 @@
 """Tether as an ACP agent (issue 29, item 5), driven by the ``acp`` package's client side as the
-editor: ``tether acp`` is spawned over stdio with a file store in a temp
-folder and the demo's scripted agents (no network). Each test waits for what the editor is
-sent, never for time; each checks that the server exits by itself when its stdin closes and
+editor, with a file store in a temp folder and the demo's scripted agents (no network).
+``tether acp`` is spawned over stdio as an editor starts it where the process is the point (a
+prompt's whole path, the end of stdin); elsewhere the same server (``tether.acp.server.serve``)
+serves the editor in this process, over a socket pair. Each test waits for what the editor is
+sent, never for time; each checks that the server ends by itself when its input closes and
 leaves no process behind."""
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import socket
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -18,6 +21,7 @@ import acp
 import pytest
 from acp import schema
 
+from tether.acp.server import STDIO_LIMIT, serve
 from tether.acp.serving.approvals import REJECTED_IN_EDITOR, PermissionAsks
 from tether.acp.serving.session import CANCEL_REASON, GONE_REASON
 from tether.store.control import ControlReply
@@ -30,6 +34,8 @@ from tests.acp.conftest import FAKE_AGENT
 from tests.acp.fake_agent import WRITE_NAME, WRITE_TEXT
 from tests.acp.procs import alive_in
 from tests.support import cli_here_async
+from tether.demo.agents import DEMO
+from tether.tui.cli.parser import build_parser
 
 CAP_S = 60.0  # a generous cap on every wait: it fails the test, it never paces it
 EDITOR = "test-editor"
@@ -92,6 +98,9 @@ def choose(option_id: str) -> Answer:
 
 
 class Place:
+    """The test's folder, its store and Tether's home, set in this process's environment too
+    (the server served here and the CLI run here read them)."""
+
     def __init__(self, tmp: Path) -> None:
         self.tmp = tmp
         self.runs = tmp / "runs"
@@ -112,24 +121,31 @@ class Place:
         return env
 
     async def tether(self, *args: str) -> tuple[int, str, str]:
-        """The CLI beside the served process, as a second terminal would run it: by the CLI's
-        main in this process (tests/support.py, cli_here), without a start-up."""
-        done = await asyncio.wait_for(cli_here_async(*args, "--store", str(self.runs), env=self.env(), cwd=self.tmp),
-                                      CAP_S)
+        """The CLI beside the server, as a second terminal would run it: by the CLI's main in
+        this process (tests/support.py, cli_here), without a start-up, in the environment and
+        folder the fixture gave this process (not swapped in: a server served here reads them)."""
+        done = await asyncio.wait_for(cli_here_async(*args, "--store", str(self.runs)), CAP_S)
         return done.returncode, done.stdout, done.stderr
 
     @contextlib.asynccontextmanager
-    async def served(self, editor: Editor, *options: str) -> AsyncIterator[Any]:
-        """``tether acp`` (as an editor starts it) with its client connection, initialized as
-        ``test-editor``. On the way out its stdin is closed: it must exit 0 by itself, and
-        leave no process in the test's folder."""
-        with self.stderr.open("ab") as stderr:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable, "-m", "tether.tui.cli", "acp", "--store", str(self.runs), *options,
-                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
-                cwd=self.tmp, env=self.env(), limit=50 * 1024 * 1024)
-        assert proc.stdin is not None and proc.stdout is not None
-        conn = acp.connect_to_agent(editor, proc.stdin, proc.stdout)
+    async def served(self, editor: Editor, *options: str, real: bool = False) -> AsyncIterator[Any]:
+        """Tether's ACP server with its client connection, initialized as ``test-editor``:
+        ``tether acp`` as an editor starts it (``real``), else :func:`tether.acp.server.serve`
+        in this process. On the way out its input is closed: it must end by itself (the
+        process with exit code 0), and leave no process in the test's folder."""
+        if real:
+            async with self._spawned(options) as (to_server, from_server, ended):
+                async with self._connected(editor, to_server, from_server, ended) as conn:
+                    yield conn
+        else:
+            async with self._in_process(options) as (to_server, from_server, ended):
+                async with self._connected(editor, to_server, from_server, ended) as conn:
+                    yield conn
+
+    @contextlib.asynccontextmanager
+    async def _connected(self, editor: Editor, to_server: asyncio.StreamWriter, from_server: asyncio.StreamReader,
+                         ended: Callable[[], Awaitable[None]]) -> AsyncIterator[Any]:
+        conn = acp.connect_to_agent(editor, to_server, from_server)
         try:
             init = await asyncio.wait_for(conn.initialize(
                 protocol_version=acp.PROTOCOL_VERSION, client_capabilities=schema.ClientCapabilities(),
@@ -137,20 +153,66 @@ class Place:
             assert init.agent_info is not None and init.agent_info.name == "tether"
             assert init.agent_capabilities is not None and init.agent_capabilities.load_session
             yield conn
-            proc.stdin.close()
+            if to_server.can_write_eof():
+                to_server.write_eof()  # a socket: the server reads its end, and may still write
+            else:
+                to_server.close()
+            await ended()
+            assert alive_in(self.tmp) == {}
+        finally:
+            await conn.close()
+
+    @contextlib.asynccontextmanager
+    async def _spawned(self, options: tuple[str, ...]) -> AsyncIterator[Any]:
+        with self.stderr.open("ab") as stderr:
+            proc = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "tether.tui.cli", "acp", "--store", str(self.runs), *options,
+                stdin=asyncio.subprocess.PIPE, stdout=asyncio.subprocess.PIPE, stderr=stderr,
+                cwd=self.tmp, env=self.env(), limit=50 * 1024 * 1024)
+        assert proc.stdin is not None and proc.stdout is not None
+
+        async def ended() -> None:
             code = await asyncio.wait_for(proc.wait(), CAP_S)
             assert code == 0, self.stderr.read_text()
-            assert alive_in(self.tmp) == {}
+
+        try:
+            yield proc.stdin, proc.stdout, ended
         finally:
             if proc.returncode is None:
                 proc.kill()
                 await proc.wait()
-            await conn.close()
+
+    @contextlib.asynccontextmanager
+    async def _in_process(self, options: tuple[str, ...]) -> AsyncIterator[Any]:
+        args = build_parser().parse_args(["acp", "--store", str(self.runs), *options])
+        ours, theirs = socket.socketpair()
+        from_server, to_server = await asyncio.open_connection(sock=ours, limit=50 * 1024 * 1024)
+        server_in, server_out = await asyncio.open_connection(sock=theirs, limit=STDIO_LIMIT)
+        serving = asyncio.create_task(serve(args.config, args.store, workspace=args.workspace, stdin=server_in,
+                                            stdout=server_out, agent_sets=[DEMO]), name="tether acp here")
+
+        async def ended() -> None:
+            await asyncio.wait_for(asyncio.shield(serving), CAP_S)
+
+        try:
+            yield to_server, from_server, ended
+        finally:
+            if not serving.done():
+                serving.cancel()
+                with contextlib.suppress(BaseException):
+                    await serving
+            server_out.close()
+            to_server.close()
 
 
 @pytest.fixture
-def place(tmp_path: Path) -> Place:
-    return Place(tmp_path)
+def place(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Place:
+    place = Place(tmp_path)
+    for name in ("TETHER_CONFIG", "TETHER_STORE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("TETHER_HOME", str(place.home))
+    monkeypatch.chdir(tmp_path)  # where an editor starts it: ./tether.toml is looked for here
+    return place
 
 
 async def _session(conn: Any, place: Place, agent: str | None = None) -> str:
@@ -167,7 +229,7 @@ async def _prompt(conn: Any, session_id: str, text: str) -> str:
 
 async def test_a_prompt_streams_text_tool_calls_and_usage_and_ends_end_turn(place: Place):
     editor = Editor()
-    async with place.served(editor) as conn:
+    async with place.served(editor, real=True) as conn:
         opened = await conn.new_session(cwd=str(place.tmp), mcp_servers=[])
         assert opened.modes is not None and opened.modes.current_mode_id == "plan"
         assert {"plan", "destructive", "slow"} <= {m.id for m in opened.modes.available_modes}
@@ -253,7 +315,7 @@ async def test_a_console_decides_first_the_run_goes_on_and_the_editor_is_told(pl
 
 async def test_session_cancel_is_tethers_stop(place: Place):
     editor = Editor()
-    async with place.served(editor) as conn:
+    async with place.served(editor, real=True) as conn:
         run_id = await _session(conn, place, "slow")
         prompting = asyncio.create_task(_prompt(conn, run_id, "How many entries are in the archive?"))
         await editor.until(lambda: any(u.content and "scanned" in u.content[0].content.text
@@ -329,7 +391,7 @@ async def test_session_load_replays_a_run_and_a_prompt_follows_it_up(place: Plac
 
 async def test_the_end_of_stdin_stops_a_running_run_and_leaves_nothing(place: Place):
     editor = Editor()
-    async with place.served(editor) as conn:
+    async with place.served(editor, real=True) as conn:
         run_id = await _session(conn, place, "slow")
         prompting = asyncio.create_task(_prompt(conn, run_id, "How many entries are in the archive?"))
         await editor.until(lambda: any(u.status == "in_progress" for u in editor.of(schema.ToolCallProgress)
