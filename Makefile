@@ -39,7 +39,7 @@ run: $(VENV)/.installed
 # package from source again, and each worker would rewrite every test module's asserts.
 # The tests marked serial run alone after the rest, collected from their own files only
 # (tests/unit/test_serial_files.py fails when a serial test is elsewhere).
-SERIAL_TESTS = tests/console/test_tui_snapshots.py
+SERIAL_TESTS = tests/console/test_tui_snapshots.py tests/processes/test_demo.py
 test: export PYTHONDONTWRITEBYTECODE =
 test: $(VENV)/.installed-test $(VENV)/.installed-local agents chromium bubblewrap
 	$(BIN)/python -m tests.layers

@@ -9,18 +9,20 @@ import sys
 import uuid
 from pathlib import Path
 
+import pytest
+
 from tether.tui.cli.tour import STEPS
 
 from tests.support import REPO, Terminal, processes_with
 
 
+@pytest.mark.serial  # the captions are read from what the terminal was sent, which a loaded machine coalesces
 def test_tether_demo_plays_every_step_then_quits_clean(tmp_path: Path) -> None:
     token = uuid.uuid4().hex  # marks every process of the demo, the provider child's too
     home = tmp_path / "home"
     env = {**os.environ, "TERM": "xterm-256color", "TETHER_HOME": str(home), "MCP_TEST_TOKEN": token}
-    # Pace 0: no reading time. Each step paints its caption before it goes on (Tour.step's
-    # pause ends in a screen update), so a loaded machine does not lose one.
-    term = Terminal([sys.executable, "-m", "tether.tui.cli", "demo", "--pace", "0", "--latency-ms", "0"],
+    # A pace a loaded machine still paints each caption in (the suite runs on four workers).
+    term = Terminal([sys.executable, "-m", "tether.tui.cli", "demo", "--pace", "0.3", "--latency-ms", "0"],
                     cwd=REPO, env=env, size=(150, 42))
     try:
         code = term.wait_exit()
