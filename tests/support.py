@@ -418,6 +418,13 @@ def cli_here(*args: str, env: Mapping[str, str] | None = None, cwd: Path | str |
     return subprocess.CompletedProcess(["tether", *args], code, out.getvalue(), err.getvalue())
 
 
+def environ_now() -> dict[str, str]:
+    """A copy of this process's environment, never taken while :func:`cli_here` has swapped
+    it for a command's own (on another thread)."""
+    with _ONE_CLI_AT_A_TIME:
+        return dict(os.environ)
+
+
 async def cli_here_async(*args: str, **kw: Any) -> subprocess.CompletedProcess[str]:
     """:func:`cli_here` from a test's event loop: in a thread, so the loop (and the processes
     it watches) goes on meanwhile."""

@@ -51,6 +51,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from tests.campaign.shim import CRASH_EXIT_CODE
+from tests.support import cli_here, environ_now
 
 REPO = Path(__file__).resolve().parents[2]
 RUN = "w"
@@ -81,7 +82,7 @@ class Place:
         self.root = root
         self.repo = root / "repo"
         self.home = root / "home"
-        self.env = {**os.environ, "TETHER_HOME": str(self.home), "GIT_OPTIONAL_LOCKS": "0"}
+        self.env = {**environ_now(), "TETHER_HOME": str(self.home), "GIT_OPTIONAL_LOCKS": "0"}
         self.env.pop("TETHER_CRASH_AT", None)
         subprocess.run(["git", "init", "-q", "-b", "main", str(self.repo)], check=True)
         for name, text in (("access.log", "GET /\n"), ("errors.log", "worker 7 timed out\n"),
@@ -105,16 +106,23 @@ class Place:
                                str(self.home / "runs")], capture_output=True, text=True, env=env, cwd=REPO,
                               timeout=CAP_S)
 
+    def here(self, *args: str) -> subprocess.CompletedProcess[str]:
+        """``tether ARGS`` by the CLI's main in this process (tests/support.py, cli_here), in the
+        cell's environment: what is made before the crash and what is read after it. The
+        command that is crashed, and each that finishes after a crash, is a process of its own
+        (:meth:`tether`)."""
+        return cli_here(*args, "--runs-dir", str(self.home / "runs"), env=self.env, cwd=REPO)
+
     def run_args(self) -> list[str]:
         return ["run", "destructive", "--run-id", RUN, "--workspace", str(self.repo), "--isolate", "worktree",
                 "--auto-approve", "delete_file"]
 
     def survey(self) -> dict:
-        done = self.tether("workspaces", "--json")
+        done = self.here("workspaces", "--json")
         return json.loads(done.stdout) if done.returncode == 0 else {"unreadable": done.stderr}
 
     def shown(self) -> dict:
-        done = self.tether("show", RUN, "--json")
+        done = self.here("show", RUN, "--json")
         return json.loads(done.stdout) if done.returncode == 0 else {"unreadable": done.stderr}
 
 
@@ -132,19 +140,19 @@ class Operation:
 
 
 def _made(place: Place) -> None:
-    done = place.tether(*place.run_args())
+    done = place.here(*place.run_args())
     assert done.returncode == 0, done.stderr
 
 
 def _ruled(place: Place) -> None:
     _made(place)
-    done = place.tether("rules", "add", "--allow", "merge", "--reason", "merges go")
+    done = place.here("rules", "add", "--allow", "merge", "--reason", "merges go")
     assert done.returncode == 0, done.stderr
 
 
 def _asked(place: Place) -> None:
     _made(place)
-    done = place.tether("merge", RUN)
+    done = place.here("merge", RUN)
     assert done.returncode == 3, done.stdout + done.stderr
 
 
@@ -212,7 +220,7 @@ def _rewound(place: Place, ref: dict) -> list[str]:
 
 def _rewound_to_0(place: Place) -> None:
     _made(place)
-    done = place.tether("rewind", RUN, "--to", "0")
+    done = place.here("rewind", RUN, "--to", "0")
     assert done.returncode == 0, done.stderr
 
 
@@ -242,7 +250,7 @@ def _undone(place: Place, ref: dict) -> list[str]:
 def _checkpointed(place: Place, ref: dict) -> list[str]:
     """The run as the reference's, and its checkpoints each whole: listed, their files readable."""
     wrong = _created(place, ref)
-    done = place.tether("checkpoints", RUN, "--json")
+    done = place.here("checkpoints", RUN, "--json")
     if done.returncode != 0:
         return wrong + [f"tether checkpoints failed: {done.stderr.strip()[-300:]}"]
     listed = json.loads(done.stdout).get("checkpoints") or []
@@ -256,13 +264,13 @@ def _checkpointed(place: Place, ref: dict) -> list[str]:
 
 def _forked(place: Place, ref: dict) -> list[str]:
     wrong = []
-    done = place.tether("show", "f", "--json")
+    done = place.here("show", "f", "--json")
     if done.returncode != 0:
         return [f"the fork is not there: {done.stderr.strip()[-300:]}"]
     origin = json.loads(done.stdout).get("forked_from") or {}
     if (origin.get("run_id"), origin.get("step")) != (RUN, 1):
         wrong.append(f"the fork's lineage: {origin}")
-    listed = place.tether("runs", "--json")
+    listed = place.here("runs", "--json")
     if sorted(r["run_id"] for r in json.loads(listed.stdout or "[]")) != ["f", RUN]:
         wrong.append(f"the runs are not {RUN} and f: {listed.stdout.strip()[-300:]}")
     again = place.tether("fork", RUN, "--at", "1", "--run-id", "f")
