@@ -104,7 +104,7 @@ class WorkerCampaign:
         args = ["--base-url", f"{self.base_url}/{tag}/v1", "--run-id", tag, "--workspace", str(cell / "ws")]
         if scenario.auto_approve:
             args += ["--auto-approve", ",".join(scenario.auto_approve)]
-        with Fleet(self.url, cell) as fleet:
+        with Fleet(self.url, cell, here=True) as fleet:  # the workers are processes; the submit is here
             first = fleet.start()
             fleet.submit(scenario.name, *args)
             killed = False
