@@ -13,16 +13,19 @@ import pytest
 
 from tether.tui.cli import main
 
+from tests.support import cli_here
+
 
 def tether(*args: str, home: Path, closed_stdout: bool = False) -> subprocess.CompletedProcess:
-    """``tether ARGS`` in a child process. With ``closed_stdout`` its standard output is a
-    pipe whose reading end is already closed, as ``| head -0`` leaves it: every write the
-    command makes meets a closed pipe."""
+    """``tether ARGS`` with its own ``TETHER_HOME``: by the CLI's main in this process
+    (tests/support.py, cli_here), or, with ``closed_stdout``, in a child process whose
+    standard output is a pipe whose reading end is already closed, as ``| head -0`` leaves
+    it: every write the command makes meets a closed pipe."""
     env = {**os.environ, "TETHER_HOME": str(home)}
     env.pop("TETHER_STORE", None)
     cmd = [sys.executable, "-m", "tether.tui.cli", *args]
     if not closed_stdout:
-        return subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=120)
+        return cli_here(*args, env=env)
     read, write = os.pipe()
     os.close(read)
     try:
