@@ -32,11 +32,12 @@ import time
 from pathlib import Path
 
 from tether.harness import Harness
-from tether.observe.report import recorded
+from tether.observe.report import recorded_records
 from tether.vocab.state import Limits, RunState
 from tether.store.files.handle import RunHandle
 from tether.store.files.layout import TRACE_FILE
 from tether.store.files.store import RunStore
+from tether.store.trace import read_trace
 from tether.demo.agents import DEMO
 from tests.benchmarks import peers
 from tests.support import load_all
@@ -116,7 +117,7 @@ def listing_figures(root: Path, repeats: int) -> dict[str, float]:
     store = RunStore(root)
     states, _ = load_all(store)
     for state in states:
-        recorded(store.run_dir(state.run_id))
+        recorded_records(read_trace(store.run_dir(state.run_id) / TRACE_FILE))
     figures["before"] = time.perf_counter() - started
     started = time.perf_counter()
     in_process = RunStore(root).summaries()
