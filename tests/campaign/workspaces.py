@@ -84,7 +84,9 @@ class Place:
         self.home = root / "home"
         self.env = {**environ_now(), "TETHER_HOME": str(self.home), "GIT_OPTIONAL_LOCKS": "0"}
         self.env.pop("TETHER_CRASH_AT", None)
-        subprocess.run(["git", "init", "-q", "-b", "main", str(self.repo)], check=True)
+        # Every process of a cell gets the cell's environment, never os.environ at that moment:
+        # the cells run on threads, and cli_here swaps os.environ while a command runs here.
+        subprocess.run(["git", "init", "-q", "-b", "main", str(self.repo)], check=True, env=self.env)
         for name, text in (("access.log", "GET /\n"), ("errors.log", "worker 7 timed out\n"),
                            ("notes.txt", "notes\n")):
             (self.repo / name).write_text(text)
