@@ -133,14 +133,10 @@ class Place:
         ``tether acp`` as an editor starts it (``real``), else :func:`tether.acp.server.serve`
         in this process. On the way out its input is closed: it must end by itself (the
         process with exit code 0), and leave no process in the test's folder."""
-        if real:
-            async with self._spawned(options) as (to_server, from_server, ended):
-                async with self._connected(editor, to_server, from_server, ended) as conn:
-                    yield conn
-        else:
-            async with self._in_process(options) as (to_server, from_server, ended):
-                async with self._connected(editor, to_server, from_server, ended) as conn:
-                    yield conn
+        server = self._spawned(options) if real else self._in_process(options)
+        async with server as (to_server, from_server, ended):
+            async with self._connected(editor, to_server, from_server, ended) as conn:
+                yield conn
 
     @contextlib.asynccontextmanager
     async def _connected(self, editor: Editor, to_server: asyncio.StreamWriter, from_server: asyncio.StreamReader,
