@@ -31,7 +31,7 @@ _MODULES = {
     "runs": "runs", "show": "runs", "trace": "runs", "watch": "runs", "export-otel": "export",
     "diff": "workspaces", "workspaces": "workspaces", "discard": "workspaces", "merge": "workspaces",
     "checkpoints": "takeback", "rewind": "takeback", "fork": "takeback", "replay": "replay",
-    "rules": "approvals", "decisions": "approvals",
+    "rules": "rules", "decisions": "decisions",
     "agents": "agents", "prices": "costs", "costs": "costs", "budgets": "costs",
     "provider": "lab", "lab": "lab", "eval": "lab",
     "serve": "serve", "notify": "notify", "acp": "acp_server", "hook": "hook", "worker": "workers",

@@ -1,6 +1,6 @@
-"""``tether rules`` and ``tether decisions``: the store's standing rules (list, add, remove,
-explain a call) and the record of who decided what (docs/approvals.md). The work is in
-:mod:`tether.approvals.commands`; here, the options read and the lines printed."""
+"""``tether rules``: the store's standing rules (list, add, remove, explain a call;
+docs/approvals.md). The work is in :mod:`tether.approvals.commands`; here, the options read
+and the lines printed."""
 
 from __future__ import annotations
 
@@ -12,18 +12,8 @@ import time
 from tether.store.protocol import Store, call
 from tether.tui.cli import context
 from tether.actions.rules import apply_to_waiting
-from tether.approvals import DecisionQuery, Rule, check, parse_duration, parse_where
-from tether.approvals.commands import (
-    decision_table,
-    decisions_json,
-    expiry_note,
-    explain_call,
-    known_tools,
-    parse_time,
-    rule_json,
-    rule_line,
-)
-from tether.demo.agents import DEMO
+from tether.approvals import Rule, check, parse_duration, parse_where
+from tether.approvals.commands import expiry_note, explain_call, known_tools, parse_time, rule_json, rule_line
 from tether.vocab.text import clean
 
 
@@ -65,6 +55,10 @@ async def _rule_add(args: argparse.Namespace, store: Store) -> int:
                 on_deadline=args.on_deadline)
     check(rule)  # what needs no agent file is refused before one is loaded (a second, at most)
 
+    # lazy: the demo's agents (pydantic, the models' client) are only for a rule being added;
+    # (tests/processes/test_cold_start.py holds the listings to the store and their wording)
+    from tether.demo.agents import DEMO
+
     tools, agents = known_tools(context.config(args), (DEMO,))
     checked = check(rule, tools=tools, agents=agents)
     warnings = list(checked.warnings)
@@ -87,19 +81,4 @@ async def _rule_add(args: argparse.Namespace, store: Store) -> int:
     return 0
 
 
-async def decisions(args: argparse.Namespace) -> int:
-    """``tether decisions``: the record of decisions, from the index, newest first."""
-    since = None if args.since is None else parse_time(args.since, option="--since", ago=True)
-    store = context.store_of(args)
-    query = DecisionQuery(since=since, agent=args.agent, by=args.by, limit=args.limit)
-    records = await call(store, store.decisions, query)
-    if args.json:
-        print(decisions_json(records))
-    elif not records:
-        print(f"no decisions on {store.where}" + (" that fit" if any((args.since, args.agent, args.by)) else ""))
-    else:
-        sys.stdout.write(decision_table(records) + "\n")
-    return 0
-
-
-COMMANDS = {"rules": rules, "decisions": decisions}
+COMMANDS = {"rules": rules}
