@@ -25,9 +25,9 @@ from textual.timer import Timer
 from textual.widget import Widget
 from textual.widgets import Static
 
-from tether.acp.config import config_words
 from tether.approvals import run_source
 from tether.vocab.state import NeedsApproval, Status
+from tether.vocab.wording import config_words
 from tether.run.tracked import what_it_can
 from tether.tui.widgets.approval_view import deadline_clock, tally_words
 from tether.tui.widgets.approvals import ApprovalsPane

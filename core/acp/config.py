@@ -15,7 +15,7 @@ from typing import Any
 
 from tether.acp.errors import AcpError
 
-__all__ = ["choose_model", "config_words"]
+__all__ = ["choose_model"]
 
 
 def model_option(options: Sequence[dict[str, Any]]) -> dict[str, Any] | None:
@@ -57,12 +57,3 @@ def _match(model: str, option: dict[str, Any]) -> str | None:
     if prefixed is not None:
         return prefixed
     return next((v for v, label in zip(values, labels) if label == model), None)
-
-
-def config_words(options: Sequence[dict[str, Any]]) -> str:
-    """``config: Model=fake-large, Effort=high`` (the options' names and current values)."""
-    return "config: " + ", ".join(f"{o.get('name') or o.get('id')}={_shown(o.get('value'))}" for o in options)
-
-
-def _shown(value: Any) -> str:
-    return "on" if value is True else "off" if value is False else str(value)

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from typing import Any
 
 from tether.vocab.state import Decision
@@ -158,6 +159,16 @@ def commands_words(commands: list[dict[str, str]]) -> str:
     """An ACP agent's slash commands, as ``tether show`` and the trace list them."""
     return "  ".join(f"/{c.get('name')}" + (f" <{c['hint']}>" if c.get("hint") else "")
                      + (f" ({c['description']})" if c.get("description") else "") for c in commands) or "none"
+
+
+def config_words(options: Sequence[dict[str, Any]]) -> str:
+    """An ACP agent's session config options as it last stated them, for ``tether show`` and
+    the console: ``config: Model=fake-large, Effort=high`` (names and current values)."""
+    return "config: " + ", ".join(f"{o.get('name') or o.get('id')}={_on_off(o.get('value'))}" for o in options)
+
+
+def _on_off(value: Any) -> str:
+    return "on" if value is True else "off" if value is False else str(value)
 
 
 def exit_words(exit_code: int | None, signal: str | None) -> str:

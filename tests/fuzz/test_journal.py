@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 from hypothesis import given, strategies as st
 
-from tether.vocab.state import SCHEMA_VERSION, AgentRef, RunState, StateError, Status
+from tether.vocab.state import SCHEMA_VERSION, AgentRef, Limits, RunState, StateError, Status
 from tether.store.files.journal import STICKY_FIELDS, commit_bytes as _commit_bytes, header_of as _header
 from tether.store.files.journal import read_journal as _read
 from tether.store.files.store import RunStore
@@ -32,7 +32,10 @@ messages = st.one_of(
     st.fixed_dictionaries({"role": st.just("tool"), "tool_call_id": texts, "content": texts}),
 )
 steps = st.lists(st.tuples(st.lists(messages, max_size=3), st.integers(0, 5000), st.sampled_from(list(Status)),
-                           st.sampled_from([None, "triage", "coder"])), min_size=1, max_size=5)
+                           st.sampled_from([None, "triage", "coder"]),
+                           # fields a commit carries only when they changed (STICKY_FIELDS), back and forth
+                           st.sampled_from([None, "boom"]), st.sampled_from([5, 20]),
+                           st.sampled_from([None, "/tmp/ws-a", "/tmp/ws-b"])), min_size=1, max_size=5)
 
 
 def journal_of(run_steps: list[tuple[Any, ...]]) -> tuple[bytes, list[tuple[int, dict[str, Any]]]]:
@@ -44,8 +47,10 @@ def journal_of(run_steps: list[tuple[Any, ...]]) -> tuple[bytes, list[tuple[int,
     grown: dict[str, int] | None = None
     sticky: dict[str, Any] = {}
     written = 0
-    for new, tokens, status, agent in run_steps:
+    for step in run_steps:  # the examples below give the first four; the rest keep the defaults
+        new, tokens, status, agent, error, max_turns, workspace = (*step, None, 20, None)[:7]
         state.messages.extend(copy.deepcopy(new))
+        state.error, state.limits, state.workspace = error, Limits(max_turns=max_turns), workspace
         state.turns += 1
         state.prompt_tokens += tokens
         state.per_turn_prompt_tokens.append(tokens)

@@ -28,7 +28,8 @@ from tether.vocab.events import ProviderRetry, RunStarted, ToolResult
 from tether.harness import Harness
 from tether.approvals.decisions import approve
 from tether.store.protocol import Handle, Store
-from tether.vocab.state import Limits, NeedsApproval, RunExists, RunState, StateError, Status, args_hash, pending_calls
+from tether.vocab.state import (Limits, NeedsApproval, RunExists, RunState, RunWorkspace, StateError, Status, args_hash,
+                                pending_calls)
 from tether.store.spec import open_store
 from tether.demo.agents import DEMO
 from tests.endpoints import completion, turns
@@ -246,6 +247,38 @@ def test_a_failed_save_leaves_the_previous_state(store: Store, tmp_path: Path):
     handle.abandon()  # type: ignore[attr-defined]  # dies before saving the second
     loaded = store.load("s1")
     assert loaded.turns == 1 and loaded.messages[-1]["content"] == "one" and len(loaded.messages) == 3
+
+
+
+def test_a_change_made_in_place_inside_the_state_is_saved(store: Store):
+    """The steps change some of the state in place (a merge's stage inside the run's
+    workspace, a call's approvers, a run's intents): each save keeps what the state holds
+    then, read back by a fresh load, however rarely that part changes."""
+    state = new_state("inplace")
+    state.run_workspace = RunWorkspace(kind="copy", source="/tmp/agent", stage="ready", path="/tmp/ws")
+    state.run_workspace.merge = {"call_id": "merge_1", "stage": "asked"}
+    store.create(state)
+    state, handle = store.open("inplace")
+    try:
+        for stage in ("merging", "merged"):
+            assert state.run_workspace is not None and state.run_workspace.merge is not None
+            state.run_workspace.merge["stage"] = stage
+            state.intents[f"call_{stage}"] = stage
+            state.turns += 1
+            handle.save(state)
+            loaded = store.load("inplace")
+            assert loaded.run_workspace is not None and loaded.run_workspace.merge is not None
+            assert loaded.run_workspace.merge["stage"] == stage
+            assert loaded.intents[f"call_{stage}"] == stage
+        for step in range(2):  # a step that changes none of them: the last change stays
+            state.turns += 1
+            handle.save(state)
+        loaded = store.load("inplace")
+        assert loaded.run_workspace is not None and loaded.run_workspace.merge == {"call_id": "merge_1",
+                                                                                    "stage": "merged"}
+        assert loaded.turns == state.turns and len(loaded.intents) == 2
+    finally:
+        handle.release()
 
 
 # ---- the trace ------------------------------------------------------------------------------

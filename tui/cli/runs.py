@@ -13,13 +13,12 @@ import sys
 import time
 from typing import Any
 
-from tether.acp.config import config_words
 from tether.actions.deadlines import apply_due
 from tether.observe.report import (SYSTEM_NOT_SENT, as_sent, listing, owner_words, recorded_all, recorded_records,
                                    summary, text_summary, warnings_of)
 from tether.vocab.state import RunState, StateError, Status
 from tether.vocab.text import clean
-from tether.vocab.wording import commands_words, sandbox_words
+from tether.vocab.wording import commands_words, config_words, sandbox_words
 from tether.store.protocol import call
 from tether.tui.cli import context, output
 from tether.tui.cli.parser import UsageError

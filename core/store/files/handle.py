@@ -12,6 +12,7 @@ and otherwise at most once every :data:`~tether.store.files.index.INDEX_EVERY_S`
 from __future__ import annotations
 
 import contextlib
+import copy
 import errno
 import fcntl
 import logging
@@ -173,7 +174,8 @@ class RunHandle:
         os.lseek(self._fd, committed_bytes, os.SEEK_SET)
         self._messages = len(state.messages) if committed_bytes else 0
         self._grown = {f: len(getattr(state, f)) if committed_bytes else 0 for f in GROWING_FIELDS}
-        self._sticky = {f: state.header()[f] for f in STICKY_FIELDS} if committed_bytes else {}
+        header = state.header() if committed_bytes else {}
+        self._sticky = {f: copy.deepcopy(header[f]) for f in header if f in STICKY_FIELDS}
         # The row is taken to say what was loaded (the creator wrote it, or the last owner on
         # its last change of status); if it does not, it is stale, and readers replay it.
         self._indexed, self._indexed_at = (state.status, state.interruption), time.monotonic()
@@ -184,10 +186,14 @@ class RunHandle:
     def save(self, state: RunState) -> None:
         """Commit the state: its new messages and a header, in one write."""
         header = header_of(state, since=self._grown)
-        sticky = {f: header[f] for f in STICKY_FIELDS}
+        changed = {}
         for name in STICKY_FIELDS:
             if name in self._sticky and self._sticky[name] == header[name]:
                 del header[name]
+            else:
+                # A copy, not the value: a header shares the lists and dicts inside the state
+                # (a call's approvers, a merge's question), which a later step may change in place.
+                changed[name] = copy.deepcopy(header[name])
         data = commit_bytes(state.messages[self._messages:], header)
         start = os.lseek(self._fd, 0, os.SEEK_CUR)
         try:
@@ -200,7 +206,7 @@ class RunHandle:
             raise SaveError(f"could not save run {self.run_id}: {exc.strerror or exc}") from exc
         self._messages = len(state.messages)
         self._grown = {f: len(getattr(state, f)) for f in GROWING_FIELDS}
-        self._sticky = sticky
+        self._sticky.update(changed)
         if self._index is not None:
             now = time.monotonic()
             indexed = self._indexed

@@ -26,9 +26,14 @@ from tether.store.files.layout import NOT_A_RUN
 
 # Header fields that only grow: a commit carries what was appended since the last one.
 GROWING_FIELDS = ("per_turn_prompt_tokens", "estimated_turns")
-# Header fields that seldom change: a commit carries them only when they did (a run's
-# agent reference is written at creation and when its MCP tools are first listed).
-STICKY_FIELDS = ("agent",)
+# Header fields that seldom change: a commit carries them only when they did (the first
+# commit, and a compaction's, carries them all). A step changes its counts, costs, status and
+# times; these stay as they were for most steps, and were most of each commit's bytes: the
+# limits, prices, policies, workspace and who started the run are written once, a run's
+# agent reference at creation and when its MCP tools are first listed.
+STICKY_FIELDS = ("agent", "model", "usage_ratio", "interruption", "error", "approvals", "parent_run_id", "children",
+                 "limits", "pricing", "policies", "base_url", "workspace", "run_workspace", "intents", "failed_calls",
+                 "created_at", "rewinds", "forked_from", "operator", "operator_name")
 
 
 def dumps(obj: Any) -> str:
