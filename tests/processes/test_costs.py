@@ -195,3 +195,81 @@ def test_an_earlier_tethers_runs_table_gets_the_columns_and_its_runs_group_as_un
             [r.to_dict() for r in aggregate(store.summaries(), CostQuery("agent"))]
     finally:
         store.close()
+
+
+def _columns(pg: object) -> tuple[dict[str, tuple[object, ...]], dict[str, tuple[object, ...]], dict[str, str]]:
+    """Each run's cost columns as stored, the same read from its summary by
+    :data:`RUN_COLUMNS`'s expressions, and whether each column is generated."""
+    from tether.store.postgres.schema import RUN_COLUMNS
+
+    names = ", ".join(RUN_COLUMNS)
+    read = ", ".join(expression for _, expression in RUN_COLUMNS.values())
+    with pg._conn() as conn:  # type: ignore[attr-defined]  # noqa: SLF001 - the table itself
+        stored = {r[0]: r[1:] for r in conn.execute(pg.q(f"SELECT run_id, {names} FROM {{s}}.runs"))}  # type: ignore[attr-defined]
+        expected = {r[0]: r[1:] for r in conn.execute(pg.q(f"SELECT run_id, {read} FROM {{s}}.runs"))}  # type: ignore[attr-defined]
+        generated = dict(conn.execute("SELECT attname, attgenerated FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+                                      "AND attname = ANY(%s)", (f"{pg.schema}.runs", list(RUN_COLUMNS))).fetchall())  # type: ignore[attr-defined]
+    return stored, expected, generated
+
+
+def test_a_save_writes_the_cost_columns_its_summary_says(pg_url: str):
+    """``tether costs`` reads columns a save writes beside the summary: for runs of every
+    kind (children, no price, no agent, made and then saved), each column is what the summary
+    says, read by the same expression a store that lacked the column is filled with."""
+    from tether.store.postgres.store import PgStore
+
+    pg = PgStore(pg_url)
+    try:
+        with pg._conn() as conn:  # noqa: SLF001
+            conn.execute(pg.q("TRUNCATE " + ", ".join(f"{{s}}.{t}" for t in TABLES)))
+        fleet(pg)
+        pg.create(RunState(run_id="bare", model="m", messages=[{"role": "user", "content": "go"}]))
+        state, handle = pg.open("a1")
+        try:
+            state.cost_usd, state.prompt_tokens, state.operator = 2.5, 4321, "ana"
+            handle.save(state)
+        finally:
+            handle.release()
+        stored, expected, generated = _columns(pg)
+        assert len(stored) == 6 and stored == expected
+        assert stored["a1"][4] == pytest.approx(2.5) and stored["a1"][5] == 4321.0 and stored["a1"][0] == "ana"
+        assert stored["c1"][7] is True and stored["b1"][4] == pytest.approx(4.0)
+        assert set(generated.values()) == {""}  # plain columns: the database parses no summary on a save
+    finally:
+        pg.close()
+
+
+def test_a_store_whose_cost_columns_are_generated_gets_them_plain_with_their_values(pg_url: str):
+    """The columns were first generated from the summary on every write; a store made so gets
+    them plain when the operator's role connects, each run's values kept, and saves after it
+    keep them current."""
+    from tether.store.postgres.schema import RUN_COLUMNS
+    from tether.store.postgres.store import PgStore
+
+    old = PgStore(pg_url)
+    try:
+        with old._conn() as conn:  # noqa: SLF001 - the table as the Tether before made it, with its runs
+            conn.execute(old.q("TRUNCATE " + ", ".join(f"{{s}}.{t}" for t in TABLES)))
+        fleet(old)
+        with old._conn() as conn:  # noqa: SLF001
+            conn.execute(old.q("ALTER TABLE {s}.runs " + ", ".join(f"DROP COLUMN {c}" for c in RUN_COLUMNS)))
+            conn.execute(old.q("ALTER TABLE {s}.runs " + ", ".join(
+                f"ADD COLUMN {name} {kind} GENERATED ALWAYS AS ({expression}) STORED"
+                for name, (kind, expression) in RUN_COLUMNS.items())))
+        assert set(_columns(old)[2].values()) == {"s"}
+    finally:
+        old.close()
+    store = PgStore(pg_url)
+    try:
+        stored, expected, generated = _columns(store)
+        assert set(generated.values()) == {""} and stored == expected and len(stored) == 5
+        state, handle = store.open("a2")
+        try:
+            state.cost_usd = 9.0
+            handle.save(state)
+        finally:
+            handle.release()
+        assert [(r.group, round(r.cost_usd, 6)) for r in store.costs(CostQuery("agent"))][0] == ("triage", 9.5)
+        assert _columns(store)[0] == _columns(store)[1]
+    finally:
+        store.close()

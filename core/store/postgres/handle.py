@@ -38,7 +38,7 @@ from tether.store.changes import JOURNAL, OWNER, TRACE
 from tether.store.decisions import decisions_key
 from tether.store.owner import whoami
 from tether.store.postgres.connection import RECONNECT_S, StoreUnavailable, clean
-from tether.store.postgres.rows import address_in, decisions_json, read_control, summary_json
+from tether.store.postgres.rows import address_in, decisions_json, read_control, summary_row
 from tether.store.postgres.schema import FLUSH, SAVE, SAVE_AGAIN, TAKE, dumps, notice
 from tether.store.protocol import SaveError
 
@@ -252,7 +252,7 @@ class PgHandle:
         decided = decisions_key(state)
         decisions = decisions_json(state) if decided != self._decided else "[]"
         return (state.status.value, state.updated_at, len(state.messages), dumps(state.header()),
-                summary_json(state), new, lines, done, decisions, decided)
+                summary_row(state), new, lines, done, decisions, decided)
 
     def _commit(self, snap: tuple[Any, ...], cut: int | None = None) -> None:
         """The save's statements in one pipeline: one round trip to the server. The first
@@ -286,7 +286,7 @@ class PgHandle:
         self._messages = count
         self._decided = decided
 
-    def _commit_locked(self, status: str, updated_at: float, count: int, header: str, summary: str,
+    def _commit_locked(self, status: str, updated_at: float, count: int, header: str, summary: dict[str, Any],
                        new: list[tuple[str, int, str]], lines: list[tuple[int, str]], done: dict[str, str],
                        decisions: str, *, again: bool = False, cut: int | None = None) -> None:
         try:
@@ -296,7 +296,7 @@ class PgHandle:
                                  (self.run_id, cut))
                 conn.execute(self._q(SAVE_AGAIN if again else SAVE), {
                     "run": self.run_id, "token": self._token, "status": status, "updated_at": updated_at,
-                    "count": count, "header": header, "summary": summary,
+                    "count": count, "header": header, **summary,
                     "idxs": [i for _, i, _ in new], "messages": [m for _, _, m in new],
                     "seqs": [seq for seq, _ in lines], "records": [line for _, line in lines],
                     "keys": list(done), "results": list(done.values()), "decisions": decisions,

@@ -39,9 +39,20 @@ def check_id(run_id: str) -> str:
     return run_id
 
 
-def summary_json(state: RunState) -> str:
+def summary_row(state: RunState) -> dict[str, Any]:
+    """The run's summary as the runs table keeps it, as a statement's parameters: the JSON
+    document (``summary``) and the columns that are parts of it, each as
+    :data:`tether.store.postgres.schema.RUN_COLUMNS`'s expression reads it from the document."""
     summary = RunSummary.of(state, _NO_KEY)
-    return dumps({name: getattr(summary, name) for name in SUMMARY_COLUMNS})
+    return {"summary": dumps({name: getattr(summary, name) for name in SUMMARY_COLUMNS}),
+            "operator": summary.operator, "agent": summary.agent, "model": summary.model, "source": summary.source,
+            "own_usd": float(summary.cost_usd or 0) - float(summary.child_cost_usd or 0),
+            "tokens_in": _float(summary.prompt_tokens), "tokens_out": _float(summary.completion_tokens),
+            "unpriced": None if summary.price is None else summary.price == "unknown"}
+
+
+def _float(value: Any) -> float | None:
+    return None if value is None else float(value)
 
 
 def decisions_json(state: RunState) -> str:

@@ -35,21 +35,25 @@ LOCK_SEED = 0x7E7E  # hashtextextended's seed: Tether's lock keys apart from oth
 IDENT = re.compile(r"^[a-z_][a-z0-9_]{0,62}$")
 
 RUN_COLUMNS = {
-    "operator": "text GENERATED ALWAYS AS (summary->>'operator') STORED",
-    "agent": "text GENERATED ALWAYS AS (summary->>'agent') STORED",
-    "model": "text GENERATED ALWAYS AS (summary->>'model') STORED",
-    "source": "text GENERATED ALWAYS AS (summary->>'source') STORED",
-    "own_usd": "double precision GENERATED ALWAYS AS (coalesce((summary->>'cost_usd')::float8, 0) "
-               "- coalesce((summary->>'child_cost_usd')::float8, 0)) STORED",
-    "tokens_in": "double precision GENERATED ALWAYS AS ((summary->>'prompt_tokens')::float8) STORED",
-    "tokens_out": "double precision GENERATED ALWAYS AS ((summary->>'completion_tokens')::float8) STORED",
-    "unpriced": "boolean GENERATED ALWAYS AS (summary->>'price' = 'unknown') STORED",
+    "operator": ("text", "summary->>'operator'"),
+    "agent": ("text", "summary->>'agent'"),
+    "model": ("text", "summary->>'model'"),
+    "source": ("text", "summary->>'source'"),
+    "own_usd": ("double precision",
+                "coalesce((summary->>'cost_usd')::float8, 0) - coalesce((summary->>'child_cost_usd')::float8, 0)"),
+    "tokens_in": ("double precision", "(summary->>'prompt_tokens')::float8"),
+    "tokens_out": ("double precision", "(summary->>'completion_tokens')::float8"),
+    "unpriced": ("boolean", "summary->>'price' = 'unknown'"),
 }
-"""The runs' columns added after the first tables were made, each read from the run's summary by
-the database at every write: who started it (NULL for a run made before that was recorded), and
-what ``tether costs`` groups and adds (:meth:`PgStore.costs`), so that it reads columns instead
-of parsing 100,000 JSON documents. Tokens are float8, whose cast from any number cannot fail a
-save (and which sums exactly up to 2**53)."""
+"""The runs' columns added after the first tables were made, each its type and what it is of the
+run's summary: who started it (NULL for a run made before that was recorded), and what ``tether
+costs`` groups and adds (:meth:`PgStore.costs`), so that it reads columns instead of parsing
+100,000 JSON documents. A save writes them beside the summary
+(:func:`tether.store.postgres.rows.summary_row`, which must say what these expressions say: a
+test holds them together); the expressions fill them once for the rows of a store that lacked
+them. They were generated columns first, which made every save parse its summary once a column
+(a long run's summary holds a number per turn): a store that has them so gets them plain, values
+kept. Tokens are float8, whose cast from any number cannot fail (and which sums exactly up to 2**53)."""
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS {s}.runs (
@@ -64,7 +68,7 @@ CREATE TABLE IF NOT EXISTS {s}.runs (
     owner_token text,
     control_count integer NOT NULL DEFAULT 0,
     lock_key bigint GENERATED ALWAYS AS (hashtextextended(run_id, {seed})) STORED,
-""" + ",\n".join(f"    {name} {kind}" for name, kind in RUN_COLUMNS.items()) + """
+""" + ",\n".join(f"    {name} {kind}" for name, (kind, _) in RUN_COLUMNS.items()) + """
 );
 CREATE INDEX IF NOT EXISTS runs_created ON {s}.runs (created_at);
 CREATE INDEX IF NOT EXISTS runs_status ON {s}.runs (status);
@@ -115,7 +119,7 @@ CREATE TABLE IF NOT EXISTS {s}.decisions (
 CREATE INDEX IF NOT EXISTS decisions_ts ON {s}.decisions (ts);
 """
 NEWEST_TABLE = "decisions"  # made last: when it is there, so is every other
-ADDED = {NEWEST_TABLE: ADDED_COLUMNS, "runs": RUN_COLUMNS}
+ADDED = {NEWEST_TABLE: ADDED_COLUMNS, "runs": {name: kind for name, (kind, _) in RUN_COLUMNS.items()}}
 """Every column added since, by table: a store of an earlier Tether gets them when the
 operator's role next connects."""
 # A run's decisions, as a JSON array of rows, written over the rows of the same calls.
@@ -126,6 +130,10 @@ PUT_DECISIONS = ("INSERT INTO {s}.decisions SELECT * FROM json_populate_recordse
 KEEPER = "CASE WHEN r.status = 'running' THEN r.header->'agent'->'spec'->'keeper' END"
 NOTIFY = "SELECT pg_notify(%s, %s)"
 
+# A new run's row (PgStore.create), its summary's columns written beside it as a save writes them.
+INSERT_RUN = ("INSERT INTO {s}.runs (run_id, status, parent_run_id, created_at, updated_at, message_count, header, "
+              "summary, " + ", ".join(RUN_COLUMNS) + ") VALUES (%(run)s, %(status)s, %(parent)s, %(created_at)s, "
+              "%(updated_at)s, %(count)s, %(header)s, %(summary)s, " + ", ".join(f"%({n})s" for n in RUN_COLUMNS) + ")")
 # A save: one statement, so one round trip and its own transaction. The run row's update is
 # gated by a subquery that divides by zero unless the handle's token is still the run's, so a
 # fenced owner's statement fails whole; the other inserts are data-modifying CTEs, which run
@@ -134,7 +142,7 @@ NOTIFY = "SELECT pg_notify(%s, %s)"
 _SAVE_TEMPLATE = """
 WITH run AS (
     UPDATE {{s}}.runs SET status = %(status)s, updated_at = %(updated_at)s, message_count = %(count)s,
-        header = %(header)s, summary = %(summary)s
+        header = %(header)s, summary = %(summary)s, """ + ", ".join(f"{name} = %({name})s" for name in RUN_COLUMNS) + """
     WHERE run_id = %(run)s AND (SELECT 1 / count(*)::int FROM {{s}}.runs
                                 WHERE run_id = %(run)s AND owner_token = %(token)s) = 1
     RETURNING 1
@@ -219,7 +227,7 @@ def ensure_schema(conn: psycopg.Connection, schema: str, *, where: str, url: str
     names = [name for columns in ADDED.values() for name in columns]
     exists, added = conn.execute(
         "SELECT to_regclass(%s), (SELECT count(*) FROM pg_attribute a JOIN unnest(%s::text[], %s::text[]) AS w(t, c) "
-        "ON a.attrelid = to_regclass(w.t) AND a.attname = w.c WHERE NOT a.attisdropped)",
+        "ON a.attrelid = to_regclass(w.t) AND a.attname = w.c WHERE NOT a.attisdropped AND a.attgenerated = '')",
         (newest, tables, names)).fetchone()
     if exists is not None:
         if added < len(names):
@@ -247,15 +255,26 @@ def ensure_schema(conn: psycopg.Connection, schema: str, *, where: str, url: str
 
 def _add_columns(conn: psycopg.Connection, schema: str, where: str) -> None:
     """The columns added since the tables were made (:data:`ADDED`: who decided as which
-    account, how many people a call needs, who started a run): added by the role that owns
-    the tables; a role that may not (the watcher's) is told so, and reads what it can meanwhile.
-    A generated column rewrites its table once, under its lock: saves wait for it."""
+    account, how many people a call needs, who started a run, what it cost): added by the role
+    that owns the tables, and the runs' filled from their summaries; a role that may not (the
+    watcher's) is told so, and reads what it can meanwhile. The runs' columns that were
+    generated (:data:`RUN_COLUMNS`) are made plain, keeping their values. Under the table's
+    lock: saves wait for it."""
     try:
         with conn.transaction():
             conn.execute("SELECT pg_advisory_xact_lock(%s)", (LOCK_SEED,))
+            had = dict(conn.execute(
+                "SELECT attname, attgenerated FROM pg_attribute WHERE attrelid = to_regclass(%s) "
+                "AND attname = ANY(%s) AND NOT attisdropped", (f"{schema}.runs", list(RUN_COLUMNS))).fetchall())
             for table, columns in ADDED.items():
                 added = ", ".join(f"ADD COLUMN IF NOT EXISTS {name} {kind}" for name, kind in columns.items())
                 conn.execute(composed(schema, f"ALTER TABLE {{s}}.{table} {added}"))
+            made_plain = [f"ALTER COLUMN {name} DROP EXPRESSION" for name, generated in had.items() if generated]
+            if made_plain:
+                conn.execute(composed(schema, f"ALTER TABLE {{s}}.runs {', '.join(made_plain)}"))
+            filled = [f"{name} = {expression}" for name, (_, expression) in RUN_COLUMNS.items() if name not in had]
+            if filled:
+                conn.execute(composed(schema, f"UPDATE {{s}}.runs SET {', '.join(filled)}"))
     except psycopg.errors.InsufficientPrivilege:
         log.warning("%s: the tables lack this Tether's columns (%s) and this role cannot add them; they are added "
                     "when the operator's role connects", where, ", ".join(name for c in ADDED.values() for name in c))

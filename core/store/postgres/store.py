@@ -92,8 +92,8 @@ from tether.store.postgres.control import PgControlServer, deliver as deliver_he
 from tether.store.postgres.database import Database
 from tether.store.postgres.handle import PgHandle
 from tether.store.postgres.locks import HELD
-from tether.store.postgres.rows import check_id, decisions_json, owner_of, read_control, summary_json, summary_of
-from tether.store.postgres.schema import KEEPER, PUT_DECISIONS, dumps
+from tether.store.postgres.rows import check_id, decisions_json, owner_of, read_control, summary_of, summary_row
+from tether.store.postgres.schema import INSERT_RUN, KEEPER, PUT_DECISIONS, dumps
 from tether.store.postgres.watch import PgWatcher, follow_all, follow_run
 from tether.store.protocol import call
 from tether.store.summary import Liveness, RunSummary
@@ -149,11 +149,10 @@ class PgStore(Database):
         with self._conn() as conn:
             try:
                 with conn.transaction():
-                    conn.execute(self.q(
-                        "INSERT INTO {s}.runs (run_id, status, parent_run_id, created_at, updated_at, "
-                        "message_count, header, summary) VALUES (%s, %s, %s, %s, %s, %s, %s, %s)"),
-                        (state.run_id, state.status.value, state.parent_run_id, state.created_at, state.updated_at,
-                         len(state.messages), dumps(header), summary_json(state)))
+                    conn.execute(self.q(INSERT_RUN), {
+                        "run": state.run_id, "status": state.status.value, "parent": state.parent_run_id,
+                        "created_at": state.created_at, "updated_at": state.updated_at, "count": len(state.messages),
+                        "header": dumps(header), **summary_row(state)})
                     if state.messages:
                         with conn.cursor() as cur:
                             cur.executemany(self.q("INSERT INTO {s}.messages (run_id, idx, message) VALUES (%s, %s, %s)"),
@@ -386,7 +385,7 @@ class PgStore(Database):
 
     def costs(self, query: CostQuery) -> list[CostRow]:
         """Spend grouped (:mod:`tether.store.costs`) in one aggregate query over the runs table's
-        columns that the database reads from each summary as it is written
+        columns that each save writes beside the summary
         (:data:`tether.store.postgres.schema.RUN_COLUMNS`): no JSON parsed, no run loaded here."""
         # A day is grouped as its number since the epoch (UTC), named here: no date formatted per run.
         key = "floor(created_at / 86400)" if query.by == "day" else f"coalesce({query.by}, '{missing(query.by)}')"
