@@ -24,12 +24,12 @@ from typing import Any
 
 from tether.store.protocol import Store
 from tether.vocab.audit import run_source
-from tether.vocab.budget_call import BUDGET, declined, undecided
+from tether.vocab.budget_call import BUDGET, undecided
 from tether.approvals.holding import deadline_of, overdue, verdict_of
 from tether.vocab.rules import Call
 from tether.vocab.events import ApprovalDecision, ApprovalRequired
 from tether.vocab.state import Cancelled, Decision, NeedsApproval, RunState, StateError, Status, args_hash
-from tether.approvals.decisions import DEADLINE, close_on_stop
+from tether.approvals.decisions import DEADLINE, close_on_stop, declined
 import asyncio
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from tether.vocab import budget_call
 from tether.approvals.holding import overdue
 from tether.vocab.rules import format_duration
-from tether.approvals.decisions import DEADLINE, already_decided, end_waiting, reject
+from tether.approvals.decisions import DEADLINE, already_decided, declined, end_waiting, reject
 from tether.vocab.events import Event, run_stopped
 from tether.vocab.state import Cancelled, NeedsApproval, RunState, Status
 
@@ -68,7 +68,7 @@ def lapse(state: RunState, *, at: float | None = None) -> Lapsed | None:
         budget = budget_call.undecided(state, waiting)  # a fleet budget's call: its run then ends as a budget exit
         then = "ends it as a budget exit" if budget else "goes on"
         summary = f"{reason}: the call was rejected; tether resume {state.run_id} {then}"
-        events = [budget_call.declined(state, waiting, step.words, DEADLINE) if budget
+        events = [declined(state, waiting, step.words, DEADLINE) if budget
                   else reject(state, waiting.call_id, step.words, DEADLINE)]
         state.interruption = Cancelled(summary, DEADLINE)
         events.append(run_stopped(state, summary))

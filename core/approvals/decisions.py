@@ -12,7 +12,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from tether.agents.tools.base import Tool, offered_name, schema_problem
-from tether.vocab import people
+from tether.vocab import budget_call, people
 from tether.vocab.wording import DEADLINE, already_decided
 from tether.vocab.events import ApprovalDecision, Event, run_stopped
 from tether.vocab.state import Cancelled, Decision, NeedsApproval, RunState, StateError, Status, args_hash, pending_calls
@@ -294,3 +294,12 @@ def end_waiting(state: RunState, reason: str, by: str | None) -> list[Event]:
                             asked_at=_asked_at(waiting, state.approvals.get(waiting.call_id)))
     state.interruption = Cancelled(reason, by)
     return [decided, run_stopped(state, f"{reason} (by {by})" if by and by != DEADLINE else reason)]
+
+
+def declined(state: RunState, waiting: NeedsApproval, text: str, by: str) -> ApprovalDecision:
+    """Reject the budget call ``waiting`` (a deadline's ``reject``): recorded, and the run's next
+    check (:func:`tether.approvals.budget_ask.check`) ends it as a budget exit, as a person's rejection does."""
+    state.approvals[waiting.call_id] = Decision(waiting.call_id, "rejected", args_hash(waiting.args), text, by,
+                                                tool=budget_call.BUDGET, args=waiting.args, asked_at=waiting.asked_at)
+    return ApprovalDecision(run_id=state.run_id, call_id=waiting.call_id, tool=budget_call.BUDGET, verdict="rejected",
+                            text=f"declined by {by}: {text}", by=by)

@@ -476,19 +476,20 @@ async def _reported(run: TrackedRun, payload: dict[str, Any], policy: Policy, un
     """``PostToolUse`` and ``Stop``: all they report has happened (:func:`_what_happened`);
     at a ``Stop`` (a turn's end), what the session has changed, for ``tether runs``."""
     if payload.get("hook_event_name") == "Stop":
-        from tether.workspaces import tracked  # lazy: hooks load Tether as they need it
-
-        await tracked.note(run)
+        await _note_changes(run)
     return None
 
 
-async def _session_end(run: TrackedRun, payload: dict[str, Any], policy: Policy,
-                       until: float) -> dict[str, Any] | None:
-    from tether.workspaces import tracked  # lazy: hooks load Tether as they need it
-
-    await tracked.note(run)
+async def _session_end(run: TrackedRun, payload: dict[str, Any], policy: Policy, until: float) -> dict[str, Any] | None:
+    await _note_changes(run)
     await run.answer("")
     return None
+
+
+async def _note_changes(run: TrackedRun) -> None:
+    """What the session has changed in its folder, recorded with the run (``tether runs``)."""
+    from tether.workspaces import tracked  # lazy: hooks load Tether as they need it
+    await tracked.note(run)
 
 
 _HANDLERS: dict[str, Callable[[TrackedRun, dict[str, Any], Policy, float], Awaitable[dict[str, Any] | None]]] = {

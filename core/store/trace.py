@@ -14,10 +14,12 @@ import time
 from collections import deque
 from collections.abc import Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tether.vocab.events import Event
 from tether.vocab.records import field_names
+
+if TYPE_CHECKING:
+    from tether.vocab.events import Event
 
 _TAIL_BYTES = 64 * 1024
 
@@ -155,6 +157,10 @@ _CLASSES: dict[str, type[Event]] = {}
 
 
 def _event_classes() -> dict[str, type[Event]]:
+    # lazy: the events' 30 dataclasses are a tenth of a listing's start, and a listing
+    # (tether runs, decisions) writes no event and reads none back as an object
+    from tether.vocab.events import Event
+
     found: dict[str, type[Event]] = {}
     todo = list(Event.__subclasses__())
     while todo:
