@@ -22,6 +22,7 @@ import importlib.metadata
 import logging
 import os
 import signal
+import stat
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -260,7 +261,7 @@ def main(args: argparse.Namespace, agent_sets: Sequence[AgentSet] = ()) -> int:
     try:
         asyncio.run(serve(getattr(args, "config", None), getattr(args, "store", None),
                           workspace=getattr(args, "workspace", None), agent_sets=agent_sets))
-    except (ConfigError, StateError) as exc:
+    except (ConfigError, StateError, NotAStream) as exc:
         print(f"tether acp: error: {exc}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:
@@ -272,10 +273,27 @@ def _bad_line(count: int, sample: str) -> None:
     log.warning("skipped a line from the client that is not a JSON-RPC message (%d so far): %r", count, sample)
 
 
+class NotAStream(Exception):
+    """The standard input or output is something the protocol cannot be spoken over (a file)."""
+
+
+def _streamable(fd: int, name: str) -> None:
+    """Refuse in words a standard input or output that is not a pipe, socket or terminal:
+    asyncio streams only those, and an editor starts ``tether acp`` on pipes."""
+    mode = os.fstat(fd).st_mode
+    if not (stat.S_ISFIFO(mode) or stat.S_ISSOCK(mode) or stat.S_ISCHR(mode)):
+        what = "a regular file" if stat.S_ISREG(mode) else "neither a pipe, a socket nor a terminal"
+        through = "cat FILE | tether acp" if name == "input" else "tether acp | tee FILE"
+        raise NotAStream(f"its standard {name} is {what}: tether acp speaks the Agent Client Protocol over "
+                         f"pipes, as an editor starts it (through a pipe: {through})")
+
+
 async def _protocol_streams() -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
     """The process's stdin and stdout as the protocol's streams, with stdout kept for the
     protocol alone: file descriptor 1 (and ``sys.stdout``) then point at stderr, so a stray
     print, in Tether or in a tool, cannot corrupt a frame the editor reads."""
+    _streamable(0, "input")
+    _streamable(1, "output")
     protocol_out = os.fdopen(os.dup(1), "wb", buffering=0)
     os.dup2(2, 1)
     sys.stdout = protocol_out  # type: ignore[assignment]  # what acp.stdio_streams connects to

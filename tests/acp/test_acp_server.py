@@ -12,6 +12,7 @@ import asyncio
 import contextlib
 import os
 import socket
+import subprocess
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
@@ -398,6 +399,25 @@ async def test_the_end_of_stdin_stops_a_running_run_and_leaves_nothing(place: Pl
     state = place.store.load(run_id)
     assert state.status is Status.INTERRUPTED and state.interruption == Cancelled(GONE_REASON, EDITOR)
     assert place.store.owner(run_id) is None or not place.store.owner(run_id).alive
+
+
+
+@pytest.mark.parametrize("redirected", ["input", "output"])
+def test_a_standard_stream_that_is_a_file_is_refused_in_words(place: Place, tmp_path: Path, redirected: str):
+    """``tether acp`` speaks over pipes, as an editor starts it: a file for its input or output
+    (``tether acp < requests.jsonl``) is refused in one line, exit 2, no traceback, nothing served."""
+    file = tmp_path / "frames.jsonl"
+    file.write_text("{}\n" if redirected == "input" else "")
+    with open(file, "rb" if redirected == "input" else "wb") as stream:
+        stdin, stdout = (stream, subprocess.PIPE) if redirected == "input" else (subprocess.DEVNULL, stream)
+        done = subprocess.run([sys.executable, "-m", "tether.tui.cli", "acp", "--store", str(place.runs)],
+                              stdin=stdin, stdout=stdout, stderr=subprocess.PIPE, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr.strip().splitlines() == [
+        f"tether acp: error: its standard {redirected} is a regular file: tether acp speaks the Agent Client Protocol "
+        f"over pipes, as an editor starts it (through a pipe: "
+        f"{'cat FILE | tether acp' if redirected == 'input' else 'tether acp | tee FILE'})"]
+    assert redirected == "input" or file.read_bytes() == b""  # not a byte of protocol into the file
 
 
 async def test_the_agent_files_agents_are_the_modes_and_their_replies_stream(place: Place):
