@@ -157,8 +157,8 @@ _CLASSES: dict[str, type[Event]] = {}
 
 
 def _event_classes() -> dict[str, type[Event]]:
-    # lazy: the events' 30 dataclasses are a tenth of a listing's start, and a listing
-    # (tether runs, decisions) writes no event and reads none back as an object
+    # lazy: the events' thirty dataclasses are the largest import a listing would make (tether
+    # decisions: test_cold_start), and a listing writes no event and reads none back as an object
     from tether.vocab.events import Event
 
     found: dict[str, type[Event]] = {}

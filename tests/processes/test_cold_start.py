@@ -163,6 +163,15 @@ def test_a_listing_loads_the_store_and_its_wording_alone(tmp_path: Path, waiting
     assert _among(modules, NOT_TO_ASK) == []
 
 
+
+def test_tether_decisions_loads_no_event_classes(tmp_path: Path, waiting: list[str]) -> None:
+    """The record of decisions is read from the index: no event is written or read back as an
+    object, and the events' dataclasses are the largest import it would make."""
+    code, modules = _loaded(tmp_path, "decisions", *waiting[:2])
+    assert code == 0
+    assert "tether.vocab.events" not in modules and "tether.store.trace" in modules
+
+
 @pytest.mark.parametrize("verdict", ["approve", "reject"])
 def test_a_decision_loads_the_harness_it_goes_on_with_but_no_console_server_or_driver(
         tmp_path: Path, waiting: list[str], verdict: str) -> None:

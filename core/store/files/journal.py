@@ -4,7 +4,8 @@
 message to the transcript; ``{"commit": header}`` makes everything before it the saved
 state. The header is the run without its transcript (:meth:`RunState.header`), its
 ``message_count``, and, for the list fields that only grow, just the entries added since
-the previous commit. A save is a single ``write`` of its new messages and its commit line.
+the previous commit; a field that seldom changes (the limits, the prices, the workspace...) is
+in a commit only when it changed, and read from the last commit that has it. A save is a single ``write`` of its new messages and its commit line.
 Loading keeps the last complete commit; anything after it (a crash mid-write leaves at most
 a torn tail) is cut off before the next write (:meth:`tether.store.files.handle.RunHandle.attach`).
 
