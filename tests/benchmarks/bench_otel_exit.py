@@ -66,11 +66,13 @@ class _Receiver:
     def __init__(self, *, silent: bool = False) -> None:
         self.requests = 0
         self.spans = 0
+        self.metrics = 0
         self._release = threading.Event()
         receiver = self
 
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:  # noqa: N802
+                from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import ExportMetricsServiceRequest
                 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 
                 body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
@@ -78,9 +80,13 @@ class _Receiver:
                 if silent:
                     receiver._release.wait(60)
                     return
-                request = ExportTraceServiceRequest()
-                request.ParseFromString(body)
-                receiver.spans += sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
+                if self.path.endswith("/v1/metrics"):  # a command's metrics, at its exit: counted, not spans
+                    ExportMetricsServiceRequest().ParseFromString(body)
+                    receiver.metrics += 1
+                else:
+                    request = ExportTraceServiceRequest()
+                    request.ParseFromString(body)
+                    receiver.spans += sum(len(s.spans) for r in request.resource_spans for s in r.scope_spans)
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", "0")
@@ -209,6 +215,7 @@ def command_figures(repeats: int, where: Path) -> dict[str, list[float]]:
                 if round_:
                     times[way].append(wall)
         assert up.spans == SPANS * (repeats + 1), f"the receiver got {up.spans} spans, not {SPANS * (repeats + 1)}"
+        assert up.metrics == repeats + 1, f"the receiver got {up.metrics} metric exports, not {repeats + 1}"
     return times
 
 
@@ -241,7 +248,7 @@ def main(argv: list[str] | None = None) -> None:
     print(f"  the exit's wait for a refusing collector  {exit_ms['refused']:.1f} ms   "
           f"target <= {CLI_EXPORT_TIMEOUT * 1000:.0f} ms   {'met' if refused <= CLI_EXPORT_TIMEOUT else 'MISSED'}")
     print(f"  (every refused and silent run's trace records its {SPANS} spans as dropped; the receiver that is up "
-          f"got all of them)")
+          f"got all of them, and each run's metrics)")
 
 
 if __name__ == "__main__":
