@@ -547,9 +547,7 @@ class TetherApp(App[int]):
             self.push_screen(CostsScreen(lambda: asyncio.to_thread(load_figures, harness.store, harness.fleet)))
 
     def on_costs_screen_chosen(self, message: Any) -> None:
-        from tether.tui.screens.costs import CostsScreen  # lazy: plotext, as above (loaded: the screen is up)
-
         if message.run_id in self.states:
-            if isinstance(self.screen, CostsScreen):
+            if message.control is self.screen:  # the Costs screen it was chosen on is still up
                 self.screen.dismiss(None)
             self.select(message.run_id)

@@ -195,6 +195,17 @@ def test_tether_agents_with_every_answer_kept_loads_no_acp_client(tmp_path: Path
     code, modules = _loaded(tmp_path, "agents")
     assert code == 0
     assert _among(modules, ("acp", "tether.acp.client")) == []
+    assert _among(modules, ("mcp",)) == []  # no agent with MCP servers: their client is not loaded
+
+
+def test_tether_agents_without_mcp_servers_loads_no_mcp_client(tmp_path: Path, monkeypatch) -> None:
+    """The ``mcp`` package is half a second of imports: an agent with MCP servers loads it to
+    list their tools, and a listing without one (the demo's agents alone) does not."""
+    monkeypatch.setenv("TETHER_HOME", str(tmp_path / "home"))
+    monkeypatch.chdir(tmp_path)  # no ./tether.toml
+    code, modules = _loaded(tmp_path, "agents")
+    assert code == 0
+    assert _among(modules, ("mcp", "tether.agents.mcp.catalog")) == []
 
 
 _HOOK_PROBE = """

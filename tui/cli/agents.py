@@ -19,7 +19,6 @@ from tether.tui.cli import context
 from tether.acp import AcpError
 from tether.acp.probe_cache import ProbeCache, probe_kept
 from tether.agents.agent import AgentError
-from tether.agents.mcp.catalog import mcp_tools
 from tether.agents.mcp.server import MCPStartError
 from tether.agents.sandbox import SandboxUnavailable, available_backend
 from tether.demo import agents as demo
@@ -137,6 +136,10 @@ async def _describe(agent: Any, kind: str, args: argparse.Namespace) -> dict[str
     tools = agent.describe_tools()
     servers: list[dict[str, Any]] = []
     if agent.mcp_servers:
+        # lazy: the mcp package (half a second of imports) only for an agent that has MCP servers;
+        # tests/processes/test_cold_start.py holds tether agents without one to none of it
+        from tether.agents.mcp.catalog import mcp_tools
+
         for server in agent.mcp_servers:
             try:
                 async with mcp_tools([server], reserved=[t["name"] for t in tools]) as listed:

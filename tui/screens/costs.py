@@ -62,11 +62,16 @@ class CostsScreen(Screen[None]):
     ]
 
     class Chosen(Message):
-        """Enter on a row: go to the group's dearest run."""
+        """Enter on a row: go to the group's dearest run (``control``: the screen it was chosen on)."""
 
-        def __init__(self, run_id: str) -> None:
+        def __init__(self, screen: CostsScreen, run_id: str) -> None:
             super().__init__()
+            self.screen = screen
             self.run_id = run_id
+
+        @property
+        def control(self) -> CostsScreen:
+            return self.screen
 
     def __init__(self, load: Callable[[], Awaitable[CostFigures]]) -> None:
         super().__init__(id="costs-screen")
@@ -208,4 +213,4 @@ class CostsScreen(Screen[None]):
     @on(DataTable.RowSelected)
     def _chosen(self, event: DataTable.RowSelected) -> None:
         if event.row_key.value:
-            self.post_message(self.Chosen(str(event.row_key.value)))
+            self.post_message(self.Chosen(self, str(event.row_key.value)))
