@@ -32,7 +32,6 @@ from tether.agents.tools.base import Tool
 from tether.agents.tools.builtin import DeleteFile, ListFiles, ReadFile, WriteFile
 from tether.agents.mcp.server import MCPServer
 from tether.agents.subagent import ResearchTool
-from tether.agents.tools.function import function_tool
 
 DEFAULT_INSTRUCTIONS = (
     "You are an agent working on a folder of files through tools. Use the tools to find "
@@ -127,6 +126,10 @@ def as_tool(obj: ToolLike, *, roots: Iterable[str | Path] = ()) -> Tool:
         if tool.ref is None:
             tool.ref = ref_of(obj)
     elif callable(obj) and not inspect.isclass(obj):
+        # lazy: pydantic, for a function tool alone: tether agents and tether rules list the
+        # built-in tools without it (tests/processes/test_cold_start.py)
+        from tether.agents.tools.function import function_tool
+
         try:
             tool = function_tool(obj)
         except TypeError as exc:

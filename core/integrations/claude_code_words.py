@@ -85,24 +85,18 @@ def after_the_end(event: str, state: RunState) -> dict[str, Any] | None:
     that completed or failed (its bookkeeping) never stops the user's work."""
     if not state.status.resumable:
         return None
-    # lazy: Claude Code's hooks load Tether only as they need it (tether.integrations.claude_code)
-    from tether.vocab.state import Status
-
-    interruption, limits = state.interruption, state.limits
-    reason = getattr(interruption, "reason", None) or state.status.value.replace("_", " ")
-    if state.status is Status.BUDGET_EXCEEDED and limits.budget_usd is not None:
+    interruption, limits, status = state.interruption, state.limits, state.status.value
+    reason = getattr(interruption, "reason", None) or status.replace("_", " ")
+    if status == "budget_exceeded" and limits.budget_usd is not None:
         reason = f"the budget of ${limits.budget_usd:.4f} is spent (${state.cost_usd:.4f})"  # as the run API says
-    elif state.status is Status.MAX_TURNS_EXCEEDED and limits.max_turns is not None:
+    elif status == "max_turns_exceeded" and limits.max_turns is not None:
         reason = f"the turn cap of {limits.max_turns} is reached"
     return stopping(event, ended_words(state.run_id, reason, getattr(interruption, "by", None), interruption))
 
 
 def ended_words(run_id: str, reason: str, by: str | None, interruption: Any) -> str:
-    # lazy: Claude Code's hooks load Tether only as they need it (tether.integrations.claude_code)
-    from tether.vocab.state import Cancelled
-
     reason = reason.strip().rstrip(".")
-    if isinstance(interruption, Cancelled):
+    if getattr(interruption, "type", None) == "cancelled":  # a Stop (tether.vocab.state.Cancelled)
         who = "the operator" if not by or by == "operator" else f"the operator {by}"
         return f"{who[0].upper()}{who[1:]} stopped this session in Tether (run {run_id}): {reason}."
     return f"Tether ended this session's run {run_id}: {reason}."

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tether.vocab.state import NeedsApproval, Status
-from tether.store.files.layout import JOURNAL_FILE
+from tether.store.files.layout import JOURNAL_FILE, TRACE_FILE
 from tether.store.files.lock import lock_held, owner_record
 from tether.store.files.store import RunStore
 from tether.tui.cli import _MODULES
@@ -100,10 +100,21 @@ def live_run(tmp_path: Path, *args: str) -> Iterator[tuple[subprocess.Popen[byte
     where = place(tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "tether.tui.cli", "run", *args, "--run-id", "live", *where],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    run_dir = tmp_path / "runs" / "live"
+
+    def ready() -> bool:
+        """Held, and in its tool (its trace says so) or waiting: the owner's record is written
+        as the run is opened, a little before the process takes requests for it, and a request
+        sent in between is answered "no longer runs here" and takes the full path."""
+        if not (lock_held(run_dir / JOURNAL_FILE) and (owner_record(run_dir) or {}).get("control")):
+            return False
+        if "--wait-for-decision" in args:
+            return isinstance(RunStore(tmp_path / "runs").load("live").interruption, NeedsApproval)
+        trace = run_dir / TRACE_FILE
+        return trace.exists() and b'"tool_start"' in trace.read_bytes()
+
     try:
-        run_dir = tmp_path / "runs" / "live"
-        wait_until(lambda: lock_held(run_dir / JOURNAL_FILE) and (owner_record(run_dir) or {}).get("control"),
-                   "the run's process holds it and listens", 60)
+        wait_until(ready, "the run's process holds it and is in its tool, or waits", 60)
         yield proc, where
     finally:
         if proc.poll() is None:
@@ -200,12 +211,13 @@ def test_tether_agents_with_every_answer_kept_loads_no_acp_client(tmp_path: Path
 
 def test_tether_agents_without_mcp_servers_loads_no_mcp_client(tmp_path: Path, monkeypatch) -> None:
     """The ``mcp`` package is half a second of imports: an agent with MCP servers loads it to
-    list their tools, and a listing without one (the demo's agents alone) does not."""
+    list their tools, and a listing without one (the demo's agents alone) does not; nor
+    pydantic, which only a function tool needs."""
     monkeypatch.setenv("TETHER_HOME", str(tmp_path / "home"))
     monkeypatch.chdir(tmp_path)  # no ./tether.toml
     code, modules = _loaded(tmp_path, "agents")
     assert code == 0
-    assert _among(modules, ("mcp", "tether.agents.mcp.catalog")) == []
+    assert _among(modules, ("mcp", "tether.agents.mcp.catalog", "pydantic")) == []  # the demo's tools are no functions
 
 
 _HOOK_PROBE = """
