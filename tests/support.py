@@ -34,7 +34,9 @@ from textual.widgets import Input
 
 from tether.demo.agents import DEMO
 from tether.models.base import ModelReply
-from tether.vocab.state import RunState, StateError
+from tether.vocab.state import NeedsApproval, RunState, StateError
+from tether.store.files.layout import JOURNAL_FILE, TRACE_FILE
+from tether.store.files.lock import lock_held, owner_record
 from tether.store.files.store import RunStore
 from tether.harness import Harness
 from tether.tui.app import TetherApp
@@ -171,6 +173,20 @@ TABLES = ("runs", "messages", "trace", "ledger", "owners", "control", "rules", "
 def place(tmp_path: Path) -> list[str]:
     """The CLI options that keep a test's runs and workspace in its own folder."""
     return ["--runs-dir", str(tmp_path / "runs"), "--workspace", str(tmp_path / "ws")]
+
+
+def takes_requests(runs: Path, run_id: str, *, waits: bool = False) -> bool:
+    """Whether a live process holds the run and takes requests for it: in its tool (its trace
+    says so) or, with ``waits``, waiting for a decision. Its owner record is written as the run
+    is opened, a little before the process takes requests, and a Stop or a decision sent in
+    between is answered "no longer runs here" and takes the full path."""
+    run_dir = runs / run_id
+    if not (lock_held(run_dir / JOURNAL_FILE) and (owner_record(run_dir) or {}).get("control")):
+        return False
+    if waits:
+        return isinstance(RunStore(runs).load(run_id).interruption, NeedsApproval)
+    trace = run_dir / TRACE_FILE
+    return trace.exists() and b'"tool_start"' in trace.read_bytes()
 
 
 def wait_until(predicate: Any, what: str, timeout_s: float = 20.0) -> None:

@@ -128,23 +128,14 @@ def _prepare(tree: Tree, home: Path) -> None:
 def _live(tree: Tree, home: Path, args: list[str], run_id: str) -> Iterator[None]:
     """``tether ARGS --run-id RUN_ID`` in a process of its own, once it holds the run and
     waits (a Stop finds it in its tool; a decision finds it waiting); ended afterwards."""
-    from tether.vocab.state import NeedsApproval
-    from tether.store.files.layout import JOURNAL_FILE, TRACE_FILE
-    from tether.store.files.lock import lock_held, owner_record
-    from tether.store.files.store import RunStore
+    from tests.support import takes_requests
 
     proc = subprocess.Popen([sys.executable, "-m", tree.cli, *args, "--run-id", run_id], env=tree.env(home),
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    run_dir = home / "runs" / run_id
     waits = "--wait-for-decision" in args
     try:
         deadline = time.monotonic() + 120
-        # Held, and in its tool (its trace says so) or waiting: the owner's record is written as
-        # the run is opened, before the process takes requests for it, and a Stop sent in between
-        # is answered "no longer runs here" and takes the full path, which is not this case.
-        while not (lock_held(run_dir / JOURNAL_FILE) and (owner_record(run_dir) or {}).get("control")
-                   and (isinstance(RunStore(home / "runs").load(run_id).interruption, NeedsApproval) if waits
-                        else b'"tool_start"' in _read(run_dir / TRACE_FILE))):
+        while not takes_requests(home / "runs", run_id, waits=waits):
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{tree.label}: tether {' '.join(args)} did not hold its run (exit {proc.poll()})")
             time.sleep(0.01)
@@ -157,13 +148,6 @@ def _live(tree: Tree, home: Path, args: list[str], run_id: str) -> Iterator[None
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
-
-
-def _read(path: Path) -> bytes:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return b""
 
 
 def _sample(tree: Tree, home: Path, name: str, args: list[str], i: int) -> Sample:

@@ -26,7 +26,7 @@ from tether.store.files.store import RunStore
 from tether.tui.cli import _MODULES
 from tether.tui.cli.parser import build_parser
 
-from tests.support import cli_here, place, wait_until
+from tests.support import cli_here, place, takes_requests, wait_until
 
 NEVER = ("textual", "tether.tui.app", "tether.tui.cli.console", "tether.tui.cli.demo", "opentelemetry",
          "tether.observe.otel", "aiohttp", "tether.web.app", "psycopg", "dbos", "tether.store.postgres",
@@ -100,21 +100,9 @@ def live_run(tmp_path: Path, *args: str) -> Iterator[tuple[subprocess.Popen[byte
     where = place(tmp_path)
     proc = subprocess.Popen([sys.executable, "-m", "tether.tui.cli", "run", *args, "--run-id", "live", *where],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    run_dir = tmp_path / "runs" / "live"
-
-    def ready() -> bool:
-        """Held, and in its tool (its trace says so) or waiting: the owner's record is written
-        as the run is opened, a little before the process takes requests for it, and a request
-        sent in between is answered "no longer runs here" and takes the full path."""
-        if not (lock_held(run_dir / JOURNAL_FILE) and (owner_record(run_dir) or {}).get("control")):
-            return False
-        if "--wait-for-decision" in args:
-            return isinstance(RunStore(tmp_path / "runs").load("live").interruption, NeedsApproval)
-        trace = run_dir / TRACE_FILE
-        return trace.exists() and b'"tool_start"' in trace.read_bytes()
-
     try:
-        wait_until(ready, "the run's process holds it and is in its tool, or waits", 60)
+        wait_until(lambda: takes_requests(tmp_path / "runs", "live", waits="--wait-for-decision" in args),
+                   "the run's process holds it and is in its tool, or waits", 60)
         yield proc, where
     finally:
         if proc.poll() is None:
